@@ -1,0 +1,148 @@
+// Package app wires one jobq replica: store, migrations, scheduler and
+// HTTP API in one process (`jobq serve`), either half optional.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jobq/jobq/httpapi"
+	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
+)
+
+// ListenDefault is where the API listens unless told otherwise: loopback only.
+const ListenDefault = "127.0.0.1:8080"
+
+// Config configures a replica.
+type Config struct {
+	// DSN is a go-sql-driver/mysql DSN naming the database. Required.
+	DSN string
+	// Listen is the API address. Defaults to ListenDefault.
+	Listen string
+	// NoAPI runs only the scheduler; NoScheduler runs only the API.
+	NoAPI, NoScheduler bool
+	// Migrate applies pending migrations at start.
+	Migrate bool
+	// PoolMaxOpen caps database connections. Defaults to Workers/2+10.
+	PoolMaxOpen int
+	// MaxBodyBytes limits API request bodies. Defaults to 1 MiB.
+	MaxBodyBytes int64
+	// Scheduler configures the scheduling loop.
+	Scheduler scheduler.Config
+	// Registry holds the handlers; nil registers the built-in job types.
+	Registry *scheduler.Registry
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Replica is a running replica.
+type Replica struct {
+	Store     *store.Store
+	Scheduler *scheduler.Scheduler // nil with NoScheduler
+	Service   *service.Service
+	Addr      string // API address actually bound ("" with NoAPI)
+	server    *http.Server
+	serveErr  chan error
+	log       *slog.Logger
+}
+
+// Start opens the database, migrates if asked, and starts the scheduler and
+// the API. It returns once both are running.
+func Start(ctx context.Context, cfg Config) (*Replica, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DSN == "" {
+		return nil, errors.New("dsn: required (flag --dsn or JOBQ_DSN)")
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = scheduler.NewRegistry()
+		jobtypes.Register(cfg.Registry)
+	}
+	if cfg.Scheduler.Logger == nil {
+		cfg.Scheduler.Logger = cfg.Logger
+	}
+	sc := cfg.Scheduler.WithDefaults()
+	pool := cfg.PoolMaxOpen
+	if pool <= 0 {
+		pool = sc.Workers/2 + 10
+	}
+	st, err := store.Open(ctx, cfg.DSN, store.PoolConfig{MaxOpen: pool})
+	if err != nil {
+		return nil, err
+	}
+	r := &Replica{Store: st, log: cfg.Logger.With("component", "app")}
+	r.log.Info("connected", "server", st.Server.Description, "skip_locked", st.Server.SkipLocked)
+	if cfg.Migrate {
+		applied, err := st.MigrateUp(ctx)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		if len(applied) > 0 {
+			r.log.Info("migrations applied", "versions", applied)
+		}
+	}
+	var wake func()
+	if !cfg.NoScheduler {
+		s, err := scheduler.New(st, st.DB(), cfg.Registry, cfg.Scheduler, st.Server.SkipLocked)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		if err := s.Start(context.WithoutCancel(ctx)); err != nil {
+			st.Close()
+			return nil, err
+		}
+		r.Scheduler = s
+		wake = s.Wake
+	}
+	known := func(t string) bool { _, ok := cfg.Registry.Lookup(t); return ok }
+	r.Service = service.New(st, known, wake)
+	if !cfg.NoAPI {
+		listen := cfg.Listen
+		if listen == "" {
+			listen = ListenDefault
+		}
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			r.Stop(context.Background())
+			return nil, fmt.Errorf("listen %s: %w", listen, err)
+		}
+		r.Addr = ln.Addr().String()
+		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger})
+		r.server = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
+		r.serveErr = make(chan error, 1)
+		go func() { r.serveErr <- r.server.Serve(ln) }()
+		r.log.Info("api listening", "addr", r.Addr)
+	}
+	return r, nil
+}
+
+// Err returns a channel that yields the API server's fatal error, if any.
+func (r *Replica) Err() <-chan error { return r.serveErr }
+
+// Stop stops the API (finishing open requests), then the scheduler
+// gracefully (see scheduler.Stop), then closes the database.
+func (r *Replica) Stop(ctx context.Context) error {
+	var errs []error
+	if r.server != nil {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		errs = append(errs, r.server.Shutdown(sctx))
+		cancel()
+	}
+	if r.Scheduler != nil {
+		errs = append(errs, r.Scheduler.Stop())
+	}
+	errs = append(errs, r.Store.Close())
+	return errors.Join(errs...)
+}

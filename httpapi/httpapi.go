@@ -1,0 +1,209 @@
+// Package httpapi serves jobq's HTTP/JSON API: /v1/jobs (create, get, list,
+// cancel, retry, executions), /healthz and /readyz. Validation and
+// behaviour live in package service; this package only maps them to HTTP.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
+)
+
+// MaxBodyBytesDefault is the default request body limit (1 MiB); larger
+// bodies get 413.
+const MaxBodyBytesDefault = 1 << 20
+
+// Options configures the API handler.
+type Options struct {
+	// MaxBodyBytes limits request bodies. Defaults to MaxBodyBytesDefault.
+	MaxBodyBytes int64
+	// ReadyFunc reports readiness for /readyz (e.g. a database ping).
+	ReadyFunc func(ctx context.Context) error
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrorBody is the JSON shape of every error response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong; Field is set for invalid input.
+type ErrorDetail struct {
+	Code    string `json:"code"` // invalid_argument, not_found, conflict, failed_precondition, too_large, unavailable, internal
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// New returns the API handler.
+func New(svc *service.Service, opts Options) http.Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	a := &api{svc: svc, opts: opts, log: opts.Logger.With("component", "httpapi")}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/jobs", a.submit)
+	mux.HandleFunc("GET /v1/jobs", a.list)
+	mux.HandleFunc("GET /v1/jobs/{id}", a.get)
+	mux.HandleFunc("POST /v1/jobs/{id}/cancel", a.cancel)
+	mux.HandleFunc("POST /v1/jobs/{id}/retry", a.retry)
+	mux.HandleFunc("GET /v1/jobs/{id}/executions", a.executions)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", a.ready)
+	return mux
+}
+
+type api struct {
+	svc  *service.Service
+	opts Options
+	log  *slog.Logger
+}
+
+func (a *api) submit(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{ErrorDetail{Code: "too_large", Field: "body",
+				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
+			return
+		}
+		a.fail(w, &service.ValidationError{Field: "body", Rule: "could not be read: " + err.Error()})
+		return
+	}
+	req, err := service.DecodeSubmit(body)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	job, created, err := a.svc.Submit(r.Context(), req)
+	if err != nil {
+		if errors.Is(err, service.ErrKeyConflict) {
+			writeJSON(w, http.StatusConflict, ErrorBody{ErrorDetail{Code: "conflict", Field: "job_key",
+				Message: "job_key: already used by job " + itoa(int64(job.ID)) + " with a different request"}})
+			return
+		}
+		a.fail(w, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/jobs/"+itoa(int64(job.ID)))
+	}
+	writeJSON(w, status, job)
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "status", "job_type", "limit", "cursor":
+		default:
+			a.fail(w, &service.ValidationError{Field: k, Rule: "unknown query parameter (use status, job_type, limit, cursor)"})
+			return
+		}
+	}
+	page, err := a.svc.List(r.Context(), service.ListRequest{
+		Status: q.Get("status"), JobType: q.Get("job_type"), Limit: q.Get("limit"), Cursor: q.Get("cursor"),
+	})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (a *api) withID(w http.ResponseWriter, r *http.Request, fn func(id uint64) (any, error)) {
+	id, err := service.ParseID(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out, err := fn(id)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	a.withID(w, r, func(id uint64) (any, error) { return a.svc.Get(r.Context(), id) })
+}
+
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
+	a.withID(w, r, func(id uint64) (any, error) { return a.svc.Cancel(r.Context(), id) })
+}
+
+func (a *api) retry(w http.ResponseWriter, r *http.Request) {
+	a.withID(w, r, func(id uint64) (any, error) { return a.svc.Retry(r.Context(), id) })
+}
+
+func (a *api) executions(w http.ResponseWriter, r *http.Request) {
+	a.withID(w, r, func(id uint64) (any, error) {
+		ex, err := a.svc.Executions(r.Context(), id)
+		return map[string]any{"executions": ex}, err
+	})
+}
+
+func (a *api) ready(w http.ResponseWriter, r *http.Request) {
+	if a.opts.ReadyFunc != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := a.opts.ReadyFunc(ctx); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, ErrorBody{ErrorDetail{Code: "unavailable", Message: "database: " + err.Error()}})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// fail maps a service error to its status code.
+func (a *api) fail(w http.ResponseWriter, err error) {
+	var ve *service.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		writeJSON(w, http.StatusBadRequest, ErrorBody{ErrorDetail{Code: "invalid_argument", Field: ve.Field, Message: ve.Error()}})
+	case errors.Is(err, service.ErrNotFound):
+		writeJSON(w, http.StatusNotFound, ErrorBody{ErrorDetail{Code: "not_found", Message: "job not found"}})
+	case errors.Is(err, service.ErrInvalidState):
+		writeJSON(w, http.StatusConflict, ErrorBody{ErrorDetail{Code: "failed_precondition", Field: "status", Message: err.Error() +
+			": cancel applies to WAITING or RUNNING jobs, retry to FAILED or CANCELED jobs"}})
+	case store.IsRetryable(err):
+		a.log.Warn("database unavailable", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{ErrorDetail{Code: "unavailable", Message: "database unavailable, retry later"}})
+	default:
+		a.log.Error("internal error", "err", err)
+		writeJSON(w, http.StatusInternalServerError, ErrorBody{ErrorDetail{Code: "internal", Message: "internal error"}})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func itoa(n int64) string {
+	return jsonNumber(n)
+}
+
+func jsonNumber(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

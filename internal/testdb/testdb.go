@@ -1,0 +1,94 @@
+// Package testdb gives each test its own freshly migrated database on one
+// shared server from dbprovider (JOBQ_DSN, Docker, or a throwaway local
+// mariadbd), dropped at cleanup, so tests can run in parallel.
+package testdb
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/store"
+)
+
+var (
+	once   sync.Once
+	srv    *dbprovider.Server
+	srvErr error
+)
+
+// Main runs the package's tests and stops a server the provider started.
+// Call it from TestMain.
+// Goroutine leaks are checked (goleak) after the tests pass.
+func Main(m *testing.M, leakOpts ...goleak.Option) {
+	code := m.Run()
+	if srv != nil {
+		_ = srv.Close()
+	}
+	if code == 0 {
+		if err := goleak.Find(leakOpts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Server returns the shared server, failing the test when there is none.
+func Server(t testing.TB) *dbprovider.Server {
+	t.Helper()
+	once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		srv, srvErr = dbprovider.Provide(ctx, dbprovider.Options{})
+	})
+	if srvErr != nil {
+		t.Fatalf("database provider: %v", srvErr)
+	}
+	return srv
+}
+
+// DSN creates a fresh database jobq_test_<random>, applies every
+// migration, drops it at cleanup and returns its DSN.
+func DSN(t testing.TB) string {
+	t.Helper()
+	s := Server(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn, drop, err := s.CreateDatabase(ctx, "jobq_test")
+	if err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Logf("drop test database: %v", err)
+		}
+	})
+	st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 4})
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	defer st.Close()
+	if _, err := st.MigrateUp(ctx); err != nil {
+		t.Fatalf("migrate test database: %v", err)
+	}
+	return dsn
+}
+
+// Store opens a store on a fresh database (see DSN), closed at cleanup.
+func Store(t testing.TB) *store.Store {
+	t.Helper()
+	dsn := DSN(t)
+	st, err := store.Open(context.Background(), dsn, store.PoolConfig{MaxOpen: 40})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}

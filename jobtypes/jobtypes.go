@@ -1,0 +1,110 @@
+// Package jobtypes holds jobq's built-in job types for demos and the
+// testbed: noop, sleep, flaky and effect.
+package jobtypes
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
+)
+
+// Built-in job type names.
+const (
+	Noop   = "noop"
+	Sleep  = "sleep"
+	Flaky  = "flaky"
+	Effect = "effect"
+)
+
+// Params are the optional fields the built-in types read from params.
+type Params struct {
+	// Ms is how long sleep, flaky and effect run, in milliseconds.
+	Ms int `json:"ms"`
+	// Failures is how many first attempts flaky fails (defaults to 1).
+	Failures *int `json:"failures"`
+}
+
+func parse(job *scheduler.Job) (Params, error) {
+	var p Params
+	if len(job.Params) > 0 {
+		if err := json.Unmarshal(job.Params, &p); err != nil {
+			return p, fmt.Errorf("%w: params: %v", scheduler.ErrDiscard, err)
+		}
+	}
+	return p, nil
+}
+
+func sleep(ctx context.Context, ms int) error {
+	if ms <= 0 {
+		return nil
+	}
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// Register adds noop, sleep, flaky and effect to reg.
+func Register(reg *scheduler.Registry) {
+	reg.Register(Noop, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	reg.Register(Sleep, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		p, err := parse(job)
+		if err != nil {
+			return err
+		}
+		return sleep(ctx, p.Ms)
+	}))
+	reg.Register(Flaky, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		p, err := parse(job)
+		if err != nil {
+			return err
+		}
+		failures := 1
+		if p.Failures != nil {
+			failures = *p.Failures
+		}
+		if err := sleep(ctx, p.Ms); err != nil {
+			return err
+		}
+		if job.Attempt <= failures {
+			return fmt.Errorf("flaky: attempt %d of the first %d fails by design", job.Attempt, failures)
+		}
+		return nil
+	}))
+	reg.Register(Effect, EffectHandler{})
+}
+
+// EffectHandler is the testbed's `effect` type. Work inserts one "non_tx"
+// row into job_effect outside any transaction (a side effect that can repeat
+// when a replica dies before completing) and sleeps params.ms; WorkTx inserts
+// one "tx" row inside the transactional completion (exactly once).
+type EffectHandler struct{}
+
+// Work records the non-transactional effect, then runs for params.ms.
+func (EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
+	p, err := parse(job)
+	if err != nil {
+		return err
+	}
+	if job.DB == nil {
+		return fmt.Errorf("%w: effect needs a database", scheduler.ErrDiscard)
+	}
+	if err := store.EffectInsert(ctx, job.DB, job.Fence(), "non_tx", job.Owner); err != nil {
+		return fmt.Errorf("effect non_tx: %w", err)
+	}
+	return sleep(ctx, p.Ms)
+}
+
+// WorkTx records the transactional effect in the completion's transaction.
+func (EffectHandler) WorkTx(ctx context.Context, tx *sql.Tx, job *scheduler.Job) error {
+	return store.EffectInsert(ctx, tx, job.Fence(), "tx", job.Owner)
+}

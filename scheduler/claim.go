@@ -1,0 +1,72 @@
+package scheduler
+
+import (
+	"context"
+
+	"github.com/jobq/jobq/store"
+)
+
+// claimer runs the configured claim strategy.
+type claimer struct {
+	s         *Scheduler
+	lastEmpty bool
+}
+
+func newClaimer(s *Scheduler) *claimer { return &claimer{s: s, lastEmpty: true} }
+
+// claim takes up to n due jobs. A failed query returns an error (never an
+// empty result). After an empty claim the skiplocked strategy first probes
+// with one cheap non-locking read, so an idle replica costs one query per scan.
+func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) {
+	s := c.s
+	var jobs []store.ClaimedJob
+	var conflicts int
+	var err error
+	switch s.cfg.Strategy {
+	case StrategyCAS:
+		var cands []store.Fence
+		err = s.dbRetry(ctx, "claim.scan", 0, func() error {
+			var e error
+			cands, e = s.store.JobScanAvailable(ctx, n)
+			return e
+		})
+		if err != nil || len(cands) == 0 {
+			break
+		}
+		err = s.dbRetry(ctx, "claim.cas", 0, func() error {
+			var e error
+			jobs, conflicts, e = s.store.JobClaimCAS(ctx, store.ClaimCASParams{
+				ClaimParams: store.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease},
+				Candidates:  cands, Unguarded: s.cfg.Sabotage.NoCASGuard,
+			})
+			return e
+		})
+	default:
+		if c.lastEmpty {
+			var probe []store.Fence
+			err = s.dbRetry(ctx, "claim.probe", 0, func() error {
+				var e error
+				probe, e = s.store.JobScanAvailable(ctx, 1)
+				return e
+			})
+			if err != nil || len(probe) == 0 {
+				break
+			}
+		}
+		err = s.dbRetry(ctx, "claim.skiplocked", 0, func() error {
+			var e error
+			jobs, e = s.store.JobClaimSkipLocked(ctx, store.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease})
+			return e
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.lastEmpty = len(jobs) == 0
+	s.stats.claimed.Add(int64(len(jobs)))
+	s.stats.claimConflicts.Add(int64(conflicts))
+	if s.cfg.Hooks.ClaimedFunc != nil {
+		s.cfg.Hooks.ClaimedFunc(jobs, conflicts)
+	}
+	return jobs, nil
+}

@@ -1,0 +1,225 @@
+package scheduler
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"crypto/rand"
+	"encoding/hex"
+
+	"github.com/jobq/jobq/store"
+)
+
+// Claim strategies.
+const (
+	// StrategySkipLocked claims a batch in one transaction with
+	// SELECT … FOR UPDATE SKIP LOCKED and one UPDATE … WHERE id IN (…).
+	StrategySkipLocked = "skiplocked"
+	// StrategyCAS reads candidates without locks, then compare-and-sets each
+	// row (status AND attempt) — the classic design, kept for comparison and
+	// for servers without SKIP LOCKED.
+	StrategyCAS = "cas"
+)
+
+// Defaults for Config.
+const (
+	PollIntervalDefault     = time.Second
+	PollJitterDefault       = 200 * time.Millisecond
+	BatchLimitDefault       = 200
+	WorkersDefault          = 50
+	LeaseDefault            = 30 * time.Second
+	RescueIntervalDefault   = 10 * time.Second
+	RescueBatchDefault      = 1000
+	CompleteBatchDefault    = 100
+	RetryBackoffBaseDefault = time.Second
+	RetryBackoffMaxDefault  = time.Hour
+	RetryJitterDefault      = 0.25
+	ShutdownTimeoutDefault  = 30 * time.Second
+)
+
+// Config configures one Scheduler (one replica). The zero value of each
+// field means its default; call WithDefaults then Validate.
+type Config struct {
+	// Owner identifies this replica in job_queue.owner and job_execution.
+	// Defaults to "<hostname>-<pid>-<4 random hex bytes>".
+	Owner string
+	// Strategy is StrategySkipLocked or StrategyCAS. Defaults to skiplocked
+	// when the server supports SKIP LOCKED (MySQL ≥ 8.0.1, MariaDB ≥ 10.6),
+	// else cas.
+	Strategy string
+	// PollInterval is how often an idle replica scans job_queue. Defaults to
+	// 1s; each tick gets ±PollJitter.
+	PollInterval time.Duration
+	// PollJitter spreads replicas' scans uniformly over
+	// [PollInterval-PollJitter, PollInterval+PollJitter]. Defaults to 200ms;
+	// set NoJitter for exactly PollInterval.
+	PollJitter time.Duration
+	// NoJitter disables PollJitter (for the classic-design baseline).
+	NoJitter bool
+	// BatchLimit caps the jobs one claim takes; a claim never takes more than
+	// the free worker slots either. Defaults to 200.
+	BatchLimit int
+	// Workers is the worker pool size: at most this many handlers run at
+	// once on this replica. Defaults to 50.
+	Workers int
+	// Lease is how long a claim or heartbeat holds a job, on the database
+	// clock. Defaults to 30s.
+	Lease time.Duration
+	// HeartbeatInterval is how often in-flight leases are renewed. Defaults
+	// to Lease/3.
+	HeartbeatInterval time.Duration
+	// RescueInterval is how often this replica returns expired leases to
+	// WAITING. A job stays RUNNING at most Lease + RescueInterval after its
+	// replica dies. Defaults to 10s.
+	RescueInterval time.Duration
+	// RescueBatch caps the expired runs one rescue pass reads. Defaults to 1000.
+	RescueBatch int
+	// CompleteBatch caps the completions written in one transaction.
+	// Defaults to 100.
+	CompleteBatch int
+	// RetryBackoffBase is the backoff before the first retry of a failed
+	// job; retry n waits RetryBackoffBase·2^n, capped at RetryBackoffMax,
+	// times a uniform factor in [1-RetryJitter, 1+RetryJitter]. Defaults to 1s.
+	RetryBackoffBase time.Duration
+	// RetryBackoffMax caps the retry backoff. Defaults to 1h.
+	RetryBackoffMax time.Duration
+	// RetryJitter is the relative jitter of retry backoff, in [0, 1).
+	// Defaults to 0.25 (±25%).
+	RetryJitter float64
+	// ShutdownTimeout is how long Stop lets in-flight handlers finish (while
+	// heartbeats go on) before cancelling them and releasing their jobs.
+	// Defaults to 30s.
+	ShutdownTimeout time.Duration
+	// DisableDrain turns off immediate re-scans while batches come back full
+	// (classic-design baseline).
+	DisableDrain bool
+	// DisableWakeup turns off the scan on local submit (classic baseline).
+	DisableWakeup bool
+	// DBRetry retries deadlocks (1213), lock wait timeouts (1205) and lost
+	// connections on every path. Defaults: 10ms doubling to 2s.
+	DBRetry store.RetryPolicy
+	// Sabotage disables safety mechanisms so the chaos checker can prove it
+	// catches their absence. Never set it in production.
+	Sabotage Sabotage
+	// Logger receives structured logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Hooks observe the scheduler (tests, metrics, the testbed).
+	Hooks Hooks
+}
+
+// Sabotage switches, each removing one guarantee.
+type Sabotage struct {
+	NoFencing       bool // success completion without "AND attempt=?"
+	NoCASGuard      bool // cas claim without "AND attempt=?" (ABA)
+	NoRescuer       bool // never rescue expired leases
+	NoDeadlockRetry bool // do not retry 1213/1205/lost connections
+	NoLeaseCancel   bool // keep handlers running after their lease is lost
+}
+
+// Any reports whether any sabotage switch is on.
+func (s Sabotage) Any() bool {
+	return s.NoFencing || s.NoCASGuard || s.NoRescuer || s.NoDeadlockRetry || s.NoLeaseCancel
+}
+
+// Hooks are optional callbacks. They run on scheduler goroutines and must
+// not block for long.
+type Hooks struct {
+	// ClaimedFunc is called after each claim with the jobs claimed (possibly
+	// none) and the claim conflicts (cas rows another replica won).
+	ClaimedFunc func(jobs []store.ClaimedJob, conflicts int)
+	// CompletedFunc is called after a completion commits; applied is false
+	// for a stale completion that was refused.
+	CompletedFunc func(c store.Completion, applied bool)
+	// RescuedFunc is called after a rescue pass with the runs it rescued.
+	RescuedFunc func(rescued []store.Fence)
+	// LeaseLostFunc is called when a running handler is cancelled because its
+	// run lost its lease.
+	LeaseLostFunc func(f store.Fence)
+	// DBErrorFunc is called for every database error (retried or not) with
+	// the operation name.
+	DBErrorFunc func(op string, err error)
+	// ScanFunc is called after each scan with its duration and batch size.
+	ScanFunc func(d time.Duration, batch int)
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Owner == "" {
+		c.Owner = DefaultOwner()
+	}
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	if c.NoJitter {
+		c.PollJitter = 0
+	} else {
+		c.PollJitter = cmp.Or(c.PollJitter, PollJitterDefault)
+	}
+	c.BatchLimit = cmp.Or(c.BatchLimit, BatchLimitDefault)
+	c.Workers = cmp.Or(c.Workers, WorkersDefault)
+	c.Lease = cmp.Or(c.Lease, LeaseDefault)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, c.Lease/3)
+	c.RescueInterval = cmp.Or(c.RescueInterval, RescueIntervalDefault)
+	c.RescueBatch = cmp.Or(c.RescueBatch, RescueBatchDefault)
+	c.CompleteBatch = cmp.Or(c.CompleteBatch, CompleteBatchDefault)
+	c.RetryBackoffBase = cmp.Or(c.RetryBackoffBase, RetryBackoffBaseDefault)
+	c.RetryBackoffMax = cmp.Or(c.RetryBackoffMax, RetryBackoffMaxDefault)
+	if c.RetryJitter == 0 {
+		c.RetryJitter = RetryJitterDefault
+	}
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, ShutdownTimeoutDefault)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.DBRetry.Disabled = c.DBRetry.Disabled || c.Sabotage.NoDeadlockRetry
+	return c
+}
+
+// Validate reports the first invalid setting of a defaulted Config.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Strategy != "" && c.Strategy != StrategySkipLocked && c.Strategy != StrategyCAS {
+		errs = append(errs, fmt.Errorf("strategy: must be %q or %q, got %q", StrategySkipLocked, StrategyCAS, c.Strategy))
+	}
+	if c.PollInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("poll interval: must be at least 1ms, got %s", c.PollInterval))
+	}
+	if c.PollJitter < 0 || c.PollJitter >= c.PollInterval {
+		errs = append(errs, fmt.Errorf("poll jitter: must be in [0, poll interval), got %s", c.PollJitter))
+	}
+	if c.BatchLimit < 1 || c.BatchLimit > 10000 {
+		errs = append(errs, fmt.Errorf("batch limit: must be in [1, 10000], got %d", c.BatchLimit))
+	}
+	if c.Workers < 1 || c.Workers > 100000 {
+		errs = append(errs, fmt.Errorf("workers: must be in [1, 100000], got %d", c.Workers))
+	}
+	if c.Lease < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("lease: must be at least 100ms, got %s", c.Lease))
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.Lease {
+		errs = append(errs, fmt.Errorf("heartbeat interval: must be in (0, lease), got %s", c.HeartbeatInterval))
+	}
+	if c.RescueInterval <= 0 {
+		errs = append(errs, fmt.Errorf("rescue interval: must be positive, got %s", c.RescueInterval))
+	}
+	if c.RetryJitter < 0 || c.RetryJitter >= 1 {
+		errs = append(errs, fmt.Errorf("retry jitter: must be in [0, 1), got %g", c.RetryJitter))
+	}
+	if c.RetryBackoffMax < c.RetryBackoffBase {
+		errs = append(errs, fmt.Errorf("retry backoff max: must be ≥ base %s, got %s", c.RetryBackoffBase, c.RetryBackoffMax))
+	}
+	if len(c.Owner) > 128 {
+		errs = append(errs, fmt.Errorf("owner: at most 128 bytes, got %d", len(c.Owner)))
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultOwner returns "<hostname>-<pid>-<8 hex digits>", unique per process.
+func DefaultOwner() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "jobq"), os.Getpid(), hex.EncodeToString(b))
+}

@@ -1,0 +1,176 @@
+package scheduler
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobq/jobq/store"
+)
+
+// dispatch hands a claimed job to a worker. The scanner claimed at most the
+// free slots, so a slot is always available.
+func (s *Scheduler) dispatch(cj store.ClaimedJob) {
+	<-s.free
+	job := &Job{
+		ID: cj.ID, JobKey: cj.JobKey, JobType: cj.JobType, Params: cj.Params, Priority: cj.Priority,
+		RetryTimes: cj.RetryTimes, MaxRetry: cj.MaxRetry, Attempt: cj.Attempt, RunAt: cj.RunAt,
+		StartedAt: cj.StartedAt, CreateTime: cj.CreateTime,
+		Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner, DB: s.db,
+	}
+	ctx, cancel := context.WithCancelCause(s.hardCtx)
+	r := &run{job: job, cancel: cancel, leaseDeadline: time.Now().Add(s.cfg.Lease)}
+	s.mu.Lock()
+	s.runs[job.Fence()] = r
+	s.mu.Unlock()
+	h, ok := s.reg.Lookup(job.JobType)
+	s.handlers.Add(1)
+	go s.work(ctx, r, h, ok)
+}
+
+// work runs one handler and hands its outcome to the completer.
+func (s *Scheduler) work(ctx context.Context, r *run, h Handler, ok bool) {
+	defer s.handlers.Done()
+	job := r.job
+	var err error
+	if !ok {
+		err = fmt.Errorf("%w: %q", ErrNoHandler, job.JobType)
+	} else {
+		wctx := ctx
+		if job.Timeout > 0 {
+			var cancelT context.CancelFunc
+			wctx, cancelT = context.WithTimeoutCause(ctx, job.Timeout, ErrJobTimeout)
+			defer cancelT()
+		}
+		err = safeWork(wctx, h, job)
+		if err == nil && wctx.Err() != nil && errors.Is(context.Cause(wctx), ErrJobTimeout) {
+			err = ErrJobTimeout // a handler that ignores its deadline still failed the attempt
+		} else if err != nil && errors.Is(context.Cause(wctx), ErrJobTimeout) {
+			err = fmt.Errorf("%w: %w", ErrJobTimeout, err)
+		}
+	}
+	c := s.outcome(ctx, job, err)
+	if c.Outcome == store.OutcomeSuccess {
+		if txh, isTx := h.(TxHandler); isTx {
+			s.completeTx(c, txh, job)
+			s.releaseSlot()
+			return
+		}
+	}
+	s.completer.submit(c)
+	s.releaseSlot()
+}
+
+func (s *Scheduler) releaseSlot() {
+	s.free <- struct{}{}
+	if s.moreWaiting.Load() {
+		select { // internal wake: drain even when local wake-up on submit is off
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// outcome turns a handler's return into a completion.
+func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) store.Completion {
+	c := store.Completion{Fence: job.Fence(), Unfenced: s.cfg.Sabotage.NoFencing}
+	cause := context.Cause(ctx)
+	switch {
+	case ctx.Err() != nil && errors.Is(cause, ErrCancelRequested):
+		c.Outcome, c.Error = store.OutcomeCanceled, "cancel requested"
+	case err == nil:
+		c.Outcome = store.OutcomeSuccess
+	case ctx.Err() != nil && errors.Is(cause, ErrShutdown):
+		c.Outcome, c.Error = store.OutcomeReleased, "released at shutdown: "+err.Error()
+	default:
+		c.Outcome, c.Error = store.OutcomeFailed, err.Error()
+		if !errors.Is(err, ErrDiscard) && job.RetryTimes < job.MaxRetry {
+			c.Retry = true
+			c.Backoff = RetryBackoff(job.RetryTimes, s.cfg.RetryBackoffBase, s.cfg.RetryBackoffMax, s.cfg.RetryJitter)
+		}
+	}
+	return c
+}
+
+// completeTx is transactional completion for a TxHandler: the fenced
+// completion and WorkTx commit together. If WorkTx fails the attempt fails.
+func (s *Scheduler) completeTx(c store.Completion, h TxHandler, job *Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.Lease)
+	defer cancel()
+	var applied bool
+	var workErr error
+	err := s.dbRetry(ctx, "complete.tx", 0, func() error {
+		var e error
+		workErr = nil
+		applied, e = s.store.JobCompleteTx(ctx, c, func(ctx context.Context, tx *sql.Tx) error {
+			if werr := h.WorkTx(ctx, tx, job); werr != nil {
+				if store.IsRetryable(werr) {
+					return werr
+				}
+				workErr = werr
+				return werr
+			}
+			return nil
+		})
+		if workErr != nil {
+			return nil // not a database failure of the completion: fail the attempt below
+		}
+		return e
+	})
+	switch {
+	case workErr != nil:
+		s.completer.submit(s.outcome(context.Background(), job, fmt.Errorf("transactional completion: %w", workErr)))
+	case err != nil:
+		s.log.Error("transactional completion failed; the lease will expire and the job will be rescued",
+			"component", "completer", "job_id", job.ID, "attempt", job.Attempt, "err", err)
+		s.finishRun(c, false, err)
+	default:
+		s.finishRun(c, applied, nil)
+	}
+}
+
+// safeWork calls h.Work, turning a panic into a failed attempt.
+func safeWork(ctx context.Context, h Handler, job *Job) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v}
+		}
+	}()
+	return h.Work(ctx, job)
+}
+
+// finishRun forgets a run once its completion committed (or was refused or
+// could not be written) and counts the outcome.
+func (s *Scheduler) finishRun(c store.Completion, applied bool, writeErr error) {
+	s.mu.Lock()
+	r := s.runs[c.Fence]
+	delete(s.runs, c.Fence)
+	s.mu.Unlock()
+	if r != nil {
+		r.cancel(nil)
+	}
+	if writeErr != nil {
+		return
+	}
+	s.stats.completed.Add(1)
+	switch {
+	case !applied:
+		s.stats.stale.Add(1)
+		s.log.Warn("stale completion refused: the run lost its lease", "component", "completer",
+			"job_id", c.ID, "attempt", c.Attempt, "outcome", c.Outcome)
+	case c.Outcome == store.OutcomeSuccess:
+		s.stats.succeeded.Add(1)
+	case c.Outcome == store.OutcomeReleased:
+		s.stats.released.Add(1)
+	default:
+		s.stats.failed.Add(1)
+		if c.Retry {
+			s.stats.retried.Add(1)
+		}
+	}
+	if s.cfg.Hooks.CompletedFunc != nil {
+		s.cfg.Hooks.CompletedFunc(c, applied)
+	}
+}

@@ -1,0 +1,118 @@
+package scheduler
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jobq/jobq/store"
+)
+
+// Job is what a handler receives: one run (attempt) of one job.
+type Job struct {
+	ID         uint64
+	JobKey     string
+	JobType    string
+	Params     json.RawMessage // a JSON object
+	Priority   int
+	RetryTimes int // failed attempts so far
+	MaxRetry   int
+	Attempt    int // fencing token of this run, 1 on the first claim
+	RunAt      time.Time
+	StartedAt  time.Time // database clock
+	CreateTime time.Time
+	Timeout    time.Duration // 0: no per-job timeout
+	Owner      string        // this replica
+	// DB is the pool, for handlers that record non-transactional effects.
+	DB *sql.DB
+}
+
+// Fence returns the run's fencing token.
+func (j *Job) Fence() store.Fence { return store.Fence{ID: j.ID, Attempt: j.Attempt} }
+
+// Handler runs jobs of one job type. Work gets a context that is cancelled
+// on the job's timeout, when the run loses its lease, when the job's cancel
+// is requested, and on hard shutdown (context.Cause tells which). A nil
+// return completes the job; an error fails the attempt (retried with backoff
+// while retry_times < max_retry); an error wrapping ErrDiscard fails the job
+// at once.
+type Handler interface {
+	Work(ctx context.Context, job *Job) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, job *Job) error
+
+// Work calls f.
+func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, job) }
+
+// TxHandler is a Handler with transactional completion: after Work returns
+// nil, WorkTx runs inside the transaction that commits the fenced
+// completion, so its writes commit exactly once — or not at all when the run
+// was stale. An error from WorkTx rolls both back and fails the attempt.
+type TxHandler interface {
+	Handler
+	WorkTx(ctx context.Context, tx *sql.Tx, job *Job) error
+}
+
+var (
+	// ErrDiscard, wrapped in a handler's error, fails the job without retry.
+	ErrDiscard = errors.New("jobq: discard job")
+	// ErrLeaseLost is the context cause when a run lost its lease (rescued,
+	// re-claimed elsewhere, or renewals failed until the lease ran out).
+	ErrLeaseLost = errors.New("jobq: lease lost")
+	// ErrCancelRequested is the context cause when the job's cancel was requested.
+	ErrCancelRequested = errors.New("jobq: cancel requested")
+	// ErrShutdown is the context cause on hard shutdown.
+	ErrShutdown = errors.New("jobq: scheduler shutting down")
+	// ErrJobTimeout is the context cause when timeout_ms elapsed.
+	ErrJobTimeout = errors.New("jobq: job timeout")
+	// ErrNoHandler fails a run whose job_type has no handler on this replica.
+	ErrNoHandler = errors.New("jobq: no handler registered for job type")
+)
+
+// PanicError is the attempt error when a handler panicked.
+type PanicError struct{ Value any }
+
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.Value) }
+
+// Registry maps job types to handlers. It is safe for concurrent use.
+type Registry struct {
+	mu sync.RWMutex
+	m  map[string]Handler
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{m: map[string]Handler{}} }
+
+// Register adds h for jobType, replacing any earlier handler.
+func (r *Registry) Register(jobType string, h Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[jobType] = h
+}
+
+// Lookup returns the handler for jobType.
+func (r *Registry) Lookup(jobType string) (Handler, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	h, ok := r.m[jobType]
+	return h, ok
+}
+
+// Types returns the registered job types, sorted.
+func (r *Registry) Types() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.m))
+	for t := range r.m {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,154 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	"github.com/jobq/jobq/store"
+)
+
+// heartbeat renews every in-flight lease in one statement each
+// HeartbeatInterval. A run that no longer holds its job (rescued, re-claimed)
+// has its handler cancelled with ErrLeaseLost; a run whose cancel was
+// requested gets ErrCancelRequested; and when renewals keep failing, each
+// handler is cancelled before its lease can run out.
+type heartbeat struct {
+	s      *Scheduler
+	stopCh chan struct{}
+	done   chan struct{}
+}
+
+func newHeartbeat(s *Scheduler) *heartbeat {
+	return &heartbeat{s: s, stopCh: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (h *heartbeat) stop() {
+	close(h.stopCh)
+	<-h.done
+}
+
+func (h *heartbeat) run() {
+	defer close(h.done)
+	t := time.NewTicker(h.s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stopCh:
+			return
+		case <-t.C:
+			h.beat()
+		}
+	}
+}
+
+func (h *heartbeat) beat() {
+	s := h.s
+	s.mu.Lock()
+	runs := make([]*run, 0, len(s.runs))
+	seen := map[uint64]bool{}
+	ids := make([]uint64, 0, len(s.runs))
+	for _, r := range s.runs {
+		if r.lost {
+			continue
+		}
+		runs = append(runs, r)
+		if !seen[r.job.ID] {
+			seen[r.job.ID] = true
+			ids = append(ids, r.job.ID)
+		}
+	}
+	s.mu.Unlock()
+	if len(runs) == 0 {
+		return
+	}
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HeartbeatInterval)
+	defer cancel()
+	var n int64
+	err := s.dbRetry(ctx, "lease.renew", 3, func() error {
+		var e error
+		n, e = s.store.LeaseRenewMany(ctx, store.LeaseRenewParams{Owner: s.cfg.Owner, Lease: s.cfg.Lease, IDs: ids})
+		return e
+	})
+	if err != nil {
+		s.stats.heartbeatFails.Add(1)
+		s.log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "err", err)
+		h.expireUnrenewed(runs)
+		return
+	}
+	if int(n) == len(runs) {
+		h.renewed(runs, sent)
+		return
+	}
+	var states []store.FenceState
+	err = s.dbRetry(ctx, "lease.fence_states", 3, func() error {
+		var e error
+		states, e = s.store.JobFenceStates(ctx, ids)
+		return e
+	})
+	if err != nil {
+		s.stats.heartbeatFails.Add(1)
+		s.log.Warn("fence state read failed", "component", "heartbeat", "err", err)
+		h.expireUnrenewed(runs)
+		return
+	}
+	byID := make(map[uint64]store.FenceState, len(states))
+	for _, st := range states {
+		byID[st.ID] = st
+	}
+	var kept []*run
+	for _, r := range runs {
+		st, ok := byID[r.job.ID]
+		holds := ok && st.Status == store.StatusRunning && st.Owner == s.cfg.Owner && st.Attempt == r.job.Attempt
+		switch {
+		case !holds:
+			h.lose(r)
+		case st.CancelRequested:
+			r.cancel(ErrCancelRequested)
+		default:
+			kept = append(kept, r)
+		}
+	}
+	h.renewed(kept, sent)
+}
+
+func (h *heartbeat) renewed(runs []*run, sent time.Time) {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	for _, r := range runs {
+		r.leaseDeadline = sent.Add(h.s.cfg.Lease)
+	}
+}
+
+// expireUnrenewed cancels handlers whose lease would run out before the
+// next heartbeat could renew it.
+func (h *heartbeat) expireUnrenewed(runs []*run) {
+	next := time.Now().Add(h.s.cfg.HeartbeatInterval)
+	for _, r := range runs {
+		h.s.mu.Lock()
+		expiring := next.After(r.leaseDeadline)
+		h.s.mu.Unlock()
+		if expiring {
+			h.lose(r)
+		}
+	}
+}
+
+func (h *heartbeat) lose(r *run) {
+	s := h.s
+	s.mu.Lock()
+	if r.lost {
+		s.mu.Unlock()
+		return
+	}
+	r.lost = true
+	s.mu.Unlock()
+	s.stats.leaseLost.Add(1)
+	s.log.Warn("run lost its lease; cancelling its handler", "component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
+	if !s.cfg.Sabotage.NoLeaseCancel {
+		r.cancel(ErrLeaseLost)
+	}
+	if s.cfg.Hooks.LeaseLostFunc != nil {
+		s.cfg.Hooks.LeaseLostFunc(r.job.Fence())
+	}
+}

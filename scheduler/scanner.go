@@ -1,0 +1,71 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+)
+
+// scanner fires every PollInterval ± PollJitter, on local wake-up, and again
+// at once while batches come back full and worker slots are free (drain).
+type scanner struct {
+	s       *Scheduler
+	claimer *claimer
+}
+
+func newScanner(s *Scheduler) *scanner { return &scanner{s: s, claimer: newClaimer(s)} }
+
+func (sc *scanner) run(ctx context.Context) {
+	s := sc.s
+	timer := time.NewTimer(jittered(s.cfg.PollInterval, s.cfg.PollJitter))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.wake:
+		}
+		sc.scan(ctx)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(jittered(s.cfg.PollInterval, s.cfg.PollJitter))
+	}
+}
+
+// scan claims until a batch comes back short, slots run out or drain is off.
+func (sc *scanner) scan(ctx context.Context) {
+	s := sc.s
+	for ctx.Err() == nil {
+		free := len(s.free)
+		if free == 0 {
+			s.moreWaiting.Store(true) // a finishing worker will wake us
+			return
+		}
+		n := min(free, s.cfg.BatchLimit)
+		start := time.Now()
+		jobs, err := sc.claimer.claim(ctx, n)
+		s.stats.scans.Add(1)
+		if s.cfg.Hooks.ScanFunc != nil {
+			s.cfg.Hooks.ScanFunc(time.Since(start), len(jobs))
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				s.stats.claimErrors.Add(1)
+				s.log.Error("claim failed; the queue is not known to be empty", "component", "scanner", "err", err)
+			}
+			return
+		}
+		for i := range jobs {
+			s.dispatch(jobs[i])
+		}
+		full := len(jobs) == n
+		s.moreWaiting.Store(full)
+		if !full || s.cfg.DisableDrain {
+			return
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
+)
+
+// Two replicas, both strategies: every job runs exactly once and succeeds.
+func TestTwoReplicasRunEachJobOnce(t *testing.T) {
+	for _, strategy := range []string{scheduler.StrategySkipLocked, scheduler.StrategyCAS} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			st := testdb.Store(t)
+			reg := scheduler.NewRegistry()
+			jobtypes.Register(reg)
+			const n = 300
+			for i := range n {
+				submit(t, st, key("job", i), "noop", `{}`, 3)
+			}
+			for _, owner := range []string{"a", "b"} {
+				cfg := fastConfig(owner)
+				cfg.Strategy = strategy
+				startScheduler(t, st, st.DB(), reg, cfg)
+			}
+			waitFor(t, 30*time.Second, "all jobs SUCCESS", func() (bool, error) {
+				n2, err := countStatus(st, store.StatusSuccess)
+				return n2 == n, err
+			})
+			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution"); got != n {
+				t.Fatalf("executions = %d, want %d", got, n)
+			}
+			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE outcome='SUCCESS' AND attempt=1"); got != n {
+				t.Fatalf("successful first attempts = %d, want %d", got, n)
+			}
+			if got := scalar(t, st.DB(), "SELECT COUNT(DISTINCT owner) FROM job_execution"); got < 1 {
+				t.Fatalf("owners = %d", got)
+			}
+			_ = context.Background()
+		})
+	}
+}

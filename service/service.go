@@ -1,0 +1,391 @@
+// Package service is the one implementation of jobq's API behaviour and
+// input validation, shared by the HTTP handlers (httpapi) and any other
+// transport. Nothing is written unless the whole request is valid.
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jobq/jobq/store"
+)
+
+// Input limits. Each is enforced at the edge with a 400 naming the field.
+const (
+	MaxJobKeyRunes   = 64       // job_key: 1–64 characters
+	MaxJobTypeRunes  = 64       // job_type: 1–64 characters, and registered
+	MinPriority      = 0        // priority: 0–1000, higher runs first; default 0
+	MaxPriority      = 1000     //
+	MaxRetryLimit    = 100      // max_retry: 0–100; default 3
+	MaxRetryDefault  = 3        //
+	MaxTimeoutMs     = 86400000 // timeout_ms: 0 (none) – 24 h
+	MaxParamsBytes   = 1 << 20  // params: a JSON object of at most 1 MiB
+	MaxListLimit     = 1000     // limit: 1–1000; default 50
+	ListLimitDefault = 50
+)
+
+// Statuses lists the valid job statuses.
+var Statuses = []string{store.StatusWaiting, store.StatusRunning, store.StatusSuccess, store.StatusFailed, store.StatusCanceled}
+
+// ValidationError is a rejected input: Field names the offending field and
+// Rule says what it must be. Transports map it to HTTP 400 / InvalidArgument.
+type ValidationError struct {
+	Field string
+	Rule  string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Rule }
+
+func invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Rule: fmt.Sprintf(format, args...)}
+}
+
+// Errors transports branch on (besides *ValidationError).
+var (
+	ErrNotFound     = store.ErrNotFound
+	ErrKeyConflict  = store.ErrKeyConflict
+	ErrInvalidState = store.ErrInvalidState
+)
+
+// Store is what the service needs from persistence.
+type Store interface {
+	JobSubmit(ctx context.Context, p store.SubmitParams) (store.Job, bool, error)
+	JobGet(ctx context.Context, id uint64) (store.Job, error)
+	JobList(ctx context.Context, p store.ListParams) ([]store.Job, uint64, error)
+	JobCancel(ctx context.Context, id uint64) (store.Job, error)
+	JobRetry(ctx context.Context, id uint64) (store.Job, error)
+	JobExecutions(ctx context.Context, id uint64) ([]store.Execution, error)
+}
+
+// Service validates requests and runs them against the store.
+type Service struct {
+	store Store
+	// KnownTypeFunc reports whether a job_type is registered.
+	knownType func(string) bool
+	// WakeFunc, if set, is called after a job is created (local wake-up).
+	wake  func()
+	retry store.RetryPolicy
+}
+
+// New returns a Service. knownType reports registered job types; wake (may
+// be nil) is called after each created job so the local scanner claims it at once.
+func New(st Store, knownType func(string) bool, wake func()) *Service {
+	return &Service{store: st, knownType: knownType, wake: wake, retry: store.RetryPolicy{MaxAttempts: 5}}
+}
+
+// SubmitRequest is the body of POST /v1/jobs.
+type SubmitRequest struct {
+	JobKey    string          `json:"job_key"`
+	JobType   string          `json:"job_type"`
+	Params    json.RawMessage `json:"params,omitempty"`
+	Priority  *int            `json:"priority,omitempty"`
+	MaxRetry  *int            `json:"max_retry,omitempty"`
+	RunAt     *string         `json:"run_at,omitempty"`
+	TimeoutMs *int            `json:"timeout_ms,omitempty"`
+}
+
+// DecodeSubmit parses a submit body strictly: one JSON object, no unknown
+// fields, no trailing data. Errors are *ValidationError.
+func DecodeSubmit(body []byte) (SubmitRequest, error) {
+	var req SubmitRequest
+	if !utf8.Valid(body) {
+		return req, invalid("body", "must be valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var ute *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &ute):
+			return req, invalid(cmpOr(ute.Field, "body"), "must be a JSON %s", jsonKind(ute.Type.String()))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return req, invalid(f, "unknown field")
+		default:
+			return req, invalid("body", "must be a JSON object: %v", err)
+		}
+	}
+	if dec.More() {
+		return req, invalid("body", "must hold exactly one JSON object")
+	}
+	var rest json.RawMessage
+	if err := dec.Decode(&rest); err == nil {
+		return req, invalid("body", "must hold exactly one JSON object")
+	}
+	return req, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func jsonKind(goType string) string {
+	switch {
+	case strings.Contains(goType, "int"), strings.Contains(goType, "float"):
+		return "integer"
+	case goType == "string" || goType == "*string":
+		return "string"
+	default:
+		return "value of the documented type"
+	}
+}
+
+// Validated is a submit that passed validation.
+type Validated struct {
+	store.SubmitParams
+}
+
+// ValidateSubmit checks every field and fills defaults. It does not touch the database.
+func (s *Service) ValidateSubmit(req SubmitRequest) (store.SubmitParams, error) {
+	p := store.SubmitParams{JobKey: req.JobKey, JobType: req.JobType, Priority: 0, MaxRetry: MaxRetryDefault}
+	if err := checkText("job_key", req.JobKey, MaxJobKeyRunes); err != nil {
+		return p, err
+	}
+	if err := checkText("job_type", req.JobType, MaxJobTypeRunes); err != nil {
+		return p, err
+	}
+	if s.knownType != nil && !s.knownType(req.JobType) {
+		return p, invalid("job_type", "%q is not a registered job type", req.JobType)
+	}
+	params, err := canonicalParams(req.Params)
+	if err != nil {
+		return p, err
+	}
+	p.Params = params
+	if req.Priority != nil {
+		if *req.Priority < MinPriority || *req.Priority > MaxPriority {
+			return p, invalid("priority", "must be an integer in [%d, %d], got %d", MinPriority, MaxPriority, *req.Priority)
+		}
+		p.Priority = *req.Priority
+	}
+	if req.MaxRetry != nil {
+		if *req.MaxRetry < 0 || *req.MaxRetry > MaxRetryLimit {
+			return p, invalid("max_retry", "must be an integer in [0, %d], got %d", MaxRetryLimit, *req.MaxRetry)
+		}
+		p.MaxRetry = *req.MaxRetry
+	}
+	if req.TimeoutMs != nil {
+		if *req.TimeoutMs < 0 || *req.TimeoutMs > MaxTimeoutMs {
+			return p, invalid("timeout_ms", "must be an integer in [0, %d] (0 = no timeout), got %d", MaxTimeoutMs, *req.TimeoutMs)
+		}
+		p.TimeoutMs = *req.TimeoutMs
+	}
+	if req.RunAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *req.RunAt)
+		if err != nil {
+			return p, invalid("run_at", "must be an RFC 3339 time with a UTC offset, e.g. 2026-01-02T15:04:05Z or 2026-01-02T15:04:05+09:00")
+		}
+		t = t.UTC()
+		if t.Year() < 1970 || t.Year() > 9999 {
+			return p, invalid("run_at", "must be between years 1970 and 9999")
+		}
+		p.RunAt = &t
+	}
+	p.RequestHash = requestHash(p)
+	return p, nil
+}
+
+func checkText(field, v string, max int) error {
+	if v == "" {
+		return invalid(field, "is required (1–%d characters)", max)
+	}
+	if !utf8.ValidString(v) {
+		return invalid(field, "must be valid UTF-8")
+	}
+	if n := utf8.RuneCountInString(v); n > max {
+		return invalid(field, "must be 1–%d characters, got %d", max, n)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return invalid(field, "must not contain control characters (NUL, newline, …)")
+		}
+	}
+	if strings.TrimSpace(v) != v {
+		return invalid(field, "must not start or end with whitespace")
+	}
+	return nil
+}
+
+// canonicalParams checks that params is a JSON object (absent means {}) and
+// returns it compacted, byte for byte as sent otherwise.
+func canonicalParams(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "{}", nil
+	}
+	if len(raw) > MaxParamsBytes {
+		return "", invalid("params", "must be at most %d bytes, got %d", MaxParamsBytes, len(raw))
+	}
+	if !utf8.Valid(raw) {
+		return "", invalid("params", "must be valid UTF-8")
+	}
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return "", invalid("params", "must be a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, trimmed); err != nil {
+		return "", invalid("params", "must be a valid JSON object: %v", err)
+	}
+	return buf.String(), nil
+}
+
+// requestHash identifies a submit's content so a re-submit of the same
+// job_key can be told apart: same hash → same job (200), else 409. Params
+// are compared canonically (key order and whitespace do not matter).
+func requestHash(p store.SubmitParams) string {
+	var params any
+	dec := json.NewDecoder(strings.NewReader(p.Params))
+	dec.UseNumber()
+	_ = dec.Decode(&params)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	runAt := ""
+	if p.RunAt != nil {
+		runAt = p.RunAt.Format(time.RFC3339Nano)
+	}
+	_ = enc.Encode([]any{p.JobType, params, p.Priority, p.MaxRetry, p.TimeoutMs, runAt})
+	sum := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(sum[:])
+}
+
+// Submit validates req and creates the job. created is false when job_key
+// already named a job with the same request (that job is returned);
+// ErrKeyConflict when it named a different request.
+func (s *Service) Submit(ctx context.Context, req SubmitRequest) (job store.Job, created bool, err error) {
+	p, err := s.ValidateSubmit(req)
+	if err != nil {
+		return store.Job{}, false, err
+	}
+	err = s.retry.Do(ctx, "submit", func() error {
+		var e error
+		job, created, e = s.store.JobSubmit(ctx, p)
+		return e
+	})
+	if err != nil {
+		return job, false, err
+	}
+	if created && s.wake != nil {
+		s.wake()
+	}
+	return job, created, nil
+}
+
+// ParseID parses a job id path parameter.
+func ParseID(v string) (uint64, error) {
+	id, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || id == 0 {
+		return 0, invalid("id", "must be a positive integer, got %q", v)
+	}
+	return id, nil
+}
+
+// Get returns one job.
+func (s *Service) Get(ctx context.Context, id uint64) (store.Job, error) {
+	var j store.Job
+	err := s.retry.Do(ctx, "get", func() error { var e error; j, e = s.store.JobGet(ctx, id); return e })
+	return j, err
+}
+
+// ListRequest filters GET /v1/jobs. Cursor is the next_cursor of the
+// previous page ("" for the first).
+type ListRequest struct {
+	Status  string
+	JobType string
+	Limit   string
+	Cursor  string
+}
+
+// ListPage is one page of jobs, newest first.
+type ListPage struct {
+	Jobs       []store.Job `json:"jobs"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// List validates the filters and returns one page.
+func (s *Service) List(ctx context.Context, req ListRequest) (ListPage, error) {
+	p := store.ListParams{Status: req.Status, JobType: req.JobType, Limit: ListLimitDefault}
+	if p.Status != "" {
+		ok := false
+		for _, st := range Statuses {
+			ok = ok || st == p.Status
+		}
+		if !ok {
+			return ListPage{}, invalid("status", "must be one of %s, got %q", strings.Join(Statuses, ", "), p.Status)
+		}
+	}
+	if p.JobType != "" {
+		if err := checkText("job_type", p.JobType, MaxJobTypeRunes); err != nil {
+			return ListPage{}, err
+		}
+	}
+	if req.Limit != "" {
+		n, err := strconv.Atoi(req.Limit)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return ListPage{}, invalid("limit", "must be an integer in [1, %d], got %q", MaxListLimit, req.Limit)
+		}
+		p.Limit = n
+	}
+	if req.Cursor != "" {
+		c, err := strconv.ParseUint(req.Cursor, 10, 64)
+		if err != nil || c == 0 {
+			return ListPage{}, invalid("cursor", "must be a next_cursor value returned by a previous page, got %q", req.Cursor)
+		}
+		p.BeforeID = c
+	}
+	var jobs []store.Job
+	var next uint64
+	err := s.retry.Do(ctx, "list", func() error { var e error; jobs, next, e = s.store.JobList(ctx, p); return e })
+	if err != nil {
+		return ListPage{}, err
+	}
+	page := ListPage{Jobs: jobs}
+	if page.Jobs == nil {
+		page.Jobs = []store.Job{}
+	}
+	if next != 0 {
+		page.NextCursor = strconv.FormatUint(next, 10)
+	}
+	return page, nil
+}
+
+// Cancel cancels a WAITING job at once, or requests cancellation of a
+// RUNNING one (CANCELED when its handler returns, whatever it returns).
+func (s *Service) Cancel(ctx context.Context, id uint64) (store.Job, error) {
+	var j store.Job
+	err := s.retry.Do(ctx, "cancel", func() error { var e error; j, e = s.store.JobCancel(ctx, id); return e })
+	return j, err
+}
+
+// Retry re-queues a FAILED or CANCELED job with a fresh retry budget.
+func (s *Service) Retry(ctx context.Context, id uint64) (store.Job, error) {
+	var j store.Job
+	err := s.retry.Do(ctx, "retry", func() error { var e error; j, e = s.store.JobRetry(ctx, id); return e })
+	if err == nil && s.wake != nil {
+		s.wake()
+	}
+	return j, err
+}
+
+// Executions lists a job's attempts.
+func (s *Service) Executions(ctx context.Context, id uint64) ([]store.Execution, error) {
+	var ex []store.Execution
+	err := s.retry.Do(ctx, "executions", func() error { var e error; ex, e = s.store.JobExecutions(ctx, id); return e })
+	if ex == nil && err == nil {
+		ex = []store.Execution{}
+	}
+	return ex, err
+}

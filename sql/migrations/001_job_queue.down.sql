@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS job_effect;
+DROP TABLE IF EXISTS job_execution;
+DROP TABLE IF EXISTS job_queue;

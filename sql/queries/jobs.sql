@@ -1,0 +1,246 @@
+-- Every statement the scheduler and the API run against job_queue,
+-- job_execution and job_effect. sqlc generates gen/jobqdb from this file.
+-- All times come from the database clock (NOW(6)).
+
+-- name: JobInsert :execlastid
+INSERT INTO job_queue (
+    job_key, job_type, params, request_hash, status, priority, max_retry,
+    timeout_ms, run_at, create_time, update_time
+) VALUES (
+    sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
+    'WAITING', sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
+    NOW(6), NOW(6), NOW(6)
+);
+
+-- name: JobInsertAt :execlastid
+INSERT INTO job_queue (
+    job_key, job_type, params, request_hash, status, priority, max_retry,
+    timeout_ms, run_at, create_time, update_time
+) VALUES (
+    sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
+    'WAITING', sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
+    sqlc.arg(run_at), NOW(6), NOW(6)
+);
+
+-- name: JobGetByID :one
+SELECT * FROM job_queue WHERE id = ?;
+
+-- name: JobGetByKey :one
+SELECT * FROM job_queue WHERE job_key = ?;
+
+-- name: JobList :many
+SELECT * FROM job_queue
+WHERE id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
+-- name: JobListByStatus :many
+SELECT * FROM job_queue
+WHERE status = sqlc.arg(status) AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
+-- name: JobListByType :many
+SELECT * FROM job_queue
+WHERE job_type = sqlc.arg(job_type) AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
+-- name: JobListByTypeStatus :many
+SELECT * FROM job_queue
+WHERE job_type = sqlc.arg(job_type) AND status = sqlc.arg(status) AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
+-- name: JobScanAvailable :many
+-- The scan: ids and fencing tokens of due WAITING jobs, read from idx_scan
+-- alone. Used as the idle probe and as the read half of the cas claim.
+SELECT id, attempt FROM job_queue
+WHERE status = 'WAITING' AND run_at <= NOW(6)
+ORDER BY priority DESC, run_at, id
+LIMIT ?;
+
+-- name: JobLockAvailable :many
+-- The read half of the skiplocked claim: locks up to LIMIT due rows that no
+-- other transaction holds.
+SELECT id, attempt FROM job_queue
+WHERE status = 'WAITING' AND run_at <= NOW(6)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: JobClaimMany :execrows
+-- The write half of the skiplocked claim, on rows this transaction locked.
+UPDATE job_queue
+SET status = 'RUNNING',
+    attempt = attempt + 1,
+    owner = sqlc.arg(owner),
+    lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND,
+    started_at = NOW(6),
+    finished_at = NULL,
+    update_time = NOW(6)
+WHERE id IN (sqlc.slice(ids)) AND status = 'WAITING';
+
+-- name: JobClaimCAS :execrows
+-- The per-row compare-and-set of the cas claim. The attempt guard closes the
+-- ABA race: a job re-queued between our read and this update has a new attempt.
+UPDATE job_queue
+SET status = 'RUNNING',
+    attempt = attempt + 1,
+    owner = sqlc.arg(owner),
+    lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND,
+    started_at = NOW(6),
+    finished_at = NULL,
+    update_time = NOW(6)
+WHERE id = sqlc.arg(id) AND status = 'WAITING' AND attempt = sqlc.arg(attempt);
+
+-- name: JobClaimCASUnguarded :execrows
+-- Sabotage only (chaos --sabotage cas-guard): the classic CAS on status alone.
+UPDATE job_queue
+SET status = 'RUNNING',
+    attempt = attempt + 1,
+    owner = sqlc.arg(owner),
+    lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND,
+    started_at = NOW(6),
+    finished_at = NULL,
+    update_time = NOW(6)
+WHERE id = sqlc.arg(id) AND status = 'WAITING';
+
+-- name: ExecutionStartMany :execrows
+-- Records one job_execution row per run this owner just claimed.
+INSERT INTO job_execution (job_id, attempt, owner, started_at)
+SELECT q.id, q.attempt, q.owner, q.started_at FROM job_queue AS q
+WHERE q.id IN (sqlc.slice(ids)) AND q.owner = sqlc.arg(owner) AND q.status = 'RUNNING';
+
+-- name: JobGetClaimed :many
+SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
+       timeout_ms, run_at, attempt, lease_until, started_at, create_time
+FROM job_queue
+WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner) AND status = 'RUNNING';
+
+-- name: LeaseRenewMany :execrows
+-- The heartbeat: one statement renews every in-flight run of this owner. A
+-- run whose job was rescued, re-claimed elsewhere or asked to cancel does not
+-- match; the caller compares the row count with its in-flight runs and, when
+-- fewer matched, reads JobFenceStates to fence by attempt exactly.
+UPDATE job_queue
+SET lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND
+WHERE id IN (sqlc.slice(ids))
+  AND status = 'RUNNING' AND owner = sqlc.arg(owner) AND cancel_requested = 0;
+
+-- name: JobFenceStates :many
+-- Read after a heartbeat renewed fewer rows than expected, to tell lost runs
+-- from cancel requests.
+SELECT id, attempt, status, owner, cancel_requested FROM job_queue
+WHERE id IN (sqlc.slice(ids));
+
+-- name: JobCompleteFenced :execrows
+-- Success, fenced by attempt: 0 rows means the run is stale. A job whose
+-- cancel was requested ends CANCELED even if its handler succeeded.
+UPDATE job_queue
+SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
+    lease_until = NULL,
+    finished_at = NOW(6),
+    update_time = NOW(6)
+WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'RUNNING';
+
+-- name: JobCompleteUnfenced :execrows
+-- Sabotage only (chaos --sabotage fencing): the classic completion by id.
+UPDATE job_queue
+SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
+    lease_until = NULL,
+    finished_at = NOW(6),
+    update_time = NOW(6)
+WHERE id = sqlc.arg(id);
+
+-- name: JobFailFenced :execrows
+-- A failed attempt, fenced by attempt. next_status is WAITING (retry after
+-- backoff_us) or FAILED (retries exhausted or the handler discarded the job).
+-- Assignments reference only columns that are not assigned before them, so
+-- the result is the same with or without SIMULTANEOUS_ASSIGNMENT.
+UPDATE job_queue
+SET status = IF(cancel_requested = 1, 'CANCELED', sqlc.arg(next_status)),
+    finished_at = IF(cancel_requested = 1 OR sqlc.arg(next_status) <> 'WAITING', NOW(6), NULL),
+    run_at = IF(cancel_requested = 1, run_at, NOW(6) + INTERVAL sqlc.arg(backoff_us) MICROSECOND),
+    retry_times = IF(cancel_requested = 1, retry_times, retry_times + sqlc.arg(retry_inc)),
+    last_error = sqlc.arg(last_error),
+    lease_until = NULL,
+    update_time = NOW(6)
+WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'RUNNING';
+
+-- name: JobReleaseFenced :execrows
+-- Shutdown: a claimed run whose handler never started goes back to WAITING
+-- at once, without spending a retry.
+UPDATE job_queue
+SET status = IF(cancel_requested = 1, 'CANCELED', 'WAITING'),
+    finished_at = IF(cancel_requested = 1, NOW(6), NULL),
+    lease_until = NULL,
+    update_time = NOW(6)
+WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'RUNNING';
+
+-- name: ExecutionFinish :execrows
+UPDATE job_execution
+SET finished_at = NOW(6), outcome = sqlc.arg(outcome), error = sqlc.arg(error)
+WHERE job_id = sqlc.arg(job_id) AND attempt = sqlc.arg(attempt) AND finished_at IS NULL;
+
+-- name: ExecutionMarkStale :execrows
+-- A completion arrived after the run lost its lease: the job row is not
+-- touched; the attempt's audit row records that the late write was refused.
+UPDATE job_execution
+SET outcome = 'STALE', error = sqlc.arg(error), finished_at = COALESCE(finished_at, NOW(6))
+WHERE job_id = sqlc.arg(job_id) AND attempt = sqlc.arg(attempt);
+
+-- name: JobRescueCandidates :many
+SELECT id, attempt FROM job_queue
+WHERE status = 'RUNNING' AND lease_until < NOW(6)
+ORDER BY lease_until
+LIMIT ?;
+
+-- name: JobRescueExpired :execrows
+-- Returns one expired run to WAITING (retry_times+1) or FAILED, or CANCELED
+-- when a cancel was requested. Conditioned on status, attempt and lease, so it
+-- can never overwrite a run that completed or renewed meanwhile.
+UPDATE job_queue
+SET status = CASE WHEN cancel_requested = 1 THEN 'CANCELED'
+                  WHEN retry_times < max_retry THEN 'WAITING'
+                  ELSE 'FAILED' END,
+    finished_at = IF(cancel_requested = 0 AND retry_times < max_retry, NULL, NOW(6)),
+    last_error = 'lease expired',
+    run_at = NOW(6),
+    lease_until = NULL,
+    update_time = NOW(6),
+    retry_times = retry_times + IF(cancel_requested = 0, 1, 0)
+WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt)
+  AND status = 'RUNNING' AND lease_until < NOW(6);
+
+-- name: JobCancelWaiting :execrows
+UPDATE job_queue
+SET status = 'CANCELED', cancel_requested = 1,
+    finished_at = NOW(6), update_time = NOW(6)
+WHERE id = ? AND status = 'WAITING';
+
+-- name: JobCancelRunning :execrows
+UPDATE job_queue
+SET cancel_requested = 1, update_time = NOW(6)
+WHERE id = ? AND status = 'RUNNING';
+
+-- name: JobRetryManual :execrows
+-- FAILED or CANCELED back to WAITING, due now, with a fresh retry budget.
+UPDATE job_queue
+SET status = 'WAITING', retry_times = 0, cancel_requested = 0,
+    run_at = NOW(6), finished_at = NULL, lease_until = NULL,
+    update_time = NOW(6)
+WHERE id = ? AND status IN ('FAILED', 'CANCELED');
+
+-- name: ExecutionListByJob :many
+SELECT * FROM job_execution WHERE job_id = ? ORDER BY attempt;
+
+-- name: EffectInsert :exec
+INSERT INTO job_effect (job_id, attempt, kind, owner, created_at)
+VALUES (?, ?, ?, ?, NOW(6));
+
+-- name: JobCountByStatus :many
+SELECT status, COUNT(*) AS n FROM job_queue GROUP BY status;
+
+-- name: DBNow :one
+SELECT NOW(6);

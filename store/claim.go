@@ -1,0 +1,219 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jobq/jobq/gen/jobqdb"
+)
+
+// Fence identifies one run of one job: the job id and its attempt, the
+// fencing token every write of that run carries.
+type Fence struct {
+	ID      uint64
+	Attempt int
+}
+
+// ClaimedJob is a job this replica just claimed: status RUNNING, owner set,
+// attempt already incremented.
+type ClaimedJob struct {
+	ID         uint64
+	JobKey     string
+	JobType    string
+	Params     json.RawMessage
+	Priority   int
+	RetryTimes int
+	MaxRetry   int
+	TimeoutMs  int
+	RunAt      time.Time // when the job became due
+	Attempt    int
+	LeaseUntil time.Time // database clock
+	StartedAt  time.Time // database clock, set by the claim
+	CreateTime time.Time
+}
+
+// Fence returns the run's fencing token.
+func (c ClaimedJob) Fence() Fence { return Fence{ID: c.ID, Attempt: c.Attempt} }
+
+// ClaimParams configures one claim.
+type ClaimParams struct {
+	Owner string        // replica id written to job_queue.owner
+	Limit int           // at most this many jobs (the free worker slots, ≤ BatchLimit)
+	Lease time.Duration // lease_until = NOW(6) + Lease
+}
+
+// JobScanAvailable reads up to limit due WAITING jobs (id and attempt only,
+// from idx_scan) without locking. It is the idle probe and the read half of
+// the cas claim.
+func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]Fence, error) {
+	rows, err := s.q.JobScanAvailable(ctx, int32(limit))
+	if err != nil {
+		return nil, fmt.Errorf("scan: %w", err)
+	}
+	out := make([]Fence, len(rows))
+	for i, r := range rows {
+		out[i] = Fence{ID: r.ID, Attempt: int(r.Attempt)}
+	}
+	return out, nil
+}
+
+// JobClaimSkipLocked claims up to p.Limit due jobs in one transaction:
+// SELECT … FOR UPDATE SKIP LOCKED, one UPDATE … WHERE id IN (…), one
+// INSERT … SELECT into job_execution, and a read of the claimed rows.
+// Returns ErrSkipLockedUnsupported on servers without SKIP LOCKED.
+func (s *Store) JobClaimSkipLocked(ctx context.Context, p ClaimParams) ([]ClaimedJob, error) {
+	if !s.Server.SkipLocked {
+		return nil, ErrSkipLockedUnsupported
+	}
+	var claimed []ClaimedJob
+	err := s.WithTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		rows, err := q.JobLockAvailable(ctx, int32(p.Limit))
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		ids := make([]uint64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		claimed, err = s.claimRows(ctx, q, p, ids)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim skiplocked: %w", err)
+	}
+	return claimed, nil
+}
+
+func (s *Store) claimRows(ctx context.Context, q *jobqdb.Queries, p ClaimParams, ids []uint64) ([]ClaimedJob, error) {
+	owner := sql.NullString{String: p.Owner, Valid: true}
+	if _, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), Ids: ids}); err != nil {
+		return nil, err
+	}
+	return s.startExecutions(ctx, q, owner, ids)
+}
+
+func (s *Store) startExecutions(ctx context.Context, q *jobqdb.Queries, owner sql.NullString, ids []uint64) ([]ClaimedJob, error) {
+	if _, err := q.ExecutionStartMany(ctx, jobqdb.ExecutionStartManyParams{Ids: ids, Owner: owner}); err != nil {
+		return nil, err
+	}
+	rows, err := q.JobGetClaimed(ctx, jobqdb.JobGetClaimedParams{Ids: ids, Owner: owner})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ClaimedJob, len(rows))
+	for i, r := range rows {
+		out[i] = ClaimedJob{
+			ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
+			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
+			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt),
+			LeaseUntil: r.LeaseUntil.Time.UTC(), StartedAt: r.StartedAt.Time.UTC(), CreateTime: r.CreateTime.UTC(),
+		}
+	}
+	return out, nil
+}
+
+// ClaimCASParams configures the write half of a cas claim.
+type ClaimCASParams struct {
+	ClaimParams
+	// Candidates come from JobScanAvailable; each is claimed by
+	// UPDATE … WHERE id=? AND status='WAITING' AND attempt=?.
+	Candidates []Fence
+	// Unguarded drops "AND attempt=?" (sabotage switch: the classic ABA race).
+	Unguarded bool
+}
+
+// JobClaimCAS runs the per-row compare-and-set for each candidate in one
+// transaction, records executions for the rows it won and reads them back.
+// lost counts candidates another replica took first (claim conflicts).
+func (s *Store) JobClaimCAS(ctx context.Context, p ClaimCASParams) (claimed []ClaimedJob, lost int, err error) {
+	owner := sql.NullString{String: p.Owner, Valid: true}
+	err = s.WithTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		lost = 0
+		won := make([]uint64, 0, len(p.Candidates))
+		for _, c := range p.Candidates {
+			var n int64
+			var err error
+			if p.Unguarded {
+				n, err = q.JobClaimCASUnguarded(ctx, jobqdb.JobClaimCASUnguardedParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), ID: c.ID})
+			} else {
+				n, err = q.JobClaimCAS(ctx, jobqdb.JobClaimCASParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), ID: c.ID, Attempt: int32(c.Attempt)})
+			}
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				lost++
+				continue
+			}
+			won = append(won, c.ID)
+		}
+		if len(won) == 0 {
+			claimed = nil
+			return nil
+		}
+		var err error
+		claimed, err = s.startExecutions(ctx, q, owner, won)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("claim cas: %w", err)
+	}
+	return claimed, lost, nil
+}
+
+// LeaseRenewParams renews the leases of one owner's in-flight runs.
+type LeaseRenewParams struct {
+	Owner string
+	Lease time.Duration
+	IDs   []uint64
+}
+
+// LeaseRenewMany extends lease_until to NOW(6)+Lease for every RUNNING job
+// in IDs that this owner holds and whose cancel was not requested, in one
+// statement. It returns the number of rows renewed; fewer than the caller's
+// in-flight runs means some were lost or asked to cancel (see JobFenceStates).
+func (s *Store) LeaseRenewMany(ctx context.Context, p LeaseRenewParams) (int64, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	n, err := s.q.LeaseRenewMany(ctx, jobqdb.LeaseRenewManyParams{
+		LeaseUs: p.Lease.Microseconds(), Ids: p.IDs, Owner: sql.NullString{String: p.Owner, Valid: true},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("lease renew: %w", err)
+	}
+	return n, nil
+}
+
+// FenceState is the current holder of a job, for fencing in-flight runs.
+type FenceState struct {
+	ID              uint64
+	Attempt         int
+	Status          string
+	Owner           string
+	CancelRequested bool
+}
+
+// JobFenceStates reads the holder of each job in ids.
+func (s *Store) JobFenceStates(ctx context.Context, ids []uint64) ([]FenceState, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.q.JobFenceStates(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("fence states: %w", err)
+	}
+	out := make([]FenceState, len(rows))
+	for i, r := range rows {
+		out[i] = FenceState{ID: r.ID, Attempt: int(r.Attempt), Status: r.Status, Owner: r.Owner.String, CancelRequested: r.CancelRequested}
+	}
+	return out, nil
+}

@@ -1,0 +1,204 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobq/jobq/gen/jobqdb"
+)
+
+// Completion is the outcome of one run, written fenced by its attempt.
+type Completion struct {
+	Fence
+	// Outcome is OutcomeSuccess, OutcomeFailed, OutcomeCanceled or
+	// OutcomeReleased. A job whose cancel was requested ends CANCELED
+	// whatever the outcome.
+	Outcome string
+	// Error is the handler's error text (sanitised and cut to MaxErrorRunes).
+	Error string
+	// Retry, for OutcomeFailed/OutcomeCanceled: true re-queues the job as
+	// WAITING after Backoff with retry_times+1; false ends it FAILED.
+	Retry   bool
+	Backoff time.Duration
+	// Unfenced drops the attempt guard on success (sabotage switch).
+	Unfenced bool
+}
+
+// JobCompleteMany writes a batch of completions in one transaction (one
+// commit for the batch). applied[i] is false when completion i was stale: its
+// attempt no longer owned the job, so job_queue was not touched and the
+// attempt's execution row was marked STALE.
+func (s *Store) JobCompleteMany(ctx context.Context, cs []Completion) (applied []bool, err error) {
+	applied = make([]bool, len(cs))
+	err = s.WithTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		for i, c := range cs {
+			ok, err := s.completeOne(ctx, q, c)
+			if err != nil {
+				return err
+			}
+			applied[i] = ok
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	return applied, nil
+}
+
+// JobCompleteTx is transactional completion: in one transaction it writes
+// the fenced completion c first (locking the job row) and then, only if the
+// run still owns the job, runs fn with the same transaction, so fn's writes
+// commit exactly when the completion does. If fn fails the transaction rolls
+// back and the error is returned (the caller records a failed attempt). A
+// stale run returns applied=false and fn is not called.
+func (s *Store) JobCompleteTx(ctx context.Context, c Completion, fn func(ctx context.Context, tx *sql.Tx) error) (applied bool, err error) {
+	var stale bool
+	err = s.WithTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		ok, err := s.completeJobRow(ctx, q, c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			stale = true
+			return errStaleRollback
+		}
+		if err := fn(ctx, tx); err != nil {
+			return &txFuncError{err}
+		}
+		_, err = q.ExecutionFinish(ctx, executionFinishParams(c))
+		return err
+	})
+	if errors.Is(err, errStaleRollback) {
+		// Record the refused write outside the rolled-back transaction.
+		if _, merr := s.q.ExecutionMarkStale(ctx, jobqdb.ExecutionMarkStaleParams{
+			Error: nullStr("completion refused: attempt no longer owns the job"), JobID: c.ID, Attempt: int32(c.Attempt),
+		}); merr != nil {
+			return false, fmt.Errorf("complete tx: mark stale: %w", merr)
+		}
+		return false, nil
+	}
+	var tfe *txFuncError
+	if errors.As(err, &tfe) {
+		return false, tfe.err
+	}
+	if err != nil {
+		return false, fmt.Errorf("complete tx: %w", err)
+	}
+	return !stale, nil
+}
+
+var errStaleRollback = errors.New("stale run: rolled back")
+
+// txFuncError marks an error returned by a transactional handler's own SQL,
+// so callers can tell it from a database failure of the completion itself.
+type txFuncError struct{ err error }
+
+func (e *txFuncError) Error() string { return e.err.Error() }
+func (e *txFuncError) Unwrap() error { return e.err }
+
+func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c Completion) (bool, error) {
+	ok, err := s.completeJobRow(ctx, q, c)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		_, err = q.ExecutionMarkStale(ctx, jobqdb.ExecutionMarkStaleParams{
+			Error: nullStr("completion refused: attempt no longer owns the job"), JobID: c.ID, Attempt: int32(c.Attempt),
+		})
+		return false, err
+	}
+	_, err = q.ExecutionFinish(ctx, executionFinishParams(c))
+	return true, err
+}
+
+func executionFinishParams(c Completion) jobqdb.ExecutionFinishParams {
+	return jobqdb.ExecutionFinishParams{
+		Outcome: nullStr(c.Outcome), Error: nullStr(SanitizeText(c.Error, MaxErrorRunes)),
+		JobID: c.ID, Attempt: int32(c.Attempt),
+	}
+}
+
+// completeJobRow applies the fenced job_queue update; false means stale.
+func (s *Store) completeJobRow(ctx context.Context, q *jobqdb.Queries, c Completion) (bool, error) {
+	var n int64
+	var err error
+	switch c.Outcome {
+	case OutcomeSuccess:
+		if c.Unfenced {
+			n, err = q.JobCompleteUnfenced(ctx, c.ID)
+		} else {
+			n, err = q.JobCompleteFenced(ctx, jobqdb.JobCompleteFencedParams{ID: c.ID, Attempt: int32(c.Attempt)})
+		}
+	case OutcomeFailed, OutcomeCanceled:
+		next, inc := StatusFailed, int32(0)
+		if c.Retry {
+			next, inc = StatusWaiting, 1
+		}
+		n, err = q.JobFailFenced(ctx, jobqdb.JobFailFencedParams{
+			NextStatus: next, BackoffUs: c.Backoff.Microseconds(), RetryInc: inc,
+			LastError: nullStr(SanitizeText(c.Error, MaxErrorRunes)), ID: c.ID, Attempt: int32(c.Attempt),
+		})
+	case OutcomeReleased:
+		n, err = q.JobReleaseFenced(ctx, jobqdb.JobReleaseFencedParams{ID: c.ID, Attempt: int32(c.Attempt)})
+	default:
+		return false, fmt.Errorf("unknown outcome %q", c.Outcome)
+	}
+	if err != nil {
+		return false, err
+	}
+	return n > 0, nil
+}
+
+// JobRescueCandidates reads up to limit RUNNING jobs whose lease expired on
+// the database clock.
+func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]Fence, error) {
+	rows, err := s.q.JobRescueCandidates(ctx, int32(limit))
+	if err != nil {
+		return nil, fmt.Errorf("rescue candidates: %w", err)
+	}
+	out := make([]Fence, len(rows))
+	for i, r := range rows {
+		out[i] = Fence{ID: r.ID, Attempt: int(r.Attempt)}
+	}
+	return out, nil
+}
+
+// JobRescueExpired returns one expired run to WAITING (retry_times+1), or
+// FAILED when retries are exhausted, or CANCELED when a cancel was
+// requested, and closes its execution row as LEASE_EXPIRED — only if the job
+// is still RUNNING with that attempt and an expired lease. false means the
+// run completed, renewed or was rescued meanwhile; nothing was written.
+func (s *Store) JobRescueExpired(ctx context.Context, f Fence) (bool, error) {
+	var ok bool
+	err := s.WithTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		n, err := q.JobRescueExpired(ctx, jobqdb.JobRescueExpiredParams{ID: f.ID, Attempt: int32(f.Attempt)})
+		if err != nil {
+			return err
+		}
+		ok = n > 0
+		if !ok {
+			return nil
+		}
+		_, err = q.ExecutionFinish(ctx, jobqdb.ExecutionFinishParams{
+			Outcome: nullStr(OutcomeLeaseExpired), Error: nullStr("lease expired"), JobID: f.ID, Attempt: int32(f.Attempt),
+		})
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("rescue: %w", err)
+	}
+	return ok, nil
+}
+
+// EffectInsert writes one testbed effect row (kind "tx" or "non_tx") with
+// the given executor (a *sql.DB or the completion's *sql.Tx).
+func EffectInsert(ctx context.Context, db jobqdb.DBTX, f Fence, kind, owner string) error {
+	return jobqdb.New(db).EffectInsert(ctx, jobqdb.EffectInsertParams{JobID: f.ID, Attempt: int32(f.Attempt), Kind: kind, Owner: owner})
+}

@@ -1,0 +1,227 @@
+// Package store is jobq's MySQL/MariaDB adapter: the only package that
+// imports the sqlc-generated gen/jobqdb. It translates driver errors in one
+// place (sql.ErrNoRows → ErrNotFound, 1213/1205/lost connections →
+// IsRetryable) and exposes object-verb methods that take ctx and a params
+// struct.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/jobq/jobq/gen/jobqdb"
+)
+
+// Job statuses (job_queue.status).
+const (
+	StatusWaiting  = "WAITING"
+	StatusRunning  = "RUNNING"
+	StatusSuccess  = "SUCCESS"
+	StatusFailed   = "FAILED"
+	StatusCanceled = "CANCELED"
+)
+
+// Execution outcomes (job_execution.outcome).
+const (
+	OutcomeSuccess      = "SUCCESS"       // handler returned nil and the fenced completion committed
+	OutcomeFailed       = "FAILED"        // handler returned an error (or timed out)
+	OutcomeCanceled     = "CANCELED"      // cancel requested while running
+	OutcomeLeaseExpired = "LEASE_EXPIRED" // the rescuer took the job back
+	OutcomeReleased     = "RELEASED"      // shutdown handed the job back unfinished
+	OutcomeStale        = "STALE"         // the run completed after losing its lease; its write was refused
+)
+
+// MaxErrorRunes is the longest error text stored in last_error and
+// job_execution.error (columns are VARCHAR(2048)); longer text is cut.
+const MaxErrorRunes = 2000
+
+// Store is the MySQL/MariaDB implementation of everything jobq persists.
+// It is safe for concurrent use.
+type Store struct {
+	db *sql.DB
+	q  *jobqdb.Queries
+	// Server is what DetectServer found at Open.
+	Server ServerInfo
+}
+
+// ServerInfo describes the database server.
+type ServerInfo struct {
+	Version     string // SELECT VERSION(), e.g. "10.11.19-MariaDB-0+deb12u1"
+	MariaDB     bool
+	Major       int
+	Minor       int
+	Patch       int
+	SkipLocked  bool // SELECT ... FOR UPDATE SKIP LOCKED is available
+	Description string
+}
+
+// NormalizeDSN parses a go-sql-driver/mysql DSN and forces what jobq relies
+// on: parseTime=true, loc=UTC, session time_zone '+00:00' (so NOW(6) is the
+// database's UTC clock whatever the server's time_zone), utf8mb4, and
+// client-side parameter interpolation (one round trip per statement).
+func NormalizeDSN(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse dsn: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.InterpolateParams = true
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	return cfg, nil
+}
+
+// RedactDSN returns dsn with its password replaced by "***", for logs and errors.
+func RedactDSN(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "<unparseable dsn>"
+	}
+	if cfg.Passwd != "" {
+		cfg.Passwd = "***"
+	}
+	return cfg.FormatDSN()
+}
+
+// PoolConfig sizes the connection pool.
+type PoolConfig struct {
+	MaxOpen int // Defaults to 20.
+	MaxIdle int // Defaults to MaxOpen.
+}
+
+// Open connects to dsn, checks the connection and detects the server.
+// Errors never contain the password.
+func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
+	cfg, err := NormalizeDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", RedactDSN(dsn), err)
+	}
+	db := sql.OpenDB(conn)
+	if pool.MaxOpen <= 0 {
+		pool.MaxOpen = 20
+	}
+	if pool.MaxIdle <= 0 {
+		pool.MaxIdle = pool.MaxOpen
+	}
+	db.SetMaxOpenConns(pool.MaxOpen)
+	db.SetMaxIdleConns(pool.MaxIdle)
+	db.SetConnMaxLifetime(10 * time.Minute)
+	s := &Store{db: db, q: jobqdb.New(db)}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect %s: %w", RedactDSN(dsn), err)
+	}
+	info, err := s.DetectServer(pctx)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.Server = info
+	return s, nil
+}
+
+// DB returns the underlying pool (for harnesses and transactional handlers).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping checks that the database answers; /readyz uses it.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+var versionRe = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
+
+// DetectServer reads VERSION() and decides whether SKIP LOCKED is available
+// (MySQL ≥ 8.0.1, MariaDB ≥ 10.6).
+func (s *Store) DetectServer(ctx context.Context) (ServerInfo, error) {
+	var v string
+	if err := s.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return ServerInfo{}, fmt.Errorf("detect server: %w", err)
+	}
+	return ParseServerVersion(v), nil
+}
+
+// ParseServerVersion interprets a VERSION() string.
+func ParseServerVersion(v string) ServerInfo {
+	info := ServerInfo{Version: v, MariaDB: strings.Contains(strings.ToLower(v), "mariadb")}
+	if m := versionRe.FindStringSubmatch(v); m != nil {
+		info.Major, _ = strconv.Atoi(m[1])
+		info.Minor, _ = strconv.Atoi(m[2])
+		info.Patch, _ = strconv.Atoi(m[3])
+	}
+	ver := info.Major*10000 + info.Minor*100 + info.Patch
+	if info.MariaDB {
+		info.SkipLocked = ver >= 100600
+		info.Description = fmt.Sprintf("MariaDB %d.%d.%d", info.Major, info.Minor, info.Patch)
+	} else {
+		info.SkipLocked = ver >= 80001
+		info.Description = fmt.Sprintf("MySQL %d.%d.%d", info.Major, info.Minor, info.Patch)
+	}
+	return info
+}
+
+// SanitizeText makes s storable in a utf8mb4 VARCHAR column: invalid UTF-8
+// becomes U+FFFD, NUL bytes are dropped, and the text is cut to max runes
+// (with a trailing "…"). Bookkeeping must never fail because of an error
+// message's bytes.
+func SanitizeText(s string, max int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "")
+	}
+	if utf8.RuneCountInString(s) > max {
+		r := []rune(s)
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}
+
+func nullStr(s string) sql.NullString {
+	if s == "" {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: s, Valid: true}
+}
+
+func nullTimePtr(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	u := t.Time.UTC()
+	return &u
+}
+
+// WithTx runs fn in a transaction and commits it, rolling back on error.
+func (s *Store) WithTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
