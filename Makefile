@@ -1,0 +1,35 @@
+# jobq — make help lists the targets.
+GO        ?= go
+BIN       := bin/jobq
+PKGS      := ./...
+export GOFLAGS ?=
+
+.PHONY: help build demo test generate verify lint bench chaos fuzz ensure-db clean
+
+help: ## List targets.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+build: ## Build bin/jobq.
+	$(GO) build -o $(BIN) ./cmd/jobq
+
+ensure-db: ## Make sure a MySQL-compatible server can be provided (installs mariadb-server as root if none).
+	@scripts/ensure-db.sh
+
+demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, summary; fails on any lost job.
+	$(BIN) demo
+
+test: ensure-db ## Run every test with -race against a real server.
+	$(GO) test -race -count=1 -timeout 40m $(PKGS)
+
+generate: ## Regenerate gen/ from sql/ with sqlc (pinned in go.mod).
+	$(GO) tool sqlc -f sql/sqlc.yaml generate
+
+verify: ## Fail on sqlc drift, gofmt or go vet findings.
+	$(GO) tool sqlc -f sql/sqlc.yaml diff
+	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" >&2; exit 1)
+	$(GO) vet $(PKGS)
+
+lint: verify ## Alias of verify.
+
+clean: ## Remove build output.
+	rm -rf bin out

@@ -1,0 +1,149 @@
+// Package client is a small Go client for jobq's HTTP API, used by the CLI,
+// the demo and the harnesses.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobq/jobq/httpapi"
+	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
+)
+
+// Client talks to one replica's API.
+type Client struct {
+	BaseURL string // e.g. http://127.0.0.1:8080
+	HTTP    *http.Client
+	Token   string // optional bearer token
+}
+
+// New returns a client for baseURL with a 30s timeout.
+func New(baseURL string) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// APIError is a non-2xx answer.
+type APIError struct {
+	Status int
+	Detail httpapi.ErrorDetail
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Detail.Code, e.Detail.Message)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 300 {
+		var eb httpapi.ErrorBody
+		_ = json.Unmarshal(data, &eb)
+		if eb.Error.Message == "" {
+			eb.Error.Message = strings.TrimSpace(string(data))
+		}
+		return resp.StatusCode, &APIError{Status: resp.StatusCode, Detail: eb.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// Submit creates a job; created is false when job_key already named the
+// same request.
+func (c *Client) Submit(ctx context.Context, req service.SubmitRequest) (job store.Job, created bool, err error) {
+	status, err := c.do(ctx, http.MethodPost, "/v1/jobs", req, &job)
+	return job, status == http.StatusCreated, err
+}
+
+// Get returns one job.
+func (c *Client) Get(ctx context.Context, id uint64) (job store.Job, err error) {
+	_, err = c.do(ctx, http.MethodGet, "/v1/jobs/"+strconv.FormatUint(id, 10), nil, &job)
+	return job, err
+}
+
+// List returns one page of jobs.
+func (c *Client) List(ctx context.Context, status, jobType string, limit int, cursor string) (page service.ListPage, err error) {
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if jobType != "" {
+		q.Set("job_type", jobType)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	path := "/v1/jobs"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	_, err = c.do(ctx, http.MethodGet, path, nil, &page)
+	return page, err
+}
+
+// Cancel cancels a job.
+func (c *Client) Cancel(ctx context.Context, id uint64) (job store.Job, err error) {
+	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/cancel", nil, &job)
+	return job, err
+}
+
+// Retry re-queues a FAILED or CANCELED job.
+func (c *Client) Retry(ctx context.Context, id uint64) (job store.Job, err error) {
+	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/retry", nil, &job)
+	return job, err
+}
+
+// Executions lists a job's attempts.
+func (c *Client) Executions(ctx context.Context, id uint64) ([]store.Execution, error) {
+	var out struct {
+		Executions []store.Execution `json:"executions"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/executions", nil, &out)
+	return out.Executions, err
+}
+
+// Ready reports whether /readyz answers 200.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+	return err
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/jobq/jobq/client"
+	"github.com/jobq/jobq/service"
+)
+
+// ServerFlags name the API to talk to.
+type ServerFlags struct {
+	Server string `help:"Base URL of a replica's API." default:"http://127.0.0.1:8080" env:"JOBQ_SERVER"`
+	Token  string `help:"Bearer token, if the API requires one." env:"JOBQ_TOKEN"`
+}
+
+func (f ServerFlags) client() *client.Client {
+	c := client.New(f.Server)
+	c.Token = f.Token
+	return c
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// SubmitCmd submits a job.
+type SubmitCmd struct {
+	ServerFlags
+	Key       string  `help:"job_key: 1–64 characters, unique; resubmitting the same request returns the same job." required:""`
+	Type      string  `help:"job_type: a registered type (built-in: noop, sleep, flaky, effect)." required:""`
+	Params    string  `help:"params: a JSON object." default:"{}"`
+	Priority  *int    `help:"priority 0–1000, higher runs first (default 0)."`
+	MaxRetry  *int    `help:"max_retry 0–100 (default 3)."`
+	RunAt     *string `help:"run_at: RFC 3339 time with offset; the job does not start before it."`
+	TimeoutMs *int    `help:"timeout_ms: per-attempt timeout, 0 = none."`
+}
+
+// Run submits the job and prints it.
+func (c *SubmitCmd) Run(g *Globals) error {
+	job, created, err := c.client().Submit(g.Ctx, service.SubmitRequest{
+		JobKey: c.Key, JobType: c.Type, Params: json.RawMessage(c.Params), Priority: c.Priority,
+		MaxRetry: c.MaxRetry, RunAt: c.RunAt, TimeoutMs: c.TimeoutMs,
+	})
+	if err != nil {
+		return err
+	}
+	if !created {
+		fmt.Fprintln(os.Stderr, "job_key already existed with the same request; returning that job")
+	}
+	return printJSON(job)
+}
+
+// GetCmd shows a job.
+type GetCmd struct {
+	ServerFlags
+	ID uint64 `arg:"" help:"Job id."`
+}
+
+// Run prints the job.
+func (c *GetCmd) Run(g *Globals) error {
+	job, err := c.client().Get(g.Ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	return printJSON(job)
+}
+
+// ListCmd lists jobs.
+type ListCmd struct {
+	ServerFlags
+	Status string `help:"Only this status (WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
+	Type   string `help:"Only this job_type."`
+	Limit  int    `help:"Page size 1–1000." default:"50"`
+	Cursor string `help:"next_cursor of the previous page."`
+	JSON   bool   `help:"Print the raw JSON page."`
+}
+
+// Run prints one page.
+func (c *ListCmd) Run(g *Globals) error {
+	page, err := c.client().List(g.Ctx, c.Status, c.Type, c.Limit, c.Cursor)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(page)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKEY\tTYPE\tSTATUS\tATTEMPT\tRETRIES\tRUN_AT")
+	for _, j := range page.Jobs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d/%d\t%s\n", j.ID, j.JobKey, j.JobType, j.Status, j.Attempt, j.RetryTimes, j.MaxRetry, j.RunAt.Format("2006-01-02T15:04:05.000Z"))
+	}
+	tw.Flush()
+	if page.NextCursor != "" {
+		fmt.Printf("next page: --cursor %s\n", page.NextCursor)
+	}
+	return nil
+}
+
+// CancelCmd cancels a job.
+type CancelCmd struct {
+	ServerFlags
+	ID uint64 `arg:"" help:"Job id."`
+}
+
+// Run cancels the job.
+func (c *CancelCmd) Run(g *Globals) error {
+	job, err := c.client().Cancel(g.Ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	return printJSON(job)
+}
+
+// RetryCmd re-queues a job.
+type RetryCmd struct {
+	ServerFlags
+	ID uint64 `arg:"" help:"Job id."`
+}
+
+// Run re-queues the job.
+func (c *RetryCmd) Run(g *Globals) error {
+	job, err := c.client().Retry(g.Ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	return printJSON(job)
+}
+
+// ExecutionsCmd lists attempts.
+type ExecutionsCmd struct {
+	ServerFlags
+	ID uint64 `arg:"" help:"Job id."`
+}
+
+// Run prints the attempts.
+func (c *ExecutionsCmd) Run(g *Globals) error {
+	ex, err := c.client().Executions(g.Ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	return printJSON(ex)
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jobq/jobq/app"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
+)
+
+// DBFlags name the database.
+type DBFlags struct {
+	DSN string `help:"go-sql-driver/mysql DSN of the jobq database, e.g. 'user:pass@tcp(127.0.0.1:3306)/jobq'. Never logged with its password." env:"JOBQ_DSN" required:""`
+}
+
+// ServeCmd runs a replica.
+type ServeCmd struct {
+	DBFlags
+	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN"`
+	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api"`
+	NoScheduler     bool          `help:"Run only the HTTP API (no claiming)." name:"no-scheduler"`
+	Migrate         bool          `help:"Apply pending migrations at start." default:"true" negatable:""`
+	Owner           string        `help:"Replica id written to job_queue.owner (default <hostname>-<pid>-<random>)." env:"JOBQ_OWNER"`
+	Strategy        string        `help:"Claim strategy: skiplocked or cas (default skiplocked where the server supports it)." enum:"skiplocked,cas," default:""`
+	Workers         int           `help:"Worker pool size." default:"50"`
+	BatchLimit      int           `help:"Most jobs one claim takes." default:"200"`
+	PollInterval    time.Duration `help:"Idle scan interval." default:"1s"`
+	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval." default:"200ms"`
+	Lease           time.Duration `help:"Lease length on the database clock." default:"30s"`
+	RescueInterval  time.Duration `help:"How often expired leases are rescued." default:"10s"`
+	ShutdownTimeout time.Duration `help:"How long SIGTERM waits for in-flight handlers." default:"30s"`
+	RetryBackoff    time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"1s"`
+	PoolMaxOpen     int           `help:"Max open database connections (default workers/2+10)." default:"0"`
+	MaxBodyBytes    int64         `help:"API request body limit in bytes." default:"1048576"`
+	Sabotage        []string      `help:"Testbed only: disable a guarantee (fencing, cas-guard, rescuer, deadlock-retry, lease-cancel)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel"`
+}
+
+// SchedulerConfig maps flags to scheduler.Config.
+func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
+	cfg := scheduler.Config{
+		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit,
+		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.PollJitter == 0, Lease: c.Lease,
+		RescueInterval: c.RescueInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
+	}
+	for _, s := range c.Sabotage {
+		switch s {
+		case "fencing":
+			cfg.Sabotage.NoFencing = true
+		case "cas-guard":
+			cfg.Sabotage.NoCASGuard = true
+		case "rescuer":
+			cfg.Sabotage.NoRescuer = true
+		case "deadlock-retry":
+			cfg.Sabotage.NoDeadlockRetry = true
+		case "lease-cancel":
+			cfg.Sabotage.NoLeaseCancel = true
+		default:
+			return cfg, fmt.Errorf("--sabotage: unknown switch %q", s)
+		}
+	}
+	return cfg, cfg.WithDefaults().Validate()
+}
+
+// Run starts the replica and blocks until SIGINT/SIGTERM, then shuts down gracefully.
+func (c *ServeCmd) Run(g *Globals) error {
+	if c.NoAPI && c.NoScheduler {
+		return fmt.Errorf("--no-api and --no-scheduler: at least one half must run")
+	}
+	sc, err := c.SchedulerConfig()
+	if err != nil {
+		return err
+	}
+	if len(c.Sabotage) > 0 {
+		g.Log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", strings.Join(c.Sabotage, ","))
+	}
+	r, err := app.Start(g.Ctx, app.Config{
+		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, Migrate: c.Migrate,
+		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, Scheduler: sc, Logger: g.Log,
+	})
+	if err != nil {
+		return err
+	}
+	// Tell a supervising harness where the API listens.
+	if r.Addr != "" {
+		fmt.Printf("jobq: listening on http://%s\n", r.Addr)
+	}
+	select {
+	case <-g.Ctx.Done():
+		g.Log.Info("shutting down")
+	case err := <-r.Err():
+		g.Log.Error("api server failed", "err", err)
+	}
+	return r.Stop(context.Background())
+}
+
+// MigrateCmd applies, reverts or lists migrations.
+type MigrateCmd struct {
+	Up     MigrateUpCmd     `cmd:"" default:"1" help:"Apply pending migrations."`
+	Down   MigrateDownCmd   `cmd:"" help:"Revert applied migrations."`
+	Status MigrateStatusCmd `cmd:"" help:"List migrations and whether they are applied."`
+}
+
+// MigrateUpCmd applies pending migrations.
+type MigrateUpCmd struct{ DBFlags }
+
+// Run applies pending migrations.
+func (c *MigrateUpCmd) Run(g *Globals) error {
+	st, err := store.Open(g.Ctx, c.DSN, store.PoolConfig{MaxOpen: 2})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	done, err := st.MigrateUp(g.Ctx)
+	if err != nil {
+		return err
+	}
+	if len(done) == 0 {
+		fmt.Println("schema is up to date")
+	}
+	for _, v := range done {
+		fmt.Printf("applied %03d\n", v)
+	}
+	return nil
+}
+
+// MigrateDownCmd reverts migrations.
+type MigrateDownCmd struct {
+	DBFlags
+	Steps int  `help:"How many migrations to revert." default:"1"`
+	All   bool `help:"Revert every migration (drops jobq's tables)."`
+}
+
+// Run reverts migrations.
+func (c *MigrateDownCmd) Run(g *Globals) error {
+	st, err := store.Open(g.Ctx, c.DSN, store.PoolConfig{MaxOpen: 2})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	steps := c.Steps
+	if c.All {
+		steps = 0
+	}
+	done, err := st.MigrateDown(g.Ctx, steps)
+	if err != nil {
+		return err
+	}
+	for _, v := range done {
+		fmt.Printf("reverted %03d\n", v)
+	}
+	return nil
+}
+
+// MigrateStatusCmd lists migrations.
+type MigrateStatusCmd struct{ DBFlags }
+
+// Run lists migrations.
+func (c *MigrateStatusCmd) Run(g *Globals) error {
+	st, err := store.Open(g.Ctx, c.DSN, store.PoolConfig{MaxOpen: 2})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	all, err := st.MigrateStatus(g.Ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range all {
+		state := "pending"
+		if m.Applied {
+			state = "applied " + m.AppliedAt.Format("2006-01-02T15:04:05Z")
+		}
+		fmt.Printf("%03d_%s\t%s\n", m.Version, m.Name, state)
+	}
+	return nil
+}
