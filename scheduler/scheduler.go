@@ -162,7 +162,10 @@ func (s *Scheduler) Stop() error {
 			}
 		}
 		t.Stop()
-		s.completer.close()
+		if s.stoppedErr == nil {
+			// Every handler returned, so nothing can submit to the completer any more.
+			s.completer.close()
+		}
 		s.heartbeat.stop()
 		s.hardCancel(ErrShutdown)
 		s.log.Info("scheduler stopped", "claimed", s.stats.claimed.Load(), "completed", s.stats.completed.Load())
