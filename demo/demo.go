@@ -11,13 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,6 +25,7 @@ import (
 
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/internal/replica"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
 )
@@ -44,94 +41,13 @@ type Options struct {
 	Out    io.Writer // summary; defaults to stdout
 }
 
-// Replica is one `jobq serve` child process.
-type Replica struct {
-	Name   string
-	Addr   string
-	Cmd    *exec.Cmd
-	Log    string
-	exited chan struct{}
-}
+// Replica is one `jobq serve` child process (see internal/replica).
+type Replica = replica.Replica
 
 // StartReplica starts `jobq serve` with dsn (passed in the environment so
 // it never shows in ps) and waits for /readyz.
 func StartReplica(ctx context.Context, bin, dsn, name, logDir string, extra ...string) (*Replica, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	args := append([]string{"--log-format", "json", "serve", "--listen", addr, "--owner", name, "--no-migrate"}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "JOBQ_DSN="+dsn)
-	logPath := filepath.Join(logDir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	r := &Replica{Name: name, Addr: addr, Cmd: cmd, Log: logPath, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(r.exited) }()
-	c := client.New("http://" + addr)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := c.Ready(rctx)
-		cancel()
-		if err == nil {
-			return r, nil
-		}
-		select {
-		case <-r.exited:
-			b, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("%s exited during start: %s", name, lastLines(string(b), 5))
-		default:
-		}
-		if time.Now().After(deadline) {
-			r.Signal(syscall.SIGKILL)
-			return nil, fmt.Errorf("%s not ready after 30s: %v (log %s)", name, err, logPath)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// URL is the replica's API base URL.
-func (r *Replica) URL() string { return "http://" + r.Addr }
-
-// Signal sends sig to the replica.
-func (r *Replica) Signal(sig syscall.Signal) { _ = r.Cmd.Process.Signal(sig) }
-
-// Exited is closed when the process is gone.
-func (r *Replica) Exited() <-chan struct{} { return r.exited }
-
-// Stop sends SIGTERM and waits (SIGKILL after timeout).
-func (r *Replica) Stop(timeout time.Duration) {
-	select {
-	case <-r.exited:
-		return
-	default:
-	}
-	r.Signal(syscall.SIGTERM)
-	select {
-	case <-r.exited:
-	case <-time.After(timeout):
-		r.Signal(syscall.SIGKILL)
-		<-r.exited
-	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return replica.Start(ctx, replica.Spec{Binary: bin, DSN: dsn, Name: name, LogDir: logDir, Args: extra})
 }
 
 // jobFor returns the i-th demo job: 40% noop, 40% sleep 100–1000 ms,

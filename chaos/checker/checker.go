@@ -1,0 +1,480 @@
+package checker
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Check names, used in Violation.Check and the report.
+const (
+	CheckLost          = "lost"
+	CheckStuck         = "stuck"
+	CheckTxDuplicate   = "duplicated_tx_effects"
+	CheckOverlap       = "overlapping_leases"
+	CheckStaleAccepted = "stale_completions_accepted"
+	CheckPhantom       = "phantom_jobs"
+)
+
+// maxExamples caps the examples each violation lists.
+const maxExamples = 10
+
+// Result is the checker's verdict. Its JSON form is part of result.json
+// (see chaos.ResultFile for the whole schema).
+type Result struct {
+	// Valid is true when no check found a violation.
+	Valid bool `json:"valid"`
+	// Violations lists each failed check with a count and examples; empty
+	// when Valid.
+	Violations []Violation `json:"violations"`
+	Counts     Counts      `json:"counts"`
+	// ExecutionsPerJob maps "executions of one job" to how many
+	// acknowledged jobs had that many (1 is the norm; more means retries or
+	// rescues).
+	ExecutionsPerJob map[int]int `json:"executions_per_job"`
+	// Pickup is pickup latency: first claim (attempt 1 started_at) minus
+	// create_time, over acknowledged jobs.
+	Pickup Percentiles `json:"pickup_latency"`
+	// EndToEnd is terminal finished_at minus create_time.
+	EndToEnd Percentiles `json:"end_to_end_latency"`
+	// NonTx reports repeated non-transactional effects: the at-least-once
+	// cost, not a violation.
+	NonTx NonTxReport `json:"non_tx_effects"`
+	// Faults has one entry per injected fault with its recovery figures.
+	Faults []FaultResult `json:"faults"`
+	// Timeline is throughput and backlog per TimelineStep since Start.
+	Timeline []Point `json:"timeline"`
+}
+
+// Violation is one failed check.
+type Violation struct {
+	Check    string   `json:"check"`
+	Count    int      `json:"count"`
+	Examples []string `json:"examples"`
+}
+
+// Counts are the run's totals.
+type Counts struct {
+	Submitted    int `json:"submitted"`
+	Acknowledged int `json:"acknowledged"`
+	// Unacknowledged submits got no 2xx; UnackedStored of them exist in
+	// job_queue anyway (the answer was lost, not the job) and run normally.
+	Unacknowledged int `json:"unacknowledged"`
+	UnackedStored  int `json:"unacknowledged_but_stored"`
+	// Completed acknowledged jobs ended SUCCESS, FAILED or CANCELED;
+	// ByStatus splits every acknowledged job by its final status.
+	Completed int            `json:"completed"`
+	ByStatus  map[string]int `json:"by_status"`
+	// Lost acknowledged jobs are missing from job_queue or not terminal at
+	// the end; Stuck of them are RUNNING past lease + rescue interval.
+	Lost  int `json:"lost"`
+	Stuck int `json:"stuck"`
+	// Phantom jobs are in job_queue but not in the submit log.
+	Phantom int `json:"phantom"`
+	// TxEffectDuplicates is jobs with more than one transactional effect.
+	TxEffectDuplicates int `json:"tx_effect_duplicates"`
+	// OverlappingLeases is pairs of consecutive attempts of one job whose
+	// ownership intervals overlap.
+	OverlappingLeases int `json:"overlapping_leases"`
+	// StaleCompletionsAccepted is jobs where a write of a run that no longer
+	// owned the job took effect.
+	StaleCompletionsAccepted int `json:"stale_completions_accepted"`
+	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
+	StaleCompletionsRefused int `json:"stale_completions_refused"`
+	// Executions is job_execution rows; LeaseExpired of them were rescued,
+	// Released returned at shutdown, Failed ended by a failed attempt.
+	Executions   int `json:"executions"`
+	LeaseExpired int `json:"lease_expired"`
+	Released     int `json:"released"`
+	Failed       int `json:"failed_attempts"`
+}
+
+// NonTxReport is the at-least-once cost.
+type NonTxReport struct {
+	// DuplicatedJobs have more than one non_tx effect row.
+	DuplicatedJobs int `json:"duplicated_jobs"`
+	// ExtraEffects is non_tx rows beyond the first per job.
+	ExtraEffects int `json:"extra_effects"`
+	// Explained of DuplicatedJobs have every extra effect written by an
+	// attempt that did not succeed (rescued, stale, released or failed) —
+	// the expected physics of a run interrupted after its side effect.
+	Explained int `json:"explained"`
+	// InterruptingFaults is faults that can interrupt runs mid-job (kill,
+	// pause, term, db-restart, partition, clock-skew).
+	InterruptingFaults int `json:"interrupting_faults"`
+	// InterruptedRuns is executions that ended LEASE_EXPIRED, STALE or
+	// RELEASED.
+	InterruptedRuns int `json:"interrupted_runs"`
+}
+
+// Percentiles summarise a latency distribution in milliseconds.
+type Percentiles struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	P999  float64 `json:"p999_ms"`
+	Max   float64 `json:"max_ms"`
+	Mean  float64 `json:"mean_ms"`
+}
+
+// FaultResult is one fault with its recovery figures. Durations are
+// seconds; -1 means "did not happen before the end of the run".
+type FaultResult struct {
+	Fault
+	// Unavailability is the longest interval in [Start, End+Lease+
+	// RescueInterval+5s] with no attempt finishing while jobs were pending.
+	Unavailability float64 `json:"unavailability_s"`
+	// Orphans are runs in flight on the target at Start that did not finish
+	// on their own (rescued, stale, released or never closed); RePicked of
+	// them were claimed again, RePickP50/Max seconds after Start.
+	Orphans   int     `json:"orphans"`
+	RePicked  int     `json:"re_picked"`
+	RePickP50 float64 `json:"re_pick_p50_s"`
+	RePickMax float64 `json:"re_pick_max_s"`
+	// BacklogAtStart is jobs submitted and not terminal at Start;
+	// BacklogRecovery is seconds from Start until the backlog was back at
+	// or below it, after End.
+	BacklogAtStart  int     `json:"backlog_at_start"`
+	BacklogRecovery float64 `json:"backlog_recovery_s"`
+}
+
+// Point is one timeline sample: T seconds since Start, attempts finished
+// SUCCESS per second in (T-step, T], and the backlog (submitted, not
+// terminal) at T.
+type Point struct {
+	T          float64 `json:"t_s"`
+	Throughput float64 `json:"throughput_per_s"`
+	Backlog    int     `json:"backlog"`
+}
+
+// TimelineStep is the timeline's resolution.
+const TimelineStep = 500 * time.Millisecond
+
+// Check judges h.
+func Check(h History) *Result {
+	r := &Result{ExecutionsPerJob: map[int]int{}, Counts: Counts{ByStatus: map[string]int{}}}
+	c := &r.Counts
+	jobs := make(map[uint64]*Job, len(h.Jobs))
+	byKey := make(map[string]*Job, len(h.Jobs))
+	for i := range h.Jobs {
+		jobs[h.Jobs[i].ID] = &h.Jobs[i]
+		byKey[h.Jobs[i].Key] = &h.Jobs[i]
+	}
+	execs := map[uint64][]Execution{}
+	for _, e := range h.Executions {
+		execs[e.JobID] = append(execs[e.JobID], e)
+		c.Executions++
+		switch e.Outcome {
+		case OutcomeLeaseExpired:
+			c.LeaseExpired++
+		case OutcomeReleased:
+			c.Released++
+		case OutcomeStale:
+			c.StaleCompletionsRefused++
+		case OutcomeFailed:
+			c.Failed++
+		}
+	}
+	for id := range execs {
+		slices.SortFunc(execs[id], func(a, b Execution) int { return a.Attempt - b.Attempt })
+	}
+	effects := map[uint64][]Effect{}
+	for _, e := range h.Effects {
+		effects[e.JobID] = append(effects[e.JobID], e)
+	}
+
+	var lost, stuck, txDup, overlap, stale, phantom []string
+	submitted := map[string]bool{}
+	for _, s := range h.Submits {
+		submitted[s.Key] = true
+		c.Submitted++
+		if !s.Acked() {
+			c.Unacknowledged++
+			if _, ok := byKey[s.Key]; ok {
+				c.UnackedStored++
+			}
+			continue
+		}
+		c.Acknowledged++
+		j, ok := jobs[s.JobID]
+		if !ok {
+			lost = append(lost, fmt.Sprintf("job %d (%s): acknowledged but not in job_queue", s.JobID, s.Key))
+			continue
+		}
+		c.ByStatus[j.Status]++
+		r.ExecutionsPerJob[len(execs[j.ID])]++
+		if j.Terminal() {
+			c.Completed++
+			continue
+		}
+		lost = append(lost, fmt.Sprintf("job %d (%s): %s at the end (attempt %d, owner %q)", j.ID, j.Key, j.Status, j.Attempt, j.Owner))
+		if j.Status == StatusRunning && j.LeaseUntil != nil && j.LeaseUntil.Add(h.RescueInterval).Before(h.End) {
+			stuck = append(stuck, fmt.Sprintf("job %d: RUNNING, lease of attempt %d (owner %q) expired %s before the end",
+				j.ID, j.Attempt, j.Owner, h.End.Sub(*j.LeaseUntil).Round(time.Millisecond)))
+		}
+	}
+	for _, j := range h.Jobs {
+		if !submitted[j.Key] {
+			phantom = append(phantom, fmt.Sprintf("job %d (%s): not in the submit log", j.ID, j.Key))
+		}
+	}
+
+	ids := slices.Sorted(maps.Keys(jobs))
+	for _, id := range ids {
+		j := jobs[id]
+		ex := execs[id]
+		byAttempt := make(map[int]Execution, len(ex))
+		for _, e := range ex {
+			byAttempt[e.Attempt] = e
+		}
+		// Overlapping leases: attempt k must have ended (its own completion
+		// or its rescue) before attempt k+1 was claimed.
+		for k := 0; k+1 < len(ex); k++ {
+			a, b := ex[k], ex[k+1]
+			switch {
+			case a.FinishedAt == nil:
+				overlap = append(overlap, fmt.Sprintf("job %d: attempt %d (%s) never ended, attempt %d (%s) claimed at %s",
+					id, a.Attempt, a.Owner, b.Attempt, b.Owner, b.StartedAt.Format(time.RFC3339Nano)))
+			case a.FinishedAt.After(b.StartedAt):
+				overlap = append(overlap, fmt.Sprintf("job %d: attempt %d (%s) held the job until %s, attempt %d (%s) claimed it %s earlier",
+					id, a.Attempt, a.Owner, a.FinishedAt.Format(time.RFC3339Nano), b.Attempt, b.Owner, a.FinishedAt.Sub(b.StartedAt)))
+			}
+		}
+		// Stale completions accepted.
+		var why []string
+		txCount := 0
+		for _, e := range effects[id] {
+			if e.Kind != EffectTx {
+				continue
+			}
+			txCount++
+			if x, ok := byAttempt[e.Attempt]; !ok || x.Outcome != OutcomeSuccess {
+				why = append(why, fmt.Sprintf("tx effect of attempt %d (%s) whose execution ended %q", e.Attempt, e.Owner, x.Outcome))
+			}
+		}
+		if txCount > 1 {
+			txDup = append(txDup, fmt.Sprintf("job %d: %d transactional effects", id, txCount))
+		}
+		if len(ex) > 0 {
+			last := ex[len(ex)-1]
+			if j.Status == StatusSuccess && last.Outcome != OutcomeSuccess {
+				why = append(why, fmt.Sprintf("job SUCCESS but its latest attempt %d (%s) ended %q", last.Attempt, last.Owner, last.Outcome))
+			}
+			for _, e := range ex[:len(ex)-1] {
+				if e.Outcome == OutcomeSuccess {
+					why = append(why, fmt.Sprintf("attempt %d (%s) recorded SUCCESS yet attempt %d was claimed after it", e.Attempt, e.Owner, last.Attempt))
+				}
+			}
+		}
+		if len(why) > 0 {
+			stale = append(stale, fmt.Sprintf("job %d: %s", id, why[0]))
+		}
+		// Non-transactional duplicates.
+		var nonTx []Effect
+		for _, e := range effects[id] {
+			if e.Kind == EffectNonTx {
+				nonTx = append(nonTx, e)
+			}
+		}
+		if len(nonTx) > 1 {
+			r.NonTx.DuplicatedJobs++
+			r.NonTx.ExtraEffects += len(nonTx) - 1
+			explained := true
+			successes := 0
+			for _, e := range nonTx {
+				if byAttempt[e.Attempt].Outcome == OutcomeSuccess {
+					successes++
+				}
+			}
+			if successes > 1 {
+				explained = false
+			}
+			if explained {
+				r.NonTx.Explained++
+			}
+		}
+	}
+	for _, e := range h.Executions {
+		if e.Outcome == OutcomeLeaseExpired || e.Outcome == OutcomeStale || e.Outcome == OutcomeReleased {
+			r.NonTx.InterruptedRuns++
+		}
+	}
+	for _, f := range h.Faults {
+		if f.Interrupts() {
+			r.NonTx.InterruptingFaults++
+		}
+	}
+	c.Lost, c.Stuck, c.TxEffectDuplicates = len(lost), len(stuck), len(txDup)
+	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
+	for _, v := range []struct {
+		check string
+		ex    []string
+	}{
+		{CheckLost, lost}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
+		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom},
+	} {
+		if len(v.ex) > 0 {
+			r.Violations = append(r.Violations, Violation{Check: v.check, Count: len(v.ex), Examples: v.ex[:min(len(v.ex), maxExamples)]})
+		}
+	}
+	r.Valid = len(r.Violations) == 0
+
+	r.Pickup, r.EndToEnd = latencies(h, jobs, execs)
+	bl := newBacklog(h, jobs)
+	r.Faults = faultResults(h, execs, bl)
+	r.Timeline = timeline(h, bl)
+	return r
+}
+
+func latencies(h History, jobs map[uint64]*Job, execs map[uint64][]Execution) (pickup, e2e Percentiles) {
+	hp := hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
+	he := hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
+	for _, s := range h.Submits {
+		j, ok := jobs[s.JobID]
+		if !s.Acked() || !ok {
+			continue
+		}
+		if ex := execs[j.ID]; len(ex) > 0 && ex[0].Attempt == 1 {
+			_ = hp.RecordValue(max(ex[0].StartedAt.Sub(j.CreateTime).Microseconds(), 1))
+		}
+		if j.Terminal() && j.FinishedAt != nil {
+			_ = he.RecordValue(max(j.FinishedAt.Sub(j.CreateTime).Microseconds(), 1))
+		}
+	}
+	return percentiles(hp), percentiles(he)
+}
+
+func percentiles(h *hdrhistogram.Histogram) Percentiles {
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	if h.TotalCount() == 0 {
+		return Percentiles{}
+	}
+	return Percentiles{
+		Count: h.TotalCount(), P50: ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)),
+		P99: ms(h.ValueAtQuantile(99)), P999: ms(h.ValueAtQuantile(99.9)), Max: ms(h.Max()), Mean: h.Mean() / 1000,
+	}
+}
+
+// backlog answers "how many submitted jobs were not terminal at t" from the
+// sorted create and terminal-finish times of the jobs in job_queue.
+type backlog struct{ created, finished []time.Time }
+
+func newBacklog(h History, jobs map[uint64]*Job) *backlog {
+	b := &backlog{}
+	for _, j := range jobs {
+		b.created = append(b.created, j.CreateTime)
+		if j.Terminal() && j.FinishedAt != nil {
+			b.finished = append(b.finished, *j.FinishedAt)
+		}
+	}
+	sortTimes(b.created)
+	sortTimes(b.finished)
+	return b
+}
+
+func sortTimes(ts []time.Time) { sort.Slice(ts, func(i, k int) bool { return ts[i].Before(ts[k]) }) }
+
+// countLE returns how many of the sorted ts are ≤ t.
+func countLE(ts []time.Time, t time.Time) int {
+	return sort.Search(len(ts), func(i int) bool { return ts[i].After(t) })
+}
+
+func (b *backlog) at(t time.Time) int { return countLE(b.created, t) - countLE(b.finished, t) }
+
+func faultResults(h History, execs map[uint64][]Execution, bl *backlog) []FaultResult {
+	var done []time.Time // attempts that finished by their own run
+	for _, ex := range execs {
+		for _, e := range ex {
+			if e.FinishedAt != nil && (e.Outcome == OutcomeSuccess || e.Outcome == OutcomeFailed || e.Outcome == OutcomeCanceled) {
+				done = append(done, *e.FinishedAt)
+			}
+		}
+	}
+	sortTimes(done)
+	var out []FaultResult
+	for _, f := range h.Faults {
+		fr := FaultResult{Fault: f, BacklogAtStart: bl.at(f.Start), BacklogRecovery: -1}
+		// Unavailability: the longest completion gap while work was pending.
+		winEnd := f.End.Add(h.Lease + h.RescueInterval + 5*time.Second)
+		if winEnd.After(h.End) {
+			winEnd = h.End
+		}
+		prev := f.Start
+		var longest time.Duration
+		for i := countLE(done, f.Start); i <= len(done); i++ {
+			next := winEnd
+			if i < len(done) && done[i].Before(winEnd) {
+				next = done[i]
+			}
+			if bl.at(prev) > 0 && next.Sub(prev) > longest {
+				longest = next.Sub(prev)
+			}
+			if !next.Before(winEnd) {
+				break
+			}
+			prev = next
+		}
+		fr.Unavailability = longest.Seconds()
+		// Orphans and their re-pick.
+		var repick []float64
+		for _, ex := range execs {
+			for k, e := range ex {
+				if f.Owner != "" && e.Owner != f.Owner {
+					continue
+				}
+				if e.StartedAt.After(f.Start) || (e.FinishedAt != nil && !e.FinishedAt.After(f.Start)) {
+					continue
+				}
+				if e.Outcome == OutcomeSuccess || e.Outcome == OutcomeFailed || e.Outcome == OutcomeCanceled {
+					continue
+				}
+				fr.Orphans++
+				if k+1 < len(ex) {
+					repick = append(repick, ex[k+1].StartedAt.Sub(f.Start).Seconds())
+				}
+			}
+		}
+		fr.RePicked = len(repick)
+		if len(repick) > 0 {
+			slices.Sort(repick)
+			fr.RePickP50, fr.RePickMax = repick[(len(repick)-1)/2], repick[len(repick)-1]
+		}
+		for t := f.End; !t.After(h.End); t = t.Add(50 * time.Millisecond) {
+			if bl.at(t) <= fr.BacklogAtStart {
+				fr.BacklogRecovery = t.Sub(f.Start).Seconds()
+				break
+			}
+		}
+		out = append(out, fr)
+	}
+	return out
+}
+
+func timeline(h History, bl *backlog) []Point {
+	if !h.End.After(h.Start) {
+		return nil
+	}
+	var succ []time.Time
+	for _, e := range h.Executions {
+		if e.FinishedAt != nil && e.Outcome == OutcomeSuccess {
+			succ = append(succ, *e.FinishedAt)
+		}
+	}
+	sortTimes(succ)
+	var pts []Point
+	for t := h.Start.Add(TimelineStep); ; t = t.Add(TimelineStep) {
+		if t.After(h.End) {
+			t = h.End
+		}
+		n := countLE(succ, t) - countLE(succ, t.Add(-TimelineStep))
+		pts = append(pts, Point{T: t.Sub(h.Start).Seconds(), Throughput: float64(n) / TimelineStep.Seconds(), Backlog: bl.at(t)})
+		if !t.Before(h.End) {
+			return pts
+		}
+	}
+}

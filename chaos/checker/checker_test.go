@@ -1,0 +1,300 @@
+package checker
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func at(ms int) time.Time      { return t0.Add(time.Duration(ms) * time.Millisecond) }
+func atp(ms int) *time.Time    { t := at(ms); return &t }
+func key(id uint64) string     { return fmt.Sprintf("k-%d", id) }
+func approx(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+func near(a, b float64) bool   { return a-b <= b/1000 && b-a <= b/1000 }
+
+// builder makes hand-built histories: every job is submitted and acked at
+// its create time.
+type builder struct{ h History }
+
+func newBuilder() *builder {
+	return &builder{h: History{Lease: 2 * time.Second, RescueInterval: 500 * time.Millisecond, Start: t0, End: at(30000)}}
+}
+
+// job adds an acknowledged effect job created at createMs with the given
+// final status and attempt.
+func (b *builder) job(id uint64, createMs int, status string, attempt int, finishedMs int) *Job {
+	j := Job{ID: id, Key: key(id), Type: "effect", Status: status, Attempt: attempt, MaxRetry: 3, CreateTime: at(createMs)}
+	if finishedMs >= 0 {
+		j.FinishedAt = atp(finishedMs)
+	}
+	b.h.Jobs = append(b.h.Jobs, j)
+	b.h.Submits = append(b.h.Submits, Submit{Key: key(id), Type: "effect", JobID: id, SentAt: at(createMs), AckedAt: at(createMs)})
+	return &b.h.Jobs[len(b.h.Jobs)-1]
+}
+
+func (b *builder) exec(id uint64, attempt int, owner string, startMs, finishMs int, outcome string) {
+	e := Execution{JobID: id, Attempt: attempt, Owner: owner, StartedAt: at(startMs), Outcome: outcome}
+	if finishMs >= 0 {
+		e.FinishedAt = atp(finishMs)
+	}
+	b.h.Executions = append(b.h.Executions, e)
+}
+
+func (b *builder) effect(id uint64, attempt int, kind, owner string, ms int) {
+	b.h.Effects = append(b.h.Effects, Effect{JobID: id, Attempt: attempt, Kind: kind, Owner: owner, CreatedAt: at(ms)})
+}
+
+// ok adds a job that ran once and succeeded: created at c, claimed at c+10,
+// effects written, done at c+200.
+func (b *builder) ok(id uint64, c int, owner string) {
+	b.job(id, c, StatusSuccess, 1, c+200)
+	b.exec(id, 1, owner, c+10, c+200, OutcomeSuccess)
+	b.effect(id, 1, EffectNonTx, owner, c+20)
+	b.effect(id, 1, EffectTx, owner, c+200)
+}
+
+func violation(r *Result, check string) *Violation {
+	for i := range r.Violations {
+		if r.Violations[i].Check == check {
+			return &r.Violations[i]
+		}
+	}
+	return nil
+}
+
+func wantOnly(t *testing.T, r *Result, check string, count int) *Violation {
+	t.Helper()
+	if r.Valid {
+		t.Fatalf("valid = true, want a %s violation", check)
+	}
+	v := violation(r, check)
+	if v == nil {
+		t.Fatalf("no %s violation; violations = %+v", check, r.Violations)
+	}
+	if v.Count != count {
+		t.Fatalf("%s count = %d, want %d (%v)", check, v.Count, count, v.Examples)
+	}
+	for _, other := range r.Violations {
+		if other.Check != check {
+			t.Fatalf("unexpected extra violation %+v", other)
+		}
+	}
+	return v
+}
+
+func TestCleanHistoryIsValid(t *testing.T) {
+	b := newBuilder()
+	for i := uint64(1); i <= 10; i++ {
+		b.ok(i, int(i)*100, "replica-1.1")
+	}
+	r := Check(b.h)
+	if !r.Valid || len(r.Violations) != 0 {
+		t.Fatalf("valid = %v, violations %+v", r.Valid, r.Violations)
+	}
+	c := r.Counts
+	if c.Submitted != 10 || c.Acknowledged != 10 || c.Completed != 10 || c.ByStatus[StatusSuccess] != 10 || c.Executions != 10 {
+		t.Fatalf("counts = %+v", c)
+	}
+	if r.ExecutionsPerJob[1] != 10 || len(r.ExecutionsPerJob) != 1 {
+		t.Fatalf("executions per job = %v, want {1:10}", r.ExecutionsPerJob)
+	}
+	// Every pickup is exactly 10 ms, every end-to-end 200 ms.
+	// HdrHistogram keeps 3 significant digits: within 0.1%.
+	if r.Pickup.Count != 10 || !near(r.Pickup.P50, 10) || !near(r.Pickup.Max, 10) {
+		t.Fatalf("pickup = %+v, want 10 samples of 10ms", r.Pickup)
+	}
+	if !near(r.EndToEnd.P99, 200) {
+		t.Fatalf("end-to-end p99 = %v, want 200ms", r.EndToEnd.P99)
+	}
+	if r.NonTx.DuplicatedJobs != 0 {
+		t.Fatalf("non-tx duplicates = %+v", r.NonTx)
+	}
+}
+
+func TestLostJobReported(t *testing.T) {
+	b := newBuilder()
+	b.ok(1, 100, "replica-1.1")
+	// Job 2 acknowledged, never claimed: WAITING at the end.
+	b.job(2, 200, StatusWaiting, 0, -1)
+	// Job 3 acknowledged but its row is gone.
+	b.h.Submits = append(b.h.Submits, Submit{Key: key(3), JobID: 3, SentAt: at(300), AckedAt: at(300)})
+	// Job 4 never acknowledged and not stored: not lost.
+	b.h.Submits = append(b.h.Submits, Submit{Key: key(4), SentAt: at(400), Err: "connection refused"})
+	r := Check(b.h)
+	v := wantOnly(t, r, CheckLost, 2)
+	if !strings.Contains(strings.Join(v.Examples, "\n"), "job 2 (k-2): WAITING") || !strings.Contains(v.Examples[1], "job 3 (k-3): acknowledged but not in job_queue") {
+		t.Fatalf("examples = %v", v.Examples)
+	}
+	if r.Counts.Unacknowledged != 1 || r.Counts.UnackedStored != 0 || r.Counts.Acknowledged != 3 {
+		t.Fatalf("counts = %+v", r.Counts)
+	}
+}
+
+func TestStuckJobReported(t *testing.T) {
+	b := newBuilder()
+	b.ok(1, 100, "replica-1.1")
+	j := b.job(2, 200, StatusRunning, 1, -1)
+	j.Owner, j.LeaseUntil = "replica-2.1", atp(2210) // expired long before End (30 s)
+	b.exec(2, 1, "replica-2.1", 210, -1, "")
+	r := Check(b.h)
+	if v := violation(r, CheckStuck); v == nil || v.Count != 1 || !strings.Contains(v.Examples[0], "replica-2.1") {
+		t.Fatalf("stuck violation = %+v", v)
+	}
+	if r.Counts.Lost != 1 || r.Counts.Stuck != 1 {
+		t.Fatalf("lost/stuck = %d/%d, want 1/1", r.Counts.Lost, r.Counts.Stuck)
+	}
+	// A RUNNING job whose lease is still live at the end is lost (not
+	// drained) but not stuck.
+	j.LeaseUntil = atp(29900)
+	r = Check(b.h)
+	wantOnly(t, r, CheckLost, 1)
+}
+
+func TestDuplicateTxEffectReported(t *testing.T) {
+	b := newBuilder()
+	b.ok(1, 100, "replica-1.1")
+	b.ok(2, 200, "replica-1.1")
+	b.effect(2, 1, EffectTx, "replica-1.1", 250) // the same attempt's effect twice
+	r := Check(b.h)
+	v := wantOnly(t, r, CheckTxDuplicate, 1)
+	if v.Examples[0] != "job 2: 2 transactional effects" {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+}
+
+func TestOverlappingLeasesReported(t *testing.T) {
+	b := newBuilder()
+	b.ok(1, 100, "replica-1.1")
+	// Job 2: attempt 1 held until 3000 but attempt 2 was claimed at 2500.
+	b.job(2, 200, StatusSuccess, 2, 3500)
+	b.exec(2, 1, "replica-1.1", 210, 3000, OutcomeLeaseExpired)
+	b.exec(2, 2, "replica-2.1", 2500, 3500, OutcomeSuccess)
+	b.effect(2, 2, EffectTx, "replica-2.1", 3500)
+	// Job 3: attempt 1 never closed, attempt 2 claimed.
+	b.job(3, 300, StatusSuccess, 2, 4000)
+	b.exec(3, 1, "replica-1.1", 310, -1, "")
+	b.exec(3, 2, "replica-2.1", 3000, 4000, OutcomeSuccess)
+	b.effect(3, 2, EffectTx, "replica-2.1", 4000)
+	r := Check(b.h)
+	v := wantOnly(t, r, CheckOverlap, 2)
+	if !strings.Contains(v.Examples[0], "job 2: attempt 1 (replica-1.1) held the job") || !strings.Contains(v.Examples[0], "500ms earlier") {
+		t.Fatalf("example 0 = %q", v.Examples[0])
+	}
+	if !strings.Contains(v.Examples[1], "job 3: attempt 1 (replica-1.1) never ended") {
+		t.Fatalf("example 1 = %q", v.Examples[1])
+	}
+}
+
+// A correct rescue and re-run: attempt 1 rescued at 2600 (lease expired),
+// attempt 2 claimed after; the zombie's late completion was refused (STALE).
+// Its non-transactional effect repeats — explained, not a violation.
+func TestRescueWithRefusedZombieIsValid(t *testing.T) {
+	b := newBuilder()
+	b.job(1, 100, StatusSuccess, 2, 3300)
+	b.exec(1, 1, "replica-1.1", 110, 2600, OutcomeStale)
+	b.exec(1, 2, "replica-2.1", 3000, 3300, OutcomeSuccess)
+	b.effect(1, 1, EffectNonTx, "replica-1.1", 120)
+	b.effect(1, 2, EffectNonTx, "replica-2.1", 3010)
+	b.effect(1, 2, EffectTx, "replica-2.1", 3300)
+	b.h.Faults = []Fault{{Kind: "pause", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(5500)}}
+	r := Check(b.h)
+	if !r.Valid {
+		t.Fatalf("violations = %+v", r.Violations)
+	}
+	if r.NonTx.DuplicatedJobs != 1 || r.NonTx.Explained != 1 || r.NonTx.ExtraEffects != 1 || r.NonTx.InterruptingFaults != 1 || r.NonTx.InterruptedRuns != 1 {
+		t.Fatalf("non-tx = %+v", r.NonTx)
+	}
+	if r.Counts.StaleCompletionsRefused != 1 || r.ExecutionsPerJob[2] != 1 {
+		t.Fatalf("counts = %+v per job %v", r.Counts, r.ExecutionsPerJob)
+	}
+	f := r.Faults[0]
+	// The paused run (attempt 1) is the fault's orphan; attempt 2 re-picked
+	// it 2.5 s after the pause began.
+	if f.Orphans != 1 || f.RePicked != 1 || !approx(f.RePickMax, 2.5) {
+		t.Fatalf("fault = %+v", f)
+	}
+}
+
+// The zombie's completion was accepted (no fencing): the job's final
+// SUCCESS came from attempt 1 whose lease had been rescued, and its
+// transactional effect committed.
+func TestStaleCompletionAcceptedReported(t *testing.T) {
+	b := newBuilder()
+	b.ok(1, 100, "replica-2.1")
+	b.job(2, 200, StatusSuccess, 2, 5600)
+	b.exec(2, 1, "replica-1.1", 210, 2700, OutcomeLeaseExpired)
+	b.exec(2, 2, "replica-2.1", 3000, 6000, OutcomeStale)
+	b.effect(2, 1, EffectTx, "replica-1.1", 5600)
+	r := Check(b.h)
+	v := wantOnly(t, r, CheckStaleAccepted, 1)
+	if !strings.Contains(v.Examples[0], `tx effect of attempt 1 (replica-1.1) whose execution ended "LEASE_EXPIRED"`) {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+	// The same job where the zombie's job-row write landed but no effect
+	// was written: SUCCESS while the latest attempt was refused.
+	b.h.Effects = b.h.Effects[:len(b.h.Effects)-1]
+	r = Check(b.h)
+	v = wantOnly(t, r, CheckStaleAccepted, 1)
+	if !strings.Contains(v.Examples[0], `job SUCCESS but its latest attempt 2 (replica-2.1) ended "STALE"`) {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+}
+
+func TestPhantomJobReported(t *testing.T) {
+	b := newBuilder()
+	b.ok(1, 100, "replica-1.1")
+	b.h.Jobs = append(b.h.Jobs, Job{ID: 9, Key: "not-submitted", Status: StatusSuccess, CreateTime: at(100), FinishedAt: atp(200)})
+	wantOnly(t, Check(b.h), CheckPhantom, 1)
+}
+
+// A database outage: nothing finishes between 1000 and 4000 while jobs
+// wait, so the unavailability window is 3 s; the backlog (4 jobs at the
+// start of the outage) is back at 4 when job 1 finishes at 4100.
+func TestFaultRecoveryFigures(t *testing.T) {
+	b := newBuilder()
+	b.h.End = at(10000)
+	b.ok(10, 0, "replica-1.1") // finishes at 200
+	for i := uint64(1); i <= 4; i++ {
+		c := 500 + int(i)*100
+		b.job(i, c, StatusSuccess, 1, 4000+int(i)*100)
+		b.exec(i, 1, "replica-1.1", c+10, 4000+int(i)*100, OutcomeSuccess)
+		b.effect(i, 1, EffectTx, "replica-1.1", 4000+int(i)*100)
+	}
+	b.job(5, 1500, StatusSuccess, 1, 4600) // submitted during the outage
+	b.exec(5, 1, "replica-2.1", 4500, 4600, OutcomeSuccess)
+	b.effect(5, 1, EffectTx, "replica-2.1", 4600)
+	b.h.Faults = []Fault{{Kind: "db-restart", Start: at(1000), End: at(3000)}}
+	r := Check(b.h)
+	if !r.Valid {
+		t.Fatalf("violations = %+v", r.Violations)
+	}
+	f := r.Faults[0]
+	if f.BacklogAtStart != 4 {
+		t.Fatalf("backlog at start = %d, want 4", f.BacklogAtStart)
+	}
+	if !approx(f.Unavailability, 3.1) { // 1000 → 4100, the first finish after the outage
+		t.Fatalf("unavailability = %v, want 3.1", f.Unavailability)
+	}
+	if !approx(f.BacklogRecovery, 3.1) { // backlog 5 until 4100, then 4
+		t.Fatalf("backlog recovery = %v, want 3.1", f.BacklogRecovery)
+	}
+	if f.Orphans != 0 {
+		t.Fatalf("orphans = %d, want 0 (every run finished on its own)", f.Orphans)
+	}
+	// Timeline: 500 ms buckets; 4 successes in (4000, 4500] → 8/s.
+	var p *Point
+	for i := range r.Timeline {
+		if approx(r.Timeline[i].T, 4.5) {
+			p = &r.Timeline[i]
+		}
+	}
+	if p == nil || !approx(p.Throughput, 8) || p.Backlog != 1 {
+		t.Fatalf("timeline point at 4.5s = %+v", p)
+	}
+	if last := r.Timeline[len(r.Timeline)-1]; !approx(last.T, 10) || last.Backlog != 0 {
+		t.Fatalf("last timeline point = %+v", last)
+	}
+}

@@ -1,0 +1,145 @@
+// Package checker judges a chaos run like a Jepsen queue checker: it reads
+// the database's own record of the run (job_queue, job_execution,
+// job_effect), the harness's submit log and its fault log, and reports lost,
+// stuck and duplicated jobs, overlapping leases, stale completions that were
+// accepted, pickup latency and per-fault recovery figures.
+//
+// The checker is pure: Check takes a History and returns a Result without
+// touching a database, so hand-built histories test it (checker_test.go);
+// Load reads a History from a jobq database.
+package checker
+
+import (
+	"time"
+)
+
+// Job statuses and execution outcomes, as the schema stores them.
+const (
+	StatusWaiting  = "WAITING"
+	StatusRunning  = "RUNNING"
+	StatusSuccess  = "SUCCESS"
+	StatusFailed   = "FAILED"
+	StatusCanceled = "CANCELED"
+
+	OutcomeSuccess      = "SUCCESS"
+	OutcomeFailed       = "FAILED"
+	OutcomeCanceled     = "CANCELED"
+	OutcomeLeaseExpired = "LEASE_EXPIRED"
+	OutcomeReleased     = "RELEASED"
+	OutcomeStale        = "STALE"
+
+	EffectTx    = "tx"
+	EffectNonTx = "non_tx"
+)
+
+// History is everything the checker judges. All times are UTC on the
+// database clock; the harness converts its own fault and submit times with
+// the offset it measured against the database (see Clock).
+type History struct {
+	// Submits is the harness's submit log: one entry per job it tried to
+	// submit, acknowledged or not.
+	Submits []Submit `json:"submits"`
+	// Jobs are the job_queue rows at the end of the run.
+	Jobs []Job `json:"jobs"`
+	// Executions are the job_execution rows (one per attempt).
+	Executions []Execution `json:"executions"`
+	// Effects are the job_effect rows.
+	Effects []Effect `json:"effects"`
+	// Faults is the harness's fault log.
+	Faults []Fault `json:"faults"`
+	// Lease is the replicas' lease length.
+	Lease time.Duration `json:"lease"`
+	// RescueInterval is the replicas' rescue interval.
+	RescueInterval time.Duration `json:"rescue_interval"`
+	// Start is when the workload began; End is the database clock when the
+	// history was read (after the drain).
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// Submit is one job the harness submitted.
+type Submit struct {
+	Key     string    `json:"key"`
+	Type    string    `json:"type"`
+	JobID   uint64    `json:"job_id"` // 0 when never acknowledged
+	Replica string    `json:"replica"`
+	SentAt  time.Time `json:"sent_at"`  // intended send time (open loop)
+	AckedAt time.Time `json:"acked_at"` // zero when never acknowledged
+	Tries   int       `json:"tries"`
+	Err     string    `json:"err,omitempty"`
+}
+
+// Acked reports whether a replica acknowledged the submit (HTTP 2xx).
+func (s Submit) Acked() bool { return s.JobID != 0 }
+
+// Job is one job_queue row.
+type Job struct {
+	ID         uint64     `json:"id"`
+	Key        string     `json:"key"`
+	Type       string     `json:"type"`
+	Status     string     `json:"status"`
+	Attempt    int        `json:"attempt"`
+	RetryTimes int        `json:"retry_times"`
+	MaxRetry   int        `json:"max_retry"`
+	Owner      string     `json:"owner,omitempty"`
+	LeaseUntil *time.Time `json:"lease_until,omitempty"`
+	CreateTime time.Time  `json:"create_time"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	LastError  string     `json:"last_error,omitempty"`
+}
+
+// Terminal reports whether the job is SUCCESS, FAILED or CANCELED.
+func (j Job) Terminal() bool {
+	return j.Status == StatusSuccess || j.Status == StatusFailed || j.Status == StatusCanceled
+}
+
+// Execution is one job_execution row: one attempt of one job.
+type Execution struct {
+	JobID      uint64     `json:"job_id"`
+	Attempt    int        `json:"attempt"`
+	Owner      string     `json:"owner"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Outcome    string     `json:"outcome,omitempty"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// Effect is one job_effect row.
+type Effect struct {
+	JobID     uint64    `json:"job_id"`
+	Attempt   int       `json:"attempt"`
+	Kind      string    `json:"kind"` // EffectTx or EffectNonTx
+	Owner     string    `json:"owner"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Fault is one injected fault, as the harness logged it.
+type Fault struct {
+	Kind string `json:"kind"` // kill, pause, term, db-restart, partition, latency, clock-skew
+	// Target is the replica name ("replica-2"), or "" for the database.
+	Target string `json:"target,omitempty"`
+	// Owner is the owner id the target's incarnation used when the fault
+	// began ("replica-2.1"); runs of that owner are the fault's orphans.
+	Owner string `json:"owner,omitempty"`
+	// Start is when the fault began (signal sent, link cut, database
+	// killed); End is when it was lifted (restart ready, SIGCONT, link
+	// healed). End equals Start for instantaneous faults without recovery.
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	// RunningAtStart is how many jobs the target held RUNNING at Start.
+	RunningAtStart int `json:"running_at_start"`
+	// Detail is free text ("pause 5s", "latency 200ms").
+	Detail string `json:"detail,omitempty"`
+	// Err is set when the harness could not inject or lift the fault.
+	Err string `json:"err,omitempty"`
+}
+
+// Interrupts reports whether the fault can interrupt runs mid-job (and so
+// explain repeated non-transactional effects).
+func (f Fault) Interrupts() bool {
+	switch f.Kind {
+	case "kill", "pause", "term", "db-restart", "partition", "clock-skew":
+		return true
+	}
+	return false
+}
