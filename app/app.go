@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/metrics"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
@@ -39,6 +40,9 @@ type Config struct {
 	Scheduler scheduler.Config
 	// Registry holds the handlers; nil registers the built-in job types.
 	Registry *scheduler.Registry
+	// Metrics configures the replica's Prometheus metrics, served at
+	// /metrics on the API listener (see package metrics).
+	Metrics metrics.Options
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -47,6 +51,7 @@ type Config struct {
 type Replica struct {
 	Store     *store.Store
 	Scheduler *scheduler.Scheduler // nil with NoScheduler
+	Metrics   *metrics.Metrics     // this replica's registry, served at /metrics
 	Service   *service.Service
 	Addr      string // API address actually bound ("" with NoAPI)
 	server    *http.Server
@@ -70,6 +75,11 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	if cfg.Scheduler.Logger == nil {
 		cfg.Scheduler.Logger = cfg.Logger
 	}
+	if cfg.Metrics.Logger == nil {
+		cfg.Metrics.Logger = cfg.Logger
+	}
+	m := metrics.New(cfg.Metrics)
+	cfg.Scheduler.Hooks = m.Hooks(cfg.Scheduler.Hooks)
 	sc := cfg.Scheduler.WithDefaults()
 	pool := cfg.PoolMaxOpen
 	if pool <= 0 {
@@ -103,10 +113,13 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 			return nil, err
 		}
 		r.Scheduler = s
+		m.ObserveScheduler(s)
 		wake = s.Wake
 	}
 	known := func(t string) bool { _, ok := cfg.Registry.Lookup(t); return ok }
-	r.Service = service.New(st, known, wake)
+	r.Metrics = m
+	m.ObserveDB(st.DB())
+	r.Service = service.New(m.WrapServiceStore(st), known, wake)
 	if !cfg.NoAPI {
 		listen := cfg.Listen
 		if listen == "" {
@@ -119,6 +132,7 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 		}
 		r.Addr = ln.Addr().String()
 		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger})
+		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
 		r.server = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 		r.serveErr = make(chan error, 1)
@@ -142,6 +156,9 @@ func (r *Replica) Stop(ctx context.Context) error {
 	}
 	if r.Scheduler != nil {
 		errs = append(errs, r.Scheduler.Stop())
+	}
+	if r.Metrics != nil {
+		r.Metrics.Close()
 	}
 	errs = append(errs, r.Store.Close())
 	return errors.Join(errs...)

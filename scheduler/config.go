@@ -134,6 +134,11 @@ type Hooks struct {
 	// CompletedFunc is called after a completion commits; applied is false
 	// for a stale completion that was refused.
 	CompletedFunc func(c store.Completion, applied bool)
+	// CompletionFailedFunc is called when a run's completion could not be
+	// written after retries (err is the last error); its lease will expire
+	// and the job will be rescued. Every claimed run ends in exactly one
+	// CompletedFunc or CompletionFailedFunc call.
+	CompletionFailedFunc func(c store.Completion, err error)
 	// RescuedFunc is called after a rescue pass with the runs it rescued.
 	RescuedFunc func(rescued []store.Fence)
 	// LeaseLostFunc is called when a running handler is cancelled because its

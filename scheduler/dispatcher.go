@@ -152,6 +152,9 @@ func (s *Scheduler) finishRun(c store.Completion, applied bool, writeErr error) 
 		r.cancel(nil)
 	}
 	if writeErr != nil {
+		if s.cfg.Hooks.CompletionFailedFunc != nil {
+			s.cfg.Hooks.CompletionFailedFunc(c, writeErr)
+		}
 		return
 	}
 	s.stats.completed.Add(1)

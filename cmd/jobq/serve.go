@@ -19,6 +19,7 @@ type DBFlags struct {
 // ServeCmd runs a replica.
 type ServeCmd struct {
 	DBFlags
+	MetricsFlags
 	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN"`
 	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api"`
 	NoScheduler     bool          `help:"Run only the HTTP API (no claiming)." name:"no-scheduler"`
@@ -79,6 +80,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	r, err := app.Start(g.Ctx, app.Config{
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, Scheduler: sc, Logger: g.Log,
+		Metrics: c.MetricsOptions(),
 	})
 	if err != nil {
 		return err

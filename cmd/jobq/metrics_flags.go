@@ -1,0 +1,17 @@
+package main
+
+import (
+	"time"
+
+	"github.com/jobq/jobq/metrics"
+)
+
+// MetricsFlags configure the replica's /metrics.
+type MetricsFlags struct {
+	MetricsBacklogInterval time.Duration `help:"How often /metrics' backlog sampler counts WAITING and RUNNING jobs with one statement (negative: never)." default:"15s" env:"JOBQ_METRICS_BACKLOG_INTERVAL"`
+}
+
+// MetricsOptions maps the flags to metrics.Options.
+func (f MetricsFlags) MetricsOptions() metrics.Options {
+	return metrics.Options{BacklogInterval: f.MetricsBacklogInterval}
+}

@@ -1,0 +1,135 @@
+package metrics
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobq/jobq/store"
+)
+
+// backlogQuery counts the non-terminal jobs in one statement of two
+// index-only reads: WAITING rows from idx_scan (status, priority, run_at,
+// id) and RUNNING rows from idx_lease (status, lease_until). Terminal rows
+// (SUCCESS, FAILED, CANCELED) are never read: they grow without bound, and
+// the jobq_jobs_completed_total rates already describe them. NOW(6) is the
+// database clock, evaluated once per statement. Each row is
+// (status, total, due-or-expired count, age in microseconds of the oldest
+// due job or of the longest-expired lease).
+const backlogQuery = `
+SELECT 'WAITING', COUNT(*), COALESCE(SUM(run_at <= NOW(6)), 0),
+       COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(run_at <= NOW(6), run_at, NULL)), NOW(6)), 0)
+  FROM job_queue WHERE status = 'WAITING'
+UNION ALL
+SELECT 'RUNNING', COUNT(*), COALESCE(SUM(lease_until < NOW(6)), 0),
+       COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(lease_until < NOW(6), lease_until, NULL)), NOW(6)), 0)
+  FROM job_queue WHERE status = 'RUNNING'`
+
+// backlogGauges are the sampler's outputs.
+type backlogGauges struct {
+	jobs            *prometheus.GaugeVec // status
+	due             prometheus.Gauge
+	oldestDue       prometheus.Gauge
+	leaseExpired    prometheus.Gauge
+	leaseOverdue    prometheus.Gauge
+	sampleTimestamp prometheus.Gauge
+	sampleDuration  prometheus.Gauge
+	sampleErrors    prometheus.Counter
+}
+
+func newBacklogGauges(r *prometheus.Registry) *backlogGauges {
+	g := func(name, help string) prometheus.Gauge {
+		v := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+		r.MustRegister(v)
+		return v
+	}
+	b := &backlogGauges{
+		jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "jobq_backlog_jobs",
+			Help: "Jobs in job_queue by non-terminal status (WAITING, RUNNING), sampled every BacklogInterval; the same table for every replica, so take max() across replicas."},
+			[]string{"status"}),
+		due:          g("jobq_backlog_due_jobs", "WAITING jobs already due (run_at <= NOW(6)), sampled."),
+		oldestDue:    g("jobq_backlog_oldest_due_age_seconds", "How long the oldest due WAITING job has been due (0 when none), sampled."),
+		leaseExpired: g("jobq_backlog_lease_expired_jobs", "RUNNING jobs whose lease expired and that no rescuer has returned yet, sampled."),
+		leaseOverdue: g("jobq_backlog_lease_overdue_seconds", "How long the longest-expired lease of a RUNNING job has been expired (0 when none), sampled."),
+		sampleTimestamp: g("jobq_backlog_sample_timestamp_seconds",
+			"Unix time of the last successful backlog sample (0 before the first)."),
+		sampleDuration: g("jobq_backlog_sample_duration_seconds", "Duration of the last backlog sample statement."),
+	}
+	r.MustRegister(b.jobs)
+	b.sampleErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "jobq_backlog_sample_errors_total",
+		Help: "Backlog samples that failed (the gauges keep their last values)."})
+	r.MustRegister(b.sampleErrors)
+	return b
+}
+
+// runBacklogSampler samples at once, then every BacklogInterval until Close.
+func (m *Metrics) runBacklogSampler(db *sql.DB) {
+	t := time.NewTicker(m.opts.BacklogInterval)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		if err := m.SampleBacklog(ctx, db); err != nil && ctx.Err() == nil {
+			m.log.Warn("backlog sample failed", "err", err)
+		}
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// SampleBacklog runs the backlog statement once on db and updates the
+// jobq_backlog_* gauges. The sampler calls it every BacklogInterval; tests
+// call it directly. It needs ObserveDB to have run.
+func (m *Metrics) SampleBacklog(ctx context.Context, db *sql.DB) error {
+	b := m.backlog
+	if b == nil {
+		return fmt.Errorf("backlog sample: ObserveDB was not called")
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(time.Second, m.opts.BacklogInterval))
+	defer cancel()
+	start := time.Now()
+	err := func() error {
+		rows, err := db.QueryContext(ctx, backlogQuery)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var status string
+			var total, sub, ageUS int64
+			if err := rows.Scan(&status, &total, &sub, &ageUS); err != nil {
+				return err
+			}
+			b.jobs.WithLabelValues(status).Set(float64(total))
+			switch status {
+			case store.StatusWaiting:
+				b.due.Set(float64(sub))
+				b.oldestDue.Set(float64(ageUS) / 1e6)
+			case store.StatusRunning:
+				b.leaseExpired.Set(float64(sub))
+				b.leaseOverdue.Set(float64(ageUS) / 1e6)
+			}
+		}
+		return rows.Err()
+	}()
+	b.sampleDuration.Set(time.Since(start).Seconds())
+	if err != nil {
+		b.sampleErrors.Inc()
+		return fmt.Errorf("backlog sample: %w", err)
+	}
+	b.sampleTimestamp.Set(float64(time.Now().UnixNano()) / 1e9)
+	return nil
+}
