@@ -1,0 +1,271 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/jobq/jobq/chaos/checker"
+	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/store"
+)
+
+// ErrInvalid is returned (wrapped) by Run when the checker found a
+// violation or a fault could not be injected; the run's files are written
+// all the same.
+var ErrInvalid = errors.New("chaos run invalid")
+
+// Run runs one chaos experiment and writes result.json, history.ndjson,
+// report.md, timeline.png and logs/ into cfg.OutDir. It returns the result
+// and an error wrapping ErrInvalid when the run is not valid, or another
+// error when the experiment itself could not run (no database, a replica
+// that would not start).
+func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Binary == "" {
+		b, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Binary = b
+	}
+	log := cfg.Log.With("component", "chaos", "run", cfg.Name)
+	logDir := filepath.Join(cfg.OutDir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	cl := &cluster{cfg: cfg, logDir: logDir, args: cfg.serveArgs()}
+
+	// The database: the provider's, or our own mariadbd we may kill.
+	if cfg.OwnDB {
+		local, err := dbprovider.StartLocal(ctx, dbprovider.LocalOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("start own database (db-restart needs one): %w", err)
+		}
+		defer local.Stop()
+		cl.local = local
+		cl.server = &dbprovider.Server{Kind: dbprovider.KindLocal, DSN: local.DSN(), Local: local,
+			Description: fmt.Sprintf("throwaway local %s on 127.0.0.1:%d", filepath.Base(local.Binary), local.Port)}
+	} else {
+		srv, err := dbprovider.Provide(ctx, dbprovider.Options{Log: nopWriter{}})
+		if err != nil {
+			return nil, err
+		}
+		defer srv.Close()
+		cl.server = srv
+	}
+	dsn, drop, err := cl.server.CreateDatabase(ctx, "jobq_chaos")
+	if err != nil {
+		return nil, err
+	}
+	cl.dsn = dsn
+	if cfg.Keep {
+		log.Info("database kept", "dsn", store.RedactDSN(dsn))
+	} else {
+		defer func() {
+			if err := drop(); err != nil {
+				log.Warn("drop database", "err", err)
+			}
+		}()
+	}
+	st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 4})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	if _, err := st.MigrateUp(ctx); err != nil {
+		return nil, err
+	}
+	db := st.DB()
+	offset, err := dbClockOffset(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	toDB := func(t time.Time) time.Time { return t.Add(offset).UTC().Round(time.Microsecond) }
+
+	// Links and replicas.
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cl.toxi = newToxiServer()
+	for i := 1; i <= cfg.Replicas; i++ {
+		name := fmt.Sprintf("replica-%d", i)
+		l, err := newLink(cl.toxi, name, mc.Addr)
+		if err != nil {
+			cl.stopAll(time.Second)
+			return nil, err
+		}
+		pdsn, err := proxiedDSN(dsn, l.Addr())
+		if err != nil {
+			l.stop()
+			cl.stopAll(time.Second)
+			return nil, err
+		}
+		cl.nodes = append(cl.nodes, &node{name: name, link: l, dsn: pdsn})
+	}
+	defer cl.stopAll(cfg.ShutdownTimeout + 10*time.Second)
+	for _, n := range cl.nodes {
+		if _, err := cl.startIncarnation(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("cluster ready", "replicas", cfg.Replicas, "server", st.Server.Description, "out", cfg.OutDir)
+
+	// Workload and faults, concurrently.
+	runID := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
+	start := time.Now()
+	var submits []checker.Submit
+	var faults []checker.Fault
+	var submitted atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); submits = cl.workload(ctx, start, runID, toDB, &submitted) }()
+	go func() {
+		defer wg.Done()
+		in := &injector{cl: cl, db: db, toDB: toDB}
+		faults = in.run(ctx, start, cfg.plan())
+	}()
+	stopProgress := progress(ctx, log, db, &submitted, cfg.Jobs)
+	wg.Wait()
+	workloadDur := time.Since(start)
+	sleepCtx(ctx, time.Until(start.Add(cfg.Duration)))
+	// Let the last fault play out before draining: a zombie woken by
+	// SIGCONT must get the chance to try its late completions.
+	if len(faults) > 0 {
+		sleepCtx(ctx, 2*cfg.Lease+cfg.RescueInterval)
+	}
+
+	// Drain: every acknowledged job terminal, or the drain timeout.
+	acked := 0
+	for _, s := range submits {
+		if s.Acked() {
+			acked++
+		}
+	}
+	drainStart := time.Now()
+	drainDeadline := drainStart.Add(cfg.DrainTimeout)
+	for ctx.Err() == nil && time.Now().Before(drainDeadline) {
+		var terminal, open int
+		err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(status IN ('SUCCESS','FAILED','CANCELED')),0),
+			COALESCE(SUM(status NOT IN ('SUCCESS','FAILED','CANCELED')),0) FROM job_queue`).Scan(&terminal, &open)
+		if err == nil && open == 0 && terminal >= acked {
+			break
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+	drainDur := time.Since(drainStart)
+	stopProgress()
+	cl.stopAll(cfg.ShutdownTimeout + 10*time.Second)
+
+	// Judge the database's record.
+	h := checker.History{Submits: submits, Faults: faults, Lease: cfg.Lease, RescueInterval: cfg.RescueInterval, Start: toDB(start)}
+	lctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := LoadHistory(lctx, db, &h); err != nil {
+		return nil, err
+	}
+	res := checker.Check(h)
+	rf := &ResultFile{
+		SchemaVersion: SchemaVersion, Name: cfg.Name, Config: configJSON(cfg), StartedAt: h.Start,
+		Environment: Environment{GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
+			Server: st.Server.Description, Database: cl.server.Description},
+		WorkloadS: workloadDur.Seconds(), DrainS: drainDur.Seconds(), FaultErrors: []string{}, Result: res, OutDir: cfg.OutDir,
+	}
+	for _, f := range faults {
+		if f.Err != "" {
+			rf.FaultErrors = append(rf.FaultErrors, fmt.Sprintf("%s on %s: %s", f.Kind, f.Target, f.Err))
+		}
+	}
+	rf.Valid = res.Valid && len(rf.FaultErrors) == 0
+	if err := writeOutputs(cfg.OutDir, rf, &h); err != nil {
+		return rf, err
+	}
+	log.Info("chaos run done", "valid", rf.Valid, "acknowledged", res.Counts.Acknowledged, "lost", res.Counts.Lost,
+		"stuck", res.Counts.Stuck, "tx_duplicates", res.Counts.TxEffectDuplicates, "overlaps", res.Counts.OverlappingLeases,
+		"stale_accepted", res.Counts.StaleCompletionsAccepted, "report", filepath.Join(cfg.OutDir, "report.md"))
+	if !rf.Valid {
+		var what []string
+		for _, v := range res.Violations {
+			what = append(what, fmt.Sprintf("%s=%d", v.Check, v.Count))
+		}
+		what = append(what, rf.FaultErrors...)
+		return rf, fmt.Errorf("%w: %s (see %s)", ErrInvalid, strings.Join(what, ", "), filepath.Join(cfg.OutDir, "report.md"))
+	}
+	return rf, nil
+}
+
+func writeOutputs(dir string, rf *ResultFile, h *checker.History) error {
+	if err := writeJSON(filepath.Join(dir, "result.json"), rf); err != nil {
+		return err
+	}
+	if err := WriteHistory(filepath.Join(dir, "history.ndjson"), h); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "report.md"))
+	if err != nil {
+		return err
+	}
+	WriteReport(f, rf)
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return WriteTimeline(filepath.Join(dir, "timeline.png"), rf)
+}
+
+// dbClockOffset is the database clock minus the harness clock, measured at
+// the midpoint of one round trip; the harness adds it to its own fault and
+// submit times so every time in the history is on the database clock.
+func dbClockOffset(ctx context.Context, db *sql.DB) (time.Duration, error) {
+	before := time.Now()
+	var now time.Time
+	if err := db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&now); err != nil {
+		return 0, fmt.Errorf("read database clock: %w", err)
+	}
+	after := time.Now()
+	return now.Sub(before.Add(after.Sub(before) / 2)), nil
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// progress logs the workload's progress every 5 s until stopped.
+func progress(ctx context.Context, log interface{ Info(string, ...any) }, db *sql.DB, submitted *atomic.Int64, total int) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				var terminal int
+				qctx, cancel := context.WithTimeout(ctx, time.Second)
+				_ = db.QueryRowContext(qctx, "SELECT COUNT(*) FROM job_queue WHERE status IN ('SUCCESS','FAILED','CANCELED')").Scan(&terminal)
+				cancel()
+				log.Info("progress", "submitted", submitted.Load(), "of", total, "terminal", terminal)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}

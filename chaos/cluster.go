@@ -1,0 +1,180 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/go-sql-driver/mysql"
+	"github.com/rs/zerolog"
+
+	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/internal/replica"
+)
+
+// link is one replica's database link: an in-process toxiproxy proxy on
+// 127.0.0.1 in front of the database.
+type link struct {
+	proxy *toxiproxy.Proxy
+	mu    sync.Mutex
+	n     int // toxic name counter
+}
+
+func newLink(srv *toxiproxy.ApiServer, name, upstream string) (*link, error) {
+	p := toxiproxy.NewProxy(srv, name, "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", name, err)
+	}
+	return &link{proxy: p}, nil
+}
+
+// Addr is the proxy's listen address.
+func (l *link) Addr() string { return l.proxy.Listen }
+
+// addToxic adds a toxic on both directions and returns a func removing it.
+func (l *link) addToxic(kind string, attrs string) (remove func(), err error) {
+	l.mu.Lock()
+	l.n++
+	base := fmt.Sprintf("%s-%d", kind, l.n)
+	l.mu.Unlock()
+	var names []string
+	for _, stream := range []string{"upstream", "downstream"} {
+		name := base + "-" + stream
+		body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, kind, stream, attrs)
+		if _, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
+			for _, n := range names {
+				_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
+			}
+			return nil, fmt.Errorf("add %s toxic: %w", kind, err)
+		}
+		names = append(names, name)
+	}
+	return func() {
+		for _, n := range names {
+			_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
+		}
+	}, nil
+}
+
+// cut blackholes the link: every byte either way is held (not dropped, not
+// reset) until the returned heal is called — a network partition as TCP sees
+// it. Connections opened during the cut hang too.
+func (l *link) cut() (heal func(), err error) { return l.addToxic("timeout", `{"timeout":0}`) }
+
+// slow adds d of latency each way.
+func (l *link) slow(d time.Duration) (undo func(), err error) {
+	return l.addToxic("latency", `{"latency":`+strconv.FormatInt(d.Milliseconds(), 10)+`,"jitter":0}`)
+}
+
+func (l *link) stop() { l.proxy.Stop() }
+
+// node is one replica slot: its link and its current incarnation.
+type node struct {
+	name string // replica-N
+	link *link
+	dsn  string // database DSN through the link
+	mu   sync.Mutex
+	cur  *replica.Replica
+	inc  int // incarnation number; the owner id is <name>.<inc>
+	wrap []string
+}
+
+func (n *node) current() *replica.Replica {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cur
+}
+
+// owner is the current incarnation's owner id.
+func (n *node) owner() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return fmt.Sprintf("%s.%d", n.name, n.inc)
+}
+
+// cluster is the database, the links and the replicas of one run.
+type cluster struct {
+	cfg     Config
+	local   *dbprovider.LocalServer // set when the run owns its database
+	server  *dbprovider.Server
+	dsn     string // the run's database, direct (harness only)
+	drop    func() error
+	toxi    *toxiproxy.ApiServer
+	nodes   []*node
+	logDir  string
+	args    []string
+	describ string
+}
+
+// proxiedDSN rewrites dsn to go through addr.
+func proxiedDSN(dsn, addr string) (string, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	c.Addr = addr
+	return c.FormatDSN(), nil
+}
+
+func newToxiServer() *toxiproxy.ApiServer {
+	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+}
+
+// serveArgs are the `jobq serve` flags of every replica.
+func (c Config) serveArgs() []string {
+	args := []string{
+		"--lease", c.Lease.String(), "--rescue-interval", c.RescueInterval.String(),
+		"--poll-interval", c.PollInterval.String(), "--poll-jitter", (c.PollInterval / 5).String(),
+		"--workers", strconv.Itoa(c.Workers), "--retry-backoff", "200ms",
+		"--shutdown-timeout", c.ShutdownTimeout.String(),
+		// A modest pool: the shared server's max_connections is shared too.
+		"--pool-max-open", strconv.Itoa(c.Workers/2 + 4),
+	}
+	if c.Strategy != "" {
+		args = append(args, "--strategy", c.Strategy)
+	}
+	for _, s := range c.Sabotage {
+		args = append(args, "--sabotage", s)
+	}
+	return args
+}
+
+// startIncarnation starts the node's next incarnation.
+func (cl *cluster) startIncarnation(ctx context.Context, n *node) (*replica.Replica, error) {
+	n.mu.Lock()
+	n.inc++
+	owner := fmt.Sprintf("%s.%d", n.name, n.inc)
+	wrap := n.wrap
+	n.mu.Unlock()
+	r, err := replica.Start(ctx, replica.Spec{
+		Binary: cl.cfg.Binary, DSN: n.dsn, Name: owner, LogDir: cl.logDir, Args: cl.args, Wrap: wrap,
+		ReadyTimeout: 60 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	n.cur = r
+	n.mu.Unlock()
+	return r, nil
+}
+
+// stopAll stops every replica gracefully (SIGKILL after timeout) and the
+// proxies.
+func (cl *cluster) stopAll(timeout time.Duration) {
+	var wg sync.WaitGroup
+	for _, n := range cl.nodes {
+		if r := n.current(); r != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); r.Stop(timeout) }()
+		}
+	}
+	wg.Wait()
+	for _, n := range cl.nodes {
+		n.link.stop()
+	}
+}

@@ -1,0 +1,316 @@
+// Package chaos is jobq's HA and exactly-once testbed (`jobq chaos`, `make
+// chaos`): it starts N real `jobq serve` processes, each talking to the
+// database through its own in-process toxiproxy link, submits an open-loop
+// workload of `effect` jobs across their APIs, injects faults on a schedule
+// or at random from a seed, drains, and judges the database's own record with
+// chaos/checker. A run writes result.json, history.ndjson, report.md and
+// timeline.png into its output folder and is valid only when the checker
+// found no violation.
+package chaos
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Fault kinds.
+const (
+	FaultKill      = "kill"       // SIGKILL a replica, restart it after KillRestartDelay
+	FaultPause     = "pause"      // SIGSTOP a replica for PauseFor (> lease), then SIGCONT: the zombie
+	FaultTerm      = "term"       // SIGTERM a replica mid-job (graceful shutdown), restart it after KillRestartDelay
+	FaultDBRestart = "db-restart" // SIGKILL the database, start it again after DBDownFor
+	FaultPartition = "partition"  // blackhole one replica's database link for PartitionFor
+	FaultLatency   = "latency"    // add Latency to one replica's database link for LatencyFor
+	FaultClockSkew = "clock-skew" // restart one replica in a time namespace offset by ClockSkew
+)
+
+// FaultKinds lists every fault kind.
+var FaultKinds = []string{FaultKill, FaultPause, FaultTerm, FaultDBRestart, FaultPartition, FaultLatency, FaultClockSkew}
+
+// Defaults for Config.
+const (
+	ReplicasDefault       = 3
+	JobsDefault           = 5000
+	DurationDefault       = 60 * time.Second
+	RuntimeDefault        = "uniform:20ms-300ms"
+	LeaseDefault          = 2 * time.Second
+	RescueIntervalDefault = 500 * time.Millisecond
+	WorkersDefault        = 20
+	KillRestartDefault    = 2 * time.Second
+	DBDownDefault         = 3 * time.Second
+	LatencyDefault        = 200 * time.Millisecond
+	ClockSkewDefault      = time.Hour
+	MaxRetryDefault       = 5
+)
+
+// Config configures one chaos run. The zero value of each field means its
+// default; call WithDefaults then Validate.
+type Config struct {
+	// Name labels the run in the report (a scenario name). Defaults to "custom".
+	Name string
+	// Replicas is how many `jobq serve` processes run. Defaults to 3.
+	Replicas int
+	// Jobs is how many jobs the workload submits. Defaults to 5000.
+	Jobs int
+	// Duration is the submission and fault window. Defaults to 60s.
+	Duration time.Duration
+	// Rate is the open-loop arrival rate in jobs/s. Defaults to Jobs /
+	// (0.8·Duration), so submission ends before the last fault window.
+	Rate float64
+	// Runtime is the effect jobs' run-time distribution: "const:D",
+	// "uniform:A-B" or "exp:MEAN" (capped at 10·MEAN). Defaults to
+	// "uniform:20ms-300ms".
+	Runtime string
+	// FlakyFraction of the jobs are `flaky` (fail their first attempt)
+	// instead of `effect`. Defaults to 0.
+	FlakyFraction float64
+	// MaxRetry is each job's max_retry. Defaults to 5.
+	MaxRetry int
+	// Faults are the kinds to inject, in order, each once per round. Empty
+	// with no Schedule means a fault-free baseline.
+	Faults []string
+	// Rounds repeats Faults this many times across Duration. Defaults to 1.
+	Rounds int
+	// Schedule, when set, replaces Faults/Rounds: comma-separated
+	// "kind@offset[:replica-N]", e.g. "kill@5s:replica-2,pause@12s".
+	Schedule string
+	// Seed drives fault times, targets and job run times, so a failing run
+	// can be replayed. Defaults to 1.
+	Seed uint64
+	// Strategy is the replicas' claim strategy (skiplocked or cas); "" lets
+	// each replica pick its default.
+	Strategy string
+	// Sabotage switches passed to every replica (`jobq serve --sabotage`):
+	// fencing, cas-guard, rescuer, deadlock-retry, lease-cancel.
+	Sabotage []string
+	// Lease is the replicas' lease. Defaults to 2s.
+	Lease time.Duration
+	// RescueInterval is the replicas' rescue interval. Defaults to 500ms.
+	RescueInterval time.Duration
+	// PollInterval is the replicas' idle scan interval. Defaults to 500ms.
+	PollInterval time.Duration
+	// Workers is each replica's worker pool size. Defaults to 20.
+	Workers int
+	// KillRestartDelay is how long a killed or terminated replica stays
+	// down. Defaults to 2s.
+	KillRestartDelay time.Duration
+	// PauseFor is how long a paused replica stays stopped. Defaults to
+	// 2.5·Lease + 2·RescueInterval (longer than the lease, so its runs are
+	// rescued and re-claimed while it sleeps).
+	PauseFor time.Duration
+	// DBDownFor is how long the database stays down. Defaults to 3s.
+	DBDownFor time.Duration
+	// PartitionFor is how long a cut link stays cut. Defaults to 2·Lease.
+	PartitionFor time.Duration
+	// Latency is the delay added to one link, each way. Defaults to 200ms.
+	Latency time.Duration
+	// LatencyFor is how long the latency lasts. Defaults to 3·Lease.
+	LatencyFor time.Duration
+	// ClockSkew is the clock offset of a clock-skew replica. Defaults to 1h.
+	ClockSkew time.Duration
+	// ShutdownTimeout is the replicas' --shutdown-timeout. Defaults to Lease.
+	ShutdownTimeout time.Duration
+	// DrainTimeout bounds the wait, after Duration, for every acknowledged
+	// job to be terminal. Defaults to 60s.
+	DrainTimeout time.Duration
+	// OwnDB starts a throwaway mariadbd for the run (implied by db-restart).
+	OwnDB bool
+	// Keep keeps the run's database (its DSN is printed).
+	Keep bool
+	// OutDir receives result.json, history.ndjson, report.md, timeline.png
+	// and the replicas' logs. Defaults to out/chaos/<name>-<seed>.
+	OutDir string
+	// Binary is the jobq executable to start. Defaults to this process's.
+	Binary string
+	// Log receives the harness's progress. Defaults to slog.Default().
+	Log *slog.Logger
+	// Progress, when set, receives progress bars.
+	Progress io.Writer
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	c.Name = cmp.Or(c.Name, "custom")
+	c.Replicas = cmp.Or(c.Replicas, ReplicasDefault)
+	c.Jobs = cmp.Or(c.Jobs, JobsDefault)
+	c.Duration = cmp.Or(c.Duration, DurationDefault)
+	if c.Rate == 0 {
+		c.Rate = float64(c.Jobs) / (0.8 * c.Duration.Seconds())
+	}
+	c.Runtime = cmp.Or(c.Runtime, RuntimeDefault)
+	c.MaxRetry = cmp.Or(c.MaxRetry, MaxRetryDefault)
+	c.Rounds = cmp.Or(c.Rounds, 1)
+	c.Seed = cmp.Or(c.Seed, 1)
+	c.Lease = cmp.Or(c.Lease, LeaseDefault)
+	c.RescueInterval = cmp.Or(c.RescueInterval, RescueIntervalDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, 500*time.Millisecond)
+	c.Workers = cmp.Or(c.Workers, WorkersDefault)
+	c.KillRestartDelay = cmp.Or(c.KillRestartDelay, KillRestartDefault)
+	c.PauseFor = cmp.Or(c.PauseFor, c.Lease*5/2+2*c.RescueInterval)
+	c.DBDownFor = cmp.Or(c.DBDownFor, DBDownDefault)
+	c.PartitionFor = cmp.Or(c.PartitionFor, 2*c.Lease)
+	c.Latency = cmp.Or(c.Latency, LatencyDefault)
+	c.LatencyFor = cmp.Or(c.LatencyFor, 3*c.Lease)
+	c.ClockSkew = cmp.Or(c.ClockSkew, ClockSkewDefault)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, c.Lease)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, 60*time.Second)
+	c.OutDir = cmp.Or(c.OutDir, fmt.Sprintf("out/chaos/%s-%d", c.Name, c.Seed))
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if slices.Contains(c.Faults, FaultDBRestart) || strings.Contains(c.Schedule, FaultDBRestart) {
+		c.OwnDB = true
+	}
+	return c
+}
+
+// Validate reports every invalid setting of a defaulted Config.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Replicas < 1 || c.Replicas > 32 {
+		errs = append(errs, fmt.Errorf("replicas: must be in [1, 32], got %d", c.Replicas))
+	}
+	if c.Jobs < 1 {
+		errs = append(errs, fmt.Errorf("jobs: must be at least 1, got %d", c.Jobs))
+	}
+	if c.Rate <= 0 || math.IsInf(c.Rate, 0) {
+		errs = append(errs, fmt.Errorf("rate: must be a positive number of jobs/s, got %g", c.Rate))
+	}
+	if _, err := ParseRuntime(c.Runtime); err != nil {
+		errs = append(errs, err)
+	}
+	if c.FlakyFraction < 0 || c.FlakyFraction > 1 {
+		errs = append(errs, fmt.Errorf("flaky fraction: must be in [0, 1], got %g", c.FlakyFraction))
+	}
+	for _, f := range c.Faults {
+		if !slices.Contains(FaultKinds, f) {
+			errs = append(errs, fmt.Errorf("faults: unknown kind %q (want one of %s)", f, strings.Join(FaultKinds, ", ")))
+		}
+	}
+	if c.Schedule != "" {
+		if _, err := parseSchedule(c.Schedule, c.Replicas); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Strategy != "" && c.Strategy != "skiplocked" && c.Strategy != "cas" {
+		errs = append(errs, fmt.Errorf("strategy: must be skiplocked or cas, got %q", c.Strategy))
+	}
+	if c.PauseFor <= c.Lease {
+		errs = append(errs, fmt.Errorf("pause: must last longer than the lease %s to make a zombie, got %s", c.Lease, c.PauseFor))
+	}
+	needsTwo := slices.ContainsFunc(c.Faults, func(f string) bool { return f != FaultDBRestart && f != FaultLatency })
+	if needsTwo && c.Replicas < 2 {
+		errs = append(errs, errors.New("replicas: replica faults need at least 2 replicas so the others can rescue"))
+	}
+	return errors.Join(errs...)
+}
+
+// Runtime is a job run-time distribution.
+type Runtime struct {
+	Kind     string // const, uniform or exp
+	Min, Max time.Duration
+	Mean     time.Duration
+}
+
+// ParseRuntime parses "const:100ms", "uniform:20ms-300ms" or "exp:200ms".
+func ParseRuntime(s string) (Runtime, error) {
+	kind, arg, _ := strings.Cut(s, ":")
+	bad := fmt.Errorf("runtime: want const:D, uniform:A-B or exp:MEAN, got %q", s)
+	switch kind {
+	case "const", "exp":
+		d, err := time.ParseDuration(arg)
+		if err != nil || d < 0 {
+			return Runtime{}, bad
+		}
+		return Runtime{Kind: kind, Min: d, Max: d, Mean: d}, nil
+	case "uniform":
+		a, b, ok := strings.Cut(arg, "-")
+		lo, err1 := time.ParseDuration(a)
+		hi, err2 := time.ParseDuration(b)
+		if !ok || err1 != nil || err2 != nil || lo < 0 || hi < lo {
+			return Runtime{}, bad
+		}
+		return Runtime{Kind: kind, Min: lo, Max: hi, Mean: (lo + hi) / 2}, nil
+	}
+	return Runtime{}, bad
+}
+
+// Sample draws one run time.
+func (r Runtime) Sample(rng *rand.Rand) time.Duration {
+	switch r.Kind {
+	case "uniform":
+		return r.Min + time.Duration(rng.Int64N(int64(r.Max-r.Min)+1))
+	case "exp":
+		return min(time.Duration(rng.ExpFloat64()*float64(r.Mean)), 10*r.Mean)
+	}
+	return r.Min
+}
+
+// plannedFault is one fault the harness will inject.
+type plannedFault struct {
+	Kind   string
+	At     time.Duration // offset from the workload start
+	Target int           // replica index (0-based); -1 for the database
+}
+
+func parseSchedule(s string, replicas int) ([]plannedFault, error) {
+	var out []plannedFault
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		kind, rest, ok := strings.Cut(item, "@")
+		if !ok || !slices.Contains(FaultKinds, kind) {
+			return nil, fmt.Errorf("schedule: %q: want kind@offset[:replica-N] with kind one of %s", item, strings.Join(FaultKinds, ", "))
+		}
+		off, target, _ := strings.Cut(rest, ":")
+		d, err := time.ParseDuration(off)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("schedule: %q: bad offset %q", item, off)
+		}
+		pf := plannedFault{Kind: kind, At: d, Target: 0}
+		if kind == FaultDBRestart {
+			pf.Target = -1
+		} else if target != "" {
+			n, err := strconv.Atoi(strings.TrimPrefix(target, "replica-"))
+			if err != nil || n < 1 || n > replicas {
+				return nil, fmt.Errorf("schedule: %q: target must be replica-1 … replica-%d", item, replicas)
+			}
+			pf.Target = n - 1
+		}
+		out = append(out, pf)
+	}
+	slices.SortStableFunc(out, func(a, b plannedFault) int { return cmp.Compare(a.At, b.At) })
+	return out, nil
+}
+
+// plan returns the faults to inject: the Schedule, or Faults×Rounds spread
+// evenly over Duration with times jittered by ±20 % of the spacing and
+// random targets, both from Seed.
+func (c Config) plan() []plannedFault {
+	if c.Schedule != "" {
+		p, _ := parseSchedule(c.Schedule, c.Replicas)
+		return p
+	}
+	rng := rand.New(rand.NewPCG(c.Seed, 0x6a6f6271))
+	n := len(c.Faults) * c.Rounds
+	var out []plannedFault
+	spacing := c.Duration / time.Duration(n+1)
+	for i := 0; i < n; i++ {
+		kind := c.Faults[i%len(c.Faults)]
+		jitter := time.Duration((rng.Float64()*0.4 - 0.2) * float64(spacing))
+		pf := plannedFault{Kind: kind, At: spacing*time.Duration(i+1) + jitter, Target: rng.IntN(c.Replicas)}
+		if kind == FaultDBRestart {
+			pf.Target = -1
+		}
+		out = append(out, pf)
+	}
+	return out
+}

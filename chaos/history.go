@@ -1,0 +1,141 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/jobq/jobq/chaos/checker"
+)
+
+// LoadHistory reads the database's record of a run — every job_queue,
+// job_execution and job_effect row — into h (Submits, Faults and the run's
+// parameters are the caller's). Times are UTC on the database clock; End is
+// set to the database's NOW(6) at the read.
+func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
+	if err := db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&h.End); err != nil {
+		return fmt.Errorf("load history: now: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT id, job_key, job_type, status, attempt, retry_times, max_retry,
+		COALESCE(owner,''), lease_until, create_time, finished_at, COALESCE(last_error,'') FROM job_queue ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("load history: jobs: %w", err)
+	}
+	for rows.Next() {
+		var j checker.Job
+		var lease, fin sql.NullTime
+		if err := rows.Scan(&j.ID, &j.Key, &j.Type, &j.Status, &j.Attempt, &j.RetryTimes, &j.MaxRetry, &j.Owner, &lease, &j.CreateTime, &fin, &j.LastError); err != nil {
+			rows.Close()
+			return fmt.Errorf("load history: jobs: %w", err)
+		}
+		j.LeaseUntil, j.FinishedAt = nullTime(lease), nullTime(fin)
+		h.Jobs = append(h.Jobs, j)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load history: jobs: %w", err)
+	}
+	rows, err = db.QueryContext(ctx, `SELECT job_id, attempt, owner, started_at, finished_at, COALESCE(outcome,''), COALESCE(error,'')
+		FROM job_execution ORDER BY job_id, attempt`)
+	if err != nil {
+		return fmt.Errorf("load history: executions: %w", err)
+	}
+	for rows.Next() {
+		var e checker.Execution
+		var fin sql.NullTime
+		if err := rows.Scan(&e.JobID, &e.Attempt, &e.Owner, &e.StartedAt, &fin, &e.Outcome, &e.Error); err != nil {
+			rows.Close()
+			return fmt.Errorf("load history: executions: %w", err)
+		}
+		e.FinishedAt = nullTime(fin)
+		h.Executions = append(h.Executions, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load history: executions: %w", err)
+	}
+	rows, err = db.QueryContext(ctx, `SELECT job_id, attempt, kind, owner, created_at FROM job_effect ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("load history: effects: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e checker.Effect
+		if err := rows.Scan(&e.JobID, &e.Attempt, &e.Kind, &e.Owner, &e.CreatedAt); err != nil {
+			return fmt.Errorf("load history: effects: %w", err)
+		}
+		h.Effects = append(h.Effects, e)
+	}
+	return rows.Err()
+}
+
+func nullTime(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	u := t.Time.UTC()
+	return &u
+}
+
+// historyEvent is one line of history.ndjson: the run's events in time
+// order. Type is submit, ack, claim, finish, effect, fault_start or
+// fault_end; T is RFC 3339 UTC on the database clock.
+type historyEvent struct {
+	T       time.Time `json:"t"`
+	Type    string    `json:"type"`
+	JobID   uint64    `json:"job_id,omitempty"`
+	Key     string    `json:"key,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+	Owner   string    `json:"owner,omitempty"`
+	Outcome string    `json:"outcome,omitempty"`
+	Kind    string    `json:"kind,omitempty"`
+	Target  string    `json:"target,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// WriteHistory writes h as newline-delimited JSON events sorted by time.
+func WriteHistory(path string, h *checker.History) error {
+	var ev []historyEvent
+	for _, s := range h.Submits {
+		ev = append(ev, historyEvent{T: s.SentAt, Type: "submit", Key: s.Key, Owner: s.Replica, Detail: s.Err})
+		if s.Acked() {
+			ev = append(ev, historyEvent{T: s.AckedAt, Type: "ack", JobID: s.JobID, Key: s.Key, Owner: s.Replica})
+		}
+	}
+	for _, e := range h.Executions {
+		ev = append(ev, historyEvent{T: e.StartedAt, Type: "claim", JobID: e.JobID, Attempt: e.Attempt, Owner: e.Owner})
+		if e.FinishedAt != nil {
+			ev = append(ev, historyEvent{T: *e.FinishedAt, Type: "finish", JobID: e.JobID, Attempt: e.Attempt, Owner: e.Owner, Outcome: e.Outcome, Detail: e.Error})
+		}
+	}
+	for _, e := range h.Effects {
+		ev = append(ev, historyEvent{T: e.CreatedAt, Type: "effect", JobID: e.JobID, Attempt: e.Attempt, Owner: e.Owner, Kind: e.Kind})
+	}
+	for _, f := range h.Faults {
+		ev = append(ev, historyEvent{T: f.Start, Type: "fault_start", Kind: f.Kind, Target: f.Target, Owner: f.Owner, Detail: f.Detail})
+		ev = append(ev, historyEvent{T: f.End, Type: "fault_end", Kind: f.Kind, Target: f.Target, Owner: f.Owner, Detail: f.Err})
+	}
+	sort.SliceStable(ev, func(i, k int) bool { return ev[i].T.Before(ev[k].T) })
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, e := range ev {
+		if err := enc.Encode(e); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

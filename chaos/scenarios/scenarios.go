@@ -1,0 +1,69 @@
+// Package scenarios holds the chaos testbed's named scenarios: each sets
+// the faults of a chaos.Config and leaves the workload (jobs, rate,
+// duration, seed) to the caller.
+package scenarios
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jobq/jobq/chaos"
+)
+
+// Scenario is one named fault pattern.
+type Scenario struct {
+	Name        string
+	Description string
+	// Apply sets cfg's faults (Faults, Rounds or Schedule); cfg.Duration
+	// and cfg.Replicas are already set.
+	Apply func(cfg *chaos.Config)
+}
+
+// All is every scenario, in the order `make chaos` runs them.
+var All = []Scenario{
+	{"kill-storm", "SIGKILL a random replica three times; each restarts after 2 s", faults(3, chaos.FaultKill)},
+	{"zombie-pause", "SIGSTOP a replica for longer than the lease, twice: its runs are rescued and re-claimed, its late completions must be refused", faults(2, chaos.FaultPause)},
+	{"db-restart", "SIGKILL the database and start it again (crash recovery) while replicas run", faults(1, chaos.FaultDBRestart)},
+	{"partition", "blackhole one replica's database link for 2 leases, twice", faults(2, chaos.FaultPartition)},
+	{"rolling-restart", "SIGTERM each replica in turn (graceful shutdown, restart), as a deploy does", rolling},
+	{"graceful-shutdown", "SIGTERM a replica mid-job twice: in-flight runs finish or are released", faults(2, chaos.FaultTerm)},
+	{"latency", "add 200 ms each way to one replica's database link, twice", faults(2, chaos.FaultLatency)},
+	{"clock-skew", "restart a replica with its clocks offset by 1 h: the database clock decides", faults(1, chaos.FaultClockSkew)},
+	{"ci", "kill + pause + db-restart: the short CI scenario", faults(1, chaos.FaultKill, chaos.FaultPause, chaos.FaultDBRestart)},
+}
+
+// Standard is the scenarios `make chaos` runs (every one but ci, which is
+// their short union).
+func Standard() []Scenario {
+	return slices.DeleteFunc(slices.Clone(All), func(s Scenario) bool { return s.Name == "ci" })
+}
+
+func faults(rounds int, kinds ...string) func(*chaos.Config) {
+	return func(cfg *chaos.Config) { cfg.Faults, cfg.Rounds, cfg.Schedule = kinds, rounds, "" }
+}
+
+func rolling(cfg *chaos.Config) {
+	n := max(cfg.Replicas, 1)
+	step := cfg.Duration / time.Duration(n+1)
+	var items []string
+	for i := 1; i <= n; i++ {
+		items = append(items, fmt.Sprintf("%s@%s:replica-%d", chaos.FaultTerm, step*time.Duration(i), i))
+	}
+	cfg.Faults, cfg.Rounds, cfg.Schedule = []string{chaos.FaultTerm}, 1, strings.Join(items, ",")
+}
+
+// Get returns the named scenario.
+func Get(name string) (Scenario, error) {
+	for _, s := range All {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	var names []string
+	for _, s := range All {
+		names = append(names, s.Name)
+	}
+	return Scenario{}, fmt.Errorf("unknown scenario %q (want standard or one of %s)", name, strings.Join(names, ", "))
+}

@@ -1,0 +1,110 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobq/jobq/chaos/checker"
+	"github.com/jobq/jobq/client"
+	"github.com/jobq/jobq/service"
+)
+
+// submitTimeout bounds one HTTP submit; a paused or partitioned replica
+// must not stall the open-loop workload.
+const submitTimeout = 2 * time.Second
+
+// submitDeadline bounds all tries of one submit across replicas.
+const submitDeadline = 20 * time.Second
+
+// workload submits cfg.Jobs jobs open-loop at cfg.Rate: job i is due at
+// start + i/Rate whatever happened to earlier submits (no coordinated
+// omission); each goes to replica i mod N and, on a transport error or a
+// 5xx, to the next one with the same job_key (idempotent). It returns the
+// submit log in job order.
+func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, toDB func(time.Time) time.Time, done *atomic.Int64) []checker.Submit {
+	cfg := cl.cfg
+	rt, _ := ParseRuntime(cfg.Runtime)
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x776f726b))
+	reqs := make([]service.SubmitRequest, cfg.Jobs)
+	for i := range reqs {
+		ms := rt.Sample(rng).Milliseconds()
+		req := service.SubmitRequest{JobKey: fmt.Sprintf("chaos-%s-%06d", runID, i), JobType: "effect", MaxRetry: &cfg.MaxRetry}
+		if rng.Float64() < cfg.FlakyFraction {
+			req.JobType = "flaky"
+			req.Params = json.RawMessage(fmt.Sprintf(`{"failures":1,"ms":%d}`, ms))
+		} else {
+			req.Params = json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms))
+		}
+		reqs[i] = req
+	}
+	hc := &http.Client{Timeout: submitTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Second}}
+	defer hc.CloseIdleConnections()
+	log := make([]checker.Submit, cfg.Jobs)
+	sem := make(chan struct{}, 256)
+	var wg sync.WaitGroup
+	interval := time.Duration(float64(time.Second) / cfg.Rate)
+	for i := range reqs {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			log[i] = checker.Submit{Key: reqs[i].JobKey, Type: reqs[i].JobType, SentAt: toDB(due), Err: "not sent: run cancelled"}
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int, due time.Time) {
+			defer func() { <-sem; wg.Done(); done.Add(1) }()
+			log[i] = cl.submit(ctx, hc, i, reqs[i], due, toDB)
+		}(i, due)
+	}
+	wg.Wait()
+	return log
+}
+
+func (cl *cluster) submit(ctx context.Context, hc *http.Client, i int, req service.SubmitRequest, due time.Time, toDB func(time.Time) time.Time) checker.Submit {
+	s := checker.Submit{Key: req.JobKey, Type: req.JobType, SentAt: toDB(due)}
+	deadline := time.Now().Add(submitDeadline)
+	for try := 0; ; try++ {
+		n := cl.nodes[(i+try)%len(cl.nodes)]
+		s.Tries++
+		var err error
+		if r := n.current(); r != nil && r.Alive() {
+			c := client.New(r.URL())
+			c.HTTP = hc
+			job, _, e := c.Submit(ctx, req)
+			if e == nil {
+				s.JobID, s.Replica, s.AckedAt, s.Err = job.ID, n.name, toDB(time.Now()), ""
+				return s
+			}
+			err = e
+			var ae *client.APIError
+			if errors.As(e, &ae) && ae.Status < 500 {
+				s.Err = e.Error() // a 4xx will not change on another replica
+				return s
+			}
+		} else {
+			err = fmt.Errorf("%s is down", n.name)
+		}
+		s.Err = err.Error()
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return s
+		}
+		if try%len(cl.nodes) == len(cl.nodes)-1 {
+			time.Sleep(100 * time.Millisecond) // every replica refused: back off a little
+		}
+	}
+}

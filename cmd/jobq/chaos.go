@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jobq/jobq/chaos"
+	"github.com/jobq/jobq/chaos/scenarios"
+)
+
+// ChaosCmd runs the HA and exactly-once testbed.
+type ChaosCmd struct {
+	Scenario       string        `help:"Scenario name, or 'standard' for every standard scenario in turn (overrides --faults/--schedule)." default:""`
+	Faults         []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, partition, latency, clock-skew." sep:","`
+	Rounds         int           `help:"Repeat --faults this many times over --duration." default:"1"`
+	Schedule       string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
+	Seed           uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
+	Duration       time.Duration `help:"Submission and fault window." default:"60s"`
+	Jobs           int           `help:"Jobs to submit (effect, plus --flaky)." default:"5000"`
+	Rate           float64       `help:"Open-loop arrival rate in jobs/s (default jobs/(0.8·duration))." default:"0"`
+	Replicas       int           `help:"jobq serve processes." default:"3"`
+	Runtime        string        `help:"Job run-time distribution: const:D, uniform:A-B or exp:MEAN." default:"uniform:20ms-300ms"`
+	Flaky          float64       `help:"Fraction of flaky jobs (fail their first attempt)." default:"0"`
+	Strategy       string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
+	Sabotage       []string      `help:"Sabotage every replica: fencing, cas-guard, rescuer, deadlock-retry, lease-cancel." sep:","`
+	Lease          time.Duration `help:"Replica lease." default:"2s"`
+	RescueInterval time.Duration `help:"Replica rescue interval." default:"500ms"`
+	Workers        int           `help:"Worker pool size per replica." default:"20"`
+	DrainTimeout   time.Duration `help:"How long to wait after --duration for every job to be terminal." default:"60s"`
+	Out            string        `help:"Output folder (one sub-folder per scenario with --scenario standard)." default:"out/chaos"`
+	Keep           bool          `help:"Keep the run's database."`
+	ExpectInvalid  bool          `help:"Succeed only if every run reports a violation (for sabotaged builds)."`
+}
+
+// Run runs the chosen scenario(s), prints a verdict table and fails on any
+// violation (or, with --expect-invalid, on any run without one).
+func (c *ChaosCmd) Run(g *Globals) error {
+	var runs []scenarios.Scenario
+	switch c.Scenario {
+	case "":
+		runs = []scenarios.Scenario{{Name: "custom", Apply: func(*chaos.Config) {}}}
+	case "standard":
+		runs = scenarios.Standard()
+	default:
+		s, err := scenarios.Get(c.Scenario)
+		if err != nil {
+			return err
+		}
+		runs = []scenarios.Scenario{s}
+	}
+	var results []*chaos.ResultFile
+	var failed []string
+	for _, s := range runs {
+		cfg := chaos.Config{
+			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
+			FlakyFraction: c.Flaky, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
+			Strategy: c.Strategy, Sabotage: c.Sabotage, Lease: c.Lease, RescueInterval: c.RescueInterval,
+			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log,
+			OutDir: c.Out,
+		}
+		if len(runs) > 1 || c.Scenario != "" {
+			cfg.OutDir = filepath.Join(c.Out, s.Name)
+		}
+		s.Apply(&cfg)
+		rf, err := chaos.Run(g.Ctx, cfg)
+		switch {
+		case rf == nil:
+			return fmt.Errorf("scenario %s: %w", s.Name, err)
+		case err != nil && !errors.Is(err, chaos.ErrInvalid):
+			return fmt.Errorf("scenario %s: %w", s.Name, err)
+		}
+		results = append(results, rf)
+		if rf.Valid == c.ExpectInvalid {
+			failed = append(failed, s.Name)
+		}
+	}
+	PrintChaosTable(os.Stdout, results)
+	if len(failed) > 0 {
+		if c.ExpectInvalid {
+			return fmt.Errorf("chaos: no violation found in %s (expected one from --sabotage %s)", strings.Join(failed, ", "), strings.Join(c.Sabotage, ","))
+		}
+		return fmt.Errorf("chaos: violations in %s (see report.md in %s)", strings.Join(failed, ", "), c.Out)
+	}
+	return nil
+}
+
+// PrintChaosTable prints one line per run: verdict and key figures.
+func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tstuck\ttx dup\toverlap\tstale acc\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	for _, rf := range results {
+		r := rf.Result
+		c := r.Counts
+		verdict := "VALID"
+		if !rf.Valid {
+			verdict = "INVALID"
+		}
+		var unavail, repick float64
+		for _, f := range r.Faults {
+			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+			c.Lost, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.StaleCompletionsRefused,
+			c.LeaseExpired, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)
+	}
+	tw.Flush()
+}
