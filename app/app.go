@@ -3,6 +3,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,14 @@ import (
 // ListenDefault is where the API listens unless told otherwise: loopback only.
 const ListenDefault = "127.0.0.1:8080"
 
+// HTTP server timeouts, the defaults of Config's timeout fields.
+const (
+	ReadHeaderTimeoutDefault = 10 * time.Second  // a client must send its headers within this
+	ReadTimeoutDefault       = 30 * time.Second  // … and its whole request (headers and body) within this
+	WriteTimeoutDefault      = 30 * time.Second  // a response must be written within this of the request's headers
+	IdleTimeoutDefault       = 120 * time.Second // an idle keep-alive connection is closed after this
+)
+
 // Config configures a replica.
 type Config struct {
 	// DSN is a go-sql-driver/mysql DSN naming the database. Required.
@@ -36,6 +45,16 @@ type Config struct {
 	PoolMaxOpen int
 	// MaxBodyBytes limits API request bodies. Defaults to 1 MiB.
 	MaxBodyBytes int64
+	// AuthTokens, when non-empty, makes the API require
+	// "Authorization: Bearer <token>" with one of them on every request but
+	// /healthz and /readyz (see httpapi.LoadAuthTokens). Defaults to none:
+	// no authentication, so keep Listen on loopback.
+	AuthTokens []string
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
+	// API server's timeouts (net/http.Server). Default to
+	// ReadHeaderTimeoutDefault (10s), ReadTimeoutDefault (30s),
+	// WriteTimeoutDefault (30s) and IdleTimeoutDefault (120s).
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// Scheduler configures the scheduling loop.
 	Scheduler scheduler.Config
 	// Registry holds the handlers; nil registers the built-in job types.
@@ -131,15 +150,30 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 			return nil, fmt.Errorf("listen %s: %w", listen, err)
 		}
 		r.Addr = ln.Addr().String()
-		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger})
+		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger,
+			AuthTokens: cfg.AuthTokens})
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		r.server = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
+		h, protocols, grpcShutdown := withGRPC(h, r.Service, st.Ping, cfg)
+		r.server = &http.Server{Handler: h, Protocols: protocols,
+			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
+			ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),
+			WriteTimeout:      cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault),
+			IdleTimeout:       cmp.Or(cfg.IdleTimeout, IdleTimeoutDefault),
+			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+		r.server.RegisterOnShutdown(grpcShutdown)
 		r.serveErr = make(chan error, 1)
 		go func() { r.serveErr <- r.server.Serve(ln) }()
-		r.log.Info("api listening", "addr", r.Addr)
+		r.log.Info("api listening", "addr", r.Addr, "auth", len(cfg.AuthTokens) > 0)
+		if len(cfg.AuthTokens) == 0 && !loopback(ln.Addr()) {
+			r.log.Warn("the API listens beyond loopback without authentication; set --auth-token-file or "+httpapi.AuthTokensEnv, "addr", r.Addr)
+		}
 	}
 	return r, nil
+}
+
+func loopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // Err returns a channel that yields the API server's fatal error, if any.

@@ -10,20 +10,27 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
 )
 
-// MaxBodyBytesDefault is the default request body limit (1 MiB); larger
-// bodies get 413.
+// MaxBodyBytesDefault is the default request body limit: 1 MiB
+// (1,048,576 bytes); larger bodies get 413. It holds the largest params
+// (service.MaxParamsBytes, 10^6 bytes) plus the rest of the envelope.
 const MaxBodyBytesDefault = 1 << 20
 
 // Options configures the API handler.
 type Options struct {
 	// MaxBodyBytes limits request bodies. Defaults to MaxBodyBytesDefault.
 	MaxBodyBytes int64
+	// AuthTokens, when non-empty, are the accepted bearer tokens: every
+	// request except /healthz and /readyz must carry
+	// "Authorization: Bearer <token>" or gets 401. Defaults to none (no
+	// authentication). See LoadAuthTokens.
+	AuthTokens []string
 	// ReadyFunc reports readiness for /readyz (e.g. a database ping).
 	ReadyFunc func(ctx context.Context) error
 	// Logger defaults to slog.Default().
@@ -62,6 +69,9 @@ func New(svc *service.Service, opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", a.ready)
+	if len(opts.AuthTokens) > 0 {
+		return requireBearer(opts.AuthTokens, a.log, mux)
+	}
 	return mux
 }
 
@@ -107,10 +117,18 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	for k := range q {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		a.fail(w, &service.ValidationError{Field: "query", Rule: "must be a valid URL query string: " + err.Error()})
+		return
+	}
+	for k, vs := range q {
 		switch k {
 		case "status", "job_type", "limit", "cursor":
+			if len(vs) > 1 {
+				a.fail(w, &service.ValidationError{Field: k, Rule: "must be given at most once"})
+				return
+			}
 		default:
 			a.fail(w, &service.ValidationError{Field: k, Rule: "unknown query parameter (use status, job_type, limit, cursor)"})
 			return

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +23,11 @@ import (
 )
 
 // Input limits. Each is enforced at the edge with a 400 naming the field.
+//
+// MaxParamsBytes is 1 MB (10^6 bytes) so that a request carrying the largest
+// params fits the HTTP API's default 1 MiB (1,048,576-byte) body limit with
+// 48,576 bytes left for the rest of the envelope, which needs well under
+// 1 KiB when compact.
 const (
 	MaxJobKeyRunes   = 64       // job_key: 1–64 characters
 	MaxJobTypeRunes  = 64       // job_type: 1–64 characters, and registered
@@ -29,7 +36,8 @@ const (
 	MaxRetryLimit    = 100      // max_retry: 0–100; default 3
 	MaxRetryDefault  = 3        //
 	MaxTimeoutMs     = 86400000 // timeout_ms: 0 (none) – 24 h
-	MaxParamsBytes   = 1 << 20  // params: a JSON object of at most 1 MiB
+	MaxParamsBytes   = 1000000  // params: a JSON object of at most 1 MB (1,000,000 bytes) once compacted
+	MaxParamsDepth   = 100      // params: nested at most 100 objects/arrays deep
 	MaxListLimit     = 1000     // limit: 1–1000; default 50
 	ListLimitDefault = 50
 )
@@ -94,52 +102,107 @@ type SubmitRequest struct {
 	TimeoutMs *int            `json:"timeout_ms,omitempty"`
 }
 
-// DecodeSubmit parses a submit body strictly: one JSON object, no unknown
-// fields, no trailing data. Errors are *ValidationError.
+// submitFields are the fields of a submit body, exactly as spelled.
+var submitFields = []string{"job_key", "job_type", "params", "priority", "max_retry", "run_at", "timeout_ms"}
+
+// fieldRules say what each typed field must be, for type errors.
+var fieldRules = map[string]string{
+	"job_key":    fmt.Sprintf("must be a JSON string of 1–%d characters", MaxJobKeyRunes),
+	"job_type":   fmt.Sprintf("must be a JSON string naming a registered job type (1–%d characters)", MaxJobTypeRunes),
+	"priority":   fmt.Sprintf("must be a JSON integer in [%d, %d]", MinPriority, MaxPriority),
+	"max_retry":  fmt.Sprintf("must be a JSON integer in [0, %d]", MaxRetryLimit),
+	"timeout_ms": fmt.Sprintf("must be a JSON integer in [0, %d] (0 = no timeout)", MaxTimeoutMs),
+	"run_at":     "must be a JSON string holding an RFC 3339 time with a UTC offset",
+	"params":     "must be a JSON object",
+}
+
+// DecodeSubmit parses a submit body strictly: valid UTF-8, exactly one JSON
+// object, only the documented field names spelled exactly (encoding/json
+// alone would accept "JOB_KEY"), each at most once, and nothing after the
+// object. It does not validate values (see ValidateSubmit). Errors are
+// *ValidationError naming the field ("body" for the envelope).
 func DecodeSubmit(body []byte) (SubmitRequest, error) {
 	var req SubmitRequest
 	if !utf8.Valid(body) {
 		return req, invalid("body", "must be valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var ute *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &ute):
-			return req, invalid(cmpOr(ute.Field, "body"), "must be a JSON %s", jsonKind(ute.Type.String()))
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return req, invalid(f, "unknown field")
-		default:
+	tok, err := dec.Token()
+	if err == io.EOF {
+		return req, invalid("body", "is empty; must be a JSON object")
+	}
+	if err != nil {
+		return req, invalid("body", "must be a JSON object: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return req, invalid("body", "must be a JSON object, got %s", tokenKind(tok))
+	}
+	seen := make(map[string]bool, len(submitFields))
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return req, invalid("body", "must be a JSON object: %v", err)
+		}
+		key, _ := kt.(string)
+		if !slices.Contains(submitFields, key) {
+			return req, invalid(fieldName(key), "unknown field (the fields are %s)", strings.Join(submitFields, ", "))
+		}
+		if seen[key] {
+			return req, invalid(key, "is given more than once")
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
 			return req, invalid("body", "must be a JSON object: %v", err)
 		}
 	}
-	if dec.More() {
-		return req, invalid("body", "must hold exactly one JSON object")
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return req, invalid("body", "must be a JSON object: %v", err)
 	}
-	var rest json.RawMessage
-	if err := dec.Decode(&rest); err == nil {
-		return req, invalid("body", "must hold exactly one JSON object")
+	if _, err := dec.Token(); err != io.EOF {
+		return req, invalid("body", "must hold exactly one JSON object and nothing after it")
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && fieldRules[ute.Field] != "" {
+			return SubmitRequest{}, invalid(ute.Field, "%s, got %s", fieldRules[ute.Field], ute.Value)
+		}
+		return SubmitRequest{}, invalid("body", "must be a JSON object: %v", err)
 	}
 	return req, nil
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+// fieldName makes an unknown key printable as an error's field: quoted
+// when empty, over 64 characters (cut) or holding control characters.
+func fieldName(key string) string {
+	plain := key != "" && utf8.RuneCountInString(key) <= 64
+	for _, r := range key {
+		plain = plain && !unicode.IsControl(r) && r != '"'
 	}
-	return b
+	if plain {
+		return key
+	}
+	if r := []rune(key); len(r) > 64 {
+		key = string(r[:64]) + "…"
+	}
+	return strconv.Quote(key)
 }
 
-func jsonKind(goType string) string {
-	switch {
-	case strings.Contains(goType, "int"), strings.Contains(goType, "float"):
-		return "integer"
-	case goType == "string" || goType == "*string":
-		return "string"
+func tokenKind(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '[' {
+			return "an array"
+		}
+		return string(v)
+	case string:
+		return "a string"
+	case float64, json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
 	default:
-		return "value of the documented type"
+		return "null"
 	}
 }
 
@@ -212,6 +275,9 @@ func checkText(field, v string, max int) error {
 		if unicode.IsControl(r) {
 			return invalid(field, "must not contain control characters (NUL, newline, …)")
 		}
+		if r == utf8.RuneError {
+			return invalid(field, "must not contain U+FFFD (what invalid UTF-8 or an unpaired \\uD800–\\uDFFF escape decodes to)")
+		}
 	}
 	if strings.TrimSpace(v) != v {
 		return invalid(field, "must not start or end with whitespace")
@@ -219,14 +285,14 @@ func checkText(field, v string, max int) error {
 	return nil
 }
 
-// canonicalParams checks that params is a JSON object (absent means {}) and
-// returns it compacted, byte for byte as sent otherwise.
+// canonicalParams checks that params is a JSON object (absent or null means
+// {}) of at most MaxParamsBytes once compacted, nested at most
+// MaxParamsDepth deep, with no key repeated within one object, and returns
+// it compacted. Strings are stored exactly as sent, escapes included, so
+// params round-trip byte for byte apart from insignificant whitespace.
 func canonicalParams(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "{}", nil
-	}
-	if len(raw) > MaxParamsBytes {
-		return "", invalid("params", "must be at most %d bytes, got %d", MaxParamsBytes, len(raw))
 	}
 	if !utf8.Valid(raw) {
 		return "", invalid("params", "must be valid UTF-8")
@@ -239,7 +305,67 @@ func canonicalParams(raw json.RawMessage) (string, error) {
 	if err := json.Compact(&buf, trimmed); err != nil {
 		return "", invalid("params", "must be a valid JSON object: %v", err)
 	}
+	if buf.Len() > MaxParamsBytes {
+		return "", invalid("params", "must be at most %d bytes once compacted, got %d", MaxParamsBytes, buf.Len())
+	}
+	if err := checkParamsShape(buf.Bytes()); err != nil {
+		return "", err
+	}
 	return buf.String(), nil
+}
+
+// checkParamsShape walks valid JSON and rejects nesting deeper than
+// MaxParamsDepth and keys repeated within one object (which would make two
+// different params hash alike and decode ambiguously).
+func checkParamsShape(compact []byte) error {
+	type frame struct {
+		object bool
+		keys   map[string]struct{}
+		isKey  bool // the next string token is a key
+	}
+	var stack []*frame
+	dec := json.NewDecoder(bytes.NewReader(compact))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return invalid("params", "must be a valid JSON object: %v", err)
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if len(stack) >= MaxParamsDepth {
+					return invalid("params", "must nest objects and arrays at most %d deep", MaxParamsDepth)
+				}
+				if top != nil && top.object {
+					top.isKey = true
+				}
+				stack = append(stack, &frame{object: d == '{', keys: map[string]struct{}{}, isKey: d == '{'})
+			default:
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		if top != nil && top.object {
+			if top.isKey {
+				k := tok.(string)
+				if _, dup := top.keys[k]; dup {
+					return invalid("params", "must not repeat a key within one object, got %q twice", k)
+				}
+				top.keys[k] = struct{}{}
+				top.isKey = false
+			} else {
+				top.isKey = true
+			}
+		}
+	}
 }
 
 // requestHash identifies a submit's content so a re-submit of the same

@@ -75,6 +75,11 @@ func NormalizeDSN(dsn string) (*mysql.Config, error) {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true
+	// utf8mb4 whatever the DSN says (a charset=latin1 or utf8 DSN would turn
+	// 4-byte characters into '?' or errors 1366): every value round-trips.
+	if err := cfg.Apply(mysql.Charset("utf8mb4", "utf8mb4_bin")); err != nil {
+		return nil, fmt.Errorf("parse dsn: %w", err)
+	}
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
@@ -161,10 +166,15 @@ func (s *Store) DetectServer(ctx context.Context) (ServerInfo, error) {
 	return ParseServerVersion(v), nil
 }
 
-// ParseServerVersion interprets a VERSION() string.
+// ParseServerVersion interprets a VERSION() string. MariaDB's handshake
+// form "5.5.5-10.11.6-MariaDB…" (what some proxies report) counts as 10.11.6.
 func ParseServerVersion(v string) ServerInfo {
 	info := ServerInfo{Version: v, MariaDB: strings.Contains(strings.ToLower(v), "mariadb")}
-	if m := versionRe.FindStringSubmatch(v); m != nil {
+	num := v
+	if info.MariaDB {
+		num = strings.TrimPrefix(num, "5.5.5-")
+	}
+	if m := versionRe.FindStringSubmatch(num); m != nil {
 		info.Major, _ = strconv.Atoi(m[1])
 		info.Minor, _ = strconv.Atoi(m[2])
 		info.Patch, _ = strconv.Atoi(m[3])

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/jobq/jobq/app"
+	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
 )
@@ -35,7 +37,8 @@ type ServeCmd struct {
 	ShutdownTimeout time.Duration `help:"How long SIGTERM waits for in-flight handlers." default:"30s"`
 	RetryBackoff    time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"1s"`
 	PoolMaxOpen     int           `help:"Max open database connections (default workers/2+10)." default:"0"`
-	MaxBodyBytes    int64         `help:"API request body limit in bytes." default:"1048576"`
+	MaxBodyBytes    int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576"`
+	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE"`
 	Sabotage        []string      `help:"Testbed only: disable a guarantee (fencing, cas-guard, rescuer, deadlock-retry, lease-cancel)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel"`
 }
 
@@ -77,9 +80,13 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if len(c.Sabotage) > 0 {
 		g.Log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", strings.Join(c.Sabotage, ","))
 	}
+	tokens, err := httpapi.LoadAuthTokens(c.AuthTokenFile, os.Getenv(httpapi.AuthTokensEnv))
+	if err != nil {
+		return err
+	}
 	r, err := app.Start(g.Ctx, app.Config{
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, Migrate: c.Migrate,
-		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, Scheduler: sc, Logger: g.Log,
+		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, Scheduler: sc, Logger: g.Log,
 		Metrics: c.MetricsOptions(),
 	})
 	if err != nil {

@@ -1,0 +1,136 @@
+package httpapi_test
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq/httpapi"
+)
+
+const (
+	tokenA = "tokA-0123456789abcdef"
+	tokenB = "tokB-fedcba9876543210=="
+)
+
+// TestBearerAuth checks the optional bearer-token middleware: every /v1
+// request needs one of the tokens, probes stay open, a refused request
+// writes nothing and says how to authenticate.
+func TestBearerAuth(t *testing.T) {
+	h, st := newRobustAPI(t, httpapi.Options{AuthTokens: []string{tokenA, tokenB}})
+	body := []byte(`{"job_key":"auth-1","job_type":"noop"}`)
+	hdr := func(v string) http.Header { return http.Header{"Authorization": {v}} }
+	refused := []struct {
+		name    string
+		header  http.Header
+		invalid bool // a token was given (error="invalid_token")
+	}{
+		{"no header", nil, false},
+		{"empty bearer", hdr("Bearer "), false},
+		{"basic scheme", hdr("Basic " + tokenA), false},
+		{"token without scheme", hdr(tokenA), false},
+		{"wrong token", hdr("Bearer tokC-0123456789abcdef"), true},
+		{"prefix of a token", hdr("Bearer " + tokenA[:len(tokenA)-1]), true},
+		{"token plus a byte", hdr("Bearer " + tokenA + "x"), true},
+		{"two tokens", hdr("Bearer " + tokenA + " " + tokenB), true},
+	}
+	for _, c := range refused {
+		t.Run(c.name, func(t *testing.T) {
+			for _, req := range []struct{ method, path string }{{"POST", "/v1/jobs"}, {"GET", "/v1/jobs"}, {"GET", "/v1/jobs/1"}, {"GET", "/metrics"}} {
+				rec := do(h, req.method, req.path, body, c.header)
+				if rec.Code != http.StatusUnauthorized {
+					t.Fatalf("%s %s: status %d, want 401", req.method, req.path, rec.Code)
+				}
+				ch := rec.Header().Get("WWW-Authenticate")
+				if !strings.HasPrefix(ch, "Bearer ") || strings.Contains(ch, "invalid_token") != c.invalid {
+					t.Errorf("WWW-Authenticate = %q (token given: %v)", ch, c.invalid)
+				}
+				e := decodeError(t, rec)
+				if e.Code != "unauthenticated" || e.Field != "Authorization" || !strings.HasPrefix(e.Message, "Authorization:") {
+					t.Errorf("error = %+v", e)
+				}
+				if strings.Contains(rec.Body.String(), "0123456789") || strings.Contains(rec.Body.String(), "fedcba") {
+					t.Errorf("the 401 body echoes a token: %s", rec.Body.String())
+				}
+			}
+			if n := jobRows(t, st); n != 0 {
+				t.Fatalf("a refused request wrote %d rows", n)
+			}
+		})
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if rec := do(h, "GET", p, nil, nil); rec.Code != http.StatusOK {
+			t.Errorf("GET %s without a token: status %d, want 200 (probes stay open)", p, rec.Code)
+		}
+	}
+	if rec := do(h, "POST", "/v1/jobs", body, hdr("Bearer "+tokenA)); rec.Code != http.StatusCreated {
+		t.Fatalf("first token: status %d, want 201: %s", rec.Code, rec.Body.String())
+	}
+	// The second token works too (rotation), and the scheme is case-insensitive.
+	if rec := do(h, "POST", "/v1/jobs", body, hdr("bearer "+tokenB)); rec.Code != http.StatusOK {
+		t.Fatalf("second token, same request: status %d, want 200: %s", rec.Code, rec.Body.String())
+	}
+	if n := jobRows(t, st); n != 1 {
+		t.Fatalf("job_queue has %d rows, want 1", n)
+	}
+}
+
+// TestNoAuthByDefault checks that without tokens the API is open (and so
+// must listen on loopback, the default).
+func TestNoAuthByDefault(t *testing.T) {
+	h, _ := newRobustAPI(t, httpapi.Options{})
+	if rec := do(h, "GET", "/v1/jobs", nil, nil); rec.Code != http.StatusOK {
+		t.Fatalf("GET /v1/jobs without tokens configured: %d", rec.Code)
+	}
+}
+
+func TestLoadAuthTokens(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good", "# ops team\n"+tokenA+"\n\n  "+tokenB+"  \n")
+	got, err := httpapi.LoadAuthTokens(good, " tokE-0123456789abcdef , ")
+	if err != nil {
+		t.Fatalf("LoadAuthTokens: %v", err)
+	}
+	want := []string{tokenA, tokenB, "tokE-0123456789abcdef"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("tokens = %q, want %q", got, want)
+	}
+	if got, err := httpapi.LoadAuthTokens("", ""); err != nil || len(got) != 0 {
+		t.Fatalf("no file, no env: %q, %v; want none (auth off)", got, err)
+	}
+	secret := "short-secret"
+	bad := []struct {
+		name, file, env, want string
+	}{
+		{"empty file", write("empty", "# nothing\n\n"), "", "holds no token"},
+		{"missing file", filepath.Join(dir, "nope"), "", "no such file"},
+		{"short token in file", write("short", secret+"\n"), "", "line 1: a token must be at least 16 bytes"},
+		{"space in token", write("space", "abcdefgh ijklmnopq\n"), "", "line 1: a token may hold only"},
+		{"short token in env", "", tokenA + "," + secret, "JOBQ_AUTH_TOKENS token 2: a token must be at least 16 bytes"},
+		{"quote in env token", "", `abcdefghijklmnop"q`, "may hold only"},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := httpapi.LoadAuthTokens(c.file, c.env)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("error echoes the token: %v", err)
+			}
+		})
+	}
+	if _, err := httpapi.LoadAuthTokens(write("empty2", ""), ""); !errors.Is(err, httpapi.ErrNoAuthTokens) {
+		t.Fatalf("empty file: %v, want ErrNoAuthTokens", err)
+	}
+}
