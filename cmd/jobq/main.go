@@ -28,6 +28,7 @@ type CLI struct {
 	Retry      RetryCmd      `cmd:"" help:"Re-queue a FAILED or CANCELED job."`
 	Executions ExecutionsCmd `cmd:"" help:"List a job's attempts."`
 	Demo       DemoCmd       `cmd:"" help:"Start a database and 3 replicas, run 1,000 jobs, SIGKILL a replica, print a summary."`
+	Loadtest   LoadtestCmd   `cmd:"" help:"Open-model submit load: CO-free latency percentiles, thresholds, capacity search."`
 	Chaos      ChaosCmd      `cmd:"" help:"HA and exactly-once testbed: N replicas behind fault proxies, faults on a schedule, a checker; exits non-zero on any violation."`
 }
 
