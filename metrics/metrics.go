@@ -167,6 +167,14 @@ func New(opts Options) *Metrics {
 		"op", "errno")
 	m.httpRequests = f.counterVec("jobq_http_requests_total", "API requests answered, by method and status code.", "method", "code")
 	m.httpDuration = f.histogramVec("jobq_http_request_duration_seconds", "API request latency.", HTTPBuckets, "method")
+	// Series for the API's main requests exist from the start, so the first
+	// burst of submits shows in rate() (a series appearing with its value
+	// already counted has no increase).
+	for _, method := range []string{"get", "post"} {
+		m.httpDuration.WithLabelValues(method)
+	}
+	m.httpRequests.WithLabelValues("get", "200")
+	m.httpRequests.WithLabelValues("post", "201")
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

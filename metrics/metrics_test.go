@@ -201,7 +201,7 @@ func TestTwoReplicasCountEveryRun(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{"jobq_jobs_submitted_total{job_type=\"noop\"} 41", "go_goroutines", "process_resident_memory_bytes",
-		"go_sql_open_connections{db_name=\"jobq\"}", `jobq_http_requests_total{code="201",method="post"}`} {
+		"go_sql_open_connections{db_name=\"jobq\"}", `jobq_http_requests_total{code="201",method="post"}`, `jobq_http_request_duration_seconds_bucket{method="post",le="+Inf"}`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -1,0 +1,511 @@
+package metrics_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/jobq/jobq/client"
+	"github.com/jobq/jobq/dashboards"
+	"github.com/jobq/jobq/demo"
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/service"
+)
+
+// findTool returns the path of a Prometheus binary (prometheus, promtool):
+// on PATH or in /usr/bin (Debian's prometheus package). It fails the test
+// when missing: .ci/run installs the package.
+func findTool(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	if p := "/usr/bin/" + name; fileExists(p) {
+		return p
+	}
+	t.Fatalf("%s not found on PATH or in /usr/bin: install Debian's prometheus package (apt-get install prometheus; .ci/run does)", name)
+	return ""
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// TestPromtool runs `promtool check rules` and the rule unit tests
+// (`promtool test rules alerts_test.yml`), and checks both scrape configs.
+func TestPromtool(t *testing.T) {
+	promtool := findTool(t, "promtool")
+	dir := filepath.Join("..", "dashboards", "prometheus")
+	for _, args := range [][]string{
+		{"check", "rules", "alerts.yml"},
+		{"test", "rules", "alerts_test.yml"},
+		{"check", "config", "prometheus.yml"},
+		{"check", "config", "prometheus-local.yml"},
+	} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// TestPrometheusEndToEnd runs a real Prometheus (with the shipped
+// prometheus-local.yml, its targets and intervals templated for the test)
+// against three `jobq serve` processes doing work, one of which is
+// SIGSTOPped mid-job so its leases expire, are rescued and its late
+// completions are refused as stale. It then checks through Prometheus's
+// HTTP API that every dashboard panel query and every alert expression
+// parses and returns data over the run (or is marked jobqExpectEmpty), that
+// Prometheus loaded every rule, and that every jobq_ metric a replica
+// exports is used by some panel or alert.
+func TestPrometheusEndToEnd(t *testing.T) {
+	prom := findTool(t, "prometheus")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "jobq")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/jobq")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dsn := testdb.DSN(t)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	// r1 and r2 rescue only every ~12s, so r3's expired leases stay visible
+	// (jobq_backlog_lease_expired_jobs) for several backlog samples.
+	common := []string{"--poll-interval", "200ms", "--poll-jitter", "50ms", "--lease", "2s", "--rescue-interval", "12s",
+		"--retry-backoff", "100ms", "--shutdown-timeout", "3s", "--metrics-backlog-interval", "1s"}
+	var reps []*demo.Replica
+	for i, extra := range [][]string{{"--workers", "5"}, {"--workers", "5", "--strategy", "cas"}, {"--workers", "10"}} {
+		r, err := demo.StartReplica(ctx, bin, dsn, fmt.Sprintf("r%d", i+1), tmp, append(extra, common...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, r)
+		defer r.Stop(10 * time.Second)
+	}
+	r3 := reps[2]
+
+	promURL := startPrometheus(t, prom, tmp, []string{reps[0].Addr, reps[1].Addr, reps[2].Addr})
+	waitFor(t, ctx, "all three targets up", func() bool {
+		v, ok := scalar(t, promURL, `sum(up{job="jobq"})`)
+		return ok && v == 3
+	})
+	start := time.Now()
+
+	// Load: 300 sleep jobs of 300ms (about 9s of work for r1+r2), 20 flaky
+	// jobs that fail once (retries), 5 that fail for good.
+	var reqs []service.SubmitRequest
+	for i := range 300 {
+		reqs = append(reqs, service.SubmitRequest{JobKey: fmt.Sprintf("s-%d", i), JobType: "sleep", Params: json.RawMessage(`{"ms":300}`)})
+	}
+	zero := 0
+	for i := range 20 {
+		reqs = append(reqs, service.SubmitRequest{JobKey: fmt.Sprintf("f-%d", i), JobType: "flaky", Params: json.RawMessage(`{"failures":1,"ms":10}`)})
+	}
+	for i := range 5 {
+		reqs = append(reqs, service.SubmitRequest{JobKey: fmt.Sprintf("x-%d", i), JobType: "flaky", Params: json.RawMessage(`{"failures":5}`), MaxRetry: &zero})
+	}
+	submitAll(t, ctx, []string{reps[0].URL(), reps[1].URL()}, reqs)
+
+	// Stall r3 while it holds runs: its leases expire, r1/r2 rescue them.
+	var held int
+	waitFor(t, ctx, "r3 to hold 5 runs", func() bool {
+		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status='RUNNING' AND owner='r3'`).Scan(&held)
+		return held >= 5
+	})
+	r3.Signal(syscall.SIGSTOP)
+	stopped := true
+	defer func() {
+		if stopped {
+			r3.Signal(syscall.SIGCONT)
+		}
+	}()
+	waitFor(t, ctx, "r3's runs to be rescued", func() bool {
+		var n int
+		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_execution WHERE owner='r3' AND outcome='LEASE_EXPIRED'`).Scan(&n)
+		return n >= 5
+	})
+	time.Sleep(2 * time.Second) // two scrapes of the rescue
+	r3.Signal(syscall.SIGCONT)
+	stopped = false
+	waitFor(t, ctx, "every job to finish", func() bool {
+		var n int
+		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status IN ('WAITING','RUNNING')`).Scan(&n)
+		return n == 0
+	})
+	waitFor(t, ctx, "r3's stale completions to be scraped", func() bool {
+		v, ok := scalar(t, promURL, `sum(jobq_completions_stale_total{job="jobq"})`)
+		return ok && v >= 1
+	})
+	time.Sleep(2 * time.Second) // final samples and scrapes
+	end := time.Now()
+	t.Logf("scenario: %s, r3 held %d runs when stopped", end.Sub(start).Round(time.Second), held)
+
+	// Every panel query and alert expression parses and returns data.
+	queries, err := dashboards.Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queries {
+		expr := dashboards.Expand(q.Expr, "10s")
+		n, err := rangeQuery(promURL, expr, start.Add(-5*time.Second), end, time.Second)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v\n  expr: %s", q.Source, err, expr)
+		case n == 0 && q.ExpectEmpty == "":
+			t.Errorf("%s returned no data over the run\n  expr: %s", q.Source, expr)
+		case n == 0:
+			t.Logf("%s: empty, as marked (%s)", q.Source, q.ExpectEmpty)
+		}
+	}
+
+	// Prometheus loaded every rule and evaluates it without error.
+	var rules struct {
+		Data struct {
+			Groups []struct {
+				Rules []struct {
+					Name, Health, LastError string
+				}
+			}
+		}
+	}
+	apiGet(t, promURL+"/api/v1/rules", &rules)
+	loaded := 0
+	for _, g := range rules.Data.Groups {
+		for _, r := range g.Rules {
+			loaded++
+			if r.Health != "ok" {
+				t.Errorf("rule %s: health %q, error %q", r.Name, r.Health, r.LastError)
+			}
+		}
+	}
+	rg, _ := dashboards.Rules()
+	if want := len(rg.Groups[0].Rules); loaded != want {
+		t.Errorf("Prometheus loaded %d rules, alerts.yml has %d", loaded, want)
+	}
+
+	// Every jobq_ metric is used by a panel or an alert.
+	var names struct{ Data []string }
+	apiGet(t, promURL+"/api/v1/label/__name__/values", &names)
+	usage := map[string][]string{}
+	for _, n := range names.Data {
+		if !strings.HasPrefix(n, "jobq_") {
+			continue
+		}
+		base := n
+		for _, suf := range []string{"_bucket", "_sum", "_count"} {
+			if strings.HasSuffix(n, suf) && contains(names.Data, strings.TrimSuffix(n, suf)+"_bucket") {
+				base = strings.TrimSuffix(n, suf)
+			}
+		}
+		if _, seen := usage[base]; seen {
+			continue
+		}
+		usage[base] = []string{}
+		for _, q := range queries {
+			if usesMetric(q.Expr, base) {
+				usage[base] = append(usage[base], q.Source)
+			}
+		}
+	}
+	var bases []string
+	for b := range usage {
+		bases = append(bases, b)
+	}
+	sort.Strings(bases)
+	if len(bases) < 20 {
+		t.Errorf("only %d jobq_ metric families scraped: %v", len(bases), bases)
+	}
+	for _, b := range bases {
+		if len(usage[b]) == 0 {
+			t.Errorf("metric %s is used by no panel or alert", b)
+		} else {
+			t.Logf("%s: %s", b, strings.Join(usage[b], "; "))
+		}
+	}
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// usesMetric reports whether expr names metric (or its _bucket, _sum,
+// _count series) as a whole identifier.
+func usesMetric(expr, metric string) bool {
+	for i := 0; ; {
+		j := strings.Index(expr[i:], metric)
+		if j < 0 {
+			return false
+		}
+		j += i
+		endOK := func(k int) bool {
+			return k >= len(expr) || !(expr[k] == '_' || expr[k] >= 'a' && expr[k] <= 'z' || expr[k] >= 'A' && expr[k] <= 'Z' || expr[k] >= '0' && expr[k] <= '9')
+		}
+		k := j + len(metric)
+		startOK := j == 0 || endOK(j-1) && expr[j-1] != '_'
+		if startOK && (endOK(k) || strings.HasPrefix(expr[k:], "_bucket") || strings.HasPrefix(expr[k:], "_sum") || strings.HasPrefix(expr[k:], "_count")) {
+			return true
+		}
+		i = k
+	}
+}
+
+// startPrometheus templates the shipped prometheus-local.yml (targets, 1s
+// intervals; job, path and rule files unchanged), starts Prometheus on a
+// free port and returns its base URL once ready.
+func startPrometheus(t *testing.T, prom, tmp string, targets []string) string {
+	t.Helper()
+	src := filepath.Join("..", "dashboards", "prometheus")
+	raw, err := os.ReadFile(filepath.Join(src, "prometheus-local.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	global := cfg["global"].(map[string]any)
+	global["scrape_interval"], global["scrape_timeout"], global["evaluation_interval"] = "1s", "1s", "1s"
+	scs := cfg["scrape_configs"].([]any)
+	var jobq map[string]any
+	for _, sc := range scs {
+		if m := sc.(map[string]any); m["job_name"] == "jobq" {
+			jobq = m
+		}
+	}
+	if jobq == nil || jobq["metrics_path"] != "/metrics" {
+		t.Fatalf("prometheus-local.yml: want job jobq with metrics_path /metrics, got %v", scs)
+	}
+	statics := jobq["static_configs"].([]any)
+	if len(statics) != 1 {
+		t.Fatalf("prometheus-local.yml: want one static_config in job jobq, got %d", len(statics))
+	}
+	statics[0].(map[string]any)["targets"] = targets
+	confDir := filepath.Join(tmp, "prometheus")
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, rf := range cfg["rule_files"].([]any) {
+		b, err := os.ReadFile(filepath.Join(src, rf.(string)))
+		if err != nil {
+			t.Fatalf("rule file %s: %v", rf, err)
+		}
+		if err := os.WriteFile(filepath.Join(confDir, rf.(string)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _ := yaml.Marshal(cfg)
+	confPath := filepath.Join(confDir, "prometheus.yml")
+	if err := os.WriteFile(confPath, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logf, err := os.Create(filepath.Join(tmp, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(prom, "--config.file="+confPath, "--storage.tsdb.path="+filepath.Join(tmp, "tsdb"),
+		"--web.listen-address="+addr, "--storage.tsdb.retention.time=1h")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start prometheus: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(tmp, "prometheus.log"))
+			t.Logf("prometheus log (tail):\n%s", tail(string(b), 20))
+		}
+	})
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := httpClient.Get(base + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(filepath.Join(tmp, "prometheus.log"))
+			t.Fatalf("prometheus exited: %s", tail(string(b), 20))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready after 30s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+var httpClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// promResponse is the envelope of Prometheus's HTTP API.
+type promResponse struct {
+	Status    string `json:"status"`
+	ErrorType string `json:"errorType"`
+	Error     string `json:"error"`
+	Data      struct {
+		ResultType string `json:"resultType"`
+		Result     []struct {
+			Metric map[string]string `json:"metric"`
+			Value  []any             `json:"value"`
+			Values [][]any           `json:"values"`
+		} `json:"result"`
+	} `json:"data"`
+}
+
+func promQuery(base, path string, params url.Values) (promResponse, error) {
+	var pr promResponse
+	resp, err := httpClient.PostForm(base+path, params)
+	if err != nil {
+		return pr, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&pr); err != nil {
+		return pr, fmt.Errorf("decode %s: %w (HTTP %d)", path, err, resp.StatusCode)
+	}
+	if pr.Status != "success" {
+		return pr, fmt.Errorf("%s: %s", pr.ErrorType, pr.Error)
+	}
+	return pr, nil
+}
+
+// rangeQuery evaluates expr over [start, end] and returns how many
+// non-NaN samples it produced (a parse or evaluation error is an error).
+func rangeQuery(base, expr string, start, end time.Time, step time.Duration) (int, error) {
+	pr, err := promQuery(base, "/api/v1/query_range", url.Values{"query": {expr},
+		"start": {strconv.FormatInt(start.Unix(), 10)}, "end": {strconv.FormatInt(end.Unix()+1, 10)}, "step": {step.String()}})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range pr.Data.Result {
+		for _, v := range r.Values {
+			if s, ok := v[1].(string); ok {
+				if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(f) {
+					n++
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+// scalar evaluates expr now and returns its single value.
+func scalar(t *testing.T, base, expr string) (float64, bool) {
+	t.Helper()
+	pr, err := promQuery(base, "/api/v1/query", url.Values{"query": {expr}})
+	if err != nil {
+		t.Fatalf("query %s: %v", expr, err)
+	}
+	if len(pr.Data.Result) != 1 || len(pr.Data.Result[0].Value) != 2 {
+		return 0, false
+	}
+	s, _ := pr.Data.Result[0].Value[1].(string)
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
+}
+
+func apiGet(t *testing.T, u string, out any) {
+	t.Helper()
+	resp, err := httpClient.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("%s: %v", u, err)
+	}
+}
+
+// waitFor polls cond every 100ms until it holds, failing the test when ctx ends.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// submitAll submits reqs over the given APIs with a few concurrent clients.
+func submitAll(t *testing.T, ctx context.Context, urls []string, reqs []service.SubmitRequest) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(reqs))
+	const workers = 8
+	for w := range workers {
+		c := client.New(urls[w%len(urls)])
+		c.HTTP = httpClient
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(reqs); i += workers {
+				if _, _, err := c.Submit(ctx, reqs[i]); err != nil {
+					errs <- fmt.Errorf("submit %s: %w", reqs[i].JobKey, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
