@@ -24,6 +24,7 @@ func (s *Scheduler) dispatch(cj store.ClaimedJob) {
 	r := &run{job: job, cancel: cancel, leaseDeadline: time.Now().Add(s.cfg.Lease)}
 	s.mu.Lock()
 	s.runs[job.Fence()] = r
+	r.guard = time.AfterFunc(s.leaseGuardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })
 	s.mu.Unlock()
 	h, ok := s.reg.Lookup(job.JobType)
 	s.handlers.Add(1)
@@ -149,6 +150,7 @@ func (s *Scheduler) finishRun(c store.Completion, applied bool, writeErr error) 
 	delete(s.runs, c.Fence)
 	s.mu.Unlock()
 	if r != nil {
+		r.guard.Stop()
 		r.cancel(nil)
 	}
 	if writeErr != nil {

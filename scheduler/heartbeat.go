@@ -10,8 +10,10 @@ import (
 // heartbeat renews every in-flight lease in one statement each
 // HeartbeatInterval. A run that no longer holds its job (rescued, re-claimed)
 // has its handler cancelled with ErrLeaseLost; a run whose cancel was
-// requested gets ErrCancelRequested; and when renewals keep failing, each
-// handler is cancelled before its lease can run out.
+// requested gets ErrCancelRequested; and when renewals keep failing (or
+// hang), each handler is cancelled before its lease can run out: by the
+// beat that finds the next one would come too late, or at the latest by the
+// run's guard timer, Lease/5 before the local lease deadline.
 type heartbeat struct {
 	s      *Scheduler
 	stopCh chan struct{}
@@ -117,7 +119,29 @@ func (h *heartbeat) renewed(runs []*run, sent time.Time) {
 	defer h.s.mu.Unlock()
 	for _, r := range runs {
 		r.leaseDeadline = sent.Add(h.s.cfg.Lease)
+		if !r.lost {
+			r.guard.Reset(h.s.leaseGuardDelay(r.leaseDeadline))
+		}
 	}
+}
+
+// leaseGuardDelay is how long from now a run's guard waits: until Lease/5
+// before its local lease deadline. The margin
+// covers the claim's own latency (a run's first deadline is counted from
+// dispatch, after the database set lease_until) and the handler's time to
+// notice its cancelled context.
+func (s *Scheduler) leaseGuardDelay(deadline time.Time) time.Duration {
+	return time.Until(deadline) - s.cfg.Lease/5
+}
+
+// guardFired runs when no renewal moved a run's lease deadline in time —
+// renewals failing, or hanging like an unreachable database, which would
+// otherwise hold the heartbeat past the deadline — and cancels the handler
+// while its lease is still valid.
+func (h *heartbeat) guardFired(r *run) {
+	h.s.log.Warn("no lease renewal succeeded in time; cancelling the handler before its lease expires",
+		"component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
+	h.lose(r)
 }
 
 // expireUnrenewed cancels handlers whose lease would run out before the
@@ -137,7 +161,7 @@ func (h *heartbeat) expireUnrenewed(runs []*run) {
 func (h *heartbeat) lose(r *run) {
 	s := h.s
 	s.mu.Lock()
-	if r.lost {
+	if r.lost || s.runs[r.job.Fence()] != r { // already lost, or finished
 		s.mu.Unlock()
 		return
 	}

@@ -55,6 +55,9 @@ type run struct {
 	cancel        context.CancelCauseFunc
 	leaseDeadline time.Time // local monotonic estimate of lease_until
 	lost          bool
+	// guard cancels the handler leaseGuardMargin before leaseDeadline unless
+	// a renewal moves the deadline first (see heartbeat.guardFired).
+	guard *time.Timer
 }
 
 // New returns a Scheduler over st with the handlers in reg. db, if non-nil,

@@ -1,0 +1,5 @@
+package robustness
+
+const replicaEnv = "JOBQ_ROBUSTNESS_REPLICA"
+
+func runReplica() int { return 0 }
