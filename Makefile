@@ -21,11 +21,16 @@ demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, summ
 test: ensure-db ## Run every test with -race against a real server.
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
-generate: ## Regenerate gen/ from sql/ with sqlc (pinned in go.mod).
+generate: ## Regenerate gen/ from sql/ with sqlc and from api/ with buf (both pinned in go.mod).
 	$(GO) tool sqlc -f sql/sqlc.yaml generate
+	$(GO) tool buf generate
 
-verify: ## Fail on sqlc drift, gofmt or go vet findings.
+verify: ## Fail on sqlc or buf drift, buf lint/format, gofmt or go vet findings.
 	$(GO) tool sqlc -f sql/sqlc.yaml diff
+	$(GO) tool buf lint
+	$(GO) tool buf format --diff --exit-code
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(GO) tool buf generate -o "$$tmp" && \
+		diff -r "$$tmp/gen/jobq" gen/jobq || (echo "buf: gen/jobq differs from api/; run make generate" >&2; exit 1)
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" >&2; exit 1)
 	$(GO) vet $(PKGS)
 

@@ -153,12 +153,14 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger,
 			AuthTokens: cfg.AuthTokens})
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		r.server = &http.Server{Handler: h,
+		h, protocols, grpcShutdown := withGRPC(h, r.Service, st.Ping, cfg)
+		r.server = &http.Server{Handler: h, Protocols: protocols,
 			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
 			ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),
 			WriteTimeout:      cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault),
 			IdleTimeout:       cmp.Or(cfg.IdleTimeout, IdleTimeoutDefault),
 			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+		r.server.RegisterOnShutdown(grpcShutdown)
 		r.serveErr = make(chan error, 1)
 		go func() { r.serveErr <- r.server.Serve(ln) }()
 		r.log.Info("api listening", "addr", r.Addr, "auth", len(cfg.AuthTokens) > 0)

@@ -90,6 +90,15 @@ func checkToken(t string) error {
 // unauthenticatedPaths stay open without a token so probes keep working.
 var unauthenticatedPaths = map[string]bool{"/healthz": true, "/readyz": true}
 
+// RequireBearer applies the API's bearer-token check to handlers served
+// beside it on the same listener (the gRPC, gRPC-Web and Connect API, see
+// app): a request without "Authorization: Bearer <token>" naming one of
+// tokens gets 401 with a JSON error body, which gRPC and Connect clients
+// report as Unauthenticated. tokens must be non-empty (see LoadAuthTokens).
+func RequireBearer(tokens []string, log *slog.Logger, next http.Handler) http.Handler {
+	return requireBearer(tokens, log, next)
+}
+
 // requireBearer wraps next so that every request except /healthz and
 // /readyz must carry "Authorization: Bearer <token>" with one of tokens.
 // Presented and configured tokens are compared as SHA-256 digests with

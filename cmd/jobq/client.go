@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,15 +9,33 @@ import (
 
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
 )
 
 // ServerFlags name the API to talk to.
 type ServerFlags struct {
-	Server string `help:"Base URL of a replica's API." default:"http://127.0.0.1:8080" env:"JOBQ_SERVER"`
-	Token  string `help:"Bearer token, if the API requires one." env:"JOBQ_TOKEN"`
+	Server    string `help:"Base URL of a replica's API." default:"http://127.0.0.1:8080" env:"JOBQ_SERVER"`
+	Token     string `help:"Bearer token, if the API requires one." env:"JOBQ_TOKEN"`
+	Transport string `help:"http: the HTTP/JSON API; grpc: JobService over gRPC (h2c) on the same address." default:"http" enum:"http,grpc" env:"JOBQ_TRANSPORT"`
 }
 
-func (f ServerFlags) client() *client.Client {
+// jobAPI is what the client commands call: *client.Client (HTTP) or
+// *client.GRPCClient (gRPC).
+type jobAPI interface {
+	Submit(ctx context.Context, req service.SubmitRequest) (store.Job, bool, error)
+	Get(ctx context.Context, id uint64) (store.Job, error)
+	List(ctx context.Context, status, jobType string, limit int, cursor string) (service.ListPage, error)
+	Cancel(ctx context.Context, id uint64) (store.Job, error)
+	Retry(ctx context.Context, id uint64) (store.Job, error)
+	Executions(ctx context.Context, id uint64) ([]store.Execution, error)
+}
+
+func (f ServerFlags) client() jobAPI {
+	if f.Transport == "grpc" {
+		c := client.NewGRPC(f.Server)
+		c.Token = f.Token
+		return c
+	}
 	c := client.New(f.Server)
 	c.Token = f.Token
 	return c
