@@ -38,3 +38,14 @@ lint: verify ## Alias of verify.
 
 clean: ## Remove build output.
 	rm -rf bin out
+
+# chaos: the HA and exactly-once testbed (README "Chaos testbed").
+CHAOS_FLAGS ?= --jobs 2000 --duration 30s --seed 42
+
+.PHONY: chaos-sabotage
+chaos: ensure-db build ## Run every standard chaos scenario (3 replicas, faults, checker); print verdicts; fail on any violation (out/chaos/).
+	$(BIN) chaos --scenario standard $(CHAOS_FLAGS) --out out/chaos
+
+chaos-sabotage: ensure-db build ## Prove the checker can fail: sabotaged replicas must each produce a violation (out/chaos-sabotage/).
+	$(BIN) chaos --scenario zombie-pause --sabotage fencing --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/fencing
+	$(BIN) chaos --scenario kill-storm --sabotage rescuer --expect-invalid --jobs 500 --duration 15s --drain-timeout 10s --out out/chaos-sabotage/rescuer

@@ -1,0 +1,177 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/jobq/jobq/chaos/checker"
+	"github.com/jobq/jobq/internal/testdb"
+)
+
+// jobqBin is a jobq binary built once for the package's tests.
+var jobqBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "jobq-chaos-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	jobqBin = filepath.Join(dir, "jobq")
+	out, err := exec.Command("go", "build", "-o", jobqBin, "github.com/jobq/jobq/cmd/jobq").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build jobq: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	testdb.Main(m,
+		// Idle keep-alive connections of the readiness probes' default transport.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// quick is the base of the CI runs: short lease and rescue interval, jobs
+// long enough that every replica holds some when a fault hits.
+func quick(t *testing.T, name string) Config {
+	return Config{
+		Name: name, Replicas: 3, Binary: jobqBin, OutDir: filepath.Join(t.TempDir(), name),
+		Runtime: "uniform:100ms-500ms", Lease: 2 * time.Second, RescueInterval: 500 * time.Millisecond,
+		KillRestartDelay: time.Second, DBDownFor: 2 * time.Second, DrainTimeout: 20 * time.Second, Seed: 7,
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+}
+
+type checkerFault = checker.FaultResult
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+func readResult(t *testing.T, dir string) ResultFile {
+	t.Helper()
+	for _, f := range []string{"result.json", "history.ndjson", "report.md", "timeline.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s missing or empty: %v", f, err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf ResultFile
+	if err := json.Unmarshal(b, &rf); err != nil {
+		t.Fatalf("result.json: %v", err)
+	}
+	if rf.SchemaVersion != SchemaVersion || rf.Result == nil {
+		t.Fatalf("result.json schema %d, result %v", rf.SchemaVersion, rf.Result)
+	}
+	return rf
+}
+
+// The CI scenario: 3 replicas, 1,000 jobs, kill + pause + db-restart on
+// the harness's own mariadbd. Nothing may be lost, stuck, duplicated or
+// accepted stale; the kill and the pause must leave rescued leases.
+func TestCIScenarioIsValid(t *testing.T) {
+	cfg := quick(t, "ci")
+	cfg.Jobs, cfg.Duration = 1000, 20*time.Second
+	cfg.Schedule = "kill@4s:replica-1,pause@9s:replica-2,db-restart@15s"
+	rf, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	disk := readResult(t, cfg.OutDir)
+	if !rf.Valid || !disk.Valid {
+		t.Fatalf("valid = %v (on disk %v), violations %+v", rf.Valid, disk.Valid, rf.Result.Violations)
+	}
+	c := rf.Result.Counts
+	if c.Acknowledged != 1000 || c.Completed != 1000 || c.ByStatus["SUCCESS"] != 1000 {
+		t.Fatalf("acknowledged %d, completed %d, by status %v; want 1000 SUCCESS", c.Acknowledged, c.Completed, c.ByStatus)
+	}
+	if len(rf.Result.Faults) != 3 || len(rf.FaultErrors) != 0 {
+		t.Fatalf("faults %d, errors %v", len(rf.Result.Faults), rf.FaultErrors)
+	}
+	kill, pause := rf.Result.Faults[0], rf.Result.Faults[1]
+	if kill.Orphans+pause.Orphans == 0 {
+		t.Fatalf("neither the kill nor the pause orphaned a run: the experiment did not happen (faults %+v)", rf.Result.Faults)
+	}
+	for _, f := range []struct {
+		name string
+		fr   checkerFault
+	}{{"kill", kill}, {"pause", pause}} {
+		if f.fr.RePicked != f.fr.Orphans {
+			t.Fatalf("%s: %d orphans, %d re-picked; want all re-picked", f.name, f.fr.Orphans, f.fr.RePicked)
+		}
+		// Re-pick needs the lease (2 s) to run out, then a rescue pass and
+		// a scan; 15 s is generous for a loaded 2-core machine.
+		if f.fr.Orphans > 0 && (f.fr.RePickMax < 1 || f.fr.RePickMax > 15) {
+			t.Fatalf("%s re-pick max %.2fs, want within [1s, 15s]", f.name, f.fr.RePickMax)
+		}
+	}
+	// Each orphan was rescued (LEASE_EXPIRED), or rescued and then refused
+	// when the zombie woke (STALE).
+	if c.LeaseExpired+c.StaleCompletionsRefused < kill.Orphans+pause.Orphans {
+		t.Fatalf("orphans %d, rescued %d, stale refused %d", kill.Orphans+pause.Orphans, c.LeaseExpired, c.StaleCompletionsRefused)
+	}
+	if rf.Result.Pickup.Count != 1000 {
+		t.Fatalf("pickup samples %d, want 1000", rf.Result.Pickup.Count)
+	}
+}
+
+// With --sabotage fencing the zombie's completion after SIGCONT is
+// accepted: the checker must report it (a transactional effect from a
+// rescued attempt, and so a duplicate).
+func TestSabotageFencingCaught(t *testing.T) {
+	cfg := quick(t, "zombie-fencing")
+	cfg.Jobs, cfg.Duration, cfg.Runtime = 250, 8*time.Second, "uniform:300ms-700ms"
+	cfg.Schedule, cfg.Sabotage = "pause@3s:replica-2", []string{"fencing"}
+	rf, err := Run(context.Background(), cfg)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+	c := rf.Result.Counts
+	if rf.Result.Faults[0].RunningAtStart == 0 {
+		t.Fatalf("the paused replica held no job: the experiment did not happen")
+	}
+	if c.StaleCompletionsAccepted == 0 || c.TxEffectDuplicates == 0 {
+		t.Fatalf("stale accepted %d, tx duplicates %d; want both > 0 (violations %+v)", c.StaleCompletionsAccepted, c.TxEffectDuplicates, rf.Result.Violations)
+	}
+	if c.Lost != 0 {
+		t.Fatalf("lost %d: fencing sabotage should not lose jobs", c.Lost)
+	}
+	if disk := readResult(t, cfg.OutDir); disk.Valid {
+		t.Fatal("result.json says valid")
+	}
+}
+
+// With --sabotage rescuer a killed replica's runs are never rescued: the
+// checker must report them stuck and lost.
+func TestSabotageRescuerCaught(t *testing.T) {
+	cfg := quick(t, "kill-rescuer")
+	cfg.Jobs, cfg.Duration, cfg.DrainTimeout = 150, 6*time.Second, 3*time.Second
+	cfg.Schedule, cfg.Sabotage = "kill@3s:replica-3", []string{"rescuer"}
+	rf, err := Run(context.Background(), cfg)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+	c := rf.Result.Counts
+	held := rf.Result.Faults[0].RunningAtStart
+	if held == 0 {
+		t.Fatalf("the killed replica held no job: the experiment did not happen")
+	}
+	// A run may finish between the count and the SIGKILL: at most held.
+	if c.Stuck == 0 || c.Stuck > held || c.Lost != c.Stuck || c.LeaseExpired != 0 {
+		t.Fatalf("stuck %d, lost %d, rescued %d; want the killed replica's runs (≤ %d) stuck and lost, none rescued", c.Stuck, c.Lost, c.LeaseExpired, held)
+	}
+}
