@@ -708,6 +708,25 @@ func TestBearerTokenGatesGRPC(t *testing.T) {
 	}
 }
 
+// TestWatchOutlivesWriteTimeout checks that a WatchJob stream is not cut by
+// the server's WriteTimeout (it lasts as long as the job), over HTTP/2 and
+// HTTP/1.1.
+func TestWatchOutlivesWriteTimeout(t *testing.T) {
+	r := startReplica(t, func(c *app.Config) { c.WriteTimeout, c.ReadTimeout = 300*time.Millisecond, 300*time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, tc := range clients(t, r.Addr) {
+		res, err := tc.c.SubmitJob(ctx, &jobqv1.SubmitJobRequest{JobKey: "long-" + tc.name, JobType: "sleep", Params: `{"ms":1000}`})
+		if err != nil {
+			t.Fatalf("%s: SubmitJob: %v", tc.name, err)
+		}
+		var last string
+		if err := tc.c.WatchJob(ctx, &jobqv1.WatchJobRequest{Id: res.GetJob().GetId()}, func(j *jobqv1.Job) { last = j.GetStatus() }); err != nil || last != "SUCCESS" {
+			t.Fatalf("%s: WatchJob across a 300 ms WriteTimeout ended at %q, %v; want SUCCESS", tc.name, last, err)
+		}
+	}
+}
+
 func badRequestField(ds []proto.Message) string {
 	for _, d := range ds {
 		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
