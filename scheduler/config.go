@@ -109,6 +109,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks observe the scheduler (tests, metrics, the testbed).
 	Hooks Hooks
+	// Ops configures concurrency limits, periodic schedules and retention
+	// (see OpsConfig for each default).
+	Ops OpsConfig
 }
 
 // Sabotage switches, each removing one guarantee.
@@ -179,6 +182,7 @@ func (c Config) WithDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	c.DBRetry.Disabled = c.DBRetry.Disabled || c.Sabotage.NoDeadlockRetry
+	c.Ops = c.Ops.WithDefaults()
 	return c
 }
 
@@ -218,6 +222,7 @@ func (c Config) Validate() error {
 	if len(c.Owner) > 128 {
 		errs = append(errs, fmt.Errorf("owner: at most 128 bytes, got %d", len(c.Owner)))
 	}
+	errs = append(errs, c.Ops.Validate())
 	return errors.Join(errs...)
 }
 

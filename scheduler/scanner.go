@@ -37,8 +37,13 @@ func (sc *scanner) run(ctx context.Context) {
 }
 
 // scan claims until a batch comes back short, slots run out or drain is off.
+// Limited job types are claimed first, once per scan (ops.go); the ordinary
+// claim leaves them out.
 func (sc *scanner) scan(ctx context.Context) {
 	s := sc.s
+	if s.ops != nil {
+		s.ops.claimLimited(ctx)
+	}
 	for ctx.Err() == nil {
 		free := len(s.free)
 		if free == 0 {

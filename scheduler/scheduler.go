@@ -45,6 +45,7 @@ type Scheduler struct {
 	services   sync.WaitGroup // scanner, rescuer
 	completer  *completer
 	heartbeat  *heartbeat
+	ops        *opsRunner // limited claim, periodic schedules, cleaner (ops.go); nil without OpsStore
 	started    atomic.Bool
 	stopOnce   sync.Once
 	stoppedErr error
@@ -111,6 +112,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.hardCtx, s.hardCancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.softCtx, s.softCancel = context.WithCancel(ctx)
 	context.AfterFunc(ctx, func() { s.hardCancel(ErrShutdown) })
+	s.startOps() // before the scanner, which reads s.ops
 
 	s.completer = newCompleter(s)
 	s.heartbeat = newHeartbeat(s)

@@ -914,6 +914,7 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 const jobLockAvailable = `-- name: JobLockAvailable :many
 SELECT id, attempt FROM job_queue
 WHERE status = 'WAITING' AND run_at <= NOW(6)
+  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED
@@ -925,7 +926,8 @@ type JobLockAvailableRow struct {
 }
 
 // The read half of the skiplocked claim: locks up to LIMIT due rows that no
-// other transaction holds.
+// other transaction holds. Paused and limited job types are left out as in
+// JobScanAvailable; the subquery's rows are read, never locked.
 func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockAvailableRow, error) {
 	rows, err := q.db.QueryContext(ctx, jobLockAvailable, limit)
 	if err != nil {
@@ -1059,6 +1061,7 @@ func (q *Queries) JobRetryManual(ctx context.Context, id uint64) (int64, error) 
 const jobScanAvailable = `-- name: JobScanAvailable :many
 SELECT id, attempt FROM job_queue
 WHERE status = 'WAITING' AND run_at <= NOW(6)
+  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 `
@@ -1068,8 +1071,10 @@ type JobScanAvailableRow struct {
 	Attempt int32
 }
 
-// The scan: ids and fencing tokens of due WAITING jobs, read from idx_scan
-// alone. Used as the idle probe and as the read half of the cas claim.
+// The scan: ids and fencing tokens of due WAITING jobs, in idx_scan order.
+// Used as the idle probe and as the read half of the cas claim. Paused and
+// limited job types (job_type_control) are left out in the same statement:
+// the subquery is materialized once, so no type control costs no extra query.
 func (q *Queries) JobScanAvailable(ctx context.Context, limit int32) ([]JobScanAvailableRow, error) {
 	rows, err := q.db.QueryContext(ctx, jobScanAvailable, limit)
 	if err != nil {

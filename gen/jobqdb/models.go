@@ -51,3 +51,26 @@ type JobQueue struct {
 	CreateTime      time.Time
 	UpdateTime      time.Time
 }
+
+type JobTypeControl struct {
+	JobType    string
+	Paused     bool
+	MaxRunning int32
+	UpdateTime time.Time
+}
+
+type PeriodicJob struct {
+	Name       string
+	CronExpr   string
+	JobType    string
+	Params     string
+	Priority   int32
+	MaxRetry   int32
+	TimeoutMs  int32
+	Misfire    string
+	Source     string
+	NextRunAt  time.Time
+	LastRunAt  sql.NullTime
+	CreateTime time.Time
+	UpdateTime time.Time
+}

@@ -53,18 +53,23 @@ ORDER BY id DESC
 LIMIT ?;
 
 -- name: JobScanAvailable :many
--- The scan: ids and fencing tokens of due WAITING jobs, read from idx_scan
--- alone. Used as the idle probe and as the read half of the cas claim.
+-- The scan: ids and fencing tokens of due WAITING jobs, in idx_scan order.
+-- Used as the idle probe and as the read half of the cas claim. Paused and
+-- limited job types (job_type_control) are left out in the same statement:
+-- the subquery is materialized once, so no type control costs no extra query.
 SELECT id, attempt FROM job_queue
 WHERE status = 'WAITING' AND run_at <= NOW(6)
+  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?;
 
 -- name: JobLockAvailable :many
 -- The read half of the skiplocked claim: locks up to LIMIT due rows that no
--- other transaction holds.
+-- other transaction holds. Paused and limited job types are left out as in
+-- JobScanAvailable; the subquery's rows are read, never locked.
 SELECT id, attempt FROM job_queue
 WHERE status = 'WAITING' AND run_at <= NOW(6)
+  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;

@@ -1,0 +1,798 @@
+package scheduler_test
+
+// Tests for issue 7's operations features in the scheduler: scheduled jobs
+// (run_at), cancelling a RUNNING job, per-job timeouts, pause/resume,
+// cluster-wide concurrency limits, periodic schedules with misfire
+// policies, retention, and the scan's index use as the table grows. Helpers
+// here are prefixed "op" so they never collide with other test files.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
+)
+
+// opSubmit submits through the service (validation included) with no
+// local wake-up, so only the scanner's own timer finds the job.
+func opSubmit(t *testing.T, st *store.Store, req service.SubmitRequest) store.Job {
+	t.Helper()
+	job, created, err := service.New(st, nil, nil).Submit(context.Background(), req)
+	if err != nil || !created {
+		t.Fatalf("submit %s: created=%v err=%v", req.JobKey, created, err)
+	}
+	return job
+}
+
+func opDBNow(t *testing.T, st *store.Store) time.Time {
+	t.Helper()
+	now, err := st.DBNow(context.Background())
+	if err != nil {
+		t.Fatalf("db now: %v", err)
+	}
+	return now
+}
+
+func opJob(t *testing.T, st *store.Store, id uint64) store.Job {
+	t.Helper()
+	j, err := st.JobGet(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get job %d: %v", id, err)
+	}
+	return j
+}
+
+func opExecs(t *testing.T, st *store.Store, id uint64) []store.Execution {
+	t.Helper()
+	ex, err := st.JobExecutions(context.Background(), id)
+	if err != nil {
+		t.Fatalf("executions of %d: %v", id, err)
+	}
+	return ex
+}
+
+func opWaitStatus(t *testing.T, st *store.Store, id uint64, status string, d time.Duration) store.Job {
+	t.Helper()
+	var j store.Job
+	waitFor(t, d, "job status "+status, func() (bool, error) {
+		var err error
+		j, err = st.JobGet(context.Background(), id)
+		return err == nil && j.Status == status, err
+	})
+	return j
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// opRecv waits up to d for a value on ch.
+func opRecv[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+	var zero T
+	return zero
+}
+
+// A job submitted with run_at never starts before it (on the database
+// clock) and starts within one poll interval (+ jitter) after it.
+func TestOpsRunAtNeverEarlyStartsWithinOnePoll(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	reg := scheduler.NewRegistry()
+	reg.Register("noop", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	cfg := fastConfig("runat")
+	cfg.PollInterval, cfg.PollJitter = 300*time.Millisecond, 50*time.Millisecond
+	startScheduler(t, st, st.DB(), reg, cfg)
+
+	runAt := opDBNow(t, st).Add(1500 * time.Millisecond).Truncate(time.Millisecond)
+	// An offset other than Z: stored in UTC, compared on the DB clock.
+	job := opSubmit(t, st, service.SubmitRequest{JobKey: "later", JobType: "noop",
+		RunAt: ptr(runAt.In(time.FixedZone("UTC+9", 9*3600)).Format(time.RFC3339Nano))})
+	if !job.RunAt.Equal(runAt) || job.RunAt.Location() != time.UTC {
+		t.Fatalf("stored run_at = %v, want %v in UTC", job.RunAt, runAt)
+	}
+	done := opWaitStatus(t, st, job.ID, store.StatusSuccess, 10*time.Second)
+	started := *done.StartedAt
+	if started.Before(runAt) {
+		t.Fatalf("started_at %v is before run_at %v", started, runAt)
+	}
+	// One poll interval with its jitter, plus 300ms for the claim on a loaded machine.
+	limit := cfg.PollInterval + cfg.PollJitter + 300*time.Millisecond
+	if late := started.Sub(runAt); late > limit {
+		t.Fatalf("started %s after run_at, want ≤ %s", late, limit)
+	}
+	if done.Attempt != 1 {
+		t.Fatalf("attempt = %d, want 1", done.Attempt)
+	}
+}
+
+// Cancelling a RUNNING job cancels its handler's context with
+// ErrCancelRequested within one heartbeat interval, and the job ends
+// CANCELED even though the handler then returns nil.
+func TestOpsCancelRunningWithinOneHeartbeat(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	started := make(chan struct{}, 1)
+	type seen struct {
+		at    time.Time
+		cause error
+	}
+	got := make(chan seen, 1)
+	reg := scheduler.NewRegistry()
+	reg.Register("wait", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		got <- seen{time.Now(), context.Cause(ctx)}
+		return nil // "success" after the cancel: the job must still end CANCELED
+	}))
+	cfg := fastConfig("cancel")
+	s := startScheduler(t, st, st.DB(), reg, cfg)
+	hb := s.Config().HeartbeatInterval
+
+	job := submit(t, st, "c1", "wait", `{}`, 3)
+	opRecv(t, started, 10*time.Second, "handler start")
+	asked := time.Now()
+	if j, err := st.JobCancel(context.Background(), job.ID); err != nil || j.Status != store.StatusRunning || !j.CancelRequested {
+		t.Fatalf("cancel: status=%s cancel_requested=%v err=%v", j.Status, j.CancelRequested, err)
+	}
+	v := opRecv(t, got, 2*hb+time.Second, "handler context cancelled")
+	if !errors.Is(v.cause, scheduler.ErrCancelRequested) {
+		t.Fatalf("context cause = %v, want ErrCancelRequested", v.cause)
+	}
+	// One heartbeat interval, plus 200ms for the renewal and fence-state queries.
+	if d := v.at.Sub(asked); d > hb+200*time.Millisecond {
+		t.Fatalf("handler saw the cancel %s after it was requested, want ≤ %s", d, hb+200*time.Millisecond)
+	}
+	final := opWaitStatus(t, st, job.ID, store.StatusCanceled, 5*time.Second)
+	if final.RetryTimes != 0 || final.Attempt != 1 || final.FinishedAt == nil {
+		t.Fatalf("final job: retry_times=%d attempt=%d finished_at=%v, want 0, 1, set", final.RetryTimes, final.Attempt, final.FinishedAt)
+	}
+	ex := opExecs(t, st, job.ID)
+	if len(ex) != 1 || ex[0].Outcome != store.OutcomeCanceled {
+		t.Fatalf("executions = %+v, want one CANCELED", ex)
+	}
+}
+
+// timeout_ms is the handler's deadline (cause ErrJobTimeout); exceeding it
+// is a failed attempt, retried while retries remain, and a handler that
+// ignores the deadline and returns nil still failed the attempt.
+func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	var mu sync.Mutex
+	causes := map[string][]error{}
+	reg := scheduler.NewRegistry()
+	reg.Register("obeys", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		if job.Attempt > 1 {
+			return nil
+		}
+		<-ctx.Done()
+		mu.Lock()
+		causes[job.JobKey] = append(causes[job.JobKey], context.Cause(ctx))
+		mu.Unlock()
+		return context.Cause(ctx)
+	}))
+	reg.Register("ignores", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		time.Sleep(400 * time.Millisecond)
+		return nil
+	}))
+	startScheduler(t, st, st.DB(), reg, fastConfig("timeout"))
+
+	obeys := opSubmit(t, st, service.SubmitRequest{JobKey: "obeys", JobType: "obeys", MaxRetry: ptr(1), TimeoutMs: ptr(200)})
+	ignores := opSubmit(t, st, service.SubmitRequest{JobKey: "ignores", JobType: "ignores", MaxRetry: ptr(0), TimeoutMs: ptr(100)})
+
+	j := opWaitStatus(t, st, obeys.ID, store.StatusSuccess, 15*time.Second)
+	if j.RetryTimes != 1 || j.Attempt != 2 || !strings.Contains(j.LastError, scheduler.ErrJobTimeout.Error()) {
+		t.Fatalf("obeys: retry_times=%d attempt=%d last_error=%q, want 1, 2, containing %q", j.RetryTimes, j.Attempt, j.LastError, scheduler.ErrJobTimeout)
+	}
+	ex := opExecs(t, st, obeys.ID)
+	if len(ex) != 2 || ex[0].Outcome != store.OutcomeFailed || ex[1].Outcome != store.OutcomeSuccess ||
+		!strings.Contains(ex[0].Error, scheduler.ErrJobTimeout.Error()) {
+		t.Fatalf("obeys executions = %+v, want FAILED (job timeout) then SUCCESS", ex)
+	}
+	if d := ex[0].FinishedAt.Sub(ex[0].StartedAt); d < 200*time.Millisecond {
+		t.Fatalf("timed-out attempt lasted %s, want ≥ 200ms", d)
+	}
+	mu.Lock()
+	if c := causes["obeys"]; len(c) != 1 || !errors.Is(c[0], scheduler.ErrJobTimeout) {
+		t.Fatalf("context causes = %v, want [ErrJobTimeout]", c)
+	}
+	mu.Unlock()
+
+	k := opWaitStatus(t, st, ignores.ID, store.StatusFailed, 15*time.Second)
+	if k.LastError != scheduler.ErrJobTimeout.Error() || k.RetryTimes != 0 {
+		t.Fatalf("ignores: last_error=%q retry_times=%d, want %q, 0", k.LastError, k.RetryTimes, scheduler.ErrJobTimeout)
+	}
+}
+
+// A paused job type is not claimed while other types run; its RUNNING job
+// finishes; resuming lets the waiting jobs run.
+func TestOpsPauseResume(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	running := make(chan uint64, 10)
+	reg := scheduler.NewRegistry()
+	reg.Register("noop", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	reg.Register("report", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		running <- job.ID
+		<-release
+		return nil
+	}))
+	s := startScheduler(t, st, st.DB(), reg, fastConfig("pause"))
+
+	first := submit(t, st, "report-0", "report", `{}`, 3)
+	if id := opRecv(t, running, 10*time.Second, "first report job running"); id != first.ID {
+		t.Fatalf("running job %d, want %d", id, first.ID)
+	}
+	ctl, err := st.TypeSetPaused(ctx, "report", true)
+	if err != nil || !ctl.Paused {
+		t.Fatalf("pause: %+v %v", ctl, err)
+	}
+	var paused []uint64
+	for i := 1; i <= 3; i++ {
+		paused = append(paused, submit(t, st, key("report", i), "report", `{}`, 3).ID)
+	}
+	for i := range 5 {
+		submit(t, st, key("noop", i), "noop", `{}`, 3)
+	}
+	waitFor(t, 10*time.Second, "5 noop jobs SUCCESS", func() (bool, error) {
+		n, err := countStatus(st, store.StatusSuccess)
+		return n == 5, err
+	})
+	scans := s.Stats().Scans
+	waitFor(t, 10*time.Second, "5 more scans", func() (bool, error) { return s.Stats().Scans >= scans+5, nil })
+	for _, id := range paused {
+		if j := opJob(t, st, id); j.Status != store.StatusWaiting || j.Attempt != 0 {
+			t.Fatalf("paused job %d: status=%s attempt=%d, want WAITING 0", id, j.Status, j.Attempt)
+		}
+	}
+	if j := opJob(t, st, first.ID); j.Status != store.StatusRunning {
+		t.Fatalf("job running before the pause: status=%s, want RUNNING", j.Status)
+	}
+	close(release) // the running job finishes while its type is paused
+	if j := opWaitStatus(t, st, first.ID, store.StatusSuccess, 5*time.Second); j.Attempt != 1 {
+		t.Fatalf("first job attempt = %d, want 1", j.Attempt)
+	}
+	if ctl, err := st.TypeSetPaused(ctx, "report", false); err != nil || ctl.Paused {
+		t.Fatalf("resume: %+v %v", ctl, err)
+	}
+	for _, id := range paused {
+		if j := opWaitStatus(t, st, id, store.StatusSuccess, 10*time.Second); j.Attempt != 1 {
+			t.Fatalf("resumed job %d attempt = %d, want 1", id, j.Attempt)
+		}
+	}
+}
+
+// maxOverlap returns the most intervals [start, end) open at once.
+func maxOverlap(starts, ends []time.Time) int {
+	type ev struct {
+		at    time.Time
+		delta int
+	}
+	var evs []ev
+	for i := range starts {
+		evs = append(evs, ev{starts[i], +1}, ev{ends[i], -1})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if !evs[i].at.Equal(evs[j].at) {
+			return evs[i].at.Before(evs[j].at)
+		}
+		return evs[i].delta < evs[j].delta // an end at t closes before a start at t opens
+	})
+	cur, best := 0, 0
+	for _, e := range evs {
+		cur += e.delta
+		best = max(best, cur)
+	}
+	return best
+}
+
+// Three replicas, 50 jobs of a type limited to 2: the execution log never
+// shows 3 overlapping runs, and the throughput of another type is not
+// reduced by the waiting limited jobs (ratio against a baseline in the same run).
+func TestOpsConcurrencyLimitAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	reg := scheduler.NewRegistry()
+	sleep := func(d time.Duration) scheduler.HandlerFunc {
+		return func(ctx context.Context, job *scheduler.Job) error {
+			select {
+			case <-time.After(d):
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+	}
+	reg.Register("backup", sleep(60*time.Millisecond))
+	reg.Register("other", sleep(10*time.Millisecond))
+	if _, err := st.TypeSetLimit(ctx, "backup", 2); err != nil {
+		t.Fatalf("set limit: %v", err)
+	}
+	for _, owner := range []string{"r1", "r2", "r3"} {
+		s := startScheduler(t, st, st.DB(), reg, fastConfig(owner))
+		if got := s.LimitedTypes(); len(got) != 1 || got["backup"] != 2 {
+			t.Fatalf("%s limited types = %v, want map[backup:2]", owner, got)
+		}
+	}
+	const others = 150
+	runOthers := func(phase string) time.Duration {
+		start := time.Now()
+		for i := range others {
+			submit(t, st, key("other-"+phase, i), "other", `{}`, 0)
+		}
+		waitFor(t, 30*time.Second, phase+": other jobs SUCCESS", func() (bool, error) {
+			n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_type='other' AND status='SUCCESS' AND job_key LIKE ?", "other-"+phase+"-%")
+			return n == others, nil
+		})
+		return time.Since(start)
+	}
+	baseline := runOthers("alone")
+	// The limited jobs have the higher priority, so they sit at the head of
+	// idx_scan: the ordinary scan must step past them, never stall on them.
+	for i := range 50 {
+		opSubmit(t, st, service.SubmitRequest{JobKey: key("backup", i), JobType: "backup", Priority: ptr(100), MaxRetry: ptr(0)})
+	}
+	withLimited := runOthers("mixed")
+	if n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_type='backup' AND status='WAITING'"); n == 0 {
+		t.Fatalf("all backup jobs were done before the other jobs: the comparison measured nothing")
+	}
+	ratio := baseline.Seconds() / withLimited.Seconds()
+	t.Logf("other-type throughput with 50 limited jobs waiting / alone = %.2f (%s vs %s for %d jobs)", ratio, withLimited, baseline, others)
+	if ratio < 0.5 {
+		t.Fatalf("other-type throughput fell to %.2f of its baseline, want ≥ 0.5", ratio)
+	}
+	waitFor(t, 30*time.Second, "50 backup jobs SUCCESS", func() (bool, error) {
+		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_type='backup' AND status='SUCCESS'") == 50, nil
+	})
+	rows, err := st.DB().Query(`SELECT e.started_at, e.finished_at, e.owner FROM job_execution e
+		JOIN job_queue q ON q.id = e.job_id WHERE q.job_type = 'backup'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var starts, ends []time.Time
+	owners := map[string]int{}
+	for rows.Next() {
+		var s time.Time
+		var e sql.NullTime
+		var owner string
+		if err := rows.Scan(&s, &e, &owner); err != nil {
+			t.Fatal(err)
+		}
+		if !e.Valid {
+			t.Fatalf("an execution of a SUCCESS job has no finished_at")
+		}
+		starts, ends = append(starts, s), append(ends, e.Time)
+		owners[owner]++
+	}
+	if len(starts) != 50 {
+		t.Fatalf("backup executions = %d, want 50", len(starts))
+	}
+	if got := maxOverlap(starts, ends); got != 2 {
+		t.Fatalf("most overlapping backup runs = %d, want exactly 2 (the limit, reached)", got)
+	}
+	t.Logf("backup runs per replica: %v", owners)
+}
+
+// periodicKeys returns the instants of schedule name's jobs, ascending, and
+// fails if a job did not succeed exactly once.
+func periodicInstants(t *testing.T, st *store.Store, name string) []time.Time {
+	t.Helper()
+	rows, err := st.DB().Query(`SELECT q.job_key, q.status, (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id)
+		FROM job_queue q WHERE q.job_key LIKE ? ORDER BY q.job_key`, name+"@%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var k, status string
+		var execs int
+		if err := rows.Scan(&k, &status, &execs); err != nil {
+			t.Fatal(err)
+		}
+		at, err := time.Parse(store.PeriodicInstantLayout, strings.TrimPrefix(k, name+"@"))
+		if err != nil {
+			t.Fatalf("job_key %q: %v", k, err)
+		}
+		if status != store.StatusSuccess || execs != 1 {
+			t.Fatalf("job %s: status=%s executions=%d, want SUCCESS 1", k, status, execs)
+		}
+		out = append(out, at)
+	}
+	return out
+}
+
+func mustCron(t *testing.T, expr string) func(time.Time) time.Time {
+	sched, err := scheduler.ParseCron(expr)
+	if err != nil {
+		t.Fatalf("cron %q: %v", expr, err)
+	}
+	return sched.Next
+}
+
+// firedLog collects PeriodicFiredFunc calls.
+type firedLog struct {
+	mu    sync.Mutex
+	fires map[string][]store.PeriodicFireResult
+}
+
+func (f *firedLog) hook(name string, res store.PeriodicFireResult) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fires == nil {
+		f.fires = map[string][]store.PeriodicFireResult{}
+	}
+	f.fires[name] = append(f.fires[name], res)
+}
+
+func (f *firedLog) get(name string) []store.PeriodicFireResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.fires[name])
+}
+
+// Three replicas fire an every-second schedule for 10 s: exactly one job
+// per instant — 10 jobs for the 10 instants — each run once.
+func TestOpsPeriodicThreeReplicasExactlyOnePerSecond(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	next := mustCron(t, "* * * * * *")
+	p, created, err := st.PeriodicUpsert(ctx, store.PeriodicSpec{Name: "tick", Cron: "* * * * * *", JobType: "noop",
+		Params: "{}", MaxRetry: 3, Misfire: store.MisfireSkip, Source: store.PeriodicSourceAPI}, next)
+	if err != nil || !created {
+		t.Fatalf("upsert: created=%v err=%v", created, err)
+	}
+	first := p.NextRunAt
+	var log firedLog
+	reg := scheduler.NewRegistry()
+	reg.Register("noop", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	var reps []*scheduler.Scheduler
+	for _, owner := range []string{"p1", "p2", "p3"} {
+		cfg := fastConfig(owner)
+		cfg.Ops.PeriodicFiredFunc = log.hook
+		reps = append(reps, startScheduler(t, st, st.DB(), reg, cfg))
+	}
+	end := first.Add(10 * time.Second) // instants first … first+9s
+	waitFor(t, 20*time.Second, "the 10th instant enqueued and run", func() (bool, error) {
+		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key = ? AND status = 'SUCCESS'", store.PeriodicKey("tick", end.Add(-time.Second))) == 1, nil
+	})
+	for _, s := range reps {
+		if err := s.Stop(); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	}
+	instants := periodicInstants(t, st, "tick")
+	var inWindow int
+	for i, at := range instants {
+		if want := first.Add(time.Duration(i) * time.Second); !at.Equal(want) {
+			t.Fatalf("instant %d = %s, want %s (no gap, no duplicate)", i, at.Format(time.RFC3339), want.Format(time.RFC3339))
+		}
+		if at.Before(end) {
+			inWindow++
+		}
+	}
+	if inWindow != 10 {
+		t.Fatalf("jobs for the 10 instants from %s = %d, want 10", first.Format(time.RFC3339), inWindow)
+	}
+	inserted := 0
+	for _, r := range log.get("tick") {
+		inserted += len(r.Inserted)
+	}
+	if inserted != len(instants) {
+		t.Fatalf("replicas reported %d inserted jobs, the table has %d", inserted, len(instants))
+	}
+}
+
+// All replicas down for more than 5 slots, then back: with misfire "skip"
+// no missed instant runs; with "once" exactly one (the latest missed) does;
+// both then continue at the next slot.
+func TestOpsPeriodicMisfireSkipAndOnce(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	next := mustCron(t, "* * * * * *")
+	for name, policy := range map[string]string{"skipper": store.MisfireSkip, "oncer": store.MisfireOnce} {
+		if _, _, err := st.PeriodicUpsert(ctx, store.PeriodicSpec{Name: name, Cron: "* * * * * *", JobType: "noop",
+			Params: "{}", Misfire: policy, Source: store.PeriodicSourceConfig}, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := scheduler.NewRegistry()
+	reg.Register("noop", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	var log firedLog
+	start := func(round string) []*scheduler.Scheduler {
+		var reps []*scheduler.Scheduler
+		for _, owner := range []string{round + "-a", round + "-b"} {
+			cfg := fastConfig(owner)
+			cfg.Ops.MisfireThreshold = 200 * time.Millisecond
+			cfg.Ops.PeriodicFiredFunc = log.hook
+			reps = append(reps, startScheduler(t, st, st.DB(), reg, cfg))
+		}
+		return reps
+	}
+	stop := func(reps []*scheduler.Scheduler) {
+		for _, s := range reps {
+			if err := s.Stop(); err != nil {
+				t.Fatalf("stop: %v", err)
+			}
+		}
+	}
+	enqueued := func(name string) int64 {
+		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key LIKE ? AND status = 'SUCCESS'", name+"@%")
+	}
+	reps := start("up")
+	waitFor(t, 10*time.Second, "2 jobs per schedule", func() (bool, error) {
+		return enqueued("skipper") >= 2 && enqueued("oncer") >= 2, nil
+	})
+	stop(reps)
+	lastBefore := map[string]time.Time{}
+	for _, name := range []string{"skipper", "oncer"} {
+		p, err := st.PeriodicGet(ctx, name)
+		if err != nil || p.LastRunAt == nil {
+			t.Fatalf("periodic %s: %+v %v", name, p, err)
+		}
+		lastBefore[name] = *p.LastRunAt
+	}
+	latest := lastBefore["skipper"]
+	if lastBefore["oncer"].After(latest) {
+		latest = lastBefore["oncer"]
+	}
+	// Down for more than 5 slots; come back 0.35–0.45 s past a whole second
+	// so the latest instant is clearly older than the 200ms threshold.
+	waitFor(t, 15*time.Second, "6 slots missed", func() (bool, error) {
+		now := opDBNow(t, st)
+		frac := now.Sub(now.Truncate(time.Second))
+		return now.Sub(latest) >= 6*time.Second && frac >= 350*time.Millisecond && frac < 450*time.Millisecond, nil
+	})
+	restartFires := map[string]int{"skipper": len(log.get("skipper")), "oncer": len(log.get("oncer"))}
+	reps = start("back")
+	var firstFire = map[string]time.Time{}
+	waitFor(t, 10*time.Second, "2 on-time jobs per schedule after the restart", func() (bool, error) {
+		for _, name := range []string{"skipper", "oncer"} {
+			fires := log.get(name)
+			if len(fires) <= restartFires[name] {
+				return false, nil
+			}
+			f := fires[restartFires[name]].DBNow
+			firstFire[name] = f
+			n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key IN (?, ?) AND status = 'SUCCESS'",
+				store.PeriodicKey(name, f.Truncate(time.Second).Add(time.Second)), store.PeriodicKey(name, f.Truncate(time.Second).Add(2*time.Second)))
+			if n != 2 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	stop(reps)
+	for name, wantCatchUp := range map[string]int{"skipper": 0, "oncer": 1} {
+		back := firstFire[name]
+		missedUntil := back.Add(-200 * time.Millisecond) // instants before this were missed
+		var catchUp []time.Time
+		var after []time.Time
+		for _, at := range periodicInstants(t, st, name) {
+			switch {
+			case !at.After(lastBefore[name]):
+			case at.Before(missedUntil):
+				catchUp = append(catchUp, at)
+			default:
+				after = append(after, at)
+			}
+		}
+		if missed := missedUntil.Truncate(time.Second).Sub(lastBefore[name]) / time.Second; missed < 5 {
+			t.Fatalf("%s: only %d slots were missed, want ≥ 5", name, missed)
+		}
+		if len(catchUp) != wantCatchUp {
+			t.Fatalf("%s: catch-up jobs for the missed slots = %v, want %d", name, catchUp, wantCatchUp)
+		}
+		if wantCatchUp == 1 && !catchUp[0].Equal(missedUntil.Truncate(time.Second)) {
+			t.Fatalf("%s: catch-up instant %s, want the latest missed %s", name, catchUp[0], missedUntil.Truncate(time.Second))
+		}
+		for i, at := range after {
+			if want := missedUntil.Truncate(time.Second).Add(time.Duration(i+1) * time.Second); !at.Equal(want) {
+				t.Fatalf("%s: instant %d after the restart = %s, want %s (next slots, no gap)", name, i, at, want)
+			}
+		}
+		if len(after) < 2 {
+			t.Fatalf("%s: %d jobs after the restart, want ≥ 2", name, len(after))
+		}
+	}
+}
+
+// The cleaner deletes terminal jobs finished before the retention age, with
+// their job_execution rows, in batches of CleanBatch; it keeps young jobs
+// and old jobs that are not terminal.
+func TestOpsRetentionCleaner(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	db := st.DB()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	const old = 1200
+	// 1,200 terminal jobs finished 2 h ago, each with one execution row.
+	exec(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, run_at, attempt, finished_at, create_time, update_time)
+		SELECT CONCAT('old-', seq), 'noop', '{}', REPEAT('0', 64), ELT(1 + seq MOD 3, 'SUCCESS', 'FAILED', 'CANCELED'),
+		       NOW(6) - INTERVAL 3 HOUR, 1, NOW(6) - INTERVAL 2 HOUR, NOW(6) - INTERVAL 3 HOUR, NOW(6) - INTERVAL 2 HOUR
+		FROM seq_1_to_1200`)
+	exec(`INSERT INTO job_execution (job_id, attempt, owner, started_at, finished_at, outcome)
+		SELECT id, 1, 'gone', create_time, finished_at, status FROM job_queue WHERE job_key LIKE 'old-%'`)
+	// Old but still WAITING (scheduled far ahead): kept.
+	exec(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, run_at, create_time, update_time)
+		VALUES ('old-waiting', 'noop', '{}', REPEAT('0', 64), 'WAITING', NOW(6) + INTERVAL 1 DAY, NOW(6) - INTERVAL 3 HOUR, NOW(6))`)
+	// Young terminal job: kept.
+	exec(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, run_at, attempt, finished_at, create_time, update_time)
+		VALUES ('young', 'noop', '{}', REPEAT('0', 64), 'SUCCESS', NOW(6), 1, NOW(6) - INTERVAL 1 MINUTE, NOW(6) - INTERVAL 2 MINUTE, NOW(6))`)
+	exec(`INSERT INTO job_execution (job_id, attempt, owner, started_at, finished_at, outcome)
+		SELECT id, 1, 'x', create_time, finished_at, status FROM job_queue WHERE job_key = 'young'`)
+
+	passes := make(chan store.PurgeResult, 100)
+	cfg := fastConfig("cleaner")
+	cfg.Ops.Retention = time.Hour
+	cfg.Ops.CleanInterval = 100 * time.Millisecond
+	cfg.Ops.CleanBatch = 100
+	cfg.Ops.CleanedFunc = func(r store.PurgeResult) { passes <- r }
+	startScheduler(t, st, db, scheduler.NewRegistry(), cfg)
+
+	first := opRecv(t, passes, 10*time.Second, "first cleaner pass")
+	if first.Jobs != old || first.Executions != old || first.Batches != old/100 {
+		t.Fatalf("first pass = %+v, want %d jobs, %d executions, %d batches", first, old, old, old/100)
+	}
+	second := opRecv(t, passes, 10*time.Second, "second cleaner pass")
+	if second.Jobs != 0 || second.Executions != 0 || second.Batches != 0 {
+		t.Fatalf("second pass = %+v, want nothing deleted", second)
+	}
+	if n := scalar(t, db, "SELECT COUNT(*) FROM job_queue"); n != 2 {
+		t.Fatalf("jobs left = %d, want 2 (old-waiting, young)", n)
+	}
+	if n := scalar(t, db, "SELECT COUNT(*) FROM job_queue WHERE job_key IN ('old-waiting', 'young')"); n != 2 {
+		t.Fatalf("kept jobs = %d, want old-waiting and young", n)
+	}
+	if n := scalar(t, db, "SELECT COUNT(*) FROM job_execution"); n != 1 {
+		t.Fatalf("executions left = %d, want 1 (young's)", n)
+	}
+}
+
+// queryFromFile returns the text of sqlc query name in sql/queries/jobs.sql,
+// so the EXPLAIN test checks exactly the statement the scheduler runs.
+func queryFromFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../sql/queries/jobs.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "-- name: "+name+" ")
+	if !ok {
+		t.Fatalf("query %s not found", name)
+	}
+	var lines []string
+	for _, l := range strings.Split(rest, "\n")[1:] {
+		if strings.HasPrefix(l, "--") {
+			continue
+		}
+		lines = append(lines, l)
+		if strings.HasSuffix(strings.TrimSpace(l), ";") {
+			break
+		}
+	}
+	return strings.TrimSuffix(strings.TrimSpace(strings.Join(lines, "\n")), ";")
+}
+
+// The scan still reads idx_scan in order (no filesort) with the paused and
+// limited types folded in, and the idle probe reads a handful of index
+// entries however many terminal jobs the table holds.
+func TestOpsScanStaysOnIdxScan(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	db := st.DB()
+	if _, err := db.Exec(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, run_at, finished_at, create_time, update_time)
+		SELECT CONCAT('done-', seq), IF(seq MOD 2 = 0, 'a', 'b'), '{}', REPEAT('0', 64), 'SUCCESS', NOW(6), NOW(6), NOW(6), NOW(6)
+		FROM seq_1_to_20000`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TypeSetPaused(ctx, "a", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TypeSetLimit(ctx, "b", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("ANALYZE TABLE job_queue, job_type_control"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"JobScanAvailable", "JobLockAvailable"} {
+		q := strings.Replace(queryFromFile(t, name), "LIMIT ?", "LIMIT 200", 1)
+		rows, err := db.Query("EXPLAIN " + q)
+		if err != nil {
+			t.Fatalf("explain %s: %v", name, err)
+		}
+		cols, _ := rows.Columns()
+		found := false
+		for rows.Next() {
+			vals := make([]sql.NullString, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			row := map[string]string{}
+			for i, c := range cols {
+				row[c] = vals[i].String
+			}
+			if row["table"] == "job_queue" {
+				found = true
+				if row["key"] != "idx_scan" || strings.Contains(row["Extra"], "filesort") {
+					t.Fatalf("%s on job_queue: key=%q Extra=%q, want idx_scan without filesort", name, row["key"], row["Extra"])
+				}
+			}
+		}
+		rows.Close()
+		if !found {
+			t.Fatalf("%s: EXPLAIN has no job_queue row", name)
+		}
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reads := func() int64 {
+		var total int64
+		rows, err := conn.QueryContext(ctx, "SHOW SESSION STATUS LIKE 'Handler_read%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			var v int64
+			if err := rows.Scan(&k, &v); err != nil {
+				t.Fatal(err)
+			}
+			total += v
+		}
+		return total
+	}
+	probe := queryFromFile(t, "JobScanAvailable")
+	before := reads()
+	if _, err := conn.ExecContext(ctx, strings.Replace(probe, "LIMIT ?", "LIMIT 1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// The SHOW itself reads nothing from job_queue; the probe reads the
+	// (empty) WAITING range of idx_scan and the two-row control table.
+	if got := reads() - before; got > 10 {
+		t.Fatalf("idle probe over 20,000 terminal jobs read %d rows, want ≤ 10", got)
+	}
+}

@@ -1,0 +1,201 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/jobq/jobq/store"
+)
+
+// cronParser accepts standard 5-field expressions, an optional leading
+// seconds field (6 fields), descriptors (@hourly, @every 5m, …) and a
+// CRON_TZ=Zone prefix. Without CRON_TZ expressions are evaluated in UTC.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// farFuture is the cursor of a schedule that will never fire again (for
+// example "0 0 30 2 *", February 30th): the largest DATETIME.
+var farFuture = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
+// ParseCron parses a cron expression: 5 fields (minute hour day-of-month
+// month day-of-week), 6 with a leading seconds field, a descriptor such as
+// "@hourly" or "@every 10s", optionally prefixed by "CRON_TZ=Europe/Paris ".
+// Times are UTC unless CRON_TZ says otherwise. It fails on a syntax error or
+// an expression that never fires within five years of now.
+func ParseCron(expr string) (cron.Schedule, error) {
+	sched, err := cronParser.Parse(expr)
+	if err != nil {
+		return nil, err
+	}
+	if sched.Next(time.Now().UTC()).IsZero() {
+		return nil, errors.New("never fires (no matching time within five years)")
+	}
+	return sched, nil
+}
+
+// PlanPeriodic decides what one fire of a schedule enqueues. cursor is the
+// first instant not yet enqueued and now the database clock. Due instants
+// are those in [cursor, now]. An instant at most threshold old is on time
+// and is enqueued; older ones were missed (no replica fired them in time):
+// with store.MisfireSkip none of them runs, with store.MisfireOnce only the
+// latest one does. next is the first instant after now (farFuture when the
+// schedule never fires again). Nothing is due when cursor is after now.
+func PlanPeriodic(sched cron.Schedule, misfire string, threshold time.Duration, cursor, now time.Time) (enqueue []time.Time, next time.Time) {
+	if cursor.After(now) {
+		return nil, cursor
+	}
+	onTimeFrom := now.Add(-threshold)
+	if misfire == store.MisfireOnce && cursor.Before(onTimeFrom) {
+		if m, ok := latestBefore(sched, cursor, onTimeFrom); ok {
+			enqueue = append(enqueue, m)
+		}
+	}
+	start := onTimeFrom
+	if cursor.After(start) {
+		start = cursor
+	}
+	for i, n := sched.Next(start.Add(-time.Nanosecond)), 0; !i.IsZero() && !i.After(now) && n < 10000; i, n = sched.Next(i), n+1 {
+		enqueue = append(enqueue, i)
+	}
+	next = sched.Next(now)
+	if next.IsZero() {
+		next = farFuture
+	}
+	return enqueue, next
+}
+
+// latestBefore returns the latest instant of sched in [from, end), looking
+// back from end over a window that doubles from one minute, so a schedule
+// missed for years costs a few dozen Next calls, not one per instant.
+func latestBefore(sched cron.Schedule, from, end time.Time) (time.Time, bool) {
+	for w := time.Minute; ; w *= 2 {
+		start := end.Add(-w)
+		if start.Before(from) {
+			start = from
+		}
+		var last time.Time
+		found := false
+		for i, n := sched.Next(start.Add(-time.Nanosecond)), 0; !i.IsZero() && i.Before(end) && n < 100000; i, n = sched.Next(i), n+1 {
+			last, found = i, true
+		}
+		if found || !start.After(from) {
+			return last, found
+		}
+	}
+}
+
+// periodicEntry is one schedule as this replica knows it.
+type periodicEntry struct {
+	name      string
+	nextLocal time.Time // when to fire, on this replica's clock
+}
+
+// setPeriodic replaces the known schedules with list; each fires when the
+// database clock reaches its cursor (NextRunAt), per the last measured offset.
+func (o *opsRunner) setPeriodic(list []store.Periodic) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := make(map[string]*periodicEntry, len(list))
+	for _, p := range list {
+		m[p.Name] = &periodicEntry{name: p.Name, nextLocal: p.NextRunAt.Add(-o.clockOffset)}
+	}
+	o.periodic = m
+}
+
+// nextFire returns the earliest fire time of the known schedules.
+func (o *opsRunner) nextFire() (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var next time.Time
+	for _, e := range o.periodic {
+		if next.IsZero() || e.nextLocal.Before(next) {
+			next = e.nextLocal
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// fireDue fires every schedule whose time has come.
+func (o *opsRunner) fireDue(ctx context.Context) {
+	now := time.Now()
+	o.mu.Lock()
+	var due []string
+	for name, e := range o.periodic {
+		if !e.nextLocal.After(now) {
+			due = append(due, name)
+		}
+	}
+	o.mu.Unlock()
+	for _, name := range due {
+		if ctx.Err() != nil {
+			return
+		}
+		o.fire(ctx, name)
+	}
+}
+
+// fire fires one schedule and sets its next fire time from the database
+// clock: Next − DBNow from now.
+func (o *opsRunner) fire(ctx context.Context, name string) {
+	s := o.s
+	plan := func(p store.Periodic, now time.Time) ([]time.Time, time.Time) {
+		sched, err := ParseCron(p.Cron)
+		if err != nil {
+			return nil, p.NextRunAt // left untouched; reported below
+		}
+		return PlanPeriodic(sched, p.Misfire, o.cfg.MisfireThreshold, p.NextRunAt, now)
+	}
+	var res store.PeriodicFireResult
+	err := s.dbRetry(ctx, "periodic.fire", 0, func() error {
+		var e error
+		res, e = o.st.PeriodicFire(ctx, name, plan)
+		return e
+	})
+	if !o.afterFire(name, res, err, time.Now()) {
+		return
+	}
+	if len(res.Inserted) > 0 {
+		s.log.Debug("periodic jobs enqueued", "component", "periodic", "name", name, "instants", fmt.Sprint(res.Inserted))
+		select { // the jobs are due now: scan at once
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	if o.cfg.PeriodicFiredFunc != nil {
+		o.cfg.PeriodicFiredFunc(name, res)
+	}
+}
+
+// afterFire sets the schedule's next fire time after a fire that returned
+// at received; false when the fire failed or the schedule is gone.
+func (o *opsRunner) afterFire(name string, res store.PeriodicFireResult, err error, received time.Time) bool {
+	s := o.s
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := o.periodic[name]
+	switch {
+	case e == nil:
+		return false
+	case errors.Is(err, store.ErrNotFound):
+		delete(o.periodic, name)
+		return false
+	case err != nil:
+		if s.softCtx.Err() == nil {
+			s.log.Error("periodic fire failed; retrying in one second", "component", "periodic", "name", name, "err", err)
+		}
+		e.nextLocal = received.Add(time.Second)
+		return false
+	}
+	o.clockOffset = res.DBNow.Sub(received)
+	if !res.Next.After(res.DBNow) {
+		s.log.Error("periodic schedule has an invalid cron expression; fix it with /v1/periodic",
+			"component", "periodic", "name", name)
+		e.nextLocal = received.Add(o.cfg.RefreshInterval)
+	} else {
+		e.nextLocal = received.Add(res.Next.Sub(res.DBNow))
+	}
+	return true
+}

@@ -1,0 +1,182 @@
+-- Operations statements: job type control (pause, resume, concurrency
+-- limits), the limited claim, periodic schedules, retention, bulk retry and
+-- stats. sqlc generates them into gen/jobqdb with jobs.sql. All times come
+-- from the database clock (NOW(6)).
+
+-- name: TypeControlSetPaused :exec
+INSERT INTO job_type_control (job_type, paused, max_running, update_time)
+VALUES (sqlc.arg(job_type), sqlc.arg(paused), 0, NOW(6))
+ON DUPLICATE KEY UPDATE paused = VALUES(paused), update_time = NOW(6);
+
+-- name: TypeControlSetLimit :exec
+INSERT INTO job_type_control (job_type, paused, max_running, update_time)
+VALUES (sqlc.arg(job_type), 0, sqlc.arg(max_running), NOW(6))
+ON DUPLICATE KEY UPDATE max_running = VALUES(max_running), update_time = NOW(6);
+
+-- name: TypeControlGet :one
+SELECT * FROM job_type_control WHERE job_type = ?;
+
+-- name: TypeControlList :many
+SELECT * FROM job_type_control ORDER BY job_type;
+
+-- name: TypeControlLimited :many
+-- The job types the limited claim serves, read on a slow cadence.
+SELECT job_type, max_running FROM job_type_control
+WHERE max_running > 0
+ORDER BY job_type;
+
+-- name: TypeControlLock :one
+-- First statement of the limited claim: serialises every claim of one type
+-- across replicas until commit.
+SELECT paused, max_running FROM job_type_control
+WHERE job_type = ?
+FOR UPDATE;
+
+-- name: JobCountRunningByType :one
+SELECT COUNT(*) FROM job_queue
+WHERE job_type = ? AND status = 'RUNNING';
+
+-- name: JobProbeType :many
+-- The cheap non-locking probe before a limited claim (idx_type_status).
+SELECT id FROM job_queue
+WHERE job_type = ? AND status = 'WAITING' AND run_at <= NOW(6)
+LIMIT 1;
+
+-- name: JobLockAvailableByType :many
+-- The read half of the limited claim, under the type's control row lock.
+SELECT id FROM job_queue
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND run_at <= NOW(6)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE;
+
+-- name: PeriodicUpsert :execrows
+-- Creates or replaces a schedule. The cursor (next_run_at) is kept when the
+-- cron expression is unchanged, so a restart never forgets missed instants;
+-- a new expression starts from sqlc.arg(next_run_at). next_run_at is assigned
+-- first because MySQL applies ON DUPLICATE KEY UPDATE assignments in order.
+INSERT INTO periodic_job (
+    name, cron_expr, job_type, params, priority, max_retry, timeout_ms,
+    misfire, source, next_run_at, create_time, update_time
+) VALUES (
+    sqlc.arg(name), sqlc.arg(cron_expr), sqlc.arg(job_type), sqlc.arg(params),
+    sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
+    sqlc.arg(misfire), sqlc.arg(source), sqlc.arg(next_run_at), NOW(6), NOW(6)
+)
+ON DUPLICATE KEY UPDATE
+    next_run_at = IF(cron_expr = VALUES(cron_expr), next_run_at, VALUES(next_run_at)),
+    cron_expr = VALUES(cron_expr),
+    job_type = VALUES(job_type),
+    params = VALUES(params),
+    priority = VALUES(priority),
+    max_retry = VALUES(max_retry),
+    timeout_ms = VALUES(timeout_ms),
+    misfire = VALUES(misfire),
+    source = VALUES(source),
+    update_time = NOW(6);
+
+-- name: PeriodicGet :one
+SELECT * FROM periodic_job WHERE name = ?;
+
+-- name: PeriodicList :many
+SELECT * FROM periodic_job ORDER BY name;
+
+-- name: PeriodicLock :one
+SELECT * FROM periodic_job WHERE name = ? FOR UPDATE;
+
+-- name: PeriodicDelete :execrows
+DELETE FROM periodic_job WHERE name = ?;
+
+-- name: PeriodicAdvance :exec
+UPDATE periodic_job
+SET next_run_at = sqlc.arg(next_run_at),
+    last_run_at = COALESCE(sqlc.narg(last_run_at), last_run_at),
+    update_time = NOW(6)
+WHERE name = sqlc.arg(name);
+
+-- name: JobInsertPeriodic :execrows
+-- One job per scheduled instant: job_key '<name>@<instant>' is UNIQUE, so a
+-- second insert of the same instant changes nothing (0 rows).
+INSERT INTO job_queue (
+    job_key, job_type, params, request_hash, status, priority, max_retry,
+    timeout_ms, run_at, create_time, update_time
+) VALUES (
+    sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
+    'WAITING', sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
+    sqlc.arg(run_at), NOW(6), NOW(6)
+)
+ON DUPLICATE KEY UPDATE id = id;
+
+-- name: JobRetentionWalk :many
+-- The cleaner walks job_queue by primary key from the oldest id; ids grow
+-- with create_time, so the walk stops at the first row created after the
+-- cutoff and never reads the young part of the table.
+SELECT id, status, finished_at, create_time FROM job_queue
+WHERE id > sqlc.arg(after_id)
+ORDER BY id
+LIMIT ?;
+
+-- name: JobRetentionLock :many
+-- Re-checks and locks, in the delete transaction, the rows still terminal and
+-- finished before the cutoff (a manual retry may have revived one).
+SELECT id FROM job_queue
+WHERE id IN (sqlc.slice(ids))
+  AND status IN ('SUCCESS', 'FAILED', 'CANCELED')
+  AND finished_at < sqlc.arg(cutoff)
+FOR UPDATE;
+
+-- name: ExecutionDeleteByJobs :execrows
+DELETE FROM job_execution WHERE job_id IN (sqlc.slice(ids));
+
+-- name: JobDeleteMany :execrows
+DELETE FROM job_queue WHERE id IN (sqlc.slice(ids));
+
+-- name: JobIDsByTypeStatus :many
+SELECT id FROM job_queue
+WHERE job_type = sqlc.arg(job_type) AND status = sqlc.arg(status) AND id > sqlc.arg(after_id)
+ORDER BY id
+LIMIT ?;
+
+-- name: JobIDsByStatus :many
+SELECT id FROM job_queue
+WHERE status = sqlc.arg(status) AND id > sqlc.arg(after_id)
+ORDER BY id
+LIMIT ?;
+
+-- name: JobRetryMany :execrows
+-- Bulk manual retry: FAILED or CANCELED back to WAITING, due now, with a fresh
+-- retry budget (as JobRetryManual, for many ids).
+UPDATE job_queue
+SET status = 'WAITING', retry_times = 0, cancel_requested = 0,
+    run_at = NOW(6), finished_at = NULL, lease_until = NULL,
+    update_time = NOW(6)
+WHERE id IN (sqlc.slice(ids)) AND status = sqlc.arg(status);
+
+-- name: StatsCountByTypeStatus :many
+SELECT job_type, status, COUNT(*) AS n FROM job_queue
+GROUP BY job_type, status
+ORDER BY job_type, status;
+
+-- name: StatsOldestWaiting :one
+-- Age in microseconds of the longest-due WAITING job; -1 when none is due.
+SELECT CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(run_at), NOW(6)), -1) AS SIGNED) AS age_us
+FROM job_queue
+WHERE status = 'WAITING' AND run_at <= NOW(6);
+
+-- name: StatsMaxIDs :one
+SELECT CAST(COALESCE((SELECT MAX(id) FROM job_queue), 0) AS UNSIGNED) AS max_job_id,
+       CAST(COALESCE((SELECT MAX(id) FROM job_execution), 0) AS UNSIGNED) AS max_execution_id;
+
+-- name: StatsRecentOutcomes :many
+-- Attempts finished within the window, among executions with id > min_id.
+SELECT COALESCE(outcome, '') AS outcome, COUNT(*) AS n FROM job_execution
+WHERE id > sqlc.arg(min_id)
+  AND finished_at >= NOW(6) - INTERVAL sqlc.arg(window_us) MICROSECOND
+GROUP BY outcome
+ORDER BY outcome;
+
+-- name: StatsRecentCreated :one
+-- Jobs created within the window, among jobs with id > min_id.
+SELECT COUNT(*) FROM job_queue
+WHERE id > sqlc.arg(min_id)
+  AND create_time >= NOW(6) - INTERVAL sqlc.arg(window_us) MICROSECOND;
