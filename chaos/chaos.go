@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,6 +141,8 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 		faults = in.run(ctx, start, cfg.plan())
 	}()
 	stopProgress := progress(ctx, log, db, &submitted, cfg.Jobs)
+	stopSupervisor := make(chan struct{})
+	crashes := cl.supervise(ctx, stopSupervisor, toDB)
 	wg.Wait()
 	workloadDur := time.Since(start)
 	sleepCtx(ctx, time.Until(start.Add(cfg.Duration)))
@@ -169,6 +172,9 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	}
 	drainDur := time.Since(drainStart)
 	stopProgress()
+	close(stopSupervisor)
+	faults = append(faults, crashes()...)
+	slices.SortFunc(faults, func(a, b checker.Fault) int { return a.Start.Compare(b.Start) })
 	cl.stopAll(cfg.ShutdownTimeout + 10*time.Second)
 
 	// Judge the database's record.

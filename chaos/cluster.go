@@ -12,8 +12,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/rs/zerolog"
 
+	"github.com/jobq/jobq/chaos/checker"
 	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/internal/replica"
+	"github.com/jobq/jobq/jobtypes"
 )
 
 // link is one replica's database link: an in-process toxiproxy proxy on
@@ -81,6 +83,15 @@ type node struct {
 	cur  *replica.Replica
 	inc  int // incarnation number; the owner id is <name>.<inc>
 	wrap []string
+	// busy is set while the injector handles this node, so the supervisor
+	// does not restart a replica the injector stopped on purpose.
+	busy bool
+}
+
+func (n *node) setBusy(b bool) {
+	n.mu.Lock()
+	n.busy = b
+	n.mu.Unlock()
 }
 
 func (n *node) current() *replica.Replica {
@@ -151,7 +162,7 @@ func (cl *cluster) startIncarnation(ctx context.Context, n *node) (*replica.Repl
 	wrap := n.wrap
 	n.mu.Unlock()
 	r, err := replica.Start(ctx, replica.Spec{
-		Binary: cl.cfg.Binary, DSN: n.dsn, Name: owner, LogDir: cl.logDir, Args: cl.args, Wrap: wrap,
+		Binary: cl.cfg.Binary, DSN: n.dsn, Name: owner, LogDir: cl.logDir, Args: cl.args, Wrap: wrap, Env: cl.env(),
 		ReadyTimeout: 60 * time.Second,
 	})
 	if err != nil {
@@ -161,6 +172,63 @@ func (cl *cluster) startIncarnation(ctx context.Context, n *node) (*replica.Repl
 	n.cur = r
 	n.mu.Unlock()
 	return r, nil
+}
+
+// env is the replicas' extra environment: poison jobs are armed only when
+// the run submits some.
+func (cl *cluster) env() []string {
+	if cl.cfg.PoisonJobs > 0 {
+		return []string{jobtypes.PoisonEnv + "=1"}
+	}
+	return nil
+}
+
+// supervise restarts, until stop is closed, every replica that exited on
+// its own (not stopped by the injector), logging each as a "crash" fault.
+func (cl *cluster) supervise(ctx context.Context, stop <-chan struct{}, toDB func(time.Time) time.Time) (crashes func() []checker.Fault) {
+	var mu sync.Mutex
+	var out []checker.Fault
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for _, n := range cl.nodes {
+				n.mu.Lock()
+				r, busy := n.cur, n.busy
+				n.mu.Unlock()
+				if busy || r == nil || r.Alive() {
+					continue
+				}
+				f := checker.Fault{Kind: "crash", Target: n.name, Owner: n.owner(), Start: toDB(time.Now()),
+					Detail: "replica exited on its own; restarted by the harness"}
+				sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+				if _, err := cl.startIncarnation(sctx, n); err != nil {
+					f.Err = err.Error()
+				}
+				cancel()
+				f.End = toDB(time.Now())
+				cl.cfg.Log.Info("replica crashed; restarted", "component", "chaos", "target", n.name, "owner", f.Owner, "err", f.Err)
+				mu.Lock()
+				out = append(out, f)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []checker.Fault {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return out
+	}
 }
 
 // stopAll stops every replica gracefully (SIGKILL after timeout) and the

@@ -73,6 +73,10 @@ type Config struct {
 	// FlakyFraction of the jobs are `flaky` (fail their first attempt)
 	// instead of `effect`. Defaults to 0.
 	FlakyFraction float64
+	// PoisonJobs of the jobs are `poison` (each SIGKILLs the replica that
+	// claims it), spread evenly over the workload. The harness restarts a
+	// replica that died on its own and logs a "crash" fault. Defaults to 0.
+	PoisonJobs int
 	// MaxRetry is each job's max_retry. Defaults to 5.
 	MaxRetry int
 	// Faults are the kinds to inject, in order, each once per round. Empty
@@ -187,6 +191,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := ParseRuntime(c.Runtime); err != nil {
 		errs = append(errs, err)
+	}
+	if c.PoisonJobs < 0 || c.PoisonJobs > c.Jobs {
+		errs = append(errs, fmt.Errorf("poison jobs: must be in [0, jobs], got %d", c.PoisonJobs))
+	}
+	if c.PoisonJobs > 0 && c.Replicas < 2 {
+		errs = append(errs, errors.New("replicas: poison jobs need at least 2 replicas"))
 	}
 	if c.FlakyFraction < 0 || c.FlakyFraction > 1 {
 		errs = append(errs, fmt.Errorf("flaky fraction: must be in [0, 1], got %g", c.FlakyFraction))

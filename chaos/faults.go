@@ -24,6 +24,10 @@ func clockSkewWrap(skew time.Duration) []string {
 	return []string{"unshare", "--time", "--monotonic=" + s, "--boottime=" + s, "--"}
 }
 
+// midJobWait bounds how long a replica fault waits for its target to hold
+// a running job, so that kill, pause and term strike mid-job.
+const midJobWait = 3 * time.Second
+
 // injector runs the fault plan against a cluster.
 type injector struct {
 	cl   *cluster
@@ -99,9 +103,18 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		return f
 	}
 	n := in.cl.nodes[pf.Target]
+	n.setBusy(true)
+	defer n.setBusy(false)
 	r := n.current()
 	f.Target, f.Owner = n.name, n.owner()
-	f.RunningAtStart = in.runningOn(ctx, f.Owner)
+	// Strike mid-job: wait up to midJobWait for the target to hold a run.
+	for deadline := time.Now().Add(midJobWait); ; {
+		f.RunningAtStart = in.runningOn(ctx, f.Owner)
+		if f.RunningAtStart > 0 || pf.Kind == FaultLatency || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
 	restart := func() {
 		sleepCtx(ctx, cfg.KillRestartDelay)
 		sctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -150,6 +150,9 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	row("overlapping leases", c.OverlappingLeases, "0")
 	row("stale completions accepted", c.StaleCompletionsAccepted, "0")
 	row("phantom jobs", c.Phantom, "0")
+	if c.PoisonJobs > 0 {
+		row(fmt.Sprintf("poison jobs FAILED after max_retry+1 claims (of %d)", c.PoisonJobs), c.PoisonFailed, fmt.Sprintf("= %d", c.PoisonJobs))
+	}
 	row("stale completions refused (fence worked)", c.StaleCompletionsRefused, "")
 	row("leases rescued", c.LeaseExpired, "")
 	row("released at shutdown", c.Released, "")

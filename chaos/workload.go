@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobq/jobq/chaos/checker"
 	"github.com/jobq/jobq/client"
+	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/service"
 )
 
@@ -33,10 +34,14 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 	rt, _ := ParseRuntime(cfg.Runtime)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x776f726b))
 	reqs := make([]service.SubmitRequest, cfg.Jobs)
+	poisoned := 0
 	for i := range reqs {
 		ms := rt.Sample(rng).Milliseconds()
 		req := service.SubmitRequest{JobKey: fmt.Sprintf("chaos-%s-%06d", runID, i), JobType: "effect", MaxRetry: &cfg.MaxRetry}
-		if rng.Float64() < cfg.FlakyFraction {
+		if cfg.PoisonJobs > 0 && i%(cfg.Jobs/cfg.PoisonJobs) == cfg.Jobs/cfg.PoisonJobs/2 && poisoned < cfg.PoisonJobs {
+			poisoned++
+			req.JobType, req.Params = jobtypes.Poison, json.RawMessage(`{}`)
+		} else if rng.Float64() < cfg.FlakyFraction {
 			req.JobType = "flaky"
 			req.Params = json.RawMessage(fmt.Sprintf(`{"failures":1,"ms":%d}`, ms))
 		} else {

@@ -1,5 +1,5 @@
 // Package jobtypes holds jobq's built-in job types for demos and the
-// testbed: noop, sleep, flaky and effect.
+// testbed: noop, sleep, flaky, effect and poison.
 package jobtypes
 
 import (
@@ -7,6 +7,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/jobq/jobq/scheduler"
@@ -19,7 +21,15 @@ const (
 	Sleep  = "sleep"
 	Flaky  = "flaky"
 	Effect = "effect"
+	// Poison SIGKILLs the replica that runs it — the chaos testbed's
+	// poison-job scenario. It does so only when the replica's environment
+	// has PoisonEnv=1 (set by `jobq chaos`); elsewhere it fails at once,
+	// without retries.
+	Poison = "poison"
 )
+
+// PoisonEnv is the environment variable that arms the poison job type.
+const PoisonEnv = "JOBQ_CHAOS_POISON"
 
 // Params are the optional fields the built-in types read from params.
 type Params struct {
@@ -81,6 +91,16 @@ func Register(reg *scheduler.Registry) {
 		return nil
 	}))
 	reg.Register(Effect, EffectHandler{})
+	reg.Register(Poison, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		if os.Getenv(PoisonEnv) != "1" {
+			return fmt.Errorf("%w: poison jobs kill their replica and run only under jobq chaos (%s=1)", scheduler.ErrDiscard, PoisonEnv)
+		}
+		if err := syscall.Kill(os.Getpid(), syscall.SIGKILL); err != nil {
+			return fmt.Errorf("poison: kill own process: %w", err)
+		}
+		<-ctx.Done() // SIGKILL is not delivered synchronously
+		return context.Cause(ctx)
+	}))
 }
 
 // EffectHandler is the testbed's `effect` type. Work inserts one "non_tx"

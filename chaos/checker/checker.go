@@ -18,7 +18,11 @@ const (
 	CheckOverlap       = "overlapping_leases"
 	CheckStaleAccepted = "stale_completions_accepted"
 	CheckPhantom       = "phantom_jobs"
+	CheckPoison        = "poison_not_failed"
 )
+
+// PoisonType is the job type that kills its replica (jobtypes.Poison).
+const PoisonType = "poison"
 
 // maxExamples caps the examples each violation lists.
 const maxExamples = 10
@@ -75,6 +79,10 @@ type Counts struct {
 	Stuck int `json:"stuck"`
 	// Phantom jobs are in job_queue but not in the submit log.
 	Phantom int `json:"phantom"`
+	// PoisonJobs are acknowledged jobs of PoisonType; PoisonFailed of them
+	// ended FAILED after exactly max_retry+1 claims, as they must.
+	PoisonJobs   int `json:"poison_jobs"`
+	PoisonFailed int `json:"poison_failed"`
 	// TxEffectDuplicates is jobs with more than one transactional effect.
 	TxEffectDuplicates int `json:"tx_effect_duplicates"`
 	// OverlappingLeases is pairs of consecutive attempts of one job whose
@@ -188,7 +196,7 @@ func Check(h History) *Result {
 		effects[e.JobID] = append(effects[e.JobID], e)
 	}
 
-	var lost, stuck, txDup, overlap, stale, phantom []string
+	var lost, stuck, txDup, overlap, stale, phantom, poison []string
 	submitted := map[string]bool{}
 	for _, s := range h.Submits {
 		submitted[s.Key] = true
@@ -208,6 +216,15 @@ func Check(h History) *Result {
 		}
 		c.ByStatus[j.Status]++
 		r.ExecutionsPerJob[len(execs[j.ID])]++
+		if j.Type == PoisonType {
+			c.PoisonJobs++
+			if j.Status == StatusFailed && len(execs[j.ID]) == j.MaxRetry+1 {
+				c.PoisonFailed++
+			} else {
+				poison = append(poison, fmt.Sprintf("job %d: poison job %s after %d claims (max_retry %d); want FAILED after %d",
+					j.ID, j.Status, len(execs[j.ID]), j.MaxRetry, j.MaxRetry+1))
+			}
+		}
 		if j.Terminal() {
 			c.Completed++
 			continue
@@ -316,7 +333,7 @@ func Check(h History) *Result {
 		ex    []string
 	}{
 		{CheckLost, lost}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
-		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom},
+		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom}, {CheckPoison, poison},
 	} {
 		if len(v.ex) > 0 {
 			r.Violations = append(r.Violations, Violation{Check: v.check, Count: len(v.ex), Examples: v.ex[:min(len(v.ex), maxExamples)]})

@@ -298,3 +298,24 @@ func TestFaultRecoveryFigures(t *testing.T) {
 		t.Fatalf("last timeline point = %+v", last)
 	}
 }
+
+// A poison job must end FAILED after max_retry+1 claims, each rescued.
+func TestPoisonJobMustFail(t *testing.T) {
+	b := newBuilder()
+	b.ok(1, 100, "replica-1.1")
+	j := b.job(2, 200, StatusFailed, 2, 6000)
+	j.Type, j.MaxRetry = PoisonType, 1
+	b.exec(2, 1, "replica-1.1", 210, 2800, OutcomeLeaseExpired)
+	b.exec(2, 2, "replica-2.1", 3000, 6000, OutcomeLeaseExpired)
+	r := Check(b.h)
+	if !r.Valid || r.Counts.PoisonJobs != 1 || r.Counts.PoisonFailed != 1 {
+		t.Fatalf("valid %v, poison %d/%d, violations %+v", r.Valid, r.Counts.PoisonFailed, r.Counts.PoisonJobs, r.Violations)
+	}
+	// Claimed once more than max_retry allows: reported.
+	b.exec(2, 3, "replica-3.1", 6500, 7000, OutcomeLeaseExpired)
+	b.h.Jobs[1].Attempt = 3
+	v := wantOnly(t, Check(b.h), CheckPoison, 1)
+	if v.Examples[0] != "job 2: poison job FAILED after 3 claims (max_retry 1); want FAILED after 2" {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+}

@@ -115,7 +115,10 @@ type Effect struct {
 
 // Fault is one injected fault, as the harness logged it.
 type Fault struct {
-	Kind string `json:"kind"` // kill, pause, term, db-restart, partition, latency, clock-skew
+	// Kind is kill, pause, term, db-restart, partition, latency or
+	// clock-skew — or crash, a replica that exited on its own (a poison
+	// job) and that the harness restarted.
+	Kind string `json:"kind"`
 	// Target is the replica name ("replica-2"), or "" for the database.
 	Target string `json:"target,omitempty"`
 	// Owner is the owner id the target's incarnation used when the fault
@@ -138,7 +141,7 @@ type Fault struct {
 // explain repeated non-transactional effects).
 func (f Fault) Interrupts() bool {
 	switch f.Kind {
-	case "kill", "pause", "term", "db-restart", "partition", "clock-skew":
+	case "kill", "pause", "term", "db-restart", "partition", "clock-skew", "crash":
 		return true
 	}
 	return false

@@ -31,6 +31,7 @@ var All = []Scenario{
 	{"graceful-shutdown", "SIGTERM a replica mid-job twice: in-flight runs finish or are released", faults(2, chaos.FaultTerm)},
 	{"latency", "add 200 ms each way to one replica's database link, twice", faults(2, chaos.FaultLatency)},
 	{"clock-skew", "restart a replica with its clocks offset by 1 h: the database clock decides", faults(1, chaos.FaultClockSkew)},
+	{"poison-job", "one job SIGKILLs every replica that claims it: it must end FAILED after max_retry+1 claims while the others flow", poison},
 	{"ci", "kill + pause + db-restart: the short CI scenario", faults(1, chaos.FaultKill, chaos.FaultPause, chaos.FaultDBRestart)},
 }
 
@@ -42,6 +43,11 @@ func Standard() []Scenario {
 
 func faults(rounds int, kinds ...string) func(*chaos.Config) {
 	return func(cfg *chaos.Config) { cfg.Faults, cfg.Rounds, cfg.Schedule = kinds, rounds, "" }
+}
+
+func poison(cfg *chaos.Config) {
+	cfg.Faults, cfg.Rounds, cfg.Schedule = nil, 1, ""
+	cfg.PoisonJobs = max(cfg.PoisonJobs, 1)
 }
 
 func rolling(cfg *chaos.Config) {

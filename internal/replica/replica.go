@@ -33,6 +33,8 @@ type Spec struct {
 	// {"unshare", "--time", "--monotonic=3600", "--"}. The prefix must exec
 	// (not fork) so that the process id stays the replica's.
 	Wrap []string
+	// Env are extra environment variables ("K=V").
+	Env []string
 	// ReadyTimeout bounds the wait for /readyz. Defaults to 30s.
 	ReadyTimeout time.Duration
 }
@@ -63,7 +65,7 @@ func Start(ctx context.Context, s Spec) (*Replica, error) {
 		bin = s.Wrap[0]
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "JOBQ_DSN="+s.DSN)
+	cmd.Env = append(append(os.Environ(), s.Env...), "JOBQ_DSN="+s.DSN)
 	logPath := filepath.Join(s.LogDir, s.Name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
