@@ -54,6 +54,9 @@ type Options struct {
 	Thresholds []string
 	// Capacity runs the capacity search after the staged run.
 	Capacity bool
+	// CapacityThresholds are what a capacity trial must hold. Defaults to
+	// Thresholds.
+	CapacityThresholds []string
 	// CapacityConfig configures the search.
 	CapacityConfig CapacityConfig
 	// OutDir receives loadtest.json and loadtest.png. Defaults to OutDirDefault.
@@ -88,8 +91,14 @@ func Main(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if opts.Capacity && len(th) == 0 {
-		return errors.New("--capacity: at least one --threshold is required to decide what a rate must hold")
+	capTh := th
+	if len(opts.CapacityThresholds) > 0 {
+		if capTh, err = ParseThresholds(opts.CapacityThresholds); err != nil {
+			return err
+		}
+	}
+	if opts.Capacity && len(capTh) == 0 {
+		return errors.New("--capacity: at least one --threshold (or --capacity-threshold) is required to decide what a rate must hold")
 	}
 	cfg := opts.Config
 	if len(cfg.Targets) == 0 {
@@ -129,7 +138,7 @@ func Main(ctx context.Context, opts Options) error {
 	if opts.Capacity {
 		base := cfg
 		base.KeyPrefix = ""
-		c, err := SearchCapacity(ctx, base, th, opts.CapacityConfig)
+		c, err := SearchCapacity(ctx, base, capTh, opts.CapacityConfig)
 		if c != nil {
 			PrintCapacity(opts.Out, c)
 			rep.Capacity = c

@@ -400,6 +400,10 @@ func newBacklogSampler(ctx context.Context, st *store.Store, prefix string, buck
 		case <-b.quit:
 			return
 		}
+		n := countBacklog(ctx, st.DB(), prefix)
+		b.mu.Lock()
+		b.latest = n
+		b.mu.Unlock()
 		tick := time.NewTicker(bucket)
 		defer tick.Stop()
 		for {
