@@ -9,7 +9,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/jobq ./cmd/jobq
+RUN CGO_ENABLED=0 GOOS=linux go build -ldflags="-s -w" -o /out/jobq ./cmd/jobq
 
 FROM alpine:3.22
 RUN addgroup -S -g 10001 jobq && adduser -S -D -H -u 10001 -G jobq jobq
