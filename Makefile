@@ -59,3 +59,11 @@ chaos: ensure-db build ## Run every standard chaos scenario (3 replicas, faults,
 chaos-sabotage: ensure-db build ## Prove the checker can fail: sabotaged replicas must each produce a violation (out/chaos-sabotage/).
 	$(BIN) chaos --scenario zombie-pause --sabotage fencing --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/fencing
 	$(BIN) chaos --scenario kill-storm --sabotage rescuer --expect-invalid --jobs 500 --duration 15s --drain-timeout 10s --out out/chaos-sabotage/rescuer
+
+.PHONY: dashboards-check metrics-test
+dashboards-check: ## Check alert rules (with their unit tests) and scrape configs with promtool.
+	cd dashboards/prometheus && promtool check rules alerts.yml && promtool test rules alerts_test.yml && \
+	  promtool check config prometheus.yml && promtool check config prometheus-local.yml
+
+metrics-test: ensure-db ## Metrics, dashboards and compose tests against a real Prometheus (Debian's prometheus package).
+	$(GO) test -race -count=1 ./metrics/ ./dashboards/
