@@ -59,6 +59,10 @@ type Config struct {
 	Scheduler scheduler.Config
 	// Registry holds the handlers; nil registers the built-in job types.
 	Registry *scheduler.Registry
+	// Periodic are schedules from configuration (`--periodic`,
+	// `--periodic-file`), created or replaced at start with source "config";
+	// an unchanged cron expression keeps its cursor across restarts.
+	Periodic []service.PeriodicRequest
 	// Metrics configures the replica's Prometheus metrics, served at
 	// /metrics on the API listener (see package metrics).
 	Metrics metrics.Options
@@ -76,6 +80,8 @@ type Replica struct {
 	server    *http.Server
 	serveErr  chan error
 	log       *slog.Logger
+	// Ops serves pause/resume, limits, periodic schedules, bulk retry, purge and stats.
+	Ops *service.Ops
 }
 
 // Start opens the database, migrates if asked, and starts the scheduler and
@@ -139,6 +145,17 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	r.Metrics = m
 	m.ObserveDB(st.DB())
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
+	var refreshOps func()
+	if r.Scheduler != nil {
+		refreshOps = r.Scheduler.RefreshOps
+	}
+	r.Ops = service.NewOps(st, known, refreshOps)
+	for _, p := range cfg.Periodic {
+		if _, _, err := r.Ops.PutPeriodic(ctx, p, store.PeriodicSourceConfig); err != nil {
+			r.Stop(context.Background())
+			return nil, fmt.Errorf("periodic schedule %q: %w", p.Name, err)
+		}
+	}
 	if !cfg.NoAPI {
 		listen := cfg.Listen
 		if listen == "" {
@@ -151,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 		}
 		r.Addr = ln.Addr().String()
 		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger,
-			AuthTokens: cfg.AuthTokens})
+			AuthTokens: cfg.AuthTokens, Ops: r.Ops})
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
 		h, protocols, grpcShutdown := withGRPC(h, r.Service, st.Ping, cfg)
 		r.server = &http.Server{Handler: h, Protocols: protocols,

@@ -35,6 +35,9 @@ type Options struct {
 	ReadyFunc func(ctx context.Context) error
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Ops, if set, serves the operations routes (/v1/types, /v1/periodic,
+	// /v1/jobs/retry, /v1/jobs/purge, /v1/stats; see ops.go).
+	Ops *service.Ops
 }
 
 // ErrorBody is the JSON shape of every error response.
@@ -69,6 +72,9 @@ func New(svc *service.Service, opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", a.ready)
+	if opts.Ops != nil {
+		a.routeOps(mux, opts.Ops)
+	}
 	if len(opts.AuthTokens) > 0 {
 		return requireBearer(opts.AuthTokens, a.log, mux)
 	}

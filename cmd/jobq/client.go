@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -136,15 +137,25 @@ func (c *CancelCmd) Run(g *Globals) error {
 	return printJSON(job)
 }
 
-// RetryCmd re-queues a job.
+// RetryCmd re-queues one job, or in bulk every job with --status (and --type).
 type RetryCmd struct {
 	ServerFlags
-	ID uint64 `arg:"" help:"Job id."`
+	ID     *uint64 `arg:"" optional:"" help:"Job id (omit with --status for a bulk retry)."`
+	Status string  `help:"Bulk: re-queue every job in this status." enum:"FAILED,CANCELED," default:""`
+	Type   string  `help:"Bulk: only jobs of this job_type."`
 }
 
-// Run re-queues the job.
+// Run re-queues the job, or the selected jobs.
 func (c *RetryCmd) Run(g *Globals) error {
-	job, err := c.client().Retry(g.Ctx, c.ID)
+	switch {
+	case c.ID == nil && c.Status == "":
+		return errors.New("retry: give a job id, or --status FAILED|CANCELED [--type T] for a bulk retry")
+	case c.ID != nil && (c.Status != "" || c.Type != ""):
+		return errors.New("retry: give either a job id or --status/--type, not both")
+	case c.ID == nil:
+		return retryBulk(g, c.ServerFlags, c.Status, c.Type)
+	}
+	job, err := c.client().Retry(g.Ctx, *c.ID)
 	if err != nil {
 		return err
 	}

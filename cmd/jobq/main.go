@@ -27,6 +27,13 @@ type CLI struct {
 	Cancel     CancelCmd     `cmd:"" help:"Cancel a job (WAITING at once; RUNNING via its handler's context)."`
 	Retry      RetryCmd      `cmd:"" help:"Re-queue a FAILED or CANCELED job."`
 	Executions ExecutionsCmd `cmd:"" help:"List a job's attempts."`
+	Stats      StatsCmd      `cmd:"" help:"Counts by status and type, oldest waiting age, recent rates."`
+	Pause      PauseCmd      `cmd:"" help:"Pause a job type (not claimed; running jobs finish)."`
+	Resume     ResumeCmd     `cmd:"" help:"Resume a paused job type."`
+	Limit      LimitCmd      `cmd:"" help:"Set a job type's cluster-wide limit of RUNNING jobs (0 removes it)."`
+	Types      TypesCmd      `cmd:"" help:"List paused and limited job types."`
+	Periodic   PeriodicCmd   `cmd:"" help:"Manage periodic (cron) schedules."`
+	Purge      PurgeCmd      `cmd:"" help:"Delete terminal jobs older than an age, with their executions."`
 	Demo       DemoCmd       `cmd:"" help:"Start a database and 3 replicas, run 1,000 jobs, SIGKILL a replica, print a summary."`
 	Loadtest   LoadtestCmd   `cmd:"" help:"Open-model submit load: CO-free latency percentiles, thresholds, capacity search."`
 	Chaos      ChaosCmd      `cmd:"" help:"HA and exactly-once testbed: N replicas behind fault proxies, faults on a schedule, a checker; exits non-zero on any violation."`

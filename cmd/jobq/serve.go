@@ -22,6 +22,7 @@ type DBFlags struct {
 type ServeCmd struct {
 	DBFlags
 	MetricsFlags
+	OpsFlags
 	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN"`
 	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api"`
 	NoScheduler     bool          `help:"Run only the HTTP API (no claiming)." name:"no-scheduler"`
@@ -49,6 +50,11 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.PollJitter == 0, Lease: c.Lease,
 		RescueInterval: c.RescueInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
 	}
+	ops, err := c.OpsConfig()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Ops = ops
 	for _, s := range c.Sabotage {
 		switch s {
 		case "fencing":
@@ -84,10 +90,14 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	periodic, err := c.PeriodicRequests()
+	if err != nil {
+		return err
+	}
 	r, err := app.Start(g.Ctx, app.Config{
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, Scheduler: sc, Logger: g.Log,
-		Metrics: c.MetricsOptions(),
+		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})
 	if err != nil {
 		return err

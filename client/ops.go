@@ -1,0 +1,78 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
+)
+
+// SetPaused pauses (paused=true) or resumes a job type.
+func (c *Client) SetPaused(ctx context.Context, jobType string, paused bool) (tc store.TypeControl, err error) {
+	verb := "/resume"
+	if paused {
+		verb = "/pause"
+	}
+	_, err = c.do(ctx, http.MethodPost, "/v1/types/"+url.PathEscape(jobType)+verb, nil, &tc)
+	return tc, err
+}
+
+// SetLimit sets a job type's cluster-wide limit of RUNNING jobs (0 removes it).
+func (c *Client) SetLimit(ctx context.Context, jobType string, maxRunning int) (tc store.TypeControl, err error) {
+	_, err = c.do(ctx, http.MethodPut, "/v1/types/"+url.PathEscape(jobType)+"/limit", service.LimitRequest{MaxRunning: &maxRunning}, &tc)
+	return tc, err
+}
+
+// Types lists the job types' control rows.
+func (c *Client) Types(ctx context.Context) ([]store.TypeControl, error) {
+	var out struct {
+		Types []store.TypeControl `json:"types"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/types", nil, &out)
+	return out.Types, err
+}
+
+// PutPeriodic creates or replaces a schedule; created is true for a new one.
+func (c *Client) PutPeriodic(ctx context.Context, req service.PeriodicRequest) (p store.Periodic, created bool, err error) {
+	status, err := c.do(ctx, http.MethodPost, "/v1/periodic", req, &p)
+	return p, status == http.StatusCreated, err
+}
+
+// ListPeriodic lists the schedules.
+func (c *Client) ListPeriodic(ctx context.Context) ([]store.Periodic, error) {
+	var out struct {
+		Periodic []store.Periodic `json:"periodic"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/periodic", nil, &out)
+	return out.Periodic, err
+}
+
+// DeletePeriodic removes a schedule.
+func (c *Client) DeletePeriodic(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/periodic/"+url.PathEscape(name), nil, nil)
+	return err
+}
+
+// RetryBulk re-queues every FAILED or CANCELED job (of one type, if set).
+func (c *Client) RetryBulk(ctx context.Context, req service.RetryBulkRequest) (res service.RetryBulkResult, err error) {
+	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/retry", req, &res)
+	return res, err
+}
+
+// Purge deletes terminal jobs finished more than olderThan ("7d", "36h") ago.
+func (c *Client) Purge(ctx context.Context, olderThan string) (res store.PurgeResult, err error) {
+	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/purge", service.PurgeRequest{OlderThan: olderThan}, &res)
+	return res, err
+}
+
+// Stats returns the queue snapshot; window "" means 1m.
+func (c *Client) Stats(ctx context.Context, window string) (st store.QueueStats, err error) {
+	path := "/v1/stats"
+	if window != "" {
+		path += "?window=" + url.QueryEscape(window)
+	}
+	_, err = c.do(ctx, http.MethodGet, path, nil, &st)
+	return st, err
+}

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jobq/jobq/client"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
+)
+
+// OpsFlags configure a replica's operations services (`jobq serve`).
+type OpsFlags struct {
+	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip)." sep:"none" placeholder:"SPEC"`
+	PeriodicFile     string        `help:"File of periodic schedules, one SPEC per line (# comments)." type:"existingfile" placeholder:"FILE"`
+	Retention        string        `help:"Delete SUCCESS/FAILED/CANCELED jobs (and their executions) finished longer ago than this, e.g. 7d or 36h; empty keeps every job." placeholder:"AGE"`
+	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"1m"`
+	OpsRefresh       time.Duration `help:"How often limited job types and periodic schedules are re-read from the database." default:"30s"`
+	MisfireThreshold time.Duration `help:"How late a periodic instant may fire and still count as on time." default:"1s"`
+}
+
+// OpsConfig maps the flags to scheduler.OpsConfig.
+func (f OpsFlags) OpsConfig() (scheduler.OpsConfig, error) {
+	cfg := scheduler.OpsConfig{CleanInterval: f.CleanInterval, RefreshInterval: f.OpsRefresh, MisfireThreshold: f.MisfireThreshold}
+	if f.Retention != "" {
+		age, err := service.ParseAge(f.Retention)
+		if err != nil || age <= 0 {
+			return cfg, fmt.Errorf("--retention: must be a positive age such as 7d or 36h, got %q", f.Retention)
+		}
+		cfg.Retention = age
+	}
+	return cfg, nil
+}
+
+// PeriodicRequests parses --periodic and --periodic-file.
+func (f OpsFlags) PeriodicRequests() ([]service.PeriodicRequest, error) {
+	specs := append([]string(nil), f.Periodic...)
+	if f.PeriodicFile != "" {
+		file, err := os.Open(f.PeriodicFile)
+		if err != nil {
+			return nil, fmt.Errorf("--periodic-file: %w", err)
+		}
+		defer file.Close()
+		sc := bufio.NewScanner(file)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+				specs = append(specs, line)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("--periodic-file: %w", err)
+		}
+	}
+	out := make([]service.PeriodicRequest, 0, len(specs))
+	for _, s := range specs {
+		req, err := service.ParsePeriodicSpec(s)
+		if err != nil {
+			return nil, fmt.Errorf("--periodic: %w", err)
+		}
+		out = append(out, req)
+	}
+	return out, nil
+}
+
+// httpClient returns the HTTP API client; the operations routes have no
+// gRPC counterpart.
+func (f ServerFlags) httpClient() (*client.Client, error) {
+	if f.Transport == "grpc" {
+		return nil, errors.New("--transport grpc: operations commands use the HTTP API; use --transport http")
+	}
+	c := client.New(f.Server)
+	c.Token = f.Token
+	return c, nil
+}
+
+// StatsCmd prints counts by status and type, the oldest waiting age and recent rates.
+type StatsCmd struct {
+	ServerFlags
+	Window string `help:"Span of the recent counts and rates, 1s–1h." default:"1m"`
+	JSON   bool   `help:"Print the raw JSON."`
+}
+
+// Run prints the stats.
+func (c *StatsCmd) Run(g *Globals) error {
+	cl, err := c.httpClient()
+	if err != nil {
+		return err
+	}
+	st, err := cl.Stats(g.Ctx, c.Window)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(st)
+	}
+	fmt.Printf("database clock  %s\n", st.DBNow.Format(time.RFC3339Nano))
+	statuses := []string{store.StatusWaiting, store.StatusRunning, store.StatusSuccess, store.StatusFailed, store.StatusCanceled}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "TYPE\t"+strings.Join(statuses, "\t")+"\t")
+	byType := map[string]map[string]int64{}
+	for _, c := range st.ByTypeStatus {
+		if byType[c.JobType] == nil {
+			byType[c.JobType] = map[string]int64{}
+		}
+		byType[c.JobType][c.Status] = c.Count
+	}
+	types := make([]string, 0, len(byType))
+	for t := range byType {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	row := func(name string, m map[string]int64) {
+		fmt.Fprint(tw, name+"\t")
+		for _, s := range statuses {
+			fmt.Fprintf(tw, "%d\t", m[s])
+		}
+		fmt.Fprintln(tw)
+	}
+	for _, t := range types {
+		row(t, byType[t])
+	}
+	row("(all)", st.ByStatus)
+	tw.Flush()
+	if st.OldestWaitingSeconds != nil {
+		fmt.Printf("oldest waiting  %.3fs due\n", *st.OldestWaitingSeconds)
+	} else {
+		fmt.Println("oldest waiting  none due")
+	}
+	fmt.Printf("last %s        created %d (%.2f/s), finished %d (%.2f/s) %v\n", time.Duration(st.WindowSeconds*float64(time.Second)),
+		st.Created, st.CreatedPerSecond, sumCounts(st.Finished), st.FinishedPerSecond, st.Finished)
+	return nil
+}
+
+func sumCounts(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// PauseCmd pauses a job type.
+type PauseCmd struct {
+	ServerFlags
+	Type string `arg:"" help:"Job type: no replica claims it until resumed; running jobs finish."`
+}
+
+// Run pauses the type.
+func (c *PauseCmd) Run(g *Globals) error { return setPaused(g, c.ServerFlags, c.Type, true) }
+
+// ResumeCmd resumes a job type.
+type ResumeCmd struct {
+	ServerFlags
+	Type string `arg:"" help:"Job type to resume."`
+}
+
+// Run resumes the type.
+func (c *ResumeCmd) Run(g *Globals) error { return setPaused(g, c.ServerFlags, c.Type, false) }
+
+func setPaused(g *Globals, f ServerFlags, jobType string, paused bool) error {
+	cl, err := f.httpClient()
+	if err != nil {
+		return err
+	}
+	tc, err := cl.SetPaused(g.Ctx, jobType, paused)
+	if err != nil {
+		return err
+	}
+	return printJSON(tc)
+}
+
+// LimitCmd sets a job type's cluster-wide concurrency limit.
+type LimitCmd struct {
+	ServerFlags
+	Type       string `arg:"" help:"Job type."`
+	MaxRunning int    `arg:"" help:"Most RUNNING jobs of the type across all replicas, 0–100000; 0 removes the limit."`
+}
+
+// Run sets the limit.
+func (c *LimitCmd) Run(g *Globals) error {
+	cl, err := c.httpClient()
+	if err != nil {
+		return err
+	}
+	tc, err := cl.SetLimit(g.Ctx, c.Type, c.MaxRunning)
+	if err != nil {
+		return err
+	}
+	return printJSON(tc)
+}
+
+// TypesCmd lists paused and limited job types.
+type TypesCmd struct {
+	ServerFlags
+}
+
+// Run lists the control rows.
+func (c *TypesCmd) Run(g *Globals) error {
+	cl, err := c.httpClient()
+	if err != nil {
+		return err
+	}
+	ts, err := cl.Types(g.Ctx)
+	if err != nil {
+		return err
+	}
+	return printJSON(ts)
+}
+
+// PeriodicCmd manages periodic schedules.
+type PeriodicCmd struct {
+	Add  PeriodicAddCmd  `cmd:"" help:"Create or replace a schedule."`
+	List PeriodicListCmd `cmd:"" help:"List schedules."`
+	Rm   PeriodicRmCmd   `cmd:"" help:"Delete a schedule (its jobs stay)."`
+}
+
+// PeriodicAddCmd creates or replaces a schedule.
+type PeriodicAddCmd struct {
+	ServerFlags
+	Name      string `help:"Schedule name: 1–40 letters, digits, '_', '.', '-'; jobs are keyed <name>@<instant>." required:""`
+	Cron      string `help:"Cron expression (UTC unless CRON_TZ=…): 5 fields, 6 with leading seconds, or @every 10s / @hourly." required:""`
+	Type      string `help:"job_type of the jobs." required:""`
+	Params    string `help:"params of the jobs (a JSON object)." default:"{}"`
+	Priority  *int   `help:"priority 0–1000 (default 0)."`
+	MaxRetry  *int   `help:"max_retry 0–100 (default 3)."`
+	TimeoutMs *int   `help:"timeout_ms per attempt, 0 = none."`
+	Misfire   string `help:"Instants missed while every replica was down: skip (none runs) or once (one catch-up run)." enum:"skip,once" default:"skip"`
+}
+
+// Run creates or replaces the schedule.
+func (c *PeriodicAddCmd) Run(g *Globals) error {
+	cl, err := c.httpClient()
+	if err != nil {
+		return err
+	}
+	p, created, err := cl.PutPeriodic(g.Ctx, service.PeriodicRequest{Name: c.Name, Cron: c.Cron, JobType: c.Type,
+		Params: json.RawMessage(c.Params), Priority: c.Priority, MaxRetry: c.MaxRetry, TimeoutMs: c.TimeoutMs, Misfire: c.Misfire})
+	if err != nil {
+		return err
+	}
+	if !created {
+		fmt.Fprintln(os.Stderr, "replaced the existing schedule")
+	}
+	return printJSON(p)
+}
+
+// PeriodicListCmd lists schedules.
+type PeriodicListCmd struct {
+	ServerFlags
+}
+
+// Run lists the schedules.
+func (c *PeriodicListCmd) Run(g *Globals) error {
+	cl, err := c.httpClient()
+	if err != nil {
+		return err
+	}
+	ps, err := cl.ListPeriodic(g.Ctx)
+	if err != nil {
+		return err
+	}
+	return printJSON(ps)
+}
+
+// PeriodicRmCmd deletes a schedule.
+type PeriodicRmCmd struct {
+	ServerFlags
+	Name string `arg:"" help:"Schedule name."`
+}
+
+// Run deletes the schedule.
+func (c *PeriodicRmCmd) Run(g *Globals) error {
+	cl, err := c.httpClient()
+	if err != nil {
+		return err
+	}
+	if err := cl.DeletePeriodic(g.Ctx, c.Name); err != nil {
+		return err
+	}
+	fmt.Printf("deleted %s\n", c.Name)
+	return nil
+}
+
+// PurgeCmd deletes old terminal jobs.
+type PurgeCmd struct {
+	ServerFlags
+	OlderThan string `help:"Delete SUCCESS/FAILED/CANCELED jobs finished longer ago than this (e.g. 7d, 36h; at least 1m), with their executions." required:""`
+}
+
+// Run purges.
+func (c *PurgeCmd) Run(g *Globals) error {
+	cl, err := c.httpClient()
+	if err != nil {
+		return err
+	}
+	res, err := cl.Purge(g.Ctx, c.OlderThan)
+	if err != nil {
+		return err
+	}
+	return printJSON(res)
+}
+
+// retryBulk runs `jobq retry --status S [--type T]`.
+func retryBulk(g *Globals, f ServerFlags, status, jobType string) error {
+	cl, err := f.httpClient()
+	if err != nil {
+		return err
+	}
+	res, err := cl.RetryBulk(g.Ctx, service.RetryBulkRequest{Status: status, JobType: jobType})
+	if err != nil {
+		return err
+	}
+	return printJSON(res)
+}

@@ -1,0 +1,417 @@
+package main
+
+// End-to-end tests of issue 7's operations commands: each runs the real
+// `jobq` command tree (kong) against a real replica (app.Start: HTTP API +
+// scheduler) on a real database.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/jobq/jobq/app"
+	"github.com/jobq/jobq/client"
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// noKeepAlive leaves no idle connection (and goroutine) behind for goleak.
+var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+
+// startReplica runs one replica on a fresh database and returns it with a
+// client of its API.
+func startReplica(t *testing.T, periodic []service.PeriodicRequest) (*app.Replica, *client.Client) {
+	t.Helper()
+	dsn := testdb.DSN(t)
+	reg := scheduler.NewRegistry()
+	jobtypes.Register(reg)
+	r, err := app.Start(context.Background(), app.Config{
+		DSN: dsn, Listen: "127.0.0.1:0", Registry: reg, Logger: quiet, Periodic: periodic,
+		Scheduler: scheduler.Config{Owner: "cli-test", PollInterval: 100 * time.Millisecond, PollJitter: 20 * time.Millisecond,
+			Lease: 2 * time.Second, RescueInterval: time.Second, RetryBackoffBase: 50 * time.Millisecond,
+			Workers: 10, ShutdownTimeout: 5 * time.Second, Logger: quiet},
+	})
+	if err != nil {
+		t.Fatalf("start replica: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
+	return r, client.New("http://" + r.Addr)
+}
+
+var stdoutMu sync.Mutex // runCLI swaps os.Stdout
+
+// runCLI runs `jobq args…` in process and returns what it printed.
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var cli CLI
+	parser, err := kong.New(&cli, kong.Name("jobq"), kong.Exit(func(int) { t.Fatalf("kong exited on %v", args) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		return "", err
+	}
+	stdoutMu.Lock()
+	defer stdoutMu.Unlock()
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = wr
+	out := make(chan string)
+	go func() { b, _ := io.ReadAll(rd); out <- string(b) }()
+	err = kctx.Run(&Globals{Log: quiet, Ctx: context.Background()})
+	wr.Close()
+	os.Stdout = old
+	return <-out, err
+}
+
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runCLI(t, args...)
+	if err != nil {
+		t.Fatalf("jobq %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func decode[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+	return v
+}
+
+func waitJob(t *testing.T, c *client.Client, id uint64, status string, d time.Duration) store.Job {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		j, err := c.Get(context.Background(), id)
+		if err == nil && j.Status == status {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d: status %s (err %v), want %s within %s", id, j.Status, err, status, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func submitJob(t *testing.T, c *client.Client, req service.SubmitRequest) store.Job {
+	t.Helper()
+	j, _, err := c.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatalf("submit %s: %v", req.JobKey, err)
+	}
+	return j
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func compact(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// pause/resume/limit/types, stats, bulk retry, cancel and purge, each
+// through the CLI against a running replica.
+func TestOpsCLIJobCommands(t *testing.T) {
+	r, c := startReplica(t, nil)
+	srv := "--server=http://" + r.Addr
+	ctx := context.Background()
+
+	// purge first: jobq's ids grow with create_time, and the cleaner's walk
+	// stops at the first young job, so the old jobs must hold the lowest ids.
+	// Three jobs finished 8 days ago go, with their executions; the rest stay.
+	db := r.Store.DB()
+	if _, err := db.Exec(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, run_at, attempt, finished_at, create_time, update_time)
+		SELECT CONCAT('ancient-', seq), 'noop', '{}', REPEAT('0', 64), 'SUCCESS', NOW(6) - INTERVAL 9 DAY, 1,
+		       NOW(6) - INTERVAL 8 DAY, NOW(6) - INTERVAL 9 DAY, NOW(6) - INTERVAL 8 DAY FROM seq_1_to_3`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO job_execution (job_id, attempt, owner, started_at, finished_at, outcome)
+		SELECT id, 1, 'gone', create_time, finished_at, 'SUCCESS' FROM job_queue WHERE job_key LIKE 'ancient-%'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, run_at, attempt, finished_at, create_time, update_time)
+		VALUES ('young-done', 'noop', '{}', REPEAT('0', 64), 'SUCCESS', NOW(6), 1, NOW(6), NOW(6), NOW(6))`); err != nil {
+		t.Fatal(err)
+	}
+	var before int
+	_ = db.QueryRow("SELECT COUNT(*) FROM job_queue").Scan(&before)
+	res := decode[store.PurgeResult](t, mustCLI(t, "purge", "--older-than", "7d", srv))
+	if res.Jobs != 3 || res.Executions != 3 || res.Batches != 1 {
+		t.Fatalf("purge = %+v, want 3 jobs, 3 executions, 1 batch", res)
+	}
+	var after int
+	_ = db.QueryRow("SELECT COUNT(*) FROM job_queue").Scan(&after)
+	if after != before-3 || after != 1 {
+		t.Fatalf("jobs after purge = %d, want %d", after, before-3)
+	}
+
+	// pause: a due sleep job is not claimed; stats sees it waiting.
+	if tc := decode[store.TypeControl](t, mustCLI(t, "pause", "sleep", srv)); !tc.Paused || tc.JobType != "sleep" {
+		t.Fatalf("pause printed %+v", tc)
+	}
+	waiting := submitJob(t, c, service.SubmitRequest{JobKey: "paused-1", JobType: "sleep",
+		RunAt: ptr(time.Now().UTC().Add(-10 * time.Second).Format(time.RFC3339Nano))})
+	time.Sleep(500 * time.Millisecond) // five poll intervals
+	if j, _ := c.Get(ctx, waiting.ID); j.Status != store.StatusWaiting || j.Attempt != 0 {
+		t.Fatalf("job of a paused type: status=%s attempt=%d, want WAITING 0", j.Status, j.Attempt)
+	}
+	st := decode[store.QueueStats](t, mustCLI(t, "stats", "--json", srv))
+	if st.ByStatus[store.StatusWaiting] != 1 || st.ByStatus[store.StatusSuccess] != 1 || len(st.ByTypeStatus) != 2 ||
+		st.ByTypeStatus[0] != (store.TypeStatusCount{JobType: "noop", Status: "SUCCESS", Count: 1}) ||
+		st.ByTypeStatus[1] != (store.TypeStatusCount{JobType: "sleep", Status: "WAITING", Count: 1}) {
+		t.Fatalf("stats counts = %v %v, want noop SUCCESS 1 and sleep WAITING 1", st.ByStatus, st.ByTypeStatus)
+	}
+	if st.OldestWaitingSeconds == nil || *st.OldestWaitingSeconds < 10 || *st.OldestWaitingSeconds > 60 {
+		t.Fatalf("oldest_waiting_seconds = %v, want 10–60", st.OldestWaitingSeconds)
+	}
+	if st.Created != 2 || st.WindowSeconds != 60 || st.CreatedPerSecond != 2.0/60 {
+		t.Fatalf("recent: created=%d window=%g rate=%g, want 2 (young-done, paused-1), 60, 2/60", st.Created, st.WindowSeconds, st.CreatedPerSecond)
+	}
+	if out := mustCLI(t, "stats", srv); !strings.Contains(out, "oldest waiting") || !strings.Contains(out, "sleep") {
+		t.Fatalf("stats table:\n%s", out)
+	}
+	types := decode[[]store.TypeControl](t, mustCLI(t, "types", srv))
+	if len(types) != 1 || !types[0].Paused || types[0].MaxRunning != 0 {
+		t.Fatalf("types = %+v", types)
+	}
+	if tc := decode[store.TypeControl](t, mustCLI(t, "resume", "sleep", srv)); tc.Paused {
+		t.Fatalf("resume printed %+v", tc)
+	}
+	waitJob(t, c, waiting.ID, store.StatusSuccess, 5*time.Second)
+
+	// limit
+	if tc := decode[store.TypeControl](t, mustCLI(t, "limit", "sleep", "2", srv)); tc.MaxRunning != 2 {
+		t.Fatalf("limit printed %+v", tc)
+	}
+	// The replica that took the call re-reads its limits at once, not after
+	// its 30s refresh interval.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := r.Scheduler.LimitedTypes()
+		if len(got) == 1 && got["sleep"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica's limited types 2s after the API call = %v, want map[sleep:2]", got)
+		}
+	}
+	limited := submitJob(t, c, service.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
+	waitJob(t, c, limited.ID, store.StatusSuccess, 5*time.Second)
+	if tc := decode[store.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv)); tc.MaxRunning != 0 {
+		t.Fatalf("limit 0 printed %+v", tc)
+	}
+
+	// cancel a RUNNING job through the CLI.
+	long := submitJob(t, c, service.SubmitRequest{JobKey: "long", JobType: "sleep", Params: json.RawMessage(`{"ms":30000}`)})
+	waitJob(t, c, long.ID, store.StatusRunning, 5*time.Second)
+	if j := decode[store.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv)); !j.CancelRequested {
+		t.Fatalf("cancel printed %+v", j)
+	}
+	hb := r.Scheduler.Config().HeartbeatInterval
+	waitJob(t, c, long.ID, store.StatusCanceled, hb+2*time.Second)
+
+	// bulk retry: flaky fails its first attempt; with max_retry 0 it ends FAILED.
+	var flaky []uint64
+	for i := range 3 {
+		flaky = append(flaky, submitJob(t, c, service.SubmitRequest{JobKey: fmt.Sprint("flaky-", i), JobType: "flaky", MaxRetry: ptr(0)}).ID)
+	}
+	other := submitJob(t, c, service.SubmitRequest{JobKey: "effect-fails", JobType: "flaky", MaxRetry: ptr(0), Params: json.RawMessage(`{"failures":5}`)})
+	for _, id := range append(flaky, other.ID) {
+		waitJob(t, c, id, store.StatusFailed, 5*time.Second)
+	}
+	if _, err := runCLI(t, "retry", srv); err == nil || !strings.Contains(err.Error(), "--status") {
+		t.Fatalf("retry without id or --status: err = %v", err)
+	}
+	if res := decode[service.RetryBulkResult](t, mustCLI(t, "retry", "--status", "FAILED", "--type", "flaky", srv)); res.Retried != 4 {
+		t.Fatalf("bulk retry retried %d, want 4", res.Retried)
+	}
+	for _, id := range flaky {
+		if j := waitJob(t, c, id, store.StatusSuccess, 5*time.Second); j.Attempt != 2 || j.RetryTimes != 0 {
+			t.Fatalf("retried job %d: attempt=%d retry_times=%d, want 2, 0", id, j.Attempt, j.RetryTimes)
+		}
+	}
+	waitJob(t, c, other.ID, store.StatusFailed, 5*time.Second) // its 2nd attempt fails too
+	if res := decode[service.RetryBulkResult](t, mustCLI(t, "retry", "--status", "CANCELED", "--type", "noop", srv)); res.Retried != 0 {
+		t.Fatalf("bulk retry of no job retried %d", res.Retried)
+	}
+
+}
+
+// Periodic schedules through the CLI and from serve's configuration.
+func TestOpsCLIPeriodic(t *testing.T) {
+	reqs, err := OpsFlags{Periodic: []string{`cfg=*/1 * * * * *;noop;{"a":"x;y"};once`}}.PeriodicRequests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, c := startReplica(t, reqs)
+	srv := "--server=http://" + r.Addr
+	ctx := context.Background()
+
+	list := decode[[]store.Periodic](t, mustCLI(t, "periodic", "list", srv))
+	if len(list) != 1 || list[0].Name != "cfg" || list[0].Source != store.PeriodicSourceConfig ||
+		list[0].Misfire != store.MisfireOnce || compact(t, list[0].Params) != `{"a":"x;y"}` || list[0].Cron != "*/1 * * * * *" {
+		t.Fatalf("configured schedule = %+v", list)
+	}
+	p := decode[store.Periodic](t, mustCLI(t, "periodic", "add", "--name", "tick", "--cron", "* * * * * *", "--type", "noop", "--params", `{"n":1}`, srv))
+	if p.Name != "tick" || p.Source != store.PeriodicSourceAPI || p.Misfire != store.MisfireSkip || p.MaxRetry != 3 {
+		t.Fatalf("periodic add printed %+v", p)
+	}
+	first := p.NextRunAt
+	// The replica that took the API call fires the new schedule at once
+	// (RefreshOps), not after its 30s refresh interval.
+	k := store.PeriodicKey("tick", first)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		page, err := c.List(ctx, store.StatusSuccess, "noop", 1000, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, j := range page.Jobs {
+			if j.JobKey == k {
+				found = true
+				if !j.RunAt.Equal(first) || string(j.Params) != `{"n":1}` {
+					t.Fatalf("periodic job %+v: run_at/params", j)
+				}
+			}
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s did not run within 5s", k)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := mustCLI(t, "periodic", "rm", "tick", srv); out != "deleted tick\n" {
+		t.Fatalf("periodic rm printed %q", out)
+	}
+	_, err = runCLI(t, "periodic", "rm", "tick", srv)
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound {
+		t.Fatalf("second rm: err = %v, want 404", err)
+	}
+	// Restarting with the same configuration keeps the cursor.
+	before, err := r.Store.PeriodicGet(ctx, "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Ops.PutPeriodic(ctx, reqs[0], store.PeriodicSourceConfig); err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.Store.PeriodicGet(ctx, "cfg")
+	if err != nil || again.NextRunAt.Before(before.NextRunAt) || !again.CreateTime.Equal(before.CreateTime) {
+		t.Fatalf("re-put of an unchanged schedule: before %+v after %+v err %v", before, again, err)
+	}
+}
+
+// Bad operations input gets 400 naming the field and rule; nothing is written.
+func TestOpsAPIRejectsBadInput(t *testing.T) {
+	r, _ := startReplica(t, nil)
+	base := "http://" + r.Addr
+	cases := []struct {
+		method, path, body string
+		field, rule        string
+	}{
+		{"POST", "/v1/periodic", `{"name":"a@b","cron":"* * * * *","job_type":"noop"}`, "name", "must hold only letters"},
+		{"POST", "/v1/periodic", `{"name":"n","cron":"61 * * * *","job_type":"noop"}`, "cron", "must be a cron expression"},
+		{"POST", "/v1/periodic", `{"name":"n","cron":"0 0 30 2 *","job_type":"noop"}`, "cron", "never fires"},
+		{"POST", "/v1/periodic", `{"name":"n","cron":"* * * * *","job_type":"nope"}`, "job_type", "not a registered job type"},
+		{"POST", "/v1/periodic", `{"name":"n","cron":"* * * * *","job_type":"noop","misfire":"all"}`, "misfire", `must be "skip" or "once"`},
+		{"POST", "/v1/periodic", `{"name":"n","cron":"* * * * *","job_type":"noop","params":[1]}`, "params", "must be a JSON object"},
+		{"POST", "/v1/periodic", `{"name":"n","cron":"* * * * *","job_type":"noop","every":1}`, "every", "unknown field"},
+		{"POST", "/v1/periodic", `{"name":"` + strings.Repeat("x", 41) + `","cron":"* * * * *","job_type":"noop"}`, "name", "must be 1–40 characters"},
+		{"PUT", "/v1/types/noop/limit", `{"max_running":-1}`, "max_running", "must be an integer in [0, 100000]"},
+		{"PUT", "/v1/types/noop/limit", `{}`, "max_running", "is required"},
+		{"PUT", "/v1/types/noop/limit", `{"max_running":"2"}`, "max_running", "must be a JSON integer"},
+		{"POST", "/v1/types/nope/pause", ``, "job_type", "not a registered job type"},
+		{"POST", "/v1/jobs/retry", `{"status":"SUCCESS"}`, "status", "must be FAILED or CANCELED"},
+		{"POST", "/v1/jobs/purge", `{"older_than":"soon"}`, "older_than", "must be an age such as 7d"},
+		{"POST", "/v1/jobs/purge", `{"older_than":"30s"}`, "older_than", "must be between 1m0s and 36500d"},
+		{"GET", "/v1/stats?window=2h", ``, "window", "must be a duration between 1s and 1h0m0s"},
+		{"GET", "/v1/stats?since=1", ``, "since", "unknown query parameter"},
+	}
+	for _, tc := range cases {
+		req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+		resp, err := noKeepAlive.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var eb struct {
+			Error struct{ Code, Field, Message string }
+		}
+		_ = json.Unmarshal(body, &eb)
+		if resp.StatusCode != http.StatusBadRequest || eb.Error.Field != tc.field || !strings.Contains(eb.Error.Message, tc.rule) {
+			t.Errorf("%s %s %s: %d %s, want 400 field %q containing %q", tc.method, tc.path, tc.body, resp.StatusCode, body, tc.field, tc.rule)
+		}
+	}
+	var n int
+	if err := r.Store.DB().QueryRow("SELECT (SELECT COUNT(*) FROM periodic_job) + (SELECT COUNT(*) FROM job_type_control)").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows written by rejected requests = %d (err %v), want 0", n, err)
+	}
+}
+
+func TestParseAgeAndPeriodicSpec(t *testing.T) {
+	for in, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "36h": 36 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute, "0d": 0} {
+		if got, err := service.ParseAge(in); err != nil || got != want {
+			t.Errorf("ParseAge(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "d", "7x", "-1d", "1.5d", "7dd"} {
+		if got, err := service.ParseAge(bad); err == nil {
+			t.Errorf("ParseAge(%q) = %s, want an error", bad, got)
+		}
+	}
+	cases := []struct {
+		spec string
+		want service.PeriodicRequest
+	}{
+		{"a=* * * * *;noop", service.PeriodicRequest{Name: "a", Cron: "* * * * *", JobType: "noop"}},
+		{"b=@every 10s;sleep;once", service.PeriodicRequest{Name: "b", Cron: "@every 10s", JobType: "sleep", Misfire: "once"}},
+		{`c=0 0 3 * * *;backup;{"db":"a;b"};skip`, service.PeriodicRequest{Name: "c", Cron: "0 0 3 * * *", JobType: "backup", Params: json.RawMessage(`{"db":"a;b"}`), Misfire: "skip"}},
+	}
+	for _, tc := range cases {
+		got, err := service.ParsePeriodicSpec(tc.spec)
+		if err != nil || got.Name != tc.want.Name || got.Cron != tc.want.Cron || got.JobType != tc.want.JobType ||
+			string(got.Params) != string(tc.want.Params) || got.Misfire != tc.want.Misfire {
+			t.Errorf("ParsePeriodicSpec(%q) = %+v, %v; want %+v", tc.spec, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"no-equals", "a=* * * * *", `a=* * * * *;noop;{"x":1}x`} {
+		if _, err := service.ParsePeriodicSpec(bad); err == nil {
+			t.Errorf("ParsePeriodicSpec(%q): want an error", bad)
+		}
+	}
+}

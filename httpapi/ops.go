@@ -1,0 +1,173 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
+)
+
+// opsAPI serves the operations routes (registered by New when Options.Ops is set):
+//
+//	GET  /v1/types                       200 {"types":[TypeControl…]}
+//	POST /v1/types/{job_type}/pause      200 TypeControl
+//	POST /v1/types/{job_type}/resume     200 TypeControl
+//	PUT  /v1/types/{job_type}/limit      200 TypeControl; body {"max_running": N}, 0 removes the limit
+//	GET  /v1/periodic                    200 {"periodic":[Periodic…]}
+//	POST /v1/periodic                    201 created · 200 replaced; body service.PeriodicRequest
+//	GET  /v1/periodic/{name}             200 Periodic · 404
+//	DELETE /v1/periodic/{name}           200 {"deleted": name} · 404
+//	POST /v1/jobs/retry                  200 {"retried": N}; body {"status": "FAILED"|"CANCELED", "job_type": T}
+//	POST /v1/jobs/purge                  200 PurgeResult; body {"older_than": "7d"}
+//	GET  /v1/stats?window=1m             200 QueueStats
+//
+// Invalid input gets 400 naming the field; nothing is written.
+type opsAPI struct {
+	*api
+	ops *service.Ops
+}
+
+func (a *api) routeOps(mux *http.ServeMux, ops *service.Ops) {
+	o := &opsAPI{api: a, ops: ops}
+	mux.HandleFunc("GET /v1/types", o.types)
+	mux.HandleFunc("POST /v1/types/{job_type}/pause", o.pause(true))
+	mux.HandleFunc("POST /v1/types/{job_type}/resume", o.pause(false))
+	mux.HandleFunc("PUT /v1/types/{job_type}/limit", o.limit)
+	mux.HandleFunc("GET /v1/periodic", o.periodicList)
+	mux.HandleFunc("POST /v1/periodic", o.periodicPut)
+	mux.HandleFunc("GET /v1/periodic/{name}", o.periodicGet)
+	mux.HandleFunc("DELETE /v1/periodic/{name}", o.periodicDelete)
+	mux.HandleFunc("POST /v1/jobs/retry", o.retryBulk)
+	mux.HandleFunc("POST /v1/jobs/purge", o.purge)
+	mux.HandleFunc("GET /v1/stats", o.stats)
+}
+
+// decodeBody reads a body of at most MaxBodyBytes and decodes it strictly
+// into v; false means an error response was written.
+func (o *opsAPI) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{ErrorDetail{Code: "too_large", Field: "body",
+				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
+			return false
+		}
+		o.fail(w, &service.ValidationError{Field: "body", Rule: "could not be read: " + err.Error()})
+		return false
+	}
+	if err := service.DecodeStrict(body, v); err != nil {
+		o.fail(w, err)
+		return false
+	}
+	return true
+}
+
+// reply writes v, or maps err; a missing schedule is a 404 naming it.
+func (o *opsAPI) reply(w http.ResponseWriter, status int, v any, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeJSON(w, http.StatusNotFound, ErrorBody{ErrorDetail{Code: "not_found", Field: "name", Message: "periodic schedule not found"}})
+	case err != nil:
+		o.fail(w, err)
+	default:
+		writeJSON(w, status, v)
+	}
+}
+
+func (o *opsAPI) types(w http.ResponseWriter, r *http.Request) {
+	if !noQuery(o, w, r) {
+		return
+	}
+	ts, err := o.ops.Types(r.Context())
+	o.reply(w, http.StatusOK, map[string]any{"types": ts}, err)
+}
+
+func (o *opsAPI) pause(paused bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tc, err := o.ops.SetPaused(r.Context(), r.PathValue("job_type"), paused)
+		o.reply(w, http.StatusOK, tc, err)
+	}
+}
+
+func (o *opsAPI) limit(w http.ResponseWriter, r *http.Request) {
+	var req service.LimitRequest
+	if !o.decodeBody(w, r, &req) {
+		return
+	}
+	tc, err := o.ops.SetLimit(r.Context(), r.PathValue("job_type"), req)
+	o.reply(w, http.StatusOK, tc, err)
+}
+
+func (o *opsAPI) periodicList(w http.ResponseWriter, r *http.Request) {
+	if !noQuery(o, w, r) {
+		return
+	}
+	ps, err := o.ops.ListPeriodic(r.Context())
+	o.reply(w, http.StatusOK, map[string]any{"periodic": ps}, err)
+}
+
+func (o *opsAPI) periodicPut(w http.ResponseWriter, r *http.Request) {
+	var req service.PeriodicRequest
+	if !o.decodeBody(w, r, &req) {
+		return
+	}
+	p, created, err := o.ops.PutPeriodic(r.Context(), req, store.PeriodicSourceAPI)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/periodic/"+p.Name)
+	}
+	o.reply(w, status, p, err)
+}
+
+func (o *opsAPI) periodicGet(w http.ResponseWriter, r *http.Request) {
+	p, err := o.ops.GetPeriodic(r.Context(), r.PathValue("name"))
+	o.reply(w, http.StatusOK, p, err)
+}
+
+func (o *opsAPI) periodicDelete(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	err := o.ops.DeletePeriodic(r.Context(), name)
+	o.reply(w, http.StatusOK, map[string]string{"deleted": name}, err)
+}
+
+func (o *opsAPI) retryBulk(w http.ResponseWriter, r *http.Request) {
+	var req service.RetryBulkRequest
+	if !o.decodeBody(w, r, &req) {
+		return
+	}
+	res, err := o.ops.RetryBulk(r.Context(), req)
+	o.reply(w, http.StatusOK, res, err)
+}
+
+func (o *opsAPI) purge(w http.ResponseWriter, r *http.Request) {
+	var req service.PurgeRequest
+	if !o.decodeBody(w, r, &req) {
+		return
+	}
+	res, err := o.ops.Purge(r.Context(), req)
+	o.reply(w, http.StatusOK, res, err)
+}
+
+func (o *opsAPI) stats(w http.ResponseWriter, r *http.Request) {
+	for k := range r.URL.Query() {
+		if k != "window" {
+			o.fail(w, &service.ValidationError{Field: k, Rule: "unknown query parameter (use window)"})
+			return
+		}
+	}
+	st, err := o.ops.Stats(r.Context(), r.URL.Query().Get("window"))
+	o.reply(w, http.StatusOK, st, err)
+}
+
+// noQuery rejects query parameters on routes that take none.
+func noQuery(o *opsAPI, w http.ResponseWriter, r *http.Request) bool {
+	for k := range r.URL.Query() {
+		o.fail(w, &service.ValidationError{Field: k, Rule: "unknown query parameter (this route takes none)"})
+		return false
+	}
+	return true
+}

@@ -1,0 +1,441 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
+)
+
+// Operations input limits. Each is enforced at the edge with a 400 naming
+// the field.
+const (
+	MaxRunningLimit      = 100000          // max_running: 0 (no limit) – 100,000
+	MaxPeriodicNameRunes = 40              // name: 1–40 of [A-Za-z0-9_.-], so '<name>@<instant>' fits job_key
+	MaxCronRunes         = 128             // cron: 1–128 characters
+	MinPurgeAge          = time.Minute     // older_than: at least 1m
+	StatsWindowDefault   = time.Minute     // window: default 1m
+	MaxStatsWindow       = time.Hour       // window: 1s – 1h
+	MinStatsWindow       = time.Second     //
+	purgeBatch           = 500             // jobs per purge transaction
+	retryBulkBatch       = 500             // jobs per bulk-retry UPDATE
+	day                  = 24 * time.Hour  //
+	maxAge               = 100 * 365 * day // older_than: at most ~100 years
+	opsRetryAttempts     = 5               // transient DB errors retried per call
+	periodicNameAlphabet = "letters, digits, '_', '.' and '-'"
+)
+
+// OpsStore is what the operations API needs from persistence.
+type OpsStore interface {
+	TypeSetPaused(ctx context.Context, jobType string, paused bool) (store.TypeControl, error)
+	TypeSetLimit(ctx context.Context, jobType string, maxRunning int) (store.TypeControl, error)
+	TypeControls(ctx context.Context) ([]store.TypeControl, error)
+	PeriodicUpsert(ctx context.Context, spec store.PeriodicSpec, firstFunc func(now time.Time) time.Time) (store.Periodic, bool, error)
+	PeriodicGet(ctx context.Context, name string) (store.Periodic, error)
+	PeriodicList(ctx context.Context) ([]store.Periodic, error)
+	PeriodicDelete(ctx context.Context, name string) error
+	JobRetryBulk(ctx context.Context, p store.RetryBulkParams) (int64, error)
+	JobPurge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error)
+	QueueStats(ctx context.Context, window time.Duration) (store.QueueStats, error)
+}
+
+var _ OpsStore = (*store.Store)(nil)
+
+// Ops validates and runs operations requests: pause/resume and limits per
+// job type, periodic schedules, bulk retry, purge and stats. Nothing is
+// written unless the whole request is valid.
+type Ops struct {
+	store     OpsStore
+	knownType func(string) bool
+	changed   func()
+	retry     store.RetryPolicy
+}
+
+// NewOps returns the operations service. knownType (may be nil) reports
+// registered job types; changed (may be nil) is called after every change
+// to type controls or schedules so the local scheduler re-reads them at
+// once (scheduler.RefreshOps).
+func NewOps(st OpsStore, knownType func(string) bool, changed func()) *Ops {
+	return &Ops{store: st, knownType: knownType, changed: changed, retry: store.RetryPolicy{MaxAttempts: opsRetryAttempts}}
+}
+
+func (o *Ops) notify() {
+	if o.changed != nil {
+		o.changed()
+	}
+}
+
+func (o *Ops) checkType(field, jobType string) error {
+	if err := checkText(field, jobType, MaxJobTypeRunes); err != nil {
+		return err
+	}
+	if o.knownType != nil && !o.knownType(jobType) {
+		return invalid(field, "%q is not a registered job type", jobType)
+	}
+	return nil
+}
+
+// SetPaused pauses (paused=true) or resumes jobType, a registered type.
+// Paused types are not claimed by any replica from its next scan on; their
+// RUNNING jobs finish.
+func (o *Ops) SetPaused(ctx context.Context, jobType string, paused bool) (store.TypeControl, error) {
+	if err := o.checkType("job_type", jobType); err != nil {
+		return store.TypeControl{}, err
+	}
+	var tc store.TypeControl
+	err := o.retry.Do(ctx, "pause", func() error { var e error; tc, e = o.store.TypeSetPaused(ctx, jobType, paused); return e })
+	if err == nil {
+		o.notify()
+	}
+	return tc, err
+}
+
+// LimitRequest is the body of PUT /v1/types/{job_type}/limit.
+type LimitRequest struct {
+	// MaxRunning caps the type's RUNNING jobs across all replicas, 0–100,000;
+	// 0 removes the limit. Required.
+	MaxRunning *int `json:"max_running"`
+}
+
+// SetLimit sets jobType's cluster-wide limit of RUNNING jobs.
+func (o *Ops) SetLimit(ctx context.Context, jobType string, req LimitRequest) (store.TypeControl, error) {
+	if err := o.checkType("job_type", jobType); err != nil {
+		return store.TypeControl{}, err
+	}
+	if req.MaxRunning == nil {
+		return store.TypeControl{}, invalid("max_running", "is required: an integer in [0, %d] (0 removes the limit)", MaxRunningLimit)
+	}
+	if n := *req.MaxRunning; n < 0 || n > MaxRunningLimit {
+		return store.TypeControl{}, invalid("max_running", "must be an integer in [0, %d] (0 removes the limit), got %d", MaxRunningLimit, n)
+	}
+	var tc store.TypeControl
+	err := o.retry.Do(ctx, "limit", func() error { var e error; tc, e = o.store.TypeSetLimit(ctx, jobType, *req.MaxRunning); return e })
+	if err == nil {
+		o.notify()
+	}
+	return tc, err
+}
+
+// Types lists the job types that have a control row (paused or limited now
+// or before), ordered by type.
+func (o *Ops) Types(ctx context.Context) ([]store.TypeControl, error) {
+	var out []store.TypeControl
+	err := o.retry.Do(ctx, "types", func() error { var e error; out, e = o.store.TypeControls(ctx); return e })
+	if out == nil {
+		out = []store.TypeControl{}
+	}
+	return out, err
+}
+
+// PeriodicRequest is the body of POST /v1/periodic: a schedule to create or
+// replace.
+type PeriodicRequest struct {
+	// Name is 1–40 letters, digits, '_', '.' or '-'; each job is keyed
+	// '<name>@<instant>', the instant in UTC to the second.
+	Name string `json:"name"`
+	// Cron is a cron expression: 5 fields, or 6 with leading seconds, or a
+	// descriptor (@hourly, @every 10s), optionally "CRON_TZ=Zone ..."; UTC
+	// otherwise (scheduler.ParseCron).
+	Cron string `json:"cron"`
+	// JobType, Params, Priority, MaxRetry and TimeoutMs are as on submit.
+	JobType   string          `json:"job_type"`
+	Params    json.RawMessage `json:"params,omitempty"`
+	Priority  *int            `json:"priority,omitempty"`
+	MaxRetry  *int            `json:"max_retry,omitempty"`
+	TimeoutMs *int            `json:"timeout_ms,omitempty"`
+	// Misfire is "skip" (default: instants missed while every replica was
+	// down never run) or "once" (exactly one catch-up job, the latest missed).
+	Misfire string `json:"misfire,omitempty"`
+}
+
+// DecodeStrict parses body into v: valid UTF-8, exactly one JSON object, no
+// unknown fields. Errors are *ValidationError naming the field.
+func DecodeStrict(body []byte, v any) error {
+	if !utf8.Valid(body) {
+		return invalid("body", "must be valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &ute):
+			field, kind := ute.Field, "string"
+			if field == "" {
+				field, kind = "body", "object"
+			} else if strings.Contains(ute.Type.String(), "int") {
+				kind = "integer"
+			}
+			return invalid(field, "must be a JSON %s", kind)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "unknown field")
+		default:
+			return invalid("body", "must be a JSON object: %v", err)
+		}
+	}
+	if dec.More() {
+		return invalid("body", "must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// ValidatePeriodic checks every field of req and fills defaults (priority
+// 0, max_retry 3, timeout_ms 0, misfire skip). It does not touch the database.
+func (o *Ops) ValidatePeriodic(req PeriodicRequest, source string) (store.PeriodicSpec, error) {
+	spec := store.PeriodicSpec{Name: req.Name, Cron: req.Cron, JobType: req.JobType, MaxRetry: MaxRetryDefault,
+		Misfire: store.MisfireSkip, Source: source}
+	if err := checkText("name", req.Name, MaxPeriodicNameRunes); err != nil {
+		return spec, err
+	}
+	for _, r := range req.Name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return spec, invalid("name", "must hold only %s, got %q", periodicNameAlphabet, req.Name)
+		}
+	}
+	if err := checkText("cron", req.Cron, MaxCronRunes); err != nil {
+		return spec, err
+	}
+	if _, err := scheduler.ParseCron(req.Cron); err != nil {
+		return spec, invalid("cron", "must be a cron expression (5 fields, 6 with leading seconds, or @every/@hourly…): %v", err)
+	}
+	if err := o.checkType("job_type", req.JobType); err != nil {
+		return spec, err
+	}
+	params, err := canonicalParams(req.Params)
+	if err != nil {
+		return spec, err
+	}
+	spec.Params = params
+	if req.Priority != nil {
+		if *req.Priority < MinPriority || *req.Priority > MaxPriority {
+			return spec, invalid("priority", "must be an integer in [%d, %d], got %d", MinPriority, MaxPriority, *req.Priority)
+		}
+		spec.Priority = *req.Priority
+	}
+	if req.MaxRetry != nil {
+		if *req.MaxRetry < 0 || *req.MaxRetry > MaxRetryLimit {
+			return spec, invalid("max_retry", "must be an integer in [0, %d], got %d", MaxRetryLimit, *req.MaxRetry)
+		}
+		spec.MaxRetry = *req.MaxRetry
+	}
+	if req.TimeoutMs != nil {
+		if *req.TimeoutMs < 0 || *req.TimeoutMs > MaxTimeoutMs {
+			return spec, invalid("timeout_ms", "must be an integer in [0, %d] (0 = no timeout), got %d", MaxTimeoutMs, *req.TimeoutMs)
+		}
+		spec.TimeoutMs = *req.TimeoutMs
+	}
+	switch req.Misfire {
+	case "", store.MisfireSkip:
+	case store.MisfireOnce:
+		spec.Misfire = store.MisfireOnce
+	default:
+		return spec, invalid("misfire", "must be %q or %q, got %q", store.MisfireSkip, store.MisfireOnce, req.Misfire)
+	}
+	return spec, nil
+}
+
+// PutPeriodic validates req and creates or replaces the schedule (source
+// store.PeriodicSourceAPI or store.PeriodicSourceConfig). A new schedule, or
+// one whose cron expression changed, starts at its next instant; an
+// unchanged expression keeps its cursor. created is true for a new schedule.
+func (o *Ops) PutPeriodic(ctx context.Context, req PeriodicRequest, source string) (p store.Periodic, created bool, err error) {
+	spec, err := o.ValidatePeriodic(req, source)
+	if err != nil {
+		return p, false, err
+	}
+	sched, _ := scheduler.ParseCron(spec.Cron)
+	first := func(now time.Time) time.Time { return sched.Next(now) }
+	err = o.retry.Do(ctx, "periodic.put", func() error {
+		var e error
+		p, created, e = o.store.PeriodicUpsert(ctx, spec, first)
+		return e
+	})
+	if err == nil {
+		o.notify()
+	}
+	return p, created, err
+}
+
+func checkName(name string) error { return checkText("name", name, MaxPeriodicNameRunes) }
+
+// GetPeriodic returns one schedule; store.ErrNotFound if none.
+func (o *Ops) GetPeriodic(ctx context.Context, name string) (store.Periodic, error) {
+	if err := checkName(name); err != nil {
+		return store.Periodic{}, err
+	}
+	var p store.Periodic
+	err := o.retry.Do(ctx, "periodic.get", func() error { var e error; p, e = o.store.PeriodicGet(ctx, name); return e })
+	return p, err
+}
+
+// ListPeriodic returns every schedule, ordered by name.
+func (o *Ops) ListPeriodic(ctx context.Context) ([]store.Periodic, error) {
+	var out []store.Periodic
+	err := o.retry.Do(ctx, "periodic.list", func() error { var e error; out, e = o.store.PeriodicList(ctx); return e })
+	if out == nil {
+		out = []store.Periodic{}
+	}
+	return out, err
+}
+
+// DeletePeriodic removes a schedule (jobs it already enqueued stay);
+// store.ErrNotFound if none.
+func (o *Ops) DeletePeriodic(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	err := o.retry.Do(ctx, "periodic.delete", func() error { return o.store.PeriodicDelete(ctx, name) })
+	if err == nil {
+		o.notify()
+	}
+	return err
+}
+
+// RetryBulkRequest is the body of POST /v1/jobs/retry.
+type RetryBulkRequest struct {
+	// Status is FAILED or CANCELED. Required.
+	Status string `json:"status"`
+	// JobType restricts the retry to one type; "" retries every type.
+	JobType string `json:"job_type,omitempty"`
+}
+
+// RetryBulkResult says how many jobs went back to WAITING.
+type RetryBulkResult struct {
+	Retried int64 `json:"retried"`
+}
+
+// RetryBulk re-queues every job in req.Status (of req.JobType, if set) with
+// a fresh retry budget, due now, in batches of 500.
+func (o *Ops) RetryBulk(ctx context.Context, req RetryBulkRequest) (RetryBulkResult, error) {
+	if req.Status != store.StatusFailed && req.Status != store.StatusCanceled {
+		return RetryBulkResult{}, invalid("status", "must be %s or %s, got %q", store.StatusFailed, store.StatusCanceled, req.Status)
+	}
+	if req.JobType != "" {
+		if err := checkText("job_type", req.JobType, MaxJobTypeRunes); err != nil {
+			return RetryBulkResult{}, err
+		}
+	}
+	var n int64
+	err := o.retry.Do(ctx, "retry.bulk", func() error {
+		var e error
+		n, e = o.store.JobRetryBulk(ctx, store.RetryBulkParams{Status: req.Status, JobType: req.JobType, Batch: retryBulkBatch})
+		return e
+	})
+	return RetryBulkResult{Retried: n}, err
+}
+
+// ParseAge parses an age such as "7d", "36h", "90m", "1d12h" or "2h30m":
+// Go duration syntax plus a leading whole number of days ("d").
+func ParseAge(s string) (time.Duration, error) {
+	var days time.Duration
+	rest := s
+	if i := strings.IndexByte(s, 'd'); i >= 0 {
+		n, err := strconv.Atoi(s[:i])
+		if err != nil || n < 0 || n > 36500 {
+			return 0, fmt.Errorf("%q: days must be a whole number 0–36500 before 'd'", s)
+		}
+		days, rest = time.Duration(n)*day, s[i+1:]
+	}
+	var d time.Duration
+	if rest != "" {
+		var err error
+		if d, err = time.ParseDuration(rest); err != nil {
+			return 0, fmt.Errorf("%q: want e.g. 7d, 36h, 1d12h, 90m", s)
+		}
+	}
+	if s == "" {
+		return 0, errors.New("empty; want e.g. 7d, 36h, 1d12h, 90m")
+	}
+	return days + d, nil
+}
+
+// PurgeRequest is the body of POST /v1/jobs/purge.
+type PurgeRequest struct {
+	// OlderThan: delete SUCCESS, FAILED and CANCELED jobs (and their
+	// executions) finished more than this long ago, e.g. "7d", "36h";
+	// at least 1m. Required.
+	OlderThan string `json:"older_than"`
+}
+
+// Purge deletes terminal jobs finished more than req.OlderThan ago, with
+// their job_execution rows, 500 per short transaction.
+func (o *Ops) Purge(ctx context.Context, req PurgeRequest) (store.PurgeResult, error) {
+	age, err := ParseAge(req.OlderThan)
+	if err != nil {
+		return store.PurgeResult{}, invalid("older_than", "must be an age such as 7d, 36h or 90m: %v", err)
+	}
+	if age < MinPurgeAge || age > maxAge {
+		return store.PurgeResult{}, invalid("older_than", "must be between %s and 36500d, got %s", MinPurgeAge, age)
+	}
+	var res store.PurgeResult
+	err = o.retry.Do(ctx, "purge", func() error {
+		var e error
+		res, e = o.store.JobPurge(ctx, store.PurgeParams{OlderThan: age, Batch: purgeBatch})
+		return e
+	})
+	return res, err
+}
+
+// Stats returns the queue snapshot; window ("" for 1m) is the span of the
+// recent counts, 1s–1h, in Go duration syntax.
+func (o *Ops) Stats(ctx context.Context, window string) (store.QueueStats, error) {
+	w := StatsWindowDefault
+	if window != "" {
+		d, err := time.ParseDuration(window)
+		if err != nil || d < MinStatsWindow || d > MaxStatsWindow {
+			return store.QueueStats{}, invalid("window", "must be a duration between %s and %s such as 5m, got %q", MinStatsWindow, MaxStatsWindow, window)
+		}
+		w = d
+	}
+	var st store.QueueStats
+	err := o.retry.Do(ctx, "stats", func() error { var e error; st, e = o.store.QueueStats(ctx, w); return e })
+	return st, err
+}
+
+// ParsePeriodicSpec parses a schedule given on the command line or in a
+// file, "name=cron;job_type[;params[;misfire]]", e.g.
+// `nightly=0 0 3 * * *;backup;{"db":"main"};once`. params is a JSON object
+// (it may contain ';'); misfire is skip (default) or once. Field errors are
+// *ValidationError; values are checked by ValidatePeriodic.
+func ParsePeriodicSpec(spec string) (PeriodicRequest, error) {
+	var req PeriodicRequest
+	name, rest, ok := strings.Cut(spec, "=")
+	if !ok {
+		return req, invalid("periodic", "must be name=cron;job_type[;params[;misfire]], got %q", spec)
+	}
+	req.Name = strings.TrimSpace(name)
+	cronExpr, rest, ok := strings.Cut(rest, ";")
+	if !ok {
+		return req, invalid("periodic", "%q: missing ';job_type' after the cron expression", spec)
+	}
+	req.Cron = strings.TrimSpace(cronExpr)
+	jobType, rest, _ := strings.Cut(rest, ";")
+	req.JobType = strings.TrimSpace(jobType)
+	rest = strings.TrimSpace(rest)
+	if strings.HasPrefix(rest, "{") {
+		dec := json.NewDecoder(strings.NewReader(rest))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return req, invalid("params", "%q: must be a JSON object: %v", spec, err)
+		}
+		req.Params = raw
+		rest = strings.TrimSpace(rest[dec.InputOffset():])
+		if rest != "" {
+			after, ok := strings.CutPrefix(rest, ";")
+			if !ok {
+				return req, invalid("periodic", "%q: expected ';misfire' after params", spec)
+			}
+			rest = strings.TrimSpace(after)
+		}
+	}
+	req.Misfire = rest
+	return req, nil
+}
