@@ -154,7 +154,7 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 		row(fmt.Sprintf("poison jobs FAILED after max_retry+1 claims (of %d)", c.PoisonJobs), c.PoisonFailed, fmt.Sprintf("= %d", c.PoisonJobs))
 	}
 	row("stale completions refused (fence worked)", c.StaleCompletionsRefused, "")
-	row("leases rescued", c.LeaseExpired, "")
+	row("leases rescued (LEASE_EXPIRED + STALE)", c.Rescued, "")
 	row("released at shutdown", c.Released, "")
 	row("unacknowledged submits (stored anyway)", c.Unacknowledged, fmt.Sprintf("%d stored", c.UnackedStored))
 	fmt.Fprintf(w, "| repeated non-transactional effects (at-least-once cost) | %d jobs, %d extra rows | explained by %d interrupted runs / %d interrupting faults; %d of %d explained |\n",

@@ -93,9 +93,13 @@ type Counts struct {
 	StaleCompletionsAccepted int `json:"stale_completions_accepted"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
-	// Executions is job_execution rows; LeaseExpired of them were rescued,
-	// Released returned at shutdown, Failed ended by a failed attempt.
+	// Executions is job_execution rows. Rescued of them had their lease
+	// expire and were returned by a rescuer: LeaseExpired plus the STALE
+	// ones (rescued first, then refused when the late run tried to
+	// complete). Released returned at shutdown, Failed ended by a failed
+	// attempt.
 	Executions   int `json:"executions"`
+	Rescued      int `json:"rescued"`
 	LeaseExpired int `json:"lease_expired"`
 	Released     int `json:"released"`
 	Failed       int `json:"failed_attempts"`
@@ -326,6 +330,7 @@ func Check(h History) *Result {
 			r.NonTx.InterruptingFaults++
 		}
 	}
+	c.Rescued = c.LeaseExpired + c.StaleCompletionsRefused
 	c.Lost, c.Stuck, c.TxEffectDuplicates = len(lost), len(stuck), len(txDup)
 	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
 	for _, v := range []struct {

@@ -207,7 +207,7 @@ func TestRescueWithRefusedZombieIsValid(t *testing.T) {
 	if r.NonTx.DuplicatedJobs != 1 || r.NonTx.Explained != 1 || r.NonTx.ExtraEffects != 1 || r.NonTx.InterruptingFaults != 1 || r.NonTx.InterruptedRuns != 1 {
 		t.Fatalf("non-tx = %+v", r.NonTx)
 	}
-	if r.Counts.StaleCompletionsRefused != 1 || r.ExecutionsPerJob[2] != 1 {
+	if r.Counts.StaleCompletionsRefused != 1 || r.Counts.Rescued != 1 || r.ExecutionsPerJob[2] != 1 {
 		t.Fatalf("counts = %+v per job %v", r.Counts, r.ExecutionsPerJob)
 	}
 	f := r.Faults[0]

@@ -108,7 +108,7 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
 			c.Lost, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.StaleCompletionsRefused,
-			c.LeaseExpired, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)
+			c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)
 	}
 	tw.Flush()
 }
