@@ -304,15 +304,16 @@ func WriteTimeline(path string, rf *ResultFile) error {
 }
 
 func faultColor(kind string) color.Color {
+	// Non-premultiplied: color.RGBA with R,G,B > A is not a valid colour.
 	switch kind {
-	case FaultKill, FaultTerm:
-		return color.RGBA{R: 230, G: 60, B: 60, A: 60}
+	case FaultKill, FaultTerm, "crash":
+		return color.NRGBA{R: 230, G: 60, B: 60, A: 60}
 	case FaultPause:
-		return color.RGBA{R: 240, G: 170, B: 30, A: 70}
+		return color.NRGBA{R: 240, G: 170, B: 30, A: 70}
 	case FaultDBRestart:
-		return color.RGBA{R: 120, G: 60, B: 200, A: 60}
+		return color.NRGBA{R: 120, G: 60, B: 200, A: 60}
 	case FaultPartition, FaultLatency:
-		return color.RGBA{R: 30, G: 160, B: 160, A: 60}
+		return color.NRGBA{R: 30, G: 160, B: 160, A: 60}
 	}
-	return color.RGBA{R: 128, G: 128, B: 128, A: 60}
+	return color.NRGBA{R: 128, G: 128, B: 128, A: 60}
 }
