@@ -10,6 +10,7 @@ import (
 type claimer struct {
 	s         *Scheduler
 	lastEmpty bool
+	lastFull  bool // the last claim filled its batch: the queue is long
 }
 
 func newClaimer(s *Scheduler) *claimer { return &claimer{s: s, lastEmpty: true} }
@@ -55,7 +56,10 @@ func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) 
 		}
 		err = s.dbRetry(ctx, "claim.skiplocked", 0, func() error {
 			var e error
-			jobs, e = s.store.JobClaimSkipLocked(ctx, store.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease})
+			// A short queue: claim at READ COMMITTED so the claim does not
+			// lock the gap where submits insert (store.claimTx).
+			jobs, e = s.store.JobClaimSkipLocked(ctx, store.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease,
+				ReadCommitted: !c.lastFull})
 			return e
 		})
 	}
@@ -63,6 +67,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) 
 		return nil, err
 	}
 	c.lastEmpty = len(jobs) == 0
+	c.lastFull = len(jobs) == n
 	s.stats.claimed.Add(int64(len(jobs)))
 	s.stats.claimConflicts.Add(int64(conflicts))
 	if s.cfg.Hooks.ClaimedFunc != nil {

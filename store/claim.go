@@ -43,6 +43,8 @@ type ClaimParams struct {
 	Owner string        // replica id written to job_queue.owner
 	Limit int           // at most this many jobs (the free worker slots, ≤ BatchLimit)
 	Lease time.Duration // lease_until = NOW(6) + Lease
+	// ReadCommitted runs a skiplocked claim at READ COMMITTED (see claimTx).
+	ReadCommitted bool
 }
 
 // JobScanAvailable reads up to limit due WAITING jobs (id and attempt only,
@@ -69,7 +71,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p ClaimParams) ([]Claime
 		return nil, ErrSkipLockedUnsupported
 	}
 	var claimed []ClaimedJob
-	err := s.WithTx(ctx, func(tx *sql.Tx) error {
+	err := s.claimTx(ctx, p.ReadCommitted, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		rows, err := q.JobLockAvailable(ctx, int32(p.Limit))
 		if err != nil {
@@ -89,6 +91,31 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p ClaimParams) ([]Claime
 		return nil, fmt.Errorf("claim skiplocked: %w", err)
 	}
 	return claimed, nil
+}
+
+// claimTx runs a skiplocked claim. With readCommitted it runs at READ
+// COMMITTED: the locking read then locks only the rows it returns, not the
+// gap after the last due row, so the claim never blocks a concurrent
+// submit's INSERT. That matters when the claim reaches the end of the due
+// rows (a short queue): at REPEATABLE READ it locks the gap up to the
+// supremum where new jobs are inserted, and every submit waits for the
+// claim to commit, adding to pickup latency. For big batches from a long
+// queue the session's level (REPEATABLE READ by default) claims about 3×
+// faster on MariaDB 10.11 (BenchmarkClaimSkipLocked), so the scanner asks
+// for READ COMMITTED only after a claim that came back short. Fencing does
+// not depend on the level: the rows are locked and the UPDATE re-checks
+// status='WAITING'. A server that refuses READ COMMITTED writes
+// (binlog_format=STATEMENT: error 1665) gets its claims at the session's
+// level from then on.
+func (s *Store) claimTx(ctx context.Context, readCommitted bool, fn func(tx *sql.Tx) error) error {
+	if readCommitted && !s.claimDefaultIso.Load() {
+		err := s.withTxOptions(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, fn)
+		if ErrorNumber(err) != ErrNumBinlogStmtMode {
+			return err
+		}
+		s.claimDefaultIso.Store(true)
+	}
+	return s.WithTx(ctx, fn)
 }
 
 func (s *Store) claimRows(ctx context.Context, q *jobqdb.Queries, p ClaimParams, ids []uint64) ([]ClaimedJob, error) {

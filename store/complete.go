@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq/gen/jobqdb"
@@ -31,23 +32,75 @@ type Completion struct {
 // commit for the batch). applied[i] is false when completion i was stale: its
 // attempt no longer owned the job, so job_queue was not touched and the
 // attempt's execution row was marked STALE.
+//
+// Successes (fenced ones) are written with two statements for the whole
+// batch (JobCompleteFencedMany, ExecutionFinishSuccessMany), each row still
+// fenced by its attempt; other outcomes row by row. When the batched update
+// matches fewer rows than successes, some run was stale: the transaction
+// rolls back and the batch is written row by row, which tells stale runs
+// apart exactly.
 func (s *Store) JobCompleteMany(ctx context.Context, cs []Completion) (applied []bool, err error) {
 	applied = make([]bool, len(cs))
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
-		q := s.q.WithTx(tx)
-		for i, c := range cs {
+		return s.completeBatched(ctx, s.q.WithTx(tx), cs, applied)
+	})
+	if errors.Is(err, errStaleInBatch) {
+		err = s.WithTx(ctx, func(tx *sql.Tx) error {
+			q := s.q.WithTx(tx)
+			for i, c := range cs {
+				ok, err := s.completeOne(ctx, q, c)
+				if err != nil {
+					return err
+				}
+				applied[i] = ok
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	return applied, nil
+}
+
+// errStaleInBatch rolls back a batched completion that met a stale run.
+var errStaleInBatch = errors.New("stale run in batch: completing row by row")
+
+// completeBatched writes fenced successes with one statement per table and
+// every other completion row by row; errStaleInBatch when a success was stale.
+func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []Completion, applied []bool) error {
+	var ids []uint64
+	var fences strings.Builder
+	seen := make(map[uint64]bool, len(cs))
+	for i, c := range cs {
+		if c.Outcome != OutcomeSuccess || c.Unfenced || seen[c.ID] {
 			ok, err := s.completeOne(ctx, q, c)
 			if err != nil {
 				return err
 			}
 			applied[i] = ok
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("complete: %w", err)
+		seen[c.ID] = true
+		ids = append(ids, c.ID)
+		if fences.Len() > 0 {
+			fences.WriteByte(',')
+		}
+		fmt.Fprintf(&fences, "%d:%d", c.ID, c.Attempt)
+		applied[i] = true
 	}
-	return applied, nil
+	if len(ids) == 0 {
+		return nil
+	}
+	n, err := q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{Ids: ids, Fences: fences.String()})
+	if err != nil {
+		return err
+	}
+	if int(n) != len(ids) {
+		return errStaleInBatch
+	}
+	_, err = q.ExecutionFinishSuccessMany(ctx, jobqdb.ExecutionFinishSuccessManyParams{Ids: ids, Fences: fences.String()})
+	return err
 }
 
 // JobCompleteTx is transactional completion: in one transaction it writes

@@ -40,6 +40,7 @@ const (
 	ErrNumQueryKilled     = 1317 // ER_QUERY_INTERRUPTED
 	ErrNumShutdown        = 1053 // ER_SERVER_SHUTDOWN
 	ErrNumConnKilled      = 1927 // ER_CONNECTION_KILLED (MariaDB)
+	ErrNumBinlogStmtMode  = 1665 // ER_BINLOG_STMT_MODE_AND_ROW_ENGINE (READ COMMITTED write with binlog_format=STATEMENT)
 )
 
 // IsRetryable reports whether err is transient: a deadlock (1213), a lock

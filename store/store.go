@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -48,6 +49,9 @@ const MaxErrorRunes = 2000
 type Store struct {
 	db *sql.DB
 	q  *jobqdb.Queries
+	// claimDefaultIso is set once the server refused a READ COMMITTED claim
+	// (see claimTx).
+	claimDefaultIso atomic.Bool
 	// Server is what DetectServer found at Open.
 	Server ServerInfo
 }
@@ -145,6 +149,22 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 	return s, nil
 }
 
+// OpenDB wraps an already configured pool: db must connect through a
+// NormalizeDSN config (the bench harness wraps that connector to count the
+// statements each replica sends). It checks the connection and detects the
+// server like Open; Close closes db.
+func OpenDB(ctx context.Context, db *sql.DB) (*Store, error) {
+	s := &Store{db: db, q: jobqdb.New(db)}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := s.DetectServer(pctx)
+	if err != nil {
+		return nil, err
+	}
+	s.Server = info
+	return s, nil
+}
+
 // DB returns the underlying pool (for harnesses and transactional handlers).
 func (s *Store) DB() *sql.DB { return s.db }
 
@@ -225,7 +245,11 @@ func nullTimePtr(t sql.NullTime) *time.Time {
 
 // WithTx runs fn in a transaction and commits it, rolling back on error.
 func (s *Store) WithTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	return s.withTxOptions(ctx, nil, fn)
+}
+
+func (s *Store) withTxOptions(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,48 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jobq/jobq/httpapi"
+	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
+)
+
+// apiServer is one in-process jobq HTTP API (the same handler `jobq serve`
+// mounts) on a loopback port.
+type apiServer struct {
+	url string
+	srv *http.Server
+}
+
+// startAPI serves the jobq API over st on 127.0.0.1:0. wake (may be nil) is
+// the local wake-up called after each created job.
+func startAPI(st *store.Store, wake func()) (*apiServer, error) {
+	known := func(t string) bool { return t == jobtypes.Noop }
+	h := httpapi.New(service.New(st, known, wake), httpapi.Options{ReadyFunc: st.Ping, Logger: quietLogger()})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	a := &apiServer{url: "http://" + ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+	go func() { _ = a.srv.Serve(ln) }()
+	return a, nil
+}
+
+func (a *apiServer) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = a.srv.Shutdown(ctx)
+}
+
+// quietLogger drops everything below error (replicas' info logs would bury
+// the progress display).
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"sync/atomic"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/jobq/jobq/store"
+)
+
+// StmtCounter counts the statements one pool sends to the server, exactly
+// as the server's Questions counter would for that client alone: every
+// query, exec, START TRANSACTION (BeginTx), COMMIT and ROLLBACK. It is how
+// the harness measures a replica's statements per job and its idle cost on
+// a server other clients share (SHOW GLOBAL STATUS counts everyone).
+type StmtCounter struct{ n atomic.Int64 }
+
+// Load returns the statements counted so far.
+func (c *StmtCounter) Load() int64 { return c.n.Load() }
+
+// OpenCountingDB opens a pool on dsn (normalised by store.NormalizeDSN, so
+// it behaves like store.Open's) whose statements are counted in c.
+func OpenCountingDB(dsn string, maxOpen int, c *StmtCounter) (*sql.DB, error) {
+	cfg, err := store.NormalizeDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(&countingConnector{Connector: conn, c: c})
+	db.SetMaxOpenConns(maxOpen)
+	db.SetMaxIdleConns(maxOpen)
+	return db, nil
+}
+
+type countingConnector struct {
+	driver.Connector
+	c *StmtCounter
+}
+
+func (cc *countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := cc.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: conn, c: cc.c}, nil
+}
+
+// countingConn forwards every optional interface go-sql-driver/mysql's
+// connection implements, counting statements on the way.
+type countingConn struct {
+	driver.Conn
+	c *StmtCounter
+}
+
+func (cn *countingConn) count(err error) {
+	if err != driver.ErrSkip {
+		cn.c.n.Add(1)
+	}
+}
+
+func (cn *countingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	rows, err := cn.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
+	cn.count(err)
+	return rows, err
+}
+
+func (cn *countingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	res, err := cn.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
+	cn.count(err)
+	return res, err
+}
+
+func (cn *countingConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	st, err := cn.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return &countingStmt{Stmt: st, c: cn.c}, nil
+}
+
+func (cn *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	tx, err := cn.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	cn.c.n.Add(1)
+	if err != nil {
+		return nil, err
+	}
+	return &countingTx{Tx: tx, c: cn.c}, nil
+}
+
+func (cn *countingConn) Ping(ctx context.Context) error { return cn.Conn.(driver.Pinger).Ping(ctx) }
+
+func (cn *countingConn) ResetSession(ctx context.Context) error {
+	if r, ok := cn.Conn.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+func (cn *countingConn) IsValid() bool {
+	if v, ok := cn.Conn.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}
+
+func (cn *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if c, ok := cn.Conn.(driver.NamedValueChecker); ok {
+		return c.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}
+
+type countingTx struct {
+	driver.Tx
+	c *StmtCounter
+}
+
+func (t *countingTx) Commit() error   { t.c.n.Add(1); return t.Tx.Commit() }
+func (t *countingTx) Rollback() error { t.c.n.Add(1); return t.Tx.Rollback() }
+
+type countingStmt struct {
+	driver.Stmt
+	c *StmtCounter
+}
+
+func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	s.c.n.Add(1)
+	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+}
+
+func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	s.c.n.Add(1)
+	return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+}
+
+func (s *countingStmt) CheckNamedValue(nv *driver.NamedValue) error {
+	if c, ok := s.Stmt.(driver.NamedValueChecker); ok {
+		return c.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}

@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/store"
+)
+
+// Go benchmarks of the claim and completion paths, one store call per op,
+// against a real server: compare runs with benchstat
+// (`make bench-go` writes out/bench/gobench.txt).
+
+func benchStore(b *testing.B, seed int) (*store.Store, *Env) {
+	b.Helper()
+	st := testdb.Store(b)
+	env := &Env{DSN: "", Admin: st.DB()}
+	if _, err := env.Seed(context.Background(), seed); err != nil {
+		b.Fatal(err)
+	}
+	return st, env
+}
+
+func claimParams(n int) store.ClaimParams {
+	return store.ClaimParams{Owner: "gobench", Limit: n, Lease: 30 * time.Second}
+}
+
+func BenchmarkClaimSkipLocked(b *testing.B) {
+	for _, c := range []struct {
+		batch int
+		rc    bool
+	}{{1, false}, {1, true}, {50, false}, {50, true}, {200, false}} {
+		batch := c.batch
+		name := fmt.Sprintf("batch=%d", batch)
+		if c.rc {
+			name += "/read-committed"
+		}
+		b.Run(name, func(b *testing.B) {
+			st, _ := benchStore(b, (b.N+1)*batch)
+			if !st.Server.SkipLocked {
+				b.Skip("server lacks SKIP LOCKED")
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			for range b.N {
+				p := claimParams(batch)
+				p.ReadCommitted = c.rc
+				jobs, err := st.JobClaimSkipLocked(ctx, p)
+				if err != nil || len(jobs) != batch {
+					b.Fatalf("claimed %d, err %v; want %d", len(jobs), err, batch)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
+func BenchmarkClaimCAS(b *testing.B) {
+	for _, batch := range []int{1, 50} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			st, _ := benchStore(b, (b.N+1)*batch)
+			ctx := context.Background()
+			b.ResetTimer()
+			for range b.N {
+				cands, err := st.JobScanAvailable(ctx, batch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				jobs, _, err := st.JobClaimCAS(ctx, store.ClaimCASParams{ClaimParams: claimParams(batch), Candidates: cands})
+				if err != nil || len(jobs) != batch {
+					b.Fatalf("claimed %d, err %v; want %d", len(jobs), err, batch)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
+func BenchmarkCompleteMany(b *testing.B) {
+	for _, batch := range []int{1, 100} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			st, _ := benchStore(b, b.N*batch)
+			ctx := context.Background()
+			var comps []store.Completion
+			for len(comps) < b.N*batch {
+				jobs, err := st.JobClaimSkipLocked(ctx, claimParams(1000))
+				if err != nil || len(jobs) == 0 {
+					b.Fatalf("claim: %d jobs, %v", len(jobs), err)
+				}
+				for _, j := range jobs {
+					comps = append(comps, store.Completion{Fence: j.Fence(), Outcome: store.OutcomeSuccess})
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				applied, err := st.JobCompleteMany(ctx, comps[i*batch:(i+1)*batch])
+				if err != nil || !applied[0] {
+					b.Fatalf("complete: %v (applied %v)", err, applied)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}

@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// IdlePoint is the cost of one replica on an empty queue.
+type IdlePoint struct {
+	Strategy string  `json:"strategy"`
+	Seconds  float64 `json:"seconds"`
+	// QueriesPerSecond is the replica's own statements per second
+	// (StmtCounter): exact whoever else uses the server. Target ≤ 1.2: one
+	// probe per scan (1 s ± 200 ms) plus one rescue scan every 10 s.
+	QueriesPerSecond float64 `json:"queries_per_s"`
+	// ServerQuestionsPerSecond is the SHOW GLOBAL STATUS Questions delta per
+	// second over the same window: everyone's statements, an upper bound.
+	ServerQuestionsPerSecond float64 `json:"server_questions_per_s"`
+}
+
+// measureIdle starts one replica of spec on an empty queue, lets it settle
+// for a scan, then counts its statements over d.
+func (h *Harness) measureIdle(ctx context.Context, spec PointSpec, d time.Duration) (IdlePoint, error) {
+	ip := IdlePoint{Strategy: spec.Strategy, Seconds: d.Seconds()}
+	if err := h.env.Reset(ctx); err != nil {
+		return ip, err
+	}
+	spec.Replicas = 1
+	r := h.newRunner(spec, false)
+	defer r.Stop()
+	if err := r.Start(ctx); err != nil {
+		return ip, fmt.Errorf("idle %s: %w", spec.Strategy, err)
+	}
+	// Skip the start-up statements (server detection) and the first tick.
+	if !sleepCtx(ctx, 1500*time.Millisecond) {
+		return ip, ctx.Err()
+	}
+	c0 := r.Counters().Statements
+	s0, err := ReadStatus(ctx, h.env.Admin)
+	if err != nil {
+		return ip, err
+	}
+	t0 := time.Now()
+	if !sleepCtx(ctx, d) {
+		return ip, ctx.Err()
+	}
+	c1 := r.Counters().Statements
+	el := time.Since(t0)
+	s1, err := ReadStatus(ctx, h.env.Admin)
+	if err != nil {
+		return ip, err
+	}
+	ip.QueriesPerSecond = rate(c1-c0, el)
+	// The harness's own SHOW GLOBAL STATUS is one of the Questions counted.
+	ip.ServerQuestionsPerSecond = rate(s1.Sub(s0)["Questions"]-1, el)
+	return ip, nil
+}

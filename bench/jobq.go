@@ -1,0 +1,218 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobq/jobq/demo"
+	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
+)
+
+// ReplicaConfig is what a jobq point varies.
+type ReplicaConfig struct {
+	Strategy     string        `json:"-"`                // scheduler.StrategySkipLocked or StrategyCAS
+	Replicas     int           `json:"replicas"`         // scheduler instances (ceiling: loops)
+	Workers      int           `json:"workers"`          // per replica
+	BatchLimit   int           `json:"batch_limit"`      // scheduler.Config.BatchLimit (classic: scan LIMIT)
+	PollInterval time.Duration `json:"poll_interval_ns"` // scheduler.Config.PollInterval
+	PollJitter   time.Duration `json:"poll_jitter_ns"`   // 0 = NoJitter
+}
+
+// schedulerConfig maps rc onto scheduler.Config, everything else default.
+func (rc ReplicaConfig) schedulerConfig(owner string) scheduler.Config {
+	return scheduler.Config{
+		Owner: owner, Strategy: rc.Strategy, Workers: rc.Workers, BatchLimit: rc.BatchLimit,
+		PollInterval: rc.PollInterval, PollJitter: rc.PollJitter, NoJitter: rc.PollJitter == 0,
+		ShutdownTimeout: 10 * time.Second, Logger: quietLogger(),
+	}
+}
+
+// ServeFlags are the `jobq serve` flags equivalent to rc.
+func (rc ReplicaConfig) ServeFlags() []string {
+	return []string{"--strategy", rc.Strategy, "--workers", strconv.Itoa(rc.Workers),
+		"--batch-limit", strconv.Itoa(rc.BatchLimit), "--poll-interval", rc.PollInterval.String(),
+		"--poll-jitter", rc.PollJitter.String()}
+}
+
+// jobqInProc runs Replicas jobq schedulers in this process, each with its
+// own connection pool (sized like `jobq serve`: workers/2+10) and, with
+// withAPI, its own HTTP API whose submits wake that replica.
+type jobqInProc struct {
+	dsn       string
+	rc        ReplicaConfig
+	withAPI   bool
+	counter   StmtCounter
+	errs      errCounts
+	completed atomic.Int64
+	scheds    []*scheduler.Scheduler
+	dbs       []*sql.DB
+	apis      []*apiServer
+}
+
+func newJobqInProc(dsn string, rc ReplicaConfig, withAPI bool) *jobqInProc {
+	return &jobqInProc{dsn: dsn, rc: rc, withAPI: withAPI}
+}
+
+func (j *jobqInProc) Start(ctx context.Context) error {
+	for i := range j.rc.Replicas {
+		db, err := OpenCountingDB(j.dsn, j.rc.Workers/2+10, &j.counter)
+		if err != nil {
+			return err
+		}
+		j.dbs = append(j.dbs, db)
+		st, err := store.OpenDB(ctx, db)
+		if err != nil {
+			return err
+		}
+		reg := scheduler.NewRegistry()
+		jobtypes.Register(reg)
+		cfg := j.rc.schedulerConfig(fmt.Sprintf("bench-%s-%d", j.rc.Strategy, i))
+		cfg.Hooks = scheduler.Hooks{
+			DBErrorFunc: func(op string, err error) { j.errs.add(err) },
+			CompletedFunc: func(c store.Completion, applied bool) {
+				if applied && c.Outcome == store.OutcomeSuccess {
+					j.completed.Add(1)
+				}
+			},
+		}
+		s, err := scheduler.New(st, db, reg, cfg, st.Server.SkipLocked)
+		if err != nil {
+			return err
+		}
+		if err := s.Start(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		j.scheds = append(j.scheds, s)
+		if j.withAPI {
+			a, err := startAPI(st, s.Wake)
+			if err != nil {
+				return err
+			}
+			j.apis = append(j.apis, a)
+		}
+	}
+	return nil
+}
+
+func (j *jobqInProc) Completed() int64 { return j.completed.Load() }
+
+func (j *jobqInProc) Counters() Counters {
+	c := Counters{Deadlocks: j.errs.deadlock.Load(), LockWaits: j.errs.lockWait.Load(),
+		OtherErrors: j.errs.other.Load(), Statements: j.counter.Load()}
+	for _, s := range j.scheds {
+		c.ClaimConflicts += s.Stats().ClaimConflicts
+	}
+	return c
+}
+
+func (j *jobqInProc) APIs() []string {
+	var out []string
+	for _, a := range j.apis {
+		out = append(out, a.url)
+	}
+	return out
+}
+
+func (j *jobqInProc) Stop() error {
+	var errs []error
+	for _, a := range j.apis {
+		a.stop()
+	}
+	var wg sync.WaitGroup
+	errCh := make(chan error, len(j.scheds))
+	for _, s := range j.scheds {
+		wg.Add(1)
+		go func() { defer wg.Done(); errCh <- s.Stop() }()
+	}
+	wg.Wait()
+	close(errCh)
+	for err := range errCh {
+		errs = append(errs, err)
+	}
+	for _, db := range j.dbs {
+		db.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// jobqProcs runs Replicas `jobq serve` processes (the --procs mode). Their
+// completions are counted from job_execution (finished SUCCESS rows, which
+// only the current point's jobs have); conflicts, errors and statements are
+// not observable from outside and reported as -1.
+type jobqProcs struct {
+	bin, dsn, logDir string
+	rc               ReplicaConfig
+	admin            *sql.DB
+	reps             []*demo.Replica
+	completed        atomic.Int64
+	cancel           context.CancelFunc
+	done             chan struct{}
+}
+
+func newJobqProcs(bin, dsn, logDir string, admin *sql.DB, rc ReplicaConfig) *jobqProcs {
+	return &jobqProcs{bin: bin, dsn: dsn, logDir: logDir, admin: admin, rc: rc}
+}
+
+func (p *jobqProcs) Start(ctx context.Context) error {
+	if err := os.MkdirAll(p.logDir, 0o755); err != nil {
+		return err
+	}
+	for i := range p.rc.Replicas {
+		name := fmt.Sprintf("bench-%s-%d", p.rc.Strategy, i)
+		r, err := demo.StartReplica(ctx, p.bin, p.dsn, name, p.logDir, p.rc.ServeFlags()...)
+		if err != nil {
+			return err
+		}
+		p.reps = append(p.reps, r)
+	}
+	ctx, p.cancel = context.WithCancel(ctx)
+	p.done = make(chan struct{})
+	go func() {
+		defer close(p.done)
+		for sleepCtx(ctx, 100*time.Millisecond) {
+			var n int64
+			if err := p.admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_execution WHERE outcome = 'SUCCESS'`).Scan(&n); err == nil {
+				p.completed.Store(n)
+			}
+		}
+	}()
+	return nil
+}
+
+func (p *jobqProcs) Completed() int64 { return p.completed.Load() }
+
+func (p *jobqProcs) Counters() Counters {
+	return Counters{ClaimConflicts: -1, Deadlocks: -1, LockWaits: -1, OtherErrors: -1, Statements: -1}
+}
+
+func (p *jobqProcs) APIs() []string {
+	var out []string
+	for _, r := range p.reps {
+		out = append(out, r.URL())
+	}
+	return out
+}
+
+func (p *jobqProcs) Stop() error {
+	if p.cancel != nil {
+		p.cancel()
+		<-p.done
+	}
+	for _, r := range p.reps {
+		r.Stop(15 * time.Second)
+	}
+	return nil
+}
+
+// logDirFor is where --procs replicas write their logs.
+func logDirFor(out string) string { return filepath.Join(out, "logs") }

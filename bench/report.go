@@ -1,0 +1,282 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+func numCPU() int { return runtime.NumCPU() }
+
+// baselines finds the ceiling and the classic throughput a point is
+// compared with: the ceiling at the same table size claiming the same
+// batch (jobq claims min(BatchLimit, Workers) at most; without a ceiling of
+// that batch, the headline ceiling), and the headline classic design at the
+// same table size.
+func baselines(res *Result, p Point) (ceiling, classic float64) {
+	batch := p.BatchLimit
+	if isJobq(p.Strategy) {
+		batch = min(p.BatchLimit, p.Workers)
+	}
+	for _, q := range res.Points {
+		if q.TableRows != p.TableRows || q.Procs {
+			continue
+		}
+		switch {
+		case q.Strategy == StrategyCeiling && q.Group == "headline" && ceiling == 0:
+			ceiling = q.Throughput
+		case q.Strategy == StrategyClassic && q.Group == "headline":
+			classic = q.Throughput
+		}
+	}
+	for _, q := range res.Points {
+		if q.TableRows == p.TableRows && q.Strategy == StrategyCeiling && q.BatchLimit == batch && q.Replicas == p.Replicas {
+			ceiling = q.Throughput
+		}
+	}
+	return ceiling, classic
+}
+
+// ApplyRatios sets every point's ratio to the ceiling and to the classic
+// baseline at the same table size, and every latency point's classic/jobq
+// ratio at the same rate.
+func ApplyRatios(res *Result) {
+	for i := range res.Points {
+		p := &res.Points[i]
+		ceil, cl := baselines(res, *p)
+		p.VsCeiling, p.VsClassic = Ratio(p.Throughput, ceil), Ratio(p.Throughput, cl)
+	}
+	for i := range res.Latency {
+		l := &res.Latency[i]
+		for _, c := range res.Latency {
+			if c.Strategy == StrategyClassic && c.Rate == l.Rate {
+				l.ClassicOverP50, l.ClassicOverP99 = Ratio(c.Pickup.P50, l.Pickup.P50), Ratio(c.Pickup.P99, l.Pickup.P99)
+			}
+		}
+	}
+}
+
+// Target is one of the issue's targets, evaluated on this run.
+type Target struct {
+	Name  string  `json:"name"`
+	Goal  string  `json:"goal"`
+	Value float64 `json:"value"`
+	Shown string  `json:"shown"`
+	Met   bool    `json:"met"`
+	// Measured is false when the run did not include what the target needs.
+	Measured bool `json:"measured"`
+}
+
+func findPoint(res *Result, group, strat string, rows, replicas int) (Point, bool) {
+	for _, p := range res.Points {
+		if p.Group == group && p.Strategy == strat && p.TableRows == rows && p.Replicas == replicas {
+			return p, true
+		}
+	}
+	return Point{}, false
+}
+
+// EvaluateTargets checks the targets (3 replicas skiplocked ≥ 0.8× ceiling
+// and ≥ 5× classic; pickup at 200 jobs/s p50 ≤ 5 ms and p99 ≤ 50 ms; idle ≤
+// 1.2 queries/s; 1M rows within 20% of the empty table; scan and claim use
+// an index).
+func EvaluateTargets(res *Result) []Target {
+	var ts []Target
+	add := func(name, goal string, v float64, shown string, met, measured bool) {
+		ts = append(ts, Target{Name: name, Goal: goal, Value: v, Shown: shown, Met: met && measured, Measured: measured})
+	}
+	small, large := 0, 0
+	for i, p := range res.Points {
+		if i == 0 || p.TableRows < small {
+			small = p.TableRows
+		}
+		large = max(large, p.TableRows)
+	}
+	sk, ok := findPoint(res, "headline", StrategySkip, small, 3)
+	add("3 replicas skiplocked vs ceiling", "≥ 0.80×", sk.VsCeiling, fmt.Sprintf("%.2f×", sk.VsCeiling), sk.VsCeiling >= 0.8, ok)
+	add("3 replicas skiplocked vs classic", "≥ 5×", sk.VsClassic, fmt.Sprintf("%.1f×", sk.VsClassic), sk.VsClassic >= 5, ok)
+	var lp *LatencyPoint
+	for i := range res.Latency {
+		if res.Latency[i].Strategy == StrategySkip && res.Latency[i].Rate == 200 {
+			lp = &res.Latency[i]
+		}
+	}
+	if lp != nil {
+		add("pickup p50 at 200 jobs/s (API)", "≤ 5 ms", lp.Pickup.P50, fmt.Sprintf("%.2f ms", lp.Pickup.P50), lp.Pickup.P50 <= 5, true)
+		add("pickup p99 at 200 jobs/s (API)", "≤ 50 ms", lp.Pickup.P99, fmt.Sprintf("%.2f ms", lp.Pickup.P99), lp.Pickup.P99 <= 50, true)
+	} else {
+		add("pickup p50 at 200 jobs/s (API)", "≤ 5 ms", 0, "not run", false, false)
+		add("pickup p99 at 200 jobs/s (API)", "≤ 50 ms", 0, "not run", false, false)
+	}
+	idle := -1.0
+	for _, ip := range res.Idle {
+		if ip.Strategy == StrategySkip {
+			idle = ip.QueriesPerSecond
+		}
+	}
+	add("idle replica (skiplocked)", "≤ 1.2 queries/s", idle, fmt.Sprintf("%.2f q/s", idle), idle <= 1.2, idle >= 0)
+	if large > small {
+		big, ok2 := findPoint(res, "headline", StrategySkip, large, 3)
+		r := Ratio(big.Throughput, sk.Throughput)
+		add(fmt.Sprintf("%d terminal rows vs empty table (skiplocked)", large), "≥ 0.80×", r, fmt.Sprintf("%.2f×", r), r >= 0.8, ok && ok2)
+	}
+	viol := 0
+	enforced := false
+	for _, p := range res.Plans {
+		if p.Enforced {
+			enforced = true
+			viol += len(p.Violations)
+		}
+	}
+	add("scan and claim use an index (largest table)", "0 violations", float64(viol), fmt.Sprintf("%d violations", viol), viol == 0, enforced)
+	return ts
+}
+
+// WriteReport writes report.md, bench.json and the PNG plots into dir.
+func WriteReport(dir string, res *Result) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(outPath(dir, "bench.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(outPath(dir, "report.md"))
+	if err != nil {
+		return err
+	}
+	WriteMarkdown(f, res)
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return WritePlots(dir, res)
+}
+
+func fmtRatio(r float64) string {
+	if r <= 0 {
+		return "–"
+	}
+	if r >= 10 {
+		return fmt.Sprintf("%.0f×", r)
+	}
+	return fmt.Sprintf("%.2f×", r)
+}
+
+func fmtCount(n int64) string {
+	if n < 0 {
+		return "n/a"
+	}
+	return fmt.Sprint(n)
+}
+
+func fmtDur(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	return d.String()
+}
+
+// WriteMarkdown renders the report.
+func WriteMarkdown(w io.Writer, res *Result) {
+	fmt.Fprintf(w, "# jobq bench\n\n%s · %s · %d CPUs · %s · %.0f s\n\n", res.Server, res.Durable, res.CPUs,
+		res.Started.Format(time.RFC3339), res.Duration)
+	fmt.Fprintf(w, "No-op jobs; every ratio is against the ceiling (raw SQL: SKIP LOCKED batch claim + one batched completion, no scheduler) and the classic design (fixed 1 s poll, LIMIT 200, per-row CAS on status, no drain, no wake-up), both measured in this run at the same table size.\n\n")
+	if len(res.Targets) > 0 {
+		WriteTargets(w, res)
+	}
+	if len(res.Points) > 0 {
+		fmt.Fprintf(w, "## Throughput\n\n")
+		fmt.Fprintf(w, "| group | strategy | replicas | workers | batch | poll | jitter | table rows | jobs/s | × ceiling | × classic | claim conflicts | 1213 | 1205 | stmts/job | server q/job | rows examined/job |\n")
+		fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		for _, p := range res.Points {
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %.2f | %.2f | %.1f |\n",
+				p.Group, p.Strategy, p.Replicas, p.Workers, p.BatchLimit, fmtDur(p.PollInterval), fmtDur(p.PollJitter),
+				p.TableRows, p.Throughput, fmtRatio(p.VsCeiling), fmtRatio(p.VsClassic), fmtCount(p.Counters.ClaimConflicts),
+				fmtCount(p.Counters.Deadlocks), fmtCount(p.Counters.LockWaits), p.StatementsPerJob, p.ServerQuestionsPerJob,
+				p.ServerRowsExaminedPerJob)
+		}
+		fmt.Fprintf(w, "\nstmts/job: the runner's own statements per completed job (exact). server q/job and rows examined/job: SHOW GLOBAL STATUS deltas (Questions; Handler_read_*) per completed job — server-wide, so other clients of a shared server inflate them. The ceiling uses %s loops; the classic design's `batch` is its scan LIMIT.\n\n", "3")
+	}
+	if len(res.Latency) > 0 {
+		fmt.Fprintf(w, "## Pickup latency under open-model load (HTTP API)\n\n")
+		fmt.Fprintf(w, "| strategy | replicas | rate (jobs/s) | sent | errors | pickup p50 | p90 | p99 | p99.9 | max | classic p50 ÷ | classic p99 ÷ | submit p50 | submit p99 |\n")
+		fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		for _, l := range res.Latency {
+			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %s | %s | %.2f ms | %.2f ms |\n",
+				l.Strategy, l.Replicas, l.Rate, l.Sent, l.Errors, l.Pickup.P50, l.Pickup.P90, l.Pickup.P99, l.Pickup.P999,
+				l.Pickup.Max, fmtRatio(l.ClassicOverP50), fmtRatio(l.ClassicOverP99), l.Submit.P50, l.Submit.P99)
+		}
+		fmt.Fprintf(w, "\nPickup = started_at − run_at (both the database clock). Submit = HTTP round trip from each request's intended send time (HdrHistogram, no coordinated omission).\n\n")
+	}
+	if len(res.Idle) > 0 {
+		fmt.Fprintf(w, "## Idle cost (one replica, empty queue)\n\n| strategy | window | queries/s (replica) | server Questions/s (everyone) |\n|---|--:|--:|--:|\n")
+		for _, ip := range res.Idle {
+			fmt.Fprintf(w, "| %s | %.0f s | %.2f | %.1f |\n", ip.Strategy, ip.Seconds, ip.QueriesPerSecond, ip.ServerQuestionsPerSecond)
+		}
+		fmt.Fprintln(w)
+	}
+	if res.Tune != nil {
+		WriteTune(w, res.Tune)
+	}
+	if res.CI != nil {
+		WriteCI(w, res.CI)
+	}
+	if len(res.Plans) > 0 {
+		fmt.Fprintf(w, "## EXPLAIN of every steady-state statement\n\nFail rule (largest table, scan and claim): no full table scan (type ALL), no full index scan (type index), no filesort on job_queue.\n\n")
+		fmt.Fprintf(w, "| table rows | statement | role | table | type | key | rows | extra | verdict |\n|--:|---|---|---|---|---|--:|---|---|\n")
+		for _, p := range res.Plans {
+			verdict := "ok"
+			if len(p.Violations) > 0 {
+				verdict = strings.Join(p.Violations, "; ")
+				if p.Enforced {
+					verdict = "**FAIL**: " + verdict
+				}
+			}
+			for i, r := range p.Rows {
+				name, v := p.Query, verdict
+				if i > 0 {
+					name, v = "″", ""
+				}
+				fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %d | %s | %s |\n", p.TableRows, name, p.Role, r.Table, r.Type,
+					r.Key, r.Rows, r.Extra, v)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// WriteTargets renders the targets table (also pasted into the README).
+func WriteTargets(w io.Writer, res *Result) {
+	fmt.Fprintf(w, "## Targets\n\n| target | goal | measured | met |\n|---|---|--:|---|\n")
+	for _, t := range res.Targets {
+		met := "yes"
+		switch {
+		case !t.Measured:
+			met = "not measured"
+		case !t.Met:
+			met = "**no**"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.Name, t.Goal, t.Shown, met)
+	}
+	fmt.Fprintln(w)
+	var head []Point
+	for _, p := range res.Points {
+		if p.Group == "headline" {
+			head = append(head, p)
+		}
+	}
+	slices.SortStableFunc(head, func(a, b Point) int { return a.TableRows - b.TableRows })
+	if len(head) > 0 {
+		fmt.Fprintf(w, "| table rows | strategy (3 replicas) | jobs/s | × ceiling | × classic | stmts/job |\n|--:|---|--:|--:|--:|--:|\n")
+		for _, p := range head {
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %.2f |\n", p.TableRows, p.Strategy, p.Throughput,
+				fmtRatio(p.VsCeiling), fmtRatio(p.VsClassic), p.StatementsPerJob)
+		}
+		fmt.Fprintln(w)
+	}
+}

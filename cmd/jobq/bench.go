@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jobq/jobq/bench"
+)
+
+// BenchCmd runs the throughput and pickup-latency harness (package bench).
+type BenchCmd struct {
+	Out             string          `help:"Output directory for report.md, bench.json and the PNG plots." default:"out/bench"`
+	TableSizes      []int           `help:"Terminal rows pre-loaded in job_queue (default 0,100000,1000000; CI 0,100000)." name:"table-sizes"`
+	Batches         []int           `help:"Batch-limit sweep (default 10,50,200,1000)."`
+	Replicas        []int           `help:"Replica sweep (default 1,2,3,4,8)."`
+	Workers         []int           `help:"Workers-per-replica sweep (default 10,50,200)."`
+	Jitters         []time.Duration `help:"Poll-jitter sweep at 4 replicas (default 0,200ms,500ms)."`
+	Polls           []time.Duration `help:"Poll-interval sweep (default 100ms,250ms,1s)."`
+	Rates           []int           `help:"Open-model arrival rates in jobs/s for pickup latency (default 50,100,200,400)."`
+	Backlog         int             `help:"WAITING jobs seeded per throughput point (default 30000)."`
+	Window          time.Duration   `help:"Measurement window per throughput point (default 3s)."`
+	LatencyDuration time.Duration   `help:"How long each arrival rate is submitted (default 4s)." name:"latency-duration"`
+	IdleWindow      time.Duration   `help:"How long an idle replica's statements are counted (default 21s)." name:"idle-window"`
+	Procs           bool            `help:"Run jobq replicas as 'jobq serve' processes instead of in-process."`
+	Tune            bool            `help:"Search batch limit, poll interval and jitter for the highest throughput within --slo; print 'jobq serve' flags."`
+	SLO             time.Duration   `help:"Pickup p99 SLO for --tune." default:"50ms" name:"slo"`
+	TuneRate        int             `help:"Arrival rate (jobs/s) at which --tune measures p99." default:"200" name:"tune-rate"`
+	CI              bool            `help:"Run the <= 60 s CI subset and compare with --baseline." name:"ci"`
+	Baseline        string          `help:"Baseline file for --ci." default:"bench/baseline.json"`
+	Tolerance       float64         `help:"Relative tolerance of --ci comparisons." default:"0.35"`
+	WriteBaseline   bool            `help:"With --ci: write the measured ratios to --baseline instead of comparing." name:"write-baseline"`
+	NoProgress      bool            `help:"No progress bar." name:"no-progress"`
+}
+
+// Run runs the harness and prints the targets table.
+func (c *BenchCmd) Run(g *Globals) error {
+	opts := bench.Options{
+		Out: c.Out, TableSizes: c.TableSizes, Batches: c.Batches, Replicas: c.Replicas, Workers: c.Workers,
+		Jitters: c.Jitters, Polls: c.Polls, Rates: c.Rates, Backlog: c.Backlog, Window: c.Window,
+		LatencyDuration: c.LatencyDuration, IdleWindow: c.IdleWindow, Procs: c.Procs, Tune: c.Tune, SLO: c.SLO,
+		TuneRate: c.TuneRate, CI: c.CI, Baseline: c.Baseline, Tolerance: c.Tolerance, WriteBaseline: c.WriteBaseline,
+		Logger: g.Log,
+	}
+	if !c.NoProgress {
+		opts.Progress = os.Stderr
+	}
+	res, err := bench.Run(g.Ctx, opts)
+	if res != nil {
+		bench.WriteTargets(os.Stdout, res)
+		if res.Tune != nil {
+			bench.WriteTune(os.Stdout, res.Tune)
+		}
+		if res.CI != nil {
+			bench.WriteCI(os.Stdout, res.CI)
+		}
+		fmt.Printf("report: %s\n", filepath.Join(c.Out, "report.md"))
+	}
+	if errors.Is(err, bench.ErrPlanViolation) || errors.Is(err, bench.ErrTargetMissed) {
+		return err
+	}
+	return err
+}
