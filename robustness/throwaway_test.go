@@ -1,0 +1,227 @@
+package robustness
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/store"
+)
+
+// TestThrowawayServer runs the tests that change a server's global state
+// or stop it, on a throwaway mariadbd of their own (never the shared one):
+// first time zones, then a 30 s outage.
+func TestThrowawayServer(t *testing.T) {
+	t.Parallel()
+	if dbprovider.FindServerBinary() == "" {
+		t.Fatal("no mariadbd or mysqld binary: these tests need a throwaway server (apt-get install mariadb-server)")
+	}
+	ctx := context.Background()
+	ls, err := dbprovider.StartLocal(ctx, dbprovider.LocalOptions{})
+	if err != nil {
+		t.Fatalf("start a throwaway server: %v", err)
+	}
+	t.Cleanup(func() { _ = ls.Stop() })
+	root, err := sql.Open("mysql", ls.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := root.Exec("CREATE DATABASE jobq CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		t.Fatal(err)
+	}
+	dsn := ls.DSN() + "jobq"
+	st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("time zones", func(t *testing.T) { testTimeZones(t, root, st, dsn) })
+	t.Run("outage", func(t *testing.T) { testOutage(t, ls, st, dsn) })
+}
+
+// testTimeZones sets the server's global time_zone to +09:00 and runs a
+// replica with TZ=America/New_York: a job whose run_at is 2 s ahead
+// (written with a New York offset) must start no earlier than run_at and
+// within one poll interval after it; a job without run_at starts at once.
+func testTimeZones(t *testing.T, root *sql.DB, st *store.Store, dsn string) {
+	if _, err := root.Exec("SET GLOBAL time_zone = '+09:00'"); err != nil {
+		t.Fatal(err)
+	}
+	var tz string
+	if err := root.QueryRow("SELECT @@global.time_zone").Scan(&tz); err != nil || tz != "+09:00" {
+		t.Fatalf("global time_zone = %q (%v)", tz, err)
+	}
+	const poll = 500 * time.Millisecond
+	rp := startReplica(t, dsn, "TZ=America/New_York", replicaPollEnv+"="+poll.String(), replicaJitterEnv+"=0", replicaOwnerEnv+"=tz-replica")
+	if rp.tz != "America/New_York" && rp.tz != "Local" {
+		t.Fatalf("replica runs in time zone %q", rp.tz)
+	}
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatalf("load America/New_York: %v", err)
+	}
+	dbNow, err := st.DBNow(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAt := dbNow.Add(2 * time.Second).Truncate(time.Microsecond)
+	code, body := rp.submit(fmt.Sprintf(`{"job_key":"due-in-2s","job_type":"noop","run_at":%q}`, runAt.In(ny).Format(time.RFC3339Nano)))
+	if code != 201 {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	var created store.Job
+	_ = json.Unmarshal([]byte(body), &created)
+	if code, body := rp.submit(`{"job_key":"due-now","job_type":"noop"}`); code != 201 {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	now := waitKey(t, st, "due-now", 10*time.Second)
+	if d := now.StartedAt.Sub(now.CreateTime); d < 0 || d > 2*poll {
+		t.Errorf("a job due now started %s after its creation, want within %s (a time-zone mix-up shows as hours)", d, 2*poll)
+	}
+	j := waitKey(t, st, "due-in-2s", 15*time.Second)
+	if !j.RunAt.Equal(runAt) {
+		t.Errorf("run_at stored as %s, want %s", j.RunAt, runAt)
+	}
+	late := j.StartedAt.Sub(runAt)
+	t.Logf("run_at %s (sent as %s), started %s: %s after due; poll interval %s",
+		runAt.Format(time.RFC3339Nano), runAt.In(ny).Format(time.RFC3339Nano), j.StartedAt.Format(time.RFC3339Nano), late, poll)
+	if late < 0 {
+		t.Fatalf("the job started %s before its run_at", -late)
+	}
+	// One poll interval, plus the claim's own statements on a loaded machine.
+	if slack := 250 * time.Millisecond; late > poll+slack {
+		t.Fatalf("the job started %s after its run_at, want within one poll interval (%s, + %s for the claim)", late, poll, slack)
+	}
+}
+
+// waitKey waits until the job with key succeeds and returns it.
+func waitKey(t *testing.T, st *store.Store, key string, d time.Duration) store.Job {
+	t.Helper()
+	var j store.Job
+	waitUntil(t, d, key+" to succeed", func() bool {
+		var err error
+		j, err = st.JobGetByKey(context.Background(), key)
+		return err == nil && j.Status == store.StatusSuccess
+	})
+	if j.StartedAt == nil {
+		t.Fatalf("%s: no started_at", key)
+	}
+	return j
+}
+
+// testOutage kills the database for 30 s under two replicas with jobs in
+// flight and waiting: the replicas stay up, answer /healthz, report
+// not-ready on /readyz and 503 on submits, and once the database is back
+// they recover by themselves and every job succeeds.
+func testOutage(t *testing.T, ls *dbprovider.LocalServer, st *store.Store, dsn string) {
+	ctx := context.Background()
+	a := startReplica(t, dsn, replicaOwnerEnv+"=outage-a", replicaJitterEnv+"=50ms")
+	b := startReplica(t, dsn, replicaOwnerEnv+"=outage-b", replicaJitterEnv+"=50ms")
+	const jobs = 40
+	for i := range jobs {
+		rp := a
+		if i%2 == 1 {
+			rp = b
+		}
+		if code, body := rp.submit(fmt.Sprintf(`{"job_key":"outage-%d","job_type":"sleep","params":{"ms":1000},"max_retry":10}`, i)); code != 201 {
+			t.Fatalf("submit: %d %s", code, body)
+		}
+	}
+	waitUntil(t, 10*time.Second, "jobs running", func() bool {
+		var n int
+		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE job_key LIKE 'outage-%' AND status = 'RUNNING'").Scan(&n)
+		return err == nil && n >= 10
+	})
+	before, _ := st.JobCountByStatus(ctx)
+	if err := ls.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	t.Logf("database killed with %v", before)
+	for _, rp := range []*replicaProc{a, b} {
+		waitUntil(t, 10*time.Second, "/readyz 503", func() bool { return rp.status("/readyz") == 503 })
+		code, body := rp.submit(`{"job_key":"during-outage","job_type":"noop"}`)
+		if code != 503 || !strings.Contains(body, `"unavailable"`) {
+			t.Errorf("submit during the outage: %d %s, want 503 unavailable", code, body)
+		}
+	}
+	for time.Since(killed) < 30*time.Second {
+		for _, rp := range []*replicaProc{a, b} {
+			if !rp.alive() {
+				t.Fatalf("a replica exited during the outage: %s", rp.stderr.String())
+			}
+			if c := rp.status("/healthz"); c != 200 {
+				t.Fatalf("/healthz during the outage: %d", c)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	if err := ls.Start(ctx); err != nil {
+		t.Fatalf("restart the database: %v", err)
+	}
+	back := time.Now()
+	for _, rp := range []*replicaProc{a, b} {
+		waitUntil(t, 20*time.Second, "/readyz 200 after the outage", func() bool { return rp.status("/readyz") == 200 })
+	}
+	ready := time.Since(back)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var done int
+		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE job_key LIKE 'outage-%' AND status = 'SUCCESS'").Scan(&done)
+		if err == nil && done == jobs {
+			break
+		}
+		if time.Now().After(deadline) {
+			var rows []string
+			r, _ := st.DB().Query("SELECT id, status, attempt, owner, lease_until, NOW(6), run_at FROM job_queue WHERE status <> 'SUCCESS' LIMIT 5")
+			for r != nil && r.Next() {
+				var id, attempt int
+				var status string
+				var owner sql.NullString
+				var lease sql.NullTime
+				var now, runAt time.Time
+				_ = r.Scan(&id, &status, &attempt, &owner, &lease, &now, &runAt)
+				rows = append(rows, fmt.Sprintf("%d %s a%d %s lease %v now %v run_at %v", id, status, attempt, owner.String, lease.Time, now, runAt))
+			}
+			t.Fatalf("%d of %d jobs succeeded 60s after the outage (%v)\n%s\nreplica a: %s\nreplica b: %s", done, jobs, err,
+				strings.Join(rows, "\n"), tail(a.stderr.String(), 3000), tail(b.stderr.String(), 3000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("database down %s; replicas ready %s and all %d jobs done %s after it came back",
+		back.Sub(killed).Round(time.Millisecond), ready.Round(time.Millisecond), jobs, time.Since(back).Round(time.Millisecond))
+	var lost, dupSuccess int
+	if err := st.DB().QueryRow(`SELECT
+		(SELECT COUNT(*) FROM job_queue WHERE job_key LIKE 'outage-%' AND status <> 'SUCCESS'),
+		(SELECT COUNT(*) FROM (SELECT job_id FROM job_execution WHERE outcome = 'SUCCESS' GROUP BY job_id HAVING COUNT(*) > 1) d)`).
+		Scan(&lost, &dupSuccess); err != nil {
+		t.Fatal(err)
+	}
+	if lost != 0 || dupSuccess != 0 {
+		t.Fatalf("%d jobs not SUCCESS, %d jobs with more than one SUCCESS execution", lost, dupSuccess)
+	}
+	for _, rp := range []*replicaProc{a, b} {
+		if !rp.alive() {
+			t.Fatalf("a replica exited: %s", rp.stderr.String())
+		}
+		if n := strings.Count(rp.stderr.String(), "\n"); n > 2000 {
+			t.Errorf("a replica wrote %d log lines over a 30 s outage: retries are not backing off", n)
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
