@@ -67,3 +67,10 @@ dashboards-check: ## Check alert rules (with their unit tests) and scrape config
 
 metrics-test: ensure-db ## Metrics, dashboards and compose tests against a real Prometheus (Debian's prometheus package).
 	$(GO) test -race -count=1 ./metrics/ ./dashboards/
+
+FUZZTIME ?= 20s
+
+fuzz: ensure-db ## Run each fuzz target for FUZZTIME (default 20s, 2 workers): submit decoder, HTTP submit handler on a real DB, SanitizeText.
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s -parallel 2 ./service/
+	$(GO) test -run '^$$' -fuzz '^FuzzSubmitHandler$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s -parallel 2 ./httpapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzSanitizeText$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s -parallel 2 ./store/

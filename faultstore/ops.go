@@ -38,13 +38,13 @@ func (s *Store) TypeLimits(ctx context.Context) (map[string]int, error) {
 	return o.TypeLimits(ctx)
 }
 
-// JobProbeType delegates to the wrapped store.
-func (s *Store) JobProbeType(ctx context.Context, jobType string) (bool, error) {
+// TypeClaimable delegates to the wrapped store.
+func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error) {
 	o, err := s.ops()
 	if err != nil {
 		return false, err
 	}
-	return o.JobProbeType(ctx, jobType)
+	return o.TypeClaimable(ctx, jobType)
 }
 
 // JobClaimLimited delegates to the wrapped store after ClaimLimitedBefore.

@@ -97,7 +97,7 @@ func (c OpsConfig) Validate() error {
 // (and so never claims jobs of a limited type).
 type OpsStore interface {
 	TypeLimits(ctx context.Context) (map[string]int, error)
-	JobProbeType(ctx context.Context, jobType string) (bool, error)
+	TypeClaimable(ctx context.Context, jobType string) (bool, error)
 	JobClaimLimited(ctx context.Context, jobType string, p store.ClaimParams) ([]store.ClaimedJob, error)
 	PeriodicList(ctx context.Context) ([]store.Periodic, error)
 	PeriodicFire(ctx context.Context, name string, plan store.PeriodicPlanFunc) (store.PeriodicFireResult, error)
@@ -235,9 +235,11 @@ func (o *opsRunner) reload(ctx context.Context) {
 	o.setPeriodic(list)
 }
 
-// claimLimited runs the limited claim for each limited job type that has
-// due work, taking at most the free worker slots, and dispatches what it
-// claimed. It costs nothing when no type is limited.
+// claimLimited runs the limited claim for each limited job type that the
+// probe finds claimable (not paused, under its limit, with due work), taking
+// at most the free worker slots, and dispatches what it claimed. It costs
+// nothing when no type is limited, and one lock-free read per limited type
+// otherwise.
 func (o *opsRunner) claimLimited(ctx context.Context) {
 	s := o.s
 	o.mu.Lock()
@@ -255,7 +257,7 @@ func (o *opsRunner) claimLimited(ctx context.Context) {
 		var due bool
 		err := s.dbRetry(ctx, "claim.limited.probe", 0, func() error {
 			var e error
-			due, e = o.st.JobProbeType(ctx, typ)
+			due, e = o.st.TypeClaimable(ctx, typ)
 			return e
 		})
 		if err != nil || !due {

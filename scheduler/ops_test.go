@@ -340,7 +340,7 @@ func TestOpsConcurrencyLimitAcrossReplicas(t *testing.T) {
 			t.Fatalf("%s limited types = %v, want map[backup:2]", owner, got)
 		}
 	}
-	const others = 150
+	const others = 300
 	runOthers := func(phase string) time.Duration {
 		start := time.Now()
 		for i := range others {
@@ -362,14 +362,19 @@ func TestOpsConcurrencyLimitAcrossReplicas(t *testing.T) {
 	if n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_type='backup' AND status='WAITING'"); n == 0 {
 		t.Fatalf("all backup jobs were done before the other jobs: the comparison measured nothing")
 	}
-	ratio := baseline.Seconds() / withLimited.Seconds()
-	t.Logf("other-type throughput with 50 limited jobs waiting / alone = %.2f (%s vs %s for %d jobs)", ratio, withLimited, baseline, others)
-	if ratio < 0.5 {
-		t.Fatalf("other-type throughput fell to %.2f of its baseline, want ≥ 0.5", ratio)
-	}
 	waitFor(t, 30*time.Second, "50 backup jobs SUCCESS", func() (bool, error) {
 		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_type='backup' AND status='SUCCESS'") == 50, nil
 	})
+	// The baseline is measured before and after, so load drift on a shared
+	// machine does not decide the comparison.
+	baseline = (baseline + runOthers("again")) / 2
+	ratio := baseline.Seconds() / withLimited.Seconds()
+	t.Logf("other-type throughput with 50 limited jobs waiting / alone = %.2f (%s vs %s mean baseline for %d jobs)", ratio, withLimited, baseline, others)
+	// Measured 0.8–1.0; 0.43 before the lock-free probe and SKIP LOCKED in
+	// the limited claim, which this bound catches.
+	if ratio < 0.6 {
+		t.Fatalf("other-type throughput fell to %.2f of its baseline, want ≥ 0.6", ratio)
+	}
 	rows, err := st.DB().Query(`SELECT e.started_at, e.finished_at, e.owner FROM job_execution e
 		JOIN job_queue q ON q.id = e.job_id WHERE q.job_type = 'backup'`)
 	if err != nil {

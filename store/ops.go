@@ -89,14 +89,17 @@ func (s *Store) TypeLimits(ctx context.Context) (map[string]int, error) {
 	return m, nil
 }
 
-// JobProbeType reports, without locking, whether a WAITING job of jobType
-// is due (idx_type_status). It is the cheap read before a limited claim.
-func (s *Store) JobProbeType(ctx context.Context, jobType string) (bool, error) {
-	ids, err := s.q.JobProbeType(ctx, jobType)
+// TypeClaimable reports, without locking, whether a limited claim of
+// jobType could claim something now: the type is not paused, has fewer
+// RUNNING jobs than its max_running and has a due WAITING job (one read on
+// job_type_control and idx_type_status). It is the cheap probe before
+// JobClaimLimited, so a type at its limit takes no lock.
+func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error) {
+	rows, err := s.q.TypeProbeClaimable(ctx, jobType)
 	if err != nil {
 		return false, fmt.Errorf("probe type: %w", err)
 	}
-	return len(ids) > 0, nil
+	return len(rows) > 0, nil
 }
 
 // JobClaimLimited claims due jobs of one limited job type without ever
@@ -104,7 +107,8 @@ func (s *Store) JobProbeType(ctx context.Context, jobType string) (bool, error) 
 // COMMITTED transaction it locks the type's job_type_control row FOR UPDATE
 // (serialising every claim of the type), counts the type's RUNNING jobs,
 // and claims at most min(p.Limit, max_running − running) due jobs in
-// priority order. It claims nothing when the type is paused, has no limit
+// priority order (skipping rows another transaction holds, where SKIP LOCKED
+// exists). It claims nothing when the type is paused, has no limit
 // any more (the ordinary scan serves it then) or is at its limit.
 func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p ClaimParams) ([]ClaimedJob, error) {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -141,7 +145,12 @@ func (s *Store) claimLimited(ctx context.Context, q *jobqdb.Queries, jobType str
 	if room <= 0 {
 		return nil, nil
 	}
-	ids, err := q.JobLockAvailableByType(ctx, jobqdb.JobLockAvailableByTypeParams{JobType: jobType, Limit: int32(room)})
+	var ids []uint64
+	if s.Server.SkipLocked {
+		ids, err = q.JobLockAvailableByTypeSkipLocked(ctx, jobqdb.JobLockAvailableByTypeSkipLockedParams{JobType: jobType, Limit: int32(room)})
+	} else {
+		ids, err = q.JobLockAvailableByType(ctx, jobqdb.JobLockAvailableByTypeParams{JobType: jobType, Limit: int32(room)})
+	}
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}

@@ -201,7 +201,8 @@ type JobLockAvailableByTypeParams struct {
 	Limit   int32
 }
 
-// The read half of the limited claim, under the type's control row lock.
+// The read half of the limited claim, under the type's control row lock, on
+// servers without SKIP LOCKED.
 func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailableByTypeParams) ([]uint64, error) {
 	rows, err := q.db.QueryContext(ctx, jobLockAvailableByType, arg.JobType, arg.Limit)
 	if err != nil {
@@ -225,15 +226,24 @@ func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailab
 	return items, nil
 }
 
-const jobProbeType = `-- name: JobProbeType :many
+const jobLockAvailableByTypeSkipLocked = `-- name: JobLockAvailableByTypeSkipLocked :many
 SELECT id FROM job_queue
 WHERE job_type = ? AND status = 'WAITING' AND run_at <= NOW(6)
-LIMIT 1
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED
 `
 
-// The cheap non-locking probe before a limited claim (idx_type_status).
-func (q *Queries) JobProbeType(ctx context.Context, jobType string) ([]uint64, error) {
-	rows, err := q.db.QueryContext(ctx, jobProbeType, jobType)
+type JobLockAvailableByTypeSkipLockedParams struct {
+	JobType string
+	Limit   int32
+}
+
+// The read half of the limited claim where SKIP LOCKED exists: rows an
+// ordinary claim's scan has locked in passing are skipped, not waited for
+// (the control row lock already serialises the type's claimers).
+func (q *Queries) JobLockAvailableByTypeSkipLocked(ctx context.Context, arg JobLockAvailableByTypeSkipLockedParams) ([]uint64, error) {
+	rows, err := q.db.QueryContext(ctx, jobLockAvailableByTypeSkipLocked, arg.JobType, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -833,4 +843,38 @@ type TypeControlSetPausedParams struct {
 func (q *Queries) TypeControlSetPaused(ctx context.Context, arg TypeControlSetPausedParams) error {
 	_, err := q.db.ExecContext(ctx, typeControlSetPaused, arg.JobType, arg.Paused)
 	return err
+}
+
+const typeProbeClaimable = `-- name: TypeProbeClaimable :many
+SELECT c.job_type FROM job_type_control AS c
+WHERE c.job_type = ? AND c.paused = 0
+  AND c.max_running > (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.status = 'RUNNING')
+  AND EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.run_at <= NOW(6))
+`
+
+// The non-locking probe before a limited claim: returns one row when the
+// type is not paused, has fewer RUNNING jobs than max_running and has a due
+// WAITING job (both counted on idx_type_status), so a type at its limit
+// costs one cheap read per scan and takes no lock.
+func (q *Queries) TypeProbeClaimable(ctx context.Context, jobType string) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, typeProbeClaimable, jobType)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var job_type string
+		if err := rows.Scan(&job_type); err != nil {
+			return nil, err
+		}
+		items = append(items, job_type)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -36,19 +36,34 @@ FOR UPDATE;
 SELECT COUNT(*) FROM job_queue
 WHERE job_type = ? AND status = 'RUNNING';
 
--- name: JobProbeType :many
--- The cheap non-locking probe before a limited claim (idx_type_status).
-SELECT id FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND run_at <= NOW(6)
-LIMIT 1;
+-- name: TypeProbeClaimable :many
+-- The non-locking probe before a limited claim: returns one row when the
+-- type is not paused, has fewer RUNNING jobs than max_running and has a due
+-- WAITING job (both counted on idx_type_status), so a type at its limit
+-- costs one cheap read per scan and takes no lock.
+SELECT c.job_type FROM job_type_control AS c
+WHERE c.job_type = sqlc.arg(job_type) AND c.paused = 0
+  AND c.max_running > (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.status = 'RUNNING')
+  AND EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.run_at <= NOW(6));
 
 -- name: JobLockAvailableByType :many
--- The read half of the limited claim, under the type's control row lock.
+-- The read half of the limited claim, under the type's control row lock, on
+-- servers without SKIP LOCKED.
 SELECT id FROM job_queue
 WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE;
+
+-- name: JobLockAvailableByTypeSkipLocked :many
+-- The read half of the limited claim where SKIP LOCKED exists: rows an
+-- ordinary claim's scan has locked in passing are skipped, not waited for
+-- (the control row lock already serialises the type's claimers).
+SELECT id FROM job_queue
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND run_at <= NOW(6)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
 
 -- name: PeriodicUpsert :execrows
 -- Creates or replaces a schedule. The cursor (next_run_at) is kept when the
