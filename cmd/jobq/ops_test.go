@@ -415,3 +415,37 @@ func TestParseAgeAndPeriodicSpec(t *testing.T) {
 		}
 	}
 }
+
+// serve's operations flags: --periodic keeps commas inside a cron
+// expression (no list splitting) and --retention takes days.
+func TestServeOpsFlags(t *testing.T) {
+	var cli CLI
+	parser, err := kong.New(&cli, kong.Name("jobq"), kong.Exit(func(int) { t.Fatal("kong exited") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parser.Parse([]string{"serve", "--dsn", "root@tcp(127.0.0.1:3306)/x",
+		"--periodic", "a=0,30 * * * * *;noop", "--periodic", `b=@hourly;sleep;{"ms":5};once`,
+		"--retention", "7d", "--ops-refresh", "10s", "--misfire-threshold", "2s"}); err != nil {
+		t.Fatal(err)
+	}
+	reqs, err := cli.Serve.PeriodicRequests()
+	if err != nil || len(reqs) != 2 || reqs[0].Cron != "0,30 * * * * *" || reqs[1].Misfire != "once" || string(reqs[1].Params) != `{"ms":5}` {
+		t.Fatalf("periodic = %+v, %v", reqs, err)
+	}
+	cfg, err := cli.Serve.SchedulerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Ops.Retention != 7*24*time.Hour || cfg.Ops.RefreshInterval != 10*time.Second ||
+		cfg.Ops.MisfireThreshold != 2*time.Second || cfg.Ops.CleanInterval != time.Minute {
+		t.Fatalf("ops config = %+v", cfg.Ops)
+	}
+	cli = CLI{}
+	if _, err := parser.Parse([]string{"serve", "--dsn", "x", "--retention", "soon"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Serve.SchedulerConfig(); err == nil || !strings.Contains(err.Error(), "--retention") {
+		t.Fatalf("--retention soon: err = %v, want one naming --retention", err)
+	}
+}
