@@ -68,6 +68,18 @@ dashboards-check: ## Check alert rules (with their unit tests) and scrape config
 metrics-test: ensure-db ## Metrics, dashboards and compose tests against a real Prometheus (Debian's prometheus package).
 	$(GO) test -race -count=1 ./metrics/ ./dashboards/
 
+.PHONY: bench-ci bench-go
+
+bench: ensure-db build ## Full bench (~10 min): ceiling vs classic vs cas vs skiplocked, sweeps, 0/100k/1M rows, latency, idle, EXPLAIN (out/bench/).
+	$(BIN) bench --out out/bench
+
+bench-ci: ensure-db build ## <= 60 s bench subset; fails when its ratios regress beyond bench/baseline.json's tolerance (out/bench-ci/).
+	$(BIN) bench --ci --out out/bench-ci
+
+bench-go: ensure-db ## Go benchmarks of the claim and completion paths, 5 runs for benchstat (out/bench/gobench.txt).
+	mkdir -p out/bench
+	$(GO) test -run '^$$' -bench . -benchtime 100x -count 5 ./bench/ | tee out/bench/gobench.txt
+
 FUZZTIME ?= 20s
 
 fuzz: ensure-db ## Run each fuzz target for FUZZTIME (default 20s, 2 workers): submit decoder, HTTP submit handler on a real DB, SanitizeText.

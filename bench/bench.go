@@ -60,9 +60,11 @@ type Options struct {
 	// Defaults to 50, 100, 200, 400.
 	Rates []int
 	// Rounds is how many times the headline points at the smallest table
-	// are measured, interleaved (ceiling, classic, cas, skiplocked, then
-	// again), each reported as the median round, so load from other
-	// clients of a shared machine hits every strategy alike. Defaults to 3.
+	// are measured, interleaved (ceiling, skiplocked, cas, classic,
+	// ceiling-queue, then again); each is reported as its median round and
+	// its ratios as the median of per-round ratios (PairedRatio), so load
+	// from other clients of a shared machine hits both sides of a ratio
+	// alike. Defaults to 3.
 	Rounds int
 	// Backlog is the WAITING jobs seeded for each throughput point.
 	// Defaults to 30,000.
@@ -389,7 +391,8 @@ func (h *Harness) plan() []PointSpec {
 			rounds = o.Rounds
 		}
 		for range rounds {
-			for _, s := range []string{StrategyCeiling, StrategyCeilingQueue, StrategyClassic, StrategyCAS, StrategySkip} {
+			// skiplocked right after the ceiling it is compared with.
+			for _, s := range []string{StrategyCeiling, StrategySkip, StrategyCAS, StrategyClassic, StrategyCeilingQueue} {
 				specs = append(specs, h.headline(s, size))
 			}
 		}

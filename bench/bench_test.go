@@ -268,3 +268,28 @@ func TestThroughputAndLatencySmoke(t *testing.T) {
 		t.Errorf("latency: sent %d accepted %d pickups %d, want 40 each", lp.Sent, lp.Accepted, lp.Pickup.Count)
 	}
 }
+
+func TestPairedRatio(t *testing.T) {
+	for _, c := range []struct {
+		xs, bases []float64
+		want      float64
+		ok        bool
+	}{
+		{[]float64{900, 200, 1000}, []float64{1000, 500, 1000}, 0.9, true}, // ratios 0.9, 0.4, 1.0
+		{[]float64{100, 300}, []float64{100, 100}, 2, true},
+		{[]float64{100}, []float64{100}, 0, false},
+		{[]float64{100, 200}, []float64{100, 100, 100}, 0, false},
+	} {
+		got, ok := PairedRatio(c.xs, c.bases)
+		if ok != c.ok || math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("PairedRatio(%v, %v) = %v, %v; want %v, %v", c.xs, c.bases, got, ok, c.want, c.ok)
+		}
+	}
+	res := &Result{Points: []Point{pt("headline", StrategyCeiling, 0, 50, 50, 1000), pt("headline", StrategySkip, 0, 200, 50, 900)}}
+	res.Points[0].Rounds = []float64{1000, 400, 1200}
+	res.Points[1].Rounds = []float64{900, 380, 600}
+	ApplyRatios(res)
+	if got := res.Points[1].VsCeiling; math.Abs(got-0.9) > 1e-9 {
+		t.Errorf("paired VsCeiling = %v, want the median of 0.9, 0.95, 0.5 = 0.9", got)
+	}
+}

@@ -37,7 +37,8 @@ type Point struct {
 	Throughput float64 `json:"throughput_jobs_per_s"`
 	// VsCeiling and VsClassic are Throughput divided by the ceiling's and
 	// the classic baseline's throughput at the same table size, measured in
-	// this invocation (0 when there is no such baseline).
+	// this invocation (0 when there is no such baseline); for points
+	// measured in rounds, the median of the per-round ratios (PairedRatio).
 	VsCeiling float64 `json:"vs_ceiling"`
 	VsClassic float64 `json:"vs_classic"`
 	// Rounds are the throughputs of every round of a repeated point (see

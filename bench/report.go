@@ -13,33 +13,52 @@ import (
 
 func numCPU() int { return runtime.NumCPU() }
 
-// baselines finds the ceiling and the classic throughput a point is
-// compared with: the ceiling at the same table size claiming the same
-// batch (jobq claims min(BatchLimit, Workers) at most; without a ceiling of
-// that batch, the headline ceiling), and the headline classic design at the
-// same table size.
-func baselines(res *Result, p Point) (ceiling, classic float64) {
+// baselines finds the points a point is compared with: the ceiling at the
+// same table size claiming the same batch (jobq claims min(BatchLimit,
+// Workers) at most; without a ceiling of that batch and replica count, the
+// headline ceiling), and the headline classic design at the same table size.
+func baselines(res *Result, p Point) (ceiling, classic Point) {
 	batch := p.BatchLimit
 	if isJobq(p.Strategy) {
 		batch = min(p.BatchLimit, p.Workers)
 	}
 	for _, q := range res.Points {
-		if q.TableRows != p.TableRows || q.Procs {
+		if q.TableRows != p.TableRows || q.Group != "headline" {
 			continue
 		}
-		switch {
-		case q.Strategy == StrategyCeiling && q.Group == "headline" && ceiling == 0:
-			ceiling = q.Throughput
-		case q.Strategy == StrategyClassic && q.Group == "headline":
-			classic = q.Throughput
+		switch q.Strategy {
+		case StrategyCeiling:
+			ceiling = q
+		case StrategyClassic:
+			classic = q
 		}
 	}
 	for _, q := range res.Points {
 		if q.TableRows == p.TableRows && q.Strategy == StrategyCeiling && q.BatchLimit == batch && q.Replicas == p.Replicas {
-			ceiling = q.Throughput
+			ceiling = q
 		}
 	}
 	return ceiling, classic
+}
+
+// PairedRatio is the median of xs[i]/bases[i] over rounds measured side by
+// side (Options.Rounds): each round's figure against the baseline measured
+// moments before it, so a burst of load from other clients affects both
+// sides of a pair. ok is false unless both have the same number (> 1) of
+// rounds.
+func PairedRatio(xs, bases []float64) (float64, bool) {
+	if len(xs) < 2 || len(xs) != len(bases) {
+		return 0, false
+	}
+	rs := make([]float64, len(xs))
+	for i := range xs {
+		rs[i] = Ratio(xs[i], bases[i])
+	}
+	slices.Sort(rs)
+	if len(rs)%2 == 1 {
+		return rs[len(rs)/2], true
+	}
+	return (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2, true
 }
 
 // ApplyRatios sets every point's ratio to the ceiling and to the classic
@@ -49,7 +68,13 @@ func ApplyRatios(res *Result) {
 	for i := range res.Points {
 		p := &res.Points[i]
 		ceil, cl := baselines(res, *p)
-		p.VsCeiling, p.VsClassic = Ratio(p.Throughput, ceil), Ratio(p.Throughput, cl)
+		p.VsCeiling, p.VsClassic = Ratio(p.Throughput, ceil.Throughput), Ratio(p.Throughput, cl.Throughput)
+		if r, ok := PairedRatio(p.Rounds, ceil.Rounds); ok {
+			p.VsCeiling = r
+		}
+		if r, ok := PairedRatio(p.Rounds, cl.Rounds); ok {
+			p.VsClassic = r
+		}
 	}
 	for i := range res.Latency {
 		l := &res.Latency[i]
