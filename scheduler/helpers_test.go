@@ -3,9 +3,12 @@ package scheduler_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,3 +90,208 @@ func scalar(t *testing.T, db *sql.DB, q string, args ...any) int64 {
 }
 
 func key(prefix string, i int) string { return fmt.Sprintf("%s-%d", prefix, i) }
+
+// getJob reads one job row.
+func getJob(t *testing.T, st *store.Store, id uint64) store.Job {
+	t.Helper()
+	j, err := st.JobGet(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get job %d: %v", id, err)
+	}
+	return j
+}
+
+// executions reads a job's job_execution rows in attempt order.
+func executions(t *testing.T, st *store.Store, id uint64) []store.Execution {
+	t.Helper()
+	ex, err := st.JobExecutions(context.Background(), id)
+	if err != nil {
+		t.Fatalf("executions of job %d: %v", id, err)
+	}
+	return ex
+}
+
+// waitJob polls job id until pred holds and returns the row that satisfied it.
+func waitJob(t *testing.T, st *store.Store, id uint64, d time.Duration, what string, pred func(store.Job) bool) store.Job {
+	t.Helper()
+	var last store.Job
+	waitFor(t, d, what, func() (bool, error) {
+		j, err := st.JobGet(context.Background(), id)
+		last = j
+		return err == nil && pred(j), err
+	})
+	return last
+}
+
+// recv waits for a value on ch (a signal a hook or handler sends).
+func recv[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+	var zero T
+	return zero
+}
+
+// closed waits for ch to be closed (faultstore.Pause.Reached and the like).
+func closed(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+}
+
+// gate is a channel a handler blocks on until the test opens it. Open is
+// idempotent and registered as a cleanup so a failing test never leaves a
+// handler (and so a goroutine) behind.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newGate(t *testing.T) *gate {
+	g := &gate{ch: make(chan struct{})}
+	t.Cleanup(g.Open)
+	return g
+}
+
+func (g *gate) Open()                 { g.once.Do(func() { close(g.ch) }) }
+func (g *gate) Wait() <-chan struct{} { return g.ch }
+
+// invocations counts handler calls per (owner, attempt).
+type invocations struct {
+	mu sync.Mutex
+	m  map[string]map[int]int // owner → attempt → calls
+}
+
+func newInvocations() *invocations { return &invocations{m: map[string]map[int]int{}} }
+
+func (c *invocations) add(job *scheduler.Job) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[job.Owner] == nil {
+		c.m[job.Owner] = map[int]int{}
+	}
+	c.m[job.Owner][job.Attempt]++
+}
+
+// byAttempt returns attempt → calls over all owners.
+func (c *invocations) byAttempt() map[int]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int]int{}
+	for _, m := range c.m {
+		for a, n := range m {
+			out[a] += n
+		}
+	}
+	return out
+}
+
+// of returns the calls owner made for attempt.
+func (c *invocations) of(owner string, attempt int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[owner][attempt]
+}
+
+// execSummary renders execution rows as "attempt:owner:outcome" for got/want messages.
+func execSummary(ex []store.Execution) []string {
+	out := make([]string, len(ex))
+	for i, e := range ex {
+		out[i] = fmt.Sprintf("%d:%s:%s", e.Attempt, e.Owner, e.Outcome)
+	}
+	return out
+}
+
+// completions returns a CompletedFunc hook and the channel it reports on.
+func completions() (func(store.Completion, bool), chan completion) {
+	ch := make(chan completion, 100)
+	return func(c store.Completion, applied bool) { ch <- completion{c, applied} }, ch
+}
+
+type completion struct {
+	store.Completion
+	Applied bool
+}
+
+// leaseExpired reports whether job id's lease ran out on the database clock.
+func leaseExpired(st *store.Store, id uint64) (bool, error) {
+	var expired sql.NullBool
+	err := st.DB().QueryRow("SELECT lease_until < NOW(6) FROM job_queue WHERE id = ?", id).Scan(&expired)
+	return expired.Valid && expired.Bool, err
+}
+
+// errInjected is a non-retryable failure a fault hook returns (a partition
+// the retry policy does not paper over).
+var errInjected = errors.New("injected failure")
+
+// syncList collects strings from scheduler goroutines.
+type syncList struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (s *syncList) add(v string) { s.mu.Lock(); s.l = append(s.l, v); s.mu.Unlock() }
+
+func (s *syncList) get() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.l...)
+}
+
+// logOutcomes logs job statuses and execution outcomes (diagnostics for a
+// failed test).
+func logOutcomes(t *testing.T, st *store.Store) {
+	for _, q := range []string{
+		"SELECT CONCAT(status, ' retry_times=', retry_times, ' attempt=', attempt), COUNT(*) FROM job_queue GROUP BY 1",
+		"SELECT CONCAT('execution ', attempt, ' ', COALESCE(outcome, 'open'), ' ', COALESCE(LEFT(error, 80), '')), COUNT(*) FROM job_execution GROUP BY 1",
+	} {
+		rows, err := st.DB().Query(q)
+		if err != nil {
+			t.Logf("%s: %v", q, err)
+			continue
+		}
+		for rows.Next() {
+			var k string
+			var n int64
+			if rows.Scan(&k, &n) == nil {
+				t.Logf("%6d  %s", n, k)
+			}
+		}
+		rows.Close()
+	}
+}
+
+// bufferedLogger returns a logger whose Warn and Error records are logged
+// through t if the test fails (diagnostics without noise).
+func bufferedLogger(t *testing.T) *slog.Logger {
+	b := &logBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b.mu.Lock()
+			t.Logf("scheduler warnings and errors:\n%s", b.buf.String())
+			b.mu.Unlock()
+		}
+	})
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() < 64<<10 {
+		b.buf.Write(p)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,145 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/faultstore"
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
+)
+
+// buildJobq builds cmd/jobq into a temporary directory.
+func buildJobq(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build cmd/jobq: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "jobq")
+	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/jobq/jobq/cmd/jobq").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./cmd/jobq: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// A `jobq serve` process killed with SIGKILL mid-job loses its lease: within
+// lease + one rescue interval the job is back to WAITING with retry_times 1,
+// and another replica runs it to SUCCESS.
+func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
+	t.Parallel()
+	const (
+		lease          = 2 * time.Second
+		rescueInterval = 500 * time.Millisecond
+	)
+	bin := buildJobq(t)
+	dsn := testdb.DSN(t)
+	st, err := store.Open(context.Background(), dsn, store.PoolConfig{MaxOpen: 10})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	job := submit(t, st, "long-sleep", "sleep", `{"ms":60000}`, 3)
+
+	logPath := filepath.Join(t.TempDir(), "serve.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	// --poll-jitter: the default (200ms) is not below --poll-interval 100ms.
+	proc := exec.Command(bin, "serve", "--dsn", dsn, "--listen", "127.0.0.1:0", "--owner", "proc-a",
+		"--lease", lease.String(), "--rescue-interval", rescueInterval.String(),
+		"--poll-interval", "100ms", "--poll-jitter", "20ms", "--workers", "4")
+	proc.Stdout, proc.Stderr = logf, logf
+	if err := proc.Start(); err != nil {
+		t.Fatalf("start jobq serve: %v", err)
+	}
+	t.Cleanup(func() {
+		if proc.ProcessState == nil {
+			_ = proc.Process.Kill()
+			_ = proc.Wait()
+		}
+		if t.Failed() {
+			out, _ := os.ReadFile(logPath)
+			t.Logf("jobq serve output:\n%s", out)
+		}
+	})
+	running := waitJob(t, st, job.ID, 30*time.Second, "job RUNNING on the jobq serve process", func(j store.Job) bool {
+		return j.Status == store.StatusRunning && j.Owner == "proc-a"
+	})
+	if running.Attempt != 1 {
+		t.Fatalf("running attempt = %d, want 1", running.Attempt)
+	}
+
+	// Replica B: its sleep handler is fast; its first claim is held so the
+	// rescued row can be read before B takes it.
+	calls := newInvocations()
+	reg := scheduler.NewRegistry()
+	reg.Register("sleep", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		calls.add(job)
+		return nil
+	}))
+	fsB := faultstore.Wrap(st)
+	held := fsB.PauseOnce(faultstore.ClaimSkipLocked, nil)
+	t.Cleanup(held.Release)
+	rescuedCh := make(chan []store.Fence, 10)
+	cfgB := fastConfig("b")
+	cfgB.Strategy = scheduler.StrategySkipLocked
+	cfgB.Lease = lease
+	cfgB.RescueInterval = rescueInterval
+	cfgB.Hooks.RescuedFunc = func(f []store.Fence) { rescuedCh <- f }
+	b := startScheduler(t, fsB, st.DB(), reg, cfgB)
+
+	killedAt, err := st.DBNow(context.Background())
+	if err != nil {
+		t.Fatalf("db clock: %v", err)
+	}
+	lastLease := *getJob(t, st, job.ID).LeaseUntil
+	if err := proc.Process.Kill(); err != nil { // SIGKILL
+		t.Fatalf("kill -9: %v", err)
+	}
+	_ = proc.Wait()
+
+	rescued := recv(t, rescuedCh, 10*time.Second, "B's rescuer to return the job")
+	if got, want := fmt.Sprint(rescued), fmt.Sprint([]store.Fence{{ID: job.ID, Attempt: 1}}); got != want {
+		t.Fatalf("rescued %s, want %s", got, want)
+	}
+	closed(t, held.Reached(), 10*time.Second, "B's claim of the rescued job")
+	w := getJob(t, st, job.ID)
+	if w.Status != store.StatusWaiting || w.RetryTimes != 1 || w.Attempt != 1 || w.LeaseUntil != nil || w.LastError != "lease expired" {
+		t.Fatalf("rescued row status=%s retry_times=%d attempt=%d lease_until=%v last_error=%q, want WAITING 1 1 nil \"lease expired\"",
+			w.Status, w.RetryTimes, w.Attempt, w.LeaseUntil, w.LastError)
+	}
+	// The rescue (update_time, database clock) came after the lease ran out
+	// and within lease + one rescue interval (+20% jitter, +1s slack) of the kill.
+	if !w.UpdateTime.After(lastLease) {
+		t.Fatalf("rescued at %s, before the lease ended at %s", w.UpdateTime, lastLease)
+	}
+	if took, limit := w.UpdateTime.Sub(killedAt), lease+rescueInterval*6/5+time.Second; took > limit {
+		t.Fatalf("job back to WAITING %s after the kill, want within %s", took, limit)
+	}
+
+	held.Release()
+	f := waitJob(t, st, job.ID, 10*time.Second, "job SUCCESS on B", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+	if err := b.Stop(); err != nil {
+		t.Fatalf("stop B: %v", err)
+	}
+	if f.Attempt != 2 || f.Owner != "b" || f.RetryTimes != 1 {
+		t.Fatalf("final attempt=%d owner=%q retry_times=%d, want 2 \"b\" 1", f.Attempt, f.Owner, f.RetryTimes)
+	}
+	want := []string{"1:proc-a:LEASE_EXPIRED", "2:b:SUCCESS"}
+	if got := execSummary(executions(t, st, job.ID)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("executions = %v, want %v", got, want)
+	}
+	if got := calls.byAttempt(); fmt.Sprint(got) != fmt.Sprint(map[int]int{2: 1}) {
+		t.Fatalf("B's handler calls = %v, want map[2:1]", got)
+	}
+}
