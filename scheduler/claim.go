@@ -6,6 +6,12 @@ import (
 	"github.com/jobq/jobq/store"
 )
 
+// claimMaxAttempts bounds the retries of one claim: after that the scan
+// gives up, logs the error and counts it (Stats.ClaimErrors), and the next
+// tick tries again — so an outage shows in logs and metrics instead of
+// hiding in an endless retry loop.
+const claimMaxAttempts = 5
+
 // claimer runs the configured claim strategy.
 type claimer struct {
 	s         *Scheduler
@@ -26,7 +32,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) 
 	switch s.cfg.Strategy {
 	case StrategyCAS:
 		var cands []store.Fence
-		err = s.dbRetry(ctx, "claim.scan", 0, func() error {
+		err = s.dbRetry(ctx, "claim.scan", claimMaxAttempts, func() error {
 			var e error
 			cands, e = s.store.JobScanAvailable(ctx, n)
 			return e
@@ -34,7 +40,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) 
 		if err != nil || len(cands) == 0 {
 			break
 		}
-		err = s.dbRetry(ctx, "claim.cas", 0, func() error {
+		err = s.dbRetry(ctx, "claim.cas", claimMaxAttempts, func() error {
 			var e error
 			jobs, conflicts, e = s.store.JobClaimCAS(ctx, store.ClaimCASParams{
 				ClaimParams: store.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease},
@@ -45,7 +51,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) 
 	default:
 		if c.lastEmpty {
 			var probe []store.Fence
-			err = s.dbRetry(ctx, "claim.probe", 0, func() error {
+			err = s.dbRetry(ctx, "claim.probe", claimMaxAttempts, func() error {
 				var e error
 				probe, e = s.store.JobScanAvailable(ctx, 1)
 				return e
@@ -54,7 +60,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) 
 				break
 			}
 		}
-		err = s.dbRetry(ctx, "claim.skiplocked", 0, func() error {
+		err = s.dbRetry(ctx, "claim.skiplocked", claimMaxAttempts, func() error {
 			var e error
 			// A short queue: claim at READ COMMITTED so the claim does not
 			// lock the gap where submits insert (store.claimTx).

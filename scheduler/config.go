@@ -27,7 +27,8 @@ const (
 
 // Defaults for Config.
 const (
-	PollIntervalDefault     = time.Second
+	PollIntervalDefault = time.Second
+	// PollJitterDefault is the jitter for the default PollInterval (1s/5).
 	PollJitterDefault       = 200 * time.Millisecond
 	BatchLimitDefault       = 200
 	WorkersDefault          = 50
@@ -55,7 +56,8 @@ type Config struct {
 	// 1s; each tick gets ±PollJitter.
 	PollInterval time.Duration
 	// PollJitter spreads replicas' scans uniformly over
-	// [PollInterval-PollJitter, PollInterval+PollJitter]. Defaults to 200ms;
+	// [PollInterval-PollJitter, PollInterval+PollJitter]. Defaults to
+	// PollInterval/5 (200ms for the default 1s);
 	// set NoJitter for exactly PollInterval.
 	PollJitter time.Duration
 	// NoJitter disables PollJitter (for the classic-design baseline).
@@ -163,7 +165,7 @@ func (c Config) WithDefaults() Config {
 	if c.NoJitter {
 		c.PollJitter = 0
 	} else {
-		c.PollJitter = cmp.Or(c.PollJitter, PollJitterDefault)
+		c.PollJitter = cmp.Or(c.PollJitter, c.PollInterval/5)
 	}
 	c.BatchLimit = cmp.Or(c.BatchLimit, BatchLimitDefault)
 	c.Workers = cmp.Or(c.Workers, WorkersDefault)

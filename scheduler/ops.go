@@ -255,7 +255,7 @@ func (o *opsRunner) claimLimited(ctx context.Context) {
 			return
 		}
 		var due bool
-		err := s.dbRetry(ctx, "claim.limited.probe", 0, func() error {
+		err := s.dbRetry(ctx, "claim.limited.probe", claimMaxAttempts, func() error {
 			var e error
 			due, e = o.st.TypeClaimable(ctx, typ)
 			return e
@@ -268,7 +268,7 @@ func (o *opsRunner) claimLimited(ctx context.Context) {
 			continue
 		}
 		var jobs []store.ClaimedJob
-		err = s.dbRetry(ctx, "claim.limited", 0, func() error {
+		err = s.dbRetry(ctx, "claim.limited", claimMaxAttempts, func() error {
 			var e error
 			jobs, e = o.st.JobClaimLimited(ctx, typ, store.ClaimParams{Owner: s.cfg.Owner, Limit: min(free, s.cfg.BatchLimit), Lease: s.cfg.Lease})
 			return e

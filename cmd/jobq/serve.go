@@ -32,7 +32,8 @@ type ServeCmd struct {
 	Workers         int           `help:"Worker pool size." default:"50"`
 	BatchLimit      int           `help:"Most jobs one claim takes." default:"200"`
 	PollInterval    time.Duration `help:"Idle scan interval." default:"1s"`
-	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval." default:"200ms"`
+	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. 200ms for 1s)." default:"0s"`
+	NoJitter        bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)."`
 	Lease           time.Duration `help:"Lease length on the database clock." default:"30s"`
 	RescueInterval  time.Duration `help:"How often expired leases are rescued." default:"10s"`
 	ShutdownTimeout time.Duration `help:"How long SIGTERM waits for in-flight handlers." default:"30s"`
@@ -47,7 +48,7 @@ type ServeCmd struct {
 func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 	cfg := scheduler.Config{
 		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit,
-		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.PollJitter == 0, Lease: c.Lease,
+		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.NoJitter, Lease: c.Lease,
 		RescueInterval: c.RescueInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
 	}
 	ops, err := c.OpsConfig()
