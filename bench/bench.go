@@ -64,7 +64,7 @@ type Options struct {
 	// ceiling-queue, then again); each is reported as its median round and
 	// its ratios as the median of per-round ratios (PairedRatio), so load
 	// from other clients of a shared machine hits both sides of a ratio
-	// alike. Defaults to 3.
+	// alike. Defaults to 3 (CI: 2).
 	Rounds int
 	// Backlog is the WAITING jobs seeded for each throughput point.
 	// Defaults to 30,000.
@@ -112,11 +112,11 @@ func (o Options) WithDefaults() Options {
 	orDefault(&o.Jitters, o.CI, []time.Duration{0, 200 * time.Millisecond, 500 * time.Millisecond}, []time.Duration{})
 	orDefault(&o.Polls, o.CI, []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, time.Second}, []time.Duration{})
 	orDefault(&o.Rates, o.CI, []int{50, 100, 200, 400}, []int{200})
-	zeroOr(&o.Rounds, o.CI, 3, 3)
+	zeroOr(&o.Rounds, o.CI, 3, 2)
 	zeroOr(&o.Backlog, o.CI, BacklogDefault, 15000)
 	zeroOr(&o.Window, o.CI, WindowDefault, 2*time.Second)
 	zeroOr(&o.Warmup, o.CI, WarmupDefault, WarmupDefault)
-	zeroOr(&o.LatencyDuration, o.CI, LatencyDurationDefault, 3*time.Second)
+	zeroOr(&o.LatencyDuration, o.CI, LatencyDurationDefault, 2*time.Second)
 	zeroOr(&o.IdleWindow, o.CI, IdleWindowDefault, 6*time.Second)
 	zeroOr(&o.SLO, o.CI, SLODefault, SLODefault)
 	zeroOr(&o.TuneRate, o.CI, TuneRateDefault, TuneRateDefault)
@@ -327,7 +327,11 @@ func (h *Harness) afterSmallest(ctx context.Context, res *Result) error {
 		res.Tune = tr
 		return nil
 	}
-	for _, strat := range []string{StrategyClassic, StrategySkip} {
+	latency := []string{StrategyClassic, StrategySkip}
+	if o.CI {
+		latency = latency[1:] // the gated metrics need jobq's latency only
+	}
+	for _, strat := range latency {
 		for _, rt := range o.Rates {
 			spec := h.headline(strat, h.env.TableRows)
 			h.step(fmt.Sprintf("latency %s at %d jobs/s", strat, rt))
@@ -393,6 +397,9 @@ func (h *Harness) plan() []PointSpec {
 		for range rounds {
 			// skiplocked right after the ceiling it is compared with.
 			for _, s := range []string{StrategyCeiling, StrategySkip, StrategyCAS, StrategyClassic, StrategyCeilingQueue} {
+				if o.CI && s == StrategyCeilingQueue {
+					continue // reference only; CI compares against the ceiling
+				}
 				specs = append(specs, h.headline(s, size))
 			}
 		}

@@ -293,3 +293,21 @@ func TestPairedRatio(t *testing.T) {
 		t.Errorf("paired VsCeiling = %v, want the median of 0.9, 0.95, 0.5 = 0.9", got)
 	}
 }
+
+func TestBatchSeriesOnePointPerBatch(t *testing.T) {
+	res := &Result{Points: []Point{
+		pt("headline", StrategyCeiling, 0, 50, 50, 1000),
+		pt("headline", StrategySkip, 0, 200, 50, 900),
+		pt("batch", StrategyCeiling, 0, 200, 200, 2000),
+		pt("batch", StrategySkip, 0, 50, 50, 800),
+		pt("batch", StrategySkip, 0, 200, 200, 1500),
+		pt("headline", StrategySkip, 1000000, 200, 50, 700),
+	}}
+	s := BatchSeries(res)
+	if got := s[StrategySkip]; len(got) != 2 || got[0].X != 50 || got[1].Y != 1500 {
+		t.Errorf("skiplocked series %v, want (50, 800) (200, 1500)", got)
+	}
+	if got := s[StrategyCeiling]; len(got) != 2 || got[0].Y != 1000 || got[1].Y != 2000 {
+		t.Errorf("ceiling series %v, want (50, 1000) (200, 2000)", got)
+	}
+}

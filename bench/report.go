@@ -162,6 +162,19 @@ func EvaluateTargets(res *Result) []Target {
 	return ts
 }
 
+// ReadResult reads a bench.json written by WriteReport.
+func ReadResult(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &res, nil
+}
+
 // WriteReport writes report.md, bench.json and the PNG plots into dir.
 func WriteReport(dir string, res *Result) error {
 	b, err := json.MarshalIndent(res, "", "  ")
