@@ -111,19 +111,51 @@ func (e *Env) Seed(ctx context.Context, n int) (string, error) {
 // Reset deletes every job above BaseID and every execution row, so the
 // next point starts from the pre-loaded table alone.
 func (e *Env) Reset(ctx context.Context) error {
+	var deleted int64
 	for {
 		res, err := e.Admin.ExecContext(ctx, "DELETE FROM job_queue WHERE id > ? LIMIT 50000", e.BaseID)
 		if err != nil {
 			return fmt.Errorf("reset: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n < 50000 {
+		n, _ := res.RowsAffected()
+		deleted += n
+		if n < 50000 {
 			break
 		}
 	}
 	if _, err := e.Admin.ExecContext(ctx, "DELETE FROM job_execution"); err != nil {
 		return fmt.Errorf("reset executions: %w", err)
 	}
+	if deleted > 0 {
+		e.waitPurge(ctx)
+	}
 	return nil
+}
+
+// Purge wait bounds: the history list length counted as purged, how long
+// to wait at most, and how often to look.
+const (
+	purgedHistory = 1000
+	purgeWaitMax  = 15 * time.Second
+	purgePoll     = 100 * time.Millisecond
+)
+
+// waitPurge waits (at most purgeWaitMax) until InnoDB purged the deleted
+// rows: until then their delete-marked idx_scan entries sit in the WAITING
+// range and every scan and claim walks over them, which would charge the
+// next point for the previous one's leftovers. It reads the history list
+// length (INNODB_METRICS trx_rseg_history_len, MySQL and MariaDB); the
+// length is server-wide, so other clients' transactions can keep it up
+// until the time bound. Servers without the metric are not waited for.
+func (e *Env) waitPurge(ctx context.Context) {
+	deadline := time.Now().Add(purgeWaitMax)
+	for time.Now().Before(deadline) {
+		var n int64
+		err := e.Admin.QueryRowContext(ctx, `SELECT count FROM information_schema.INNODB_METRICS WHERE name = 'trx_rseg_history_len'`).Scan(&n)
+		if err != nil || n < purgedHistory || !sleepCtx(ctx, purgePoll) {
+			return
+		}
+	}
 }
 
 // Remaining counts WAITING or RUNNING jobs above BaseID.

@@ -19,14 +19,17 @@ type IdlePoint struct {
 	ServerQuestionsPerSecond float64 `json:"server_questions_per_s"`
 }
 
-// measureIdle starts one replica of spec on an empty queue, lets it settle
-// for a scan, then counts its statements over d.
+// measureIdle starts one in-process replica of spec on an empty queue,
+// lets it settle for a scan, then counts its statements over d.
 func (h *Harness) measureIdle(ctx context.Context, spec PointSpec, d time.Duration) (IdlePoint, error) {
 	ip := IdlePoint{Strategy: spec.Strategy, Seconds: d.Seconds()}
 	if err := h.env.Reset(ctx); err != nil {
 		return ip, err
 	}
-	spec.Replicas = 1
+	// In-process even with --procs: the replica's own statement count is
+	// only observable through its pool (a process's would be mixed into
+	// the server-wide counters).
+	spec.Replicas, spec.Procs = 1, false
 	r := h.newRunner(spec, false)
 	defer r.Stop()
 	if err := r.Start(ctx); err != nil {

@@ -212,6 +212,13 @@ func fmtCount(n int64) string {
 	return fmt.Sprint(n)
 }
 
+func fmtPerJob(v float64) string {
+	if v < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
 func fmtDur(d time.Duration) string {
 	if d == 0 {
 		return "0"
@@ -232,10 +239,10 @@ func WriteMarkdown(w io.Writer, res *Result) {
 		fmt.Fprintf(w, "| group | strategy | replicas | workers | batch | poll | jitter | table rows | jobs/s | × ceiling | × classic | claim conflicts | 1213 | 1205 | stmts/job | server q/job | rows examined/job |\n")
 		fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, p := range res.Points {
-			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %.2f | %.2f | %.1f |\n",
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %.2f | %.1f |\n",
 				p.Group, p.Strategy, p.Replicas, p.Workers, p.BatchLimit, fmtDur(p.PollInterval), fmtDur(p.PollJitter),
 				p.TableRows, p.Throughput, fmtRatio(p.VsCeiling), fmtRatio(p.VsClassic), fmtCount(p.Counters.ClaimConflicts),
-				fmtCount(p.Counters.Deadlocks), fmtCount(p.Counters.LockWaits), p.StatementsPerJob, p.ServerQuestionsPerJob,
+				fmtCount(p.Counters.Deadlocks), fmtCount(p.Counters.LockWaits), fmtPerJob(p.StatementsPerJob), p.ServerQuestionsPerJob,
 				p.ServerRowsExaminedPerJob)
 		}
 		fmt.Fprintf(w, "\nstmts/job: the runner's own statements per completed job (exact). server q/job and rows examined/job: SHOW GLOBAL STATUS deltas (Questions; Handler_read_*) per completed job — server-wide, so other clients of a shared server inflate them. The ceiling uses %s loops; the classic design's `batch` is its scan LIMIT.\n\n", "3")
@@ -312,8 +319,8 @@ func WriteTargets(w io.Writer, res *Result) {
 	if len(head) > 0 {
 		fmt.Fprintf(w, "| table rows | strategy (3 replicas) | jobs/s | × ceiling | × classic | stmts/job |\n|--:|---|--:|--:|--:|--:|\n")
 		for _, p := range head {
-			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %.2f |\n", p.TableRows, p.Strategy, p.Throughput,
-				fmtRatio(p.VsCeiling), fmtRatio(p.VsClassic), p.StatementsPerJob)
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s |\n", p.TableRows, p.Strategy, p.Throughput,
+				fmtRatio(p.VsCeiling), fmtRatio(p.VsClassic), fmtPerJob(p.StatementsPerJob))
 		}
 		fmt.Fprintln(w)
 	}

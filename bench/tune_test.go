@@ -70,6 +70,11 @@ func TestCompareBaseline(t *testing.T) {
 	if bad.OK || bad.Rows[0].OK || bad.Rows[1].OK {
 		t.Errorf("0.7 vs 1.0 and 1.1 vs 0.5 q/s must both fail at 20%%: %+v", bad.Rows)
 	}
+	res.Points[2].StatementsPerJob = -1 // --procs: not observable
+	if c := Compare(res, Baseline{Metrics: map[string]float64{"skiplocked_statements_per_job": 0.45}}, 0.2); !c.OK || c.Rows[0].Observed {
+		t.Errorf("an unobservable metric must not fail: %+v", c.Rows)
+	}
+	res.Points[2].StatementsPerJob = 0.5
 	m := Measure(res)
 	if m["skiplocked_vs_ceiling"] != 0.7 || m["idle_queries_per_s"] != 1.1 {
 		t.Errorf("Measure = %v", m)
