@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -19,6 +20,7 @@ type BenchCmd struct {
 	Jitters         []time.Duration `help:"Poll-jitter sweep at 4 replicas (default 0,200ms,500ms)."`
 	Polls           []time.Duration `help:"Poll-interval sweep (default 100ms,250ms,1s)."`
 	Rates           []int           `help:"Open-model arrival rates in jobs/s for pickup latency (default 50,100,200,400)."`
+	Rounds          int             `help:"Interleaved rounds of the headline points; ratios are the median per-round ratio (default 3, CI 2)."`
 	Backlog         int             `help:"WAITING jobs seeded per throughput point (default 30000)."`
 	Window          time.Duration   `help:"Measurement window per throughput point (default 3s)."`
 	LatencyDuration time.Duration   `help:"How long each arrival rate is submitted (default 4s)." name:"latency-duration"`
@@ -49,13 +51,15 @@ func (c *BenchCmd) Run(g *Globals) error {
 	}
 	opts := bench.Options{
 		Out: c.Out, TableSizes: c.TableSizes, Batches: c.Batches, Replicas: c.Replicas, Workers: c.Workers,
-		Jitters: c.Jitters, Polls: c.Polls, Rates: c.Rates, Backlog: c.Backlog, Window: c.Window,
+		Jitters: c.Jitters, Polls: c.Polls, Rates: c.Rates, Rounds: c.Rounds, Backlog: c.Backlog, Window: c.Window,
 		LatencyDuration: c.LatencyDuration, IdleWindow: c.IdleWindow, Procs: c.Procs, Tune: c.Tune, SLO: c.SLO,
 		TuneRate: c.TuneRate, CI: c.CI, Baseline: c.Baseline, Tolerance: c.Tolerance, WriteBaseline: c.WriteBaseline,
 		Logger: g.Log,
 	}
 	if !c.NoProgress {
+		// Per-point log lines would break the bar: only warnings and errors.
 		opts.Progress = os.Stderr
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	res, err := bench.Run(g.Ctx, opts)
 	if res != nil {
