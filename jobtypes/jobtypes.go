@@ -105,11 +105,15 @@ func Register(reg *scheduler.Registry) {
 
 // EffectHandler is the testbed's `effect` type. Work inserts one "non_tx"
 // row into job_effect outside any transaction (a side effect that can repeat
-// when a replica dies before completing) and sleeps params.ms; WorkTx inserts
-// one "tx" row inside the transactional completion (exactly once).
+// when a replica dies before completing), sleeps params.ms, then inserts one
+// "end" row (also outside any transaction) marking when its work ended — the
+// chaos checker compares it with the moment the run lost its lease. WorkTx
+// inserts one "tx" row inside the transactional completion (exactly once).
 type EffectHandler struct{}
 
-// Work records the non-transactional effect, then runs for params.ms.
+// Work records the non-transactional effect, runs for params.ms, and
+// records the end of its work. A run cancelled during its sleep (lease
+// lost, timeout, cancel) returns before the end marker.
 func (EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
 	p, err := parse(job)
 	if err != nil {
@@ -121,8 +125,22 @@ func (EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
 	if err := store.EffectInsert(ctx, job.DB, job.Fence(), "non_tx", job.Owner); err != nil {
 		return fmt.Errorf("effect non_tx: %w", err)
 	}
-	return sleep(ctx, p.Ms)
+	if err := sleep(ctx, p.Ms); err != nil {
+		return err
+	}
+	// The marker records a fact — the work is done — so a cancellation
+	// arriving now does not stop its write (nor the success it reports,
+	// which the fenced completion judges as before).
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endMarkerTimeout)
+	defer cancel()
+	if err := store.EffectInsert(ectx, job.DB, job.Fence(), "end", job.Owner); err != nil {
+		return fmt.Errorf("effect end: %w", err)
+	}
+	return nil
 }
+
+// endMarkerTimeout bounds the write of the effect type's "end" row.
+const endMarkerTimeout = 30 * time.Second
 
 // WorkTx records the transactional effect in the completion's transaction.
 func (EffectHandler) WorkTx(ctx context.Context, tx *sql.Tx, job *scheduler.Job) error {

@@ -72,7 +72,7 @@ func (q *Queries) ExecutionFinish(ctx context.Context, arg ExecutionFinishParams
 }
 
 const executionListByJob = `-- name: ExecutionListByJob :many
-SELECT id, job_id, attempt, owner, started_at, finished_at, outcome, error FROM job_execution WHERE job_id = ? ORDER BY attempt
+SELECT id, job_id, attempt, owner, started_at, finished_at, outcome, error, due_at FROM job_execution WHERE job_id = ? ORDER BY attempt
 `
 
 func (q *Queries) ExecutionListByJob(ctx context.Context, jobID uint64) ([]JobExecution, error) {
@@ -93,6 +93,7 @@ func (q *Queries) ExecutionListByJob(ctx context.Context, jobID uint64) ([]JobEx
 			&i.FinishedAt,
 			&i.Outcome,
 			&i.Error,
+			&i.DueAt,
 		); err != nil {
 			return nil, err
 		}
@@ -130,8 +131,8 @@ func (q *Queries) ExecutionMarkStale(ctx context.Context, arg ExecutionMarkStale
 }
 
 const executionStartMany = `-- name: ExecutionStartMany :execrows
-INSERT INTO job_execution (job_id, attempt, owner, started_at)
-SELECT q.id, q.attempt, q.owner, q.started_at FROM job_queue AS q
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at)
+SELECT q.id, q.attempt, q.owner, q.started_at, q.run_at FROM job_queue AS q
 WHERE q.id IN (/*SLICE:ids*/?) AND q.owner = ? AND q.status = 'RUNNING'
 `
 
@@ -140,7 +141,8 @@ type ExecutionStartManyParams struct {
 	Owner sql.NullString
 }
 
-// Records one job_execution row per run this owner just claimed.
+// Records one job_execution row per run this owner just claimed, with the
+// time the job was due (the claim does not change run_at).
 func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartManyParams) (int64, error) {
 	query := executionStartMany
 	var queryParams []interface{}

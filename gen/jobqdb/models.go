@@ -27,6 +27,7 @@ type JobExecution struct {
 	FinishedAt sql.NullTime
 	Outcome    sql.NullString
 	Error      sql.NullString
+	DueAt      sql.NullTime
 }
 
 type JobQueue struct {

@@ -112,9 +112,10 @@ SET status = 'RUNNING',
 WHERE id = sqlc.arg(id) AND status = 'WAITING';
 
 -- name: ExecutionStartMany :execrows
--- Records one job_execution row per run this owner just claimed.
-INSERT INTO job_execution (job_id, attempt, owner, started_at)
-SELECT q.id, q.attempt, q.owner, q.started_at FROM job_queue AS q
+-- Records one job_execution row per run this owner just claimed, with the
+-- time the job was due (the claim does not change run_at).
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at)
+SELECT q.id, q.attempt, q.owner, q.started_at, q.run_at FROM job_queue AS q
 WHERE q.id IN (sqlc.slice(ids)) AND q.owner = sqlc.arg(owner) AND q.status = 'RUNNING';
 
 -- name: JobGetClaimed :many

@@ -1,0 +1,1 @@
+ALTER TABLE job_execution DROP COLUMN due_at;
