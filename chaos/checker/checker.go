@@ -19,6 +19,22 @@ const (
 	CheckStaleAccepted = "stale_completions_accepted"
 	CheckPhantom       = "phantom_jobs"
 	CheckPoison        = "poison_not_failed"
+	// CheckClaimedEarly: an attempt started before the job was due (its
+	// execution's started_at < due_at, the run_at it was claimed at) — the
+	// cas claim's ABA race: a job re-queued with a retry backoff between
+	// another replica's read and its unguarded update.
+	CheckClaimedEarly = "claimed_before_due"
+	// CheckWorkAfterLoss: a run's work went on after its lease was lost —
+	// its "end" effect is later than the loss (its rescue, or the next
+	// attempt's claim) by more than WorkAfterLossTolerance, once any fault
+	// that froze or cut off its replica at that moment is over.
+	CheckWorkAfterLoss = "work_after_lease_lost"
+	// CheckUnexplainedRescue: a run was rescued (LEASE_EXPIRED: neither its
+	// completion nor its refusal was ever written) although no fault on its
+	// replica or the database explains it — a live, connected replica
+	// dropped the outcome (for example, a lost connection or a deadlock on
+	// the completion that was not retried).
+	CheckUnexplainedRescue = "unexplained_rescues"
 )
 
 // PoisonType is the job type that kills its replica (jobtypes.Poison).
@@ -91,6 +107,15 @@ type Counts struct {
 	// StaleCompletionsAccepted is jobs where a write of a run that no longer
 	// owned the job took effect.
 	StaleCompletionsAccepted int `json:"stale_completions_accepted"`
+	// ClaimedBeforeDue is attempts that started before their due_at.
+	ClaimedBeforeDue int `json:"claimed_before_due"`
+	// WorkAfterLeaseLost is runs whose "end" effect came more than
+	// WorkAfterLossTolerance after they lost their lease (see
+	// CheckWorkAfterLoss).
+	WorkAfterLeaseLost int `json:"work_after_lease_lost"`
+	// UnexplainedRescues is LEASE_EXPIRED executions that no fault explains
+	// (see CheckUnexplainedRescue).
+	UnexplainedRescues int `json:"unexplained_rescues"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
 	// Executions is job_execution rows. Rescued of them had their lease
@@ -201,6 +226,7 @@ func Check(h History) *Result {
 	}
 
 	var lost, stuck, txDup, overlap, stale, phantom, poison []string
+	var early, afterLoss, unexplained []string
 	submitted := map[string]bool{}
 	for _, s := range h.Submits {
 		submitted[s.Key] = true
@@ -295,6 +321,8 @@ func Check(h History) *Result {
 		if len(why) > 0 {
 			stale = append(stale, fmt.Sprintf("job %d: %s", id, why[0]))
 		}
+		early = append(early, claimedEarly(id, ex)...)
+		afterLoss = append(afterLoss, workAfterLoss(h, id, ex, effects[id])...)
 		// Non-transactional duplicates.
 		var nonTx []Effect
 		for _, e := range effects[id] {
@@ -324,6 +352,9 @@ func Check(h History) *Result {
 		if e.Outcome == OutcomeLeaseExpired || e.Outcome == OutcomeStale || e.Outcome == OutcomeReleased {
 			r.NonTx.InterruptedRuns++
 		}
+		if u := unexplainedRescue(h, e); u != "" {
+			unexplained = append(unexplained, u)
+		}
 	}
 	for _, f := range h.Faults {
 		if f.Interrupts() {
@@ -333,12 +364,14 @@ func Check(h History) *Result {
 	c.Rescued = c.LeaseExpired + c.StaleCompletionsRefused
 	c.Lost, c.Stuck, c.TxEffectDuplicates = len(lost), len(stuck), len(txDup)
 	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
+	c.ClaimedBeforeDue, c.WorkAfterLeaseLost, c.UnexplainedRescues = len(early), len(afterLoss), len(unexplained)
 	for _, v := range []struct {
 		check string
 		ex    []string
 	}{
 		{CheckLost, lost}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
 		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom}, {CheckPoison, poison},
+		{CheckClaimedEarly, early}, {CheckWorkAfterLoss, afterLoss}, {CheckUnexplainedRescue, unexplained},
 	} {
 		if len(v.ex) > 0 {
 			r.Violations = append(r.Violations, Violation{Check: v.check, Count: len(v.ex), Examples: v.ex[:min(len(v.ex), maxExamples)]})
@@ -351,6 +384,81 @@ func Check(h History) *Result {
 	r.Faults = faultResults(h, execs, bl)
 	r.Timeline = timeline(h, bl)
 	return r
+}
+
+// WorkAfterLossTolerance is how long after losing its lease a run's "end"
+// effect may still be written, as a fraction of the lease: a handler is
+// cancelled Lease/5 before its local lease deadline, or within a heartbeat
+// (Lease/3) of a rescue it did not foresee, and an end marker it sent just
+// before may still be in flight.
+const WorkAfterLossTolerance = 0.5
+
+// claimedEarly lists the attempts of one job that started before they were
+// due.
+func claimedEarly(id uint64, ex []Execution) []string {
+	var out []string
+	for _, e := range ex {
+		if e.DueAt != nil && e.StartedAt.Before(*e.DueAt) {
+			out = append(out, fmt.Sprintf("job %d: attempt %d (%s) claimed at %s, %s before it was due",
+				id, e.Attempt, e.Owner, e.StartedAt.Format(time.RFC3339Nano), e.DueAt.Sub(e.StartedAt)))
+		}
+	}
+	return out
+}
+
+// workAfterLoss lists the runs of one job whose work ended (their "end"
+// effect) well after they lost their lease. A run lost its lease when it
+// was rescued (LEASE_EXPIRED, or STALE: rescued first, refused later) or,
+// at the latest, when the next attempt was claimed. A replica that was
+// frozen (pause) or cut off (partition, database down) at that moment
+// could not act on the loss before the fault ended — and an end marker it
+// sent before the cut can arrive at the heal — so the clock starts at the
+// fault's end.
+func workAfterLoss(h History, id uint64, ex []Execution, effects []Effect) []string {
+	tol := time.Duration(WorkAfterLossTolerance * float64(h.Lease))
+	var out []string
+	for k, e := range ex {
+		var lostAt time.Time
+		if e.FinishedAt != nil && (e.Outcome == OutcomeLeaseExpired || e.Outcome == OutcomeStale) {
+			lostAt = *e.FinishedAt
+		}
+		if k+1 < len(ex) && (lostAt.IsZero() || ex[k+1].StartedAt.Before(lostAt)) {
+			lostAt = ex[k+1].StartedAt
+		}
+		if lostAt.IsZero() {
+			continue
+		}
+		from := lostAt
+		for _, f := range h.Faults {
+			if f.hits(e.Owner) && !f.Start.After(lostAt) && !f.End.Before(e.StartedAt) && f.End.After(from) {
+				from = f.End
+			}
+		}
+		for _, ef := range effects {
+			if ef.Kind == EffectEnd && ef.Attempt == e.Attempt && ef.CreatedAt.Sub(from) > tol {
+				out = append(out, fmt.Sprintf("job %d: attempt %d (%s) lost its lease at %s, its work ended %s later",
+					id, e.Attempt, e.Owner, lostAt.Format(time.RFC3339Nano), ef.CreatedAt.Sub(lostAt).Round(time.Millisecond)))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// unexplainedRescue describes e if it was rescued (LEASE_EXPIRED) while no
+// excusing fault touched its replica or the database between its claim and
+// one lease after the fault ended; "" otherwise.
+func unexplainedRescue(h History, e Execution) string {
+	if e.Outcome != OutcomeLeaseExpired || e.FinishedAt == nil {
+		return ""
+	}
+	for _, f := range h.Faults {
+		if f.Excuses() && f.hits(e.Owner) && !f.Start.After(*e.FinishedAt) && !f.End.Add(h.Lease).Before(e.StartedAt) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("job %d: attempt %d (%s) claimed at %s was rescued at %s; no fault on its replica or the database explains it",
+		e.JobID, e.Attempt, e.Owner, e.StartedAt.Format(time.RFC3339Nano), e.FinishedAt.Format(time.RFC3339Nano))
 }
 
 func latencies(h History, jobs map[uint64]*Job, execs map[uint64][]Execution) (pickup, e2e Percentiles) {

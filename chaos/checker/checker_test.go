@@ -178,6 +178,8 @@ func TestOverlappingLeasesReported(t *testing.T) {
 	b.exec(3, 1, "replica-1.1", 310, -1, "")
 	b.exec(3, 2, "replica-2.1", 3000, 4000, OutcomeSuccess)
 	b.effect(3, 2, EffectTx, "replica-2.1", 4000)
+	// replica-1.1 was killed: its rescues are explained.
+	b.h.Faults = []Fault{{Kind: "kill", Target: "replica-1", Owner: "replica-1.1", Start: at(400), End: at(1400)}}
 	r := Check(b.h)
 	v := wantOnly(t, r, CheckOverlap, 2)
 	if !strings.Contains(v.Examples[0], "job 2: attempt 1 (replica-1.1) held the job") || !strings.Contains(v.Examples[0], "500ms earlier") {
@@ -228,6 +230,7 @@ func TestStaleCompletionAcceptedReported(t *testing.T) {
 	b.exec(2, 1, "replica-1.1", 210, 2700, OutcomeLeaseExpired)
 	b.exec(2, 2, "replica-2.1", 3000, 6000, OutcomeStale)
 	b.effect(2, 1, EffectTx, "replica-1.1", 5600)
+	b.h.Faults = []Fault{{Kind: "pause", Target: "replica-1", Owner: "replica-1.1", Start: at(400), End: at(5500)}}
 	r := Check(b.h)
 	v := wantOnly(t, r, CheckStaleAccepted, 1)
 	if !strings.Contains(v.Examples[0], `tx effect of attempt 1 (replica-1.1) whose execution ended "LEASE_EXPIRED"`) {
@@ -307,6 +310,12 @@ func TestPoisonJobMustFail(t *testing.T) {
 	j.Type, j.MaxRetry = PoisonType, 1
 	b.exec(2, 1, "replica-1.1", 210, 2800, OutcomeLeaseExpired)
 	b.exec(2, 2, "replica-2.1", 3000, 6000, OutcomeLeaseExpired)
+	// Each claim killed its replica: the harness logged a crash each time.
+	b.h.Faults = []Fault{
+		{Kind: "crash", Target: "replica-1", Owner: "replica-1.1", Start: at(300), End: at(1300)},
+		{Kind: "crash", Target: "replica-2", Owner: "replica-2.1", Start: at(3100), End: at(4100)},
+		{Kind: "crash", Target: "replica-3", Owner: "replica-3.1", Start: at(6600), End: at(7600)},
+	}
 	r := Check(b.h)
 	if !r.Valid || r.Counts.PoisonJobs != 1 || r.Counts.PoisonFailed != 1 {
 		t.Fatalf("valid %v, poison %d/%d, violations %+v", r.Valid, r.Counts.PoisonFailed, r.Counts.PoisonJobs, r.Violations)
@@ -317,5 +326,148 @@ func TestPoisonJobMustFail(t *testing.T) {
 	v := wantOnly(t, Check(b.h), CheckPoison, 1)
 	if v.Examples[0] != "job 2: poison job FAILED after 3 claims (max_retry 1); want FAILED after 2" {
 		t.Fatalf("example = %q", v.Examples[0])
+	}
+}
+
+// The cas claim's ABA race: attempt 3 was claimed at 2100 although the
+// failed attempt 2 had re-queued the job with run_at 2300 (retry backoff).
+// Attempts claimed at or after their due time are fine.
+func TestClaimedBeforeDueReported(t *testing.T) {
+	b := newBuilder()
+	b.ok(1, 100, "replica-1.1")
+	b.h.Executions[0].DueAt = atp(100) // claimed at 110: after due
+	b.job(2, 200, StatusSuccess, 3, 2400)
+	b.exec(2, 1, "replica-1.1", 210, 1000, OutcomeFailed)
+	b.exec(2, 2, "replica-2.1", 1500, 2000, OutcomeFailed)
+	b.exec(2, 3, "replica-3.1", 2100, 2400, OutcomeSuccess)
+	b.h.Executions[1].DueAt, b.h.Executions[2].DueAt, b.h.Executions[3].DueAt = atp(200), atp(1200), atp(2300)
+	b.effect(2, 3, EffectTx, "replica-3.1", 2400)
+	v := wantOnly(t, Check(b.h), CheckClaimedEarly, 1)
+	if !strings.Contains(v.Examples[0], "job 2: attempt 3 (replica-3.1) claimed at") || !strings.Contains(v.Examples[0], "200ms before it was due") {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+	// Claimed exactly when due: valid. Rows without due_at are not judged.
+	b.h.Executions[3].DueAt = atp(2100)
+	if r := Check(b.h); !r.Valid {
+		t.Fatalf("violations = %+v", r.Violations)
+	}
+	b.h.Executions[3].DueAt = nil
+	if r := Check(b.h); !r.Valid {
+		t.Fatalf("violations = %+v", r.Violations)
+	}
+}
+
+// leaseLossHistory: job 1's attempt 1 on replica-1.1 was rescued at 2600
+// (lease lost), attempt 2 ran on replica-2.1 from 3000; attempt 1's work
+// ended at endMs.
+func leaseLossHistory(endMs int) *builder {
+	b := newBuilder()
+	b.job(1, 100, StatusSuccess, 2, 3300)
+	b.exec(1, 1, "replica-1.1", 110, 2600, OutcomeStale)
+	b.exec(1, 2, "replica-2.1", 3000, 3300, OutcomeSuccess)
+	b.effect(1, 1, EffectNonTx, "replica-1.1", 120)
+	b.effect(1, 1, EffectEnd, "replica-1.1", endMs)
+	b.effect(1, 2, EffectNonTx, "replica-2.1", 3010)
+	b.effect(1, 2, EffectEnd, "replica-2.1", 3290)
+	b.effect(1, 2, EffectTx, "replica-2.1", 3300)
+	// The replica was slowed, so the rescue itself is explained.
+	b.h.Faults = []Fault{{Kind: "latency", Target: "replica-1", Owner: "replica-1.1", Start: at(0), End: at(2000)}}
+	return b
+}
+
+// A handler that kept running 3 s after its run was rescued (no lease
+// cancel) is reported; one whose end marker lands within the tolerance
+// (Lease/2) of the loss is not.
+func TestWorkAfterLeaseLostReported(t *testing.T) {
+	v := wantOnly(t, Check(leaseLossHistory(5600).h), CheckWorkAfterLoss, 1)
+	if !strings.Contains(v.Examples[0], "job 1: attempt 1 (replica-1.1) lost its lease at") || !strings.Contains(v.Examples[0], "its work ended 3s later") {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+	if r := Check(leaseLossHistory(3500).h); !r.Valid { // 900ms after the loss: within 1 s
+		t.Fatalf("violations = %+v", r.Violations)
+	}
+	// The loss is the next attempt's claim when no rescue closed the run.
+	b := leaseLossHistory(5600)
+	b.h.Executions[0].FinishedAt, b.h.Executions[0].Outcome = nil, ""
+	b.h.Faults = append(b.h.Faults, Fault{Kind: "kill", Target: "replica-1", Owner: "replica-1.1", Start: at(6000), End: at(7000)})
+	r := Check(b.h)
+	if v := violation(r, CheckWorkAfterLoss); v == nil || !strings.Contains(v.Examples[0], "its work ended 2.6s later") {
+		t.Fatalf("work-after-loss violation = %+v (all %+v)", v, r.Violations)
+	}
+}
+
+// A replica frozen (pause) or cut off (partition) when its run was rescued
+// could not learn of the loss before the fault ended: an end marker right
+// after the fault's end is no violation, one well after it is.
+func TestWorkAfterLeaseLostCountsFromFaultEnd(t *testing.T) {
+	for _, kind := range []string{"pause", "partition"} {
+		b := leaseLossHistory(6100)
+		b.h.Faults = []Fault{{Kind: kind, Target: "replica-1", Owner: "replica-1.1", Start: at(1000), End: at(6000)}}
+		if r := Check(b.h); !r.Valid {
+			t.Fatalf("%s: violations = %+v", kind, r.Violations)
+		}
+		b = leaseLossHistory(8000)
+		b.h.Faults = []Fault{{Kind: kind, Target: "replica-1", Owner: "replica-1.1", Start: at(1000), End: at(6000)}}
+		wantOnly(t, Check(b.h), CheckWorkAfterLoss, 1)
+		// A fault on another replica explains nothing.
+		b = leaseLossHistory(6100)
+		b.h.Faults = append(b.h.Faults, Fault{Kind: kind, Target: "replica-3", Owner: "replica-3.1", Start: at(1000), End: at(6000)})
+		wantOnly(t, Check(b.h), CheckWorkAfterLoss, 1)
+	}
+}
+
+// rescueHistory: job 1's attempt 1 on replica-1.1 finished its work at 400
+// but no completion was written; it was rescued at 2600 and re-run.
+func rescueHistory() *builder {
+	b := newBuilder()
+	b.ok(2, 100, "replica-2.1")
+	b.job(1, 100, StatusSuccess, 2, 3300)
+	b.exec(1, 1, "replica-1.1", 110, 2600, OutcomeLeaseExpired)
+	b.exec(1, 2, "replica-2.1", 3000, 3300, OutcomeSuccess)
+	b.effect(1, 1, EffectNonTx, "replica-1.1", 120)
+	b.effect(1, 1, EffectEnd, "replica-1.1", 400)
+	b.effect(1, 2, EffectNonTx, "replica-2.1", 3010)
+	b.effect(1, 2, EffectTx, "replica-2.1", 3300)
+	return b
+}
+
+// A rescue no fault explains — the replica was alive and connected (a
+// brief connection reset is no excuse: it must be retried) — is reported.
+func TestUnexplainedRescueReported(t *testing.T) {
+	v := wantOnly(t, Check(rescueHistory().h), CheckUnexplainedRescue, 1)
+	if !strings.Contains(v.Examples[0], "job 1: attempt 1 (replica-1.1) claimed at") || !strings.Contains(v.Examples[0], "no fault on its replica or the database explains it") {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+	b := rescueHistory()
+	b.h.Faults = []Fault{{Kind: "reset", Target: "replica-1", Owner: "replica-1.1", Start: at(390), End: at(700)}}
+	wantOnly(t, Check(b.h), CheckUnexplainedRescue, 1)
+	// A fault on another replica, or one that ended more than a lease
+	// before the run was claimed, explains nothing.
+	b.h.Faults = []Fault{{Kind: "kill", Target: "replica-3", Owner: "replica-3.1", Start: at(390), End: at(700)}}
+	wantOnly(t, Check(b.h), CheckUnexplainedRescue, 1)
+	b.h.Executions[1].StartedAt = at(2800) // claimed 2.1 s after the fault below ended
+	b.h.Faults = []Fault{{Kind: "kill", Target: "replica-1", Owner: "replica-1.0", Start: at(0), End: at(700)}}
+	b.h.Executions[1].Owner = "replica-1.0"
+	wantOnly(t, Check(b.h), CheckUnexplainedRescue, 1)
+}
+
+// Every fault that can cost a live run its lease explains its rescue: on
+// the run's own replica incarnation, or database-wide.
+func TestExplainedRescuesAreValid(t *testing.T) {
+	for _, f := range []Fault{
+		{Kind: "kill", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(1500)},
+		{Kind: "pause", Target: "replica-1", Owner: "replica-1.1", Start: at(300), End: at(5000)},
+		{Kind: "partition", Target: "replica-1", Owner: "replica-1.1", Start: at(300), End: at(4000)},
+		{Kind: "latency", Target: "replica-1", Owner: "replica-1.1", Start: at(0), End: at(6000)},
+		{Kind: "term", Target: "replica-1", Owner: "replica-1.1", Start: at(450), End: at(2000)},
+		{Kind: "crash", Target: "replica-1", Owner: "replica-1.1", Start: at(450), End: at(2000)},
+		{Kind: "clock-skew", Target: "replica-1", Owner: "replica-1.1", Start: at(450), End: at(2000)},
+		{Kind: "db-restart", Start: at(450), End: at(3500)},
+	} {
+		b := rescueHistory()
+		b.h.Faults = []Fault{f}
+		if r := Check(b.h); !r.Valid {
+			t.Fatalf("%s: violations = %+v", f.Kind, r.Violations)
+		}
 	}
 }

@@ -30,6 +30,9 @@ const (
 
 	EffectTx    = "tx"
 	EffectNonTx = "non_tx"
+	// EffectEnd is written by the effect job type when its work (the sleep)
+	// ended, outside any transaction; a cancelled run writes none.
+	EffectEnd = "end"
 )
 
 // History is everything the checker judges. All times are UTC on the
@@ -102,20 +105,23 @@ type Execution struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	Outcome    string     `json:"outcome,omitempty"`
 	Error      string     `json:"error,omitempty"`
+	// DueAt is job_queue.run_at when the attempt was claimed (nil for rows
+	// written before migration 004): the attempt must not start before it.
+	DueAt *time.Time `json:"due_at,omitempty"`
 }
 
 // Effect is one job_effect row.
 type Effect struct {
 	JobID     uint64    `json:"job_id"`
 	Attempt   int       `json:"attempt"`
-	Kind      string    `json:"kind"` // EffectTx or EffectNonTx
+	Kind      string    `json:"kind"` // EffectTx, EffectNonTx or EffectEnd
 	Owner     string    `json:"owner"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
 // Fault is one injected fault, as the harness logged it.
 type Fault struct {
-	// Kind is kill, pause, term, db-restart, partition, latency or
+	// Kind is kill, pause, term, db-restart, partition, latency, reset or
 	// clock-skew — or crash, a replica that exited on its own (a poison
 	// job) and that the harness restarted.
 	Kind string `json:"kind"`
@@ -146,3 +152,14 @@ func (f Fault) Interrupts() bool {
 	}
 	return false
 }
+
+// Excuses reports whether the fault can legitimately cost a live run its
+// lease (so that its rescue is explained): every kind that interrupts runs,
+// and latency (a slowed link can make a completion or a renewal arrive
+// late). A reset is not an excuse: lost connections are retried on every
+// path, so a brief reset must cost no run.
+func (f Fault) Excuses() bool { return f.Interrupts() || f.Kind == "latency" }
+
+// hits reports whether the fault concerns runs of owner: faults on the
+// owner's replica incarnation, and database-wide faults (Target "").
+func (f Fault) hits(owner string) bool { return f.Target == "" || f.Owner == owner }
