@@ -59,6 +59,9 @@ chaos: ensure-db build ## Run every standard chaos scenario (3 replicas, faults,
 chaos-sabotage: ensure-db build ## Prove the checker can fail: sabotaged replicas must each produce a violation (out/chaos-sabotage/).
 	$(BIN) chaos --scenario zombie-pause --sabotage fencing --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/fencing
 	$(BIN) chaos --scenario kill-storm --sabotage rescuer --expect-invalid --jobs 500 --duration 15s --drain-timeout 10s --out out/chaos-sabotage/rescuer
+	$(BIN) chaos --scenario lease-loss --sabotage lease-cancel --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/lease-cancel
+	$(BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
+	$(BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
 
 .PHONY: dashboards-check metrics-test
 dashboards-check: ## Check alert rules (with their unit tests) and scrape configs with promtool.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -174,4 +175,72 @@ func TestSabotageRescuerCaught(t *testing.T) {
 	if c.Stuck == 0 || c.Stuck > held || c.Lost != c.Stuck || c.Rescued != 0 {
 		t.Fatalf("stuck %d, lost %d, rescued %d; want the killed replica's runs (≤ %d) stuck and lost, none rescued", c.Stuck, c.Lost, c.Rescued, held)
 	}
+}
+
+// onlyViolation fails unless the run is invalid with check failed and no
+// other check but those in also, and returns check's count.
+func onlyViolation(t *testing.T, rf *ResultFile, err error, check string, also ...string) int {
+	t.Helper()
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+	if len(rf.FaultErrors) != 0 {
+		t.Fatalf("fault errors %v", rf.FaultErrors)
+	}
+	n := 0
+	for _, v := range rf.Result.Violations {
+		switch {
+		case v.Check == check:
+			n = v.Count
+		case !slices.Contains(also, v.Check):
+			t.Fatalf("violations %+v, want %s (and possibly %v) only", rf.Result.Violations, check, also)
+		}
+	}
+	if n == 0 {
+		t.Fatalf("violations %+v, want %s", rf.Result.Violations, check)
+	}
+	return n
+}
+
+// With --sabotage lease-cancel a partitioned replica's handlers keep
+// running after their runs were rescued (the lease-loss scenario: a cut
+// longer than the lease while jobs have seconds left to run): their "end"
+// effects come seconds after the loss.
+func TestSabotageLeaseCancelCaught(t *testing.T) {
+	cfg := quick(t, "lease-loss-lease-cancel")
+	cfg.Jobs, cfg.Duration, cfg.Runtime, cfg.Workers = 100, 5*time.Second, "uniform:500ms-6s", 100
+	cfg.Schedule, cfg.PartitionFor, cfg.Sabotage = "partition@2s:replica-2", 2500*time.Millisecond, []string{"lease-cancel"}
+	rf, err := Run(context.Background(), cfg)
+	n := onlyViolation(t, rf, err, checker.CheckWorkAfterLoss)
+	t.Logf("work after lease lost: %d runs", n)
+}
+
+// With --sabotage cas-guard a slowed replica's compare-and-set claims a
+// flaky job that another replica claimed, failed and re-queued with a retry
+// backoff between the slow read and the CAS (the cas-race scenario): the
+// attempt starts before it is due. The unguarded CAS may also have waited
+// on the row lock of the completion that re-queued the job: its started_at
+// (NOW(6) at the statement's start) then precedes that completion, an
+// overlapping lease — a consequence of the same missing guard.
+func TestSabotageCASGuardCaught(t *testing.T) {
+	cfg := quick(t, "cas-race-cas-guard")
+	cfg.Jobs, cfg.Duration, cfg.Runtime = 300, 6*time.Second, "uniform:0ms-20ms"
+	cfg.Strategy, cfg.FlakyFraction, cfg.FlakyFailures = "cas", 0.5, 3
+	cfg.Schedule, cfg.Latency, cfg.LatencyFor = "latency@500ms:replica-1", 100*time.Millisecond, 5*time.Second
+	cfg.Sabotage = []string{"cas-guard"}
+	rf, err := Run(context.Background(), cfg)
+	n := onlyViolation(t, rf, err, checker.CheckClaimedEarly, checker.CheckOverlap)
+	t.Logf("claimed before due: %d attempts", n)
+}
+
+// With --sabotage deadlock-retry a brief connection reset on a live replica
+// (the conn-reset scenario) makes its completions fail for good: the runs
+// are rescued although no excusing fault explains it.
+func TestSabotageDeadlockRetryCaught(t *testing.T) {
+	cfg := quick(t, "conn-reset-deadlock-retry")
+	cfg.Jobs, cfg.Duration = 200, 6*time.Second
+	cfg.Schedule, cfg.Sabotage = "reset@1500ms:replica-1,reset@3s:replica-2,reset@4500ms:replica-3", []string{"deadlock-retry"}
+	rf, err := Run(context.Background(), cfg)
+	n := onlyViolation(t, rf, err, checker.CheckUnexplainedRescue)
+	t.Logf("unexplained rescues: %d", n)
 }

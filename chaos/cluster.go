@@ -39,12 +39,17 @@ func (l *link) Addr() string { return l.proxy.Listen }
 
 // addToxic adds a toxic on both directions and returns a func removing it.
 func (l *link) addToxic(kind string, attrs string) (remove func(), err error) {
+	return l.addToxicOn(kind, attrs, "upstream", "downstream")
+}
+
+// addToxicOn adds a toxic on the given streams and returns a func removing it.
+func (l *link) addToxicOn(kind string, attrs string, streams ...string) (remove func(), err error) {
 	l.mu.Lock()
 	l.n++
 	base := fmt.Sprintf("%s-%d", kind, l.n)
 	l.mu.Unlock()
 	var names []string
-	for _, stream := range []string{"upstream", "downstream"} {
+	for _, stream := range streams {
 		name := base + "-" + stream
 		body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, kind, stream, attrs)
 		if _, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
@@ -70,6 +75,15 @@ func (l *link) cut() (heal func(), err error) { return l.addToxic("timeout", `{"
 // slow adds d of latency each way.
 func (l *link) slow(d time.Duration) (undo func(), err error) {
 	return l.addToxic("latency", `{"latency":`+strconv.FormatInt(d.Milliseconds(), 10)+`,"jitter":0}`)
+}
+
+// reset resets (TCP RST) every connection on which the replica sends a
+// byte, until the returned undo is called. Only the replica-to-database
+// stream carries the toxic, so a query sent meanwhile is dropped before the
+// database sees it, and no answer is ever cut off after the database acted:
+// every failure it causes is a clean lost connection, which jobq retries.
+func (l *link) reset() (undo func(), err error) {
+	return l.addToxicOn("reset_peer", `{"timeout":0}`, "upstream")
 }
 
 func (l *link) stop() { l.proxy.Stop() }

@@ -31,10 +31,11 @@ const (
 	FaultPartition = "partition"  // blackhole one replica's database link for PartitionFor
 	FaultLatency   = "latency"    // add Latency to one replica's database link for LatencyFor
 	FaultClockSkew = "clock-skew" // restart one replica in a time namespace offset by ClockSkew
+	FaultReset     = "reset"      // reset every connection one replica sends on for ResetFor (TCP RST)
 )
 
 // FaultKinds lists every fault kind.
-var FaultKinds = []string{FaultKill, FaultPause, FaultTerm, FaultDBRestart, FaultPartition, FaultLatency, FaultClockSkew}
+var FaultKinds = []string{FaultKill, FaultPause, FaultTerm, FaultDBRestart, FaultPartition, FaultLatency, FaultClockSkew, FaultReset}
 
 // Defaults for Config.
 const (
@@ -73,6 +74,9 @@ type Config struct {
 	// FlakyFraction of the jobs are `flaky` (fail their first attempt)
 	// instead of `effect`. Defaults to 0.
 	FlakyFraction float64
+	// FlakyFailures is how many first attempts each flaky job fails.
+	// Defaults to 1.
+	FlakyFailures int
 	// PoisonJobs of the jobs are `poison` (each SIGKILLs the replica that
 	// claims it), spread evenly over the workload. The harness restarts a
 	// replica that died on its own and logs a "crash" fault. Defaults to 0.
@@ -119,6 +123,10 @@ type Config struct {
 	Latency time.Duration
 	// LatencyFor is how long the latency lasts. Defaults to 3·Lease.
 	LatencyFor time.Duration
+	// ResetFor is how long a reset fault resets every connection on which
+	// its replica sends (each query sent in the window fails with a lost
+	// connection; jobq must retry it). Defaults to Lease/5.
+	ResetFor time.Duration
 	// ClockSkew is the clock offset of a clock-skew replica. Defaults to 1h.
 	ClockSkew time.Duration
 	// ShutdownTimeout is the replicas' --shutdown-timeout. Defaults to Lease.
@@ -152,6 +160,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Runtime = cmp.Or(c.Runtime, RuntimeDefault)
 	c.MaxRetry = cmp.Or(c.MaxRetry, MaxRetryDefault)
+	c.FlakyFailures = cmp.Or(c.FlakyFailures, 1)
 	c.Rounds = cmp.Or(c.Rounds, 1)
 	c.Seed = cmp.Or(c.Seed, 1)
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
@@ -164,6 +173,7 @@ func (c Config) WithDefaults() Config {
 	c.PartitionFor = cmp.Or(c.PartitionFor, 2*c.Lease)
 	c.Latency = cmp.Or(c.Latency, LatencyDefault)
 	c.LatencyFor = cmp.Or(c.LatencyFor, 3*c.Lease)
+	c.ResetFor = cmp.Or(c.ResetFor, c.Lease/5)
 	c.ClockSkew = cmp.Or(c.ClockSkew, ClockSkewDefault)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, c.Lease)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 60*time.Second)

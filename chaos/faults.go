@@ -162,6 +162,16 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		sleepCtx(ctx, cfg.LatencyFor)
 		undo()
 		f.End = in.toDB(time.Now())
+	case FaultReset:
+		f.Detail = fmt.Sprintf("connections reset (TCP RST) on every send for %s", cfg.ResetFor)
+		f.Start = in.toDB(time.Now())
+		undo, err := n.link.reset()
+		if err != nil {
+			return fail(err)
+		}
+		sleepCtx(ctx, cfg.ResetFor)
+		undo()
+		f.End = in.toDB(time.Now())
 	case FaultClockSkew:
 		f.Detail = fmt.Sprintf("restarted in a time namespace with monotonic/boot clocks +%s (stays skewed)", cfg.ClockSkew)
 		f.Start = in.toDB(time.Now())

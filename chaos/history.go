@@ -40,19 +40,19 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load history: jobs: %w", err)
 	}
-	rows, err = db.QueryContext(ctx, `SELECT job_id, attempt, owner, started_at, finished_at, COALESCE(outcome,''), COALESCE(error,'')
+	rows, err = db.QueryContext(ctx, `SELECT job_id, attempt, owner, started_at, finished_at, COALESCE(outcome,''), COALESCE(error,''), due_at
 		FROM job_execution ORDER BY job_id, attempt`)
 	if err != nil {
 		return fmt.Errorf("load history: executions: %w", err)
 	}
 	for rows.Next() {
 		var e checker.Execution
-		var fin sql.NullTime
-		if err := rows.Scan(&e.JobID, &e.Attempt, &e.Owner, &e.StartedAt, &fin, &e.Outcome, &e.Error); err != nil {
+		var fin, due sql.NullTime
+		if err := rows.Scan(&e.JobID, &e.Attempt, &e.Owner, &e.StartedAt, &fin, &e.Outcome, &e.Error, &due); err != nil {
 			rows.Close()
 			return fmt.Errorf("load history: executions: %w", err)
 		}
-		e.FinishedAt = nullTime(fin)
+		e.FinishedAt, e.DueAt = nullTime(fin), nullTime(due)
 		h.Executions = append(h.Executions, e)
 	}
 	rows.Close()

@@ -60,6 +60,7 @@ type ConfigJSON struct {
 	Rate           float64  `json:"rate_per_s"`
 	Runtime        string   `json:"runtime"`
 	FlakyFraction  float64  `json:"flaky_fraction"`
+	FlakyFailures  int      `json:"flaky_failures"`
 	MaxRetry       int      `json:"max_retry"`
 	Faults         []string `json:"faults"`
 	Rounds         int      `json:"rounds"`
@@ -75,6 +76,7 @@ type ConfigJSON struct {
 	DBDownS        float64  `json:"db_down_s"`
 	PartitionS     float64  `json:"partition_s"`
 	LatencyMs      float64  `json:"latency_ms"`
+	ResetMs        float64  `json:"reset_ms"`
 	ClockSkewS     float64  `json:"clock_skew_s"`
 	DrainTimeoutS  float64  `json:"drain_timeout_s"`
 	ServeArguments []string `json:"serve_arguments"`
@@ -83,10 +85,10 @@ type ConfigJSON struct {
 func configJSON(c Config) ConfigJSON {
 	return ConfigJSON{
 		Replicas: c.Replicas, Jobs: c.Jobs, DurationS: c.Duration.Seconds(), Rate: c.Rate, Runtime: c.Runtime,
-		FlakyFraction: c.FlakyFraction, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
+		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
 		Seed: c.Seed, Strategy: c.Strategy, Sabotage: nonNil(c.Sabotage), LeaseS: c.Lease.Seconds(), RescueS: c.RescueInterval.Seconds(),
 		Workers: c.Workers, PauseForS: c.PauseFor.Seconds(), KillRestartS: c.KillRestartDelay.Seconds(), DBDownS: c.DBDownFor.Seconds(),
-		PartitionS: c.PartitionFor.Seconds(), LatencyMs: float64(c.Latency.Milliseconds()), ClockSkewS: c.ClockSkew.Seconds(),
+		PartitionS: c.PartitionFor.Seconds(), LatencyMs: float64(c.Latency.Milliseconds()), ResetMs: float64(c.ResetFor.Milliseconds()), ClockSkewS: c.ClockSkew.Seconds(),
 		DrainTimeoutS: c.DrainTimeout.Seconds(), ServeArguments: c.serveArgs(),
 	}
 }
@@ -150,6 +152,9 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	row("overlapping leases", c.OverlappingLeases, "0")
 	row("stale completions accepted", c.StaleCompletionsAccepted, "0")
 	row("phantom jobs", c.Phantom, "0")
+	row("claimed before due", c.ClaimedBeforeDue, "0")
+	row("work after lease lost (end marker > loss + lease/2)", c.WorkAfterLeaseLost, "0")
+	row("unexplained rescues (no fault on the replica or database)", c.UnexplainedRescues, "0")
 	if c.PoisonJobs > 0 {
 		row(fmt.Sprintf("poison jobs FAILED after max_retry+1 claims (of %d)", c.PoisonJobs), c.PoisonFailed, fmt.Sprintf("= %d", c.PoisonJobs))
 	}
@@ -312,7 +317,7 @@ func faultColor(kind string) color.Color {
 		return color.NRGBA{R: 240, G: 170, B: 30, A: 70}
 	case FaultDBRestart:
 		return color.NRGBA{R: 120, G: 60, B: 200, A: 60}
-	case FaultPartition, FaultLatency:
+	case FaultPartition, FaultLatency, FaultReset:
 		return color.NRGBA{R: 30, G: 160, B: 160, A: 60}
 	}
 	return color.NRGBA{R: 128, G: 128, B: 128, A: 60}

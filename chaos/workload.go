@@ -43,7 +43,7 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 			req.JobType, req.Params = jobtypes.Poison, json.RawMessage(`{}`)
 		} else if rng.Float64() < cfg.FlakyFraction {
 			req.JobType = "flaky"
-			req.Params = json.RawMessage(fmt.Sprintf(`{"failures":1,"ms":%d}`, ms))
+			req.Params = json.RawMessage(fmt.Sprintf(`{"failures":%d,"ms":%d}`, cfg.FlakyFailures, ms))
 		} else {
 			req.Params = json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms))
 		}

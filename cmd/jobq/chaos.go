@@ -16,7 +16,7 @@ import (
 // ChaosCmd runs the HA and exactly-once testbed.
 type ChaosCmd struct {
 	Scenario       string        `help:"Scenario name, or 'standard' for every standard scenario in turn (overrides --faults/--schedule)." default:""`
-	Faults         []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, partition, latency, clock-skew." sep:","`
+	Faults         []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, partition, latency, clock-skew, reset." sep:","`
 	Rounds         int           `help:"Repeat --faults this many times over --duration." default:"1"`
 	Schedule       string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
 	Seed           uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
