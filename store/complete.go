@@ -128,6 +128,11 @@ func (s *Store) JobCompleteTx(ctx context.Context, c Completion, fn func(ctx con
 		return err
 	})
 	if errors.Is(err, errStaleRollback) {
+		if done, aerr := alreadyApplied(ctx, s.q, c); aerr != nil {
+			return false, fmt.Errorf("complete tx: %w", aerr)
+		} else if done {
+			return true, nil // an earlier try committed; its ack was lost
+		}
 		// Record the refused write outside the rolled-back transaction.
 		if _, merr := s.q.ExecutionMarkStale(ctx, jobqdb.ExecutionMarkStaleParams{
 			Error: nullStr("completion refused: attempt no longer owns the job"), JobID: c.ID, Attempt: int32(c.Attempt),
@@ -161,6 +166,12 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c Completion
 		return false, err
 	}
 	if !ok {
+		// A retry of a completion whose commit went through but whose
+		// acknowledgement was lost finds its own outcome already recorded:
+		// that is not a stale run.
+		if done, err := alreadyApplied(ctx, q, c); err != nil || done {
+			return done, err
+		}
 		_, err = q.ExecutionMarkStale(ctx, jobqdb.ExecutionMarkStaleParams{
 			Error: nullStr("completion refused: attempt no longer owns the job"), JobID: c.ID, Attempt: int32(c.Attempt),
 		})
@@ -168,6 +179,21 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c Completion
 	}
 	_, err = q.ExecutionFinish(ctx, executionFinishParams(c))
 	return true, err
+}
+
+// alreadyApplied reports whether c's attempt already carries c's own
+// outcome: only the run's own committed completion writes SUCCESS, FAILED,
+// CANCELED or RELEASED into its execution row (the rescuer writes
+// LEASE_EXPIRED, a refused write STALE).
+func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c Completion) (bool, error) {
+	out, err := q.ExecutionGetOutcome(ctx, jobqdb.ExecutionGetOutcomeParams{JobID: c.ID, Attempt: int32(c.Attempt)})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return out.Valid && out.String == c.Outcome, nil
 }
 
 func executionFinishParams(c Completion) jobqdb.ExecutionFinishParams {

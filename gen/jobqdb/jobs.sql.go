@@ -71,6 +71,25 @@ func (q *Queries) ExecutionFinish(ctx context.Context, arg ExecutionFinishParams
 	return result.RowsAffected()
 }
 
+const executionGetOutcome = `-- name: ExecutionGetOutcome :one
+SELECT outcome FROM job_execution WHERE job_id = ? AND attempt = ?
+`
+
+type ExecutionGetOutcomeParams struct {
+	JobID   uint64
+	Attempt int32
+}
+
+// The recorded outcome of one attempt, to recognise a completion whose
+// commit succeeded although its acknowledgement was lost (a retried
+// completion then finds its own outcome already written).
+func (q *Queries) ExecutionGetOutcome(ctx context.Context, arg ExecutionGetOutcomeParams) (sql.NullString, error) {
+	row := q.db.QueryRowContext(ctx, executionGetOutcome, arg.JobID, arg.Attempt)
+	var outcome sql.NullString
+	err := row.Scan(&outcome)
+	return outcome, err
+}
+
 const executionListByJob = `-- name: ExecutionListByJob :many
 SELECT id, job_id, attempt, owner, started_at, finished_at, outcome, error, due_at FROM job_execution WHERE job_id = ? ORDER BY attempt
 `
@@ -112,6 +131,7 @@ const executionMarkStale = `-- name: ExecutionMarkStale :execrows
 UPDATE job_execution
 SET outcome = 'STALE', error = ?, finished_at = COALESCE(finished_at, NOW(6))
 WHERE job_id = ? AND attempt = ?
+  AND (outcome IS NULL OR outcome = 'LEASE_EXPIRED')
 `
 
 type ExecutionMarkStaleParams struct {
@@ -122,6 +142,7 @@ type ExecutionMarkStaleParams struct {
 
 // A completion arrived after the run lost its lease: the job row is not
 // touched; the attempt's audit row records that the late write was refused.
+// An outcome the run itself already committed is never overwritten.
 func (q *Queries) ExecutionMarkStale(ctx context.Context, arg ExecutionMarkStaleParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionMarkStale, arg.Error, arg.JobID, arg.Attempt)
 	if err != nil {

@@ -192,9 +192,17 @@ WHERE job_id = sqlc.arg(job_id) AND attempt = sqlc.arg(attempt) AND finished_at 
 -- name: ExecutionMarkStale :execrows
 -- A completion arrived after the run lost its lease: the job row is not
 -- touched; the attempt's audit row records that the late write was refused.
+-- An outcome the run itself already committed is never overwritten.
 UPDATE job_execution
 SET outcome = 'STALE', error = sqlc.arg(error), finished_at = COALESCE(finished_at, NOW(6))
-WHERE job_id = sqlc.arg(job_id) AND attempt = sqlc.arg(attempt);
+WHERE job_id = sqlc.arg(job_id) AND attempt = sqlc.arg(attempt)
+  AND (outcome IS NULL OR outcome = 'LEASE_EXPIRED');
+
+-- name: ExecutionGetOutcome :one
+-- The recorded outcome of one attempt, to recognise a completion whose
+-- commit succeeded although its acknowledgement was lost (a retried
+-- completion then finds its own outcome already written).
+SELECT outcome FROM job_execution WHERE job_id = sqlc.arg(job_id) AND attempt = sqlc.arg(attempt);
 
 -- name: JobRescueCandidates :many
 SELECT id, attempt FROM job_queue

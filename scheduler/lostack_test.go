@@ -1,0 +1,54 @@
+package scheduler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/jobq/jobq/faultstore"
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
+)
+
+// A completion whose commit succeeded but whose acknowledgement was lost
+// (the connection died after COMMIT) is retried; the retry finds the run's
+// own outcome already recorded and counts it as applied, not stale — the
+// audit row keeps its SUCCESS / tx effect exactly once.
+func TestLostCommitAckIsNotStale(t *testing.T) {
+	for _, typ := range []string{jobtypes.Noop, jobtypes.Effect} {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			st := testdb.Store(t)
+			reg := scheduler.NewRegistry()
+			jobtypes.Register(reg)
+			fs := faultstore.Wrap(st)
+			// Both completion paths: the batched one (noop) and the
+			// transactional one (effect).
+			fs.FailNext("JobCompleteMany.after", 1, mysql.ErrInvalidConn)
+			fs.FailNext("JobCompleteTx.after", 1, mysql.ErrInvalidConn)
+			s := startScheduler(t, fs, st.DB(), reg, fastConfig("a"))
+			job := submit(t, st, "lost-ack-"+typ, typ, `{}`, 3)
+			got := waitJob(t, st, job.ID, 20*time.Second, "SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+			if got.Attempt != 1 {
+				t.Fatalf("attempt = %d, want 1", got.Attempt)
+			}
+			waitFor(t, 5*time.Second, "completion counted", func() (bool, error) { return s.Stats().Completed == 1, nil })
+			stats := s.Stats()
+			if stats.Stale != 0 || stats.Succeeded != 1 || stats.DBRetries < 1 {
+				t.Fatalf("stats stale=%d succeeded=%d db_retries=%d, want 0, 1, ≥1", stats.Stale, stats.Succeeded, stats.DBRetries)
+			}
+			ex := executions(t, st, job.ID)
+			if len(ex) != 1 || ex[0].Outcome != store.OutcomeSuccess {
+				t.Fatalf("executions = %v, want one SUCCESS", execSummary(ex))
+			}
+			if typ == jobtypes.Effect {
+				if n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_effect WHERE job_id=? AND kind='tx'", job.ID); n != 1 {
+					t.Fatalf("tx effects = %d, want 1", n)
+				}
+			}
+		})
+	}
+}
