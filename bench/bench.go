@@ -59,8 +59,8 @@ type Options struct {
 	// Rates are the open-model arrival rates (jobs/s) of the latency test.
 	// Defaults to 50, 100, 200, 400.
 	Rates []int
-	// Rounds is how many times the headline points at the smallest table
-	// are measured, interleaved (ceiling, skiplocked, cas, classic,
+	// Rounds is how many times the headline points at each table size are
+	// measured, interleaved (ceiling, skiplocked, cas, classic,
 	// ceiling-queue, then again); each is reported as its median round and
 	// its ratios as the median of per-round ratios (PairedRatio), so load
 	// from other clients of a shared machine hits both sides of a ratio
@@ -390,11 +390,7 @@ func (h *Harness) plan() []PointSpec {
 		if o.CI && size != smallest {
 			continue // CI: the bigger table is only EXPLAINed
 		}
-		rounds := 1
-		if size == smallest {
-			rounds = o.Rounds
-		}
-		for range rounds {
+		for range o.Rounds {
 			// skiplocked right after the ceiling it is compared with.
 			for _, s := range []string{StrategyCeiling, StrategySkip, StrategyCAS, StrategyClassic, StrategyCeilingQueue} {
 				if o.CI && s == StrategyCeilingQueue {

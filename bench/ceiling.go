@@ -127,8 +127,8 @@ func (c *ceiling) claim(ctx context.Context, owner string) ([]uint64, error) {
 		return nil, err
 	}
 	if !c.queueOnly {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO job_execution (job_id, attempt, owner, started_at)
-			SELECT id, attempt, owner, started_at FROM job_queue WHERE id IN (`+idList(ids)+`)`); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at)
+			SELECT id, attempt, owner, started_at, run_at FROM job_queue WHERE id IN (`+idList(ids)+`)`); err != nil {
 			return nil, err
 		}
 	}
