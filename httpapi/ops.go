@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
@@ -153,19 +154,36 @@ func (o *opsAPI) purge(w http.ResponseWriter, r *http.Request) {
 }
 
 func (o *opsAPI) stats(w http.ResponseWriter, r *http.Request) {
-	for k := range r.URL.Query() {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		o.fail(w, &service.ValidationError{Field: "query", Rule: "must be a valid URL query string: " + err.Error()})
+		return
+	}
+	for k, vs := range q {
 		if k != "window" {
 			o.fail(w, &service.ValidationError{Field: k, Rule: "unknown query parameter (use window)"})
 			return
 		}
+		if len(vs) > 1 {
+			o.fail(w, &service.ValidationError{Field: k, Rule: "must be given at most once"})
+			return
+		}
 	}
-	st, err := o.ops.Stats(r.Context(), r.URL.Query().Get("window"))
+	st, err := o.ops.Stats(r.Context(), q.Get("window"))
 	o.reply(w, http.StatusOK, st, err)
 }
 
 // noQuery rejects query parameters on routes that take none.
 func noQuery(o *opsAPI, w http.ResponseWriter, r *http.Request) bool {
-	for k := range r.URL.Query() {
+	if r.URL.RawQuery == "" {
+		return true
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		o.fail(w, &service.ValidationError{Field: "query", Rule: "must be a valid URL query string: " + err.Error()})
+		return false
+	}
+	for k := range q {
 		o.fail(w, &service.ValidationError{Field: k, Rule: "unknown query parameter (this route takes none)"})
 		return false
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -29,6 +30,14 @@ func ParseCron(expr string) (cron.Schedule, error) {
 	sched, err := cronParser.Parse(expr)
 	if err != nil {
 		return nil, err
+	}
+	// robfig/cron turns "@every 0s", "@every -5s" and "@every 500ms" into
+	// 1s and "@every 1.5s" into 1s without a word: refuse what it would change.
+	if cd, ok := sched.(cron.ConstantDelaySchedule); ok {
+		f := strings.Fields(expr)
+		if d, err := time.ParseDuration(f[len(f)-1]); err != nil || d != cd.Delay {
+			return nil, fmt.Errorf("@every needs a whole number of seconds, at least 1s, got %q", f[len(f)-1])
+		}
 	}
 	if sched.Next(time.Now().UTC()).IsZero() {
 		return nil, errors.New("never fires (no matching time within five years)")

@@ -162,6 +162,9 @@ func DecodeStrict(body []byte, v any) error {
 	if !utf8.Valid(body) {
 		return invalid("body", "must be valid UTF-8")
 	}
+	if key := repeatedTopLevelKey(body); key != "" {
+		return invalid(fieldName(key), "is given more than once")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -185,6 +188,33 @@ func DecodeStrict(body []byte, v any) error {
 		return invalid("body", "must hold exactly one JSON object")
 	}
 	return nil
+}
+
+// repeatedTopLevelKey returns the first key that body's top-level JSON object
+// holds more than once (encoding/json would silently keep the last), or ""
+// when there is none or body is not a well-formed object (Decode reports that).
+func repeatedTopLevelKey(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		key, _ := kt.(string)
+		if seen[key] {
+			return key
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 // ValidatePeriodic checks every field of req and fills defaults (priority

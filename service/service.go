@@ -251,7 +251,14 @@ func (s *Service) ValidateSubmit(req SubmitRequest) (store.SubmitParams, error) 
 		if err != nil {
 			return p, invalid("run_at", "must be an RFC 3339 time with a UTC offset, e.g. 2026-01-02T15:04:05Z or 2026-01-02T15:04:05+09:00")
 		}
+		// The database keeps microseconds: round a finer run_at up (never
+		// down, so the job cannot start before the instant asked for), and
+		// hash and store that value, so re-submitting the run_at the API
+		// returned is the same request.
 		t = t.UTC()
+		if tr := t.Truncate(time.Microsecond); !tr.Equal(t) {
+			t = tr.Add(time.Microsecond)
+		}
 		if t.Year() < 1970 || t.Year() > 9999 {
 			return p, invalid("run_at", "must be between years 1970 and 9999")
 		}
