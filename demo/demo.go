@@ -395,7 +395,7 @@ func (s *Summary) Print(w io.Writer, ki *killInfo) {
 	fmt.Fprintf(tw, "rescued leases\t%d\n", s.Rescued)
 	fmt.Fprintf(tw, "stale completions refused\t%d\n", s.Stale)
 	fmt.Fprintf(tw, "duplicate transactional effects\t%d\n", s.TxEffectDups)
-	fmt.Fprintf(tw, "repeated non-transactional effects\t%d (at-least-once cost of the kill)\n", s.NonTxEffectDup)
+	fmt.Fprintf(tw, "repeated non-transactional effects\t%d (at-least-once cost of interrupted runs)\n", s.NonTxEffectDup)
 	fmt.Fprintf(tw, "pickup latency p50 / p99 / max\t%s / %s / %s (submit → first start; includes queueing behind busy workers)\n", s.PickupP50.Round(time.Microsecond*10), s.PickupP99.Round(time.Microsecond*10), s.PickupMax.Round(time.Millisecond))
 	fmt.Fprintf(tw, "throughput\t%.0f jobs/s (%d jobs in %s, first submit to last finish)\n", s.JobsPerSec, s.Jobs, s.Span.Round(time.Millisecond))
 	tw.Flush()

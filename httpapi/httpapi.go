@@ -169,11 +169,31 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
-	a.withID(w, r, func(id uint64) (any, error) { return a.svc.Cancel(r.Context(), id) })
+	a.withID(w, r, func(id uint64) (any, error) {
+		return stateError(a.svc.Cancel(r.Context(), id))("cancel applies to WAITING or RUNNING jobs")
+	})
 }
 
+// stateError turns ErrInvalidState into a message naming the job's current
+// status and the rule (HTTP 409).
+func stateError(job store.Job, err error) func(rule string) (any, error) {
+	return func(rule string) (any, error) {
+		if errors.Is(err, service.ErrInvalidState) {
+			return nil, &stateConflict{msg: "job " + itoa(int64(job.ID)) + " is " + job.Status + ": " + rule}
+		}
+		return job, err
+	}
+}
+
+type stateConflict struct{ msg string }
+
+func (e *stateConflict) Error() string { return e.msg }
+func (e *stateConflict) Unwrap() error { return service.ErrInvalidState }
+
 func (a *api) retry(w http.ResponseWriter, r *http.Request) {
-	a.withID(w, r, func(id uint64) (any, error) { return a.svc.Retry(r.Context(), id) })
+	a.withID(w, r, func(id uint64) (any, error) {
+		return stateError(a.svc.Retry(r.Context(), id))("retry applies to FAILED or CANCELED jobs")
+	})
 }
 
 func (a *api) executions(w http.ResponseWriter, r *http.Request) {
@@ -204,8 +224,12 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, service.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, ErrorBody{ErrorDetail{Code: "not_found", Message: "job not found"}})
 	case errors.Is(err, service.ErrInvalidState):
-		writeJSON(w, http.StatusConflict, ErrorBody{ErrorDetail{Code: "failed_precondition", Field: "status", Message: err.Error() +
-			": cancel applies to WAITING or RUNNING jobs, retry to FAILED or CANCELED jobs"}})
+		msg := "cancel applies to WAITING or RUNNING jobs, retry to FAILED or CANCELED jobs"
+		var sc *stateConflict
+		if errors.As(err, &sc) {
+			msg = sc.msg
+		}
+		writeJSON(w, http.StatusConflict, ErrorBody{ErrorDetail{Code: "failed_precondition", Field: "status", Message: msg}})
 	case store.IsRetryable(err):
 		a.log.Warn("database unavailable", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{ErrorDetail{Code: "unavailable", Message: "database unavailable, retry later"}})

@@ -46,10 +46,14 @@ func (s *Scheduler) work(ctx context.Context, r *run, h Handler, ok bool) {
 			defer cancelT()
 		}
 		err = safeWork(wctx, h, job)
-		if err == nil && wctx.Err() != nil && errors.Is(context.Cause(wctx), ErrJobTimeout) {
-			err = ErrJobTimeout // a handler that ignores its deadline still failed the attempt
-		} else if err != nil && errors.Is(context.Cause(wctx), ErrJobTimeout) {
-			err = fmt.Errorf("%w: %w", ErrJobTimeout, err)
+		if wctx.Err() != nil && errors.Is(context.Cause(wctx), ErrJobTimeout) {
+			// A handler that ignores its deadline still failed the attempt.
+			switch {
+			case err == nil || errors.Is(err, ErrJobTimeout):
+				err = fmt.Errorf("%w after %s", ErrJobTimeout, job.Timeout)
+			default:
+				err = fmt.Errorf("%w after %s: %w", ErrJobTimeout, job.Timeout, err)
+			}
 		}
 	}
 	c := s.outcome(ctx, job, err)

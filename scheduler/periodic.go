@@ -57,6 +57,9 @@ func PlanPeriodic(sched cron.Schedule, misfire string, threshold time.Duration, 
 		return nil, cursor
 	}
 	onTimeFrom := now.Add(-threshold)
+	if cd, ok := sched.(cron.ConstantDelaySchedule); ok && cd.Delay > 0 {
+		return planEvery(cd.Delay, misfire, onTimeFrom, cursor, now)
+	}
 	if misfire == store.MisfireOnce && cursor.Before(onTimeFrom) {
 		if m, ok := latestBefore(sched, cursor, onTimeFrom); ok {
 			enqueue = append(enqueue, m)
@@ -74,6 +77,35 @@ func PlanPeriodic(sched cron.Schedule, misfire string, threshold time.Duration, 
 		next = farFuture
 	}
 	return enqueue, next
+}
+
+// planEvery plans an "@every d" schedule. robfig's ConstantDelaySchedule
+// counts from whatever time it is given, so its instants are anchored at the
+// stored cursor instead: cursor, cursor+d, cursor+2d, … Instants older than
+// the misfire threshold are skipped (or, with misfire once, the latest of
+// them runs once).
+func planEvery(d time.Duration, misfire string, onTimeFrom, cursor, now time.Time) (enqueue []time.Time, next time.Time) {
+	i := cursor
+	if i.Before(onTimeFrom) {
+		// Jump over missed instants without visiting each one.
+		k := onTimeFrom.Sub(i) / d
+		last := i.Add(k * d)
+		if last.Before(onTimeFrom) {
+			if misfire == store.MisfireOnce {
+				enqueue = append(enqueue, last)
+			}
+			i = last.Add(d)
+		} else {
+			if misfire == store.MisfireOnce && k > 0 {
+				enqueue = append(enqueue, last.Add(-d))
+			}
+			i = last
+		}
+	}
+	for ; !i.After(now); i = i.Add(d) {
+		enqueue = append(enqueue, i)
+	}
+	return enqueue, i
 }
 
 // latestBefore returns the latest instant of sched in [from, end), looking

@@ -8,16 +8,16 @@ if [ -n "${JOBQ_DSN:-}" ]; then
   echo "ensure-db: using JOBQ_DSN"
   exit 0
 fi
+if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+  echo "ensure-db: Docker engine available; jobq will start mysql:8.4 with testcontainers"
+  exit 0
+fi
 for b in mariadbd mysqld /usr/sbin/mariadbd /usr/sbin/mysqld; do
   if command -v "$b" >/dev/null 2>&1; then
     echo "ensure-db: found $(command -v "$b"); jobq will start a throwaway server from it"
     exit 0
   fi
 done
-if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
-  echo "ensure-db: Docker engine available; jobq will start mysql:8.4 with testcontainers"
-  exit 0
-fi
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   echo "ensure-db: no MySQL-compatible server found; installing Debian's mariadb-server package (apt-get install mariadb-server)"
   export DEBIAN_FRONTEND=noninteractive

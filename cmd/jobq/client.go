@@ -63,6 +63,9 @@ type SubmitCmd struct {
 
 // Run submits the job and prints it.
 func (c *SubmitCmd) Run(g *Globals) error {
+	if !json.Valid([]byte(c.Params)) {
+		return fmt.Errorf("--params: must be a JSON object, e.g. '{\"ms\": 100}'; got %q", c.Params)
+	}
 	job, created, err := c.client().Submit(g.Ctx, service.SubmitRequest{
 		JobKey: c.Key, JobType: c.Type, Params: json.RawMessage(c.Params), Priority: c.Priority,
 		MaxRetry: c.MaxRetry, RunAt: c.RunAt, TimeoutMs: c.TimeoutMs,
@@ -103,6 +106,9 @@ type ListCmd struct {
 
 // Run prints one page.
 func (c *ListCmd) Run(g *Globals) error {
+	if c.Limit < 1 || c.Limit > 1000 {
+		return fmt.Errorf("--limit: must be in [1, 1000], got %d", c.Limit)
+	}
 	page, err := c.client().List(g.Ctx, c.Status, c.Type, c.Limit, c.Cursor)
 	if err != nil {
 		return err

@@ -134,8 +134,14 @@ func (c *StatsCmd) Run(g *Globals) error {
 	} else {
 		fmt.Println("oldest waiting  none due")
 	}
-	fmt.Printf("last %s        created %d (%.2f/s), finished %d (%.2f/s) %v\n", time.Duration(st.WindowSeconds*float64(time.Second)),
-		st.Created, st.CreatedPerSecond, sumCounts(st.Finished), st.FinishedPerSecond, st.Finished)
+	var parts []string
+	for _, s := range statuses {
+		if n := st.Finished[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	fmt.Printf("last %s        created %d (%.2f/s), finished %d (%.2f/s) [%s]\n", time.Duration(st.WindowSeconds*float64(time.Second)),
+		st.Created, st.CreatedPerSecond, sumCounts(st.Finished), st.FinishedPerSecond, strings.Join(parts, ", "))
 	return nil
 }
 
