@@ -216,8 +216,8 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 	mu.Unlock()
 
 	k := opWaitStatus(t, st, ignores.ID, store.StatusFailed, 15*time.Second)
-	if k.LastError != scheduler.ErrJobTimeout.Error() || k.RetryTimes != 0 {
-		t.Fatalf("ignores: last_error=%q retry_times=%d, want %q, 0", k.LastError, k.RetryTimes, scheduler.ErrJobTimeout)
+	if want := scheduler.ErrJobTimeout.Error() + " after 100ms"; k.LastError != want || k.RetryTimes != 0 {
+		t.Fatalf("ignores: last_error=%q retry_times=%d, want %q, 0", k.LastError, k.RetryTimes, want)
 	}
 }
 
