@@ -154,7 +154,7 @@ func (q *Queries) ExecutionMarkStale(ctx context.Context, arg ExecutionMarkStale
 const executionStartMany = `-- name: ExecutionStartMany :execrows
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at)
 SELECT q.id, q.attempt, q.owner, q.started_at, q.run_at FROM job_queue AS q
-WHERE q.id IN (/*SLICE:ids*/?) AND q.owner = ? AND q.status = 'RUNNING'
+WHERE q.id IN (/*SLICE:ids*/?) AND q.owner = ?
 `
 
 type ExecutionStartManyParams struct {
@@ -163,7 +163,10 @@ type ExecutionStartManyParams struct {
 }
 
 // Records one job_execution row per run this owner just claimed, with the
-// time the job was due (the claim does not change run_at).
+// time the job was due (the claim does not change run_at). Runs in the
+// claim's transaction, which holds every row in ids and just set it RUNNING:
+// the filter is on the primary key only (a status term would lead the
+// optimizer to idx_lease and every RUNNING row).
 func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartManyParams) (int64, error) {
 	query := executionStartMany
 	var queryParams []interface{}
@@ -549,7 +552,7 @@ const jobGetClaimed = `-- name: JobGetClaimed :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
        timeout_ms, run_at, attempt, lease_until, started_at, create_time
 FROM job_queue
-WHERE id IN (/*SLICE:ids*/?) AND owner = ? AND status = 'RUNNING'
+WHERE id IN (/*SLICE:ids*/?) AND owner = ?
 `
 
 type JobGetClaimedParams struct {
@@ -573,6 +576,7 @@ type JobGetClaimedRow struct {
 	CreateTime time.Time
 }
 
+// Same transaction and primary-key-only filter as ExecutionStartMany.
 func (q *Queries) JobGetClaimed(ctx context.Context, arg JobGetClaimedParams) ([]JobGetClaimedRow, error) {
 	query := jobGetClaimed
 	var queryParams []interface{}

@@ -113,16 +113,20 @@ WHERE id = sqlc.arg(id) AND status = 'WAITING';
 
 -- name: ExecutionStartMany :execrows
 -- Records one job_execution row per run this owner just claimed, with the
--- time the job was due (the claim does not change run_at).
+-- time the job was due (the claim does not change run_at). Runs in the
+-- claim's transaction, which holds every row in ids and just set it RUNNING:
+-- the filter is on the primary key only (a status term would lead the
+-- optimizer to idx_lease and every RUNNING row).
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at)
 SELECT q.id, q.attempt, q.owner, q.started_at, q.run_at FROM job_queue AS q
-WHERE q.id IN (sqlc.slice(ids)) AND q.owner = sqlc.arg(owner) AND q.status = 'RUNNING';
+WHERE q.id IN (sqlc.slice(ids)) AND q.owner = sqlc.arg(owner);
 
 -- name: JobGetClaimed :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
        timeout_ms, run_at, attempt, lease_until, started_at, create_time
+-- Same transaction and primary-key-only filter as ExecutionStartMany.
 FROM job_queue
-WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner) AND status = 'RUNNING';
+WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 
 -- name: LeaseRenewMany :execrows
 -- The heartbeat: one statement renews every in-flight run of this owner. A
