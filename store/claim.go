@@ -63,8 +63,9 @@ func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]Fence, error
 }
 
 // JobClaimSkipLocked claims up to p.Limit due jobs in one transaction:
-// SELECT … FOR UPDATE SKIP LOCKED, one UPDATE … WHERE id IN (…), one
-// INSERT … SELECT into job_execution, and a read of the claimed rows.
+// SELECT … FOR UPDATE SKIP LOCKED returning the rows and the database
+// clock, one UPDATE … WHERE id IN (…) writing that clock as started_at, and
+// one INSERT … SELECT into job_execution.
 // Returns ErrSkipLockedUnsupported on servers without SKIP LOCKED.
 func (s *Store) JobClaimSkipLocked(ctx context.Context, p ClaimParams) ([]ClaimedJob, error) {
 	if !s.Server.SkipLocked {
@@ -84,8 +85,32 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p ClaimParams) ([]Claime
 		for i, r := range rows {
 			ids[i] = r.ID
 		}
-		claimed, err = s.claimRows(ctx, q, p, ids)
-		return err
+		now := rows[0].DbNow.UTC()
+		owner := sql.NullString{String: p.Owner, Valid: true}
+		n, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{
+			Owner: owner, LeaseBase: now, LeaseUs: p.Lease.Microseconds(),
+			StartedAt: sql.NullTime{Time: now, Valid: true}, UpdateTime: now, Ids: ids,
+		})
+		if err != nil {
+			return err
+		}
+		if int(n) != len(ids) {
+			// Locked WAITING rows cannot change under us; anything else is a bug.
+			return fmt.Errorf("claimed %d of %d locked rows", n, len(ids))
+		}
+		if _, err := q.ExecutionStartMany(ctx, jobqdb.ExecutionStartManyParams{Ids: ids, Owner: owner}); err != nil {
+			return err
+		}
+		claimed = make([]ClaimedJob, len(rows))
+		for i, r := range rows {
+			claimed[i] = ClaimedJob{
+				ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
+				Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
+				TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt) + 1,
+				LeaseUntil: now.Add(p.Lease), StartedAt: now, CreateTime: r.CreateTime.UTC(),
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim skiplocked: %w", err)
@@ -118,9 +143,20 @@ func (s *Store) claimTx(ctx context.Context, readCommitted bool, fn func(tx *sql
 	return s.WithTx(ctx, fn)
 }
 
+// claimRows claims ids (rows this transaction already locked) for the
+// limited-type claim: it reads the database clock, writes the claim and
+// reads the claimed rows back.
 func (s *Store) claimRows(ctx context.Context, q *jobqdb.Queries, p ClaimParams, ids []uint64) ([]ClaimedJob, error) {
+	now, err := q.DBNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now = now.UTC()
 	owner := sql.NullString{String: p.Owner, Valid: true}
-	if _, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), Ids: ids}); err != nil {
+	if _, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{
+		Owner: owner, LeaseBase: now, LeaseUs: p.Lease.Microseconds(),
+		StartedAt: sql.NullTime{Time: now, Valid: true}, UpdateTime: now, Ids: ids,
+	}); err != nil {
 		return nil, err
 	}
 	return s.startExecutions(ctx, q, owner, ids)

@@ -281,25 +281,33 @@ UPDATE job_queue
 SET status = 'RUNNING',
     attempt = attempt + 1,
     owner = ?,
-    lease_until = NOW(6) + INTERVAL ? MICROSECOND,
-    started_at = NOW(6),
+    lease_until = ? + INTERVAL ? MICROSECOND,
+    started_at = ?,
     finished_at = NULL,
-    update_time = NOW(6)
+    update_time = ?
 WHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'
 `
 
 type JobClaimManyParams struct {
-	Owner   sql.NullString
-	LeaseUs interface{}
-	Ids     []uint64
+	Owner      sql.NullString
+	LeaseBase  time.Time
+	LeaseUs    interface{}
+	StartedAt  sql.NullTime
+	UpdateTime time.Time
+	Ids        []uint64
 }
 
-// The write half of the skiplocked claim, on rows this transaction locked.
+// The write half of the skiplocked claim, on rows this transaction locked;
+// lease_base, started_at and update_time are the database clock (db_now)
+// read by JobLockAvailable in the same transaction.
 func (q *Queries) JobClaimMany(ctx context.Context, arg JobClaimManyParams) (int64, error) {
 	query := jobClaimMany
 	var queryParams []interface{}
 	queryParams = append(queryParams, arg.Owner)
+	queryParams = append(queryParams, arg.LeaseBase)
 	queryParams = append(queryParams, arg.LeaseUs)
+	queryParams = append(queryParams, arg.StartedAt)
+	queryParams = append(queryParams, arg.UpdateTime)
 	if len(arg.Ids) > 0 {
 		for _, v := range arg.Ids {
 			queryParams = append(queryParams, v)
@@ -939,7 +947,9 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 }
 
 const jobLockAvailable = `-- name: JobLockAvailable :many
-SELECT id, attempt FROM job_queue
+SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
+       run_at, attempt, create_time, CAST(NOW(6) AS DATETIME(6)) AS db_now
+FROM job_queue
 WHERE status = 'WAITING' AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
@@ -948,13 +958,25 @@ FOR UPDATE SKIP LOCKED
 `
 
 type JobLockAvailableRow struct {
-	ID      uint64
-	Attempt int32
+	ID         uint64
+	JobKey     string
+	JobType    string
+	Params     string
+	Priority   int32
+	RetryTimes int32
+	MaxRetry   int32
+	TimeoutMs  int32
+	RunAt      time.Time
+	Attempt    int32
+	CreateTime time.Time
+	DbNow      time.Time
 }
 
 // The read half of the skiplocked claim: locks up to LIMIT due rows that no
 // other transaction holds. Paused and limited job types are left out as in
-// JobScanAvailable; the subquery's rows are read, never locked.
+// JobScanAvailable; the subquery's rows are read, never locked. It returns
+// what a handler needs and the database clock, so the claim writes
+// started_at from it and needs no read-back of the claimed rows.
 func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockAvailableRow, error) {
 	rows, err := q.db.QueryContext(ctx, jobLockAvailable, limit)
 	if err != nil {
@@ -964,7 +986,20 @@ func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockA
 	var items []JobLockAvailableRow
 	for rows.Next() {
 		var i JobLockAvailableRow
-		if err := rows.Scan(&i.ID, &i.Attempt); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobKey,
+			&i.JobType,
+			&i.Params,
+			&i.Priority,
+			&i.RetryTimes,
+			&i.MaxRetry,
+			&i.TimeoutMs,
+			&i.RunAt,
+			&i.Attempt,
+			&i.CreateTime,
+			&i.DbNow,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -66,8 +66,12 @@ LIMIT ?;
 -- name: JobLockAvailable :many
 -- The read half of the skiplocked claim: locks up to LIMIT due rows that no
 -- other transaction holds. Paused and limited job types are left out as in
--- JobScanAvailable; the subquery's rows are read, never locked.
-SELECT id, attempt FROM job_queue
+-- JobScanAvailable; the subquery's rows are read, never locked. It returns
+-- what a handler needs and the database clock, so the claim writes
+-- started_at from it and needs no read-back of the claimed rows.
+SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
+       run_at, attempt, create_time, CAST(NOW(6) AS DATETIME(6)) AS db_now
+FROM job_queue
 WHERE status = 'WAITING' AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
@@ -75,15 +79,17 @@ LIMIT ?
 FOR UPDATE SKIP LOCKED;
 
 -- name: JobClaimMany :execrows
--- The write half of the skiplocked claim, on rows this transaction locked.
+-- The write half of the skiplocked claim, on rows this transaction locked;
+-- lease_base, started_at and update_time are the database clock (db_now)
+-- read by JobLockAvailable in the same transaction.
 UPDATE job_queue
 SET status = 'RUNNING',
     attempt = attempt + 1,
     owner = sqlc.arg(owner),
-    lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND,
-    started_at = NOW(6),
+    lease_until = sqlc.arg(lease_base) + INTERVAL sqlc.arg(lease_us) MICROSECOND,
+    started_at = sqlc.arg(started_at),
     finished_at = NULL,
-    update_time = NOW(6)
+    update_time = sqlc.arg(update_time)
 WHERE id IN (sqlc.slice(ids)) AND status = 'WAITING';
 
 -- name: JobClaimCAS :execrows
