@@ -380,7 +380,7 @@ func checkParamsShape(compact []byte) error {
 // are compared canonically (key order and whitespace do not matter).
 func requestHash(p store.SubmitParams) string {
 	var params any
-	dec := json.NewDecoder(strings.NewReader(p.Params))
+	dec := json.NewDecoder(strings.NewReader(markLoneSurrogates(p.Params)))
 	dec.UseNumber()
 	_ = dec.Decode(&params)
 	var buf bytes.Buffer
@@ -393,6 +393,54 @@ func requestHash(p store.SubmitParams) string {
 	_ = enc.Encode([]any{p.JobType, params, p.Priority, p.MaxRetry, p.TimeoutMs, runAt})
 	sum := sha256.Sum256(buf.Bytes())
 	return hex.EncodeToString(sum[:])
+}
+
+// markLoneSurrogates rewrites each unpaired surrogate escape (\ud800 …
+// \udfff not forming a valid pair) in JSON text as the marked text
+// "\u0000lone:d800\u0000", for hashing only. Go's decoder turns every
+// unpaired surrogate into U+FFFD, which would make {"s":"\ud800"} and
+// {"s":"\udfff"} look like the same request; stored params keep the
+// client's bytes.
+func markLoneSurrogates(raw string) string {
+	if !strings.Contains(raw, `\u`) {
+		return raw
+	}
+	hexAt := func(i int) (int64, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseInt(raw[i+2:i+6], 16, 32)
+		return v, err == nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(raw); {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			b.WriteByte(raw[i])
+			i++
+			continue
+		}
+		v, ok := hexAt(i)
+		if !ok {
+			b.WriteString(raw[i : i+2]) // \", \\, \n, …: two bytes, never the start of a \u
+			i += 2
+			continue
+		}
+		switch {
+		case v >= 0xD800 && v <= 0xDBFF:
+			if w, ok := hexAt(i + 6); ok && w >= 0xDC00 && w <= 0xDFFF {
+				b.WriteString(raw[i : i+12]) // a valid pair
+				i += 12
+				continue
+			}
+			fallthrough
+		case v >= 0xDC00 && v <= 0xDFFF:
+			fmt.Fprintf(&b, `\u0000lone:%04x\u0000`, v)
+		default:
+			b.WriteString(raw[i : i+6])
+		}
+		i += 6
+	}
+	return b.String()
 }
 
 // Submit validates req and creates the job. created is false when job_key
