@@ -384,7 +384,7 @@ func (s *Summary) Print(w io.Writer, ki *killInfo) {
 	fmt.Fprintf(tw, "lost\t%d\n", s.Lost)
 	fmt.Fprintf(tw, "non-terminal\t%d\n", s.NonTerminal)
 	if ki != nil {
-		fmt.Fprintf(tw, "killed\t%s (SIGKILL while it held %d running jobs)\n", ki.name, ki.running)
+		fmt.Fprintf(tw, "killed\t%s (SIGKILL; it held %d running jobs just before)\n", ki.name, ki.running)
 	}
 	fmt.Fprintln(tw, "executions per replica\t")
 	for _, o := range s.PerOwner {
