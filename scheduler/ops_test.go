@@ -45,49 +45,7 @@ func opDBNow(t *testing.T, st *store.Store) time.Time {
 	return now
 }
 
-func opJob(t *testing.T, st *store.Store, id uint64) store.Job {
-	t.Helper()
-	j, err := st.JobGet(context.Background(), id)
-	if err != nil {
-		t.Fatalf("get job %d: %v", id, err)
-	}
-	return j
-}
-
-func opExecs(t *testing.T, st *store.Store, id uint64) []store.Execution {
-	t.Helper()
-	ex, err := st.JobExecutions(context.Background(), id)
-	if err != nil {
-		t.Fatalf("executions of %d: %v", id, err)
-	}
-	return ex
-}
-
-func opWaitStatus(t *testing.T, st *store.Store, id uint64, status string, d time.Duration) store.Job {
-	t.Helper()
-	var j store.Job
-	waitFor(t, d, "job status "+status, func() (bool, error) {
-		var err error
-		j, err = st.JobGet(context.Background(), id)
-		return err == nil && j.Status == status, err
-	})
-	return j
-}
-
 func ptr[T any](v T) *T { return &v }
-
-// opRecv waits up to d for a value on ch.
-func opRecv[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(d):
-		t.Fatalf("timed out after %s waiting for %s", d, what)
-	}
-	var zero T
-	return zero
-}
 
 // A job submitted with run_at never starts before it (on the database
 // clock) and starts within one poll interval (+ jitter) after it.
@@ -107,7 +65,7 @@ func TestOpsRunAtNeverEarlyStartsWithinOnePoll(t *testing.T) {
 	if !job.RunAt.Equal(runAt) || job.RunAt.Location() != time.UTC {
 		t.Fatalf("stored run_at = %v, want %v in UTC", job.RunAt, runAt)
 	}
-	done := opWaitStatus(t, st, job.ID, store.StatusSuccess, 10*time.Second)
+	done := waitJob(t, st, job.ID, 10*time.Second, "job status "+store.StatusSuccess, func(j store.Job) bool { return j.Status == store.StatusSuccess })
 	started := *done.StartedAt
 	if started.Before(runAt) {
 		t.Fatalf("started_at %v is before run_at %v", started, runAt)
@@ -146,12 +104,12 @@ func TestOpsCancelRunningWithinOneHeartbeat(t *testing.T) {
 	hb := s.Config().HeartbeatInterval
 
 	job := submit(t, st, "c1", "wait", `{}`, 3)
-	opRecv(t, started, 10*time.Second, "handler start")
+	recv(t, started, 10*time.Second, "handler start")
 	asked := time.Now()
 	if j, err := st.JobCancel(context.Background(), job.ID); err != nil || j.Status != store.StatusRunning || !j.CancelRequested {
 		t.Fatalf("cancel: status=%s cancel_requested=%v err=%v", j.Status, j.CancelRequested, err)
 	}
-	v := opRecv(t, got, 2*hb+time.Second, "handler context cancelled")
+	v := recv(t, got, 2*hb+time.Second, "handler context cancelled")
 	if !errors.Is(v.cause, scheduler.ErrCancelRequested) {
 		t.Fatalf("context cause = %v, want ErrCancelRequested", v.cause)
 	}
@@ -159,11 +117,11 @@ func TestOpsCancelRunningWithinOneHeartbeat(t *testing.T) {
 	if d := v.at.Sub(asked); d > hb+200*time.Millisecond {
 		t.Fatalf("handler saw the cancel %s after it was requested, want ≤ %s", d, hb+200*time.Millisecond)
 	}
-	final := opWaitStatus(t, st, job.ID, store.StatusCanceled, 5*time.Second)
+	final := waitJob(t, st, job.ID, 5*time.Second, "job status "+store.StatusCanceled, func(j store.Job) bool { return j.Status == store.StatusCanceled })
 	if final.RetryTimes != 0 || final.Attempt != 1 || final.FinishedAt == nil {
 		t.Fatalf("final job: retry_times=%d attempt=%d finished_at=%v, want 0, 1, set", final.RetryTimes, final.Attempt, final.FinishedAt)
 	}
-	ex := opExecs(t, st, job.ID)
+	ex := executions(t, st, job.ID)
 	if len(ex) != 1 || ex[0].Outcome != store.OutcomeCanceled {
 		t.Fatalf("executions = %+v, want one CANCELED", ex)
 	}
@@ -197,11 +155,11 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 	obeys := opSubmit(t, st, service.SubmitRequest{JobKey: "obeys", JobType: "obeys", MaxRetry: ptr(1), TimeoutMs: ptr(200)})
 	ignores := opSubmit(t, st, service.SubmitRequest{JobKey: "ignores", JobType: "ignores", MaxRetry: ptr(0), TimeoutMs: ptr(100)})
 
-	j := opWaitStatus(t, st, obeys.ID, store.StatusSuccess, 15*time.Second)
+	j := waitJob(t, st, obeys.ID, 15*time.Second, "job status "+store.StatusSuccess, func(j store.Job) bool { return j.Status == store.StatusSuccess })
 	if j.RetryTimes != 1 || j.Attempt != 2 || !strings.Contains(j.LastError, scheduler.ErrJobTimeout.Error()) {
 		t.Fatalf("obeys: retry_times=%d attempt=%d last_error=%q, want 1, 2, containing %q", j.RetryTimes, j.Attempt, j.LastError, scheduler.ErrJobTimeout)
 	}
-	ex := opExecs(t, st, obeys.ID)
+	ex := executions(t, st, obeys.ID)
 	if len(ex) != 2 || ex[0].Outcome != store.OutcomeFailed || ex[1].Outcome != store.OutcomeSuccess ||
 		!strings.Contains(ex[0].Error, scheduler.ErrJobTimeout.Error()) {
 		t.Fatalf("obeys executions = %+v, want FAILED (job timeout) then SUCCESS", ex)
@@ -215,7 +173,7 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 	}
 	mu.Unlock()
 
-	k := opWaitStatus(t, st, ignores.ID, store.StatusFailed, 15*time.Second)
+	k := waitJob(t, st, ignores.ID, 15*time.Second, "job status "+store.StatusFailed, func(j store.Job) bool { return j.Status == store.StatusFailed })
 	if want := scheduler.ErrJobTimeout.Error() + " after 100ms"; k.LastError != want || k.RetryTimes != 0 {
 		t.Fatalf("ignores: last_error=%q retry_times=%d, want %q, 0", k.LastError, k.RetryTimes, want)
 	}
@@ -246,7 +204,7 @@ func TestOpsPauseResume(t *testing.T) {
 	s := startScheduler(t, st, st.DB(), reg, fastConfig("pause"))
 
 	first := submit(t, st, "report-0", "report", `{}`, 3)
-	if id := opRecv(t, running, 10*time.Second, "first report job running"); id != first.ID {
+	if id := recv(t, running, 10*time.Second, "first report job running"); id != first.ID {
 		t.Fatalf("running job %d, want %d", id, first.ID)
 	}
 	ctl, err := st.TypeSetPaused(ctx, "report", true)
@@ -267,22 +225,22 @@ func TestOpsPauseResume(t *testing.T) {
 	scans := s.Stats().Scans
 	waitFor(t, 10*time.Second, "5 more scans", func() (bool, error) { return s.Stats().Scans >= scans+5, nil })
 	for _, id := range paused {
-		if j := opJob(t, st, id); j.Status != store.StatusWaiting || j.Attempt != 0 {
+		if j := getJob(t, st, id); j.Status != store.StatusWaiting || j.Attempt != 0 {
 			t.Fatalf("paused job %d: status=%s attempt=%d, want WAITING 0", id, j.Status, j.Attempt)
 		}
 	}
-	if j := opJob(t, st, first.ID); j.Status != store.StatusRunning {
+	if j := getJob(t, st, first.ID); j.Status != store.StatusRunning {
 		t.Fatalf("job running before the pause: status=%s, want RUNNING", j.Status)
 	}
 	close(release) // the running job finishes while its type is paused
-	if j := opWaitStatus(t, st, first.ID, store.StatusSuccess, 5*time.Second); j.Attempt != 1 {
+	if j := waitJob(t, st, first.ID, 5*time.Second, "job status "+store.StatusSuccess, func(j store.Job) bool { return j.Status == store.StatusSuccess }); j.Attempt != 1 {
 		t.Fatalf("first job attempt = %d, want 1", j.Attempt)
 	}
 	if ctl, err := st.TypeSetPaused(ctx, "report", false); err != nil || ctl.Paused {
 		t.Fatalf("resume: %+v %v", ctl, err)
 	}
 	for _, id := range paused {
-		if j := opWaitStatus(t, st, id, store.StatusSuccess, 10*time.Second); j.Attempt != 1 {
+		if j := waitJob(t, st, id, 10*time.Second, "job status "+store.StatusSuccess, func(j store.Job) bool { return j.Status == store.StatusSuccess }); j.Attempt != 1 {
 			t.Fatalf("resumed job %d attempt = %d, want 1", id, j.Attempt)
 		}
 	}
@@ -682,11 +640,11 @@ func TestOpsRetentionCleaner(t *testing.T) {
 	cfg.Ops.CleanedFunc = func(r store.PurgeResult) { passes <- r }
 	startScheduler(t, st, db, scheduler.NewRegistry(), cfg)
 
-	first := opRecv(t, passes, 10*time.Second, "first cleaner pass")
+	first := recv(t, passes, 10*time.Second, "first cleaner pass")
 	if first.Jobs != old || first.Executions != old || first.Batches != old/100 {
 		t.Fatalf("first pass = %+v, want %d jobs, %d executions, %d batches", first, old, old, old/100)
 	}
-	second := opRecv(t, passes, 10*time.Second, "second cleaner pass")
+	second := recv(t, passes, 10*time.Second, "second cleaner pass")
 	if second.Jobs != 0 || second.Executions != 0 || second.Batches != 0 {
 		t.Fatalf("second pass = %+v, want nothing deleted", second)
 	}
