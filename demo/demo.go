@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"sort"
 	"sync"
@@ -400,5 +399,3 @@ func (s *Summary) Print(w io.Writer, ki *killInfo) {
 	fmt.Fprintf(tw, "throughput\t%.0f jobs/s (%d jobs in %s, first submit to last finish)\n", s.JobsPerSec, s.Jobs, s.Span.Round(time.Millisecond))
 	tw.Flush()
 }
-
-var _ = http.StatusOK

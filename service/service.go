@@ -206,11 +206,6 @@ func tokenKind(tok json.Token) string {
 	}
 }
 
-// Validated is a submit that passed validation.
-type Validated struct {
-	store.SubmitParams
-}
-
 // ValidateSubmit checks every field and fills defaults. It does not touch the database.
 func (s *Service) ValidateSubmit(req SubmitRequest) (store.SubmitParams, error) {
 	p := store.SubmitParams{JobKey: req.JobKey, JobType: req.JobType, Priority: 0, MaxRetry: MaxRetryDefault}

@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -253,6 +251,3 @@ func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 	err := s.db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&t)
 	return t.UTC(), err
 }
-
-var _ = errors.Is
-var _ sql.Result
