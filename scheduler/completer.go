@@ -2,13 +2,15 @@ package scheduler
 
 import (
 	"context"
+	"time"
 
 	"github.com/jobq/jobq/store"
 )
 
 // completer writes outcomes in batches: every completion waiting when a
-// batch starts (up to CompleteBatch) commits in one transaction, each row
-// fenced by its attempt.
+// batch starts (up to CompleteBatch), plus those of handlers that return
+// within CompleteLinger, commits in one transaction, each row fenced by its
+// attempt.
 type completer struct {
 	s    *Scheduler
 	ch   chan store.Completion
@@ -47,6 +49,9 @@ func (c *completer) run() {
 				break fill
 			}
 		}
+		if open {
+			batch, open = c.linger(batch)
+		}
 		c.flush(batch)
 		if !open {
 			return
@@ -77,4 +82,32 @@ func (c *completer) flush(batch []store.Completion) {
 	for i, comp := range batch {
 		s.finishRun(comp, applied[i], nil)
 	}
+}
+
+// linger adds to a batch the completions of handlers still running on this
+// replica, waiting at most CompleteLinger for them; it returns at once when
+// the batch is full, no handler is running or lingering is disabled. open
+// is false once the channel is closed.
+func (c *completer) linger(batch []store.Completion) (_ []store.Completion, open bool) {
+	s := c.s
+	if s.cfg.CompleteLinger <= 0 || len(batch) >= s.cfg.CompleteBatch || s.working.Load() == 0 {
+		return batch, true
+	}
+	t := time.NewTimer(s.cfg.CompleteLinger)
+	defer t.Stop()
+	for len(batch) < s.cfg.CompleteBatch {
+		select {
+		case next, ok := <-c.ch:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, next)
+			if s.working.Load() == 0 && len(c.ch) == 0 {
+				return batch, true
+			}
+		case <-t.C:
+			return batch, true
+		}
+	}
+	return batch, true
 }

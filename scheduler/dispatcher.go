@@ -28,6 +28,7 @@ func (s *Scheduler) dispatch(cj store.ClaimedJob) {
 	s.mu.Unlock()
 	h, ok := s.reg.Lookup(job.JobType)
 	s.handlers.Add(1)
+	s.working.Add(1)
 	go s.work(ctx, r, h, ok)
 }
 
@@ -57,6 +58,7 @@ func (s *Scheduler) work(ctx context.Context, r *run, h Handler, ok bool) {
 		}
 	}
 	c := s.outcome(ctx, job, err)
+	s.working.Add(-1)
 	if c.Outcome == store.OutcomeSuccess {
 		if txh, isTx := h.(TxHandler); isTx {
 			s.completeTx(c, txh, job)
@@ -70,6 +72,10 @@ func (s *Scheduler) work(ctx context.Context, r *run, h Handler, ok bool) {
 
 func (s *Scheduler) releaseSlot() {
 	s.free <- struct{}{}
+	select {
+	case s.slotFreed <- struct{}{}:
+	default:
+	}
 	if s.moreWaiting.Load() {
 		select { // internal wake: drain even when local wake-up on submit is off
 		case s.wake <- struct{}{}:

@@ -37,6 +37,8 @@ func (sc *scanner) run(ctx context.Context) {
 }
 
 // scan claims until a batch comes back short, slots run out or drain is off.
+// While draining it first waits (at most DrainWait) for a full batch's worth
+// of free slots.
 // Limited job types are claimed first, once per scan (ops.go); the ordinary
 // claim leaves them out.
 func (sc *scanner) scan(ctx context.Context) {
@@ -45,6 +47,9 @@ func (sc *scanner) scan(ctx context.Context) {
 		s.ops.claimLimited(ctx)
 	}
 	for ctx.Err() == nil {
+		if s.moreWaiting.Load() && !s.cfg.DisableDrain {
+			sc.awaitSlots(ctx)
+		}
 		free := len(s.free)
 		if free == 0 {
 			s.moreWaiting.Store(true) // a finishing worker will wake us
@@ -70,6 +75,31 @@ func (sc *scanner) scan(ctx context.Context) {
 		full := len(jobs) == n
 		s.moreWaiting.Store(full)
 		if !full || s.cfg.DisableDrain {
+			return
+		}
+	}
+}
+
+// awaitSlots waits until min(Workers, BatchLimit) worker slots are free, at
+// most DrainWait (a negative DrainWait returns at once). The queue is known
+// to be long when it is called, so waiting costs no job more than DrainWait
+// of pickup latency and saves claim transactions: handlers of a claimed
+// batch return one by one, and claiming at each free slot would take
+// batches of a few jobs at the price of a full claim each.
+func (sc *scanner) awaitSlots(ctx context.Context) {
+	s := sc.s
+	want := min(s.cfg.Workers, s.cfg.BatchLimit)
+	if s.cfg.DrainWait <= 0 || len(s.free) >= want {
+		return
+	}
+	t := time.NewTimer(s.cfg.DrainWait)
+	defer t.Stop()
+	for len(s.free) < want {
+		select {
+		case <-s.slotFreed:
+		case <-t.C:
+			return
+		case <-ctx.Done():
 			return
 		}
 	}

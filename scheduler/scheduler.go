@@ -29,6 +29,12 @@ type Scheduler struct {
 
 	wake chan struct{}
 	free chan struct{} // worker slots: a token per free slot
+	// slotFreed gets a token (if it has none) each time a slot is freed:
+	// a draining scan waits on it for a fuller batch (scanner.awaitSlots).
+	slotFreed chan struct{}
+	// working counts handlers that have not handed their outcome on yet:
+	// the completer lingers for them (completer.linger).
+	working atomic.Int64
 
 	mu   sync.Mutex
 	runs map[store.Fence]*run
@@ -85,10 +91,11 @@ func New(st Store, db *sql.DB, reg *Registry, cfg Config, skipLockedOK bool) (*S
 	}
 	s := &Scheduler{
 		cfg: cfg, store: st, reg: reg, db: db,
-		log:  cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
-		wake: make(chan struct{}, 1),
-		free: make(chan struct{}, cfg.Workers),
-		runs: map[store.Fence]*run{},
+		log:       cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
+		wake:      make(chan struct{}, 1),
+		free:      make(chan struct{}, cfg.Workers),
+		slotFreed: make(chan struct{}, 1),
+		runs:      map[store.Fence]*run{},
 	}
 	for range cfg.Workers {
 		s.free <- struct{}{}

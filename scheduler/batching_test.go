@@ -1,0 +1,159 @@
+package scheduler_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
+)
+
+// claimSizes records the size of every non-empty claim.
+type claimSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (c *claimSizes) hook(jobs []store.ClaimedJob, _ int) {
+	if len(jobs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.sizes = append(c.sizes, len(jobs))
+	c.mu.Unlock()
+}
+
+func (c *claimSizes) get() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int(nil), c.sizes...)
+}
+
+// While a long queue drains, the scanner waits (DrainWait) for a full batch
+// of free worker slots instead of claiming each slot as it frees: with
+// no-op handlers every claim but the last takes exactly Workers jobs.
+// Without the wait, claims follow the slots as they free one by one.
+func TestDrainClaimsFullBatches(t *testing.T) {
+	const workers, n = 20, 400
+	for _, c := range []struct {
+		name      string
+		drainWait time.Duration
+	}{{"wait", time.Second}, {"no-wait", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			st := testdb.Store(t)
+			reg := scheduler.NewRegistry()
+			jobtypes.Register(reg)
+			for i := range n {
+				submit(t, st, key("drain", i), "noop", `{}`, 0)
+			}
+			var sizes claimSizes
+			cfg := fastConfig("drain-" + c.name)
+			cfg.Workers, cfg.BatchLimit, cfg.DrainWait = workers, 200, c.drainWait
+			cfg.Hooks.ClaimedFunc = sizes.hook
+			startScheduler(t, st, st.DB(), reg, cfg)
+			waitFor(t, 60*time.Second, "all jobs SUCCESS", func() (bool, error) {
+				got, err := countStatus(st, store.StatusSuccess)
+				return got == n, err
+			})
+			got := sizes.get()
+			total, partial := 0, 0
+			for _, s := range got {
+				total += s
+				if s > workers {
+					t.Fatalf("a claim took %d jobs, more than the %d worker slots", s, workers)
+				}
+				if s < workers {
+					partial++
+				}
+			}
+			if total != n {
+				t.Fatalf("claimed %d jobs in %d claims, want %d", total, len(got), n)
+			}
+			t.Logf("%d claims, %d partial: %v", len(got), partial, got)
+			if c.drainWait > 0 && partial > 0 {
+				// Every slot frees within DrainWait, so no claim is short:
+				// n is a multiple of workers.
+				t.Fatalf("%d of %d claims took fewer than %d jobs: %v", partial, len(got), workers, got)
+			}
+		})
+	}
+}
+
+// The completer lingers (CompleteLinger) while handlers run, so a no-op job
+// and a job that returns a little later commit in one batch: their
+// execution rows get the same finished_at (one statement's NOW(6)). With
+// lingering off, the no-op job is written first, on its own.
+func TestCompleteLingerBatchesCompletions(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		linger    time.Duration
+		sameBatch bool
+	}{{"linger", time.Second, true}, {"no-linger", -1, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			st := testdb.Store(t)
+			reg := scheduler.NewRegistry()
+			jobtypes.Register(reg)
+			noopStarted := make(chan struct{})
+			release := newGate(t)
+			reg.Register("first", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+				close(noopStarted)
+				return nil
+			}))
+			reg.Register("later", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+				<-release.Wait()
+				return nil
+			}))
+			later := submit(t, st, "later", "later", `{}`, 0)
+			first := submit(t, st, "first", "first", `{}`, 0)
+			cfg := fastConfig("linger-" + c.name)
+			cfg.CompleteLinger = c.linger
+			startScheduler(t, st, st.DB(), reg, cfg)
+			closed(t, noopStarted, 10*time.Second, "the no-op job started")
+			if !c.sameBatch {
+				waitJob(t, st, first.ID, 10*time.Second, "no-op job SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+			} else {
+				time.Sleep(100 * time.Millisecond) // well within the 1s linger
+			}
+			release.Open()
+			for _, id := range []uint64{first.ID, later.ID} {
+				waitJob(t, st, id, 10*time.Second, "SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+			}
+			fin := func(id uint64) time.Time {
+				ex := executions(t, st, id)
+				if len(ex) != 1 || ex[0].FinishedAt == nil {
+					t.Fatalf("job %d executions %v, want one finished", id, execSummary(ex))
+				}
+				return *ex[0].FinishedAt
+			}
+			a, b := fin(first.ID), fin(later.ID)
+			if got := a.Equal(b); got != c.sameBatch {
+				t.Fatalf("finished_at %s and %s: same batch = %v, want %v", a.Format(time.RFC3339Nano), b.Format(time.RFC3339Nano), got, c.sameBatch)
+			}
+		})
+	}
+}
+
+// A lone job is neither held by DrainWait (the queue is short) nor by
+// CompleteLinger (no other handler is running), even when both are 1s: it
+// finishes well within them, on the database clock.
+func TestLoneJobIsNotDelayedByBatching(t *testing.T) {
+	st := testdb.Store(t)
+	reg := scheduler.NewRegistry()
+	jobtypes.Register(reg)
+	cfg := fastConfig("lone")
+	cfg.DrainWait, cfg.CompleteLinger = time.Second, time.Second
+	s := startScheduler(t, st, st.DB(), reg, cfg)
+	time.Sleep(100 * time.Millisecond) // the first scans found nothing
+	j := submit(t, st, "lone", "noop", `{}`, 0)
+	s.Wake()
+	done := waitJob(t, st, j.ID, 10*time.Second, "SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+	if took := done.FinishedAt.Sub(done.CreateTime); took >= 500*time.Millisecond {
+		t.Fatalf("submit to finish took %s: held by the 1s drain wait or completion linger", took)
+	}
+}
