@@ -21,8 +21,8 @@ type BenchCmd struct {
 	Polls           []time.Duration `help:"Poll-interval sweep (default 100ms,250ms,1s)."`
 	Rates           []int           `help:"Open-model arrival rates in jobs/s for pickup latency (default 50,100,200,400)."`
 	Rounds          int             `help:"Interleaved rounds of the headline points; ratios are the median per-round ratio (default 3, CI 2)."`
-	Backlog         int             `help:"WAITING jobs seeded per throughput point (default 30000)."`
-	Window          time.Duration   `help:"Measurement window per throughput point (default 3s)."`
+	Backlog         int             `help:"WAITING jobs seeded per throughput point (default 60000, CI 30000)."`
+	Window          time.Duration   `help:"Measurement window per throughput point (default 5s, CI 3s)."`
 	LatencyDuration time.Duration   `help:"How long each arrival rate is submitted (default 4s)." name:"latency-duration"`
 	IdleWindow      time.Duration   `help:"How long an idle replica's statements are counted (default 21s)." name:"idle-window"`
 	Procs           bool            `help:"Run jobq replicas as 'jobq serve' processes instead of in-process."`
