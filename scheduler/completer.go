@@ -90,6 +90,10 @@ func (c *completer) flush(batch []store.Completion) {
 // is false once the channel is closed.
 func (c *completer) linger(batch []store.Completion) (_ []store.Completion, open bool) {
 	s := c.s
+	select { // a stale token from an earlier linger
+	case <-s.workingIdle:
+	default:
+	}
 	if s.cfg.CompleteLinger <= 0 || len(batch) >= s.cfg.CompleteBatch || s.working.Load() == 0 {
 		return batch, true
 	}
@@ -105,6 +109,8 @@ func (c *completer) linger(batch []store.Completion) (_ []store.Completion, open
 			if s.working.Load() == 0 && len(c.ch) == 0 {
 				return batch, true
 			}
+		case <-s.workingIdle:
+			return batch, true
 		case <-t.C:
 			return batch, true
 		}

@@ -96,15 +96,16 @@ type Config struct {
 	// min(Workers, BatchLimit) before it claims fewer jobs. Slots free one
 	// by one as handlers return; claiming at each free slot means many small
 	// claim transactions, each costing the database as much as a big one.
-	// Only a backlogged queue waits, and at most this long per claim; a
-	// scan of a short queue claims at once. Defaults to 3ms; negative
-	// disables it.
+	// Only a scan following a claim that filled its batch waits, at most
+	// this long per claim; after a short claim (a short queue) the next
+	// scan claims at once. 0 means the default, 3ms; negative disables it.
 	DrainWait time.Duration
 	// CompleteLinger is how long the completer, holding fewer than
 	// CompleteBatch completions while handlers are still running on this
 	// replica, waits for them to add to the batch before it commits. It
 	// stops waiting as soon as no handler is running, so a lone job's
-	// completion is written at once. Defaults to 2ms; negative disables it.
+	// completion is written at once. 0 means the default, 2ms; negative
+	// disables it.
 	CompleteLinger time.Duration
 	// RetryBackoffBase is the backoff before the first retry of a failed
 	// job; retry n waits RetryBackoffBase·2^n, capped at RetryBackoffMax,

@@ -58,9 +58,15 @@ func (s *Scheduler) work(ctx context.Context, r *run, h Handler, ok bool) {
 		}
 	}
 	c := s.outcome(ctx, job, err)
-	s.working.Add(-1)
+	left := s.working.Add(-1)
 	if c.Outcome == store.OutcomeSuccess {
 		if txh, isTx := h.(TxHandler); isTx {
+			if left == 0 { // no completion follows to end the completer's linger
+				select {
+				case s.workingIdle <- struct{}{}:
+				default:
+				}
+			}
 			s.completeTx(c, txh, job)
 			s.releaseSlot()
 			return

@@ -6,7 +6,8 @@ import (
 )
 
 // scanner fires every PollInterval ± PollJitter, on local wake-up, and again
-// at once while batches come back full and worker slots are free (drain).
+// while batches come back full and worker slots are free (drain): at once
+// when a full batch's worth of slots is free, else after at most DrainWait.
 type scanner struct {
 	s       *Scheduler
 	claimer *claimer
@@ -47,13 +48,19 @@ func (sc *scanner) scan(ctx context.Context) {
 		s.ops.claimLimited(ctx)
 	}
 	for ctx.Err() == nil {
-		if s.moreWaiting.Load() && !s.cfg.DisableDrain {
+		if sc.claimer.lastFull && !s.cfg.DisableDrain {
 			sc.awaitSlots(ctx)
+			if ctx.Err() != nil {
+				return
+			}
 		}
 		free := len(s.free)
 		if free == 0 {
 			s.moreWaiting.Store(true) // a finishing worker will wake us
-			return
+			if len(s.free) == 0 {
+				return
+			}
+			continue // a slot freed before the flag was set: its wake-up was not sent
 		}
 		n := min(free, s.cfg.BatchLimit)
 		start := time.Now()
@@ -81,11 +88,13 @@ func (sc *scanner) scan(ctx context.Context) {
 }
 
 // awaitSlots waits until min(Workers, BatchLimit) worker slots are free, at
-// most DrainWait (a negative DrainWait returns at once). The queue is known
-// to be long when it is called, so waiting costs no job more than DrainWait
-// of pickup latency and saves claim transactions: handlers of a claimed
-// batch return one by one, and claiming at each free slot would take
-// batches of a few jobs at the price of a full claim each.
+// most DrainWait (a negative DrainWait returns at once). It is called only
+// when the last claim filled its batch — the queue is long — so waiting
+// costs no job more than DrainWait of pickup latency and saves claim
+// transactions: handlers of a claimed batch return one by one, and claiming
+// at each free slot would take batches of a few jobs at the price of a full
+// claim each. With long-running handlers holding slots the wanted count may
+// never be reached; each claim then waits the whole DrainWait.
 func (sc *scanner) awaitSlots(ctx context.Context) {
 	s := sc.s
 	want := min(s.cfg.Workers, s.cfg.BatchLimit)

@@ -33,8 +33,11 @@ type Scheduler struct {
 	// a draining scan waits on it for a fuller batch (scanner.awaitSlots).
 	slotFreed chan struct{}
 	// working counts handlers that have not handed their outcome on yet:
-	// the completer lingers for them (completer.linger).
-	working atomic.Int64
+	// the completer lingers for them (completer.linger). workingIdle gets a
+	// token when a handler that completes on its own (TxHandler) leaves
+	// working at 0, so a lingering completer need not wait it out.
+	working     atomic.Int64
+	workingIdle chan struct{}
 
 	mu   sync.Mutex
 	runs map[store.Fence]*run
@@ -91,11 +94,12 @@ func New(st Store, db *sql.DB, reg *Registry, cfg Config, skipLockedOK bool) (*S
 	}
 	s := &Scheduler{
 		cfg: cfg, store: st, reg: reg, db: db,
-		log:       cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
-		wake:      make(chan struct{}, 1),
-		free:      make(chan struct{}, cfg.Workers),
-		slotFreed: make(chan struct{}, 1),
-		runs:      map[store.Fence]*run{},
+		log:         cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
+		wake:        make(chan struct{}, 1),
+		free:        make(chan struct{}, cfg.Workers),
+		slotFreed:   make(chan struct{}, 1),
+		workingIdle: make(chan struct{}, 1),
+		runs:        map[store.Fence]*run{},
 	}
 	for range cfg.Workers {
 		s.free <- struct{}{}
