@@ -73,7 +73,7 @@ metrics-test: ensure-db ## Metrics, dashboards and compose tests against a real 
 
 .PHONY: bench-ci bench-go
 
-bench: ensure-db build ## Full bench (about 7 min): ceiling vs classic vs cas vs skiplocked, sweeps, 0/100k/1M rows, latency, idle, EXPLAIN (out/bench/).
+bench: ensure-db build ## Full bench (about 10 min): ceiling vs classic vs cas vs skiplocked, sweeps, 0/100k/1M rows, latency, idle, EXPLAIN (out/bench/).
 	$(BIN) bench --out out/bench
 
 bench-ci: ensure-db build ## <= 60 s bench subset; fails when its ratios regress beyond bench/baseline.json's tolerance (out/bench-ci/).
