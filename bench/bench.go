@@ -178,6 +178,9 @@ type Harness struct {
 	opts Options
 	env  *Env
 	bar  *progressbar.ProgressBar
+	// profiled is set once the CPU profile of the first skiplocked
+	// headline point has been started.
+	profiled bool
 }
 
 // ErrPlanViolation is returned when a scan or claim statement does a full

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,9 @@ func newTestHarness(t *testing.T, o Options) *Harness {
 	}
 	t.Cleanup(func() { st.Close() })
 	o.Logger = quietLogger()
+	if o.Out == "" {
+		o.Out = t.TempDir() // the CPU profile goes here, not into the source tree
+	}
 	return &Harness{opts: o.WithDefaults(), env: &Env{DSN: dsn, Admin: st.DB(), Server: st.Server}}
 }
 
@@ -312,5 +316,63 @@ func TestBatchSeriesOnePointPerBatch(t *testing.T) {
 	}
 	if got := s[StrategyCeiling]; len(got) != 2 || got[0].Y != 1000 || got[1].Y != 2000 {
 		t.Errorf("ceiling series %v, want (50, 1000) (200, 2000)", got)
+	}
+}
+
+// A missed target says by how much and why, from the run's own numbers.
+func TestMissedTargetSaysByHowMuchAndWhy(t *testing.T) {
+	sk := pt("headline", StrategySkip, 0, 200, 50, 700)
+	sk.StatementsPerJob = 0.25
+	sk.Rounds = []float64{650, 700, 760}
+	sk.Diagnosis = Diagnosis{BenchCPUCores: 0.2, ServerCPUCores: 1.9, JobsPerClaim: 27.3, RowLockMsPer1000: 110}
+	ceil := pt("headline", StrategyCeiling, 0, 50, 50, 1000)
+	ceil.StatementsPerJob = 0.18
+	ceil.Diagnosis = Diagnosis{BenchCPUCores: 0.05, ServerCPUCores: 1.5, RowLockMsPer1000: 15}
+	res := &Result{CPUs: 2, Points: []Point{ceil, sk, pt("headline", StrategyClassic, 0, 200, 50, 100)}}
+	ApplyRatios(res)
+	res.Targets = EvaluateTargets(res)
+	tg := res.Targets[0]
+	if tg.Name != "3 replicas skiplocked vs ceiling" || tg.Met || !tg.Measured {
+		t.Fatalf("target = %+v, want the ceiling target measured and missed", tg)
+	}
+	if tg.Shortfall != "0.10× (13%)" {
+		t.Errorf("shortfall = %q, want %q", tg.Shortfall, "0.10× (13%)")
+	}
+	for _, want := range []string{"1.90 of 2 cores: it is CPU-bound", "0.25 statements per job against the ceiling's 0.18",
+		"27.3 jobs per claim (at most min(workers, batch limit) = 50)", "row-lock waits of 110 ms per 1000 jobs against the ceiling's 15",
+		"rounds measured 650 / 700 / 760 jobs/s"} {
+		if !strings.Contains(tg.Why, want) {
+			t.Errorf("why = %q\nmissing %q", tg.Why, want)
+		}
+	}
+	if res.Targets[1].Why != "" || !res.Targets[1].Met {
+		t.Errorf("met target %+v carries a why", res.Targets[1])
+	}
+	var b strings.Builder
+	WriteTargets(&b, res)
+	for _, want := range []string{"| 0.70× | **no** (short by 0.10× (13%)) |", "- **Missed: 3 replicas skiplocked vs ceiling** (≥ 0.80×, measured 0.70×, short by 0.10× (13%)): the database server used 1.90"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("targets section lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// The CPU accounting reads this process from /proc like the database server.
+func TestProcCPUSecondsReadsALiveProcess(t *testing.T) {
+	burn := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(burn) {
+	}
+	v, ok := procCPUSeconds(os.Getpid())
+	if !ok || v <= 0 {
+		t.Fatalf("procCPUSeconds(self) = %v, %v; want > 0", v, ok)
+	}
+	if _, ok := procCPUSeconds(-1); ok {
+		t.Fatal("procCPUSeconds(-1) succeeded")
+	}
+	s0 := takeCPU(0)
+	s1 := takeCPU(s0.serverPID)
+	d := diagnose(s0, s1, GlobalStatus{"Innodb_row_lock_waits": 30, "Innodb_row_lock_time": 12}, 1500)
+	if d.RowLockWaitsPer1000 != 20 || d.RowLockMsPer1000 != 8 {
+		t.Fatalf("lock waits per 1000 = %v, %v; want 20, 8", d.RowLockWaitsPer1000, d.RowLockMsPer1000)
 	}
 }

@@ -189,10 +189,12 @@ func (e *Env) Pickups(ctx context.Context, prefix string) ([]time.Duration, erro
 type GlobalStatus map[string]int64
 
 // statusNames are the counters read: statements (Questions, Com_*), rows
-// read through handlers (Handler_read_*) and by InnoDB (Innodb_rows_read).
+// read through handlers (Handler_read_*) and by InnoDB (Innodb_rows_read),
+// and row-lock waits (Innodb_row_lock_waits, Innodb_row_lock_time in ms).
 var statusNames = []string{"Questions", "Com_select", "Com_update", "Com_insert", "Com_insert_select", "Com_delete",
 	"Com_commit", "Com_begin", "Handler_read_first", "Handler_read_key", "Handler_read_next", "Handler_read_prev",
-	"Handler_read_rnd", "Handler_read_rnd_next", "Innodb_rows_read", "Handler_commit"}
+	"Handler_read_rnd", "Handler_read_rnd_next", "Innodb_rows_read", "Handler_commit",
+	"Innodb_row_lock_waits", "Innodb_row_lock_time"}
 
 // ReadStatus reads the global counters.
 func ReadStatus(ctx context.Context, db *sql.DB) (GlobalStatus, error) {

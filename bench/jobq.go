@@ -54,6 +54,8 @@ type jobqInProc struct {
 	counter   StmtCounter
 	errs      errCounts
 	completed atomic.Int64
+	claims    atomic.Int64 // non-empty claims
+	claimed   atomic.Int64 // jobs in them
 	scheds    []*scheduler.Scheduler
 	dbs       []*sql.DB
 	apis      []*apiServer
@@ -78,6 +80,12 @@ func (j *jobqInProc) Start(ctx context.Context) error {
 		jobtypes.Register(reg)
 		cfg := j.rc.schedulerConfig(fmt.Sprintf("bench-%s-%d", j.rc.Strategy, i))
 		cfg.Hooks = scheduler.Hooks{
+			ClaimedFunc: func(jobs []store.ClaimedJob, _ int) {
+				if len(jobs) > 0 {
+					j.claims.Add(1)
+					j.claimed.Add(int64(len(jobs)))
+				}
+			},
 			DBErrorFunc: func(op string, err error) { j.errs.add(err) },
 			CompletedFunc: func(c store.Completion, applied bool) {
 				if applied && c.Outcome == store.OutcomeSuccess {
@@ -105,6 +113,9 @@ func (j *jobqInProc) Start(ctx context.Context) error {
 }
 
 func (j *jobqInProc) Completed() int64 { return j.completed.Load() }
+
+// claimStats returns the non-empty claims so far and the jobs they took.
+func (j *jobqInProc) claimStats() (claims, jobs int64) { return j.claims.Load(), j.claimed.Load() }
 
 func (j *jobqInProc) Counters() Counters {
 	c := Counters{Deadlocks: j.errs.deadlock.Load(), LockWaits: j.errs.lockWait.Load(),

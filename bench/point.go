@@ -58,6 +58,9 @@ type Point struct {
 	ServerQuestionsPerJob    float64 `json:"server_questions_per_job"`
 	ServerRowsExaminedPerJob float64 `json:"server_rows_examined_per_job"`
 	ServerInnodbRowsPerJob   float64 `json:"server_innodb_rows_read_per_job"`
+	// Diagnosis is where the run's time went (CPU, row-lock waits, claim
+	// sizes).
+	Diagnosis Diagnosis `json:"diagnosis"`
 }
 
 // newRunner builds the runner of a spec.
@@ -102,6 +105,11 @@ func (h *Harness) measureThroughput(ctx context.Context, spec PointSpec) (Point,
 		return pt, err
 	}
 	r := h.newRunner(spec, false)
+	if spec.Group == "headline" && spec.Strategy == StrategySkip && !spec.Procs && !h.profiled {
+		h.profiled = true
+		defer startCPUProfile(h.opts.Out)()
+	}
+	cpu0 := takeCPU(0)
 	start := time.Now()
 	if err := r.Start(ctx); err != nil {
 		_ = r.Stop()
@@ -132,6 +140,7 @@ func (h *Harness) measureThroughput(ctx context.Context, spec PointSpec) (Point,
 	}
 	stopErr := r.Stop()
 	elapsed := time.Since(start)
+	cpu1 := takeCPU(cpu0.serverPID)
 	after, err := ReadStatus(ctx, h.env.Admin)
 	if err != nil {
 		return pt, err
@@ -145,6 +154,12 @@ func (h *Harness) measureThroughput(ctx context.Context, spec PointSpec) (Point,
 	pt.ServerQuestionsPerJob = perJob(d["Questions"], pt.Completed)
 	pt.ServerRowsExaminedPerJob = perJob(d.RowsExamined(), pt.Completed)
 	pt.ServerInnodbRowsPerJob = perJob(d["Innodb_rows_read"], pt.Completed)
+	pt.Diagnosis = diagnose(cpu0, cpu1, d, pt.Completed)
+	if cs, ok := r.(interface{ claimStats() (claims, jobs int64) }); ok {
+		if claims, jobs := cs.claimStats(); claims > 0 {
+			pt.Diagnosis.JobsPerClaim = float64(jobs) / float64(claims)
+		}
+	}
 	if stopErr != nil {
 		return pt, fmt.Errorf("%s: stop: %w", spec.Label(), stopErr)
 	}

@@ -95,6 +95,20 @@ type Target struct {
 	Met   bool    `json:"met"`
 	// Measured is false when the run did not include what the target needs.
 	Measured bool `json:"measured"`
+	// Shortfall is how far a missed target is from its goal ("0.03× (4%)").
+	Shortfall string `json:"shortfall,omitempty"`
+	// Why explains a missed target from the run's own measurements (CPU,
+	// statements and rows per job, row-lock waits, claim sizes, rounds).
+	Why string `json:"why,omitempty"`
+}
+
+// shortfall formats how far v is from goal in unit, with the relative gap.
+func shortfall(v, goal float64, unit string) string {
+	gap := goal - v
+	if gap < 0 {
+		gap = -gap
+	}
+	return fmt.Sprintf("%.2f%s (%.0f%%)", gap, unit, 100*gap/goal)
 }
 
 func findPoint(res *Result, group, strat string, rows, replicas int) (Point, bool) {
@@ -122,9 +136,20 @@ func EvaluateTargets(res *Result) []Target {
 		}
 		large = max(large, p.TableRows)
 	}
+	// miss records, on the target just added, how far it is from goal and why.
+	miss := func(goal float64, unit, why string) {
+		t := &ts[len(ts)-1]
+		if t.Measured && !t.Met {
+			t.Shortfall, t.Why = shortfall(t.Value, goal, unit), why
+		}
+	}
 	sk, ok := findPoint(res, "headline", StrategySkip, small, 3)
+	ceil, _ := findPoint(res, "headline", StrategyCeiling, small, 3)
+	classic, _ := findPoint(res, "headline", StrategyClassic, small, 3)
 	add("3 replicas skiplocked vs ceiling", "≥ 0.80×", sk.VsCeiling, fmt.Sprintf("%.2f×", sk.VsCeiling), sk.VsCeiling >= 0.8, ok)
+	miss(0.8, "×", explainMiss(sk, ceil, "the ceiling", res.CPUs))
 	add("3 replicas skiplocked vs classic", "≥ 5×", sk.VsClassic, fmt.Sprintf("%.1f×", sk.VsClassic), sk.VsClassic >= 5, ok)
+	miss(5, "×", explainMiss(sk, classic, "the classic design", res.CPUs))
 	var lp *LatencyPoint
 	for i := range res.Latency {
 		if res.Latency[i].Strategy == StrategySkip && res.Latency[i].Rate == 200 {
@@ -132,8 +157,12 @@ func EvaluateTargets(res *Result) []Target {
 		}
 	}
 	if lp != nil {
+		lat := fmt.Sprintf("p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms over %d jobs (%d submit errors; submit p99 %.2f ms): pickup is started_at − run_at on the database clock, so a long tail with a short submit time is queueing for a scan — poll interval and wake-up — or for a free worker",
+			lp.Pickup.P50, lp.Pickup.P90, lp.Pickup.P99, lp.Pickup.Max, lp.Sent, lp.Errors, lp.Submit.P99)
 		add("pickup p50 at 200 jobs/s (API)", "≤ 5 ms", lp.Pickup.P50, fmt.Sprintf("%.2f ms", lp.Pickup.P50), lp.Pickup.P50 <= 5, true)
+		miss(5, " ms", lat)
 		add("pickup p99 at 200 jobs/s (API)", "≤ 50 ms", lp.Pickup.P99, fmt.Sprintf("%.2f ms", lp.Pickup.P99), lp.Pickup.P99 <= 50, true)
+		miss(50, " ms", lat)
 	} else {
 		add("pickup p50 at 200 jobs/s (API)", "≤ 5 ms", 0, "not run", false, false)
 		add("pickup p99 at 200 jobs/s (API)", "≤ 50 ms", 0, "not run", false, false)
@@ -145,10 +174,13 @@ func EvaluateTargets(res *Result) []Target {
 		}
 	}
 	add("idle replica (skiplocked)", "≤ 1.2 queries/s", idle, fmt.Sprintf("%.2f q/s", idle), idle <= 1.2, idle >= 0)
+	miss(1.2, " q/s", "an idle replica sends one probe per poll interval plus a rescuer pass per rescue interval; more means scans came faster than the poll interval (wake-ups) or other statements ran")
 	if large > small {
 		big, ok2 := findPoint(res, "headline", StrategySkip, large, 3)
 		r := Ratio(big.Throughput, sk.Throughput)
 		add(fmt.Sprintf("%d terminal rows vs empty table (skiplocked)", large), "≥ 0.80×", r, fmt.Sprintf("%.2f×", r), r >= 0.8, ok && ok2)
+		miss(0.8, "×", fmt.Sprintf("rows examined per job %.1f at %d rows against %.1f at %d; %s", big.ServerRowsExaminedPerJob, large,
+			sk.ServerRowsExaminedPerJob, small, explainMiss(big, sk, "the empty table", res.CPUs)))
 	}
 	viol := 0
 	enforced := false
@@ -159,6 +191,9 @@ func EvaluateTargets(res *Result) []Target {
 		}
 	}
 	add("scan and claim use an index (largest table)", "0 violations", float64(viol), fmt.Sprintf("%d violations", viol), viol == 0, enforced)
+	if t := &ts[len(ts)-1]; t.Measured && !t.Met {
+		t.Shortfall, t.Why = fmt.Sprintf("%d violations", viol), "see the EXPLAIN section: each violation names the statement and the plan"
+	}
 	return ts
 }
 
@@ -247,6 +282,7 @@ func WriteMarkdown(w io.Writer, res *Result) {
 		}
 		fmt.Fprintf(w, "\nstmts/job: the runner's own statements per completed job (exact). server q/job and rows examined/job: SHOW GLOBAL STATUS deltas (Questions; Handler_read_*) per completed job — server-wide, so other clients of a shared server inflate them. The ceiling uses %s loops; the classic design's `batch` is its scan LIMIT.\n\n", "3")
 	}
+	writeDiagnosis(w, res)
 	if len(res.Latency) > 0 {
 		fmt.Fprintf(w, "## Pickup latency under open-model load (HTTP API)\n\n")
 		fmt.Fprintf(w, "| strategy | replicas | rate (jobs/s) | sent | errors | pickup p50 | p90 | p99 | p99.9 | max | classic p50 ÷ | classic p99 ÷ | submit p50 | submit p99 |\n")
@@ -305,10 +341,24 @@ func WriteTargets(w io.Writer, res *Result) {
 			met = "not measured"
 		case !t.Met:
 			met = "**no**"
+			if t.Shortfall != "" {
+				met += " (short by " + t.Shortfall + ")"
+			}
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.Name, t.Goal, t.Shown, met)
 	}
 	fmt.Fprintln(w)
+	for _, t := range res.Targets {
+		if t.Why != "" {
+			fmt.Fprintf(w, "- **Missed: %s** (%s, measured %s, short by %s): %s.\n", t.Name, t.Goal, t.Shown, t.Shortfall, t.Why)
+		}
+	}
+	for _, t := range res.Targets {
+		if t.Why != "" {
+			fmt.Fprintln(w)
+			break
+		}
+	}
 	var head []Point
 	for _, p := range res.Points {
 		if p.Group == "headline" {
