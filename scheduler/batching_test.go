@@ -162,3 +162,50 @@ func TestLoneJobIsNotDelayedByBatching(t *testing.T) {
 		t.Fatalf("submit to finish took %s: held by the 1s drain wait or completion linger", took)
 	}
 }
+
+// Slots held by long-running handlers are not waited for: with 9 of 10
+// slots blocked for the whole test and DrainWait at its 1s maximum, a
+// backlog of short jobs drains one slot at a time at the pace the handlers
+// return (claims of 1 that fill their batch), and a job submitted to the
+// busy replica afterwards is picked up at once. Waiting for all 10 slots
+// would cost 1s per claim: 100 s for the backlog.
+func TestDrainWaitIgnoresSlotsHeldByLongHandlers(t *testing.T) {
+	st := testdb.Store(t)
+	reg := scheduler.NewRegistry()
+	jobtypes.Register(reg)
+	hold := newGate(t)
+	t.Cleanup(hold.Open)
+	var blocked sync.WaitGroup
+	blocked.Add(9)
+	reg.Register("hold", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		blocked.Done()
+		select {
+		case <-hold.Wait():
+		case <-ctx.Done():
+		}
+		return nil
+	}))
+	for i := range 9 {
+		submit(t, st, key("hold", i), "hold", `{}`, 0)
+	}
+	cfg := fastConfig("held")
+	cfg.Workers, cfg.DrainWait, cfg.ShutdownTimeout = 10, time.Second, 200*time.Millisecond
+	s := startScheduler(t, st, st.DB(), reg, cfg)
+	blocked.Wait()
+	const n = 100
+	for i := range n {
+		submit(t, st, key("short", i), "noop", `{}`, 0)
+	}
+	s.Wake()
+	waitFor(t, 20*time.Second, "the short backlog SUCCESS", func() (bool, error) {
+		got, err := countStatus(st, store.StatusSuccess)
+		return got == n, err
+	})
+	lone := submit(t, st, "lone-busy", "noop", `{}`, 0)
+	s.Wake()
+	done := waitJob(t, st, lone.ID, 10*time.Second, "SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+	if took := done.FinishedAt.Sub(done.CreateTime); took >= 500*time.Millisecond {
+		t.Fatalf("a job submitted to the busy replica took %s: it waited for slots held by long handlers", took)
+	}
+	hold.Open()
+}

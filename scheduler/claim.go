@@ -17,6 +17,7 @@ type claimer struct {
 	s         *Scheduler
 	lastEmpty bool
 	lastFull  bool // the last claim filled its batch: the queue is long
+	lastSize  int  // jobs the last claim took
 }
 
 func newClaimer(s *Scheduler) *claimer { return &claimer{s: s, lastEmpty: true} }
@@ -74,6 +75,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) 
 	}
 	c.lastEmpty = len(jobs) == 0
 	c.lastFull = len(jobs) == n
+	c.lastSize = len(jobs)
 	s.stats.claimed.Add(int64(len(jobs)))
 	s.stats.claimConflicts.Add(int64(conflicts))
 	if s.cfg.Hooks.ClaimedFunc != nil {

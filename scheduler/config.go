@@ -92,13 +92,16 @@ type Config struct {
 	// Defaults to 100.
 	CompleteBatch int
 	// DrainWait is how long a draining scan (the last claim filled its
-	// batch, so the queue is long) waits for free worker slots to reach
-	// min(Workers, BatchLimit) before it claims fewer jobs. Slots free one
-	// by one as handlers return; claiming at each free slot means many small
-	// claim transactions, each costing the database as much as a big one.
-	// Only a scan following a claim that filled its batch waits, at most
-	// this long per claim; after a short claim (a short queue) the next
-	// scan claims at once. 0 means the default, 3ms; negative disables it.
+	// batch, so the queue is long) waits for as many free worker slots as
+	// the last claim took (at most min(Workers, BatchLimit)) before it claims
+	// fewer jobs. Slots free one by one as handlers return; claiming at each
+	// free slot means many small claim transactions, each costing the
+	// database as much as a big one. Only a scan following a claim that
+	// filled its batch waits, at most this long per claim; after a short
+	// claim (a short queue) the next scan claims at once. Slots held by
+	// long-running handlers are not waited for, but a claimed batch mixing
+	// short and long handlers makes the next claim wait all of DrainWait.
+	// 0 means the default, 3ms; negative disables it.
 	DrainWait time.Duration
 	// CompleteLinger is how long the completer, holding fewer than
 	// CompleteBatch completions while handlers are still running on this

@@ -49,7 +49,7 @@ func (sc *scanner) scan(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		if sc.claimer.lastFull && !s.cfg.DisableDrain {
-			sc.awaitSlots(ctx)
+			sc.awaitSlots(ctx, sc.claimer.lastSize)
 			if ctx.Err() != nil {
 				return
 			}
@@ -87,17 +87,20 @@ func (sc *scanner) scan(ctx context.Context) {
 	}
 }
 
-// awaitSlots waits until min(Workers, BatchLimit) worker slots are free, at
-// most DrainWait (a negative DrainWait returns at once). It is called only
-// when the last claim filled its batch — the queue is long — so waiting
-// costs no job more than DrainWait of pickup latency and saves claim
-// transactions: handlers of a claimed batch return one by one, and claiming
-// at each free slot would take batches of a few jobs at the price of a full
-// claim each. With long-running handlers holding slots the wanted count may
-// never be reached; each claim then waits the whole DrainWait.
-func (sc *scanner) awaitSlots(ctx context.Context) {
+// awaitSlots waits until as many worker slots are free as the last claim
+// took (capped at min(Workers, BatchLimit)), at most DrainWait (a negative
+// DrainWait returns at once). It is called only when the last claim filled
+// its batch — the queue is long — so waiting costs no job more than
+// DrainWait of pickup latency and saves claim transactions: handlers of a
+// claimed batch return one by one, and claiming at each free slot would take
+// batches of a few jobs at the price of a full claim each. Waiting for the
+// last claim's size, not for every slot, keeps slots held by long-running
+// handlers out of it: with 45 of 50 slots busy for good, claims of 5 go on
+// at the pace their handlers return. Only a claimed batch mixing short and
+// long handlers makes a claim wait the whole DrainWait.
+func (sc *scanner) awaitSlots(ctx context.Context, lastSize int) {
 	s := sc.s
-	want := min(s.cfg.Workers, s.cfg.BatchLimit)
+	want := min(lastSize, s.cfg.Workers, s.cfg.BatchLimit)
 	if s.cfg.DrainWait <= 0 || len(s.free) >= want {
 		return
 	}
