@@ -249,9 +249,15 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 	res.Durable = fmt.Sprintf("innodb_flush_log_at_trx_commit=%s sync_binlog=%s", flush, binlog)
 
 	specs := h.plan()
-	steps := len(specs) + len(o.TableSizes) + 1
+	// One step per throughput point, per table size's EXPLAIN, per latency
+	// rate and strategy, and per idle strategy (CI: skiplocked only).
+	steps := len(specs) + len(o.TableSizes)
 	if !o.Tune {
-		steps += len(o.Rates)*2 + 2
+		strats := 2
+		if o.CI {
+			strats = 1
+		}
+		steps += len(o.Rates)*strats + strats
 	} else {
 		steps += tuneMaxEvals
 	}

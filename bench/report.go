@@ -316,6 +316,8 @@ func WriteMarkdown(w io.Writer, res *Result) {
 				verdict = strings.Join(p.Violations, "; ")
 				if p.Enforced {
 					verdict = "**FAIL**: " + verdict
+				} else {
+					verdict = "not enforced (not the largest table): " + verdict
 				}
 			}
 			for i, r := range p.Rows {
@@ -372,6 +374,6 @@ func WriteTargets(w io.Writer, res *Result) {
 			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s |\n", p.TableRows, p.Strategy, p.Throughput,
 				fmtRatio(p.VsCeiling), fmtRatio(p.VsClassic), fmtPerJob(p.StatementsPerJob))
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "\njobs/s is each point's median round (the lower middle for an even count); × ceiling and × classic are the medians of the per-round ratios, so they need not equal the quotient of the jobs/s shown. Every round's jobs/s is in bench.json (`rounds`).\n\n")
 	}
 }

@@ -177,6 +177,11 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 	if want := scheduler.ErrJobTimeout.Error() + " after 100ms"; k.LastError != want || k.RetryTimes != 0 {
 		t.Fatalf("ignores: last_error=%q retry_times=%d, want %q, 0", k.LastError, k.RetryTimes, want)
 	}
+	// A final failure keeps the job's run_at (when it was due), unlike a
+	// retry, which moves it to the backoff's end.
+	if k.FinishedAt == nil || !k.RunAt.Before(*k.FinishedAt) || !k.RunAt.Equal(ignores.RunAt) {
+		t.Fatalf("ignores: run_at %s, finished_at %v; want run_at kept at %s", k.RunAt, k.FinishedAt, ignores.RunAt)
+	}
 }
 
 // A paused job type is not claimed while other types run; its RUNNING job

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -93,6 +94,10 @@ const migrationsTable = `CREATE TABLE IF NOT EXISTS jobq_schema_migrations (
     applied_at DATETIME(6) NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
 
+// ErrNoDatabase is returned by the migration commands when the DSN names no
+// database (the path after the last '/' is empty).
+var ErrNoDatabase = errors.New("the DSN names no database: end it with /<database>, e.g. root@tcp(127.0.0.1:3306)/jobq (create the database first: CREATE DATABASE jobq)")
+
 // withMigrationLock runs fn on one connection holding GET_LOCK, so replicas
 // starting together migrate once.
 func (s *Store) withMigrationLock(ctx context.Context, fn func(conn *sql.Conn) error) error {
@@ -101,6 +106,13 @@ func (s *Store) withMigrationLock(ctx context.Context, fn func(conn *sql.Conn) e
 		return err
 	}
 	defer conn.Close()
+	var dbName sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&dbName); err != nil {
+		return fmt.Errorf("migration: %w", err)
+	}
+	if !dbName.Valid {
+		return ErrNoDatabase
+	}
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(DATABASE(), '.jobq_migrate'), 60)").Scan(&got); err != nil {
 		return fmt.Errorf("migration lock: %w", err)

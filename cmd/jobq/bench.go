@@ -13,7 +13,7 @@ import (
 // BenchCmd runs the throughput and pickup-latency harness (package bench).
 type BenchCmd struct {
 	Out             string          `help:"Output directory for report.md, bench.json and the PNG plots." default:"out/bench"`
-	TableSizes      []int           `help:"Terminal rows pre-loaded in job_queue (default 0,100000,1000000; CI 0,100000)." name:"table-sizes"`
+	TableSizes      []int           `help:"Terminal rows pre-loaded in job_queue (default 0,100000,1000000; CI: throughput at 0, EXPLAIN at 0 and 100000)." name:"table-sizes"`
 	Batches         []int           `help:"Batch-limit sweep (default 10,50,200,1000)."`
 	Replicas        []int           `help:"Replica sweep (default 1,2,3,4,8)."`
 	Workers         []int           `help:"Workers-per-replica sweep (default 10,50,200)."`
@@ -24,7 +24,7 @@ type BenchCmd struct {
 	Backlog         int             `help:"WAITING jobs seeded per throughput point (default 60000, CI 30000)."`
 	Window          time.Duration   `help:"Measurement window per throughput point (default 5s, CI 3s)."`
 	LatencyDuration time.Duration   `help:"How long each arrival rate is submitted (default 4s)." name:"latency-duration"`
-	IdleWindow      time.Duration   `help:"How long an idle replica's statements are counted (default 21s)." name:"idle-window"`
+	IdleWindow      time.Duration   `help:"How long an idle replica's statements are counted (default 21s, CI 6s)." name:"idle-window"`
 	Procs           bool            `help:"Run jobq replicas as 'jobq serve' processes instead of in-process."`
 	Tune            bool            `help:"Search batch limit, poll interval and jitter for the highest throughput within --slo; print 'jobq serve' flags."`
 	SLO             time.Duration   `help:"Pickup p99 SLO for --tune." default:"50ms" name:"slo"`

@@ -401,7 +401,7 @@ const jobFailFenced = `-- name: JobFailFenced :execrows
 UPDATE job_queue
 SET status = IF(cancel_requested = 1, 'CANCELED', ?),
     finished_at = IF(cancel_requested = 1 OR ? <> 'WAITING', NOW(6), NULL),
-    run_at = IF(cancel_requested = 1, run_at, NOW(6) + INTERVAL ? MICROSECOND),
+    run_at = IF(cancel_requested = 1 OR ? <> 'WAITING', run_at, NOW(6) + INTERVAL ? MICROSECOND),
     retry_times = IF(cancel_requested = 1, retry_times, retry_times + ?),
     last_error = ?,
     lease_until = NULL,
@@ -424,6 +424,7 @@ type JobFailFencedParams struct {
 // the result is the same with or without SIMULTANEOUS_ASSIGNMENT.
 func (q *Queries) JobFailFenced(ctx context.Context, arg JobFailFencedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobFailFenced,
+		arg.NextStatus,
 		arg.NextStatus,
 		arg.NextStatus,
 		arg.BackoffUs,

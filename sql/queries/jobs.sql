@@ -177,7 +177,7 @@ WHERE id = sqlc.arg(id);
 UPDATE job_queue
 SET status = IF(cancel_requested = 1, 'CANCELED', sqlc.arg(next_status)),
     finished_at = IF(cancel_requested = 1 OR sqlc.arg(next_status) <> 'WAITING', NOW(6), NULL),
-    run_at = IF(cancel_requested = 1, run_at, NOW(6) + INTERVAL sqlc.arg(backoff_us) MICROSECOND),
+    run_at = IF(cancel_requested = 1 OR sqlc.arg(next_status) <> 'WAITING', run_at, NOW(6) + INTERVAL sqlc.arg(backoff_us) MICROSECOND),
     retry_times = IF(cancel_requested = 1, retry_times, retry_times + sqlc.arg(retry_inc)),
     last_error = sqlc.arg(last_error),
     lease_until = NULL,
