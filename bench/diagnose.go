@@ -6,18 +6,18 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // Diagnosis is where a throughput point's time went, measured over the whole
 // run of the point (runner start to stop, after seeding), for the report's
 // "Where the time goes" and "Missed targets" sections.
 type Diagnosis struct {
-	// BenchCPUCores is this process's CPU time (getrusage user+sys) over
-	// the run divided by its wall time: the runners, in-process replicas
+	// BenchCPUCores is this process's CPU time (user+sys from
+	// /proc/self/stat) over the run divided by its wall time: the runners, in-process replicas
 	// included (not the replicas of --procs).
 	BenchCPUCores float64 `json:"bench_cpu_cores"`
 	// ServerCPUCores is the same for the database server when exactly one
@@ -42,13 +42,13 @@ type cpuSnapshot struct {
 	serverPID   int
 }
 
-// takeCPU reads this process's and the local server's CPU seconds. pid is
-// the server process found at the start of the point (0: look it up).
+// takeCPU reads this process's and the local server's CPU seconds from
+// /proc (prometheus/procfs). pid is the server process found at the start
+// of the point (0: look it up).
 func takeCPU(pid int) cpuSnapshot {
 	s := cpuSnapshot{at: time.Now(), serve: -1}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		s.self = tvSeconds(ru.Utime) + tvSeconds(ru.Stime)
+	if v, ok := procCPUSeconds(os.Getpid()); ok {
+		s.self = v
 	}
 	if pid == 0 {
 		pid = localServerPID()
@@ -60,8 +60,6 @@ func takeCPU(pid int) cpuSnapshot {
 	}
 	return s
 }
-
-func tvSeconds(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
 
 // diagnose turns two snapshots and the status delta into a Diagnosis.
 func diagnose(before, after cpuSnapshot, d GlobalStatus, completed int64) Diagnosis {
@@ -83,58 +81,35 @@ func diagnose(before, after cpuSnapshot, d GlobalStatus, completed int64) Diagno
 // localServerPID returns the pid of the only mariadbd or mysqld process on
 // this host, or 0.
 func localServerPID() int {
-	ents, err := os.ReadDir("/proc")
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return 0
 	}
 	found := 0
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil {
-			continue
-		}
-		switch strings.TrimSpace(string(comm)) {
+	for _, p := range procs {
+		switch comm, _ := p.Comm(); comm {
 		case "mariadbd", "mysqld":
 			if found != 0 {
 				return 0 // several servers: cannot tell which one serves the bench
 			}
-			found = pid
+			found = p.PID
 		}
 	}
 	return found
 }
 
-// procCPUSeconds reads utime+stime of pid from /proc/<pid>/stat.
+// procCPUSeconds is utime+stime of pid in seconds.
 func procCPUSeconds(pid int) (float64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, false
 	}
-	// The command name (field 2) may contain spaces: fields count from the
-	// last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
+	st, err := p.Stat()
+	if err != nil {
 		return 0, false
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, false
-	}
-	ut, err1 := strconv.ParseFloat(f[11], 64) // field 14
-	st, err2 := strconv.ParseFloat(f[12], 64) // field 15
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return (ut + st) / clockTicks, true
+	return st.CPUTime(), true
 }
-
-// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
-const clockTicks = 100
 
 // cpuProfileName is the CPU profile of this process written while the first
 // skiplocked headline point runs.
@@ -179,7 +154,7 @@ func writeDiagnosis(w io.Writer, res *Result) {
 			p.Diagnosis.BenchCPUCores, fmtCores(p.Diagnosis.ServerCPUCores), p.Diagnosis.RowLockWaitsPer1000,
 			p.Diagnosis.RowLockMsPer1000, fmtPerJob(p.StatementsPerJob), fmtClaim(p.Diagnosis.JobsPerClaim))
 	}
-	fmt.Fprintf(w, "\nCPU: getrusage of this process and /proc/<pid>/stat of the local database server over each point's run, divided by its wall time, on %d CPUs. Row-lock counters: SHOW GLOBAL STATUS deltas (Innodb_row_lock_waits, Innodb_row_lock_time). A CPU profile of this process during the first skiplocked headline point is in `%s` (`go tool pprof -top bin/jobq %s`).\n\n",
+	fmt.Fprintf(w, "\nCPU: /proc/<pid>/stat (utime+stime) of this process and of the local database server over each point's run, divided by its wall time, on %d CPUs. Row-lock counters: SHOW GLOBAL STATUS deltas (Innodb_row_lock_waits, Innodb_row_lock_time). A CPU profile of this process during the first skiplocked headline point is in `%s` (`go tool pprof -top bin/jobq %s`).\n\n",
 		res.CPUs, cpuProfileName, cpuProfileName)
 }
 

@@ -87,8 +87,10 @@ func TestDrainClaimsFullBatches(t *testing.T) {
 }
 
 // The completer lingers (CompleteLinger) while handlers run, so a no-op job
-// and a job that returns a little later commit in one batch: their
-// execution rows get the same finished_at (one statement's NOW(6)). With
+// and a job released after it started commit in one batch: their execution
+// rows get the same finished_at (one statement's NOW(6)). Whichever hands on
+// its outcome first, the other is still counted as running (both were
+// dispatched before either ran), so the completer waits for it. With
 // lingering off, the no-op job is written first, on its own.
 func TestCompleteLingerBatchesCompletions(t *testing.T) {
 	for _, c := range []struct {
@@ -111,9 +113,7 @@ func TestCompleteLingerBatchesCompletions(t *testing.T) {
 				<-release.Wait()
 				return nil
 			}))
-			// One claim takes both and dispatches "later" first (submitted
-			// first: earlier run_at, lower id), so it counts as running when
-			// "first" hands on its outcome and the completer lingers for it.
+			// One claim takes both (fastConfig: 20 workers).
 			later := submit(t, st, "later", "later", `{}`, 0)
 			first := submit(t, st, "first", "first", `{}`, 0)
 			cfg := fastConfig("linger-" + c.name)
@@ -122,8 +122,6 @@ func TestCompleteLingerBatchesCompletions(t *testing.T) {
 			closed(t, noopStarted, 10*time.Second, "the no-op job started")
 			if !c.sameBatch {
 				waitJob(t, st, first.ID, 10*time.Second, "no-op job SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
-			} else {
-				time.Sleep(100 * time.Millisecond) // well within the 1s linger
 			}
 			release.Open()
 			for _, id := range []uint64{first.ID, later.ID} {
@@ -145,8 +143,8 @@ func TestCompleteLingerBatchesCompletions(t *testing.T) {
 }
 
 // A lone job is neither held by DrainWait (the queue is short) nor by
-// CompleteLinger (no other handler is running), even when both are 1s: it
-// finishes well within them, on the database clock.
+// CompleteLinger (no other handler is running), even when both are 1s: on
+// the database clock it finishes before either could have run out.
 func TestLoneJobIsNotDelayedByBatching(t *testing.T) {
 	st := testdb.Store(t)
 	reg := scheduler.NewRegistry()
@@ -154,12 +152,11 @@ func TestLoneJobIsNotDelayedByBatching(t *testing.T) {
 	cfg := fastConfig("lone")
 	cfg.DrainWait, cfg.CompleteLinger = time.Second, time.Second
 	s := startScheduler(t, st, st.DB(), reg, cfg)
-	time.Sleep(100 * time.Millisecond) // the first scans found nothing
 	j := submit(t, st, "lone", "noop", `{}`, 0)
 	s.Wake()
 	done := waitJob(t, st, j.ID, 10*time.Second, "SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
-	if took := done.FinishedAt.Sub(done.CreateTime); took >= 500*time.Millisecond {
-		t.Fatalf("submit to finish took %s: held by the 1s drain wait or completion linger", took)
+	if took := done.FinishedAt.Sub(done.CreateTime); took >= cfg.DrainWait {
+		t.Fatalf("submit to finish took %s: held by the %s drain wait or completion linger", took, cfg.DrainWait)
 	}
 }
 
@@ -204,8 +201,8 @@ func TestDrainWaitIgnoresSlotsHeldByLongHandlers(t *testing.T) {
 	lone := submit(t, st, "lone-busy", "noop", `{}`, 0)
 	s.Wake()
 	done := waitJob(t, st, lone.ID, 10*time.Second, "SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
-	if took := done.FinishedAt.Sub(done.CreateTime); took >= 500*time.Millisecond {
-		t.Fatalf("a job submitted to the busy replica took %s: it waited for slots held by long handlers", took)
+	if took := done.FinishedAt.Sub(done.CreateTime); took >= cfg.DrainWait {
+		t.Fatalf("a job submitted to the busy replica took %s: it waited the %s drain wait for slots held by long handlers", took, cfg.DrainWait)
 	}
 	hold.Open()
 }

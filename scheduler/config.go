@@ -39,7 +39,7 @@ const (
 	// DrainWaitDefault and CompleteLingerDefault trade a few milliseconds
 	// under load for fewer, fuller transactions: on the 2-core bench machine
 	// they cut the statements per no-op job from 0.25 to 0.15 (claims of
-	// ~45 jobs instead of ~27) and raised 3-replica throughput from
+	// 46–50 jobs instead of ~27) and raised 3-replica throughput from
 	// 0.64–0.73× to 0.80–0.97× of the raw SQL ceiling (`jobq bench --ci`
 	// and `make bench`, see README "Bench").
 	DrainWaitDefault        = 3 * time.Millisecond

@@ -6,8 +6,8 @@ import (
 )
 
 // scanner fires every PollInterval ± PollJitter, on local wake-up, and again
-// while batches come back full and worker slots are free (drain): at once
-// when a full batch's worth of slots is free, else after at most DrainWait.
+// while batches come back full and worker slots are free (drain): once as
+// many slots are free as the last claim took, or after at most DrainWait.
 type scanner struct {
 	s       *Scheduler
 	claimer *claimer
@@ -38,8 +38,8 @@ func (sc *scanner) run(ctx context.Context) {
 }
 
 // scan claims until a batch comes back short, slots run out or drain is off.
-// While draining it first waits (at most DrainWait) for a full batch's worth
-// of free slots.
+// While draining it first waits (at most DrainWait) for as many free slots
+// as the last claim took (awaitSlots).
 // Limited job types are claimed first, once per scan (ops.go); the ordinary
 // claim leaves them out.
 func (sc *scanner) scan(ctx context.Context) {

@@ -34,7 +34,7 @@ type ServeCmd struct {
 	PollInterval    time.Duration `help:"Idle scan interval." default:"1s"`
 	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. 200ms for 1s)." default:"0s"`
 	NoJitter        bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)."`
-	DrainWait       time.Duration `help:"While a long queue drains, how long a scan waits for a full batch of free worker slots before claiming fewer (0 = default 3ms; negative disables)." default:"3ms"`
+	DrainWait       time.Duration `help:"While a long queue drains, how long a scan waits for as many free worker slots as the last claim took before claiming fewer (0 = default 3ms; negative disables)." default:"3ms"`
 	CompleteLinger  time.Duration `help:"How long the completer waits for running handlers to join a completion batch (0 = default 2ms; negative disables; a lone job is never held)." default:"2ms"`
 	Lease           time.Duration `help:"Lease length on the database clock." default:"30s"`
 	RescueInterval  time.Duration `help:"How often expired leases are rescued." default:"10s"`
