@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/metrics"
@@ -151,7 +152,7 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	}
 	r.Ops = service.NewOps(st, known, refreshOps)
 	for _, p := range cfg.Periodic {
-		if _, _, err := r.Ops.PutPeriodic(ctx, p, store.PeriodicSourceConfig); err != nil {
+		if _, _, err := r.Ops.PutPeriodic(ctx, p, jobq.PeriodicSourceConfig); err != nil {
 			r.Stop(context.Background())
 			return nil, fmt.Errorf("periodic schedule %q: %w", p.Name, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/store"
 )
@@ -24,8 +25,8 @@ func benchStore(b *testing.B, seed int) (*store.Store, *Env) {
 	return st, env
 }
 
-func claimParams(n int) store.ClaimParams {
-	return store.ClaimParams{Owner: "gobench", Limit: n, Lease: 30 * time.Second}
+func claimParams(n int) jobq.ClaimParams {
+	return jobq.ClaimParams{Owner: "gobench", Limit: n, Lease: 30 * time.Second}
 }
 
 func BenchmarkClaimSkipLocked(b *testing.B) {
@@ -69,7 +70,7 @@ func BenchmarkClaimCAS(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				jobs, _, err := st.JobClaimCAS(ctx, store.ClaimCASParams{ClaimParams: claimParams(batch), Candidates: cands})
+				jobs, _, err := st.JobClaimCAS(ctx, jobq.ClaimCASParams{ClaimParams: claimParams(batch), Candidates: cands})
 				if err != nil || len(jobs) != batch {
 					b.Fatalf("claimed %d, err %v; want %d", len(jobs), err, batch)
 				}
@@ -84,14 +85,14 @@ func BenchmarkCompleteMany(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			st, _ := benchStore(b, b.N*batch)
 			ctx := context.Background()
-			var comps []store.Completion
+			var comps []jobq.Completion
 			for len(comps) < b.N*batch {
 				jobs, err := st.JobClaimSkipLocked(ctx, claimParams(1000))
 				if err != nil || len(jobs) == 0 {
 					b.Fatalf("claim: %d jobs, %v", len(jobs), err)
 				}
 				for _, j := range jobs {
-					comps = append(comps, store.Completion{Fence: j.Fence(), Outcome: store.OutcomeSuccess})
+					comps = append(comps, jobq.Completion{Fence: j.Fence(), Outcome: jobq.OutcomeSuccess})
 				}
 			}
 			b.ResetTimer()

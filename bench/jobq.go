@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/demo"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
@@ -80,15 +81,15 @@ func (j *jobqInProc) Start(ctx context.Context) error {
 		jobtypes.Register(reg)
 		cfg := j.rc.schedulerConfig(fmt.Sprintf("bench-%s-%d", j.rc.Strategy, i))
 		cfg.Hooks = scheduler.Hooks{
-			ClaimedFunc: func(jobs []store.ClaimedJob, _ int) {
+			ClaimedFunc: func(jobs []jobq.ClaimedJob, _ int) {
 				if len(jobs) > 0 {
 					j.claims.Add(1)
 					j.claimed.Add(int64(len(jobs)))
 				}
 			},
 			DBErrorFunc: func(op string, err error) { j.errs.add(err) },
-			CompletedFunc: func(c store.Completion, applied bool) {
-				if applied && c.Outcome == store.OutcomeSuccess {
+			CompletedFunc: func(c jobq.Completion, applied bool) {
+				if applied && c.Outcome == jobq.OutcomeSuccess {
 					j.completed.Add(1)
 				}
 			},

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // Client talks to one replica's API.
@@ -87,13 +87,13 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 
 // Submit creates a job; created is false when job_key already named the
 // same request.
-func (c *Client) Submit(ctx context.Context, req service.SubmitRequest) (job store.Job, created bool, err error) {
+func (c *Client) Submit(ctx context.Context, req service.SubmitRequest) (job jobq.Job, created bool, err error) {
 	status, err := c.do(ctx, http.MethodPost, "/v1/jobs", req, &job)
 	return job, status == http.StatusCreated, err
 }
 
 // Get returns one job.
-func (c *Client) Get(ctx context.Context, id uint64) (job store.Job, err error) {
+func (c *Client) Get(ctx context.Context, id uint64) (job jobq.Job, err error) {
 	_, err = c.do(ctx, http.MethodGet, "/v1/jobs/"+strconv.FormatUint(id, 10), nil, &job)
 	return job, err
 }
@@ -122,21 +122,21 @@ func (c *Client) List(ctx context.Context, status, jobType string, limit int, cu
 }
 
 // Cancel cancels a job.
-func (c *Client) Cancel(ctx context.Context, id uint64) (job store.Job, err error) {
+func (c *Client) Cancel(ctx context.Context, id uint64) (job jobq.Job, err error) {
 	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/cancel", nil, &job)
 	return job, err
 }
 
 // Retry re-queues a FAILED or CANCELED job.
-func (c *Client) Retry(ctx context.Context, id uint64) (job store.Job, err error) {
+func (c *Client) Retry(ctx context.Context, id uint64) (job jobq.Job, err error) {
 	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/retry", nil, &job)
 	return job, err
 }
 
 // Executions lists a job's attempts.
-func (c *Client) Executions(ctx context.Context, id uint64) ([]store.Execution, error) {
+func (c *Client) Executions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
 	var out struct {
-		Executions []store.Execution `json:"executions"`
+		Executions []jobq.Execution `json:"executions"`
 	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/executions", nil, &out)
 	return out.Executions, err

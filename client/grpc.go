@@ -8,11 +8,11 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/jobq/jobq"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
 	"github.com/jobq/jobq/grpcapi"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // GRPCClient talks to one replica's JobService (api/jobq/v1/jobq.proto)
@@ -67,23 +67,23 @@ func (c *GRPCClient) ctx(ctx context.Context) (context.Context, context.CancelFu
 // Submit creates a job; created is false when job_key already named the
 // same request. Integer fields beyond int32 are clamped (and then refused
 // by the server as out of range).
-func (c *GRPCClient) Submit(ctx context.Context, req service.SubmitRequest) (store.Job, bool, error) {
+func (c *GRPCClient) Submit(ctx context.Context, req service.SubmitRequest) (jobq.Job, bool, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.rpc.SubmitJob(ctx, connect.NewRequest(grpcapi.SubmitRequestToProto(req)))
 	if err != nil {
-		return store.Job{}, false, err
+		return jobq.Job{}, false, err
 	}
 	return grpcapi.JobFromProto(res.Msg.GetJob()), res.Msg.GetCreated(), nil
 }
 
 // Get returns one job.
-func (c *GRPCClient) Get(ctx context.Context, id uint64) (store.Job, error) {
+func (c *GRPCClient) Get(ctx context.Context, id uint64) (jobq.Job, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.rpc.GetJob(ctx, connect.NewRequest(&jobqv1.GetJobRequest{Id: id}))
 	if err != nil {
-		return store.Job{}, err
+		return jobq.Job{}, err
 	}
 	return grpcapi.JobFromProto(res.Msg.GetJob()), nil
 }
@@ -101,7 +101,7 @@ func (c *GRPCClient) List(ctx context.Context, status, jobType string, limit int
 	if err != nil {
 		return service.ListPage{}, err
 	}
-	page := service.ListPage{Jobs: make([]store.Job, 0, len(res.Msg.GetJobs())), NextCursor: res.Msg.GetNextCursor()}
+	page := service.ListPage{Jobs: make([]jobq.Job, 0, len(res.Msg.GetJobs())), NextCursor: res.Msg.GetNextCursor()}
 	for _, j := range res.Msg.GetJobs() {
 		page.Jobs = append(page.Jobs, grpcapi.JobFromProto(j))
 	}
@@ -109,36 +109,36 @@ func (c *GRPCClient) List(ctx context.Context, status, jobType string, limit int
 }
 
 // Cancel cancels a job.
-func (c *GRPCClient) Cancel(ctx context.Context, id uint64) (store.Job, error) {
+func (c *GRPCClient) Cancel(ctx context.Context, id uint64) (jobq.Job, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.rpc.CancelJob(ctx, connect.NewRequest(&jobqv1.CancelJobRequest{Id: id}))
 	if err != nil {
-		return store.Job{}, err
+		return jobq.Job{}, err
 	}
 	return grpcapi.JobFromProto(res.Msg.GetJob()), nil
 }
 
 // Retry re-queues a FAILED or CANCELED job.
-func (c *GRPCClient) Retry(ctx context.Context, id uint64) (store.Job, error) {
+func (c *GRPCClient) Retry(ctx context.Context, id uint64) (jobq.Job, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.rpc.RetryJob(ctx, connect.NewRequest(&jobqv1.RetryJobRequest{Id: id}))
 	if err != nil {
-		return store.Job{}, err
+		return jobq.Job{}, err
 	}
 	return grpcapi.JobFromProto(res.Msg.GetJob()), nil
 }
 
 // Executions lists a job's attempts, oldest first.
-func (c *GRPCClient) Executions(ctx context.Context, id uint64) ([]store.Execution, error) {
+func (c *GRPCClient) Executions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.rpc.ListExecutions(ctx, connect.NewRequest(&jobqv1.ListExecutionsRequest{Id: id}))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.Execution, 0, len(res.Msg.GetExecutions()))
+	out := make([]jobq.Execution, 0, len(res.Msg.GetExecutions()))
 	for _, e := range res.Msg.GetExecutions() {
 		out = append(out, grpcapi.ExecutionFromProto(e))
 	}
@@ -148,7 +148,7 @@ func (c *GRPCClient) Executions(ctx context.Context, id uint64) ([]store.Executi
 // Watch calls fn with the job now and after each state change until the job
 // is terminal (nil error), ctx ends, fn returns an error, or the server
 // ends the stream (e.g. Unavailable when it shuts down).
-func (c *GRPCClient) Watch(ctx context.Context, id uint64, fn func(store.Job) error) error {
+func (c *GRPCClient) Watch(ctx context.Context, id uint64, fn func(jobq.Job) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req := connect.NewRequest(&jobqv1.WatchJobRequest{Id: id})

@@ -22,6 +22,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/internal/replica"
@@ -181,7 +182,7 @@ func Run(ctx context.Context, opts Options) error {
 				var err error
 				// Round-robin; a submit to a dead replica is retried on the next one.
 				for try := 0; try < len(clients); try++ {
-					var job store.Job
+					var job jobq.Job
 					job, _, err = clients[(i+try)%len(clients)].Submit(ctx, req)
 					if err == nil {
 						acked[i] = job.ID
@@ -301,7 +302,7 @@ func Summarize(ctx context.Context, db *sql.DB, acked []uint64) (*Summary, error
 		switch {
 		case id == 0 || !ok:
 			s.Lost++
-		case st != store.StatusSuccess && st != store.StatusFailed && st != store.StatusCanceled:
+		case !jobq.JobState(st).Terminal():
 			s.NonTerminal++
 		}
 		if ok {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // Named points, one pair per scheduler.Store method.
@@ -163,7 +163,7 @@ func after(s *Store, ctx context.Context, point string, err error) error {
 }
 
 // JobScanAvailable implements scheduler.Store.
-func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]store.Fence, error) {
+func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, error) {
 	if err := s.at(ctx, ScanBefore); err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]store.Fence,
 }
 
 // JobClaimSkipLocked implements scheduler.Store.
-func (s *Store) JobClaimSkipLocked(ctx context.Context, p store.ClaimParams) ([]store.ClaimedJob, error) {
+func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
 	if err := s.at(ctx, ClaimSkipLocked); err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p store.ClaimParams) ([]
 }
 
 // JobClaimCAS implements scheduler.Store.
-func (s *Store) JobClaimCAS(ctx context.Context, p store.ClaimCASParams) ([]store.ClaimedJob, int, error) {
+func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) ([]jobq.ClaimedJob, int, error) {
 	if err := s.at(ctx, ClaimCASBefore); err != nil {
 		return nil, 0, err
 	}
@@ -190,7 +190,7 @@ func (s *Store) JobClaimCAS(ctx context.Context, p store.ClaimCASParams) ([]stor
 }
 
 // LeaseRenewMany implements scheduler.Store.
-func (s *Store) LeaseRenewMany(ctx context.Context, p store.LeaseRenewParams) (int64, error) {
+func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) (int64, error) {
 	if err := s.at(ctx, LeaseRenewBefore); err != nil {
 		return 0, err
 	}
@@ -199,7 +199,7 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p store.LeaseRenewParams) (i
 }
 
 // JobFenceStates implements scheduler.Store.
-func (s *Store) JobFenceStates(ctx context.Context, ids []uint64) ([]store.FenceState, error) {
+func (s *Store) JobFenceStates(ctx context.Context, ids []uint64) ([]jobq.FenceState, error) {
 	if err := s.at(ctx, FenceStatesBefore); err != nil {
 		return nil, err
 	}
@@ -208,7 +208,7 @@ func (s *Store) JobFenceStates(ctx context.Context, ids []uint64) ([]store.Fence
 }
 
 // JobCompleteMany implements scheduler.Store.
-func (s *Store) JobCompleteMany(ctx context.Context, cs []store.Completion) ([]bool, error) {
+func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) ([]bool, error) {
 	if err := s.at(ctx, CompleteBefore); err != nil {
 		return nil, err
 	}
@@ -217,7 +217,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []store.Completion) ([]b
 }
 
 // JobCompleteTx implements scheduler.Store.
-func (s *Store) JobCompleteTx(ctx context.Context, c store.Completion, fn func(ctx context.Context, tx *sql.Tx) error) (bool, error) {
+func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx *sql.Tx) error) (bool, error) {
 	if err := s.at(ctx, CompleteTxBefore); err != nil {
 		return false, err
 	}
@@ -226,7 +226,7 @@ func (s *Store) JobCompleteTx(ctx context.Context, c store.Completion, fn func(c
 }
 
 // JobRescueCandidates implements scheduler.Store.
-func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]store.Fence, error) {
+func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]jobq.Fence, error) {
 	if err := s.at(ctx, "JobRescueCandidates.before"); err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]store.Fen
 }
 
 // JobRescueExpired implements scheduler.Store.
-func (s *Store) JobRescueExpired(ctx context.Context, f store.Fence) (bool, error) {
+func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error) {
 	if err := s.at(ctx, RescueExpiredBefore); err != nil {
 		return false, err
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // Named points of the operations methods (scheduler.OpsStore).
@@ -48,7 +48,7 @@ func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error)
 }
 
 // JobClaimLimited delegates to the wrapped store after ClaimLimitedBefore.
-func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p store.ClaimParams) ([]store.ClaimedJob, error) {
+func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
 	o, err := s.ops()
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p store.Cla
 }
 
 // PeriodicList delegates to the wrapped store.
-func (s *Store) PeriodicList(ctx context.Context) ([]store.Periodic, error) {
+func (s *Store) PeriodicList(ctx context.Context) ([]jobq.Periodic, error) {
 	o, err := s.ops()
 	if err != nil {
 		return nil, err
@@ -69,25 +69,25 @@ func (s *Store) PeriodicList(ctx context.Context) ([]store.Periodic, error) {
 }
 
 // PeriodicFire delegates to the wrapped store after PeriodicFireBefore.
-func (s *Store) PeriodicFire(ctx context.Context, name string, plan store.PeriodicPlanFunc) (store.PeriodicFireResult, error) {
+func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.PeriodicPlanFunc) (jobq.PeriodicFireResult, error) {
 	o, err := s.ops()
 	if err != nil {
-		return store.PeriodicFireResult{}, err
+		return jobq.PeriodicFireResult{}, err
 	}
 	if err := s.at(ctx, PeriodicFireBefore); err != nil {
-		return store.PeriodicFireResult{}, err
+		return jobq.PeriodicFireResult{}, err
 	}
 	return o.PeriodicFire(ctx, name, plan)
 }
 
 // JobPurge delegates to the wrapped store after PurgeBefore.
-func (s *Store) JobPurge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error) {
+func (s *Store) JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error) {
 	o, err := s.ops()
 	if err != nil {
-		return store.PurgeResult{}, err
+		return jobq.PurgeResult{}, err
 	}
 	if err := s.at(ctx, PurgeBefore); err != nil {
-		return store.PurgeResult{}, err
+		return jobq.PurgeResult{}, err
 	}
 	return o.JobPurge(ctx, p)
 }

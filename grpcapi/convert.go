@@ -6,9 +6,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/jobq/jobq"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // SubmitRequestFromProto turns a SubmitJobRequest into the service's
@@ -62,10 +62,10 @@ func int32Ptr(v *int) *int32 {
 	return &out
 }
 
-// JobToProto converts a store.Job; nil times stay unset.
-func JobToProto(j store.Job) *jobqv1.Job {
+// JobToProto converts a jobq.Job; nil times stay unset.
+func JobToProto(j jobq.Job) *jobqv1.Job {
 	return &jobqv1.Job{
-		Id: j.ID, JobKey: j.JobKey, JobType: j.JobType, Params: string(j.Params), Status: j.Status,
+		Id: j.ID, JobKey: j.JobKey, JobType: j.JobType, Params: string(j.Params), Status: string(j.Status),
 		Priority: int32(j.Priority), RetryTimes: int32(j.RetryTimes), MaxRetry: int32(j.MaxRetry),
 		TimeoutMs: int32(j.TimeoutMs), RunAt: timestamppb.New(j.RunAt), Attempt: int32(j.Attempt),
 		Owner: j.Owner, LeaseUntil: tsPtr(j.LeaseUntil), LastError: j.LastError,
@@ -74,12 +74,12 @@ func JobToProto(j store.Job) *jobqv1.Job {
 	}
 }
 
-// JobFromProto converts back to a store.Job (times in UTC; RequestHash is
+// JobFromProto converts back to a jobq.Job (times in UTC; RequestHash is
 // not carried over the wire and stays empty).
-func JobFromProto(m *jobqv1.Job) store.Job {
-	return store.Job{
+func JobFromProto(m *jobqv1.Job) jobq.Job {
+	return jobq.Job{
 		ID: m.GetId(), JobKey: m.GetJobKey(), JobType: m.GetJobType(), Params: json.RawMessage(m.GetParams()),
-		Status: m.GetStatus(), Priority: int(m.GetPriority()), RetryTimes: int(m.GetRetryTimes()),
+		Status: jobq.JobState(m.GetStatus()), Priority: int(m.GetPriority()), RetryTimes: int(m.GetRetryTimes()),
 		MaxRetry: int(m.GetMaxRetry()), TimeoutMs: int(m.GetTimeoutMs()), RunAt: tsTime(m.GetRunAt()),
 		Attempt: int(m.GetAttempt()), Owner: m.GetOwner(), LeaseUntil: tsTimePtr(m.GetLeaseUntil()),
 		LastError: m.GetLastError(), StartedAt: tsTimePtr(m.GetStartedAt()), FinishedAt: tsTimePtr(m.GetFinishedAt()),
@@ -87,19 +87,19 @@ func JobFromProto(m *jobqv1.Job) store.Job {
 	}
 }
 
-// ExecutionToProto converts a store.Execution.
-func ExecutionToProto(e store.Execution) *jobqv1.Execution {
+// ExecutionToProto converts a jobq.Execution.
+func ExecutionToProto(e jobq.Execution) *jobqv1.Execution {
 	return &jobqv1.Execution{
 		JobId: e.JobID, Attempt: int32(e.Attempt), Owner: e.Owner, StartedAt: timestamppb.New(e.StartedAt),
-		FinishedAt: tsPtr(e.FinishedAt), Outcome: e.Outcome, Error: e.Error,
+		FinishedAt: tsPtr(e.FinishedAt), Outcome: string(e.Outcome), Error: e.Error,
 	}
 }
 
-// ExecutionFromProto converts back to a store.Execution (times in UTC).
-func ExecutionFromProto(m *jobqv1.Execution) store.Execution {
-	return store.Execution{
+// ExecutionFromProto converts back to a jobq.Execution (times in UTC).
+func ExecutionFromProto(m *jobqv1.Execution) jobq.Execution {
+	return jobq.Execution{
 		JobID: m.GetJobId(), Attempt: int(m.GetAttempt()), Owner: m.GetOwner(), StartedAt: tsTime(m.GetStartedAt()),
-		FinishedAt: tsTimePtr(m.GetFinishedAt()), Outcome: m.GetOutcome(), Error: m.GetError(),
+		FinishedAt: tsTimePtr(m.GetFinishedAt()), Outcome: jobq.Outcome(m.GetOutcome()), Error: m.GetError(),
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/jobq/jobq"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
 	"github.com/jobq/jobq/service"
@@ -243,7 +244,7 @@ func (s *Server) WatchJob(ctx context.Context, req *connect.Request[jobqv1.Watch
 	}
 	tick := time.NewTicker(s.opts.WatchInterval)
 	defer tick.Stop()
-	var last *store.Job
+	var last *jobq.Job
 	for {
 		job, err := s.svc.Get(ctx, id)
 		if err != nil {
@@ -270,7 +271,7 @@ func (s *Server) WatchJob(ctx context.Context, req *connect.Request[jobqv1.Watch
 
 // stateChanged reports whether b differs from a in what WatchJob reports as
 // a change (not update_time or lease_until, which every heartbeat moves).
-func stateChanged(a, b store.Job) bool {
+func stateChanged(a, b jobq.Job) bool {
 	return a.Status != b.Status || a.Attempt != b.Attempt || a.RetryTimes != b.RetryTimes ||
 		a.CancelRequested != b.CancelRequested || a.LastError != b.LastError || !a.RunAt.Equal(b.RunAt)
 }
@@ -316,7 +317,7 @@ func (s *Server) failJob(id uint64, err error) error {
 // failState is failJob for CancelJob and RetryJob: ErrInvalidState becomes
 // FailedPrecondition saying the job's status and what op applies to, with a
 // PreconditionFailure detail (type "STATE", subject "jobs/<id>").
-func (s *Server) failState(job store.Job, id uint64, op string, err error) error {
+func (s *Server) failState(job jobq.Job, id uint64, op string, err error) error {
 	if !errors.Is(err, service.ErrInvalidState) {
 		return s.failJob(id, err)
 	}

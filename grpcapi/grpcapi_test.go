@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/client"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
@@ -34,7 +35,6 @@ import (
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -689,7 +689,7 @@ func TestBearerTokenGatesGRPC(t *testing.T) {
 		t.Fatalf("client Submit = %+v, %v, %v", job, created, err)
 	}
 	var seen []string
-	if err := c.Watch(ctx, job.ID, func(j store.Job) error { seen = append(seen, j.Status); return nil }); err != nil || seen[len(seen)-1] != "SUCCESS" {
+	if err := c.Watch(ctx, job.ID, func(j jobq.Job) error { seen = append(seen, string(j.Status)); return nil }); err != nil || seen[len(seen)-1] != "SUCCESS" {
 		t.Fatalf("client Watch = %v, %v; want to end at SUCCESS", seen, err)
 	}
 	page, err := c.List(ctx, "SUCCESS", "sleep", 10, "")

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
 )
@@ -177,10 +178,10 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 
 // stateError turns ErrInvalidState into a message naming the job's current
 // status and the rule (HTTP 409).
-func stateError(job store.Job, err error) func(rule string) (any, error) {
+func stateError(job jobq.Job, err error) func(rule string) (any, error) {
 	return func(rule string) (any, error) {
 		if errors.Is(err, service.ErrInvalidState) {
-			return nil, &stateConflict{msg: "job " + itoa(int64(job.ID)) + " is " + job.Status + ": " + rule}
+			return nil, &stateConflict{msg: "job " + itoa(int64(job.ID)) + " is " + string(job.Status) + ": " + rule}
 		}
 		return job, err
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/service"
@@ -101,12 +102,12 @@ func (a *apiServer) count() int64 {
 func TestHTTPBadInput(t *testing.T) {
 	t.Parallel()
 	a := startAPI(t)
-	var done store.Job
+	var done jobq.Job
 	a.callJSON("POST", "/v1/jobs", `{"job_key":"done","job_type":"noop"}`, http.StatusCreated, &done)
 	if _, err := a.st.DB().Exec("UPDATE job_queue SET status = 'SUCCESS', finished_at = NOW(6) WHERE id = ?", done.ID); err != nil {
 		t.Fatalf("mark SUCCESS: %v", err)
 	}
-	var waiting store.Job
+	var waiting jobq.Job
 	a.callJSON("POST", "/v1/jobs", `{"job_key":"waiting","job_type":"noop"}`, http.StatusCreated, &waiting)
 
 	ok := `"job_key":"k1","job_type":"noop"`
@@ -204,7 +205,7 @@ func TestHTTPHappyPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var created store.Job
+	var created jobq.Job
 	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil {
 		t.Fatal(err)
 	}
@@ -215,14 +216,14 @@ func TestHTTPHappyPaths(t *testing.T) {
 	if loc, want := resp.Header.Get("Location"), fmt.Sprintf("/v1/jobs/%d", created.ID); loc != want {
 		t.Fatalf("Location = %q, want %q", loc, want)
 	}
-	if created.JobKey != "first" || created.JobType != "sleep" || created.Status != store.StatusWaiting ||
+	if created.JobKey != "first" || created.JobType != "sleep" || created.Status != jobq.StateWaiting ||
 		created.Priority != 7 || created.MaxRetry != 2 || created.TimeoutMs != 1000 || created.Attempt != 0 ||
 		string(created.Params) != `{"ms":5,"tag":"x"}` || !created.RunAt.Equal(mustTime(t, "2030-01-01T18:04:05Z")) {
 		t.Fatalf("created job = %+v", created)
 	}
 
 	// 200: the same request again (params spelled differently) is the same job.
-	var again store.Job
+	var again jobq.Job
 	a.callJSON("POST", "/v1/jobs", `{"job_type":"sleep","job_key":"first","params":{ "tag":"x", "ms":5 },"priority":7,"max_retry":2,"timeout_ms":1000,"run_at":"2030-01-01T18:04:05Z"}`,
 		http.StatusOK, &again)
 	if again.ID != created.ID {
@@ -239,16 +240,16 @@ func TestHTTPHappyPaths(t *testing.T) {
 	}
 
 	// get
-	var got store.Job
+	var got jobq.Job
 	a.callJSON("GET", fmt.Sprintf("/v1/jobs/%d", created.ID), "", http.StatusOK, &got)
-	if got.ID != created.ID || got.JobKey != "first" || got.Status != store.StatusWaiting || !got.CreateTime.Equal(created.CreateTime) {
+	if got.ID != created.ID || got.JobKey != "first" || got.Status != jobq.StateWaiting || !got.CreateTime.Equal(created.CreateTime) {
 		t.Fatalf("get = %+v, want the created job", got)
 	}
 
 	// keyset pagination: 7 more jobs, pages of 3 → 3, 3, 2 (8 in all), newest first.
 	ids := []uint64{created.ID}
 	for i := range 7 {
-		var j store.Job
+		var j jobq.Job
 		a.callJSON("POST", "/v1/jobs", fmt.Sprintf(`{"job_key":"page-%d","job_type":"noop"}`, i), http.StatusCreated, &j)
 		ids = append(ids, j.ID)
 	}
@@ -291,22 +292,22 @@ func TestHTTPHappyPaths(t *testing.T) {
 	}
 
 	// cancel WAITING → CANCELED; retry CANCELED → WAITING.
-	var canceled store.Job
+	var canceled jobq.Job
 	a.callJSON("POST", fmt.Sprintf("/v1/jobs/%d/cancel", created.ID), "", http.StatusOK, &canceled)
-	if canceled.Status != store.StatusCanceled || !canceled.CancelRequested || canceled.FinishedAt == nil {
+	if canceled.Status != jobq.StateCanceled || !canceled.CancelRequested || canceled.FinishedAt == nil {
 		t.Fatalf("after cancel: status=%s cancel_requested=%v finished_at=%v, want CANCELED true set",
 			canceled.Status, canceled.CancelRequested, canceled.FinishedAt)
 	}
-	var retried store.Job
+	var retried jobq.Job
 	a.callJSON("POST", fmt.Sprintf("/v1/jobs/%d/retry", created.ID), "", http.StatusOK, &retried)
-	if retried.Status != store.StatusWaiting || retried.CancelRequested || retried.RetryTimes != 0 || retried.FinishedAt != nil {
+	if retried.Status != jobq.StateWaiting || retried.CancelRequested || retried.RetryTimes != 0 || retried.FinishedAt != nil {
 		t.Fatalf("after retry: status=%s cancel_requested=%v retry_times=%d finished_at=%v, want WAITING false 0 nil",
 			retried.Status, retried.CancelRequested, retried.RetryTimes, retried.FinishedAt)
 	}
 
 	// executions: none yet, then the attempts the database records.
 	var ex struct {
-		Executions []store.Execution `json:"executions"`
+		Executions []jobq.Execution `json:"executions"`
 	}
 	a.callJSON("GET", fmt.Sprintf("/v1/jobs/%d/executions", created.ID), "", http.StatusOK, &ex)
 	if ex.Executions == nil || len(ex.Executions) != 0 {

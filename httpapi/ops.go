@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // opsAPI serves the operations routes (registered by New when Options.Ops is set):
@@ -69,7 +69,7 @@ func (o *opsAPI) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 // reply writes v, or maps err; a missing schedule is a 404 naming it.
 func (o *opsAPI) reply(w http.ResponseWriter, status int, v any, err error) {
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, jobq.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, ErrorBody{ErrorDetail{Code: "not_found", Field: "name", Message: "periodic schedule not found"}})
 	case err != nil:
 		o.fail(w, err)
@@ -115,7 +115,7 @@ func (o *opsAPI) periodicPut(w http.ResponseWriter, r *http.Request) {
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
-	p, created, err := o.ops.PutPeriodic(r.Context(), req, store.PeriodicSourceAPI)
+	p, created, err := o.ops.PutPeriodic(r.Context(), req, jobq.PeriodicSourceAPI)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

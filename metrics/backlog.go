@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/jobq/jobq/store"
 )
 
 // backlogQuery counts the non-terminal jobs in one statement of two
@@ -114,11 +113,11 @@ func (m *Metrics) SampleBacklog(ctx context.Context, db *sql.DB) error {
 				return err
 			}
 			b.jobs.WithLabelValues(status).Set(float64(total))
-			switch status {
-			case store.StatusWaiting:
+			switch jobq.JobState(status) {
+			case jobq.StateWaiting:
 				b.due.Set(float64(sub))
 				b.oldestDue.Set(float64(ageUS) / 1e6)
-			case store.StatusRunning:
+			case jobq.StateRunning:
 				b.leaseExpired.Set(float64(sub))
 				b.leaseOverdue.Set(float64(ageUS) / 1e6)
 			}

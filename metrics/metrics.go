@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
@@ -101,7 +102,7 @@ type Metrics struct {
 	backlog *backlogGauges
 
 	mu   sync.Mutex
-	runs map[store.Fence]runInfo // claimed here, completion not yet seen
+	runs map[jobq.Fence]runInfo // claimed here, completion not yet seen
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -139,7 +140,7 @@ func New(opts Options) *Metrics {
 		Registry: prometheus.NewRegistry(),
 		opts:     opts,
 		log:      cmp.Or(opts.Logger, slog.Default()).With("component", "metrics"),
-		runs:     map[store.Fence]runInfo{},
+		runs:     map[jobq.Fence]runInfo{},
 		stop:     make(chan struct{}),
 	}
 	f := factory{m.Registry}
@@ -183,32 +184,32 @@ func New(opts Options) *Metrics {
 // hooks (nil fields of next are skipped). Install them before scheduler.New.
 func (m *Metrics) Hooks(next scheduler.Hooks) scheduler.Hooks {
 	h := next
-	h.ClaimedFunc = func(jobs []store.ClaimedJob, conflicts int) {
+	h.ClaimedFunc = func(jobs []jobq.ClaimedJob, conflicts int) {
 		m.onClaimed(jobs, conflicts)
 		if next.ClaimedFunc != nil {
 			next.ClaimedFunc(jobs, conflicts)
 		}
 	}
-	h.CompletedFunc = func(c store.Completion, applied bool) {
+	h.CompletedFunc = func(c jobq.Completion, applied bool) {
 		m.onCompleted(c, applied)
 		if next.CompletedFunc != nil {
 			next.CompletedFunc(c, applied)
 		}
 	}
-	h.CompletionFailedFunc = func(c store.Completion, err error) {
+	h.CompletionFailedFunc = func(c jobq.Completion, err error) {
 		m.writeFailures.Inc()
 		m.forget(c.Fence)
 		if next.CompletionFailedFunc != nil {
 			next.CompletionFailedFunc(c, err)
 		}
 	}
-	h.RescuedFunc = func(rescued []store.Fence) {
+	h.RescuedFunc = func(rescued []jobq.Fence) {
 		m.rescued.Add(float64(len(rescued)))
 		if next.RescuedFunc != nil {
 			next.RescuedFunc(rescued)
 		}
 	}
-	h.LeaseLostFunc = func(f store.Fence) {
+	h.LeaseLostFunc = func(f jobq.Fence) {
 		m.leaseLost.Inc()
 		if next.LeaseLostFunc != nil {
 			next.LeaseLostFunc(f)
@@ -249,7 +250,7 @@ func ErrnoLabel(err error) string {
 	}
 }
 
-func (m *Metrics) onClaimed(jobs []store.ClaimedJob, conflicts int) {
+func (m *Metrics) onClaimed(jobs []jobq.ClaimedJob, conflicts int) {
 	if conflicts > 0 {
 		m.claimConflicts.Add(float64(conflicts))
 	}
@@ -270,7 +271,7 @@ func (m *Metrics) onClaimed(jobs []store.ClaimedJob, conflicts int) {
 
 // forget drops a run's record and returns it (ok false when this replica
 // never saw the claim, e.g. metrics installed after it).
-func (m *Metrics) forget(f store.Fence) (runInfo, bool) {
+func (m *Metrics) forget(f jobq.Fence) (runInfo, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ri, ok := m.runs[f]
@@ -278,7 +279,7 @@ func (m *Metrics) forget(f store.Fence) (runInfo, bool) {
 	return ri, ok
 }
 
-func (m *Metrics) onCompleted(c store.Completion, applied bool) {
+func (m *Metrics) onCompleted(c jobq.Completion, applied bool) {
 	ri, ok := m.forget(c.Fence)
 	jobType := ri.jobType
 	if !ok {
@@ -296,13 +297,13 @@ func (m *Metrics) onCompleted(c store.Completion, applied bool) {
 }
 
 // OutcomeOf maps a committed completion to its outcome label.
-func OutcomeOf(c store.Completion) string {
+func OutcomeOf(c jobq.Completion) string {
 	switch c.Outcome {
-	case store.OutcomeSuccess:
+	case jobq.OutcomeSuccess:
 		return OutcomeSuccess
-	case store.OutcomeCanceled:
+	case jobq.OutcomeCanceled:
 		return OutcomeCanceled
-	case store.OutcomeReleased:
+	case jobq.OutcomeReleased:
 		return OutcomeReleased
 	}
 	if c.Retry {
@@ -369,7 +370,7 @@ type countingStore struct {
 	m *Metrics
 }
 
-func (c countingStore) JobSubmit(ctx context.Context, p store.SubmitParams) (store.Job, bool, error) {
+func (c countingStore) JobSubmit(ctx context.Context, p jobq.SubmitParams) (jobq.Job, bool, error) {
 	job, created, err := c.Store.JobSubmit(ctx, p)
 	if err == nil && created {
 		c.m.submitted.WithLabelValues(p.JobType).Inc()

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // TestPoolSmallerThanWorkers runs a replica with 2 database connections and
@@ -68,7 +68,7 @@ func TestPoolSmallerThanWorkers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m[store.StatusSuccess] == clients*perClient {
+		if m[string(jobq.StateSuccess)] == clients*perClient {
 			break
 		}
 		select {

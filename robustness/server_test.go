@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
@@ -119,7 +120,7 @@ func TestServerSupport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, st, j.ID, store.StatusSuccess, 20*time.Second)
+	waitJob(t, st, j.ID, jobq.StateSuccess, 20*time.Second)
 
 	// The store itself refuses the skiplocked claim on such a server.
 	old, err := store.Open(context.Background(), dsn, store.PoolConfig{MaxOpen: 1})
@@ -128,7 +129,7 @@ func TestServerSupport(t *testing.T) {
 	}
 	defer old.Close()
 	old.Server.SkipLocked = false
-	if _, err := old.JobClaimSkipLocked(context.Background(), store.ClaimParams{Owner: "x", Limit: 1, Lease: time.Second}); !errors.Is(err, store.ErrSkipLockedUnsupported) {
+	if _, err := old.JobClaimSkipLocked(context.Background(), jobq.ClaimParams{Owner: "x", Limit: 1, Lease: time.Second}); !errors.Is(err, store.ErrSkipLockedUnsupported) {
 		t.Fatalf("JobClaimSkipLocked on a server without SKIP LOCKED: %v", err)
 	}
 }
@@ -173,7 +174,7 @@ func TestFailedClaimIsAnError(t *testing.T) {
 							dbErrors.Add(1)
 						}
 					},
-					ClaimedFunc: func(jobs []store.ClaimedJob, _ int) {
+					ClaimedFunc: func(jobs []jobq.ClaimedJob, _ int) {
 						if len(jobs) == 0 && failing.Load() {
 							emptyWhileFailing.Add(1)
 						}
@@ -202,11 +203,11 @@ func TestFailedClaimIsAnError(t *testing.T) {
 			if n := emptyWhileFailing.Load(); n != 0 {
 				t.Fatalf("%d failed claims were reported as an empty queue", n)
 			}
-			if got, _ := st.JobGet(context.Background(), j.ID); got.Status != store.StatusWaiting {
+			if got, _ := st.JobGet(context.Background(), j.ID); got.Status != jobq.StateWaiting {
 				t.Fatalf("job is %s while every claim fails, want WAITING", got.Status)
 			}
 			failing.Store(false)
-			waitJob(t, st, j.ID, store.StatusSuccess, 20*time.Second)
+			waitJob(t, st, j.ID, jobq.StateSuccess, 20*time.Second)
 		})
 	}
 }
@@ -222,10 +223,10 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func waitJob(t *testing.T, st *store.Store, id uint64, status string, d time.Duration) store.Job {
+func waitJob(t *testing.T, st *store.Store, id uint64, status jobq.JobState, d time.Duration) jobq.Job {
 	t.Helper()
-	var j store.Job
-	waitUntil(t, d, "job "+status, func() bool {
+	var j jobq.Job
+	waitUntil(t, d, "job "+string(status), func() bool {
 		var err error
 		j, err = st.JobGet(context.Background(), id)
 		if err != nil {

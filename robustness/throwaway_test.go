@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/store"
 )
@@ -78,7 +79,7 @@ func testTimeZones(t *testing.T, root *sql.DB, st *store.Store, dsn string) {
 	if code != 201 {
 		t.Fatalf("submit: %d %s", code, body)
 	}
-	var created store.Job
+	var created jobq.Job
 	_ = json.Unmarshal([]byte(body), &created)
 	if code, body := rp.submit(`{"job_key":"due-now","job_type":"noop"}`); code != 201 {
 		t.Fatalf("submit: %d %s", code, body)
@@ -104,13 +105,13 @@ func testTimeZones(t *testing.T, root *sql.DB, st *store.Store, dsn string) {
 }
 
 // waitKey waits until the job with key succeeds and returns it.
-func waitKey(t *testing.T, st *store.Store, key string, d time.Duration) store.Job {
+func waitKey(t *testing.T, st *store.Store, key string, d time.Duration) jobq.Job {
 	t.Helper()
-	var j store.Job
+	var j jobq.Job
 	waitUntil(t, d, key+" to succeed", func() bool {
 		var err error
 		j, err = st.JobGetByKey(context.Background(), key)
-		return err == nil && j.Status == store.StatusSuccess
+		return err == nil && j.Status == jobq.StateSuccess
 	})
 	if j.StartedAt == nil {
 		t.Fatalf("%s: no started_at", key)

@@ -6,24 +6,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // abaRun is what one run of the ABA scenario observed.
 type abaRun struct {
-	job        store.Job
-	requeued   store.Job // the row after A's failed attempt 1 was re-queued
-	execs      []store.Execution
+	job        jobq.Job
+	requeued   jobq.Job // the row after A's failed attempt 1 was re-queued
+	execs      []jobq.Execution
 	calls      map[int]int // attempt → handler calls
 	firstClaim claimResult // B's first claim after its paused read was released
 	statsB     scheduler.Stats
 }
 
 type claimResult struct {
-	jobs      []store.ClaimedJob
+	jobs      []jobq.ClaimedJob
 	conflicts int
 }
 
@@ -56,12 +56,12 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 	cfgB := fastConfig("b")
 	cfgB.Strategy = scheduler.StrategyCAS
 	cfgB.Sabotage.NoCASGuard = noCASGuard
-	cfgB.Hooks.ClaimedFunc = func(jobs []store.ClaimedJob, conflicts int) {
+	cfgB.Hooks.ClaimedFunc = func(jobs []jobq.ClaimedJob, conflicts int) {
 		if len(jobs) == 0 && conflicts == 0 {
 			return // an empty scan
 		}
 		select {
-		case claimsB <- claimResult{append([]store.ClaimedJob(nil), jobs...), conflicts}:
+		case claimsB <- claimResult{append([]jobq.ClaimedJob(nil), jobs...), conflicts}:
 		default:
 		}
 	}
@@ -72,8 +72,8 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 	cfgA.Strategy = scheduler.StrategyCAS
 	cfgA.RetryBackoffBase = time.Second // re-queued run_at is 0.75–1.25 s ahead
 	a := startScheduler(t, st, st.DB(), reg, cfgA)
-	requeued := waitJob(t, st, job.ID, 10*time.Second, "attempt 1 failed and re-queued", func(j store.Job) bool {
-		return j.Status == store.StatusWaiting && j.Attempt == 1
+	requeued := waitJob(t, st, job.ID, 10*time.Second, "attempt 1 failed and re-queued", func(j jobq.Job) bool {
+		return j.Status == jobq.StateWaiting && j.Attempt == 1
 	})
 	if err := a.Stop(); err != nil {
 		t.Fatalf("stop A: %v", err)
@@ -81,7 +81,7 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 
 	held.Release()
 	first := recv(t, claimsB, 10*time.Second, "B's claim with the stale candidate")
-	final := waitJob(t, st, job.ID, 10*time.Second, "job SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+	final := waitJob(t, st, job.ID, 10*time.Second, "job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if err := b.Stop(); err != nil {
 		t.Fatalf("stop B: %v", err)
 	}

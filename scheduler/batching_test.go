@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // claimSizes records the size of every non-empty claim.
@@ -18,7 +18,7 @@ type claimSizes struct {
 	sizes []int
 }
 
-func (c *claimSizes) hook(jobs []store.ClaimedJob, _ int) {
+func (c *claimSizes) hook(jobs []jobq.ClaimedJob, _ int) {
 	if len(jobs) == 0 {
 		return
 	}
@@ -59,7 +59,7 @@ func TestDrainClaimsFullBatches(t *testing.T) {
 			cfg.Hooks.ClaimedFunc = sizes.hook
 			startScheduler(t, st, st.DB(), reg, cfg)
 			waitFor(t, 60*time.Second, "all jobs SUCCESS", func() (bool, error) {
-				got, err := countStatus(st, store.StatusSuccess)
+				got, err := countStatus(st, jobq.StateSuccess)
 				return got == n, err
 			})
 			got := sizes.get()
@@ -121,11 +121,11 @@ func TestCompleteLingerBatchesCompletions(t *testing.T) {
 			startScheduler(t, st, st.DB(), reg, cfg)
 			closed(t, noopStarted, 10*time.Second, "the no-op job started")
 			if !c.sameBatch {
-				waitJob(t, st, first.ID, 10*time.Second, "no-op job SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+				waitJob(t, st, first.ID, 10*time.Second, "no-op job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 			}
 			release.Open()
 			for _, id := range []uint64{first.ID, later.ID} {
-				waitJob(t, st, id, 10*time.Second, "SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+				waitJob(t, st, id, 10*time.Second, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 			}
 			fin := func(id uint64) time.Time {
 				ex := executions(t, st, id)
@@ -154,7 +154,7 @@ func TestLoneJobIsNotDelayedByBatching(t *testing.T) {
 	s := startScheduler(t, st, st.DB(), reg, cfg)
 	j := submit(t, st, "lone", "noop", `{}`, 0)
 	s.Wake()
-	done := waitJob(t, st, j.ID, 10*time.Second, "SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+	done := waitJob(t, st, j.ID, 10*time.Second, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if took := done.FinishedAt.Sub(done.CreateTime); took >= cfg.DrainWait {
 		t.Fatalf("submit to finish took %s: held by the %s drain wait or completion linger", took, cfg.DrainWait)
 	}
@@ -195,12 +195,12 @@ func TestDrainWaitIgnoresSlotsHeldByLongHandlers(t *testing.T) {
 	}
 	s.Wake()
 	waitFor(t, 20*time.Second, "the short backlog SUCCESS", func() (bool, error) {
-		got, err := countStatus(st, store.StatusSuccess)
+		got, err := countStatus(st, jobq.StateSuccess)
 		return got == n, err
 	})
 	lone := submit(t, st, "lone-busy", "noop", `{}`, 0)
 	s.Wake()
-	done := waitJob(t, st, lone.ID, 10*time.Second, "SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+	done := waitJob(t, st, lone.ID, 10*time.Second, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if took := done.FinishedAt.Sub(done.CreateTime); took >= cfg.DrainWait {
 		t.Fatalf("a job submitted to the busy replica took %s: it waited the %s drain wait for slots held by long handlers", took, cfg.DrainWait)
 	}

@@ -3,7 +3,7 @@ package scheduler
 import (
 	"context"
 
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq"
 )
 
 // claimMaxAttempts bounds the retries of one claim: after that the scan
@@ -25,14 +25,14 @@ func newClaimer(s *Scheduler) *claimer { return &claimer{s: s, lastEmpty: true} 
 // claim takes up to n due jobs. A failed query returns an error (never an
 // empty result). After an empty claim the skiplocked strategy first probes
 // with one cheap non-locking read, so an idle replica costs one query per scan.
-func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) {
+func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 	s := c.s
-	var jobs []store.ClaimedJob
+	var jobs []jobq.ClaimedJob
 	var conflicts int
 	var err error
 	switch s.cfg.Strategy {
 	case StrategyCAS:
-		var cands []store.Fence
+		var cands []jobq.Fence
 		err = s.dbRetry(ctx, "claim.scan", claimMaxAttempts, func() error {
 			var e error
 			cands, e = s.store.JobScanAvailable(ctx, n)
@@ -43,15 +43,15 @@ func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) 
 		}
 		err = s.dbRetry(ctx, "claim.cas", claimMaxAttempts, func() error {
 			var e error
-			jobs, conflicts, e = s.store.JobClaimCAS(ctx, store.ClaimCASParams{
-				ClaimParams: store.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease},
+			jobs, conflicts, e = s.store.JobClaimCAS(ctx, jobq.ClaimCASParams{
+				ClaimParams: jobq.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease},
 				Candidates:  cands, Unguarded: s.cfg.Sabotage.NoCASGuard,
 			})
 			return e
 		})
 	default:
 		if c.lastEmpty {
-			var probe []store.Fence
+			var probe []jobq.Fence
 			err = s.dbRetry(ctx, "claim.probe", claimMaxAttempts, func() error {
 				var e error
 				probe, e = s.store.JobScanAvailable(ctx, 1)
@@ -65,7 +65,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]store.ClaimedJob, error) 
 			var e error
 			// A short queue: claim at READ COMMITTED so the claim does not
 			// lock the gap where submits insert (store.claimTx).
-			jobs, e = s.store.JobClaimSkipLocked(ctx, store.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease,
+			jobs, e = s.store.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease,
 				ReadCommitted: !c.lastFull})
 			return e
 		})

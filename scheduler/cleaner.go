@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq"
 )
 
 // cleanLoop runs a retention pass every CleanInterval (±10%) while
@@ -26,12 +26,12 @@ func (o *opsRunner) cleanLoop(ctx context.Context) {
 
 // clean deletes up to CleanMaxPerPass terminal jobs finished more than
 // Retention ago, CleanBatch per transaction.
-func (o *opsRunner) clean(ctx context.Context) store.PurgeResult {
+func (o *opsRunner) clean(ctx context.Context) jobq.PurgeResult {
 	s := o.s
-	var res store.PurgeResult
+	var res jobq.PurgeResult
 	err := s.dbRetry(ctx, "clean", 0, func() error {
 		var e error
-		res, e = o.st.JobPurge(ctx, store.PurgeParams{OlderThan: o.cfg.Retention, Batch: o.cfg.CleanBatch, MaxJobs: o.cfg.CleanMaxPerPass})
+		res, e = o.st.JobPurge(ctx, jobq.PurgeParams{OlderThan: o.cfg.Retention, Batch: o.cfg.CleanBatch, MaxJobs: o.cfg.CleanMaxPerPass})
 		return e
 	})
 	if err != nil {
@@ -53,9 +53,9 @@ func (o *opsRunner) clean(ctx context.Context) store.PurgeResult {
 // CleanNow runs one retention pass at once with the configured Retention
 // and returns what it deleted (tests and operators). It does nothing when
 // Retention is 0 or the store lacks OpsStore.
-func (s *Scheduler) CleanNow(ctx context.Context) store.PurgeResult {
+func (s *Scheduler) CleanNow(ctx context.Context) jobq.PurgeResult {
 	if s.ops == nil || s.ops.cfg.Retention <= 0 {
-		return store.PurgeResult{}
+		return jobq.PurgeResult{}
 	}
 	return s.ops.clean(ctx)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq"
 )
 
 // completer writes outcomes in batches: every completion waiting when a
@@ -13,15 +13,15 @@ import (
 // attempt.
 type completer struct {
 	s    *Scheduler
-	ch   chan store.Completion
+	ch   chan jobq.Completion
 	done chan struct{}
 }
 
 func newCompleter(s *Scheduler) *completer {
-	return &completer{s: s, ch: make(chan store.Completion, s.cfg.Workers+s.cfg.CompleteBatch), done: make(chan struct{})}
+	return &completer{s: s, ch: make(chan jobq.Completion, s.cfg.Workers+s.cfg.CompleteBatch), done: make(chan struct{})}
 }
 
-func (c *completer) submit(comp store.Completion) { c.ch <- comp }
+func (c *completer) submit(comp jobq.Completion) { c.ch <- comp }
 
 // close flushes what is queued and waits for the completer to exit. Call
 // only after every handler returned.
@@ -32,7 +32,7 @@ func (c *completer) close() {
 
 func (c *completer) run() {
 	defer close(c.done)
-	batch := make([]store.Completion, 0, c.s.cfg.CompleteBatch)
+	batch := make([]jobq.Completion, 0, c.s.cfg.CompleteBatch)
 	for comp := range c.ch {
 		batch = append(batch[:0], comp)
 		open := true
@@ -59,7 +59,7 @@ func (c *completer) run() {
 	}
 }
 
-func (c *completer) flush(batch []store.Completion) {
+func (c *completer) flush(batch []jobq.Completion) {
 	s := c.s
 	// A completion that cannot be written within two leases is moot: the
 	// rescuer will have returned the job.
@@ -88,7 +88,7 @@ func (c *completer) flush(batch []store.Completion) {
 // replica, waiting at most CompleteLinger for them; it returns at once when
 // the batch is full, no handler is running or lingering is disabled. open
 // is false once the channel is closed.
-func (c *completer) linger(batch []store.Completion) (_ []store.Completion, open bool) {
+func (c *completer) linger(batch []jobq.Completion) (_ []jobq.Completion, open bool) {
 	s := c.s
 	select { // a stale token from an earlier linger
 	case <-s.workingIdle:

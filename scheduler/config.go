@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/store"
 )
 
@@ -162,20 +163,20 @@ func (s Sabotage) Any() bool {
 type Hooks struct {
 	// ClaimedFunc is called after each claim with the jobs claimed (possibly
 	// none) and the claim conflicts (cas rows another replica won).
-	ClaimedFunc func(jobs []store.ClaimedJob, conflicts int)
+	ClaimedFunc func(jobs []jobq.ClaimedJob, conflicts int)
 	// CompletedFunc is called after a completion commits; applied is false
 	// for a stale completion that was refused.
-	CompletedFunc func(c store.Completion, applied bool)
+	CompletedFunc func(c jobq.Completion, applied bool)
 	// CompletionFailedFunc is called when a run's completion could not be
 	// written after retries (err is the last error); its lease will expire
 	// and the job will be rescued. Every claimed run ends in exactly one
 	// CompletedFunc or CompletionFailedFunc call.
-	CompletionFailedFunc func(c store.Completion, err error)
+	CompletionFailedFunc func(c jobq.Completion, err error)
 	// RescuedFunc is called after a rescue pass with the runs it rescued.
-	RescuedFunc func(rescued []store.Fence)
+	RescuedFunc func(rescued []jobq.Fence)
 	// LeaseLostFunc is called when a running handler is cancelled because its
 	// run lost its lease.
-	LeaseLostFunc func(f store.Fence)
+	LeaseLostFunc func(f jobq.Fence)
 	// DBErrorFunc is called for every database error (retried or not) with
 	// the operation name.
 	DBErrorFunc func(op string, err error)

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/store"
 )
 
 // dispatch hands a claimed job to a worker. The scanner claimed at most the
 // free slots, so a slot is always available.
-func (s *Scheduler) dispatch(cj store.ClaimedJob) {
+func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 	<-s.free
 	job := &Job{
 		ID: cj.ID, JobKey: cj.JobKey, JobType: cj.JobType, Params: cj.Params, Priority: cj.Priority,
@@ -59,7 +60,7 @@ func (s *Scheduler) work(ctx context.Context, r *run, h Handler, ok bool) {
 	}
 	c := s.outcome(ctx, job, err)
 	left := s.working.Add(-1)
-	if c.Outcome == store.OutcomeSuccess {
+	if c.Outcome == jobq.OutcomeSuccess {
 		if txh, isTx := h.(TxHandler); isTx {
 			if left == 0 { // no completion follows to end the completer's linger
 				select {
@@ -91,18 +92,18 @@ func (s *Scheduler) releaseSlot() {
 }
 
 // outcome turns a handler's return into a completion.
-func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) store.Completion {
-	c := store.Completion{Fence: job.Fence(), Unfenced: s.cfg.Sabotage.NoFencing}
+func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) jobq.Completion {
+	c := jobq.Completion{Fence: job.Fence(), Unfenced: s.cfg.Sabotage.NoFencing}
 	cause := context.Cause(ctx)
 	switch {
 	case ctx.Err() != nil && errors.Is(cause, ErrCancelRequested):
-		c.Outcome, c.Error = store.OutcomeCanceled, "cancel requested"
+		c.Outcome, c.Error = jobq.OutcomeCanceled, "cancel requested"
 	case err == nil:
-		c.Outcome = store.OutcomeSuccess
+		c.Outcome = jobq.OutcomeSuccess
 	case ctx.Err() != nil && errors.Is(cause, ErrShutdown):
-		c.Outcome, c.Error = store.OutcomeReleased, "released at shutdown: "+err.Error()
+		c.Outcome, c.Error = jobq.OutcomeReleased, "released at shutdown: "+err.Error()
 	default:
-		c.Outcome, c.Error = store.OutcomeFailed, err.Error()
+		c.Outcome, c.Error = jobq.OutcomeFailed, err.Error()
 		if !errors.Is(err, ErrDiscard) && job.RetryTimes < job.MaxRetry {
 			c.Retry = true
 			c.Backoff = RetryBackoff(job.RetryTimes, s.cfg.RetryBackoffBase, s.cfg.RetryBackoffMax, s.cfg.RetryJitter)
@@ -113,7 +114,7 @@ func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) store.Comp
 
 // completeTx is transactional completion for a TxHandler: the fenced
 // completion and WorkTx commit together. If WorkTx fails the attempt fails.
-func (s *Scheduler) completeTx(c store.Completion, h TxHandler, job *Job) {
+func (s *Scheduler) completeTx(c jobq.Completion, h TxHandler, job *Job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.Lease)
 	defer cancel()
 	var applied bool
@@ -160,7 +161,7 @@ func safeWork(ctx context.Context, h Handler, job *Job) (err error) {
 
 // finishRun forgets a run once its completion committed (or was refused or
 // could not be written) and counts the outcome.
-func (s *Scheduler) finishRun(c store.Completion, applied bool, writeErr error) {
+func (s *Scheduler) finishRun(c jobq.Completion, applied bool, writeErr error) {
 	s.mu.Lock()
 	r := s.runs[c.Fence]
 	delete(s.runs, c.Fence)
@@ -181,9 +182,9 @@ func (s *Scheduler) finishRun(c store.Completion, applied bool, writeErr error) 
 		s.stats.stale.Add(1)
 		s.log.Warn("stale completion refused: the run lost its lease", "component", "completer",
 			"job_id", c.ID, "attempt", c.Attempt, "outcome", c.Outcome)
-	case c.Outcome == store.OutcomeSuccess:
+	case c.Outcome == jobq.OutcomeSuccess:
 		s.stats.succeeded.Add(1)
-	case c.Outcome == store.OutcomeReleased:
+	case c.Outcome == jobq.OutcomeReleased:
 		s.stats.released.Add(1)
 	default:
 		s.stats.failed.Add(1)

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // zombieConfig is replica A of the zombie scenarios: a 1 s lease, one
@@ -34,12 +34,12 @@ func rescuerConfig(owner string) scheduler.Config {
 
 type zombieRun struct {
 	id      uint64
-	byB     store.Job // the row after B's attempt 2 committed
-	final   store.Job // the row after A's late completion
-	execs   []store.Execution
+	byB     jobq.Job // the row after B's attempt 2 committed
+	final   jobq.Job // the row after A's late completion
+	execs   []jobq.Execution
 	statsA  scheduler.Stats
 	lateA   completion // A's completion as its hook reported it
-	rescued []store.Fence
+	rescued []jobq.Fence
 	callsA  int
 	callsB  int
 }
@@ -70,8 +70,8 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 	cfgA.Hooks.CompletedFunc = hookA
 	a := startScheduler(t, fsA, st.DB(), regA, cfgA)
 
-	waitJob(t, st, job.ID, 10*time.Second, "A holds attempt 1", func(j store.Job) bool {
-		return j.Status == store.StatusRunning && j.Attempt == 1 && j.Owner == "a"
+	waitJob(t, st, job.ID, 10*time.Second, "A holds attempt 1", func(j jobq.Job) bool {
+		return j.Status == jobq.StateRunning && j.Attempt == 1 && j.Owner == "a"
 	})
 	if cause := recv(t, ctxCancelled, 10*time.Second, "A's handler context cancelled"); cause != scheduler.ErrLeaseLost {
 		t.Fatalf("A's handler context cause = %v, want ErrLeaseLost", cause)
@@ -85,8 +85,8 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 	}))
 	b := startScheduler(t, st, st.DB(), regB, rescuerConfig("b"))
 	rescued := b.RescueNow(context.Background())
-	byB := waitJob(t, st, job.ID, 10*time.Second, "B's attempt 2 SUCCESS", func(j store.Job) bool {
-		return j.Status == store.StatusSuccess
+	byB := waitJob(t, st, job.ID, 10*time.Second, "B's attempt 2 SUCCESS", func(j jobq.Job) bool {
+		return j.Status == jobq.StateSuccess
 	})
 
 	gateA.Open()
@@ -107,17 +107,17 @@ func TestZombieCompletionIsFenced(t *testing.T) {
 	t.Parallel()
 	r := runZombie(t, false)
 
-	if got, want := fmt.Sprint(r.rescued), fmt.Sprint([]store.Fence{{ID: r.id, Attempt: 1}}); got != want {
+	if got, want := fmt.Sprint(r.rescued), fmt.Sprint([]jobq.Fence{{ID: r.id, Attempt: 1}}); got != want {
 		t.Fatalf("B rescued %s, want %s", got, want)
 	}
 	if r.byB.Attempt != 2 || r.byB.Owner != "b" || r.byB.RetryTimes != 1 {
 		t.Fatalf("after B: attempt=%d owner=%q retry_times=%d, want 2, \"b\", 1", r.byB.Attempt, r.byB.Owner, r.byB.RetryTimes)
 	}
-	if r.lateA.Applied || r.lateA.Outcome != store.OutcomeSuccess || r.lateA.Attempt != 1 {
+	if r.lateA.Applied || r.lateA.Outcome != jobq.OutcomeSuccess || r.lateA.Attempt != 1 {
 		t.Fatalf("A's late completion = %+v, want a refused SUCCESS of attempt 1", r.lateA)
 	}
 	f, b := r.final, r.byB
-	if f.Status != store.StatusSuccess || f.Attempt != 2 || f.Owner != "b" || f.RetryTimes != 1 ||
+	if f.Status != jobq.StateSuccess || f.Attempt != 2 || f.Owner != "b" || f.RetryTimes != 1 ||
 		!f.FinishedAt.Equal(*b.FinishedAt) || !f.UpdateTime.Equal(b.UpdateTime) {
 		t.Fatalf("after A's late write: status=%s attempt=%d owner=%q retry_times=%d finished_at=%v update_time=%v; "+
 			"want B's row unchanged: SUCCESS 2 \"b\" 1 %v %v",
@@ -150,7 +150,7 @@ func TestZombieCompletionWithoutFencingOverwrites(t *testing.T) {
 	if !r.final.FinishedAt.After(*r.byB.FinishedAt) {
 		t.Fatalf("finished_at %v, want it moved past B's %v by A's late write", r.final.FinishedAt, r.byB.FinishedAt)
 	}
-	if len(r.execs) != 2 || r.execs[0].Outcome == store.OutcomeStale {
+	if len(r.execs) != 2 || r.execs[0].Outcome == jobq.OutcomeStale {
 		t.Fatalf("executions = %v, want 2 with attempt 1 not STALE (the unfenced write was not refused)", execSummary(r.execs))
 	}
 }
@@ -174,19 +174,19 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 	hookA, doneA := completions()
 	cfgA.Hooks.CompletedFunc = hookA
 	startScheduler(t, fsA, st.DB(), reg, cfgA)
-	waitJob(t, st, job.ID, 10*time.Second, "A holds attempt 1", func(j store.Job) bool { return j.Status == store.StatusRunning })
+	waitJob(t, st, job.ID, 10*time.Second, "A holds attempt 1", func(j jobq.Job) bool { return j.Status == jobq.StateRunning })
 	waitFor(t, 10*time.Second, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
 
 	fsB := faultstore.Wrap(st)
 	held := fsB.PauseOnce(faultstore.RescueCandidatesAfter, nil)
 	t.Cleanup(held.Release)
 	b := startScheduler(t, fsB, st.DB(), scheduler.NewRegistry(), rescuerConfig("b"))
-	rescuedCh := make(chan []store.Fence, 1)
+	rescuedCh := make(chan []jobq.Fence, 1)
 	go func() { rescuedCh <- b.RescueNow(context.Background()) }()
 	closed(t, held.Reached(), 10*time.Second, "B's rescuer held after reading its candidates")
 
 	gateA.Open()
-	if c := recv(t, doneA, 10*time.Second, "A's completion"); !c.Applied || c.Outcome != store.OutcomeSuccess {
+	if c := recv(t, doneA, 10*time.Second, "A's completion"); !c.Applied || c.Outcome != jobq.OutcomeSuccess {
 		t.Fatalf("A's completion = %+v, want an applied SUCCESS", c)
 	}
 	before := getJob(t, st, job.ID)
@@ -197,7 +197,7 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 	if len(rescued) != 0 || b.Stats().Rescued != 0 {
 		t.Fatalf("rescued %v (stats %d), want none", rescued, b.Stats().Rescued)
 	}
-	if before.Status != store.StatusSuccess || before.Attempt != 1 {
+	if before.Status != jobq.StateSuccess || before.Attempt != 1 {
 		t.Fatalf("completed row status=%s attempt=%d, want SUCCESS 1", before.Status, before.Attempt)
 	}
 	if after.Status != before.Status || after.Attempt != before.Attempt || after.RetryTimes != before.RetryTimes ||
@@ -214,7 +214,7 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 // A's effect handler ran (its non_tx row is written) and A is held before its
 // transactional completion while its lease runs out; B rescues, re-runs and
 // completes; then A's completion goes ahead.
-func runEffectZombie(t *testing.T, noFencing bool) (tx, nonTx int64, statsA scheduler.Stats, execs []store.Execution) {
+func runEffectZombie(t *testing.T, noFencing bool) (tx, nonTx int64, statsA scheduler.Stats, execs []jobq.Execution) {
 	st := testdb.Store(t)
 	reg := scheduler.NewRegistry()
 	jobtypes.Register(reg)
@@ -236,8 +236,8 @@ func runEffectZombie(t *testing.T, noFencing bool) (tx, nonTx int64, statsA sche
 	if got := b.RescueNow(context.Background()); len(got) != 1 {
 		t.Fatalf("B rescued %v, want the one job", got)
 	}
-	waitJob(t, st, job.ID, 10*time.Second, "B's attempt 2 SUCCESS", func(j store.Job) bool {
-		return j.Status == store.StatusSuccess && j.Attempt == 2
+	waitJob(t, st, job.ID, 10*time.Second, "B's attempt 2 SUCCESS", func(j jobq.Job) bool {
+		return j.Status == jobq.StateSuccess && j.Attempt == 2
 	})
 	held.Release()
 	recv(t, doneA, 10*time.Second, "A's late completion")

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq"
 )
 
 // Job is what a handler receives: one run (attempt) of one job.
@@ -33,7 +33,7 @@ type Job struct {
 }
 
 // Fence returns the run's fencing token.
-func (j *Job) Fence() store.Fence { return store.Fence{ID: j.ID, Attempt: j.Attempt} }
+func (j *Job) Fence() jobq.Fence { return jobq.Fence{ID: j.ID, Attempt: j.Attempt} }
 
 // Handler runs jobs of one job type. Work gets a context that is cancelled
 // on the job's timeout, when the run loses its lease, when the job's cancel

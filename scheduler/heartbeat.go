@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq"
 )
 
 // heartbeat renews every in-flight lease in one statement each
@@ -69,7 +69,7 @@ func (h *heartbeat) beat() {
 	var n int64
 	err := s.dbRetry(ctx, "lease.renew", 3, func() error {
 		var e error
-		n, e = s.store.LeaseRenewMany(ctx, store.LeaseRenewParams{Owner: s.cfg.Owner, Lease: s.cfg.Lease, IDs: ids})
+		n, e = s.store.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: s.cfg.Owner, Lease: s.cfg.Lease, IDs: ids})
 		return e
 	})
 	if err != nil {
@@ -82,7 +82,7 @@ func (h *heartbeat) beat() {
 		h.renewed(runs, sent)
 		return
 	}
-	var states []store.FenceState
+	var states []jobq.FenceState
 	err = s.dbRetry(ctx, "lease.fence_states", 3, func() error {
 		var e error
 		states, e = s.store.JobFenceStates(ctx, ids)
@@ -94,14 +94,14 @@ func (h *heartbeat) beat() {
 		h.expireUnrenewed(runs)
 		return
 	}
-	byID := make(map[uint64]store.FenceState, len(states))
+	byID := make(map[uint64]jobq.FenceState, len(states))
 	for _, st := range states {
 		byID[st.ID] = st
 	}
 	var kept []*run
 	for _, r := range runs {
 		st, ok := byID[r.job.ID]
-		holds := ok && st.Status == store.StatusRunning && st.Owner == s.cfg.Owner && st.Attempt == r.job.Attempt
+		holds := ok && st.Status == jobq.StateRunning && st.Owner == s.cfg.Owner && st.Attempt == r.job.Attempt
 		switch {
 		case !holds:
 			h.lose(r)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -45,7 +46,7 @@ func startScheduler(t *testing.T, st scheduler.Store, db *sql.DB, reg *scheduler
 	return s
 }
 
-func submit(t *testing.T, st *store.Store, key, typ, params string, maxRetry int) store.Job {
+func submit(t *testing.T, st *store.Store, key, typ, params string, maxRetry int) jobq.Job {
 	t.Helper()
 	svc := service.New(st, nil, nil)
 	mr := maxRetry
@@ -75,9 +76,9 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, erro
 	}
 }
 
-func countStatus(st *store.Store, status string) (int64, error) {
+func countStatus(st *store.Store, status jobq.JobState) (int64, error) {
 	m, err := st.JobCountByStatus(context.Background())
-	return m[status], err
+	return m[string(status)], err
 }
 
 func scalar(t *testing.T, db *sql.DB, q string, args ...any) int64 {
@@ -92,7 +93,7 @@ func scalar(t *testing.T, db *sql.DB, q string, args ...any) int64 {
 func key(prefix string, i int) string { return fmt.Sprintf("%s-%d", prefix, i) }
 
 // getJob reads one job row.
-func getJob(t *testing.T, st *store.Store, id uint64) store.Job {
+func getJob(t *testing.T, st *store.Store, id uint64) jobq.Job {
 	t.Helper()
 	j, err := st.JobGet(context.Background(), id)
 	if err != nil {
@@ -102,7 +103,7 @@ func getJob(t *testing.T, st *store.Store, id uint64) store.Job {
 }
 
 // executions reads a job's job_execution rows in attempt order.
-func executions(t *testing.T, st *store.Store, id uint64) []store.Execution {
+func executions(t *testing.T, st *store.Store, id uint64) []jobq.Execution {
 	t.Helper()
 	ex, err := st.JobExecutions(context.Background(), id)
 	if err != nil {
@@ -112,9 +113,9 @@ func executions(t *testing.T, st *store.Store, id uint64) []store.Execution {
 }
 
 // waitJob polls job id until pred holds and returns the row that satisfied it.
-func waitJob(t *testing.T, st *store.Store, id uint64, d time.Duration, what string, pred func(store.Job) bool) store.Job {
+func waitJob(t *testing.T, st *store.Store, id uint64, d time.Duration, what string, pred func(jobq.Job) bool) jobq.Job {
 	t.Helper()
-	var last store.Job
+	var last jobq.Job
 	waitFor(t, d, what, func() (bool, error) {
 		j, err := st.JobGet(context.Background(), id)
 		last = j
@@ -201,7 +202,7 @@ func (c *invocations) of(owner string, attempt int) int {
 }
 
 // execSummary renders execution rows as "attempt:owner:outcome" for got/want messages.
-func execSummary(ex []store.Execution) []string {
+func execSummary(ex []jobq.Execution) []string {
 	out := make([]string, len(ex))
 	for i, e := range ex {
 		out[i] = fmt.Sprintf("%d:%s:%s", e.Attempt, e.Owner, e.Outcome)
@@ -210,13 +211,13 @@ func execSummary(ex []store.Execution) []string {
 }
 
 // completions returns a CompletedFunc hook and the channel it reports on.
-func completions() (func(store.Completion, bool), chan completion) {
+func completions() (func(jobq.Completion, bool), chan completion) {
 	ch := make(chan completion, 100)
-	return func(c store.Completion, applied bool) { ch <- completion{c, applied} }, ch
+	return func(c jobq.Completion, applied bool) { ch <- completion{c, applied} }, ch
 }
 
 type completion struct {
-	store.Completion
+	jobq.Completion
 	Applied bool
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
@@ -72,8 +73,8 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 			t.Logf("jobq serve output:\n%s", out)
 		}
 	})
-	running := waitJob(t, st, job.ID, 30*time.Second, "job RUNNING on the jobq serve process", func(j store.Job) bool {
-		return j.Status == store.StatusRunning && j.Owner == "proc-a"
+	running := waitJob(t, st, job.ID, 30*time.Second, "job RUNNING on the jobq serve process", func(j jobq.Job) bool {
+		return j.Status == jobq.StateRunning && j.Owner == "proc-a"
 	})
 	if running.Attempt != 1 {
 		t.Fatalf("running attempt = %d, want 1", running.Attempt)
@@ -90,12 +91,12 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 	fsB := faultstore.Wrap(st)
 	held := fsB.PauseOnce(faultstore.ClaimSkipLocked, nil)
 	t.Cleanup(held.Release)
-	rescuedCh := make(chan []store.Fence, 10)
+	rescuedCh := make(chan []jobq.Fence, 10)
 	cfgB := fastConfig("b")
 	cfgB.Strategy = scheduler.StrategySkipLocked
 	cfgB.Lease = lease
 	cfgB.RescueInterval = rescueInterval
-	cfgB.Hooks.RescuedFunc = func(f []store.Fence) { rescuedCh <- f }
+	cfgB.Hooks.RescuedFunc = func(f []jobq.Fence) { rescuedCh <- f }
 	b := startScheduler(t, fsB, st.DB(), reg, cfgB)
 
 	killedAt, err := st.DBNow(context.Background())
@@ -109,12 +110,12 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 	_ = proc.Wait()
 
 	rescued := recv(t, rescuedCh, 10*time.Second, "B's rescuer to return the job")
-	if got, want := fmt.Sprint(rescued), fmt.Sprint([]store.Fence{{ID: job.ID, Attempt: 1}}); got != want {
+	if got, want := fmt.Sprint(rescued), fmt.Sprint([]jobq.Fence{{ID: job.ID, Attempt: 1}}); got != want {
 		t.Fatalf("rescued %s, want %s", got, want)
 	}
 	closed(t, held.Reached(), 10*time.Second, "B's claim of the rescued job")
 	w := getJob(t, st, job.ID)
-	if w.Status != store.StatusWaiting || w.RetryTimes != 1 || w.Attempt != 1 || w.LeaseUntil != nil || w.LastError != "lease expired" {
+	if w.Status != jobq.StateWaiting || w.RetryTimes != 1 || w.Attempt != 1 || w.LeaseUntil != nil || w.LastError != "lease expired" {
 		t.Fatalf("rescued row status=%s retry_times=%d attempt=%d lease_until=%v last_error=%q, want WAITING 1 1 nil \"lease expired\"",
 			w.Status, w.RetryTimes, w.Attempt, w.LeaseUntil, w.LastError)
 	}
@@ -128,7 +129,7 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 	}
 
 	held.Release()
-	f := waitJob(t, st, job.ID, 10*time.Second, "job SUCCESS on B", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+	f := waitJob(t, st, job.ID, 10*time.Second, "job SUCCESS on B", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if err := b.Stop(); err != nil {
 		t.Fatalf("stop B: %v", err)
 	}

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // Cancelling a RUNNING job cancels its handler's context within one
@@ -51,7 +51,7 @@ func TestCancelRunningJob(t *testing.T) {
 			if err != nil {
 				t.Fatalf("cancel: %v", err)
 			}
-			if j.Status != store.StatusRunning || !j.CancelRequested {
+			if j.Status != jobq.StateRunning || !j.CancelRequested {
 				t.Fatalf("cancel returned status=%s cancel_requested=%v, want RUNNING true", j.Status, j.CancelRequested)
 			}
 			cause := recv(t, cancelled, 10*time.Second, "handler context cancelled")
@@ -67,11 +67,11 @@ func TestCancelRunningJob(t *testing.T) {
 			if err := s.Stop(); err != nil {
 				t.Fatalf("stop: %v", err)
 			}
-			if !comp.Applied || comp.Outcome != store.OutcomeCanceled || comp.Retry {
+			if !comp.Applied || comp.Outcome != jobq.OutcomeCanceled || comp.Retry {
 				t.Fatalf("completion = %+v, want an applied CANCELED without retry", comp)
 			}
 			f := getJob(t, st, job.ID)
-			if f.Status != store.StatusCanceled || f.RetryTimes != 0 || f.Attempt != 1 || f.FinishedAt == nil || f.LeaseUntil != nil {
+			if f.Status != jobq.StateCanceled || f.RetryTimes != 0 || f.Attempt != 1 || f.FinishedAt == nil || f.LeaseUntil != nil {
 				t.Fatalf("job status=%s retry_times=%d attempt=%d finished_at=%v lease_until=%v, want CANCELED 0 1 set nil",
 					f.Status, f.RetryTimes, f.Attempt, f.FinishedAt, f.LeaseUntil)
 			}
@@ -110,7 +110,7 @@ func TestStopWaitsForRunningHandler(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop() }()
 	first := getJob(t, st, job.ID).LeaseUntil
-	renewed := waitJob(t, st, job.ID, 10*time.Second, "lease renewed during shutdown", func(j store.Job) bool {
+	renewed := waitJob(t, st, job.ID, 10*time.Second, "lease renewed during shutdown", func(j jobq.Job) bool {
 		return j.LeaseUntil != nil && j.LeaseUntil.After(*first)
 	})
 	later := submit(t, st, "after-stop", "wait", `{}`, 3)
@@ -119,7 +119,7 @@ func TestStopWaitsForRunningHandler(t *testing.T) {
 		t.Fatalf("Stop returned (%v) while the handler was still running", err)
 	default:
 	}
-	if renewed.Status != store.StatusRunning || renewed.Owner != "a" {
+	if renewed.Status != jobq.StateRunning || renewed.Owner != "a" {
 		t.Fatalf("during shutdown status=%s owner=%q, want RUNNING \"a\"", renewed.Status, renewed.Owner)
 	}
 
@@ -128,10 +128,10 @@ func TestStopWaitsForRunningHandler(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	f := getJob(t, st, job.ID)
-	if f.Status != store.StatusSuccess || f.Attempt != 1 || f.RetryTimes != 0 {
+	if f.Status != jobq.StateSuccess || f.Attempt != 1 || f.RetryTimes != 0 {
 		t.Fatalf("job status=%s attempt=%d retry_times=%d, want SUCCESS 1 0", f.Status, f.Attempt, f.RetryTimes)
 	}
-	if l := getJob(t, st, later.ID); l.Status != store.StatusWaiting || l.Attempt != 0 {
+	if l := getJob(t, st, later.ID); l.Status != jobq.StateWaiting || l.Attempt != 0 {
 		t.Fatalf("job submitted during shutdown status=%s attempt=%d, want WAITING 0 (not claimed)", l.Status, l.Attempt)
 	}
 	want := []string{"1:a:SUCCESS"}
@@ -166,7 +166,7 @@ func TestStopTimeoutReleasesJob(t *testing.T) {
 		t.Fatalf("context cause = %v, want ErrShutdown", cause)
 	}
 	f := getJob(t, st, job.ID)
-	if f.Status != store.StatusWaiting || f.RetryTimes != 0 || f.Attempt != 1 || f.LeaseUntil != nil || f.FinishedAt != nil {
+	if f.Status != jobq.StateWaiting || f.RetryTimes != 0 || f.Attempt != 1 || f.LeaseUntil != nil || f.FinishedAt != nil {
 		t.Fatalf("job status=%s retry_times=%d attempt=%d lease_until=%v finished_at=%v, want WAITING 0 1 nil nil",
 			f.Status, f.RetryTimes, f.Attempt, f.LeaseUntil, f.FinishedAt)
 	}

@@ -6,11 +6,11 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // A completion whose commit succeeded but whose acknowledgement was lost
@@ -31,7 +31,7 @@ func TestLostCommitAckIsNotStale(t *testing.T) {
 			fs.FailNext("JobCompleteTx.after", 1, mysql.ErrInvalidConn)
 			s := startScheduler(t, fs, st.DB(), reg, fastConfig("a"))
 			job := submit(t, st, "lost-ack-"+typ, typ, `{}`, 3)
-			got := waitJob(t, st, job.ID, 20*time.Second, "SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+			got := waitJob(t, st, job.ID, 20*time.Second, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 			if got.Attempt != 1 {
 				t.Fatalf("attempt = %d, want 1", got.Attempt)
 			}
@@ -41,7 +41,7 @@ func TestLostCommitAckIsNotStale(t *testing.T) {
 				t.Fatalf("stats stale=%d succeeded=%d db_retries=%d, want 0, 1, ≥1", stats.Stale, stats.Succeeded, stats.DBRetries)
 			}
 			ex := executions(t, st, job.ID)
-			if len(ex) != 1 || ex[0].Outcome != store.OutcomeSuccess {
+			if len(ex) != 1 || ex[0].Outcome != jobq.OutcomeSuccess {
 				t.Fatalf("executions = %v, want one SUCCESS", execSummary(ex))
 			}
 			if typ == jobtypes.Effect {

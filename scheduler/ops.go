@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/store"
 )
 
@@ -52,9 +53,9 @@ type OpsConfig struct {
 	CleanMaxPerPass int
 	// PeriodicFiredFunc, if set, is called after this replica fired a
 	// schedule (whether or not it inserted a job).
-	PeriodicFiredFunc func(name string, res store.PeriodicFireResult)
+	PeriodicFiredFunc func(name string, res jobq.PeriodicFireResult)
 	// CleanedFunc, if set, is called after each cleaner pass.
-	CleanedFunc func(res store.PurgeResult)
+	CleanedFunc func(res jobq.PurgeResult)
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -98,10 +99,10 @@ func (c OpsConfig) Validate() error {
 type OpsStore interface {
 	TypeLimits(ctx context.Context) (map[string]int, error)
 	TypeClaimable(ctx context.Context, jobType string) (bool, error)
-	JobClaimLimited(ctx context.Context, jobType string, p store.ClaimParams) ([]store.ClaimedJob, error)
-	PeriodicList(ctx context.Context) ([]store.Periodic, error)
-	PeriodicFire(ctx context.Context, name string, plan store.PeriodicPlanFunc) (store.PeriodicFireResult, error)
-	JobPurge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error)
+	JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
+	PeriodicList(ctx context.Context) ([]jobq.Periodic, error)
+	PeriodicFire(ctx context.Context, name string, plan jobq.PeriodicPlanFunc) (jobq.PeriodicFireResult, error)
+	JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error)
 }
 
 var _ OpsStore = (*store.Store)(nil)
@@ -220,7 +221,7 @@ func (o *opsRunner) reload(ctx context.Context) {
 	if o.cfg.DisablePeriodic {
 		return
 	}
-	var list []store.Periodic
+	var list []jobq.Periodic
 	err = s.dbRetry(ctx, "ops.periodic", 3, func() error {
 		var e error
 		list, e = o.st.PeriodicList(ctx)
@@ -267,10 +268,10 @@ func (o *opsRunner) claimLimited(ctx context.Context) {
 			}
 			continue
 		}
-		var jobs []store.ClaimedJob
+		var jobs []jobq.ClaimedJob
 		err = s.dbRetry(ctx, "claim.limited", claimMaxAttempts, func() error {
 			var e error
-			jobs, e = o.st.JobClaimLimited(ctx, typ, store.ClaimParams{Owner: s.cfg.Owner, Limit: min(free, s.cfg.BatchLimit), Lease: s.cfg.Lease})
+			jobs, e = o.st.JobClaimLimited(ctx, typ, jobq.ClaimParams{Owner: s.cfg.Owner, Limit: min(free, s.cfg.BatchLimit), Lease: s.cfg.Lease})
 			return e
 		})
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -27,7 +28,7 @@ import (
 
 // opSubmit submits through the service (validation included) with no
 // local wake-up, so only the scanner's own timer finds the job.
-func opSubmit(t *testing.T, st *store.Store, req service.SubmitRequest) store.Job {
+func opSubmit(t *testing.T, st *store.Store, req service.SubmitRequest) jobq.Job {
 	t.Helper()
 	job, created, err := service.New(st, nil, nil).Submit(context.Background(), req)
 	if err != nil || !created {
@@ -65,7 +66,7 @@ func TestOpsRunAtNeverEarlyStartsWithinOnePoll(t *testing.T) {
 	if !job.RunAt.Equal(runAt) || job.RunAt.Location() != time.UTC {
 		t.Fatalf("stored run_at = %v, want %v in UTC", job.RunAt, runAt)
 	}
-	done := waitJob(t, st, job.ID, 10*time.Second, "job status "+store.StatusSuccess, func(j store.Job) bool { return j.Status == store.StatusSuccess })
+	done := waitJob(t, st, job.ID, 10*time.Second, "job status "+string(jobq.StateSuccess), func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	started := *done.StartedAt
 	if started.Before(runAt) {
 		t.Fatalf("started_at %v is before run_at %v", started, runAt)
@@ -106,7 +107,7 @@ func TestOpsCancelRunningWithinOneHeartbeat(t *testing.T) {
 	job := submit(t, st, "c1", "wait", `{}`, 3)
 	recv(t, started, 10*time.Second, "handler start")
 	asked := time.Now()
-	if j, err := st.JobCancel(context.Background(), job.ID); err != nil || j.Status != store.StatusRunning || !j.CancelRequested {
+	if j, err := st.JobCancel(context.Background(), job.ID); err != nil || j.Status != jobq.StateRunning || !j.CancelRequested {
 		t.Fatalf("cancel: status=%s cancel_requested=%v err=%v", j.Status, j.CancelRequested, err)
 	}
 	v := recv(t, got, 2*hb+time.Second, "handler context cancelled")
@@ -117,12 +118,12 @@ func TestOpsCancelRunningWithinOneHeartbeat(t *testing.T) {
 	if d := v.at.Sub(asked); d > hb+200*time.Millisecond {
 		t.Fatalf("handler saw the cancel %s after it was requested, want ≤ %s", d, hb+200*time.Millisecond)
 	}
-	final := waitJob(t, st, job.ID, 5*time.Second, "job status "+store.StatusCanceled, func(j store.Job) bool { return j.Status == store.StatusCanceled })
+	final := waitJob(t, st, job.ID, 5*time.Second, "job status "+string(jobq.StateCanceled), func(j jobq.Job) bool { return j.Status == jobq.StateCanceled })
 	if final.RetryTimes != 0 || final.Attempt != 1 || final.FinishedAt == nil {
 		t.Fatalf("final job: retry_times=%d attempt=%d finished_at=%v, want 0, 1, set", final.RetryTimes, final.Attempt, final.FinishedAt)
 	}
 	ex := executions(t, st, job.ID)
-	if len(ex) != 1 || ex[0].Outcome != store.OutcomeCanceled {
+	if len(ex) != 1 || ex[0].Outcome != jobq.OutcomeCanceled {
 		t.Fatalf("executions = %+v, want one CANCELED", ex)
 	}
 }
@@ -155,12 +156,12 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 	obeys := opSubmit(t, st, service.SubmitRequest{JobKey: "obeys", JobType: "obeys", MaxRetry: ptr(1), TimeoutMs: ptr(200)})
 	ignores := opSubmit(t, st, service.SubmitRequest{JobKey: "ignores", JobType: "ignores", MaxRetry: ptr(0), TimeoutMs: ptr(100)})
 
-	j := waitJob(t, st, obeys.ID, 15*time.Second, "job status "+store.StatusSuccess, func(j store.Job) bool { return j.Status == store.StatusSuccess })
+	j := waitJob(t, st, obeys.ID, 15*time.Second, "job status "+string(jobq.StateSuccess), func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if j.RetryTimes != 1 || j.Attempt != 2 || !strings.Contains(j.LastError, scheduler.ErrJobTimeout.Error()) {
 		t.Fatalf("obeys: retry_times=%d attempt=%d last_error=%q, want 1, 2, containing %q", j.RetryTimes, j.Attempt, j.LastError, scheduler.ErrJobTimeout)
 	}
 	ex := executions(t, st, obeys.ID)
-	if len(ex) != 2 || ex[0].Outcome != store.OutcomeFailed || ex[1].Outcome != store.OutcomeSuccess ||
+	if len(ex) != 2 || ex[0].Outcome != jobq.OutcomeFailed || ex[1].Outcome != jobq.OutcomeSuccess ||
 		!strings.Contains(ex[0].Error, scheduler.ErrJobTimeout.Error()) {
 		t.Fatalf("obeys executions = %+v, want FAILED (job timeout) then SUCCESS", ex)
 	}
@@ -173,7 +174,7 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 	}
 	mu.Unlock()
 
-	k := waitJob(t, st, ignores.ID, 15*time.Second, "job status "+store.StatusFailed, func(j store.Job) bool { return j.Status == store.StatusFailed })
+	k := waitJob(t, st, ignores.ID, 15*time.Second, "job status "+string(jobq.StateFailed), func(j jobq.Job) bool { return j.Status == jobq.StateFailed })
 	if want := scheduler.ErrJobTimeout.Error() + " after 100ms"; k.LastError != want || k.RetryTimes != 0 {
 		t.Fatalf("ignores: last_error=%q retry_times=%d, want %q, 0", k.LastError, k.RetryTimes, want)
 	}
@@ -224,28 +225,28 @@ func TestOpsPauseResume(t *testing.T) {
 		submit(t, st, key("noop", i), "noop", `{}`, 3)
 	}
 	waitFor(t, 10*time.Second, "5 noop jobs SUCCESS", func() (bool, error) {
-		n, err := countStatus(st, store.StatusSuccess)
+		n, err := countStatus(st, jobq.StateSuccess)
 		return n == 5, err
 	})
 	scans := s.Stats().Scans
 	waitFor(t, 10*time.Second, "5 more scans", func() (bool, error) { return s.Stats().Scans >= scans+5, nil })
 	for _, id := range paused {
-		if j := getJob(t, st, id); j.Status != store.StatusWaiting || j.Attempt != 0 {
+		if j := getJob(t, st, id); j.Status != jobq.StateWaiting || j.Attempt != 0 {
 			t.Fatalf("paused job %d: status=%s attempt=%d, want WAITING 0", id, j.Status, j.Attempt)
 		}
 	}
-	if j := getJob(t, st, first.ID); j.Status != store.StatusRunning {
+	if j := getJob(t, st, first.ID); j.Status != jobq.StateRunning {
 		t.Fatalf("job running before the pause: status=%s, want RUNNING", j.Status)
 	}
 	close(release) // the running job finishes while its type is paused
-	if j := waitJob(t, st, first.ID, 5*time.Second, "job status "+store.StatusSuccess, func(j store.Job) bool { return j.Status == store.StatusSuccess }); j.Attempt != 1 {
+	if j := waitJob(t, st, first.ID, 5*time.Second, "job status "+string(jobq.StateSuccess), func(j jobq.Job) bool { return j.Status == jobq.StateSuccess }); j.Attempt != 1 {
 		t.Fatalf("first job attempt = %d, want 1", j.Attempt)
 	}
 	if ctl, err := st.TypeSetPaused(ctx, "report", false); err != nil || ctl.Paused {
 		t.Fatalf("resume: %+v %v", ctl, err)
 	}
 	for _, id := range paused {
-		if j := waitJob(t, st, id, 10*time.Second, "job status "+store.StatusSuccess, func(j store.Job) bool { return j.Status == store.StatusSuccess }); j.Attempt != 1 {
+		if j := waitJob(t, st, id, 10*time.Second, "job status "+string(jobq.StateSuccess), func(j jobq.Job) bool { return j.Status == jobq.StateSuccess }); j.Attempt != 1 {
 			t.Fatalf("resumed job %d attempt = %d, want 1", id, j.Attempt)
 		}
 	}
@@ -398,11 +399,11 @@ func periodicInstants(t *testing.T, st *store.Store, name string) []time.Time {
 		if err := rows.Scan(&k, &status, &execs); err != nil {
 			t.Fatal(err)
 		}
-		at, err := time.Parse(store.PeriodicInstantLayout, strings.TrimPrefix(k, name+"@"))
+		at, err := time.Parse(jobq.PeriodicInstantLayout, strings.TrimPrefix(k, name+"@"))
 		if err != nil {
 			t.Fatalf("job_key %q: %v", k, err)
 		}
-		if status != store.StatusSuccess || execs != 1 {
+		if jobq.JobState(status) != jobq.StateSuccess || execs != 1 {
 			t.Fatalf("job %s: status=%s executions=%d, want SUCCESS 1", k, status, execs)
 		}
 		out = append(out, at)
@@ -421,19 +422,19 @@ func mustCron(t *testing.T, expr string) func(time.Time) time.Time {
 // firedLog collects PeriodicFiredFunc calls.
 type firedLog struct {
 	mu    sync.Mutex
-	fires map[string][]store.PeriodicFireResult
+	fires map[string][]jobq.PeriodicFireResult
 }
 
-func (f *firedLog) hook(name string, res store.PeriodicFireResult) {
+func (f *firedLog) hook(name string, res jobq.PeriodicFireResult) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fires == nil {
-		f.fires = map[string][]store.PeriodicFireResult{}
+		f.fires = map[string][]jobq.PeriodicFireResult{}
 	}
 	f.fires[name] = append(f.fires[name], res)
 }
 
-func (f *firedLog) get(name string) []store.PeriodicFireResult {
+func (f *firedLog) get(name string) []jobq.PeriodicFireResult {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.fires[name])
@@ -446,8 +447,8 @@ func TestOpsPeriodicThreeReplicasExactlyOnePerSecond(t *testing.T) {
 	st := testdb.Store(t)
 	ctx := context.Background()
 	next := mustCron(t, "* * * * * *")
-	p, created, err := st.PeriodicUpsert(ctx, store.PeriodicSpec{Name: "tick", Cron: "* * * * * *", JobType: "noop",
-		Params: "{}", MaxRetry: 3, Misfire: store.MisfireSkip, Source: store.PeriodicSourceAPI}, next)
+	p, created, err := st.PeriodicUpsert(ctx, jobq.PeriodicSpec{Name: "tick", Cron: "* * * * * *", JobType: "noop",
+		Params: "{}", MaxRetry: 3, Misfire: jobq.MisfireSkip, Source: jobq.PeriodicSourceAPI}, next)
 	if err != nil || !created {
 		t.Fatalf("upsert: created=%v err=%v", created, err)
 	}
@@ -463,7 +464,7 @@ func TestOpsPeriodicThreeReplicasExactlyOnePerSecond(t *testing.T) {
 	}
 	end := first.Add(10 * time.Second) // instants first … first+9s
 	waitFor(t, 20*time.Second, "the 10th instant enqueued and run", func() (bool, error) {
-		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key = ? AND status = 'SUCCESS'", store.PeriodicKey("tick", end.Add(-time.Second))) == 1, nil
+		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key = ? AND status = 'SUCCESS'", jobq.PeriodicKey("tick", end.Add(-time.Second))) == 1, nil
 	})
 	for _, s := range reps {
 		if err := s.Stop(); err != nil {
@@ -500,9 +501,9 @@ func TestOpsPeriodicMisfireSkipAndOnce(t *testing.T) {
 	st := testdb.Store(t)
 	ctx := context.Background()
 	next := mustCron(t, "* * * * * *")
-	for name, policy := range map[string]string{"skipper": store.MisfireSkip, "oncer": store.MisfireOnce} {
-		if _, _, err := st.PeriodicUpsert(ctx, store.PeriodicSpec{Name: name, Cron: "* * * * * *", JobType: "noop",
-			Params: "{}", Misfire: policy, Source: store.PeriodicSourceConfig}, next); err != nil {
+	for name, policy := range map[string]string{"skipper": jobq.MisfireSkip, "oncer": jobq.MisfireOnce} {
+		if _, _, err := st.PeriodicUpsert(ctx, jobq.PeriodicSpec{Name: name, Cron: "* * * * * *", JobType: "noop",
+			Params: "{}", Misfire: policy, Source: jobq.PeriodicSourceConfig}, next); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -565,7 +566,7 @@ func TestOpsPeriodicMisfireSkipAndOnce(t *testing.T) {
 			f := fires[restartFires[name]].DBNow
 			firstFire[name] = f
 			n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key IN (?, ?) AND status = 'SUCCESS'",
-				store.PeriodicKey(name, f.Truncate(time.Second).Add(time.Second)), store.PeriodicKey(name, f.Truncate(time.Second).Add(2*time.Second)))
+				jobq.PeriodicKey(name, f.Truncate(time.Second).Add(time.Second)), jobq.PeriodicKey(name, f.Truncate(time.Second).Add(2*time.Second)))
 			if n != 2 {
 				return false, nil
 			}
@@ -637,12 +638,12 @@ func TestOpsRetentionCleaner(t *testing.T) {
 	exec(`INSERT INTO job_execution (job_id, attempt, owner, started_at, finished_at, outcome)
 		SELECT id, 1, 'x', create_time, finished_at, status FROM job_queue WHERE job_key = 'young'`)
 
-	passes := make(chan store.PurgeResult, 100)
+	passes := make(chan jobq.PurgeResult, 100)
 	cfg := fastConfig("cleaner")
 	cfg.Ops.Retention = time.Hour
 	cfg.Ops.CleanInterval = 100 * time.Millisecond
 	cfg.Ops.CleanBatch = 100
-	cfg.Ops.CleanedFunc = func(r store.PurgeResult) { passes <- r }
+	cfg.Ops.CleanedFunc = func(r jobq.PurgeResult) { passes <- r }
 	startScheduler(t, st, db, scheduler.NewRegistry(), cfg)
 
 	first := recv(t, passes, 10*time.Second, "first cleaner pass")

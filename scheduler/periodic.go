@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/robfig/cron/v3"
-
-	"github.com/jobq/jobq/store"
 )
 
 // cronParser accepts standard 5-field expressions, an optional leading
@@ -49,7 +48,7 @@ func ParseCron(expr string) (cron.Schedule, error) {
 // first instant not yet enqueued and now the database clock. Due instants
 // are those in [cursor, now]. An instant at most threshold old is on time
 // and is enqueued; older ones were missed (no replica fired them in time):
-// with store.MisfireSkip none of them runs, with store.MisfireOnce only the
+// with jobq.MisfireSkip none of them runs, with jobq.MisfireOnce only the
 // latest one does. next is the first instant after now (farFuture when the
 // schedule never fires again). Nothing is due when cursor is after now.
 func PlanPeriodic(sched cron.Schedule, misfire string, threshold time.Duration, cursor, now time.Time) (enqueue []time.Time, next time.Time) {
@@ -60,7 +59,7 @@ func PlanPeriodic(sched cron.Schedule, misfire string, threshold time.Duration, 
 	if cd, ok := sched.(cron.ConstantDelaySchedule); ok && cd.Delay > 0 {
 		return planEvery(cd.Delay, misfire, onTimeFrom, cursor, now)
 	}
-	if misfire == store.MisfireOnce && cursor.Before(onTimeFrom) {
+	if misfire == jobq.MisfireOnce && cursor.Before(onTimeFrom) {
 		if m, ok := latestBefore(sched, cursor, onTimeFrom); ok {
 			enqueue = append(enqueue, m)
 		}
@@ -91,12 +90,12 @@ func planEvery(d time.Duration, misfire string, onTimeFrom, cursor, now time.Tim
 		k := onTimeFrom.Sub(i) / d
 		last := i.Add(k * d)
 		if last.Before(onTimeFrom) {
-			if misfire == store.MisfireOnce {
+			if misfire == jobq.MisfireOnce {
 				enqueue = append(enqueue, last)
 			}
 			i = last.Add(d)
 		} else {
-			if misfire == store.MisfireOnce && k > 0 {
+			if misfire == jobq.MisfireOnce && k > 0 {
 				enqueue = append(enqueue, last.Add(-d))
 			}
 			i = last
@@ -136,7 +135,7 @@ type periodicEntry struct {
 
 // setPeriodic replaces the known schedules with list; each fires when the
 // database clock reaches its cursor (NextRunAt), per the last measured offset.
-func (o *opsRunner) setPeriodic(list []store.Periodic) {
+func (o *opsRunner) setPeriodic(list []jobq.Periodic) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	m := make(map[string]*periodicEntry, len(list))
@@ -182,14 +181,14 @@ func (o *opsRunner) fireDue(ctx context.Context) {
 // clock: Next − DBNow from now.
 func (o *opsRunner) fire(ctx context.Context, name string) {
 	s := o.s
-	plan := func(p store.Periodic, now time.Time) ([]time.Time, time.Time) {
+	plan := func(p jobq.Periodic, now time.Time) ([]time.Time, time.Time) {
 		sched, err := ParseCron(p.Cron)
 		if err != nil {
 			return nil, p.NextRunAt // left untouched; reported below
 		}
 		return PlanPeriodic(sched, p.Misfire, o.cfg.MisfireThreshold, p.NextRunAt, now)
 	}
-	var res store.PeriodicFireResult
+	var res jobq.PeriodicFireResult
 	err := s.dbRetry(ctx, "periodic.fire", 0, func() error {
 		var e error
 		res, e = o.st.PeriodicFire(ctx, name, plan)
@@ -212,7 +211,7 @@ func (o *opsRunner) fire(ctx context.Context, name string) {
 
 // afterFire sets the schedule's next fire time after a fire that returned
 // at received; false when the fire failed or the schedule is gone.
-func (o *opsRunner) afterFire(name string, res store.PeriodicFireResult, err error, received time.Time) bool {
+func (o *opsRunner) afterFire(name string, res jobq.PeriodicFireResult, err error, received time.Time) bool {
 	s := o.s
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -220,7 +219,7 @@ func (o *opsRunner) afterFire(name string, res store.PeriodicFireResult, err err
 	switch {
 	case e == nil:
 		return false
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, jobq.ErrNotFound):
 		delete(o.periodic, name)
 		return false
 	case err != nil:

@@ -6,8 +6,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // "@every d" schedules are anchored at the stored cursor: each due instant
@@ -24,12 +24,12 @@ func TestPlanPeriodicEvery(t *testing.T) {
 		want        []time.Time
 		next        time.Time
 	}{
-		{"not due yet", store.MisfireSkip, sec(10), sec(5), nil, sec(10)},
-		{"due now", store.MisfireSkip, sec(10), sec(10), []time.Time{sec(10)}, sec(20)},
-		{"due, slightly late", store.MisfireSkip, sec(10), sec(10).Add(300 * time.Millisecond), []time.Time{sec(10)}, sec(20)},
-		{"missed, skip", store.MisfireSkip, sec(10), sec(65), nil, sec(70)},
-		{"missed, once", store.MisfireOnce, sec(10), sec(65), []time.Time{sec(60)}, sec(70)},
-		{"missed, on-time instant too", store.MisfireOnce, sec(10), sec(70).Add(500 * time.Millisecond), []time.Time{sec(60), sec(70)}, sec(80)},
+		{"not due yet", jobq.MisfireSkip, sec(10), sec(5), nil, sec(10)},
+		{"due now", jobq.MisfireSkip, sec(10), sec(10), []time.Time{sec(10)}, sec(20)},
+		{"due, slightly late", jobq.MisfireSkip, sec(10), sec(10).Add(300 * time.Millisecond), []time.Time{sec(10)}, sec(20)},
+		{"missed, skip", jobq.MisfireSkip, sec(10), sec(65), nil, sec(70)},
+		{"missed, once", jobq.MisfireOnce, sec(10), sec(65), []time.Time{sec(60)}, sec(70)},
+		{"missed, on-time instant too", jobq.MisfireOnce, sec(10), sec(70).Add(500 * time.Millisecond), []time.Time{sec(60), sec(70)}, sec(80)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

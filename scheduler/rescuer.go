@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq"
 )
 
 // rescuer returns RUNNING jobs whose lease expired on the database clock to
@@ -30,9 +30,9 @@ func (r *rescuer) run(ctx context.Context) {
 }
 
 // pass rescues up to RescueBatch expired runs and returns them.
-func (r *rescuer) pass(ctx context.Context) []store.Fence {
+func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
 	s := r.s
-	var cands []store.Fence
+	var cands []jobq.Fence
 	err := s.dbRetry(ctx, "rescue.candidates", 0, func() error {
 		var e error
 		cands, e = s.store.JobRescueCandidates(ctx, s.cfg.RescueBatch)
@@ -44,7 +44,7 @@ func (r *rescuer) pass(ctx context.Context) []store.Fence {
 		}
 		return nil
 	}
-	var rescued []store.Fence
+	var rescued []jobq.Fence
 	for _, f := range cands {
 		var ok bool
 		err := s.dbRetry(ctx, "rescue", 0, func() error {
@@ -72,4 +72,4 @@ func (r *rescuer) pass(ctx context.Context) []store.Fence {
 
 // RescueNow runs one rescue pass at once and returns the runs it rescued
 // (tests, and `jobq` operators who do not want to wait RescueInterval).
-func (s *Scheduler) RescueNow(ctx context.Context) []store.Fence { return newRescuer(s).pass(ctx) }
+func (s *Scheduler) RescueNow(ctx context.Context) []jobq.Fence { return newRescuer(s).pass(ctx) }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
@@ -197,7 +198,7 @@ func TestDeadlockRetried(t *testing.T) {
 			if err := s.Stop(); err != nil {
 				t.Fatalf("stop: %v", err)
 			}
-			if !comp.Applied || comp.Outcome != store.OutcomeSuccess {
+			if !comp.Applied || comp.Outcome != jobq.OutcomeSuccess {
 				t.Fatalf("completion = %+v, want an applied SUCCESS", comp)
 			}
 			st2 := s.Stats()
@@ -206,7 +207,7 @@ func TestDeadlockRetried(t *testing.T) {
 					st2.DBRetries, st2.ClaimErrors, st2.Claimed, st2.Succeeded, dbErrs.get())
 			}
 			j := getJob(t, st, job.ID)
-			if j.Status != store.StatusSuccess || j.Attempt != 1 || j.RetryTimes != 0 {
+			if j.Status != jobq.StateSuccess || j.Attempt != 1 || j.RetryTimes != 0 {
 				t.Fatalf("job status=%s attempt=%d retry_times=%d, want SUCCESS 1 0", j.Status, j.Attempt, j.RetryTimes)
 			}
 			want := []string{"1:a:SUCCESS"}
@@ -241,7 +242,7 @@ func TestDeadlockNotRetriedWhenSabotaged(t *testing.T) {
 	cfg.Lease = time.Second
 	cfg.Sabotage.NoDeadlockRetry = true
 	s := startScheduler(t, fs, st.DB(), reg, cfg)
-	j := waitJob(t, st, job.ID, 15*time.Second, "job SUCCESS", func(j store.Job) bool { return j.Status == store.StatusSuccess })
+	j := waitJob(t, st, job.ID, 15*time.Second, "job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

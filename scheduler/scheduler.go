@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/store"
 )
 
@@ -40,7 +41,7 @@ type Scheduler struct {
 	workingIdle chan struct{}
 
 	mu   sync.Mutex
-	runs map[store.Fence]*run
+	runs map[jobq.Fence]*run
 
 	moreWaiting atomic.Bool // the last claim filled its batch: more may be due
 	stats       stats
@@ -99,7 +100,7 @@ func New(st Store, db *sql.DB, reg *Registry, cfg Config, skipLockedOK bool) (*S
 		free:        make(chan struct{}, cfg.Workers),
 		slotFreed:   make(chan struct{}, 1),
 		workingIdle: make(chan struct{}, 1),
-		runs:        map[store.Fence]*run{},
+		runs:        map[jobq.Fence]*run{},
 	}
 	for range cfg.Workers {
 		s.free <- struct{}{}

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // Two replicas, both strategies: every job runs exactly once and succeeds.
@@ -29,7 +29,7 @@ func TestTwoReplicasRunEachJobOnce(t *testing.T) {
 				startScheduler(t, st, st.DB(), reg, cfg)
 			}
 			waitFor(t, 30*time.Second, "all jobs SUCCESS", func() (bool, error) {
-				n2, err := countStatus(st, store.StatusSuccess)
+				n2, err := countStatus(st, jobq.StateSuccess)
 				return n2 == n, err
 			})
 			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution"); got != n {

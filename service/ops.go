@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
 )
@@ -35,16 +36,16 @@ const (
 
 // OpsStore is what the operations API needs from persistence.
 type OpsStore interface {
-	TypeSetPaused(ctx context.Context, jobType string, paused bool) (store.TypeControl, error)
-	TypeSetLimit(ctx context.Context, jobType string, maxRunning int) (store.TypeControl, error)
-	TypeControls(ctx context.Context) ([]store.TypeControl, error)
-	PeriodicUpsert(ctx context.Context, spec store.PeriodicSpec, firstFunc func(now time.Time) time.Time) (store.Periodic, bool, error)
-	PeriodicGet(ctx context.Context, name string) (store.Periodic, error)
-	PeriodicList(ctx context.Context) ([]store.Periodic, error)
+	TypeSetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error)
+	TypeSetLimit(ctx context.Context, jobType string, maxRunning int) (jobq.TypeControl, error)
+	TypeControls(ctx context.Context) ([]jobq.TypeControl, error)
+	PeriodicUpsert(ctx context.Context, spec jobq.PeriodicSpec, firstFunc func(now time.Time) time.Time) (jobq.Periodic, bool, error)
+	PeriodicGet(ctx context.Context, name string) (jobq.Periodic, error)
+	PeriodicList(ctx context.Context) ([]jobq.Periodic, error)
 	PeriodicDelete(ctx context.Context, name string) error
-	JobRetryBulk(ctx context.Context, p store.RetryBulkParams) (int64, error)
-	JobPurge(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error)
-	QueueStats(ctx context.Context, window time.Duration) (store.QueueStats, error)
+	JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64, error)
+	JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error)
+	QueueStats(ctx context.Context, window time.Duration) (jobq.QueueStats, error)
 }
 
 var _ OpsStore = (*store.Store)(nil)
@@ -86,11 +87,11 @@ func (o *Ops) checkType(field, jobType string) error {
 // SetPaused pauses (paused=true) or resumes jobType, a registered type.
 // Paused types are not claimed by any replica from its next scan on; their
 // RUNNING jobs finish.
-func (o *Ops) SetPaused(ctx context.Context, jobType string, paused bool) (store.TypeControl, error) {
+func (o *Ops) SetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error) {
 	if err := o.checkType("job_type", jobType); err != nil {
-		return store.TypeControl{}, err
+		return jobq.TypeControl{}, err
 	}
-	var tc store.TypeControl
+	var tc jobq.TypeControl
 	err := o.retry.Do(ctx, "pause", func() error { var e error; tc, e = o.store.TypeSetPaused(ctx, jobType, paused); return e })
 	if err == nil {
 		o.notify()
@@ -106,17 +107,17 @@ type LimitRequest struct {
 }
 
 // SetLimit sets jobType's cluster-wide limit of RUNNING jobs.
-func (o *Ops) SetLimit(ctx context.Context, jobType string, req LimitRequest) (store.TypeControl, error) {
+func (o *Ops) SetLimit(ctx context.Context, jobType string, req LimitRequest) (jobq.TypeControl, error) {
 	if err := o.checkType("job_type", jobType); err != nil {
-		return store.TypeControl{}, err
+		return jobq.TypeControl{}, err
 	}
 	if req.MaxRunning == nil {
-		return store.TypeControl{}, invalid("max_running", "is required: an integer in [0, %d] (0 removes the limit)", MaxRunningLimit)
+		return jobq.TypeControl{}, invalid("max_running", "is required: an integer in [0, %d] (0 removes the limit)", MaxRunningLimit)
 	}
 	if n := *req.MaxRunning; n < 0 || n > MaxRunningLimit {
-		return store.TypeControl{}, invalid("max_running", "must be an integer in [0, %d] (0 removes the limit), got %d", MaxRunningLimit, n)
+		return jobq.TypeControl{}, invalid("max_running", "must be an integer in [0, %d] (0 removes the limit), got %d", MaxRunningLimit, n)
 	}
-	var tc store.TypeControl
+	var tc jobq.TypeControl
 	err := o.retry.Do(ctx, "limit", func() error { var e error; tc, e = o.store.TypeSetLimit(ctx, jobType, *req.MaxRunning); return e })
 	if err == nil {
 		o.notify()
@@ -126,11 +127,11 @@ func (o *Ops) SetLimit(ctx context.Context, jobType string, req LimitRequest) (s
 
 // Types lists the job types that have a control row (paused or limited now
 // or before), ordered by type.
-func (o *Ops) Types(ctx context.Context) ([]store.TypeControl, error) {
-	var out []store.TypeControl
+func (o *Ops) Types(ctx context.Context) ([]jobq.TypeControl, error) {
+	var out []jobq.TypeControl
 	err := o.retry.Do(ctx, "types", func() error { var e error; out, e = o.store.TypeControls(ctx); return e })
 	if out == nil {
-		out = []store.TypeControl{}
+		out = []jobq.TypeControl{}
 	}
 	return out, err
 }
@@ -219,9 +220,9 @@ func repeatedTopLevelKey(body []byte) string {
 
 // ValidatePeriodic checks every field of req and fills defaults (priority
 // 0, max_retry 3, timeout_ms 0, misfire skip). It does not touch the database.
-func (o *Ops) ValidatePeriodic(req PeriodicRequest, source string) (store.PeriodicSpec, error) {
-	spec := store.PeriodicSpec{Name: req.Name, Cron: req.Cron, JobType: req.JobType, MaxRetry: MaxRetryDefault,
-		Misfire: store.MisfireSkip, Source: source}
+func (o *Ops) ValidatePeriodic(req PeriodicRequest, source string) (jobq.PeriodicSpec, error) {
+	spec := jobq.PeriodicSpec{Name: req.Name, Cron: req.Cron, JobType: req.JobType, MaxRetry: MaxRetryDefault,
+		Misfire: jobq.MisfireSkip, Source: source}
 	if err := checkText("name", req.Name, MaxPeriodicNameRunes); err != nil {
 		return spec, err
 	}
@@ -263,20 +264,20 @@ func (o *Ops) ValidatePeriodic(req PeriodicRequest, source string) (store.Period
 		spec.TimeoutMs = *req.TimeoutMs
 	}
 	switch req.Misfire {
-	case "", store.MisfireSkip:
-	case store.MisfireOnce:
-		spec.Misfire = store.MisfireOnce
+	case "", jobq.MisfireSkip:
+	case jobq.MisfireOnce:
+		spec.Misfire = jobq.MisfireOnce
 	default:
-		return spec, invalid("misfire", "must be %q or %q, got %q", store.MisfireSkip, store.MisfireOnce, req.Misfire)
+		return spec, invalid("misfire", "must be %q or %q, got %q", jobq.MisfireSkip, jobq.MisfireOnce, req.Misfire)
 	}
 	return spec, nil
 }
 
 // PutPeriodic validates req and creates or replaces the schedule (source
-// store.PeriodicSourceAPI or store.PeriodicSourceConfig). A new schedule, or
+// jobq.PeriodicSourceAPI or jobq.PeriodicSourceConfig). A new schedule, or
 // one whose cron expression changed, starts at its next instant; an
 // unchanged expression keeps its cursor. created is true for a new schedule.
-func (o *Ops) PutPeriodic(ctx context.Context, req PeriodicRequest, source string) (p store.Periodic, created bool, err error) {
+func (o *Ops) PutPeriodic(ctx context.Context, req PeriodicRequest, source string) (p jobq.Periodic, created bool, err error) {
 	spec, err := o.ValidatePeriodic(req, source)
 	if err != nil {
 		return p, false, err
@@ -296,28 +297,28 @@ func (o *Ops) PutPeriodic(ctx context.Context, req PeriodicRequest, source strin
 
 func checkName(name string) error { return checkText("name", name, MaxPeriodicNameRunes) }
 
-// GetPeriodic returns one schedule; store.ErrNotFound if none.
-func (o *Ops) GetPeriodic(ctx context.Context, name string) (store.Periodic, error) {
+// GetPeriodic returns one schedule; jobq.ErrNotFound if none.
+func (o *Ops) GetPeriodic(ctx context.Context, name string) (jobq.Periodic, error) {
 	if err := checkName(name); err != nil {
-		return store.Periodic{}, err
+		return jobq.Periodic{}, err
 	}
-	var p store.Periodic
+	var p jobq.Periodic
 	err := o.retry.Do(ctx, "periodic.get", func() error { var e error; p, e = o.store.PeriodicGet(ctx, name); return e })
 	return p, err
 }
 
 // ListPeriodic returns every schedule, ordered by name.
-func (o *Ops) ListPeriodic(ctx context.Context) ([]store.Periodic, error) {
-	var out []store.Periodic
+func (o *Ops) ListPeriodic(ctx context.Context) ([]jobq.Periodic, error) {
+	var out []jobq.Periodic
 	err := o.retry.Do(ctx, "periodic.list", func() error { var e error; out, e = o.store.PeriodicList(ctx); return e })
 	if out == nil {
-		out = []store.Periodic{}
+		out = []jobq.Periodic{}
 	}
 	return out, err
 }
 
 // DeletePeriodic removes a schedule (jobs it already enqueued stay);
-// store.ErrNotFound if none.
+// jobq.ErrNotFound if none.
 func (o *Ops) DeletePeriodic(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
@@ -345,8 +346,8 @@ type RetryBulkResult struct {
 // RetryBulk re-queues every job in req.Status (of req.JobType, if set) with
 // a fresh retry budget, due now, in batches of 500.
 func (o *Ops) RetryBulk(ctx context.Context, req RetryBulkRequest) (RetryBulkResult, error) {
-	if req.Status != store.StatusFailed && req.Status != store.StatusCanceled {
-		return RetryBulkResult{}, invalid("status", "must be %s or %s, got %q", store.StatusFailed, store.StatusCanceled, req.Status)
+	if jobq.JobState(req.Status) != jobq.StateFailed && jobq.JobState(req.Status) != jobq.StateCanceled {
+		return RetryBulkResult{}, invalid("status", "must be %s or %s, got %q", jobq.StateFailed, jobq.StateCanceled, req.Status)
 	}
 	if req.JobType != "" {
 		if err := checkText("job_type", req.JobType, MaxJobTypeRunes); err != nil {
@@ -356,7 +357,7 @@ func (o *Ops) RetryBulk(ctx context.Context, req RetryBulkRequest) (RetryBulkRes
 	var n int64
 	err := o.retry.Do(ctx, "retry.bulk", func() error {
 		var e error
-		n, e = o.store.JobRetryBulk(ctx, store.RetryBulkParams{Status: req.Status, JobType: req.JobType, Batch: retryBulkBatch})
+		n, e = o.store.JobRetryBulk(ctx, jobq.RetryBulkParams{Status: jobq.JobState(req.Status), JobType: req.JobType, Batch: retryBulkBatch})
 		return e
 	})
 	return RetryBulkResult{Retried: n}, err
@@ -397,18 +398,18 @@ type PurgeRequest struct {
 
 // Purge deletes terminal jobs finished more than req.OlderThan ago, with
 // their job_execution rows, 500 per short transaction.
-func (o *Ops) Purge(ctx context.Context, req PurgeRequest) (store.PurgeResult, error) {
+func (o *Ops) Purge(ctx context.Context, req PurgeRequest) (jobq.PurgeResult, error) {
 	age, err := ParseAge(req.OlderThan)
 	if err != nil {
-		return store.PurgeResult{}, invalid("older_than", "must be an age such as 7d, 36h or 90m: %v", err)
+		return jobq.PurgeResult{}, invalid("older_than", "must be an age such as 7d, 36h or 90m: %v", err)
 	}
 	if age < MinPurgeAge || age > maxAge {
-		return store.PurgeResult{}, invalid("older_than", "must be between %s and 36500d, got %s", MinPurgeAge, age)
+		return jobq.PurgeResult{}, invalid("older_than", "must be between %s and 36500d, got %s", MinPurgeAge, age)
 	}
-	var res store.PurgeResult
+	var res jobq.PurgeResult
 	err = o.retry.Do(ctx, "purge", func() error {
 		var e error
-		res, e = o.store.JobPurge(ctx, store.PurgeParams{OlderThan: age, Batch: purgeBatch})
+		res, e = o.store.JobPurge(ctx, jobq.PurgeParams{OlderThan: age, Batch: purgeBatch})
 		return e
 	})
 	return res, err
@@ -416,16 +417,16 @@ func (o *Ops) Purge(ctx context.Context, req PurgeRequest) (store.PurgeResult, e
 
 // Stats returns the queue snapshot; window ("" for 1m) is the span of the
 // recent counts, 1s–1h, in Go duration syntax.
-func (o *Ops) Stats(ctx context.Context, window string) (store.QueueStats, error) {
+func (o *Ops) Stats(ctx context.Context, window string) (jobq.QueueStats, error) {
 	w := StatsWindowDefault
 	if window != "" {
 		d, err := time.ParseDuration(window)
 		if err != nil || d < MinStatsWindow || d > MaxStatsWindow {
-			return store.QueueStats{}, invalid("window", "must be a duration between %s and %s such as 5m, got %q", MinStatsWindow, MaxStatsWindow, window)
+			return jobq.QueueStats{}, invalid("window", "must be a duration between %s and %s such as 5m, got %q", MinStatsWindow, MaxStatsWindow, window)
 		}
 		w = d
 	}
-	var st store.QueueStats
+	var st jobq.QueueStats
 	err := o.retry.Do(ctx, "stats", func() error { var e error; st, e = o.store.QueueStats(ctx, w); return e })
 	return st, err
 }

@@ -19,6 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/store"
 )
 
@@ -43,7 +44,7 @@ const (
 )
 
 // Statuses lists the valid job statuses.
-var Statuses = []string{store.StatusWaiting, store.StatusRunning, store.StatusSuccess, store.StatusFailed, store.StatusCanceled}
+var Statuses = jobq.JobStates
 
 // ValidationError is a rejected input: Field names the offending field and
 // Rule says what it must be. Transports map it to HTTP 400 / InvalidArgument.
@@ -60,19 +61,19 @@ func invalid(field, format string, args ...any) error {
 
 // Errors transports branch on (besides *ValidationError).
 var (
-	ErrNotFound     = store.ErrNotFound
-	ErrKeyConflict  = store.ErrKeyConflict
-	ErrInvalidState = store.ErrInvalidState
+	ErrNotFound     = jobq.ErrNotFound
+	ErrKeyConflict  = jobq.ErrKeyConflict
+	ErrInvalidState = jobq.ErrInvalidState
 )
 
 // Store is what the service needs from persistence.
 type Store interface {
-	JobSubmit(ctx context.Context, p store.SubmitParams) (store.Job, bool, error)
-	JobGet(ctx context.Context, id uint64) (store.Job, error)
-	JobList(ctx context.Context, p store.ListParams) ([]store.Job, uint64, error)
-	JobCancel(ctx context.Context, id uint64) (store.Job, error)
-	JobRetry(ctx context.Context, id uint64) (store.Job, error)
-	JobExecutions(ctx context.Context, id uint64) ([]store.Execution, error)
+	JobSubmit(ctx context.Context, p jobq.SubmitParams) (jobq.Job, bool, error)
+	JobGet(ctx context.Context, id uint64) (jobq.Job, error)
+	JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uint64, error)
+	JobCancel(ctx context.Context, id uint64) (jobq.Job, error)
+	JobRetry(ctx context.Context, id uint64) (jobq.Job, error)
+	JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution, error)
 }
 
 // Service validates requests and runs them against the store.
@@ -207,8 +208,8 @@ func tokenKind(tok json.Token) string {
 }
 
 // ValidateSubmit checks every field and fills defaults. It does not touch the database.
-func (s *Service) ValidateSubmit(req SubmitRequest) (store.SubmitParams, error) {
-	p := store.SubmitParams{JobKey: req.JobKey, JobType: req.JobType, Priority: 0, MaxRetry: MaxRetryDefault}
+func (s *Service) ValidateSubmit(req SubmitRequest) (jobq.SubmitParams, error) {
+	p := jobq.SubmitParams{JobKey: req.JobKey, JobType: req.JobType, Priority: 0, MaxRetry: MaxRetryDefault}
 	if err := checkText("job_key", req.JobKey, MaxJobKeyRunes); err != nil {
 		return p, err
 	}
@@ -373,7 +374,7 @@ func checkParamsShape(compact []byte) error {
 // requestHash identifies a submit's content so a re-submit of the same
 // job_key can be told apart: same hash → same job (200), else 409. Params
 // are compared canonically (key order and whitespace do not matter).
-func requestHash(p store.SubmitParams) string {
+func requestHash(p jobq.SubmitParams) string {
 	var params any
 	dec := json.NewDecoder(strings.NewReader(markLoneSurrogates(p.Params)))
 	dec.UseNumber()
@@ -441,10 +442,10 @@ func markLoneSurrogates(raw string) string {
 // Submit validates req and creates the job. created is false when job_key
 // already named a job with the same request (that job is returned);
 // ErrKeyConflict when it named a different request.
-func (s *Service) Submit(ctx context.Context, req SubmitRequest) (job store.Job, created bool, err error) {
+func (s *Service) Submit(ctx context.Context, req SubmitRequest) (job jobq.Job, created bool, err error) {
 	p, err := s.ValidateSubmit(req)
 	if err != nil {
-		return store.Job{}, false, err
+		return jobq.Job{}, false, err
 	}
 	err = s.retry.Do(ctx, "submit", func() error {
 		var e error
@@ -470,8 +471,8 @@ func ParseID(v string) (uint64, error) {
 }
 
 // Get returns one job.
-func (s *Service) Get(ctx context.Context, id uint64) (store.Job, error) {
-	var j store.Job
+func (s *Service) Get(ctx context.Context, id uint64) (jobq.Job, error) {
+	var j jobq.Job
 	err := s.retry.Do(ctx, "get", func() error { var e error; j, e = s.store.JobGet(ctx, id); return e })
 	return j, err
 }
@@ -487,20 +488,16 @@ type ListRequest struct {
 
 // ListPage is one page of jobs, newest first.
 type ListPage struct {
-	Jobs       []store.Job `json:"jobs"`
-	NextCursor string      `json:"next_cursor,omitempty"`
+	Jobs       []jobq.Job `json:"jobs"`
+	NextCursor string     `json:"next_cursor,omitempty"`
 }
 
 // List validates the filters and returns one page.
 func (s *Service) List(ctx context.Context, req ListRequest) (ListPage, error) {
-	p := store.ListParams{Status: req.Status, JobType: req.JobType, Limit: ListLimitDefault}
+	p := jobq.ListParams{Status: jobq.JobState(req.Status), JobType: req.JobType, Limit: ListLimitDefault}
 	if p.Status != "" {
-		ok := false
-		for _, st := range Statuses {
-			ok = ok || st == p.Status
-		}
-		if !ok {
-			return ListPage{}, invalid("status", "must be one of %s, got %q", strings.Join(Statuses, ", "), p.Status)
+		if !p.Status.Valid() {
+			return ListPage{}, invalid("status", "must be one of %s, got %q", joinStates(Statuses), p.Status)
 		}
 	}
 	if p.JobType != "" {
@@ -522,7 +519,7 @@ func (s *Service) List(ctx context.Context, req ListRequest) (ListPage, error) {
 		}
 		p.BeforeID = c
 	}
-	var jobs []store.Job
+	var jobs []jobq.Job
 	var next uint64
 	err := s.retry.Do(ctx, "list", func() error { var e error; jobs, next, e = s.store.JobList(ctx, p); return e })
 	if err != nil {
@@ -530,7 +527,7 @@ func (s *Service) List(ctx context.Context, req ListRequest) (ListPage, error) {
 	}
 	page := ListPage{Jobs: jobs}
 	if page.Jobs == nil {
-		page.Jobs = []store.Job{}
+		page.Jobs = []jobq.Job{}
 	}
 	if next != 0 {
 		page.NextCursor = strconv.FormatUint(next, 10)
@@ -540,15 +537,15 @@ func (s *Service) List(ctx context.Context, req ListRequest) (ListPage, error) {
 
 // Cancel cancels a WAITING job at once, or requests cancellation of a
 // RUNNING one (CANCELED when its handler returns, whatever it returns).
-func (s *Service) Cancel(ctx context.Context, id uint64) (store.Job, error) {
-	var j store.Job
+func (s *Service) Cancel(ctx context.Context, id uint64) (jobq.Job, error) {
+	var j jobq.Job
 	err := s.retry.Do(ctx, "cancel", func() error { var e error; j, e = s.store.JobCancel(ctx, id); return e })
 	return j, err
 }
 
 // Retry re-queues a FAILED or CANCELED job with a fresh retry budget.
-func (s *Service) Retry(ctx context.Context, id uint64) (store.Job, error) {
-	var j store.Job
+func (s *Service) Retry(ctx context.Context, id uint64) (jobq.Job, error) {
+	var j jobq.Job
 	err := s.retry.Do(ctx, "retry", func() error { var e error; j, e = s.store.JobRetry(ctx, id); return e })
 	if err == nil && s.wake != nil {
 		s.wake()
@@ -557,11 +554,19 @@ func (s *Service) Retry(ctx context.Context, id uint64) (store.Job, error) {
 }
 
 // Executions lists a job's attempts.
-func (s *Service) Executions(ctx context.Context, id uint64) ([]store.Execution, error) {
-	var ex []store.Execution
+func (s *Service) Executions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
+	var ex []jobq.Execution
 	err := s.retry.Do(ctx, "executions", func() error { var e error; ex, e = s.store.JobExecutions(ctx, id); return e })
 	if ex == nil && err == nil {
-		ex = []store.Execution{}
+		ex = []jobq.Execution{}
 	}
 	return ex, err
+}
+
+func joinStates(states []jobq.JobState) string {
+	out := make([]string, len(states))
+	for i, st := range states {
+		out[i] = string(st)
+	}
+	return strings.Join(out, ", ")
 }

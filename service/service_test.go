@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
@@ -15,7 +16,7 @@ import (
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 type submitResult struct {
-	job     store.Job
+	job     jobq.Job
 	created bool
 	err     error
 }
@@ -89,7 +90,7 @@ func TestConcurrentSubmitSameKeyOneRow(t *testing.T) {
 	// The row holds the winner's params, compacted as sent.
 	j := res[0].job
 	p := string(j.Params)
-	if j.Status != store.StatusWaiting || j.JobType != "noop" || j.MaxRetry != service.MaxRetryDefault ||
+	if j.Status != jobq.StateWaiting || j.JobType != "noop" || j.MaxRetry != service.MaxRetryDefault ||
 		(p != `{"a":1,"b":[true,null]}` && p != `{"b":[true,null],"a":1}`) {
 		t.Fatalf("job = status %s type %s params %s max_retry %d, want WAITING noop {\"a\":1,\"b\":[true,null]} (either key order) %d",
 			j.Status, j.JobType, p, j.MaxRetry, service.MaxRetryDefault)

@@ -5,59 +5,22 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
 )
-
-// Fence identifies one run of one job: the job id and its attempt, the
-// fencing token every write of that run carries.
-type Fence struct {
-	ID      uint64
-	Attempt int
-}
-
-// ClaimedJob is a job this replica just claimed: status RUNNING, owner set,
-// attempt already incremented.
-type ClaimedJob struct {
-	ID         uint64
-	JobKey     string
-	JobType    string
-	Params     json.RawMessage
-	Priority   int
-	RetryTimes int
-	MaxRetry   int
-	TimeoutMs  int
-	RunAt      time.Time // when the job became due
-	Attempt    int
-	LeaseUntil time.Time // database clock
-	StartedAt  time.Time // database clock, set by the claim
-	CreateTime time.Time
-}
-
-// Fence returns the run's fencing token.
-func (c ClaimedJob) Fence() Fence { return Fence{ID: c.ID, Attempt: c.Attempt} }
-
-// ClaimParams configures one claim.
-type ClaimParams struct {
-	Owner string        // replica id written to job_queue.owner
-	Limit int           // at most this many jobs (the free worker slots, ≤ BatchLimit)
-	Lease time.Duration // lease_until = NOW(6) + Lease
-	// ReadCommitted runs a skiplocked claim at READ COMMITTED (see claimTx).
-	ReadCommitted bool
-}
 
 // JobScanAvailable reads up to limit due WAITING jobs (id and attempt only,
 // from idx_scan) without locking. It is the idle probe and the read half of
 // the cas claim.
-func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]Fence, error) {
+func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, error) {
 	rows, err := s.q.JobScanAvailable(ctx, int32(limit))
 	if err != nil {
 		return nil, fmt.Errorf("scan: %w", err)
 	}
-	out := make([]Fence, len(rows))
+	out := make([]jobq.Fence, len(rows))
 	for i, r := range rows {
-		out[i] = Fence{ID: r.ID, Attempt: int(r.Attempt)}
+		out[i] = jobq.Fence{ID: r.ID, Attempt: int(r.Attempt)}
 	}
 	return out, nil
 }
@@ -67,11 +30,11 @@ func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]Fence, error
 // clock, one UPDATE … WHERE id IN (…) writing that clock as started_at, and
 // one INSERT … SELECT into job_execution.
 // Returns ErrSkipLockedUnsupported on servers without SKIP LOCKED.
-func (s *Store) JobClaimSkipLocked(ctx context.Context, p ClaimParams) ([]ClaimedJob, error) {
+func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
 	if !s.Server.SkipLocked {
 		return nil, ErrSkipLockedUnsupported
 	}
-	var claimed []ClaimedJob
+	var claimed []jobq.ClaimedJob
 	err := s.claimTx(ctx, p.ReadCommitted, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		rows, err := q.JobLockAvailable(ctx, int32(p.Limit))
@@ -101,9 +64,9 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p ClaimParams) ([]Claime
 		if _, err := q.ExecutionStartMany(ctx, jobqdb.ExecutionStartManyParams{Ids: ids, Owner: owner}); err != nil {
 			return err
 		}
-		claimed = make([]ClaimedJob, len(rows))
+		claimed = make([]jobq.ClaimedJob, len(rows))
 		for i, r := range rows {
-			claimed[i] = ClaimedJob{
+			claimed[i] = jobq.ClaimedJob{
 				ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
 				Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
 				TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt) + 1,
@@ -146,7 +109,7 @@ func (s *Store) claimTx(ctx context.Context, readCommitted bool, fn func(tx *sql
 // claimRows claims ids (rows this transaction already locked) for the
 // limited-type claim: it reads the database clock, writes the claim and
 // reads the claimed rows back.
-func (s *Store) claimRows(ctx context.Context, q *jobqdb.Queries, p ClaimParams, ids []uint64) ([]ClaimedJob, error) {
+func (s *Store) claimRows(ctx context.Context, q *jobqdb.Queries, p jobq.ClaimParams, ids []uint64) ([]jobq.ClaimedJob, error) {
 	now, err := q.DBNow(ctx)
 	if err != nil {
 		return nil, err
@@ -162,7 +125,7 @@ func (s *Store) claimRows(ctx context.Context, q *jobqdb.Queries, p ClaimParams,
 	return s.startExecutions(ctx, q, owner, ids)
 }
 
-func (s *Store) startExecutions(ctx context.Context, q *jobqdb.Queries, owner sql.NullString, ids []uint64) ([]ClaimedJob, error) {
+func (s *Store) startExecutions(ctx context.Context, q *jobqdb.Queries, owner sql.NullString, ids []uint64) ([]jobq.ClaimedJob, error) {
 	if _, err := q.ExecutionStartMany(ctx, jobqdb.ExecutionStartManyParams{Ids: ids, Owner: owner}); err != nil {
 		return nil, err
 	}
@@ -170,9 +133,9 @@ func (s *Store) startExecutions(ctx context.Context, q *jobqdb.Queries, owner sq
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ClaimedJob, len(rows))
+	out := make([]jobq.ClaimedJob, len(rows))
 	for i, r := range rows {
-		out[i] = ClaimedJob{
+		out[i] = jobq.ClaimedJob{
 			ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
 			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
 			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt),
@@ -182,20 +145,10 @@ func (s *Store) startExecutions(ctx context.Context, q *jobqdb.Queries, owner sq
 	return out, nil
 }
 
-// ClaimCASParams configures the write half of a cas claim.
-type ClaimCASParams struct {
-	ClaimParams
-	// Candidates come from JobScanAvailable; each is claimed by
-	// UPDATE … WHERE id=? AND status='WAITING' AND attempt=?.
-	Candidates []Fence
-	// Unguarded drops "AND attempt=?" (sabotage switch: the classic ABA race).
-	Unguarded bool
-}
-
 // JobClaimCAS runs the per-row compare-and-set for each candidate in one
 // transaction, records executions for the rows it won and reads them back.
 // lost counts candidates another replica took first (claim conflicts).
-func (s *Store) JobClaimCAS(ctx context.Context, p ClaimCASParams) (claimed []ClaimedJob, lost int, err error) {
+func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) (claimed []jobq.ClaimedJob, lost int, err error) {
 	owner := sql.NullString{String: p.Owner, Valid: true}
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
@@ -232,18 +185,11 @@ func (s *Store) JobClaimCAS(ctx context.Context, p ClaimCASParams) (claimed []Cl
 	return claimed, lost, nil
 }
 
-// LeaseRenewParams renews the leases of one owner's in-flight runs.
-type LeaseRenewParams struct {
-	Owner string
-	Lease time.Duration
-	IDs   []uint64
-}
-
 // LeaseRenewMany extends lease_until to NOW(6)+Lease for every RUNNING job
 // in IDs that this owner holds and whose cancel was not requested, in one
 // statement. It returns the number of rows renewed; fewer than the caller's
 // in-flight runs means some were lost or asked to cancel (see JobFenceStates).
-func (s *Store) LeaseRenewMany(ctx context.Context, p LeaseRenewParams) (int64, error) {
+func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) (int64, error) {
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
@@ -256,17 +202,8 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p LeaseRenewParams) (int64, 
 	return n, nil
 }
 
-// FenceState is the current holder of a job, for fencing in-flight runs.
-type FenceState struct {
-	ID              uint64
-	Attempt         int
-	Status          string
-	Owner           string
-	CancelRequested bool
-}
-
 // JobFenceStates reads the holder of each job in ids.
-func (s *Store) JobFenceStates(ctx context.Context, ids []uint64) ([]FenceState, error) {
+func (s *Store) JobFenceStates(ctx context.Context, ids []uint64) ([]jobq.FenceState, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -274,9 +211,9 @@ func (s *Store) JobFenceStates(ctx context.Context, ids []uint64) ([]FenceState,
 	if err != nil {
 		return nil, fmt.Errorf("fence states: %w", err)
 	}
-	out := make([]FenceState, len(rows))
+	out := make([]jobq.FenceState, len(rows))
 	for i, r := range rows {
-		out[i] = FenceState{ID: r.ID, Attempt: int(r.Attempt), Status: r.Status, Owner: r.Owner.String, CancelRequested: r.CancelRequested}
+		out[i] = jobq.FenceState{ID: r.ID, Attempt: int(r.Attempt), Status: jobq.JobState(r.Status), Owner: r.Owner.String, CancelRequested: r.CancelRequested}
 	}
 	return out, nil
 }

@@ -6,27 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
 )
-
-// Completion is the outcome of one run, written fenced by its attempt.
-type Completion struct {
-	Fence
-	// Outcome is OutcomeSuccess, OutcomeFailed, OutcomeCanceled or
-	// OutcomeReleased. A job whose cancel was requested ends CANCELED
-	// whatever the outcome.
-	Outcome string
-	// Error is the handler's error text (sanitised and cut to MaxErrorRunes).
-	Error string
-	// Retry, for OutcomeFailed/OutcomeCanceled: true re-queues the job as
-	// WAITING after Backoff with retry_times+1; false ends it FAILED.
-	Retry   bool
-	Backoff time.Duration
-	// Unfenced drops the attempt guard on success (sabotage switch).
-	Unfenced bool
-}
 
 // JobCompleteMany writes a batch of completions in one transaction (one
 // commit for the batch). applied[i] is false when completion i was stale: its
@@ -39,7 +22,7 @@ type Completion struct {
 // matches fewer rows than successes, some run was stale: the transaction
 // rolls back and the batch is written row by row, which tells stale runs
 // apart exactly.
-func (s *Store) JobCompleteMany(ctx context.Context, cs []Completion) (applied []bool, err error) {
+func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
 	applied = make([]bool, len(cs))
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
 		return s.completeBatched(ctx, s.q.WithTx(tx), cs, applied)
@@ -68,12 +51,12 @@ var errStaleInBatch = errors.New("stale run in batch: completing row by row")
 
 // completeBatched writes fenced successes with one statement per table and
 // every other completion row by row; errStaleInBatch when a success was stale.
-func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []Completion, applied []bool) error {
+func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool) error {
 	var ids []uint64
 	var fences strings.Builder
 	seen := make(map[uint64]bool, len(cs))
 	for i, c := range cs {
-		if c.Outcome != OutcomeSuccess || c.Unfenced || seen[c.ID] {
+		if c.Outcome != jobq.OutcomeSuccess || c.Unfenced || seen[c.ID] {
 			ok, err := s.completeOne(ctx, q, c)
 			if err != nil {
 				return err
@@ -109,7 +92,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []Com
 // commit exactly when the completion does. If fn fails the transaction rolls
 // back and the error is returned (the caller records a failed attempt). A
 // stale run returns applied=false and fn is not called.
-func (s *Store) JobCompleteTx(ctx context.Context, c Completion, fn func(ctx context.Context, tx *sql.Tx) error) (applied bool, err error) {
+func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx *sql.Tx) error) (applied bool, err error) {
 	var stale bool
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
@@ -160,7 +143,7 @@ type txFuncError struct{ err error }
 func (e *txFuncError) Error() string { return e.err.Error() }
 func (e *txFuncError) Unwrap() error { return e.err }
 
-func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c Completion) (bool, error) {
+func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
 	ok, err := s.completeJobRow(ctx, q, c)
 	if err != nil {
 		return false, err
@@ -185,7 +168,7 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c Completion
 // outcome: only the run's own committed completion writes SUCCESS, FAILED,
 // CANCELED or RELEASED into its execution row (the rescuer writes
 // LEASE_EXPIRED, a refused write STALE).
-func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c Completion) (bool, error) {
+func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
 	out, err := q.ExecutionGetOutcome(ctx, jobqdb.ExecutionGetOutcomeParams{JobID: c.ID, Attempt: int32(c.Attempt)})
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -193,37 +176,37 @@ func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c Completion) (bool,
 	if err != nil {
 		return false, err
 	}
-	return out.Valid && out.String == c.Outcome, nil
+	return out.Valid && out.String == string(c.Outcome), nil
 }
 
-func executionFinishParams(c Completion) jobqdb.ExecutionFinishParams {
+func executionFinishParams(c jobq.Completion) jobqdb.ExecutionFinishParams {
 	return jobqdb.ExecutionFinishParams{
-		Outcome: nullStr(c.Outcome), Error: nullStr(SanitizeText(c.Error, MaxErrorRunes)),
+		Outcome: nullStr(string(c.Outcome)), Error: nullStr(jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)),
 		JobID: c.ID, Attempt: int32(c.Attempt),
 	}
 }
 
 // completeJobRow applies the fenced job_queue update; false means stale.
-func (s *Store) completeJobRow(ctx context.Context, q *jobqdb.Queries, c Completion) (bool, error) {
+func (s *Store) completeJobRow(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
 	var n int64
 	var err error
 	switch c.Outcome {
-	case OutcomeSuccess:
+	case jobq.OutcomeSuccess:
 		if c.Unfenced {
 			n, err = q.JobCompleteUnfenced(ctx, c.ID)
 		} else {
 			n, err = q.JobCompleteFenced(ctx, jobqdb.JobCompleteFencedParams{ID: c.ID, Attempt: int32(c.Attempt)})
 		}
-	case OutcomeFailed, OutcomeCanceled:
-		next, inc := StatusFailed, int32(0)
+	case jobq.OutcomeFailed, jobq.OutcomeCanceled:
+		next, inc := jobq.StateFailed, int32(0)
 		if c.Retry {
-			next, inc = StatusWaiting, 1
+			next, inc = jobq.StateWaiting, 1
 		}
 		n, err = q.JobFailFenced(ctx, jobqdb.JobFailFencedParams{
 			NextStatus: next, BackoffUs: c.Backoff.Microseconds(), RetryInc: inc,
-			LastError: nullStr(SanitizeText(c.Error, MaxErrorRunes)), ID: c.ID, Attempt: int32(c.Attempt),
+			LastError: nullStr(jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)), ID: c.ID, Attempt: int32(c.Attempt),
 		})
-	case OutcomeReleased:
+	case jobq.OutcomeReleased:
 		n, err = q.JobReleaseFenced(ctx, jobqdb.JobReleaseFencedParams{ID: c.ID, Attempt: int32(c.Attempt)})
 	default:
 		return false, fmt.Errorf("unknown outcome %q", c.Outcome)
@@ -236,14 +219,14 @@ func (s *Store) completeJobRow(ctx context.Context, q *jobqdb.Queries, c Complet
 
 // JobRescueCandidates reads up to limit RUNNING jobs whose lease expired on
 // the database clock.
-func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]Fence, error) {
+func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]jobq.Fence, error) {
 	rows, err := s.q.JobRescueCandidates(ctx, int32(limit))
 	if err != nil {
 		return nil, fmt.Errorf("rescue candidates: %w", err)
 	}
-	out := make([]Fence, len(rows))
+	out := make([]jobq.Fence, len(rows))
 	for i, r := range rows {
-		out[i] = Fence{ID: r.ID, Attempt: int(r.Attempt)}
+		out[i] = jobq.Fence{ID: r.ID, Attempt: int(r.Attempt)}
 	}
 	return out, nil
 }
@@ -253,7 +236,7 @@ func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]Fence, er
 // requested, and closes its execution row as LEASE_EXPIRED — only if the job
 // is still RUNNING with that attempt and an expired lease. false means the
 // run completed, renewed or was rescued meanwhile; nothing was written.
-func (s *Store) JobRescueExpired(ctx context.Context, f Fence) (bool, error) {
+func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error) {
 	var ok bool
 	err := s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
@@ -266,7 +249,7 @@ func (s *Store) JobRescueExpired(ctx context.Context, f Fence) (bool, error) {
 			return nil
 		}
 		_, err = q.ExecutionFinish(ctx, jobqdb.ExecutionFinishParams{
-			Outcome: nullStr(OutcomeLeaseExpired), Error: nullStr("lease expired"), JobID: f.ID, Attempt: int32(f.Attempt),
+			Outcome: nullStr(string(jobq.OutcomeLeaseExpired)), Error: nullStr("lease expired"), JobID: f.ID, Attempt: int32(f.Attempt),
 		})
 		return err
 	})
@@ -278,6 +261,6 @@ func (s *Store) JobRescueExpired(ctx context.Context, f Fence) (bool, error) {
 
 // EffectInsert writes one testbed effect row (kind "tx" or "non_tx") with
 // the given executor (a *sql.DB or the completion's *sql.Tx).
-func EffectInsert(ctx context.Context, db jobqdb.DBTX, f Fence, kind, owner string) error {
+func EffectInsert(ctx context.Context, db jobqdb.DBTX, f jobq.Fence, kind, owner string) error {
 	return jobqdb.New(db).EffectInsert(ctx, jobqdb.EffectInsertParams{JobID: f.ID, Attempt: int32(f.Attempt), Kind: kind, Owner: owner})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -26,19 +27,19 @@ func FuzzSanitizeText(f *testing.F) {
 	f.Add("plain", 10)
 	f.Add("🙂🙂🙂", 2)
 	f.Add("a\x00b\xffc\xed\xa0\x80", 5)
-	f.Add(strings.Repeat("é", 3000), store.MaxErrorRunes)
+	f.Add(strings.Repeat("é", 3000), jobq.MaxErrorRunes)
 	f.Fuzz(func(t *testing.T, s string, max int) {
 		if max < 1 || max > 4096 {
-			max = store.MaxErrorRunes
+			max = jobq.MaxErrorRunes
 		}
-		out := store.SanitizeText(s, max)
+		out := jobq.SanitizeText(s, max)
 		if !utf8.ValidString(out) || strings.IndexByte(out, 0) >= 0 || utf8.RuneCountInString(out) > max {
 			t.Fatalf("SanitizeText(%q, %d) = %q: not storable", s, max, out)
 		}
 		if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 && utf8.RuneCountInString(s) <= max && out != s {
 			t.Fatalf("SanitizeText changed storable text %q to %q", s, out)
 		}
-		if again := store.SanitizeText(out, max); again != out {
+		if again := jobq.SanitizeText(out, max); again != out {
 			t.Fatalf("not idempotent: %q → %q", out, again)
 		}
 	})
@@ -102,13 +103,13 @@ func TestFailureAlwaysRecorded(t *testing.T) {
 	ctx := context.Background()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, key := range keys {
-		var j store.Job
+		var j jobq.Job
 		for {
 			j, err = st.JobGetByKey(ctx, key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if j.Status == store.StatusFailed {
+			if j.Status == jobq.StateFailed {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -129,7 +130,7 @@ func TestFailureAlwaysRecorded(t *testing.T) {
 			t.Fatalf("%s: %d execution rows, want %d", key, len(ex), want)
 		}
 		for _, e := range ex {
-			if e.Outcome != store.OutcomeFailed {
+			if e.Outcome != jobq.OutcomeFailed {
 				t.Errorf("%s attempt %d: outcome %q, want FAILED", key, e.Attempt, e.Outcome)
 			}
 			checkStored(t, key+" execution error", e.Error)
@@ -158,7 +159,7 @@ func checkStored(t *testing.T, what, s string) {
 	if s == "" {
 		t.Errorf("%s is empty", what)
 	}
-	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 || utf8.RuneCountInString(s) > store.MaxErrorRunes {
+	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 || utf8.RuneCountInString(s) > jobq.MaxErrorRunes {
 		t.Errorf("%s is not sanitised: %d runes, valid %v", what, utf8.RuneCountInString(s), utf8.ValidString(s))
 	}
 }

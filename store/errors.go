@@ -10,25 +10,13 @@ import (
 	"syscall"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jobq/jobq"
 )
 
-var (
-	// ErrNotFound is returned when no job has the requested id or key.
-	ErrNotFound = errors.New("jobq: not found")
-	// ErrKeyConflict is returned by Submit when job_key already names a job
-	// whose request differs from this one (HTTP 409).
-	ErrKeyConflict = errors.New("jobq: job_key already used with a different request")
-	// ErrInvalidState is returned when a cancel or retry does not apply to the
-	// job's current status (for example retrying a SUCCESS job).
-	ErrInvalidState = errors.New("jobq: invalid state for this operation")
-	// ErrStaleAttempt is returned when a completion's attempt no longer owns
-	// the job (it was rescued, and perhaps re-claimed): nothing was written.
-	ErrStaleAttempt = errors.New("jobq: stale attempt")
-	// ErrSkipLockedUnsupported is returned when the skiplocked strategy is
-	// requested on a server without SELECT ... FOR UPDATE SKIP LOCKED
-	// (MySQL < 8.0.1, MariaDB < 10.6).
-	ErrSkipLockedUnsupported = errors.New("jobq: server does not support SKIP LOCKED")
-)
+// ErrSkipLockedUnsupported is returned when the skiplocked strategy is
+// requested on a server without SELECT ... FOR UPDATE SKIP LOCKED
+// (MySQL < 8.0.1, MariaDB < 10.6).
+var ErrSkipLockedUnsupported = errors.New("jobq: server does not support SKIP LOCKED")
 
 // MySQL error numbers jobq branches on.
 const (
@@ -93,7 +81,7 @@ func isDupKey(err error) bool {
 
 func notFound(err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
-		return ErrNotFound
+		return jobq.ErrNotFound
 	}
 	return err
 }

@@ -7,42 +7,14 @@ import (
 	"math"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
 )
 
-// Job is one row of job_queue as the API returns it. Times are UTC.
-type Job struct {
-	ID              uint64          `json:"id"`
-	JobKey          string          `json:"job_key"`
-	JobType         string          `json:"job_type"`
-	Params          json.RawMessage `json:"params"`
-	Status          string          `json:"status"`
-	Priority        int             `json:"priority"`
-	RetryTimes      int             `json:"retry_times"`
-	MaxRetry        int             `json:"max_retry"`
-	TimeoutMs       int             `json:"timeout_ms"`
-	RunAt           time.Time       `json:"run_at"`
-	Attempt         int             `json:"attempt"`
-	Owner           string          `json:"owner,omitempty"`
-	LeaseUntil      *time.Time      `json:"lease_until,omitempty"`
-	LastError       string          `json:"last_error,omitempty"`
-	StartedAt       *time.Time      `json:"started_at,omitempty"`
-	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
-	CancelRequested bool            `json:"cancel_requested"`
-	CreateTime      time.Time       `json:"create_time"`
-	UpdateTime      time.Time       `json:"update_time"`
-	RequestHash     string          `json:"-"`
-}
-
-// Terminal reports whether the job is SUCCESS, FAILED or CANCELED.
-func (j Job) Terminal() bool {
-	return j.Status == StatusSuccess || j.Status == StatusFailed || j.Status == StatusCanceled
-}
-
-func jobFromRow(r jobqdb.JobQueue) Job {
-	return Job{
+func jobFromRow(r jobqdb.JobQueue) jobq.Job {
+	return jobq.Job{
 		ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
-		Status: r.Status, Priority: int(r.Priority), RetryTimes: int(r.RetryTimes),
+		Status: jobq.JobState(r.Status), Priority: int(r.Priority), RetryTimes: int(r.RetryTimes),
 		MaxRetry: int(r.MaxRetry), TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(),
 		Attempt: int(r.Attempt), Owner: r.Owner.String, LeaseUntil: nullTimePtr(r.LeaseUntil),
 		LastError: r.LastError.String, StartedAt: nullTimePtr(r.StartedAt),
@@ -51,34 +23,10 @@ func jobFromRow(r jobqdb.JobQueue) Job {
 	}
 }
 
-// Execution is one row of job_execution: one attempt of one job.
-type Execution struct {
-	JobID      uint64     `json:"job_id"`
-	Attempt    int        `json:"attempt"`
-	Owner      string     `json:"owner"`
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Outcome    string     `json:"outcome,omitempty"`
-	Error      string     `json:"error,omitempty"`
-}
-
-// SubmitParams is a validated submit. Params must already be a compact JSON
-// object and RequestHash the hash of the canonical request (service package).
-type SubmitParams struct {
-	JobKey      string
-	JobType     string
-	Params      string
-	RequestHash string
-	Priority    int
-	MaxRetry    int
-	TimeoutMs   int
-	RunAt       *time.Time // nil: due now on the database clock
-}
-
 // JobSubmit inserts a WAITING job. When job_key already exists it returns
 // that job with created=false if its RequestHash matches, or ErrKeyConflict.
 // Concurrent submits of one key yield exactly one row (UNIQUE uk_job_key).
-func (s *Store) JobSubmit(ctx context.Context, p SubmitParams) (job Job, created bool, err error) {
+func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Job, created bool, err error) {
 	var id int64
 	if p.RunAt == nil {
 		id, err = s.q.JobInsert(ctx, jobqdb.JobInsertParams{
@@ -94,53 +42,45 @@ func (s *Store) JobSubmit(ctx context.Context, p SubmitParams) (job Job, created
 	}
 	if err != nil {
 		if !isDupKey(err) {
-			return Job{}, false, fmt.Errorf("submit: %w", err)
+			return jobq.Job{}, false, fmt.Errorf("submit: %w", err)
 		}
 		existing, gerr := s.JobGetByKey(ctx, p.JobKey)
 		if gerr != nil {
-			return Job{}, false, fmt.Errorf("submit: read existing key: %w", gerr)
+			return jobq.Job{}, false, fmt.Errorf("submit: read existing key: %w", gerr)
 		}
 		if existing.RequestHash != p.RequestHash {
-			return existing, false, ErrKeyConflict
+			return existing, false, jobq.ErrKeyConflict
 		}
 		return existing, false, nil
 	}
 	job, err = s.JobGet(ctx, uint64(id))
 	if err != nil {
-		return Job{}, false, fmt.Errorf("submit: read back: %w", err)
+		return jobq.Job{}, false, fmt.Errorf("submit: read back: %w", err)
 	}
 	return job, true, nil
 }
 
 // JobGet returns the job with id, or ErrNotFound.
-func (s *Store) JobGet(ctx context.Context, id uint64) (Job, error) {
+func (s *Store) JobGet(ctx context.Context, id uint64) (jobq.Job, error) {
 	r, err := s.q.JobGetByID(ctx, id)
 	if err != nil {
-		return Job{}, notFound(err)
+		return jobq.Job{}, notFound(err)
 	}
 	return jobFromRow(r), nil
 }
 
 // JobGetByKey returns the job with jobKey, or ErrNotFound.
-func (s *Store) JobGetByKey(ctx context.Context, jobKey string) (Job, error) {
+func (s *Store) JobGetByKey(ctx context.Context, jobKey string) (jobq.Job, error) {
 	r, err := s.q.JobGetByKey(ctx, jobKey)
 	if err != nil {
-		return Job{}, notFound(err)
+		return jobq.Job{}, notFound(err)
 	}
 	return jobFromRow(r), nil
 }
 
-// ListParams filters and pages JobList. Jobs come newest first (id DESC).
-type ListParams struct {
-	Status   string // "" for any
-	JobType  string // "" for any
-	BeforeID uint64 // keyset cursor: only ids below it; 0 for the first page
-	Limit    int    // page size, 1..1000
-}
-
 // JobList returns one page of jobs and the cursor of the next page (0 when
 // this page is the last).
-func (s *Store) JobList(ctx context.Context, p ListParams) ([]Job, uint64, error) {
+func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uint64, error) {
 	before := p.BeforeID
 	if before == 0 {
 		before = math.MaxInt64
@@ -151,9 +91,9 @@ func (s *Store) JobList(ctx context.Context, p ListParams) ([]Job, uint64, error
 	var err error
 	switch {
 	case p.Status != "" && p.JobType != "":
-		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, Status: p.Status, BeforeID: before, Limit: lim})
+		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, Status: string(p.Status), BeforeID: before, Limit: lim})
 	case p.Status != "":
-		rows, err = s.q.JobListByStatus(ctx, jobqdb.JobListByStatusParams{Status: p.Status, BeforeID: before, Limit: lim})
+		rows, err = s.q.JobListByStatus(ctx, jobqdb.JobListByStatusParams{Status: string(p.Status), BeforeID: before, Limit: lim})
 	case p.JobType != "":
 		rows, err = s.q.JobListByType(ctx, jobqdb.JobListByTypeParams{JobType: p.JobType, BeforeID: before, Limit: lim})
 	default:
@@ -167,7 +107,7 @@ func (s *Store) JobList(ctx context.Context, p ListParams) ([]Job, uint64, error
 		rows = rows[:p.Limit]
 		next = rows[len(rows)-1].ID
 	}
-	jobs := make([]Job, len(rows))
+	jobs := make([]jobq.Job, len(rows))
 	for i, r := range rows {
 		jobs[i] = jobFromRow(r)
 	}
@@ -178,45 +118,45 @@ func (s *Store) JobList(ctx context.Context, p ListParams) ([]Job, uint64, error
 // job gets cancel_requested=1, its handler's context is cancelled within one
 // heartbeat and it ends CANCELED whatever the handler returns. It returns the
 // job after the change; ErrInvalidState for a terminal job.
-func (s *Store) JobCancel(ctx context.Context, id uint64) (Job, error) {
+func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
 	n, err := s.q.JobCancelWaiting(ctx, id)
 	if err != nil {
-		return Job{}, fmt.Errorf("cancel: %w", err)
+		return jobq.Job{}, fmt.Errorf("cancel: %w", err)
 	}
 	if n == 0 {
 		if n, err = s.q.JobCancelRunning(ctx, id); err != nil {
-			return Job{}, fmt.Errorf("cancel: %w", err)
+			return jobq.Job{}, fmt.Errorf("cancel: %w", err)
 		}
 	}
 	job, err := s.JobGet(ctx, id)
 	if err != nil {
-		return Job{}, err
+		return jobq.Job{}, err
 	}
-	if n == 0 && !(job.Status == StatusCanceled || (job.Status == StatusRunning && job.CancelRequested)) {
-		return job, ErrInvalidState
+	if n == 0 && !(job.Status == jobq.StateCanceled || (job.Status == jobq.StateRunning && job.CancelRequested)) {
+		return job, jobq.ErrInvalidState
 	}
 	return job, nil
 }
 
 // JobRetry moves a FAILED or CANCELED job back to WAITING, due now, with
 // retry_times reset to 0. ErrInvalidState for any other status.
-func (s *Store) JobRetry(ctx context.Context, id uint64) (Job, error) {
+func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
 	n, err := s.q.JobRetryManual(ctx, id)
 	if err != nil {
-		return Job{}, fmt.Errorf("retry: %w", err)
+		return jobq.Job{}, fmt.Errorf("retry: %w", err)
 	}
 	job, err := s.JobGet(ctx, id)
 	if err != nil {
-		return Job{}, err
+		return jobq.Job{}, err
 	}
 	if n == 0 {
-		return job, ErrInvalidState
+		return job, jobq.ErrInvalidState
 	}
 	return job, nil
 }
 
 // JobExecutions returns a job's attempts in order; ErrNotFound if no such job.
-func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]Execution, error) {
+func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
 	if _, err := s.JobGet(ctx, id); err != nil {
 		return nil, err
 	}
@@ -224,10 +164,10 @@ func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]Execution, erro
 	if err != nil {
 		return nil, fmt.Errorf("executions: %w", err)
 	}
-	out := make([]Execution, len(rows))
+	out := make([]jobq.Execution, len(rows))
 	for i, r := range rows {
-		out[i] = Execution{JobID: r.JobID, Attempt: int(r.Attempt), Owner: r.Owner, StartedAt: r.StartedAt.UTC(),
-			FinishedAt: nullTimePtr(r.FinishedAt), Outcome: r.Outcome.String, Error: r.Error.String}
+		out[i] = jobq.Execution{JobID: r.JobID, Attempt: int(r.Attempt), Owner: r.Owner, StartedAt: r.StartedAt.UTC(),
+			FinishedAt: nullTimePtr(r.FinishedAt), Outcome: jobq.Outcome(r.Outcome.String), Error: r.Error.String}
 	}
 	return out, nil
 }

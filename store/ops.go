@@ -10,31 +10,21 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
 )
 
-// TypeControl is the operations state of one job type (job_type_control).
-// A type without a row is neither paused nor limited.
-type TypeControl struct {
-	JobType string `json:"job_type"`
-	// Paused types are not claimed; their RUNNING jobs finish normally.
-	Paused bool `json:"paused"`
-	// MaxRunning caps the type's RUNNING jobs across all replicas; 0 = no limit.
-	MaxRunning int       `json:"max_running"`
-	UpdateTime time.Time `json:"update_time"`
-}
-
-func typeControlFromRow(r jobqdb.JobTypeControl) TypeControl {
-	return TypeControl{JobType: r.JobType, Paused: r.Paused, MaxRunning: int(r.MaxRunning), UpdateTime: r.UpdateTime.UTC()}
+func typeControlFromRow(r jobqdb.JobTypeControl) jobq.TypeControl {
+	return jobq.TypeControl{JobType: r.JobType, Paused: r.Paused, MaxRunning: int(r.MaxRunning), UpdateTime: r.UpdateTime.UTC()}
 }
 
 // TypeSetPaused pauses (paused=true) or resumes a job type and returns its
 // control row. Pausing takes effect on the next scan of every replica (the
 // scan reads job_type_control in the same statement); runs already RUNNING
 // are not interrupted.
-func (s *Store) TypeSetPaused(ctx context.Context, jobType string, paused bool) (TypeControl, error) {
+func (s *Store) TypeSetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error) {
 	if err := s.q.TypeControlSetPaused(ctx, jobqdb.TypeControlSetPausedParams{JobType: jobType, Paused: paused}); err != nil {
-		return TypeControl{}, fmt.Errorf("set paused: %w", err)
+		return jobq.TypeControl{}, fmt.Errorf("set paused: %w", err)
 	}
 	return s.TypeControlGet(ctx, jobType)
 }
@@ -43,33 +33,33 @@ func (s *Store) TypeSetPaused(ctx context.Context, jobType string, paused bool) 
 // (maxRunning ≥ 0; 0 removes the limit) and returns its control row. A new
 // limit applies to claims that start after it commits; runs already RUNNING
 // are not stopped, so the count can exceed a lowered limit until they finish.
-func (s *Store) TypeSetLimit(ctx context.Context, jobType string, maxRunning int) (TypeControl, error) {
+func (s *Store) TypeSetLimit(ctx context.Context, jobType string, maxRunning int) (jobq.TypeControl, error) {
 	if err := s.q.TypeControlSetLimit(ctx, jobqdb.TypeControlSetLimitParams{JobType: jobType, MaxRunning: int32(maxRunning)}); err != nil {
-		return TypeControl{}, fmt.Errorf("set limit: %w", err)
+		return jobq.TypeControl{}, fmt.Errorf("set limit: %w", err)
 	}
 	return s.TypeControlGet(ctx, jobType)
 }
 
 // TypeControlGet returns a job type's control row; a type without one gets
 // the zero state (not paused, no limit) and no error.
-func (s *Store) TypeControlGet(ctx context.Context, jobType string) (TypeControl, error) {
+func (s *Store) TypeControlGet(ctx context.Context, jobType string) (jobq.TypeControl, error) {
 	r, err := s.q.TypeControlGet(ctx, jobType)
 	if errors.Is(err, sql.ErrNoRows) {
-		return TypeControl{JobType: jobType}, nil
+		return jobq.TypeControl{JobType: jobType}, nil
 	}
 	if err != nil {
-		return TypeControl{}, fmt.Errorf("type control: %w", err)
+		return jobq.TypeControl{}, fmt.Errorf("type control: %w", err)
 	}
 	return typeControlFromRow(r), nil
 }
 
 // TypeControls lists every control row, ordered by job type.
-func (s *Store) TypeControls(ctx context.Context) ([]TypeControl, error) {
+func (s *Store) TypeControls(ctx context.Context) ([]jobq.TypeControl, error) {
 	rows, err := s.q.TypeControlList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("type controls: %w", err)
 	}
-	out := make([]TypeControl, len(rows))
+	out := make([]jobq.TypeControl, len(rows))
 	for i, r := range rows {
 		out[i] = typeControlFromRow(r)
 	}
@@ -110,7 +100,7 @@ func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error)
 // priority order (skipping rows another transaction holds, where SKIP LOCKED
 // exists). It claims nothing when the type is paused, has no limit
 // any more (the ordinary scan serves it then) or is at its limit.
-func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p ClaimParams) ([]ClaimedJob, error) {
+func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("claim limited: %w", err)
@@ -126,7 +116,7 @@ func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p ClaimPara
 	return claimed, nil
 }
 
-func (s *Store) claimLimited(ctx context.Context, q *jobqdb.Queries, jobType string, p ClaimParams) ([]ClaimedJob, error) {
+func (s *Store) claimLimited(ctx context.Context, q *jobqdb.Queries, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
 	ctl, err := q.TypeControlLock(ctx, jobType)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -157,51 +147,8 @@ func (s *Store) claimLimited(ctx context.Context, q *jobqdb.Queries, jobType str
 	return s.claimRows(ctx, q, p, ids)
 }
 
-// Misfire policies of a periodic schedule.
-const (
-	// MisfireSkip drops instants missed while every replica was down: no
-	// catch-up, the schedule resumes at its next instant.
-	MisfireSkip = "skip"
-	// MisfireOnce runs exactly one catch-up job (the latest missed instant).
-	MisfireOnce = "once"
-)
-
-// Sources of a periodic schedule.
-const (
-	PeriodicSourceAPI    = "api"    // created through /v1/periodic
-	PeriodicSourceConfig = "config" // from `jobq serve --periodic` or --periodic-file
-)
-
-// PeriodicInstantLayout formats a scheduled instant (UTC, whole seconds) in
-// a periodic job's key '<name>@<instant>', e.g. "nightly@2026-01-02T03:00:00Z".
-const PeriodicInstantLayout = "2006-01-02T15:04:05Z"
-
-// PeriodicKey is the job_key of schedule name's job for instant.
-func PeriodicKey(name string, instant time.Time) string {
-	return name + "@" + instant.UTC().Format(PeriodicInstantLayout)
-}
-
-// Periodic is one cron schedule (periodic_job). Times are UTC.
-type Periodic struct {
-	Name      string          `json:"name"`
-	Cron      string          `json:"cron"`
-	JobType   string          `json:"job_type"`
-	Params    json.RawMessage `json:"params"`
-	Priority  int             `json:"priority"`
-	MaxRetry  int             `json:"max_retry"`
-	TimeoutMs int             `json:"timeout_ms"`
-	Misfire   string          `json:"misfire"`
-	Source    string          `json:"source"`
-	// NextRunAt is the cursor: the first scheduled instant not yet enqueued.
-	NextRunAt time.Time `json:"next_run_at"`
-	// LastRunAt is the latest instant enqueued, if any.
-	LastRunAt  *time.Time `json:"last_run_at,omitempty"`
-	CreateTime time.Time  `json:"create_time"`
-	UpdateTime time.Time  `json:"update_time"`
-}
-
-func periodicFromRow(r jobqdb.PeriodicJob) Periodic {
-	return Periodic{
+func periodicFromRow(r jobqdb.PeriodicJob) jobq.Periodic {
+	return jobq.Periodic{
 		Name: r.Name, Cron: r.CronExpr, JobType: r.JobType, Params: json.RawMessage(r.Params),
 		Priority: int(r.Priority), MaxRetry: int(r.MaxRetry), TimeoutMs: int(r.TimeoutMs),
 		Misfire: r.Misfire, Source: r.Source, NextRunAt: r.NextRunAt.UTC(), LastRunAt: nullTimePtr(r.LastRunAt),
@@ -209,26 +156,12 @@ func periodicFromRow(r jobqdb.PeriodicJob) Periodic {
 	}
 }
 
-// PeriodicSpec is a validated schedule to create or replace. Params must be
-// a compact JSON object.
-type PeriodicSpec struct {
-	Name      string
-	Cron      string
-	JobType   string
-	Params    string
-	Priority  int
-	MaxRetry  int
-	TimeoutMs int
-	Misfire   string // MisfireSkip or MisfireOnce
-	Source    string // PeriodicSourceAPI or PeriodicSourceConfig
-}
-
 // PeriodicUpsert creates the schedule spec.Name or replaces its definition.
 // A new schedule (or one whose cron expression changed) starts at
 // firstFunc(now), now being the database clock; an unchanged expression keeps
 // its cursor, so a restart never forgets instants missed meanwhile. created
 // reports whether the schedule is new.
-func (s *Store) PeriodicUpsert(ctx context.Context, spec PeriodicSpec, firstFunc func(now time.Time) time.Time) (p Periodic, created bool, err error) {
+func (s *Store) PeriodicUpsert(ctx context.Context, spec jobq.PeriodicSpec, firstFunc func(now time.Time) time.Time) (p jobq.Periodic, created bool, err error) {
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		now, err := q.DBNow(ctx)
@@ -249,27 +182,27 @@ func (s *Store) PeriodicUpsert(ctx context.Context, spec PeriodicSpec, firstFunc
 		return err
 	})
 	if err != nil {
-		return Periodic{}, false, fmt.Errorf("periodic upsert: %w", err)
+		return jobq.Periodic{}, false, fmt.Errorf("periodic upsert: %w", err)
 	}
 	return p, created, nil
 }
 
 // PeriodicGet returns one schedule, or ErrNotFound.
-func (s *Store) PeriodicGet(ctx context.Context, name string) (Periodic, error) {
+func (s *Store) PeriodicGet(ctx context.Context, name string) (jobq.Periodic, error) {
 	r, err := s.q.PeriodicGet(ctx, name)
 	if err != nil {
-		return Periodic{}, notFound(err)
+		return jobq.Periodic{}, notFound(err)
 	}
 	return periodicFromRow(r), nil
 }
 
 // PeriodicList returns every schedule, ordered by name.
-func (s *Store) PeriodicList(ctx context.Context) ([]Periodic, error) {
+func (s *Store) PeriodicList(ctx context.Context) ([]jobq.Periodic, error) {
 	rows, err := s.q.PeriodicList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("periodic list: %w", err)
 	}
-	out := make([]Periodic, len(rows))
+	out := make([]jobq.Periodic, len(rows))
 	for i, r := range rows {
 		out[i] = periodicFromRow(r)
 	}
@@ -283,25 +216,9 @@ func (s *Store) PeriodicDelete(ctx context.Context, name string) error {
 		return fmt.Errorf("periodic delete: %w", err)
 	}
 	if n == 0 {
-		return ErrNotFound
+		return jobq.ErrNotFound
 	}
 	return nil
-}
-
-// PeriodicPlanFunc decides, under the schedule's row lock, which instants to
-// enqueue given the schedule (its cursor NextRunAt) and the database clock
-// now, and the new cursor (an instant after now). Returning next equal to
-// p.NextRunAt and no instants leaves the row untouched.
-type PeriodicPlanFunc func(p Periodic, now time.Time) (enqueue []time.Time, next time.Time)
-
-// PeriodicFireResult is what one fire of a schedule did.
-type PeriodicFireResult struct {
-	// Inserted are the instants whose job this fire created (an instant whose
-	// key already existed is not listed).
-	Inserted []time.Time
-	// Next is the schedule's cursor after the fire; DBNow the database clock
-	// during it, so a replica can sleep Next−DBNow whatever its own clock says.
-	Next, DBNow time.Time
 }
 
 // PeriodicFire fires schedule name in one transaction: it locks the row
@@ -310,10 +227,10 @@ type PeriodicFireResult struct {
 // cursor. Replicas firing the same schedule at once serialise on the row
 // lock, so each instant becomes exactly one job. ErrNotFound when the
 // schedule was deleted.
-func (s *Store) PeriodicFire(ctx context.Context, name string, plan PeriodicPlanFunc) (PeriodicFireResult, error) {
-	var res PeriodicFireResult
+func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.PeriodicPlanFunc) (jobq.PeriodicFireResult, error) {
+	var res jobq.PeriodicFireResult
 	err := s.WithTx(ctx, func(tx *sql.Tx) error {
-		res = PeriodicFireResult{}
+		res = jobq.PeriodicFireResult{}
 		q := s.q.WithTx(tx)
 		r, err := q.PeriodicLock(ctx, name)
 		if err != nil {
@@ -333,7 +250,7 @@ func (s *Store) PeriodicFire(ctx context.Context, name string, plan PeriodicPlan
 		var last sql.NullTime
 		for _, at := range enqueue {
 			at = at.UTC()
-			key := PeriodicKey(name, at)
+			key := jobq.PeriodicKey(name, at)
 			sum := sha256.Sum256([]byte("periodic\x00" + key + "\x00" + p.JobType + "\x00" + string(p.Params)))
 			n, err := q.JobInsertPeriodic(ctx, jobqdb.JobInsertPeriodicParams{
 				JobKey: key, JobType: p.JobType, Params: string(p.Params), RequestHash: hex.EncodeToString(sum[:]),
@@ -350,36 +267,12 @@ func (s *Store) PeriodicFire(ctx context.Context, name string, plan PeriodicPlan
 		return q.PeriodicAdvance(ctx, jobqdb.PeriodicAdvanceParams{NextRunAt: res.Next, LastRunAt: last, Name: name})
 	})
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return PeriodicFireResult{}, ErrNotFound
+		if errors.Is(err, jobq.ErrNotFound) {
+			return jobq.PeriodicFireResult{}, jobq.ErrNotFound
 		}
-		return PeriodicFireResult{}, fmt.Errorf("periodic fire %q: %w", name, err)
+		return jobq.PeriodicFireResult{}, fmt.Errorf("periodic fire %q: %w", name, err)
 	}
 	return res, nil
-}
-
-// PurgeParams configures a retention pass.
-type PurgeParams struct {
-	// OlderThan: terminal jobs (SUCCESS, FAILED, CANCELED) whose finished_at
-	// is more than this before NOW(6) are deleted with their job_execution
-	// rows. Must be positive.
-	OlderThan time.Duration
-	// Batch is the most jobs one short delete transaction removes (and the
-	// rows one walk step reads). Defaults to 500.
-	Batch int
-	// MaxJobs stops the pass after about this many deletions; 0 = no cap.
-	MaxJobs int
-	// BatchFunc, if set, is called after each committed batch with the jobs
-	// and execution rows it deleted.
-	BatchFunc func(jobs, executions int64)
-}
-
-// PurgeResult counts what a retention pass deleted.
-type PurgeResult struct {
-	Jobs       int64     `json:"jobs"`       // job_queue rows deleted
-	Executions int64     `json:"executions"` // job_execution rows deleted
-	Batches    int       `json:"batches"`    // delete transactions committed
-	Cutoff     time.Time `json:"cutoff"`     // NOW(6) − OlderThan, UTC
 }
 
 // JobPurge deletes terminal jobs finished before NOW(6) − p.OlderThan, and
@@ -388,18 +281,18 @@ type PurgeResult struct {
 // job_queue by primary key from the oldest id and stops at the first job
 // created after the cutoff, so it never reads the young part of the table.
 // job_effect rows (the testbed's) are kept.
-func (s *Store) JobPurge(ctx context.Context, p PurgeParams) (PurgeResult, error) {
+func (s *Store) JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error) {
 	if p.OlderThan <= 0 {
-		return PurgeResult{}, fmt.Errorf("purge: older than must be positive, got %s", p.OlderThan)
+		return jobq.PurgeResult{}, fmt.Errorf("purge: older than must be positive, got %s", p.OlderThan)
 	}
 	if p.Batch <= 0 {
 		p.Batch = 500
 	}
 	now, err := s.DBNow(ctx)
 	if err != nil {
-		return PurgeResult{}, fmt.Errorf("purge: %w", err)
+		return jobq.PurgeResult{}, fmt.Errorf("purge: %w", err)
 	}
-	res := PurgeResult{Cutoff: now.Add(-p.OlderThan)}
+	res := jobq.PurgeResult{Cutoff: now.Add(-p.OlderThan)}
 	var after uint64
 	for p.MaxJobs <= 0 || res.Jobs < int64(p.MaxJobs) {
 		rows, err := s.q.JobRetentionWalk(ctx, jobqdb.JobRetentionWalkParams{AfterID: after, Limit: int32(p.Batch)})
@@ -414,7 +307,7 @@ func (s *Store) JobPurge(ctx context.Context, p PurgeParams) (PurgeResult, error
 				break
 			}
 			after = r.ID
-			if (r.Status == StatusSuccess || r.Status == StatusFailed || r.Status == StatusCanceled) &&
+			if (jobq.JobState(r.Status).Terminal()) &&
 				r.FinishedAt.Valid && r.FinishedAt.Time.Before(res.Cutoff) {
 				cands = append(cands, r.ID)
 			}
@@ -457,19 +350,12 @@ func (s *Store) purgeBatch(ctx context.Context, cands []uint64, cutoff time.Time
 	return jobs, execs, nil
 }
 
-// RetryBulkParams selects the jobs a bulk retry re-queues.
-type RetryBulkParams struct {
-	Status  string // StatusFailed or StatusCanceled
-	JobType string // "" for every type
-	Batch   int    // ids per UPDATE; defaults to 500
-}
-
 // JobRetryBulk moves every job with p.Status (and p.JobType, if set) back to
 // WAITING, due now, with retry_times reset, in batches of p.Batch walked by
 // id. It returns how many jobs it re-queued.
-func (s *Store) JobRetryBulk(ctx context.Context, p RetryBulkParams) (int64, error) {
-	if p.Status != StatusFailed && p.Status != StatusCanceled {
-		return 0, fmt.Errorf("retry bulk: status must be %s or %s, got %q", StatusFailed, StatusCanceled, p.Status)
+func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64, error) {
+	if p.Status != jobq.StateFailed && p.Status != jobq.StateCanceled {
+		return 0, fmt.Errorf("retry bulk: status must be %s or %s, got %q", jobq.StateFailed, jobq.StateCanceled, p.Status)
 	}
 	if p.Batch <= 0 {
 		p.Batch = 500
@@ -480,9 +366,9 @@ func (s *Store) JobRetryBulk(ctx context.Context, p RetryBulkParams) (int64, err
 		var ids []uint64
 		var err error
 		if p.JobType != "" {
-			ids, err = s.q.JobIDsByTypeStatus(ctx, jobqdb.JobIDsByTypeStatusParams{JobType: p.JobType, Status: p.Status, AfterID: after, Limit: int32(p.Batch)})
+			ids, err = s.q.JobIDsByTypeStatus(ctx, jobqdb.JobIDsByTypeStatusParams{JobType: p.JobType, Status: string(p.Status), AfterID: after, Limit: int32(p.Batch)})
 		} else {
-			ids, err = s.q.JobIDsByStatus(ctx, jobqdb.JobIDsByStatusParams{Status: p.Status, AfterID: after, Limit: int32(p.Batch)})
+			ids, err = s.q.JobIDsByStatus(ctx, jobqdb.JobIDsByStatusParams{Status: string(p.Status), AfterID: after, Limit: int32(p.Batch)})
 		}
 		if err != nil {
 			return total, fmt.Errorf("retry bulk: %w", err)
@@ -490,7 +376,7 @@ func (s *Store) JobRetryBulk(ctx context.Context, p RetryBulkParams) (int64, err
 		if len(ids) == 0 {
 			return total, nil
 		}
-		n, err := s.q.JobRetryMany(ctx, jobqdb.JobRetryManyParams{Ids: ids, Status: p.Status})
+		n, err := s.q.JobRetryMany(ctx, jobqdb.JobRetryManyParams{Ids: ids, Status: string(p.Status)})
 		if err != nil {
 			return total, fmt.Errorf("retry bulk: %w", err)
 		}
@@ -502,42 +388,11 @@ func (s *Store) JobRetryBulk(ctx context.Context, p RetryBulkParams) (int64, err
 	}
 }
 
-// StatsRecentRows bounds the rows the recent-rate counts of QueueStats read:
-// only the newest this many job_queue and job_execution rows (by id).
-const StatsRecentRows = 100000
-
-// TypeStatusCount is the number of jobs of one type in one status.
-type TypeStatusCount struct {
-	JobType string `json:"job_type"`
-	Status  string `json:"status"`
-	Count   int64  `json:"count"`
-}
-
-// QueueStats is a snapshot of the queue for `jobq stats`.
-type QueueStats struct {
-	DBNow time.Time `json:"db_now"`
-	// ByStatus counts every job by status; ByTypeStatus by type and status.
-	ByStatus     map[string]int64  `json:"by_status"`
-	ByTypeStatus []TypeStatusCount `json:"by_type_status"`
-	// OldestWaitingSeconds is how long the longest-due WAITING job has been
-	// due (NOW(6) − run_at); null when no job is due.
-	OldestWaitingSeconds *float64 `json:"oldest_waiting_seconds"`
-	// WindowSeconds is the span of the recent counts below (ending now).
-	WindowSeconds float64 `json:"window_seconds"`
-	// Created counts jobs created in the window; Finished counts attempts
-	// finished in the window by outcome (SUCCESS, FAILED, CANCELED, …).
-	Created  int64            `json:"created"`
-	Finished map[string]int64 `json:"finished"`
-	// CreatedPerSecond and FinishedPerSecond are those counts over the window.
-	CreatedPerSecond  float64 `json:"created_per_second"`
-	FinishedPerSecond float64 `json:"finished_per_second"`
-}
-
 // QueueStats counts jobs by status and type (a full pass over
 // idx_type_status), the age of the oldest due WAITING job, and jobs created
 // and attempts finished within window (among the newest StatsRecentRows rows).
-func (s *Store) QueueStats(ctx context.Context, window time.Duration) (QueueStats, error) {
-	st := QueueStats{ByStatus: map[string]int64{}, ByTypeStatus: []TypeStatusCount{}, Finished: map[string]int64{}, WindowSeconds: window.Seconds()}
+func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.QueueStats, error) {
+	st := jobq.QueueStats{ByStatus: map[string]int64{}, ByTypeStatus: []jobq.TypeStatusCount{}, Finished: map[string]int64{}, WindowSeconds: window.Seconds()}
 	now, err := s.DBNow(ctx)
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
@@ -548,7 +403,7 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (QueueStat
 		return st, fmt.Errorf("stats: counts: %w", err)
 	}
 	for _, r := range rows {
-		st.ByTypeStatus = append(st.ByTypeStatus, TypeStatusCount{JobType: r.JobType, Status: r.Status, Count: r.N})
+		st.ByTypeStatus = append(st.ByTypeStatus, jobq.TypeStatusCount{JobType: r.JobType, Status: jobq.JobState(r.Status), Count: r.N})
 		st.ByStatus[r.Status] += r.N
 	}
 	age, err := s.q.StatsOldestWaiting(ctx)
@@ -564,12 +419,12 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (QueueStat
 		return st, fmt.Errorf("stats: max ids: %w", err)
 	}
 	st.Created, err = s.q.StatsRecentCreated(ctx, jobqdb.StatsRecentCreatedParams{
-		MinID: uint64(max(maxIDs.MaxJobID-StatsRecentRows, 0)), WindowUs: window.Microseconds()})
+		MinID: uint64(max(maxIDs.MaxJobID-jobq.StatsRecentRows, 0)), WindowUs: window.Microseconds()})
 	if err != nil {
 		return st, fmt.Errorf("stats: created: %w", err)
 	}
 	outs, err := s.q.StatsRecentOutcomes(ctx, jobqdb.StatsRecentOutcomesParams{
-		MinID: uint64(max(maxIDs.MaxExecutionID-StatsRecentRows, 0)), WindowUs: window.Microseconds()})
+		MinID: uint64(max(maxIDs.MaxExecutionID-jobq.StatsRecentRows, 0)), WindowUs: window.Microseconds()})
 	if err != nil {
 		return st, fmt.Errorf("stats: finished: %w", err)
 	}

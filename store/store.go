@@ -14,35 +14,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobq/jobq/gen/jobqdb"
 )
-
-// Job statuses (job_queue.status).
-const (
-	StatusWaiting  = "WAITING"
-	StatusRunning  = "RUNNING"
-	StatusSuccess  = "SUCCESS"
-	StatusFailed   = "FAILED"
-	StatusCanceled = "CANCELED"
-)
-
-// Execution outcomes (job_execution.outcome).
-const (
-	OutcomeSuccess      = "SUCCESS"       // handler returned nil and the fenced completion committed
-	OutcomeFailed       = "FAILED"        // handler returned an error (or timed out)
-	OutcomeCanceled     = "CANCELED"      // cancel requested while running
-	OutcomeLeaseExpired = "LEASE_EXPIRED" // the rescuer took the job back
-	OutcomeReleased     = "RELEASED"      // shutdown handed the job back unfinished
-	OutcomeStale        = "STALE"         // the run completed after losing its lease; its write was refused
-)
-
-// MaxErrorRunes is the longest error text stored in last_error and
-// job_execution.error (columns are VARCHAR(2048)); longer text is cut.
-const MaxErrorRunes = 2000
 
 // Store is the MySQL/MariaDB implementation of everything jobq persists.
 // It is safe for concurrent use.
@@ -208,24 +184,6 @@ func ParseServerVersion(v string) ServerInfo {
 		info.Description = fmt.Sprintf("MySQL %d.%d.%d", info.Major, info.Minor, info.Patch)
 	}
 	return info
-}
-
-// SanitizeText makes s storable in a utf8mb4 VARCHAR column: invalid UTF-8
-// becomes U+FFFD, NUL bytes are dropped, and the text is cut to max runes
-// (with a trailing "…"). Bookkeeping must never fail because of an error
-// message's bytes.
-func SanitizeText(s string, max int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "")
-	}
-	if utf8.RuneCountInString(s) > max {
-		r := []rune(s)
-		s = string(r[:max-1]) + "…"
-	}
-	return s
 }
 
 func nullStr(s string) sql.NullString {

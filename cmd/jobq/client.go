@@ -8,9 +8,9 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // ServerFlags name the API to talk to.
@@ -23,12 +23,12 @@ type ServerFlags struct {
 // jobAPI is what the client commands call: *client.Client (HTTP) or
 // *client.GRPCClient (gRPC).
 type jobAPI interface {
-	Submit(ctx context.Context, req service.SubmitRequest) (store.Job, bool, error)
-	Get(ctx context.Context, id uint64) (store.Job, error)
+	Submit(ctx context.Context, req service.SubmitRequest) (jobq.Job, bool, error)
+	Get(ctx context.Context, id uint64) (jobq.Job, error)
 	List(ctx context.Context, status, jobType string, limit int, cursor string) (service.ListPage, error)
-	Cancel(ctx context.Context, id uint64) (store.Job, error)
-	Retry(ctx context.Context, id uint64) (store.Job, error)
-	Executions(ctx context.Context, id uint64) ([]store.Execution, error)
+	Cancel(ctx context.Context, id uint64) (jobq.Job, error)
+	Retry(ctx context.Context, id uint64) (jobq.Job, error)
+	Executions(ctx context.Context, id uint64) ([]jobq.Execution, error)
 }
 
 func (f ServerFlags) client() jobAPI {

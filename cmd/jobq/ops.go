@@ -11,10 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // OpsFlags configure a replica's operations services (`jobq serve`).
@@ -102,7 +102,7 @@ func (c *StatsCmd) Run(g *Globals) error {
 		return printJSON(st)
 	}
 	fmt.Printf("database clock  %s\n", st.DBNow.Format(time.RFC3339Nano))
-	statuses := []string{store.StatusWaiting, store.StatusRunning, store.StatusSuccess, store.StatusFailed, store.StatusCanceled}
+	statuses := []string{string(jobq.StateWaiting), string(jobq.StateRunning), string(jobq.StateSuccess), string(jobq.StateFailed), string(jobq.StateCanceled)}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "TYPE\t"+strings.Join(statuses, "\t")+"\t")
 	byType := map[string]map[string]int64{}
@@ -110,7 +110,7 @@ func (c *StatsCmd) Run(g *Globals) error {
 		if byType[c.JobType] == nil {
 			byType[c.JobType] = map[string]int64{}
 		}
-		byType[c.JobType][c.Status] = c.Count
+		byType[c.JobType][string(c.Status)] = c.Count
 	}
 	types := make([]string, 0, len(byType))
 	for t := range byType {

@@ -21,13 +21,13 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -105,7 +105,7 @@ func decode[T any](t *testing.T, s string) T {
 	return v
 }
 
-func waitJob(t *testing.T, c *client.Client, id uint64, status string, d time.Duration) store.Job {
+func waitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d time.Duration) jobq.Job {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -120,7 +120,7 @@ func waitJob(t *testing.T, c *client.Client, id uint64, status string, d time.Du
 	}
 }
 
-func submitJob(t *testing.T, c *client.Client, req service.SubmitRequest) store.Job {
+func submitJob(t *testing.T, c *client.Client, req service.SubmitRequest) jobq.Job {
 	t.Helper()
 	j, _, err := c.Submit(context.Background(), req)
 	if err != nil {
@@ -166,7 +166,7 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	}
 	var before int
 	_ = db.QueryRow("SELECT COUNT(*) FROM job_queue").Scan(&before)
-	res := decode[store.PurgeResult](t, mustCLI(t, "purge", "--older-than", "7d", srv))
+	res := decode[jobq.PurgeResult](t, mustCLI(t, "purge", "--older-than", "7d", srv))
 	if res.Jobs != 3 || res.Executions != 3 || res.Batches != 1 {
 		t.Fatalf("purge = %+v, want 3 jobs, 3 executions, 1 batch", res)
 	}
@@ -177,19 +177,19 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	}
 
 	// pause: a due sleep job is not claimed; stats sees it waiting.
-	if tc := decode[store.TypeControl](t, mustCLI(t, "pause", "sleep", srv)); !tc.Paused || tc.JobType != "sleep" {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "pause", "sleep", srv)); !tc.Paused || tc.JobType != "sleep" {
 		t.Fatalf("pause printed %+v", tc)
 	}
 	waiting := submitJob(t, c, service.SubmitRequest{JobKey: "paused-1", JobType: "sleep",
 		RunAt: ptr(time.Now().UTC().Add(-10 * time.Second).Format(time.RFC3339Nano))})
 	time.Sleep(500 * time.Millisecond) // five poll intervals
-	if j, _ := c.Get(ctx, waiting.ID); j.Status != store.StatusWaiting || j.Attempt != 0 {
+	if j, _ := c.Get(ctx, waiting.ID); j.Status != jobq.StateWaiting || j.Attempt != 0 {
 		t.Fatalf("job of a paused type: status=%s attempt=%d, want WAITING 0", j.Status, j.Attempt)
 	}
-	st := decode[store.QueueStats](t, mustCLI(t, "stats", "--json", srv))
-	if st.ByStatus[store.StatusWaiting] != 1 || st.ByStatus[store.StatusSuccess] != 1 || len(st.ByTypeStatus) != 2 ||
-		st.ByTypeStatus[0] != (store.TypeStatusCount{JobType: "noop", Status: "SUCCESS", Count: 1}) ||
-		st.ByTypeStatus[1] != (store.TypeStatusCount{JobType: "sleep", Status: "WAITING", Count: 1}) {
+	st := decode[jobq.QueueStats](t, mustCLI(t, "stats", "--json", srv))
+	if st.ByStatus[string(jobq.StateWaiting)] != 1 || st.ByStatus[string(jobq.StateSuccess)] != 1 || len(st.ByTypeStatus) != 2 ||
+		st.ByTypeStatus[0] != (jobq.TypeStatusCount{JobType: "noop", Status: "SUCCESS", Count: 1}) ||
+		st.ByTypeStatus[1] != (jobq.TypeStatusCount{JobType: "sleep", Status: "WAITING", Count: 1}) {
 		t.Fatalf("stats counts = %v %v, want noop SUCCESS 1 and sleep WAITING 1", st.ByStatus, st.ByTypeStatus)
 	}
 	if st.OldestWaitingSeconds == nil || *st.OldestWaitingSeconds < 10 || *st.OldestWaitingSeconds > 60 {
@@ -201,17 +201,17 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	if out := mustCLI(t, "stats", srv); !strings.Contains(out, "oldest waiting") || !strings.Contains(out, "sleep") {
 		t.Fatalf("stats table:\n%s", out)
 	}
-	types := decode[[]store.TypeControl](t, mustCLI(t, "types", srv))
+	types := decode[[]jobq.TypeControl](t, mustCLI(t, "types", srv))
 	if len(types) != 1 || !types[0].Paused || types[0].MaxRunning != 0 {
 		t.Fatalf("types = %+v", types)
 	}
-	if tc := decode[store.TypeControl](t, mustCLI(t, "resume", "sleep", srv)); tc.Paused {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "resume", "sleep", srv)); tc.Paused {
 		t.Fatalf("resume printed %+v", tc)
 	}
-	waitJob(t, c, waiting.ID, store.StatusSuccess, 5*time.Second)
+	waitJob(t, c, waiting.ID, jobq.StateSuccess, 5*time.Second)
 
 	// limit
-	if tc := decode[store.TypeControl](t, mustCLI(t, "limit", "sleep", "2", srv)); tc.MaxRunning != 2 {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "2", srv)); tc.MaxRunning != 2 {
 		t.Fatalf("limit printed %+v", tc)
 	}
 	// The replica that took the call re-reads its limits at once, not after
@@ -226,19 +226,19 @@ func TestOpsCLIJobCommands(t *testing.T) {
 		}
 	}
 	limited := submitJob(t, c, service.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
-	waitJob(t, c, limited.ID, store.StatusSuccess, 5*time.Second)
-	if tc := decode[store.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv)); tc.MaxRunning != 0 {
+	waitJob(t, c, limited.ID, jobq.StateSuccess, 5*time.Second)
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv)); tc.MaxRunning != 0 {
 		t.Fatalf("limit 0 printed %+v", tc)
 	}
 
 	// cancel a RUNNING job through the CLI.
 	long := submitJob(t, c, service.SubmitRequest{JobKey: "long", JobType: "sleep", Params: json.RawMessage(`{"ms":30000}`)})
-	waitJob(t, c, long.ID, store.StatusRunning, 5*time.Second)
-	if j := decode[store.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv)); !j.CancelRequested {
+	waitJob(t, c, long.ID, jobq.StateRunning, 5*time.Second)
+	if j := decode[jobq.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv)); !j.CancelRequested {
 		t.Fatalf("cancel printed %+v", j)
 	}
 	hb := r.Scheduler.Config().HeartbeatInterval
-	waitJob(t, c, long.ID, store.StatusCanceled, hb+2*time.Second)
+	waitJob(t, c, long.ID, jobq.StateCanceled, hb+2*time.Second)
 
 	// bulk retry: flaky fails its first attempt; with max_retry 0 it ends FAILED.
 	var flaky []uint64
@@ -247,7 +247,7 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	}
 	other := submitJob(t, c, service.SubmitRequest{JobKey: "effect-fails", JobType: "flaky", MaxRetry: ptr(0), Params: json.RawMessage(`{"failures":5}`)})
 	for _, id := range append(flaky, other.ID) {
-		waitJob(t, c, id, store.StatusFailed, 5*time.Second)
+		waitJob(t, c, id, jobq.StateFailed, 5*time.Second)
 	}
 	if _, err := runCLI(t, "retry", srv); err == nil || !strings.Contains(err.Error(), "--status") {
 		t.Fatalf("retry without id or --status: err = %v", err)
@@ -256,11 +256,11 @@ func TestOpsCLIJobCommands(t *testing.T) {
 		t.Fatalf("bulk retry retried %d, want 4", res.Retried)
 	}
 	for _, id := range flaky {
-		if j := waitJob(t, c, id, store.StatusSuccess, 5*time.Second); j.Attempt != 2 || j.RetryTimes != 0 {
+		if j := waitJob(t, c, id, jobq.StateSuccess, 5*time.Second); j.Attempt != 2 || j.RetryTimes != 0 {
 			t.Fatalf("retried job %d: attempt=%d retry_times=%d, want 2, 0", id, j.Attempt, j.RetryTimes)
 		}
 	}
-	waitJob(t, c, other.ID, store.StatusFailed, 5*time.Second) // its 2nd attempt fails too
+	waitJob(t, c, other.ID, jobq.StateFailed, 5*time.Second) // its 2nd attempt fails too
 	if res := decode[service.RetryBulkResult](t, mustCLI(t, "retry", "--status", "CANCELED", "--type", "noop", srv)); res.Retried != 0 {
 		t.Fatalf("bulk retry of no job retried %d", res.Retried)
 	}
@@ -277,22 +277,22 @@ func TestOpsCLIPeriodic(t *testing.T) {
 	srv := "--server=http://" + r.Addr
 	ctx := context.Background()
 
-	list := decode[[]store.Periodic](t, mustCLI(t, "periodic", "list", srv))
-	if len(list) != 1 || list[0].Name != "cfg" || list[0].Source != store.PeriodicSourceConfig ||
-		list[0].Misfire != store.MisfireOnce || compact(t, list[0].Params) != `{"a":"x;y"}` || list[0].Cron != "*/1 * * * * *" {
+	list := decode[[]jobq.Periodic](t, mustCLI(t, "periodic", "list", srv))
+	if len(list) != 1 || list[0].Name != "cfg" || list[0].Source != jobq.PeriodicSourceConfig ||
+		list[0].Misfire != jobq.MisfireOnce || compact(t, list[0].Params) != `{"a":"x;y"}` || list[0].Cron != "*/1 * * * * *" {
 		t.Fatalf("configured schedule = %+v", list)
 	}
-	p := decode[store.Periodic](t, mustCLI(t, "periodic", "add", "--name", "tick", "--cron", "* * * * * *", "--type", "noop", "--params", `{"n":1}`, srv))
-	if p.Name != "tick" || p.Source != store.PeriodicSourceAPI || p.Misfire != store.MisfireSkip || p.MaxRetry != 3 {
+	p := decode[jobq.Periodic](t, mustCLI(t, "periodic", "add", "--name", "tick", "--cron", "* * * * * *", "--type", "noop", "--params", `{"n":1}`, srv))
+	if p.Name != "tick" || p.Source != jobq.PeriodicSourceAPI || p.Misfire != jobq.MisfireSkip || p.MaxRetry != 3 {
 		t.Fatalf("periodic add printed %+v", p)
 	}
 	first := p.NextRunAt
 	// The replica that took the API call fires the new schedule at once
 	// (RefreshOps), not after its 30s refresh interval.
-	k := store.PeriodicKey("tick", first)
+	k := jobq.PeriodicKey("tick", first)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		page, err := c.List(ctx, store.StatusSuccess, "noop", 1000, "")
+		page, err := c.List(ctx, string(jobq.StateSuccess), "noop", 1000, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,7 @@ func TestOpsCLIPeriodic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := r.Ops.PutPeriodic(ctx, reqs[0], store.PeriodicSourceConfig); err != nil {
+	if _, _, err := r.Ops.PutPeriodic(ctx, reqs[0], jobq.PeriodicSourceConfig); err != nil {
 		t.Fatal(err)
 	}
 	again, err := r.Store.PeriodicGet(ctx, "cfg")

@@ -1,0 +1,24 @@
+package jobq
+
+import (
+	"errors"
+)
+
+var (
+	// ErrNotFound is returned when no job has the requested id or key.
+	ErrNotFound = errors.New("jobq: not found")
+	// ErrKeyConflict is returned by Submit when job_key already names a job
+	// whose request differs from this one (HTTP 409).
+	ErrKeyConflict = errors.New("jobq: job_key already used with a different request")
+	// ErrInvalidState is returned when a cancel or retry does not apply to the
+	// job's current status (for example retrying a SUCCESS job).
+	ErrInvalidState = errors.New("jobq: invalid state for this operation")
+	// ErrStaleAttempt is returned when a completion's attempt no longer owns
+	// the job (it was rescued, and perhaps re-claimed): nothing was written.
+	ErrStaleAttempt = errors.New("jobq: stale attempt")
+	// ErrUnavailable is returned when the database cannot serve the request
+	// now but may soon: it refuses writes (read-only, a demoted primary), a
+	// cluster node is not ready, or the connection was lost. Transports map
+	// it to HTTP 503 and gRPC Unavailable; the caller should retry.
+	ErrUnavailable = errors.New("jobq: database unavailable")
+)

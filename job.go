@@ -1,0 +1,171 @@
+package jobq
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxErrorRunes is the longest error text stored in last_error and
+// job_execution.error (columns are VARCHAR(2048)); longer text is cut.
+const MaxErrorRunes = 2000
+
+// SanitizeText makes s storable in a utf8mb4 VARCHAR column: invalid UTF-8
+// becomes U+FFFD, NUL bytes are dropped, and the text is cut to max runes
+// (with a trailing "…"). Bookkeeping must never fail because of an error
+// message's bytes.
+func SanitizeText(s string, max int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "")
+	}
+	if utf8.RuneCountInString(s) > max {
+		r := []rune(s)
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}
+
+// Job is one row of job_queue as the API returns it. Times are UTC.
+type Job struct {
+	ID              uint64          `json:"id"`
+	JobKey          string          `json:"job_key"`
+	JobType         string          `json:"job_type"`
+	Params          json.RawMessage `json:"params"`
+	Status          JobState        `json:"status"`
+	Priority        int             `json:"priority"`
+	RetryTimes      int             `json:"retry_times"`
+	MaxRetry        int             `json:"max_retry"`
+	TimeoutMs       int             `json:"timeout_ms"`
+	RunAt           time.Time       `json:"run_at"`
+	Attempt         int             `json:"attempt"`
+	Owner           string          `json:"owner,omitempty"`
+	LeaseUntil      *time.Time      `json:"lease_until,omitempty"`
+	LastError       string          `json:"last_error,omitempty"`
+	StartedAt       *time.Time      `json:"started_at,omitempty"`
+	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
+	CancelRequested bool            `json:"cancel_requested"`
+	CreateTime      time.Time       `json:"create_time"`
+	UpdateTime      time.Time       `json:"update_time"`
+	RequestHash     string          `json:"-"`
+}
+
+// Terminal reports whether the job is SUCCESS, FAILED or CANCELED.
+func (j Job) Terminal() bool {
+	return j.Status.Terminal()
+}
+
+// Execution is one row of job_execution: one attempt of one job.
+type Execution struct {
+	JobID      uint64     `json:"job_id"`
+	Attempt    int        `json:"attempt"`
+	Owner      string     `json:"owner"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Outcome    Outcome    `json:"outcome,omitempty"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// SubmitParams is a validated submit. Params must already be a compact JSON
+// object and RequestHash the hash of the canonical request (service package).
+type SubmitParams struct {
+	JobKey      string
+	JobType     string
+	Params      string
+	RequestHash string
+	Priority    int
+	MaxRetry    int
+	TimeoutMs   int
+	RunAt       *time.Time // nil: due now on the database clock
+}
+
+// ListParams filters and pages JobList. Jobs come newest first (id DESC).
+type ListParams struct {
+	Status   JobState // "" for any
+	JobType  string   // "" for any
+	BeforeID uint64   // keyset cursor: only ids below it; 0 for the first page
+	Limit    int      // page size, 1..1000
+}
+
+// Fence identifies one run of one job: the job id and its attempt, the
+// fencing token every write of that run carries.
+type Fence struct {
+	ID      uint64
+	Attempt int
+}
+
+// ClaimedJob is a job this replica just claimed: status RUNNING, owner set,
+// attempt already incremented.
+type ClaimedJob struct {
+	ID         uint64
+	JobKey     string
+	JobType    string
+	Params     json.RawMessage
+	Priority   int
+	RetryTimes int
+	MaxRetry   int
+	TimeoutMs  int
+	RunAt      time.Time // when the job became due
+	Attempt    int
+	LeaseUntil time.Time // database clock
+	StartedAt  time.Time // database clock, set by the claim
+	CreateTime time.Time
+}
+
+// Fence returns the run's fencing token.
+func (c ClaimedJob) Fence() Fence { return Fence{ID: c.ID, Attempt: c.Attempt} }
+
+// ClaimParams configures one claim.
+type ClaimParams struct {
+	Owner string        // replica id written to job_queue.owner
+	Limit int           // at most this many jobs (the free worker slots, ≤ BatchLimit)
+	Lease time.Duration // lease_until = NOW(6) + Lease
+	// ReadCommitted runs a skiplocked claim at READ COMMITTED (see claimTx).
+	ReadCommitted bool
+}
+
+// ClaimCASParams configures the write half of a cas claim.
+type ClaimCASParams struct {
+	ClaimParams
+	// Candidates come from JobScanAvailable; each is claimed by
+	// UPDATE … WHERE id=? AND status='WAITING' AND attempt=?.
+	Candidates []Fence
+	// Unguarded drops "AND attempt=?" (sabotage switch: the classic ABA race).
+	Unguarded bool
+}
+
+// LeaseRenewParams renews the leases of one owner's in-flight runs.
+type LeaseRenewParams struct {
+	Owner string
+	Lease time.Duration
+	IDs   []uint64
+}
+
+// FenceState is the current holder of a job, for fencing in-flight runs.
+type FenceState struct {
+	ID              uint64
+	Attempt         int
+	Status          JobState
+	Owner           string
+	CancelRequested bool
+}
+
+// Completion is the outcome of one run, written fenced by its attempt.
+type Completion struct {
+	Fence
+	// Outcome is OutcomeSuccess, OutcomeFailed, OutcomeCanceled or
+	// OutcomeReleased. A job whose cancel was requested ends CANCELED
+	// whatever the outcome.
+	Outcome Outcome
+	// Error is the handler's error text (sanitised and cut to MaxErrorRunes).
+	Error string
+	// Retry, for OutcomeFailed/OutcomeCanceled: true re-queues the job as
+	// WAITING after Backoff with retry_times+1; false ends it FAILED.
+	Retry   bool
+	Backoff time.Duration
+	// Unfenced drops the attempt guard on success (sabotage switch).
+	Unfenced bool
+}

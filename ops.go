@@ -1,0 +1,152 @@
+package jobq
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// TypeControl is the operations state of one job type (job_type_control).
+// A type without a row is neither paused nor limited.
+type TypeControl struct {
+	JobType string `json:"job_type"`
+	// Paused types are not claimed; their RUNNING jobs finish normally.
+	Paused bool `json:"paused"`
+	// MaxRunning caps the type's RUNNING jobs across all replicas; 0 = no limit.
+	MaxRunning int       `json:"max_running"`
+	UpdateTime time.Time `json:"update_time"`
+}
+
+// Misfire policies of a periodic schedule.
+const (
+	// MisfireSkip drops instants missed while every replica was down: no
+	// catch-up, the schedule resumes at its next instant.
+	MisfireSkip = "skip"
+	// MisfireOnce runs exactly one catch-up job (the latest missed instant).
+	MisfireOnce = "once"
+)
+
+// Sources of a periodic schedule.
+const (
+	PeriodicSourceAPI    = "api"    // created through /v1/periodic
+	PeriodicSourceConfig = "config" // from `jobq serve --periodic` or --periodic-file
+)
+
+// PeriodicInstantLayout formats a scheduled instant (UTC, whole seconds) in
+// a periodic job's key '<name>@<instant>', e.g. "nightly@2026-01-02T03:00:00Z".
+const PeriodicInstantLayout = "2006-01-02T15:04:05Z"
+
+// PeriodicKey is the job_key of schedule name's job for instant.
+func PeriodicKey(name string, instant time.Time) string {
+	return name + "@" + instant.UTC().Format(PeriodicInstantLayout)
+}
+
+// Periodic is one cron schedule (periodic_job). Times are UTC.
+type Periodic struct {
+	Name      string          `json:"name"`
+	Cron      string          `json:"cron"`
+	JobType   string          `json:"job_type"`
+	Params    json.RawMessage `json:"params"`
+	Priority  int             `json:"priority"`
+	MaxRetry  int             `json:"max_retry"`
+	TimeoutMs int             `json:"timeout_ms"`
+	Misfire   string          `json:"misfire"`
+	Source    string          `json:"source"`
+	// NextRunAt is the cursor: the first scheduled instant not yet enqueued.
+	NextRunAt time.Time `json:"next_run_at"`
+	// LastRunAt is the latest instant enqueued, if any.
+	LastRunAt  *time.Time `json:"last_run_at,omitempty"`
+	CreateTime time.Time  `json:"create_time"`
+	UpdateTime time.Time  `json:"update_time"`
+}
+
+// PeriodicSpec is a validated schedule to create or replace. Params must be
+// a compact JSON object.
+type PeriodicSpec struct {
+	Name      string
+	Cron      string
+	JobType   string
+	Params    string
+	Priority  int
+	MaxRetry  int
+	TimeoutMs int
+	Misfire   string // MisfireSkip or MisfireOnce
+	Source    string // PeriodicSourceAPI or PeriodicSourceConfig
+}
+
+// PeriodicPlanFunc decides, under the schedule's row lock, which instants to
+// enqueue given the schedule (its cursor NextRunAt) and the database clock
+// now, and the new cursor (an instant after now). Returning next equal to
+// p.NextRunAt and no instants leaves the row untouched.
+type PeriodicPlanFunc func(p Periodic, now time.Time) (enqueue []time.Time, next time.Time)
+
+// PeriodicFireResult is what one fire of a schedule did.
+type PeriodicFireResult struct {
+	// Inserted are the instants whose job this fire created (an instant whose
+	// key already existed is not listed).
+	Inserted []time.Time
+	// Next is the schedule's cursor after the fire; DBNow the database clock
+	// during it, so a replica can sleep Next−DBNow whatever its own clock says.
+	Next, DBNow time.Time
+}
+
+// PurgeParams configures a retention pass.
+type PurgeParams struct {
+	// OlderThan: terminal jobs (SUCCESS, FAILED, CANCELED) whose finished_at
+	// is more than this before NOW(6) are deleted with their job_execution
+	// rows. Must be positive.
+	OlderThan time.Duration
+	// Batch is the most jobs one short delete transaction removes (and the
+	// rows one walk step reads). Defaults to 500.
+	Batch int
+	// MaxJobs stops the pass after about this many deletions; 0 = no cap.
+	MaxJobs int
+	// BatchFunc, if set, is called after each committed batch with the jobs
+	// and execution rows it deleted.
+	BatchFunc func(jobs, executions int64)
+}
+
+// PurgeResult counts what a retention pass deleted.
+type PurgeResult struct {
+	Jobs       int64     `json:"jobs"`       // job_queue rows deleted
+	Executions int64     `json:"executions"` // job_execution rows deleted
+	Batches    int       `json:"batches"`    // delete transactions committed
+	Cutoff     time.Time `json:"cutoff"`     // NOW(6) − OlderThan, UTC
+}
+
+// RetryBulkParams selects the jobs a bulk retry re-queues.
+type RetryBulkParams struct {
+	Status  JobState // StateFailed or StateCanceled
+	JobType string   // "" for every type
+	Batch   int      // ids per UPDATE; defaults to 500
+}
+
+// StatsRecentRows bounds the rows the recent-rate counts of QueueStats read:
+// only the newest this many job_queue and job_execution rows (by id).
+const StatsRecentRows = 100000
+
+// TypeStatusCount is the number of jobs of one type in one status.
+type TypeStatusCount struct {
+	JobType string   `json:"job_type"`
+	Status  JobState `json:"status"`
+	Count   int64    `json:"count"`
+}
+
+// QueueStats is a snapshot of the queue for `jobq stats`.
+type QueueStats struct {
+	DBNow time.Time `json:"db_now"`
+	// ByStatus counts every job by status; ByTypeStatus by type and status.
+	ByStatus     map[string]int64  `json:"by_status"`
+	ByTypeStatus []TypeStatusCount `json:"by_type_status"`
+	// OldestWaitingSeconds is how long the longest-due WAITING job has been
+	// due (NOW(6) − run_at); null when no job is due.
+	OldestWaitingSeconds *float64 `json:"oldest_waiting_seconds"`
+	// WindowSeconds is the span of the recent counts below (ending now).
+	WindowSeconds float64 `json:"window_seconds"`
+	// Created counts jobs created in the window; Finished counts attempts
+	// finished in the window by outcome (SUCCESS, FAILED, CANCELED, …).
+	Created  int64            `json:"created"`
+	Finished map[string]int64 `json:"finished"`
+	// CreatedPerSecond and FinishedPerSecond are those counts over the window.
+	CreatedPerSecond  float64 `json:"created_per_second"`
+	FinishedPerSecond float64 `json:"finished_per_second"`
+}

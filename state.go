@@ -1,0 +1,49 @@
+package jobq
+
+// JobState is a job's status (job_queue.status). The state machine:
+//
+//	WAITING → RUNNING → SUCCESS | FAILED | CANCELED
+//	RUNNING → WAITING            (retry with backoff, lease expiry, release)
+//	WAITING → CANCELED           (cancel before a claim)
+//	FAILED | CANCELED → WAITING  (manual retry)
+type JobState string
+
+// Job states.
+const (
+	StateWaiting  JobState = "WAITING"
+	StateRunning  JobState = "RUNNING"
+	StateSuccess  JobState = "SUCCESS"
+	StateFailed   JobState = "FAILED"
+	StateCanceled JobState = "CANCELED"
+)
+
+// JobStates lists every state in state-machine order.
+var JobStates = []JobState{StateWaiting, StateRunning, StateSuccess, StateFailed, StateCanceled}
+
+// Terminal reports whether s is SUCCESS, FAILED or CANCELED.
+func (s JobState) Terminal() bool {
+	return s == StateSuccess || s == StateFailed || s == StateCanceled
+}
+
+// Valid reports whether s is one of JobStates.
+func (s JobState) Valid() bool {
+	for _, v := range JobStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Outcome is how one attempt ended (job_execution.outcome).
+type Outcome string
+
+// Execution outcomes.
+const (
+	OutcomeSuccess      Outcome = "SUCCESS"       // handler returned nil and the fenced completion committed
+	OutcomeFailed       Outcome = "FAILED"        // handler returned an error (or timed out)
+	OutcomeCanceled     Outcome = "CANCELED"      // cancel requested while running
+	OutcomeLeaseExpired Outcome = "LEASE_EXPIRED" // the rescuer took the job back
+	OutcomeReleased     Outcome = "RELEASED"      // shutdown handed the job back unfinished
+	OutcomeStale        Outcome = "STALE"         // the run completed after losing its lease; its write was refused
+)
