@@ -35,6 +35,11 @@ const (
 	// dropped the outcome (for example, a lost connection or a deadlock on
 	// the completion that was not retried).
 	CheckUnexplainedRescue = "unexplained_rescues"
+	// CheckMissingExecution: the execution rows of a job are not exactly one
+	// per attempt that started — attempts 1 … attempt, less the in-flight
+	// attempt of a RUNNING job (its row is written when its outcome is
+	// known: completion, failure, release, rescue or stale refusal).
+	CheckMissingExecution = "missing_executions"
 )
 
 // PoisonType is the job type that kills its replica (jobtypes.Poison).
@@ -116,6 +121,9 @@ type Counts struct {
 	// UnexplainedRescues is LEASE_EXPIRED executions that no fault explains
 	// (see CheckUnexplainedRescue).
 	UnexplainedRescues int `json:"unexplained_rescues"`
+	// MissingExecutions is jobs whose execution rows are not exactly one per
+	// started attempt.
+	MissingExecutions int `json:"missing_executions"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
 	// Executions is job_execution rows. Rescued of them had their lease
@@ -226,7 +234,7 @@ func Check(h History) *Result {
 	}
 
 	var lost, stuck, txDup, overlap, stale, phantom, poison []string
-	var early, afterLoss, unexplained []string
+	var early, afterLoss, unexplained, missing []string
 	submitted := map[string]bool{}
 	for _, s := range h.Submits {
 		submitted[s.Key] = true
@@ -321,6 +329,9 @@ func Check(h History) *Result {
 		if len(why) > 0 {
 			stale = append(stale, fmt.Sprintf("job %d: %s", id, why[0]))
 		}
+		if m := missingExecutions(j, ex); m != "" {
+			missing = append(missing, m)
+		}
 		early = append(early, claimedEarly(id, ex)...)
 		afterLoss = append(afterLoss, workAfterLoss(h, id, ex, effects[id])...)
 		// Non-transactional duplicates.
@@ -365,6 +376,7 @@ func Check(h History) *Result {
 	c.Lost, c.Stuck, c.TxEffectDuplicates = len(lost), len(stuck), len(txDup)
 	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
 	c.ClaimedBeforeDue, c.WorkAfterLeaseLost, c.UnexplainedRescues = len(early), len(afterLoss), len(unexplained)
+	c.MissingExecutions = len(missing)
 	for _, v := range []struct {
 		check string
 		ex    []string
@@ -372,6 +384,7 @@ func Check(h History) *Result {
 		{CheckLost, lost}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
 		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom}, {CheckPoison, poison},
 		{CheckClaimedEarly, early}, {CheckWorkAfterLoss, afterLoss}, {CheckUnexplainedRescue, unexplained},
+		{CheckMissingExecution, missing},
 	} {
 		if len(v.ex) > 0 {
 			r.Violations = append(r.Violations, Violation{Check: v.check, Count: len(v.ex), Examples: v.ex[:min(len(v.ex), maxExamples)]})
@@ -392,6 +405,27 @@ func Check(h History) *Result {
 // (Lease/3) of a rescue it did not foresee, and an end marker it sent just
 // before may still be in flight.
 const WorkAfterLossTolerance = 0.5
+
+// missingExecutions describes how one job's execution rows (sorted by
+// attempt) differ from one row per started attempt, or returns "".
+func missingExecutions(j *Job, ex []Execution) string {
+	want := j.Attempt
+	if j.Status == StatusRunning {
+		want-- // in flight: no row until its outcome is known
+	}
+	for i, e := range ex {
+		if e.Attempt != i+1 {
+			return fmt.Sprintf("job %d: attempt %d (%s) has row %d of %d; want attempts 1…%d once each", j.ID, e.Attempt, e.Owner, i+1, len(ex), want)
+		}
+	}
+	if len(ex) < want {
+		return fmt.Sprintf("job %d: %s at attempt %d, but only attempts 1…%d have an execution row", j.ID, j.Status, j.Attempt, len(ex))
+	}
+	if len(ex) > j.Attempt {
+		return fmt.Sprintf("job %d: %d execution rows for %d attempts", j.ID, len(ex), j.Attempt)
+	}
+	return ""
+}
 
 // claimedEarly lists the attempts of one job that started before they were
 // due.

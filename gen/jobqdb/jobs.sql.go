@@ -45,32 +45,6 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) erro
 	return err
 }
 
-const executionFinish = `-- name: ExecutionFinish :execrows
-UPDATE job_execution
-SET finished_at = NOW(6), outcome = ?, error = ?
-WHERE job_id = ? AND attempt = ? AND finished_at IS NULL
-`
-
-type ExecutionFinishParams struct {
-	Outcome sql.NullString
-	Error   sql.NullString
-	JobID   uint64
-	Attempt int32
-}
-
-func (q *Queries) ExecutionFinish(ctx context.Context, arg ExecutionFinishParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, executionFinish,
-		arg.Outcome,
-		arg.Error,
-		arg.JobID,
-		arg.Attempt,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
 const executionGetOutcome = `-- name: ExecutionGetOutcome :one
 SELECT outcome FROM job_execution WHERE job_id = ? AND attempt = ?
 `
@@ -141,7 +115,8 @@ type ExecutionMarkStaleParams struct {
 }
 
 // A completion arrived after the run lost its lease: the job row is not
-// touched; the attempt's audit row records that the late write was refused.
+// touched; the attempt's audit row, written by the rescue that took the job
+// from it (LEASE_EXPIRED), records that the late write was refused.
 // An outcome the run itself already committed is never overwritten.
 func (q *Queries) ExecutionMarkStale(ctx context.Context, arg ExecutionMarkStaleParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionMarkStale, arg.Error, arg.JobID, arg.Attempt)
@@ -151,35 +126,97 @@ func (q *Queries) ExecutionMarkStale(ctx context.Context, arg ExecutionMarkStale
 	return result.RowsAffected()
 }
 
-const executionStartMany = `-- name: ExecutionStartMany :execrows
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at)
-SELECT q.id, q.attempt, q.owner, q.started_at, q.run_at FROM job_queue AS q
-WHERE q.id IN (/*SLICE:ids*/?) AND q.owner = ?
+const executionRecord = `-- name: ExecutionRecord :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), ?, ?
+FROM job_queue AS q
+WHERE q.id = ? AND q.attempt = ? AND q.status = 'RUNNING'
+FOR UPDATE
 `
 
-type ExecutionStartManyParams struct {
-	Ids   []uint64
-	Owner sql.NullString
+type ExecutionRecordParams struct {
+	Outcome sql.NullString
+	Error   sql.NullString
+	ID      uint64
+	Attempt int32
 }
 
-// Records one job_execution row per run this owner just claimed, with the
-// time the job was due (the claim does not change run_at). Runs in the
-// claim's transaction, which holds every row in ids and just set it RUNNING:
-// the filter is on the primary key only (a status term would lead the
-// optimizer to idx_lease and every RUNNING row).
-func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartManyParams) (int64, error) {
-	query := executionStartMany
-	var queryParams []interface{}
-	if len(arg.Ids) > 0 {
-		for _, v := range arg.Ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+// Writes the execution row of one run when its outcome is known: the only
+// write of job_execution per attempt (the claim writes none). owner,
+// started_at and due_at (run_at, which the claim does not change) come from
+// the claimed job row, which this statement locks; it matches only while the
+// run still owns the job (RUNNING with that attempt), so 0 rows means the
+// run is stale. It runs before the job row's update in the same
+// transaction: that update may move run_at (retry backoff).
+func (q *Queries) ExecutionRecord(ctx context.Context, arg ExecutionRecordParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, executionRecord,
+		arg.Outcome,
+		arg.Error,
+		arg.ID,
+		arg.Attempt,
+	)
+	if err != nil {
+		return 0, err
 	}
-	queryParams = append(queryParams, arg.Owner)
-	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	return result.RowsAffected()
+}
+
+const executionRecordRescue = `-- name: ExecutionRecordRescue :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), 'LEASE_EXPIRED', 'lease expired'
+FROM job_queue AS q
+WHERE q.id = ? AND q.attempt = ?
+  AND q.status = 'RUNNING' AND q.lease_until < NOW(6)
+FOR UPDATE
+`
+
+type ExecutionRecordRescueParams struct {
+	ID      uint64
+	Attempt int32
+}
+
+// The execution row of a run whose lease expired (its replica died, hung or
+// lost the database), written by the rescuer just before JobRescueExpired in
+// the same transaction and under the same conditions: the run never
+// finished, so this is its only row. owner, started_at and due_at come from
+// the job row, which this statement locks.
+func (q *Queries) ExecutionRecordRescue(ctx context.Context, arg ExecutionRecordRescueParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, executionRecordRescue, arg.ID, arg.Attempt)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const executionRecordUnfenced = `-- name: ExecutionRecordUnfenced :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), ?, ?
+FROM job_queue AS q
+WHERE q.id = ? AND q.attempt = ?
+FOR UPDATE
+ON DUPLICATE KEY UPDATE job_id = job_execution.job_id
+`
+
+type ExecutionRecordUnfencedParams struct {
+	Outcome sql.NullString
+	Error   sql.NullString
+	ID      uint64
+	Attempt int32
+}
+
+// Sabotage only (chaos --sabotage fencing): the execution row of an
+// unfenced completion, by id and attempt whatever the status; an attempt
+// that already has a row keeps it.
+func (q *Queries) ExecutionRecordUnfenced(ctx context.Context, arg ExecutionRecordUnfencedParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, executionRecordUnfenced,
+		arg.Outcome,
+		arg.Error,
+		arg.ID,
+		arg.Attempt,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -585,7 +622,10 @@ type JobGetClaimedRow struct {
 	CreateTime time.Time
 }
 
-// Same transaction and primary-key-only filter as ExecutionStartMany.
+// Reads back the rows a cas or limited claim just won, in the claim's
+// transaction, which holds every row in ids: the filter is on the primary
+// key only (a status term would lead the optimizer to idx_lease and every
+// RUNNING row).
 func (q *Queries) JobGetClaimed(ctx context.Context, arg JobGetClaimedParams) ([]JobGetClaimedRow, error) {
 	query := jobGetClaimed
 	var queryParams []interface{}

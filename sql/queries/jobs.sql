@@ -117,20 +117,13 @@ SET status = 'RUNNING',
     update_time = NOW(6)
 WHERE id = sqlc.arg(id) AND status = 'WAITING';
 
--- name: ExecutionStartMany :execrows
--- Records one job_execution row per run this owner just claimed, with the
--- time the job was due (the claim does not change run_at). Runs in the
--- claim's transaction, which holds every row in ids and just set it RUNNING:
--- the filter is on the primary key only (a status term would lead the
--- optimizer to idx_lease and every RUNNING row).
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at)
-SELECT q.id, q.attempt, q.owner, q.started_at, q.run_at FROM job_queue AS q
-WHERE q.id IN (sqlc.slice(ids)) AND q.owner = sqlc.arg(owner);
-
 -- name: JobGetClaimed :many
+-- Reads back the rows a cas or limited claim just won, in the claim's
+-- transaction, which holds every row in ids: the filter is on the primary
+-- key only (a status term would lead the optimizer to idx_lease and every
+-- RUNNING row).
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
        timeout_ms, run_at, attempt, lease_until, started_at, create_time
--- Same transaction and primary-key-only filter as ExecutionStartMany.
 FROM job_queue
 WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 
@@ -194,14 +187,37 @@ SET status = IF(cancel_requested = 1, 'CANCELED', 'WAITING'),
     update_time = NOW(6)
 WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'RUNNING';
 
--- name: ExecutionFinish :execrows
-UPDATE job_execution
-SET finished_at = NOW(6), outcome = sqlc.arg(outcome), error = sqlc.arg(error)
-WHERE job_id = sqlc.arg(job_id) AND attempt = sqlc.arg(attempt) AND finished_at IS NULL;
+-- name: ExecutionRecord :execrows
+-- Writes the execution row of one run when its outcome is known: the only
+-- write of job_execution per attempt (the claim writes none). owner,
+-- started_at and due_at (run_at, which the claim does not change) come from
+-- the claimed job row, which this statement locks; it matches only while the
+-- run still owns the job (RUNNING with that attempt), so 0 rows means the
+-- run is stale. It runs before the job row's update in the same
+-- transaction: that update may move run_at (retry backoff).
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), sqlc.arg(outcome), sqlc.narg(error)
+FROM job_queue AS q
+WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt) AND q.status = 'RUNNING'
+FOR UPDATE;
+
+-- name: ExecutionRecordUnfenced :execrows
+-- Sabotage only (chaos --sabotage fencing): the execution row of an
+-- unfenced completion, by id and attempt whatever the status; an attempt
+-- that already has a row keeps it.
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), sqlc.arg(outcome), sqlc.narg(error)
+FROM job_queue AS q
+WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt)
+FOR UPDATE
+ON DUPLICATE KEY UPDATE job_id = job_execution.job_id;
 
 -- name: ExecutionMarkStale :execrows
 -- A completion arrived after the run lost its lease: the job row is not
--- touched; the attempt's audit row records that the late write was refused.
+-- touched; the attempt's audit row, written by the rescue that took the job
+-- from it (LEASE_EXPIRED), records that the late write was refused.
 -- An outcome the run itself already committed is never overwritten.
 UPDATE job_execution
 SET outcome = 'STALE', error = sqlc.arg(error), finished_at = COALESCE(finished_at, NOW(6))
@@ -219,6 +235,20 @@ SELECT id, attempt FROM job_queue
 WHERE status = 'RUNNING' AND lease_until < NOW(6)
 ORDER BY lease_until
 LIMIT ?;
+
+-- name: ExecutionRecordRescue :execrows
+-- The execution row of a run whose lease expired (its replica died, hung or
+-- lost the database), written by the rescuer just before JobRescueExpired in
+-- the same transaction and under the same conditions: the run never
+-- finished, so this is its only row. owner, started_at and due_at come from
+-- the job row, which this statement locks.
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), 'LEASE_EXPIRED', 'lease expired'
+FROM job_queue AS q
+WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt)
+  AND q.status = 'RUNNING' AND q.lease_until < NOW(6)
+FOR UPDATE;
 
 -- name: JobRescueExpired :execrows
 -- Returns one expired run to WAITING (retry_times+1) or FAILED, or CANCELED
