@@ -18,6 +18,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobq/jobq/gen/jobqdb"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // Store is the MySQL/MariaDB implementation of everything jobq persists.
@@ -70,18 +71,6 @@ func NormalizeDSN(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-// RedactDSN returns dsn with its password replaced by "***", for logs and errors.
-func RedactDSN(dsn string) string {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return "<unparseable dsn>"
-	}
-	if cfg.Passwd != "" {
-		cfg.Passwd = "***"
-	}
-	return cfg.FormatDSN()
-}
-
 // PoolConfig sizes the connection pool.
 type PoolConfig struct {
 	MaxOpen int // Defaults to 20.
@@ -97,7 +86,7 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", RedactDSN(dsn), err)
+		return nil, fmt.Errorf("open %s: %w", redact.DSN(dsn), err)
 	}
 	db := sql.OpenDB(conn)
 	if pool.MaxOpen <= 0 {
@@ -114,7 +103,7 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connect %s: %w", RedactDSN(dsn), err)
+		return nil, fmt.Errorf("connect %s: %w", redact.DSN(dsn), err)
 	}
 	info, err := s.DetectServer(pctx)
 	if err != nil {
