@@ -9,7 +9,9 @@
 //	service.ErrNotFound       → NotFound
 //	service.ErrKeyConflict    → AlreadyExists (SubmitJob: job_key reused with a different request)
 //	service.ErrInvalidState   → FailedPrecondition, google.rpc.PreconditionFailure detail (type "STATE")
-//	store.IsRetryable errors  → Unavailable (also: server shutting down)
+//	jobq.ErrUnavailable and
+//	store.IsRetryable errors  → Unavailable (read-only, node not ready, lost
+//	                            connection; also: server shutting down)
 //	context ended             → Canceled / DeadlineExceeded
 //	anything else             → Internal (logged; the message says only "internal error")
 package grpcapi
@@ -354,8 +356,8 @@ func (s *Server) fail(err error) error {
 		return connect.NewError(connect.CodeCanceled, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
-	case store.IsRetryable(err):
-		s.log.Warn("database unavailable", "err", err)
+	case errors.Is(err, jobq.ErrUnavailable) || store.IsRetryable(err):
+		s.log.Warn("database unavailable", "cause", store.Cause(err), "err", err)
 		return connect.NewError(connect.CodeUnavailable, errors.New("database unavailable, retry later"))
 	default:
 		s.log.Error("internal error", "err", err)
