@@ -9,7 +9,9 @@
 //	service.ErrNotFound       → NotFound
 //	service.ErrKeyConflict    → AlreadyExists (SubmitJob: job_key reused with a different request)
 //	service.ErrInvalidState   → FailedPrecondition, google.rpc.PreconditionFailure detail (type "STATE")
-//	jobq.ErrUnavailable       → Unavailable (also: server shutting down)
+//	jobq.ErrUnavailable       → Unavailable (read-only, node not ready, lost
+//	                            connection, a conflict that outlived the
+//	                            service's retries; also: server shutting down)
 //	context ended             → Canceled / DeadlineExceeded
 //	anything else             → Internal (logged; the message says only "internal error")
 package grpcapi
@@ -354,7 +356,7 @@ func (s *Server) fail(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	case errors.Is(err, jobq.ErrUnavailable):
-		s.log.Warn("database unavailable", "err", err)
+		s.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
 		return connect.NewError(connect.CodeUnavailable, errors.New("database unavailable, retry later"))
 	default:
 		s.log.Error("internal error", "err", err)

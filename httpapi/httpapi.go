@@ -209,7 +209,7 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := a.opts.ReadyFunc(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "unavailable", Message: "database: " + err.Error()}})
+			unavailable(w, "database: "+err.Error())
 			return
 		}
 	}
@@ -232,12 +232,25 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 		}
 		writeJSON(w, http.StatusConflict, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "failed_precondition", Field: "status", Message: msg}})
 	case errors.Is(err, jobq.ErrUnavailable):
-		a.log.Warn("database unavailable", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "unavailable", Message: "database unavailable, retry later"}})
+		// Read-only (a demoted primary), a Galera node not ready, a lost
+		// connection, or a conflict that outlived the retries: the client
+		// may retry, never a 500.
+		a.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
+		unavailable(w, "database unavailable, retry later")
 	default:
 		a.log.Error("internal error", "err", err)
 		writeJSON(w, http.StatusInternalServerError, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "internal", Message: "internal error"}})
 	}
+}
+
+// RetryAfterSeconds is the Retry-After a 503 unavailable answer carries:
+// readiness is re-checked at least once a second.
+const RetryAfterSeconds = 1
+
+// unavailable writes 503 {"error":{"code":"unavailable",...}} with Retry-After.
+func unavailable(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+	writeJSON(w, http.StatusServiceUnavailable, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "unavailable", Message: msg}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

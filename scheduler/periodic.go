@@ -107,7 +107,7 @@ func (o *opsRunner) afterFire(name string, res jobq.PeriodicFireResult, err erro
 		return false
 	case err != nil:
 		if s.softCtx.Err() == nil {
-			s.log.Error("periodic fire failed; retrying in one second", "component", "periodic", "name", name, "err", err)
+			s.logDBFailure("periodic fire failed; retrying in one second", err, "component", "periodic", "name", name)
 		}
 		e.nextLocal = received.Add(time.Second)
 		return false

@@ -26,3 +26,8 @@ func retryV[T any](ctx context.Context, p store.RetryPolicy, op string, fn func(
 	err := retryDo(ctx, p, op, func() error { var e error; v, e = fn(); return e })
 	return v, err
 }
+
+// Cause names a transient database error's cause for logs ("deadlock",
+// "read_only", "connection_lost", …; see store.Cause), so that transports
+// can log it without importing the adapter.
+func Cause(err error) string { return store.Cause(err) }
