@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/service"
 )
 
@@ -17,7 +18,7 @@ import (
 //	POST /v1/types/{job_type}/resume     200 TypeControl
 //	PUT  /v1/types/{job_type}/limit      200 TypeControl; body {"max_running": N}, 0 removes the limit
 //	GET  /v1/periodic                    200 {"periodic":[Periodic…]}
-//	POST /v1/periodic                    201 created · 200 replaced; body service.PeriodicRequest
+//	POST /v1/periodic                    201 created · 200 replaced; body apitype.PeriodicRequest
 //	GET  /v1/periodic/{name}             200 Periodic · 404
 //	DELETE /v1/periodic/{name}           200 {"deleted": name} · 404
 //	POST /v1/jobs/retry                  200 {"retried": N}; body {"status": "FAILED"|"CANCELED", "job_type": T}
@@ -52,7 +53,7 @@ func (o *opsAPI) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{ErrorDetail{Code: "too_large", Field: "body",
+			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
 				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
 			return false
 		}
@@ -70,7 +71,7 @@ func (o *opsAPI) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 func (o *opsAPI) reply(w http.ResponseWriter, status int, v any, err error) {
 	switch {
 	case errors.Is(err, jobq.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, ErrorBody{ErrorDetail{Code: "not_found", Field: "name", Message: "periodic schedule not found"}})
+		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Field: "name", Message: "periodic schedule not found"}})
 	case err != nil:
 		o.fail(w, err)
 	default:
@@ -94,7 +95,7 @@ func (o *opsAPI) pause(paused bool) http.HandlerFunc {
 }
 
 func (o *opsAPI) limit(w http.ResponseWriter, r *http.Request) {
-	var req service.LimitRequest
+	var req apitype.LimitRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
@@ -111,7 +112,7 @@ func (o *opsAPI) periodicList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (o *opsAPI) periodicPut(w http.ResponseWriter, r *http.Request) {
-	var req service.PeriodicRequest
+	var req apitype.PeriodicRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
@@ -136,7 +137,7 @@ func (o *opsAPI) periodicDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (o *opsAPI) retryBulk(w http.ResponseWriter, r *http.Request) {
-	var req service.RetryBulkRequest
+	var req apitype.RetryBulkRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
@@ -145,7 +146,7 @@ func (o *opsAPI) retryBulk(w http.ResponseWriter, r *http.Request) {
 }
 
 func (o *opsAPI) purge(w http.ResponseWriter, r *http.Request) {
-	var req service.PurgeRequest
+	var req apitype.PurgeRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -41,7 +42,7 @@ func (f OpsFlags) OpsConfig() (scheduler.OpsConfig, error) {
 }
 
 // PeriodicRequests parses --periodic and --periodic-file.
-func (f OpsFlags) PeriodicRequests() ([]service.PeriodicRequest, error) {
+func (f OpsFlags) PeriodicRequests() ([]apitype.PeriodicRequest, error) {
 	specs := append([]string(nil), f.Periodic...)
 	if f.PeriodicFile != "" {
 		file, err := os.Open(f.PeriodicFile)
@@ -59,7 +60,7 @@ func (f OpsFlags) PeriodicRequests() ([]service.PeriodicRequest, error) {
 			return nil, fmt.Errorf("--periodic-file: %w", err)
 		}
 	}
-	out := make([]service.PeriodicRequest, 0, len(specs))
+	out := make([]apitype.PeriodicRequest, 0, len(specs))
 	for _, s := range specs {
 		req, err := service.ParsePeriodicSpec(s)
 		if err != nil {
@@ -247,7 +248,7 @@ func (c *PeriodicAddCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	p, created, err := cl.PutPeriodic(g.Ctx, service.PeriodicRequest{Name: c.Name, Cron: c.Cron, JobType: c.Type,
+	p, created, err := cl.PutPeriodic(g.Ctx, apitype.PeriodicRequest{Name: c.Name, Cron: c.Cron, JobType: c.Type,
 		Params: json.RawMessage(c.Params), Priority: c.Priority, MaxRetry: c.MaxRetry, TimeoutMs: c.TimeoutMs, Misfire: c.Misfire})
 	if err != nil {
 		return err
@@ -320,7 +321,7 @@ func retryBulk(g *Globals, f ServerFlags, status, jobType string) error {
 	if err != nil {
 		return err
 	}
-	res, err := cl.RetryBulk(g.Ctx, service.RetryBulkRequest{Status: status, JobType: jobType})
+	res, err := cl.RetryBulk(g.Ctx, apitype.RetryBulkRequest{Status: status, JobType: jobType})
 	if err != nil {
 		return err
 	}
