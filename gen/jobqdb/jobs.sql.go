@@ -754,6 +754,53 @@ func (q *Queries) JobInsertAt(ctx context.Context, arg JobInsertAtParams) (int64
 	return result.LastInsertId()
 }
 
+const jobKeysLookup = `-- name: JobKeysLookup :many
+SELECT id, job_key, request_hash FROM job_queue WHERE job_key IN (/*SLICE:job_keys*/?)
+`
+
+type JobKeysLookupRow struct {
+	ID          uint64
+	JobKey      string
+	RequestHash string
+}
+
+// A batch submit's read of the keys that already exist (uk_job_key), and of
+// the ids of the jobs it just inserted. The batch's multi-row INSERT itself
+// is built in store/submit_many.go: sqlc cannot express a VALUES list of
+// variable length. It has JobInsert's columns and defaults.
+func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKeysLookupRow, error) {
+	query := jobKeysLookup
+	var queryParams []interface{}
+	if len(jobKeys) > 0 {
+		for _, v := range jobKeys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:job_keys*/?", strings.Repeat(",?", len(jobKeys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:job_keys*/?", "NULL", 1)
+	}
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobKeysLookupRow
+	for rows.Next() {
+		var i JobKeysLookupRow
+		if err := rows.Scan(&i.ID, &i.JobKey, &i.RequestHash); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobList = `-- name: JobList :many
 SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
 WHERE id < ?

@@ -22,6 +22,13 @@ INSERT INTO job_queue (
     sqlc.arg(run_at), NOW(6), NOW(6)
 );
 
+-- name: JobKeysLookup :many
+-- A batch submit's read of the keys that already exist (uk_job_key), and of
+-- the ids of the jobs it just inserted. The batch's multi-row INSERT itself
+-- is built in store/submit_many.go: sqlc cannot express a VALUES list of
+-- variable length. It has JobInsert's columns and defaults.
+SELECT id, job_key, request_hash FROM job_queue WHERE job_key IN (sqlc.slice(job_keys));
+
 -- name: JobGetByID :one
 SELECT * FROM job_queue WHERE id = ?;
 
