@@ -146,6 +146,7 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	r.Metrics = m
 	m.ObserveDB(st.DB())
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
+	r.Service.SetParamsValidator(cfg.Registry.ValidateParams)
 	var refreshOps func()
 	if r.Scheduler != nil {
 		refreshOps = r.Scheduler.RefreshOps

@@ -84,6 +84,15 @@ type Service struct {
 	// WakeFunc, if set, is called after a job is created (local wake-up).
 	wake  func()
 	retry store.RetryPolicy
+	// validateParams, if set, checks a submit's params for its job type.
+	validateParams func(jobType string, params json.RawMessage) (field, rule string)
+}
+
+// SetParamsValidator makes submits check params with f (typically a
+// scheduler.Registry's ValidateParams): a field f names is a 400 naming that
+// field and the rule it breaks, and nothing is written.
+func (s *Service) SetParamsValidator(f func(jobType string, params json.RawMessage) (field, rule string)) {
+	s.validateParams = f
 }
 
 // New returns a Service. knownType reports registered job types; wake (may
@@ -224,6 +233,11 @@ func (s *Service) ValidateSubmit(req SubmitRequest) (jobq.SubmitParams, error) {
 		return p, err
 	}
 	p.Params = params
+	if s.validateParams != nil {
+		if field, rule := s.validateParams(req.JobType, json.RawMessage(params)); field != "" {
+			return p, invalid(field, "%s", rule)
+		}
+	}
 	if req.Priority != nil {
 		if *req.Priority < MinPriority || *req.Priority > MaxPriority {
 			return p, invalid("priority", "must be an integer in [%d, %d], got %d", MinPriority, MaxPriority, *req.Priority)
