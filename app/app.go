@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/metrics"
@@ -63,7 +64,7 @@ type Config struct {
 	// Periodic are schedules from configuration (`--periodic`,
 	// `--periodic-file`), created or replaced at start with source "config";
 	// an unchanged cron expression keeps its cursor across restarts.
-	Periodic []service.PeriodicRequest
+	Periodic []apitype.PeriodicRequest
 	// Metrics configures the replica's Prometheus metrics, served at
 	// /metrics on the API listener (see package metrics).
 	Metrics metrics.Options

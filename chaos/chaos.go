@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobq/jobq/chaos/checker"
 	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/store"
 )
 
@@ -74,7 +75,7 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	}
 	cl.dsn = dsn
 	if cfg.Keep {
-		log.Info("database kept", "dsn", store.RedactDSN(dsn))
+		log.Info("database kept", "dsn", redact.DSN(dsn))
 	} else {
 		defer func() {
 			if err := drop(); err != nil {

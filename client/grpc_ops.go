@@ -2,13 +2,13 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 
 	"connectrpc.com/connect"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
-	"github.com/jobq/jobq/grpcapi"
-	"github.com/jobq/jobq/service"
 )
 
 // SetPaused pauses (paused=true) or resumes a job type.
@@ -29,7 +29,7 @@ func (c *GRPCClient) SetPaused(ctx context.Context, jobType string, paused bool)
 		}
 		tc = res.Msg.GetType()
 	}
-	return grpcapi.TypeControlFromProto(tc), nil
+	return typeControlFromProto(tc), nil
 }
 
 // SetLimit sets a job type's cluster-wide limit of RUNNING jobs (0 removes it).
@@ -41,7 +41,7 @@ func (c *GRPCClient) SetLimit(ctx context.Context, jobType string, maxRunning in
 	if err != nil {
 		return jobq.TypeControl{}, err
 	}
-	return grpcapi.TypeControlFromProto(res.Msg.GetType()), nil
+	return typeControlFromProto(res.Msg.GetType()), nil
 }
 
 // Types lists the job types' control rows.
@@ -54,20 +54,20 @@ func (c *GRPCClient) Types(ctx context.Context) ([]jobq.TypeControl, error) {
 	}
 	out := make([]jobq.TypeControl, 0, len(res.Msg.GetTypes()))
 	for _, t := range res.Msg.GetTypes() {
-		out = append(out, grpcapi.TypeControlFromProto(t))
+		out = append(out, typeControlFromProto(t))
 	}
 	return out, nil
 }
 
 // PutPeriodic creates or replaces a schedule; created is true for a new one.
-func (c *GRPCClient) PutPeriodic(ctx context.Context, req service.PeriodicRequest) (jobq.Periodic, bool, error) {
+func (c *GRPCClient) PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (jobq.Periodic, bool, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	res, err := c.ops.PutPeriodic(ctx, connect.NewRequest(grpcapi.PeriodicRequestToProto(req)))
+	res, err := c.ops.PutPeriodic(ctx, connect.NewRequest(periodicRequestToProto(req)))
 	if err != nil {
 		return jobq.Periodic{}, false, err
 	}
-	return grpcapi.PeriodicFromProto(res.Msg.GetPeriodic()), res.Msg.GetCreated(), nil
+	return periodicFromProto(res.Msg.GetPeriodic()), res.Msg.GetCreated(), nil
 }
 
 // ListPeriodic lists the schedules.
@@ -80,7 +80,7 @@ func (c *GRPCClient) ListPeriodic(ctx context.Context) ([]jobq.Periodic, error) 
 	}
 	out := make([]jobq.Periodic, 0, len(res.Msg.GetPeriodic()))
 	for _, p := range res.Msg.GetPeriodic() {
-		out = append(out, grpcapi.PeriodicFromProto(p))
+		out = append(out, periodicFromProto(p))
 	}
 	return out, nil
 }
@@ -94,14 +94,14 @@ func (c *GRPCClient) DeletePeriodic(ctx context.Context, name string) error {
 }
 
 // RetryBulk re-queues every FAILED or CANCELED job (of one type, if set).
-func (c *GRPCClient) RetryBulk(ctx context.Context, req service.RetryBulkRequest) (service.RetryBulkResult, error) {
+func (c *GRPCClient) RetryBulk(ctx context.Context, req apitype.RetryBulkRequest) (apitype.RetryBulkResult, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.ops.RetryJobs(ctx, connect.NewRequest(&jobqv1.RetryJobsRequest{Status: req.Status, JobType: req.JobType}))
 	if err != nil {
-		return service.RetryBulkResult{}, err
+		return apitype.RetryBulkResult{}, err
 	}
-	return service.RetryBulkResult{Retried: res.Msg.GetRetried()}, nil
+	return apitype.RetryBulkResult{Retried: res.Msg.GetRetried()}, nil
 }
 
 // Purge deletes terminal jobs finished more than olderThan ("7d", "36h") ago.
@@ -112,7 +112,7 @@ func (c *GRPCClient) Purge(ctx context.Context, olderThan string) (jobq.PurgeRes
 	if err != nil {
 		return jobq.PurgeResult{}, err
 	}
-	return grpcapi.PurgeResultFromProto(res.Msg), nil
+	return purgeResultFromProto(res.Msg), nil
 }
 
 // Stats returns the queue snapshot; window "" means 1m.
@@ -123,5 +123,53 @@ func (c *GRPCClient) Stats(ctx context.Context, window string) (jobq.QueueStats,
 	if err != nil {
 		return jobq.QueueStats{}, err
 	}
-	return grpcapi.StatsFromProto(res.Msg), nil
+	return statsFromProto(res.Msg), nil
+}
+
+// The client's half of OpsService's protobuf conversions (grpcapi/ops.go
+// holds the server's half).
+
+// typeControlFromProto converts back (times in UTC).
+func typeControlFromProto(m *jobqv1.TypeControl) jobq.TypeControl {
+	return jobq.TypeControl{JobType: m.GetJobType(), Paused: m.GetPaused(), MaxRunning: int(m.GetMaxRunning()), UpdateTime: tsTime(m.GetUpdateTime())}
+}
+
+// periodicRequestToProto is the inverse of grpcapi.PeriodicRequestFromProto.
+func periodicRequestToProto(req apitype.PeriodicRequest) *jobqv1.PutPeriodicRequest {
+	return &jobqv1.PutPeriodicRequest{Name: req.Name, Cron: req.Cron, JobType: req.JobType, Params: string(req.Params),
+		Priority: int32Ptr(req.Priority), MaxRetry: int32Ptr(req.MaxRetry), TimeoutMs: int32Ptr(req.TimeoutMs), Misfire: req.Misfire}
+}
+
+// periodicFromProto converts back (times in UTC).
+func periodicFromProto(m *jobqv1.Periodic) jobq.Periodic {
+	return jobq.Periodic{Name: m.GetName(), Cron: m.GetCron(), JobType: m.GetJobType(), Params: json.RawMessage(m.GetParams()),
+		Priority: int(m.GetPriority()), MaxRetry: int(m.GetMaxRetry()), TimeoutMs: int(m.GetTimeoutMs()), Misfire: m.GetMisfire(),
+		Source: m.GetSource(), NextRunAt: tsTime(m.GetNextRunAt()), LastRunAt: tsTimePtr(m.GetLastRunAt()),
+		CreateTime: tsTime(m.GetCreateTime()), UpdateTime: tsTime(m.GetUpdateTime())}
+}
+
+// purgeResultFromProto converts back.
+func purgeResultFromProto(m *jobqv1.PurgeJobsResponse) jobq.PurgeResult {
+	return jobq.PurgeResult{Jobs: m.GetJobs(), Executions: m.GetExecutions(), Batches: int(m.GetBatches()), Cutoff: tsTime(m.GetCutoff())}
+}
+
+// statsFromProto converts back; absent maps become empty ones.
+func statsFromProto(m *jobqv1.GetStatsResponse) jobq.QueueStats {
+	st := jobq.QueueStats{DBNow: tsTime(m.GetDbNow()), ByStatus: m.GetByStatus(), WindowSeconds: m.GetWindowSeconds(),
+		Created: m.GetCreated(), Finished: m.GetFinished(), CreatedPerSecond: m.GetCreatedPerSecond(),
+		FinishedPerSecond: m.GetFinishedPerSecond(), ByTypeStatus: []jobq.TypeStatusCount{}}
+	if m.OldestWaitingSeconds != nil {
+		v := m.GetOldestWaitingSeconds()
+		st.OldestWaitingSeconds = &v
+	}
+	if st.ByStatus == nil {
+		st.ByStatus = map[string]int64{}
+	}
+	if st.Finished == nil {
+		st.Finished = map[string]int64{}
+	}
+	for _, c := range m.GetByTypeStatus() {
+		st.ByTypeStatus = append(st.ByTypeStatus, jobq.TypeStatusCount{JobType: c.GetJobType(), Status: jobq.JobState(c.GetStatus()), Count: c.GetCount()})
+	}
+	return st
 }

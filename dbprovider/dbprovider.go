@@ -23,10 +23,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/testcontainers/testcontainers-go"
 	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
-
-	"github.com/jobq/jobq/store"
 )
 
 // Kinds of provider.
@@ -80,7 +79,7 @@ func Provide(ctx context.Context, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("JOBQ_DSN: %w", err)
 		}
 		cfg.DBName = ""
-		s := &Server{Kind: KindEnv, DSN: cfg.FormatDSN(), Description: "JOBQ_DSN " + store.RedactDSN(dsn)}
+		s := &Server{Kind: KindEnv, DSN: cfg.FormatDSN(), Description: "JOBQ_DSN " + redact.DSN(dsn)}
 		fmt.Fprintf(logw, "database provider: %s\n", s.Description)
 		return s, nil
 	}

@@ -23,10 +23,11 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/replica"
-	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
 )
 
@@ -52,8 +53,8 @@ func StartReplica(ctx context.Context, bin, dsn, name, logDir string, extra ...s
 
 // jobFor returns the i-th demo job: 40% noop, 40% sleep 100–1000 ms,
 // 10% flaky (fails its first attempt), 10% effect.
-func jobFor(run string, i int) service.SubmitRequest {
-	req := service.SubmitRequest{JobKey: fmt.Sprintf("demo-%s-%05d", run, i)}
+func jobFor(run string, i int) apitype.SubmitRequest {
+	req := apitype.SubmitRequest{JobKey: fmt.Sprintf("demo-%s-%05d", run, i)}
 	switch i % 10 {
 	case 0, 1, 2, 3:
 		req.JobType = "noop"
@@ -98,7 +99,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	if opts.Keep {
-		fmt.Fprintf(os.Stderr, "demo database kept: %s\n", store.RedactDSN(dsn))
+		fmt.Fprintf(os.Stderr, "demo database kept: %s\n", redact.DSN(dsn))
 	} else {
 		defer drop()
 	}
@@ -182,7 +183,7 @@ func Run(ctx context.Context, opts Options) error {
 				var err error
 				// Round-robin; a submit to a dead replica is retried on the next one.
 				for try := 0; try < len(clients); try++ {
-					var job jobq.Job
+					var job apitype.Job
 					job, _, err = clients[(i+try)%len(clients)].Submit(ctx, req)
 					if err == nil {
 						acked[i] = job.ID

@@ -9,7 +9,9 @@
 //	service.ErrNotFound       → NotFound
 //	service.ErrKeyConflict    → AlreadyExists (SubmitJob: job_key reused with a different request)
 //	service.ErrInvalidState   → FailedPrecondition, google.rpc.PreconditionFailure detail (type "STATE")
-//	store.IsRetryable errors  → Unavailable (also: server shutting down)
+//	jobq.ErrUnavailable       → Unavailable (read-only, node not ready, lost
+//	                            connection, a conflict that outlived the
+//	                            service's retries; also: server shutting down)
 //	context ended             → Canceled / DeadlineExceeded
 //	anything else             → Internal (logged; the message says only "internal error")
 package grpcapi
@@ -36,7 +38,6 @@ import (
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // Defaults for Options.
@@ -190,12 +191,12 @@ func (s *Server) ListJobs(ctx context.Context, req *connect.Request[jobqv1.ListJ
 	if req.Msg.Limit != nil {
 		lr.Limit = strconv.Itoa(int(req.Msg.GetLimit()))
 	}
-	page, err := s.svc.List(ctx, lr)
+	jobs, next, err := s.svc.List(ctx, lr)
 	if err != nil {
 		return nil, s.fail(err)
 	}
-	out := &jobqv1.ListJobsResponse{Jobs: make([]*jobqv1.Job, 0, len(page.Jobs)), NextCursor: page.NextCursor}
-	for _, j := range page.Jobs {
+	out := &jobqv1.ListJobsResponse{Jobs: make([]*jobqv1.Job, 0, len(jobs)), NextCursor: next}
+	for _, j := range jobs {
 		out.Jobs = append(out.Jobs, JobToProto(j))
 	}
 	return connect.NewResponse(out), nil
@@ -363,8 +364,8 @@ func (s *Server) fail(err error) error {
 		return connect.NewError(connect.CodeCanceled, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
-	case store.IsRetryable(err):
-		s.log.Warn("database unavailable", "err", err)
+	case errors.Is(err, jobq.ErrUnavailable):
+		s.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
 		return connect.NewError(connect.CodeUnavailable, errors.New("database unavailable, retry later"))
 	default:
 		s.log.Error("internal error", "err", err)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
 	"github.com/jobq/jobq/service"
@@ -54,7 +55,7 @@ func (o *OpsServer) SetTypeLimit(ctx context.Context, req *connect.Request[jobqv
 	if err := rejectUnknownFields(req.Msg); err != nil {
 		return nil, o.s.fail(err)
 	}
-	var lr service.LimitRequest
+	var lr apitype.LimitRequest
 	if req.Msg.MaxRunning != nil {
 		n := int(req.Msg.GetMaxRunning())
 		lr.MaxRunning = &n
@@ -138,7 +139,7 @@ func (o *OpsServer) RetryJobs(ctx context.Context, req *connect.Request[jobqv1.R
 	if err := rejectUnknownFields(req.Msg); err != nil {
 		return nil, o.s.fail(err)
 	}
-	res, err := o.ops.RetryBulk(ctx, service.RetryBulkRequest{Status: req.Msg.GetStatus(), JobType: req.Msg.GetJobType()})
+	res, err := o.ops.RetryBulk(ctx, apitype.RetryBulkRequest{Status: req.Msg.GetStatus(), JobType: req.Msg.GetJobType()})
 	if err != nil {
 		return nil, o.s.fail(err)
 	}
@@ -150,7 +151,7 @@ func (o *OpsServer) PurgeJobs(ctx context.Context, req *connect.Request[jobqv1.P
 	if err := rejectUnknownFields(req.Msg); err != nil {
 		return nil, o.s.fail(err)
 	}
-	res, err := o.ops.Purge(ctx, service.PurgeRequest{OlderThan: req.Msg.GetOlderThan()})
+	res, err := o.ops.Purge(ctx, apitype.PurgeRequest{OlderThan: req.Msg.GetOlderThan()})
 	if err != nil {
 		return nil, o.s.fail(err)
 	}
@@ -182,15 +183,10 @@ func TypeControlToProto(t jobq.TypeControl) *jobqv1.TypeControl {
 	return &jobqv1.TypeControl{JobType: t.JobType, Paused: t.Paused, MaxRunning: int32(t.MaxRunning), UpdateTime: timestamppb.New(t.UpdateTime)}
 }
 
-// TypeControlFromProto converts back (times in UTC).
-func TypeControlFromProto(m *jobqv1.TypeControl) jobq.TypeControl {
-	return jobq.TypeControl{JobType: m.GetJobType(), Paused: m.GetPaused(), MaxRunning: int(m.GetMaxRunning()), UpdateTime: tsTime(m.GetUpdateTime())}
-}
-
 // PeriodicRequestFromProto turns a PutPeriodicRequest into the service's
 // PeriodicRequest without validating it; unset optional integers stay nil.
-func PeriodicRequestFromProto(m *jobqv1.PutPeriodicRequest) service.PeriodicRequest {
-	req := service.PeriodicRequest{Name: m.GetName(), Cron: m.GetCron(), JobType: m.GetJobType(), Misfire: m.GetMisfire()}
+func PeriodicRequestFromProto(m *jobqv1.PutPeriodicRequest) apitype.PeriodicRequest {
+	req := apitype.PeriodicRequest{Name: m.GetName(), Cron: m.GetCron(), JobType: m.GetJobType(), Misfire: m.GetMisfire()}
 	if m.GetParams() != "" {
 		req.Params = json.RawMessage(m.GetParams())
 	}
@@ -198,12 +194,6 @@ func PeriodicRequestFromProto(m *jobqv1.PutPeriodicRequest) service.PeriodicRequ
 	req.MaxRetry = intPtr(m.MaxRetry)
 	req.TimeoutMs = intPtr(m.TimeoutMs)
 	return req
-}
-
-// PeriodicRequestToProto is the inverse of PeriodicRequestFromProto, for clients.
-func PeriodicRequestToProto(req service.PeriodicRequest) *jobqv1.PutPeriodicRequest {
-	return &jobqv1.PutPeriodicRequest{Name: req.Name, Cron: req.Cron, JobType: req.JobType, Params: string(req.Params),
-		Priority: int32Ptr(req.Priority), MaxRetry: int32Ptr(req.MaxRetry), TimeoutMs: int32Ptr(req.TimeoutMs), Misfire: req.Misfire}
 }
 
 func intPtr(v *int32) *int {
@@ -222,22 +212,9 @@ func PeriodicToProto(p jobq.Periodic) *jobqv1.Periodic {
 		CreateTime: timestamppb.New(p.CreateTime), UpdateTime: timestamppb.New(p.UpdateTime)}
 }
 
-// PeriodicFromProto converts back (times in UTC).
-func PeriodicFromProto(m *jobqv1.Periodic) jobq.Periodic {
-	return jobq.Periodic{Name: m.GetName(), Cron: m.GetCron(), JobType: m.GetJobType(), Params: json.RawMessage(m.GetParams()),
-		Priority: int(m.GetPriority()), MaxRetry: int(m.GetMaxRetry()), TimeoutMs: int(m.GetTimeoutMs()), Misfire: m.GetMisfire(),
-		Source: m.GetSource(), NextRunAt: tsTime(m.GetNextRunAt()), LastRunAt: tsTimePtr(m.GetLastRunAt()),
-		CreateTime: tsTime(m.GetCreateTime()), UpdateTime: tsTime(m.GetUpdateTime())}
-}
-
 // PurgeResultToProto converts a jobq.PurgeResult.
 func PurgeResultToProto(r jobq.PurgeResult) *jobqv1.PurgeJobsResponse {
 	return &jobqv1.PurgeJobsResponse{Jobs: r.Jobs, Executions: r.Executions, Batches: int32(r.Batches), Cutoff: timestamppb.New(r.Cutoff)}
-}
-
-// PurgeResultFromProto converts back.
-func PurgeResultFromProto(m *jobqv1.PurgeJobsResponse) jobq.PurgeResult {
-	return jobq.PurgeResult{Jobs: m.GetJobs(), Executions: m.GetExecutions(), Batches: int(m.GetBatches()), Cutoff: tsTime(m.GetCutoff())}
 }
 
 // StatsToProto converts a jobq.QueueStats.
@@ -249,25 +226,4 @@ func StatsToProto(st jobq.QueueStats) *jobqv1.GetStatsResponse {
 		out.ByTypeStatus = append(out.ByTypeStatus, &jobqv1.TypeStatusCount{JobType: c.JobType, Status: string(c.Status), Count: c.Count})
 	}
 	return out
-}
-
-// StatsFromProto converts back; absent maps become empty ones.
-func StatsFromProto(m *jobqv1.GetStatsResponse) jobq.QueueStats {
-	st := jobq.QueueStats{DBNow: tsTime(m.GetDbNow()), ByStatus: m.GetByStatus(), WindowSeconds: m.GetWindowSeconds(),
-		Created: m.GetCreated(), Finished: m.GetFinished(), CreatedPerSecond: m.GetCreatedPerSecond(),
-		FinishedPerSecond: m.GetFinishedPerSecond(), ByTypeStatus: []jobq.TypeStatusCount{}}
-	if m.OldestWaitingSeconds != nil {
-		v := m.GetOldestWaitingSeconds()
-		st.OldestWaitingSeconds = &v
-	}
-	if st.ByStatus == nil {
-		st.ByStatus = map[string]int64{}
-	}
-	if st.Finished == nil {
-		st.Finished = map[string]int64{}
-	}
-	for _, c := range m.GetByTypeStatus() {
-		st.ByTypeStatus = append(st.ByTypeStatus, jobq.TypeStatusCount{JobType: c.GetJobType(), Status: jobq.JobState(c.GetStatus()), Count: c.GetCount()})
-	}
-	return st
 }

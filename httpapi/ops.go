@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/service"
 )
 
@@ -18,7 +19,7 @@ import (
 //	POST /v1/types/{job_type}/resume     200 TypeControl
 //	PUT  /v1/types/{job_type}/limit      200 TypeControl; body {"max_running": N}, 0 removes the limit
 //	GET  /v1/periodic                    200 {"periodic":[Periodic…]}
-//	POST /v1/periodic                    201 created · 200 replaced; body service.PeriodicRequest
+//	POST /v1/periodic                    201 created · 200 replaced; body apitype.PeriodicRequest
 //	GET  /v1/periodic/{name}             200 Periodic · 404
 //	DELETE /v1/periodic/{name}           200 {"deleted": name} · 404
 //	POST /v1/jobs/retry                  200 {"retried": N}; body {"status": "FAILED"|"CANCELED", "job_type": T}
@@ -53,7 +54,7 @@ func (o *opsAPI) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{ErrorDetail{Code: "too_large", Field: "body",
+			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
 				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
 			return false
 		}
@@ -72,7 +73,7 @@ func (o *opsAPI) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 func (o *opsAPI) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	switch {
 	case errors.Is(err, jobq.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, ErrorBody{ErrorDetail{Code: "not_found", Field: "name",
+		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Field: "name",
 			Message: "periodic schedule " + strconv.Quote(r.PathValue("name")) + " not found"}})
 	case err != nil:
 		o.fail(w, err)
@@ -97,7 +98,7 @@ func (o *opsAPI) pause(paused bool) http.HandlerFunc {
 }
 
 func (o *opsAPI) limit(w http.ResponseWriter, r *http.Request) {
-	var req service.LimitRequest
+	var req apitype.LimitRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
@@ -114,7 +115,7 @@ func (o *opsAPI) periodicList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (o *opsAPI) periodicPut(w http.ResponseWriter, r *http.Request) {
-	var req service.PeriodicRequest
+	var req apitype.PeriodicRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
@@ -139,7 +140,7 @@ func (o *opsAPI) periodicDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (o *opsAPI) retryBulk(w http.ResponseWriter, r *http.Request) {
-	var req service.RetryBulkRequest
+	var req apitype.RetryBulkRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
@@ -148,7 +149,7 @@ func (o *opsAPI) retryBulk(w http.ResponseWriter, r *http.Request) {
 }
 
 func (o *opsAPI) purge(w http.ResponseWriter, r *http.Request) {
-	var req service.PurgeRequest
+	var req apitype.PurgeRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/replica"
 	"github.com/jobq/jobq/store"
 )
@@ -68,7 +69,7 @@ func Provision(ctx context.Context, cfg ProvisionConfig) (c *Cluster, err error)
 		return nil, err
 	}
 	if cfg.Keep {
-		fmt.Fprintf(cfg.Log, "loadtest database kept: %s\n", store.RedactDSN(c.DSN))
+		fmt.Fprintf(cfg.Log, "loadtest database kept: %s\n", redact.DSN(c.DSN))
 		c.drop = nil
 	}
 	st, err := store.Open(ctx, c.DSN, store.PoolConfig{MaxOpen: 2})

@@ -8,9 +8,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
-	"github.com/jobq/jobq/service"
 )
 
 // ServerFlags name the API to talk to.
@@ -23,12 +22,12 @@ type ServerFlags struct {
 // jobAPI is what the client commands call: *client.Client (HTTP) or
 // *client.GRPCClient (gRPC).
 type jobAPI interface {
-	Submit(ctx context.Context, req service.SubmitRequest) (jobq.Job, bool, error)
-	Get(ctx context.Context, id uint64) (jobq.Job, error)
-	List(ctx context.Context, status, jobType string, limit int, cursor string) (service.ListPage, error)
-	Cancel(ctx context.Context, id uint64) (jobq.Job, error)
-	Retry(ctx context.Context, id uint64) (jobq.Job, error)
-	Executions(ctx context.Context, id uint64) ([]jobq.Execution, error)
+	Submit(ctx context.Context, req apitype.SubmitRequest) (apitype.Job, bool, error)
+	Get(ctx context.Context, id uint64) (apitype.Job, error)
+	List(ctx context.Context, status, jobType string, limit int, cursor string) (apitype.ListPage, error)
+	Cancel(ctx context.Context, id uint64) (apitype.Job, error)
+	Retry(ctx context.Context, id uint64) (apitype.Job, error)
+	Executions(ctx context.Context, id uint64) ([]apitype.Execution, error)
 }
 
 func (f ServerFlags) client() jobAPI {
@@ -60,7 +59,7 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	if !json.Valid([]byte(c.Params)) {
 		return fmt.Errorf("--params: must be a JSON object, e.g. '{\"ms\": 100}'; got %q", c.Params)
 	}
-	job, created, err := c.client().Submit(g.Ctx, service.SubmitRequest{
+	job, created, err := c.client().Submit(g.Ctx, apitype.SubmitRequest{
 		JobKey: c.Key, JobType: c.Type, Params: json.RawMessage(c.Params), Priority: c.Priority,
 		MaxRetry: c.MaxRetry, RunAt: c.RunAt, TimeoutMs: c.TimeoutMs,
 	})

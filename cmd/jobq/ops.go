@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -42,7 +43,7 @@ func (f OpsFlags) OpsConfig() (scheduler.OpsConfig, error) {
 }
 
 // PeriodicRequests parses --periodic and --periodic-file.
-func (f OpsFlags) PeriodicRequests() ([]service.PeriodicRequest, error) {
+func (f OpsFlags) PeriodicRequests() ([]apitype.PeriodicRequest, error) {
 	specs := append([]string(nil), f.Periodic...)
 	if f.PeriodicFile != "" {
 		file, err := os.Open(f.PeriodicFile)
@@ -60,7 +61,7 @@ func (f OpsFlags) PeriodicRequests() ([]service.PeriodicRequest, error) {
 			return nil, fmt.Errorf("--periodic-file: %w", err)
 		}
 	}
-	out := make([]service.PeriodicRequest, 0, len(specs))
+	out := make([]apitype.PeriodicRequest, 0, len(specs))
 	for _, s := range specs {
 		req, err := service.ParsePeriodicSpec(s)
 		if err != nil {
@@ -77,10 +78,10 @@ type opsAPI interface {
 	SetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error)
 	SetLimit(ctx context.Context, jobType string, maxRunning int) (jobq.TypeControl, error)
 	Types(ctx context.Context) ([]jobq.TypeControl, error)
-	PutPeriodic(ctx context.Context, req service.PeriodicRequest) (jobq.Periodic, bool, error)
+	PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (jobq.Periodic, bool, error)
 	ListPeriodic(ctx context.Context) ([]jobq.Periodic, error)
 	DeletePeriodic(ctx context.Context, name string) error
-	RetryBulk(ctx context.Context, req service.RetryBulkRequest) (service.RetryBulkResult, error)
+	RetryBulk(ctx context.Context, req apitype.RetryBulkRequest) (apitype.RetryBulkResult, error)
 	Purge(ctx context.Context, olderThan string) (jobq.PurgeResult, error)
 	Stats(ctx context.Context, window string) (jobq.QueueStats, error)
 }
@@ -276,7 +277,7 @@ func (c *PeriodicAddCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	p, created, err := cl.PutPeriodic(g.Ctx, service.PeriodicRequest{Name: c.Name, Cron: c.Cron, JobType: c.Type,
+	p, created, err := cl.PutPeriodic(g.Ctx, apitype.PeriodicRequest{Name: c.Name, Cron: c.Cron, JobType: c.Type,
 		Params: json.RawMessage(c.Params), Priority: c.Priority, MaxRetry: c.MaxRetry, TimeoutMs: c.TimeoutMs, Misfire: c.Misfire})
 	if err != nil {
 		return err
@@ -353,7 +354,7 @@ func retryBulk(g *Globals, f ServerFlags, o OutputFlags, status, jobType string)
 	if err != nil {
 		return err
 	}
-	res, err := cl.RetryBulk(g.Ctx, service.RetryBulkRequest{Status: status, JobType: jobType})
+	res, err := cl.RetryBulk(g.Ctx, apitype.RetryBulkRequest{Status: status, JobType: jobType})
 	if err != nil {
 		return err
 	}

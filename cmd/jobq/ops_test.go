@@ -22,6 +22,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/internal/testdb"
@@ -39,7 +40,7 @@ var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: tru
 
 // startReplica runs one replica on a fresh database and returns it with a
 // client of its API.
-func startReplica(t *testing.T, periodic []service.PeriodicRequest) (*app.Replica, *client.Client) {
+func startReplica(t *testing.T, periodic []apitype.PeriodicRequest) (*app.Replica, *client.Client) {
 	t.Helper()
 	dsn := testdb.DSN(t)
 	reg := scheduler.NewRegistry()
@@ -105,7 +106,7 @@ func decode[T any](t *testing.T, s string) T {
 	return v
 }
 
-func waitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d time.Duration) jobq.Job {
+func waitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d time.Duration) apitype.Job {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -120,7 +121,7 @@ func waitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d 
 	}
 }
 
-func submitJob(t *testing.T, c *client.Client, req service.SubmitRequest) jobq.Job {
+func submitJob(t *testing.T, c *client.Client, req apitype.SubmitRequest) apitype.Job {
 	t.Helper()
 	j, _, err := c.Submit(context.Background(), req)
 	if err != nil {
@@ -186,7 +187,7 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	if tc := decode[jobq.TypeControl](t, mustCLI(t, "pause", "sleep", srv, tr)); !tc.Paused || tc.JobType != "sleep" {
 		t.Fatalf("pause printed %+v", tc)
 	}
-	waiting := submitJob(t, c, service.SubmitRequest{JobKey: "paused-1", JobType: "sleep",
+	waiting := submitJob(t, c, apitype.SubmitRequest{JobKey: "paused-1", JobType: "sleep",
 		RunAt: ptr(time.Now().UTC().Add(-10 * time.Second).Format(time.RFC3339Nano))})
 	time.Sleep(500 * time.Millisecond) // five poll intervals
 	if j, _ := c.Get(ctx, waiting.ID); j.Status != jobq.StateWaiting || j.Attempt != 0 {
@@ -231,16 +232,16 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 			t.Fatalf("replica's limited types 2s after the API call = %v, want map[sleep:2]", got)
 		}
 	}
-	limited := submitJob(t, c, service.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
+	limited := submitJob(t, c, apitype.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
 	waitJob(t, c, limited.ID, jobq.StateSuccess, 5*time.Second)
 	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv, tr)); tc.MaxRunning != 0 {
 		t.Fatalf("limit 0 printed %+v", tc)
 	}
 
 	// cancel a RUNNING job through the CLI.
-	long := submitJob(t, c, service.SubmitRequest{JobKey: "long", JobType: "sleep", Params: json.RawMessage(`{"ms":30000}`)})
+	long := submitJob(t, c, apitype.SubmitRequest{JobKey: "long", JobType: "sleep", Params: json.RawMessage(`{"ms":30000}`)})
 	waitJob(t, c, long.ID, jobq.StateRunning, 5*time.Second)
-	if j := decode[jobq.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv, tr)); !j.CancelRequested {
+	if j := decode[apitype.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv, tr)); !j.CancelRequested {
 		t.Fatalf("cancel printed %+v", j)
 	}
 	hb := r.Scheduler.Config().HeartbeatInterval
@@ -249,16 +250,16 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	// bulk retry: flaky fails its first attempt; with max_retry 0 it ends FAILED.
 	var flaky []uint64
 	for i := range 3 {
-		flaky = append(flaky, submitJob(t, c, service.SubmitRequest{JobKey: fmt.Sprint("flaky-", i), JobType: "flaky", MaxRetry: ptr(0)}).ID)
+		flaky = append(flaky, submitJob(t, c, apitype.SubmitRequest{JobKey: fmt.Sprint("flaky-", i), JobType: "flaky", MaxRetry: ptr(0)}).ID)
 	}
-	other := submitJob(t, c, service.SubmitRequest{JobKey: "effect-fails", JobType: "flaky", MaxRetry: ptr(0), Params: json.RawMessage(`{"failures":5}`)})
+	other := submitJob(t, c, apitype.SubmitRequest{JobKey: "effect-fails", JobType: "flaky", MaxRetry: ptr(0), Params: json.RawMessage(`{"failures":5}`)})
 	for _, id := range append(flaky, other.ID) {
 		waitJob(t, c, id, jobq.StateFailed, 5*time.Second)
 	}
 	if _, err := runCLI(t, "retry", srv, tr); err == nil || !strings.Contains(err.Error(), "--status") {
 		t.Fatalf("retry without id or --status: err = %v", err)
 	}
-	if res := decode[service.RetryBulkResult](t, mustCLI(t, "retry", "--status", "FAILED", "--type", "flaky", srv, tr)); res.Retried != 4 {
+	if res := decode[apitype.RetryBulkResult](t, mustCLI(t, "retry", "--status", "FAILED", "--type", "flaky", srv, tr)); res.Retried != 4 {
 		t.Fatalf("bulk retry retried %d, want 4", res.Retried)
 	}
 	for _, id := range flaky {
@@ -267,7 +268,7 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 		}
 	}
 	waitJob(t, c, other.ID, jobq.StateFailed, 5*time.Second) // its 2nd attempt fails too
-	if res := decode[service.RetryBulkResult](t, mustCLI(t, "retry", "--status", "CANCELED", "--type", "noop", srv, tr)); res.Retried != 0 {
+	if res := decode[apitype.RetryBulkResult](t, mustCLI(t, "retry", "--status", "CANCELED", "--type", "noop", srv, tr)); res.Retried != 0 {
 		t.Fatalf("bulk retry of no job retried %d", res.Retried)
 	}
 
@@ -419,11 +420,11 @@ func TestParseAgeAndPeriodicSpec(t *testing.T) {
 	}
 	cases := []struct {
 		spec string
-		want service.PeriodicRequest
+		want apitype.PeriodicRequest
 	}{
-		{"a=* * * * *;noop", service.PeriodicRequest{Name: "a", Cron: "* * * * *", JobType: "noop"}},
-		{"b=@every 10s;sleep;once", service.PeriodicRequest{Name: "b", Cron: "@every 10s", JobType: "sleep", Misfire: "once"}},
-		{`c=0 0 3 * * *;backup;{"db":"a;b"};skip`, service.PeriodicRequest{Name: "c", Cron: "0 0 3 * * *", JobType: "backup", Params: json.RawMessage(`{"db":"a;b"}`), Misfire: "skip"}},
+		{"a=* * * * *;noop", apitype.PeriodicRequest{Name: "a", Cron: "* * * * *", JobType: "noop"}},
+		{"b=@every 10s;sleep;once", apitype.PeriodicRequest{Name: "b", Cron: "@every 10s", JobType: "sleep", Misfire: "once"}},
+		{`c=0 0 3 * * *;backup;{"db":"a;b"};skip`, apitype.PeriodicRequest{Name: "c", Cron: "0 0 3 * * *", JobType: "backup", Params: json.RawMessage(`{"db":"a;b"}`), Misfire: "skip"}},
 	}
 	for _, tc := range cases {
 		got, err := service.ParsePeriodicSpec(tc.spec)

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 )
 
 // OutputFlags choose how a command prints what it read.
@@ -75,7 +76,7 @@ func oneLine(s string) string {
 }
 
 // jobTable prints one job as FIELD value lines.
-func jobTable(w io.Writer, j jobq.Job) {
+func jobTable(w io.Writer, j apitype.Job) {
 	fmt.Fprintf(w, "id\t%d\n", j.ID)
 	fmt.Fprintf(w, "job_key\t%s\n", j.JobKey)
 	fmt.Fprintf(w, "job_type\t%s\n", j.JobType)
@@ -100,14 +101,14 @@ func jobTable(w io.Writer, j jobq.Job) {
 	fmt.Fprintf(w, "created\t%s\n", fmtTime(&j.CreateTime))
 }
 
-func jobsTable(w io.Writer, jobs []jobq.Job) {
+func jobsTable(w io.Writer, jobs []apitype.Job) {
 	fmt.Fprintln(w, "ID\tKEY\tTYPE\tSTATUS\tATTEMPT\tRETRIES\tRUN_AT")
 	for _, j := range jobs {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d/%d\t%s\n", j.ID, j.JobKey, j.JobType, j.Status, j.Attempt, j.RetryTimes, j.MaxRetry, fmtTime(&j.RunAt))
 	}
 }
 
-func executionsTable(w io.Writer, ex []jobq.Execution) {
+func executionsTable(w io.Writer, ex []apitype.Execution) {
 	fmt.Fprintln(w, "ATTEMPT\tOWNER\tSTARTED\tDURATION\tOUTCOME\tERROR")
 	for _, e := range ex {
 		d := "running"
