@@ -4,7 +4,7 @@ BIN       := bin/jobq
 PKGS      := ./...
 export GOFLAGS ?=
 
-.PHONY: help build demo test test-deps generate verify lint bench chaos fuzz ensure-db clean mutants
+.PHONY: help build demo test test-deps generate verify lint bench chaos fuzz ensure-db clean
 
 help: ## List targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -29,8 +29,6 @@ TESTFLAGS  ?= -race -count=1 -timeout 40m
 test: test-deps ## Run every test with -race against a real server; prints each test as it ends and a DONE summary (gotestsum).
 	$(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) $(PKGS)
 
-mutants: ensure-db ## Plant each known bug in a temporary worktree, run the tests that must catch it, print caught/survived (not in CI).
-	@scripts/mutants.sh
 
 generate: ## Regenerate gen/ from sql/ with sqlc and from api/ with buf (both pinned in go.mod).
 	$(GO) tool sqlc -f sql/sqlc.yaml generate
@@ -50,7 +48,7 @@ lint: verify ## Alias of verify.
 clean: ## Remove build output.
 	rm -rf bin out
 
-# loadtest: open-model submit load through the HTTP API (README "Load testing").
+# loadtest: open-model submit load through the HTTP API (docs/bench.md).
 LOADTEST_STAGES     ?= 50:10s,100:10s,200:10s
 LOADTEST_THRESHOLDS ?= --threshold 'pickup.p99<1s' --threshold 'errors.rate<0.001'
 LOADTEST_CAPACITY   ?= --capacity --capacity-threshold 'pickup.p99<250ms' --capacity-threshold 'errors.rate<0.001' \
@@ -60,7 +58,7 @@ LOADTEST_CAPACITY   ?= --capacity --capacity-threshold 'pickup.p99<250ms' --capa
 loadtest: ensure-db build ## 30 s submit ramp over 3 replicas: CO-free spectrum, thresholds, capacity search (out/loadtest/).
 	$(BIN) loadtest --replicas 3 --stages $(LOADTEST_STAGES) $(LOADTEST_THRESHOLDS) $(LOADTEST_CAPACITY)
 
-# chaos: the HA and exactly-once testbed (README "Chaos testbed").
+# chaos: the HA and exactly-once testbed (docs/chaos.md).
 CHAOS_FLAGS ?= --jobs 2000 --duration 30s --seed 42
 
 .PHONY: chaos-sabotage
