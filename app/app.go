@@ -146,6 +146,9 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	r.Metrics = m
 	m.ObserveDB(st.DB())
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
+	if r.Scheduler != nil {
+		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
+	}
 	var refreshOps func()
 	if r.Scheduler != nil {
 		refreshOps = r.Scheduler.RefreshOps
