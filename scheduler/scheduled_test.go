@@ -81,6 +81,8 @@ func TestPriorityOrder(t *testing.T) {
 // Jobs due now and jobs due at spread instants over the next second, mixed:
 // every job runs once, and no execution starts before its due time on the
 // database clock (job_execution.started_at ≥ due_at, both written by it).
+// Caught mutations: a claim ignoring run_at (legacy WAITING rows below), a
+// claim taking SCHEDULED jobs, a promoter and claim both ignoring run_at.
 func TestNoExecutionBeforeDue(t *testing.T) {
 	t.Parallel()
 	for _, strategy := range strategies {
@@ -119,23 +121,31 @@ func TestNoExecutionBeforeDue(t *testing.T) {
 					s.WakeAt(j.RunAt, j.CreateTime)
 				}
 			}
+			// WAITING rows not yet due, as a replica from before migration 005
+			// writes them during a rolling upgrade: the claim itself must honour
+			// run_at, not only the promoter.
+			const legacy = 20
+			if _, err := st.DB().Exec(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, run_at, create_time, update_time)
+				SELECT CONCAT('legacy-', seq), 'rec', '{}', 'h', 'WAITING', NOW(6) + INTERVAL seq * 50000 MICROSECOND, NOW(6), NOW(6) FROM seq_1_to_20`); err != nil {
+				t.Fatal(err)
+			}
 			waitFor(t, 20*time.Second, "every job SUCCESS", func() (bool, error) {
 				k, err := countStatus(st, jobq.StateSuccess)
-				return k == n, err
+				return k == n+legacy, err
 			})
 			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE started_at < due_at"); got != 0 {
 				t.Fatalf("%d executions started before their due time", got)
 			}
-			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution"); got != n {
-				t.Fatalf("executions = %d, want %d", got, n)
+			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution"); got != n+legacy {
+				t.Fatalf("executions = %d, want %d", got, n+legacy)
 			}
 			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue q JOIN job_execution e ON e.job_id = q.id WHERE e.due_at <> q.run_at"); got != 0 {
 				t.Fatalf("%d executions record a due time other than the job's run_at", got)
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if len(ran) != n {
-				t.Fatalf("handlers ran %d distinct jobs, want %d", len(ran), n)
+			if len(ran) != n+legacy {
+				t.Fatalf("handlers ran %d distinct jobs, want %d", len(ran), n+legacy)
 			}
 			if s.Stats().Promoted != n/2 {
 				t.Fatalf("promoted %d, want %d", s.Stats().Promoted, n/2)
