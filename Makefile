@@ -39,7 +39,7 @@ lint: verify ## Alias of verify.
 clean: ## Remove build output.
 	rm -rf bin out
 
-# loadtest: open-model submit load through the HTTP API (README "Load testing").
+# loadtest: open-model submit load through the HTTP API (docs/bench.md).
 LOADTEST_STAGES     ?= 50:10s,100:10s,200:10s
 LOADTEST_THRESHOLDS ?= --threshold 'pickup.p99<1s' --threshold 'errors.rate<0.001'
 LOADTEST_CAPACITY   ?= --capacity --capacity-threshold 'pickup.p99<250ms' --capacity-threshold 'errors.rate<0.001' \
@@ -49,7 +49,7 @@ LOADTEST_CAPACITY   ?= --capacity --capacity-threshold 'pickup.p99<250ms' --capa
 loadtest: ensure-db build ## 30 s submit ramp over 3 replicas: CO-free spectrum, thresholds, capacity search (out/loadtest/).
 	$(BIN) loadtest --replicas 3 --stages $(LOADTEST_STAGES) $(LOADTEST_THRESHOLDS) $(LOADTEST_CAPACITY)
 
-# chaos: the HA and exactly-once testbed (README "Chaos testbed").
+# chaos: the HA and exactly-once testbed (docs/chaos.md).
 CHAOS_FLAGS ?= --jobs 2000 --duration 30s --seed 42
 
 .PHONY: chaos-sabotage

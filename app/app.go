@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/metrics"
@@ -63,7 +64,7 @@ type Config struct {
 	// Periodic are schedules from configuration (`--periodic`,
 	// `--periodic-file`), created or replaced at start with source "config";
 	// an unchanged cron expression keeps its cursor across restarts.
-	Periodic []service.PeriodicRequest
+	Periodic []apitype.PeriodicRequest
 	// Metrics configures the replica's Prometheus metrics, served at
 	// /metrics on the API listener (see package metrics).
 	Metrics metrics.Options
@@ -174,7 +175,7 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger,
 			AuthTokens: cfg.AuthTokens, Ops: r.Ops})
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		h, protocols, grpcShutdown := withGRPC(h, r.Service, st.Ping, cfg)
+		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, st.Ping, cfg)
 		r.server = &http.Server{Handler: h, Protocols: protocols,
 			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
 			ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),

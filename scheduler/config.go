@@ -43,7 +43,7 @@ const (
 	// they cut the statements per no-op job from 0.25 to 0.15 (claims of
 	// 46–50 jobs instead of ~27) and raised 3-replica throughput from
 	// 0.64–0.73× to 0.80–0.97× of the raw SQL ceiling (`jobq bench --ci`
-	// and `make bench`, see README "Bench").
+	// and `make bench`, see docs/bench.md).
 	DrainWaitDefault        = 3 * time.Millisecond
 	CompleteLingerDefault   = 2 * time.Millisecond
 	RetryBackoffBaseDefault = time.Second

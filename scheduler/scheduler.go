@@ -212,7 +212,7 @@ func (s *Scheduler) dbRetry(ctx context.Context, op string, maxAttempts int, fn 
 	}
 	p.OnRetryFunc = func(op string, err error) {
 		s.stats.dbRetries.Add(1)
-		s.log.Debug("retrying database operation", "op", op, "err", err)
+		s.log.Debug("retrying database operation", "op", op, "cause", store.Cause(err), "err", err)
 	}
 	err := p.Do(ctx, op, func() error {
 		err := fn()
@@ -222,6 +222,18 @@ func (s *Scheduler) dbRetry(ctx context.Context, op string, maxAttempts int, fn 
 		return err
 	})
 	return err
+}
+
+// logDBFailure logs a database operation that failed after its retries: at
+// WARN, with the cause named, when the error is transient (a deadlock or
+// Galera certification conflict, a read-only or not-ready server, a lost
+// connection: the next pass retries it), at ERROR otherwise.
+func (s *Scheduler) logDBFailure(msg string, err error, args ...any) {
+	if store.IsRetryable(err) {
+		s.log.Warn(msg, append(args, "cause", store.Cause(err), "err", err)...)
+		return
+	}
+	s.log.Error(msg, append(args, "err", err)...)
 }
 
 // Stats is a snapshot of a replica's counters since Start.

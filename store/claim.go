@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
@@ -16,7 +15,7 @@ import (
 func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, error) {
 	rows, err := s.q.JobScanAvailable(ctx, int32(limit))
 	if err != nil {
-		return nil, fmt.Errorf("scan: %w", err)
+		return nil, errorf("scan: %w", err)
 	}
 	out := make([]jobq.Fence, len(rows))
 	for i, r := range rows {
@@ -59,7 +58,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 		}
 		if int(n) != len(ids) {
 			// Locked WAITING rows cannot change under us; anything else is a bug.
-			return fmt.Errorf("claimed %d of %d locked rows", n, len(ids))
+			return errorf("claimed %d of %d locked rows", n, len(ids))
 		}
 		if _, err := q.ExecutionStartMany(ctx, jobqdb.ExecutionStartManyParams{Ids: ids, Owner: owner}); err != nil {
 			return err
@@ -76,7 +75,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim skiplocked: %w", err)
+		return nil, errorf("claim skiplocked: %w", err)
 	}
 	return claimed, nil
 }
@@ -180,7 +179,7 @@ func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) (claimed
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("claim cas: %w", err)
+		return nil, 0, errorf("claim cas: %w", err)
 	}
 	return claimed, lost, nil
 }
@@ -197,7 +196,7 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) (in
 		LeaseUs: p.Lease.Microseconds(), Ids: p.IDs, Owner: sql.NullString{String: p.Owner, Valid: true},
 	})
 	if err != nil {
-		return 0, fmt.Errorf("lease renew: %w", err)
+		return 0, errorf("lease renew: %w", err)
 	}
 	return n, nil
 }
@@ -209,7 +208,7 @@ func (s *Store) JobFenceStates(ctx context.Context, ids []uint64) ([]jobq.FenceS
 	}
 	rows, err := s.q.JobFenceStates(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("fence states: %w", err)
+		return nil, errorf("fence states: %w", err)
 	}
 	out := make([]jobq.FenceState, len(rows))
 	for i, r := range rows {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"time"
 
@@ -43,11 +42,11 @@ func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Jo
 	}
 	if err != nil {
 		if !isDupKey(err) {
-			return jobq.Job{}, false, fmt.Errorf("submit: %w", err)
+			return jobq.Job{}, false, errorf("submit: %w", err)
 		}
 		existing, gerr := s.JobGetByKey(ctx, p.JobKey)
 		if gerr != nil {
-			return jobq.Job{}, false, fmt.Errorf("submit: read existing key: %w", gerr)
+			return jobq.Job{}, false, errorf("submit: read existing key: %w", gerr)
 		}
 		if existing.RequestHash != p.RequestHash {
 			return existing, false, jobq.ErrKeyConflict
@@ -56,7 +55,7 @@ func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Jo
 	}
 	job, err = s.JobGet(ctx, uint64(id))
 	if err != nil {
-		return jobq.Job{}, false, fmt.Errorf("submit: read back: %w", err)
+		return jobq.Job{}, false, errorf("submit: read back: %w", err)
 	}
 	return job, true, nil
 }
@@ -101,7 +100,7 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 		rows, err = s.q.JobList(ctx, jobqdb.JobListParams{BeforeID: before, Limit: lim})
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("list jobs: %w", err)
+		return nil, 0, errorf("list jobs: %w", err)
 	}
 	var next uint64
 	if len(rows) > p.Limit {
@@ -122,11 +121,11 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
 	n, err := s.q.JobCancelWaiting(ctx, id)
 	if err != nil {
-		return jobq.Job{}, fmt.Errorf("cancel: %w", err)
+		return jobq.Job{}, errorf("cancel: %w", err)
 	}
 	if n == 0 {
 		if n, err = s.q.JobCancelRunning(ctx, id); err != nil {
-			return jobq.Job{}, fmt.Errorf("cancel: %w", err)
+			return jobq.Job{}, errorf("cancel: %w", err)
 		}
 	}
 	job, err := s.JobGet(ctx, id)
@@ -144,7 +143,7 @@ func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
 func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
 	n, err := s.q.JobRetryManual(ctx, id)
 	if err != nil {
-		return jobq.Job{}, fmt.Errorf("retry: %w", err)
+		return jobq.Job{}, errorf("retry: %w", err)
 	}
 	job, err := s.JobGet(ctx, id)
 	if err != nil {
@@ -163,7 +162,7 @@ func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution,
 	}
 	rows, err := s.q.ExecutionListByJob(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("executions: %w", err)
+		return nil, errorf("executions: %w", err)
 	}
 	out := make([]jobq.Execution, len(rows))
 	for i, r := range rows {
@@ -177,7 +176,7 @@ func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution,
 func (s *Store) JobCountByStatus(ctx context.Context) (map[string]int64, error) {
 	rows, err := s.q.JobCountByStatus(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("count by status: %w", err)
+		return nil, errorf("count by status: %w", err)
 	}
 	m := map[string]int64{}
 	for _, r := range rows {
@@ -190,7 +189,7 @@ func (s *Store) JobCountByStatus(ctx context.Context) (map[string]int64, error) 
 func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 	var t time.Time
 	err := s.db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&t)
-	return t.UTC(), err
+	return t.UTC(), wrapUnavailable(err)
 }
 
 // JobScheduledNext reads the earliest run_at among SCHEDULED jobs and the
