@@ -197,7 +197,7 @@ func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error) {
 	r, err := s.q.JobScheduledNext(ctx)
 	if err != nil {
-		return jobq.ScheduledNext{}, fmt.Errorf("scheduled next: %w", err)
+		return jobq.ScheduledNext{}, errorf("scheduled next: %w", err)
 	}
 	out := jobq.ScheduledNext{DBNow: r.DbNow.UTC()}
 	switch t := r.NextRunAt.(type) {
@@ -205,7 +205,7 @@ func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error
 		out.Next = t.UTC()
 	case nil:
 	default:
-		return jobq.ScheduledNext{}, fmt.Errorf("scheduled next: unexpected %T for MIN(run_at)", r.NextRunAt)
+		return jobq.ScheduledNext{}, errorf("scheduled next: unexpected %T for MIN(run_at)", r.NextRunAt)
 	}
 	return out, nil
 }
@@ -216,7 +216,7 @@ func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error
 func (s *Store) JobPromoteDue(ctx context.Context, limit int) (int, error) {
 	n, err := s.q.JobPromoteDue(ctx, int32(limit))
 	if err != nil {
-		return 0, fmt.Errorf("promote: %w", err)
+		return 0, errorf("promote: %w", err)
 	}
 	return int(n), nil
 }
