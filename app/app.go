@@ -148,6 +148,9 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	m.ObserveDB(st.DB())
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
 	r.Service.SetParamsValidator(cfg.Registry.ValidateParams)
+	if r.Scheduler != nil {
+		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
+	}
 	var refreshOps func()
 	if r.Scheduler != nil {
 		refreshOps = r.Scheduler.RefreshOps
