@@ -41,7 +41,7 @@ func TestHTTPSubmitBatch(t *testing.T) {
 	if b0.JobKey != "b-0" || string(b0.Params) != `{"a":1}` || b0.Status != "WAITING" {
 		t.Fatalf("b-0 = %+v", b0)
 	}
-	if b7.JobKey != "b-7" || b7.JobType != "sleep" || b7.MaxRetry != 7 || b7.RunAt.Format("2006-01-02T15:04:05Z07:00") != "2030-01-02T03:04:05Z" {
+	if b7.JobKey != "b-7" || b7.JobType != "sleep" || b7.MaxRetry != 7 || b7.Status != "SCHEDULED" || b7.RunAt.Format("2006-01-02T15:04:05Z07:00") != "2030-01-02T03:04:05Z" {
 		t.Fatalf("b-7 = %+v", b7)
 	}
 	want := []string{

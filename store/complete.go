@@ -77,19 +77,19 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	if len(ids) == 0 {
 		return nil
 	}
-	n, err := q.ExecutionRecordSuccessMany(ctx, jobqdb.ExecutionRecordSuccessManyParams{Ids: ids, Fences: fences.String()})
+	n, err := q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{Ids: ids, Fences: fences.String()})
 	if err != nil {
 		return err
 	}
 	if int(n) != len(ids) {
 		return errStaleInBatch
 	}
-	n, err = q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{Ids: ids, Fences: fences.String()})
+	n, err = q.ExecutionRecordSuccessMany(ctx, jobqdb.ExecutionRecordSuccessManyParams{Ids: ids, Fences: fences.String()})
 	if err != nil {
 		return err
 	}
 	if int(n) != len(ids) {
-		return errStaleInBatch
+		return errFenceMoved
 	}
 	return nil
 }
@@ -176,36 +176,53 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Compl
 // statements lock as documented, and rolls the transaction back if it does.
 var errFenceMoved = errors.New("job row changed under its lock")
 
-// recordOutcome writes c's attempt's execution row and then the fenced
-// job_queue update, in the caller's transaction; false means stale (nothing
-// was written). The execution row goes first because the job update may
-// move run_at (retry backoff), which the row keeps as due_at.
+// recordOutcome writes c's fenced job_queue update and its attempt's
+// execution row, in the caller's transaction; false means stale (nothing
+// was written). The job update goes first, so the job row is locked by one
+// statement that also locks its secondary index entries (a cancel locks
+// idx_due before the row: taking the row alone first, across a round trip,
+// invites a deadlock with it). A failure that retries is the exception: its
+// update moves run_at, which the execution row keeps as due_at, so the row
+// is written first (ExecutionRecordBeforeRetry, which locks the job row and
+// is itself the fence).
 func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
 	p := jobqdb.ExecutionRecordParams{
-		Outcome: nullStr(string(c.Outcome)), Error: nullStr(jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)),
+		Outcome: string(c.Outcome), Error: nullStr(jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)),
 		ID: c.ID, Attempt: int32(c.Attempt),
 	}
-	if c.Unfenced && c.Outcome == jobq.OutcomeSuccess {
-		if _, err := q.ExecutionRecordUnfenced(ctx, jobqdb.ExecutionRecordUnfencedParams(p)); err != nil {
+	retry := c.Retry && (c.Outcome == jobq.OutcomeFailed || c.Outcome == jobq.OutcomeCanceled)
+	if retry && !c.Unfenced {
+		n, err := q.ExecutionRecordBeforeRetry(ctx, jobqdb.ExecutionRecordBeforeRetryParams(p))
+		if err != nil || n == 0 {
 			return false, err
 		}
-		return s.completeJobRow(ctx, q, c)
-	}
-	n, err := q.ExecutionRecord(ctx, p)
-	if err != nil || n == 0 {
-		return false, err
+		ok, err := s.completeJobRow(ctx, q, c)
+		if err == nil && !ok {
+			err = errFenceMoved
+		}
+		return ok, err
 	}
 	ok, err := s.completeJobRow(ctx, q, c)
-	if err == nil && !ok {
+	if err != nil || !ok {
+		return false, err
+	}
+	if c.Unfenced {
+		_, err = q.ExecutionRecordUnfenced(ctx, jobqdb.ExecutionRecordUnfencedParams(p))
+		return true, err
+	}
+	n, err := q.ExecutionRecord(ctx, p)
+	if err == nil && n != 1 {
 		err = errFenceMoved
 	}
-	return ok, err
+	return err == nil, err
 }
 
 // alreadyApplied reports whether c's attempt already carries c's own
 // outcome: only the run's own committed completion writes SUCCESS, FAILED,
 // CANCELED or RELEASED into its execution row (the rescuer writes
-// LEASE_EXPIRED, a refused write STALE).
+// LEASE_EXPIRED, a refused write STALE). CANCELED is also what any of the
+// run's own outcomes is recorded as when a cancel request ended the job
+// (ExecutionFinish).
 func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
 	out, err := q.ExecutionGetOutcome(ctx, jobqdb.ExecutionGetOutcomeParams{JobID: c.ID, Attempt: int32(c.Attempt)})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -214,7 +231,7 @@ func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (
 	if err != nil {
 		return false, err
 	}
-	return out.Valid && out.String == string(c.Outcome), nil
+	return out.Valid && (out.String == string(c.Outcome) || out.String == string(jobq.OutcomeCanceled)), nil
 }
 
 // completeJobRow applies the fenced job_queue update; false means stale.

@@ -130,7 +130,8 @@ func (s *Store) keyLookup(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParam
 }
 
 // insertMany inserts ps[i] for each i in idx with one multi-row INSERT (the
-// columns and defaults of JobInsert; run_at NULL means NOW(6)).
+// columns and defaults of JobInsert and JobInsertAt: no run_at means due
+// now, WAITING; a run_at ahead of the database clock is SCHEDULED).
 func insertMany(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParams, idx []int) error {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, priority, max_retry,
@@ -140,13 +141,13 @@ func insertMany(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParams, idx []i
 		if n > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?, ?, ?, ?, 'WAITING', ?, ?, ?, COALESCE(?, NOW(6)), NOW(6), NOW(6))")
+		b.WriteString("(?, ?, ?, ?, IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?, COALESCE(?, NOW(6)), NOW(6), NOW(6))")
 		p := ps[i]
 		var runAt sql.NullTime
 		if p.RunAt != nil {
 			runAt = sql.NullTime{Time: p.RunAt.UTC(), Valid: true}
 		}
-		args = append(args, p.JobKey, p.JobType, p.Params, p.RequestHash, p.Priority, p.MaxRetry, p.TimeoutMs, runAt)
+		args = append(args, p.JobKey, p.JobType, p.Params, p.RequestHash, runAt, p.Priority, p.MaxRetry, p.TimeoutMs, runAt)
 	}
 	_, err := tx.ExecContext(ctx, b.String(), args...)
 	return err

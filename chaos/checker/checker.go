@@ -40,6 +40,10 @@ const (
 	// attempt of a RUNNING job (its row is written when its outcome is
 	// known: completion, failure, release, rescue or stale refusal).
 	CheckMissingExecution = "missing_executions"
+	// CheckStatusVsLastExecution: a terminal job's status contradicts its
+	// last execution's outcome (see statusVsLastExecution for the mapping) —
+	// the audit trail says something the job row does not.
+	CheckStatusVsLastExecution = "status_vs_last_execution"
 )
 
 // PoisonType is the job type that kills its replica (jobtypes.Poison).
@@ -124,6 +128,9 @@ type Counts struct {
 	// MissingExecutions is jobs whose execution rows are not exactly one per
 	// started attempt.
 	MissingExecutions int `json:"missing_executions"`
+	// StatusVsLastExecution is terminal jobs whose last execution's outcome
+	// contradicts their status (see CheckStatusVsLastExecution).
+	StatusVsLastExecution int `json:"status_vs_last_execution"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
 	// Executions is job_execution rows. Rescued of them had their lease
@@ -234,7 +241,7 @@ func Check(h History) *Result {
 	}
 
 	var lost, stuck, txDup, overlap, stale, phantom, poison []string
-	var early, afterLoss, unexplained, missing []string
+	var early, afterLoss, unexplained, missing, disagree []string
 	submitted := map[string]bool{}
 	for _, s := range h.Submits {
 		submitted[s.Key] = true
@@ -332,6 +339,9 @@ func Check(h History) *Result {
 		if m := missingExecutions(j, ex); m != "" {
 			missing = append(missing, m)
 		}
+		if d := statusVsLastExecution(j, ex); d != "" {
+			disagree = append(disagree, d)
+		}
 		early = append(early, claimedEarly(id, ex)...)
 		afterLoss = append(afterLoss, workAfterLoss(h, id, ex, effects[id])...)
 		// Non-transactional duplicates.
@@ -377,6 +387,7 @@ func Check(h History) *Result {
 	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
 	c.ClaimedBeforeDue, c.WorkAfterLeaseLost, c.UnexplainedRescues = len(early), len(afterLoss), len(unexplained)
 	c.MissingExecutions = len(missing)
+	c.StatusVsLastExecution = len(disagree)
 	for _, v := range []struct {
 		check string
 		ex    []string
@@ -385,6 +396,7 @@ func Check(h History) *Result {
 		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom}, {CheckPoison, poison},
 		{CheckClaimedEarly, early}, {CheckWorkAfterLoss, afterLoss}, {CheckUnexplainedRescue, unexplained},
 		{CheckMissingExecution, missing},
+		{CheckStatusVsLastExecution, disagree},
 	} {
 		if len(v.ex) > 0 {
 			r.Violations = append(r.Violations, Violation{Check: v.check, Count: len(v.ex), Examples: v.ex[:min(len(v.ex), maxExamples)]})
@@ -425,6 +437,41 @@ func missingExecutions(j *Job, ex []Execution) string {
 		return fmt.Sprintf("job %d: %d execution rows for %d attempts", j.ID, len(ex), j.Attempt)
 	}
 	return ""
+}
+
+// statusVsLastExecution describes how terminal job j contradicts ex, its
+// executions in attempt order; "" when they agree. The mapping:
+//   - SUCCESS: the last execution is SUCCESS (a last STALE one is reported
+//     by stale_completions_accepted instead);
+//   - FAILED: the last execution is FAILED, LEASE_EXPIRED (rescued with no
+//     retry left) or STALE (rescued so, then its late write refused);
+//   - CANCELED: the last execution is not SUCCESS; and when the run itself
+//     ended the job (its execution closed at or after the job's
+//     finished_at) it says CANCELED or LEASE_EXPIRED — a FAILED or RELEASED
+//     one is only right for a job cancelled later while WAITING.
+//
+// A terminal job whose last execution is still open contradicts it too.
+func statusVsLastExecution(j *Job, ex []Execution) string {
+	if !j.Terminal() || len(ex) == 0 {
+		return ""
+	}
+	last := ex[len(ex)-1]
+	bad := false
+	switch {
+	case last.Outcome == "" || last.FinishedAt == nil:
+		bad = true
+	case j.Status == StatusSuccess:
+		bad = last.Outcome != OutcomeSuccess && last.Outcome != OutcomeStale
+	case j.Status == StatusFailed:
+		bad = last.Outcome != OutcomeFailed && last.Outcome != OutcomeLeaseExpired && last.Outcome != OutcomeStale
+	case j.Status == StatusCanceled:
+		byRun := j.FinishedAt != nil && !last.FinishedAt.Before(*j.FinishedAt)
+		bad = last.Outcome == OutcomeSuccess || (byRun && (last.Outcome == OutcomeFailed || last.Outcome == OutcomeReleased))
+	}
+	if !bad {
+		return ""
+	}
+	return fmt.Sprintf("job %d: %s but its last execution (attempt %d, %s) says %q", j.ID, j.Status, last.Attempt, last.Owner, last.Outcome)
 }
 
 // claimedEarly lists the attempts of one job that started before they were

@@ -51,9 +51,14 @@ func TestSubmitFile(t *testing.T) {
 	if len(page.Jobs) != n {
 		t.Fatalf("jobs = %d, want %d", len(page.Jobs), n)
 	}
-	j := page.Jobs[len(page.Jobs)-1] // oldest: f-0
-	if j.JobKey != "f-0" || string(j.Params) != `{"i":0}` {
-		t.Fatalf("oldest job = %s %s, want f-0 {\"i\":0}", j.JobKey, j.Params)
+	params := map[string]string{}
+	for _, j := range page.Jobs {
+		params[j.JobKey] = string(j.Params)
+	}
+	for i := range n {
+		if got, want := params[fmt.Sprintf("f-%d", i)], fmt.Sprintf(`{"i":%d}`, i); got != want {
+			t.Fatalf("job f-%d params = %q, want %q", i, got, want)
+		}
 	}
 	if _, err := runCLI(t, "submit", "--server", "http://"+r.Addr, "--file", path, "--key", "x"); err == nil {
 		t.Fatalf("--file with --key: no error")

@@ -129,28 +129,62 @@ func (q *Queries) ExecutionMarkStale(ctx context.Context, arg ExecutionMarkStale
 const executionRecord = `-- name: ExecutionRecord :execrows
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), ?, ?
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
 FROM job_queue AS q
-WHERE q.id = ? AND q.attempt = ? AND q.status = 'RUNNING'
-FOR UPDATE
+WHERE q.id = ? AND q.attempt = ?
 `
 
 type ExecutionRecordParams struct {
-	Outcome sql.NullString
+	Outcome interface{}
 	Error   sql.NullString
 	ID      uint64
 	Attempt int32
 }
 
 // Writes the execution row of one run when its outcome is known: the only
-// write of job_execution per attempt (the claim writes none). owner,
-// started_at and due_at (run_at, which the claim does not change) come from
-// the claimed job row, which this statement locks; it matches only while the
-// run still owns the job (RUNNING with that attempt), so 0 rows means the
-// run is stale. It runs before the job row's update in the same
-// transaction: that update may move run_at (retry backoff).
+// write of job_execution per attempt (the claim writes none). It runs just
+// after the run's fenced job update matched, in the same transaction, which
+// holds the row: owner, started_at and due_at (run_at, which the claim and
+// this outcome left unchanged) come from the claimed job row. A run's own
+// outcome (SUCCESS, FAILED, RELEASED) is recorded as CANCELED when a cancel
+// was requested, as the fenced update then ended the job CANCELED: the audit
+// trail says what the job row says. A failure that retries moves run_at and
+// uses ExecutionRecordBeforeRetry instead.
 func (q *Queries) ExecutionRecord(ctx context.Context, arg ExecutionRecordParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionRecord,
+		arg.Outcome,
+		arg.Error,
+		arg.ID,
+		arg.Attempt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const executionRecordBeforeRetry = `-- name: ExecutionRecordBeforeRetry :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
+FROM job_queue AS q
+WHERE q.id = ? AND q.attempt = ? AND q.status = 'RUNNING'
+FOR UPDATE
+`
+
+type ExecutionRecordBeforeRetryParams struct {
+	Outcome interface{}
+	Error   sql.NullString
+	ID      uint64
+	Attempt int32
+}
+
+// ExecutionRecord for a failed run that will be retried, written before its
+// fenced job update (which moves run_at by the backoff) in the same
+// transaction: it locks the job row and matches only while the run still
+// owns the job (RUNNING with that attempt), so 0 rows means stale.
+func (q *Queries) ExecutionRecordBeforeRetry(ctx context.Context, arg ExecutionRecordBeforeRetryParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, executionRecordBeforeRetry,
 		arg.Outcome,
 		arg.Error,
 		arg.ID,
@@ -193,7 +227,7 @@ func (q *Queries) ExecutionRecordRescue(ctx context.Context, arg ExecutionRecord
 const executionRecordUnfenced = `-- name: ExecutionRecordUnfenced :execrows
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), ?, ?
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
 FROM job_queue AS q
 WHERE q.id = ? AND q.attempt = ?
 FOR UPDATE
@@ -201,7 +235,7 @@ ON DUPLICATE KEY UPDATE job_id = job_execution.job_id
 `
 
 type ExecutionRecordUnfencedParams struct {
-	Outcome sql.NullString
+	Outcome interface{}
 	Error   sql.NullString
 	ID      uint64
 	Attempt int32
@@ -224,7 +258,7 @@ func (q *Queries) ExecutionRecordUnfenced(ctx context.Context, arg ExecutionReco
 }
 
 const jobCancelRunning = `-- name: JobCancelRunning :execrows
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET cancel_requested = 1, update_time = NOW(6)
 WHERE id = ? AND status = 'RUNNING'
 `
@@ -238,12 +272,16 @@ func (q *Queries) JobCancelRunning(ctx context.Context, id uint64) (int64, error
 }
 
 const jobCancelWaiting = `-- name: JobCancelWaiting :execrows
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status = 'WAITING'
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED')
 `
 
+// Cancels a job no replica holds: WAITING or SCHEDULED. Both cancels reach
+// the row through the primary key (FORCE INDEX): by idx_due (status, run_at)
+// they would lock its index entry before the row, the reverse of every
+// completion and rescue, which lock the row first — a deadlock.
 func (q *Queries) JobCancelWaiting(ctx context.Context, id uint64) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobCancelWaiting, id)
 	if err != nil {
@@ -295,7 +333,7 @@ SET status = 'RUNNING',
     started_at = NOW(6),
     finished_at = NULL,
     update_time = NOW(6)
-WHERE id = ? AND status = 'WAITING'
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED')
 `
 
 type JobClaimCASUnguardedParams struct {
@@ -305,6 +343,9 @@ type JobClaimCASUnguardedParams struct {
 }
 
 // Sabotage only (chaos --sabotage cas-guard): the classic CAS on status alone.
+// The classic design has one waiting state for due and future jobs alike, so
+// SCHEDULED counts as waiting here: a stale read then claims a job that was
+// re-queued with a retry backoff, before it is due.
 func (q *Queries) JobClaimCASUnguarded(ctx context.Context, arg JobClaimCASUnguardedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobClaimCASUnguarded, arg.Owner, arg.LeaseUs, arg.ID)
 	if err != nil {
@@ -318,33 +359,29 @@ UPDATE job_queue
 SET status = 'RUNNING',
     attempt = attempt + 1,
     owner = ?,
-    lease_until = ? + INTERVAL ? MICROSECOND,
-    started_at = ?,
+    lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+    started_at = NOW(6),
     finished_at = NULL,
-    update_time = ?
+    update_time = NOW(6)
 WHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'
 `
 
 type JobClaimManyParams struct {
-	Owner      sql.NullString
-	LeaseBase  time.Time
-	LeaseUs    interface{}
-	StartedAt  sql.NullTime
-	UpdateTime time.Time
-	Ids        []uint64
+	Owner   sql.NullString
+	LeaseUs interface{}
+	Ids     []uint64
 }
 
-// The write half of the skiplocked claim, on rows this transaction locked;
-// lease_base, started_at and update_time are the database clock (db_now)
-// read by JobLockAvailable in the same transaction.
+// The write half of the skiplocked claim, on rows this transaction locked.
+// started_at and the lease base are NOW(6) of this statement, which starts
+// after the locking read holds the rows: a locking read may return a row
+// whose rescue committed after the read began, so its own NOW(6) can precede
+// the previous holder's lease end and the rescue's finished_at.
 func (q *Queries) JobClaimMany(ctx context.Context, arg JobClaimManyParams) (int64, error) {
 	query := jobClaimMany
 	var queryParams []interface{}
 	queryParams = append(queryParams, arg.Owner)
-	queryParams = append(queryParams, arg.LeaseBase)
 	queryParams = append(queryParams, arg.LeaseUs)
-	queryParams = append(queryParams, arg.StartedAt)
-	queryParams = append(queryParams, arg.UpdateTime)
 	if len(arg.Ids) > 0 {
 		for _, v := range arg.Ids {
 			queryParams = append(queryParams, v)
@@ -358,6 +395,19 @@ func (q *Queries) JobClaimMany(ctx context.Context, arg JobClaimManyParams) (int
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const jobClaimedStartedAt = `-- name: JobClaimedStartedAt :one
+SELECT started_at FROM job_queue WHERE id = ?
+`
+
+// The started_at JobClaimMany wrote (one NOW(6) for every row of the claim),
+// read back by primary key in the claim's transaction.
+func (q *Queries) JobClaimedStartedAt(ctx context.Context, id uint64) (sql.NullTime, error) {
+	row := q.db.QueryRowContext(ctx, jobClaimedStartedAt, id)
+	var started_at sql.NullTime
+	err := row.Scan(&started_at)
+	return started_at, err
 }
 
 const jobCompleteFenced = `-- name: JobCompleteFenced :execrows
@@ -436,7 +486,8 @@ func (q *Queries) JobCountByStatus(ctx context.Context) ([]JobCountByStatusRow, 
 
 const jobFailFenced = `-- name: JobFailFenced :execrows
 UPDATE job_queue
-SET status = IF(cancel_requested = 1, 'CANCELED', ?),
+SET status = IF(cancel_requested = 1, 'CANCELED',
+                IF(? = 'WAITING' AND ? > 0, 'SCHEDULED', ?)),
     finished_at = IF(cancel_requested = 1 OR ? <> 'WAITING', NOW(6), NULL),
     run_at = IF(cancel_requested = 1 OR ? <> 'WAITING', run_at, NOW(6) + INTERVAL ? MICROSECOND),
     retry_times = IF(cancel_requested = 1, retry_times, retry_times + ?),
@@ -457,10 +508,14 @@ type JobFailFencedParams struct {
 
 // A failed attempt, fenced by attempt. next_status is WAITING (retry after
 // backoff_us) or FAILED (retries exhausted or the handler discarded the job).
+// A retry with a backoff parks the job SCHEDULED until the promoter finds it
+// due; without one it is WAITING at once.
 // Assignments reference only columns that are not assigned before them, so
 // the result is the same with or without SIMULTANEOUS_ASSIGNMENT.
 func (q *Queries) JobFailFenced(ctx context.Context, arg JobFailFencedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobFailFenced,
+		arg.NextStatus,
+		arg.BackoffUs,
 		arg.NextStatus,
 		arg.NextStatus,
 		arg.NextStatus,
@@ -721,7 +776,7 @@ INSERT INTO job_queue (
     timeout_ms, run_at, create_time, update_time
 ) VALUES (
     ?, ?, ?, ?,
-    'WAITING', ?, ?, ?,
+    IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?,
     ?, NOW(6), NOW(6)
 )
 `
@@ -731,18 +786,21 @@ type JobInsertAtParams struct {
 	JobType     string
 	Params      string
 	RequestHash string
+	RunAt       time.Time
 	Priority    int32
 	MaxRetry    int32
 	TimeoutMs   int32
-	RunAt       time.Time
 }
 
+// A submit with a run_at: SCHEDULED while run_at is ahead of the database
+// clock (the promoter makes it WAITING when due), WAITING at once otherwise.
 func (q *Queries) JobInsertAt(ctx context.Context, arg JobInsertAtParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobInsertAt,
 		arg.JobKey,
 		arg.JobType,
 		arg.Params,
 		arg.RequestHash,
+		arg.RunAt,
 		arg.Priority,
 		arg.MaxRetry,
 		arg.TimeoutMs,
@@ -1036,7 +1094,7 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 
 const jobLockAvailable = `-- name: JobLockAvailable :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time, CAST(NOW(6) AS DATETIME(6)) AS db_now
+       run_at, attempt, create_time
 FROM job_queue
 WHERE status = 'WAITING' AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
@@ -1057,14 +1115,12 @@ type JobLockAvailableRow struct {
 	RunAt      time.Time
 	Attempt    int32
 	CreateTime time.Time
-	DbNow      time.Time
 }
 
 // The read half of the skiplocked claim: locks up to LIMIT due rows that no
 // other transaction holds. Paused and limited job types are left out as in
 // JobScanAvailable; the subquery's rows are read, never locked. It returns
-// what a handler needs and the database clock, so the claim writes
-// started_at from it and needs no read-back of the claimed rows.
+// what a handler needs, so the claim needs no read-back of the claimed rows.
 func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockAvailableRow, error) {
 	rows, err := q.db.QueryContext(ctx, jobLockAvailable, limit)
 	if err != nil {
@@ -1086,7 +1142,6 @@ func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockA
 			&i.RunAt,
 			&i.Attempt,
 			&i.CreateTime,
-			&i.DbNow,
 		); err != nil {
 			return nil, err
 		}
@@ -1099,6 +1154,28 @@ func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockA
 		return nil, err
 	}
 	return items, nil
+}
+
+const jobPromoteDue = `-- name: JobPromoteDue :execrows
+UPDATE job_queue
+SET status = 'WAITING', update_time = NOW(6)
+WHERE status = 'SCHEDULED' AND run_at <= NOW(6)
+ORDER BY run_at
+LIMIT ?
+`
+
+// The promoter: up to LIMIT SCHEDULED jobs whose run_at has come on the
+// database clock become WAITING, earliest first, walking idx_due. One
+// statement, conditioned on status, so any number of replicas may run it at
+// once: a row is promoted by exactly one of them; the others wait for its
+// row lock, see it WAITING and pass over it. run_at is kept, so the scan
+// orders promoted jobs by when they were due.
+func (q *Queries) JobPromoteDue(ctx context.Context, limit int32) (int64, error) {
+	result, err := q.db.ExecContext(ctx, jobPromoteDue, limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const jobReleaseFenced = `-- name: JobReleaseFenced :execrows
@@ -1170,7 +1247,7 @@ SET status = CASE WHEN cancel_requested = 1 THEN 'CANCELED'
     run_at = NOW(6),
     lease_until = NULL,
     update_time = NOW(6),
-    retry_times = retry_times + IF(cancel_requested = 0, 1, 0)
+    retry_times = retry_times + IF(cancel_requested = 0 AND retry_times < max_retry, 1, 0)
 WHERE id = ? AND attempt = ?
   AND status = 'RUNNING' AND lease_until < NOW(6)
 `
@@ -1180,8 +1257,10 @@ type JobRescueExpiredParams struct {
 	Attempt int32
 }
 
-// Returns one expired run to WAITING (retry_times+1) or FAILED, or CANCELED
-// when a cancel was requested. Conditioned on status, attempt and lease, so it
+// Returns one expired run to WAITING (retry_times+1) or FAILED (retry_times
+// unchanged, as a failed last attempt leaves it), or CANCELED when a cancel
+// was requested. retry_times is assigned last: the terms before it read its
+// old value. Conditioned on status, attempt and lease, so it
 // can never overwrite a run that completed or renewed meanwhile.
 func (q *Queries) JobRescueExpired(ctx context.Context, arg JobRescueExpiredParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobRescueExpired, arg.ID, arg.Attempt)
@@ -1246,6 +1325,28 @@ func (q *Queries) JobScanAvailable(ctx context.Context, limit int32) ([]JobScanA
 		return nil, err
 	}
 	return items, nil
+}
+
+const jobScheduledNext = `-- name: JobScheduledNext :one
+SELECT MIN(run_at) AS next_run_at, CAST(NOW(6) AS DATETIME(6)) AS db_now
+FROM job_queue
+WHERE status = 'SCHEDULED'
+`
+
+type JobScheduledNextRow struct {
+	NextRunAt interface{}
+	DbNow     time.Time
+}
+
+// The promoter's probe: the earliest run_at among SCHEDULED jobs (NULL when
+// there is none) and the database clock. MIN over idx_due's prefix is one
+// index dive ("Select tables optimized away"), whatever the number of
+// scheduled jobs.
+func (q *Queries) JobScheduledNext(ctx context.Context) (JobScheduledNextRow, error) {
+	row := q.db.QueryRowContext(ctx, jobScheduledNext)
+	var i JobScheduledNextRow
+	err := row.Scan(&i.NextRunAt, &i.DbNow)
+	return i, err
 }
 
 const leaseRenewMany = `-- name: LeaseRenewMany :execrows

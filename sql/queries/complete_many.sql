@@ -1,5 +1,5 @@
 -- Batched success completion: the completer's fast path (store.JobCompleteMany):
--- ExecutionRecordSuccessMany then JobCompleteFencedMany, one statement per
+-- JobCompleteFencedMany then ExecutionRecordSuccessMany, one statement per
 -- table for the whole batch.
 -- Each row is still fenced by its own attempt: fences lists "id:attempt" of
 -- every run in the batch, comma-separated (FIND_IN_SET), and a row matches
@@ -19,13 +19,15 @@ WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING'
   AND FIND_IN_SET(CONCAT(id, ':', attempt), CAST(sqlc.arg(fences) AS CHAR)) > 0;
 
 -- name: ExecutionRecordSuccessMany :execrows
--- Writes the execution rows of the runs JobCompleteFencedMany is about to
--- complete (the only write of job_execution per attempt), from the claimed
--- job rows, which it locks; a run no longer owning its job is not matched.
+-- Writes the execution rows of the runs JobCompleteFencedMany just completed
+-- in this transaction (the only write of job_execution per attempt), from
+-- the claimed job rows, which the update holds; it runs only when the
+-- update matched every run, so id:attempt picks exactly those rows. A job
+-- whose cancel was requested ended CANCELED, and so does its attempt's row:
+-- the audit trail says what the job row says.
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), 'SUCCESS', NULL
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL
 FROM job_queue AS q
-WHERE q.id IN (sqlc.slice(ids)) AND q.status = 'RUNNING'
-  AND FIND_IN_SET(CONCAT(q.id, ':', q.attempt), CAST(sqlc.arg(fences) AS CHAR)) > 0
-FOR UPDATE;
+WHERE q.id IN (sqlc.slice(ids))
+  AND FIND_IN_SET(CONCAT(q.id, ':', q.attempt), CAST(sqlc.arg(fences) AS CHAR)) > 0;
