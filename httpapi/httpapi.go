@@ -171,7 +171,7 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 	a.withID(w, r, func(id uint64) (any, error) {
-		return stateError(a.svc.Cancel(r.Context(), id))("cancel applies to WAITING or RUNNING jobs")
+		return stateError(a.svc.Cancel(r.Context(), id))("cancel applies to WAITING, SCHEDULED or RUNNING jobs")
 	})
 }
 
@@ -229,7 +229,7 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, service.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Message: "job not found"}})
 	case errors.Is(err, service.ErrInvalidState):
-		msg := "cancel applies to WAITING or RUNNING jobs, retry to FAILED or CANCELED jobs"
+		msg := "cancel applies to WAITING, SCHEDULED or RUNNING jobs, retry to FAILED or CANCELED jobs"
 		var sc *stateConflict
 		if errors.As(err, &sc) {
 			msg = sc.msg

@@ -108,6 +108,7 @@ func TestNoExecutionBeforeDue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			scheduled := int64(0) // a slow submit loop may find later jobs already due
 			for i := range n {
 				runAt := now.Add(-time.Second)
 				if i%2 == 1 {
@@ -118,6 +119,7 @@ func TestNoExecutionBeforeDue(t *testing.T) {
 					t.Fatal(err)
 				}
 				if j.Status == jobq.StateScheduled {
+					scheduled++
 					s.WakeAt(j.RunAt, j.CreateTime)
 				}
 			}
@@ -147,8 +149,8 @@ func TestNoExecutionBeforeDue(t *testing.T) {
 			if len(ran) != n+legacy {
 				t.Fatalf("handlers ran %d distinct jobs, want %d", len(ran), n+legacy)
 			}
-			if s.Stats().Promoted != n/2 {
-				t.Fatalf("promoted %d, want %d", s.Stats().Promoted, n/2)
+			if got := s.Stats().Promoted; got != scheduled || scheduled == 0 {
+				t.Fatalf("promoted %d, want %d (every job submitted SCHEDULED, > 0)", got, scheduled)
 			}
 		})
 	}
