@@ -164,6 +164,10 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	r.Metrics = m
 	m.ObserveDB(st.DB())
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
+	r.Service.SetParamsValidator(cfg.Registry.ValidateParams)
+	if r.Scheduler != nil {
+		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
+	}
 	var refreshOps func()
 	if r.Scheduler != nil {
 		refreshOps = r.Scheduler.RefreshOps
