@@ -4,7 +4,7 @@ BIN       := bin/jobq
 PKGS      := ./...
 export GOFLAGS ?=
 
-.PHONY: help build demo test test-deps generate verify lint bench chaos fuzz ensure-db clean
+.PHONY: help build demo test test-deps mutants generate verify lint bench chaos fuzz ensure-db clean
 
 help: ## List targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ TESTFLAGS  ?= -race -count=1 -timeout 40m
 test: test-deps ## Run every test with -race against a real server; prints each test as it ends and a DONE summary (gotestsum).
 	$(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) $(PKGS)
 
+
+mutants: ensure-db ## Plant each known bug (scripts/mutants) in a temp worktree of HEAD, run the tests that must catch it, print caught/survived (not in CI).
+	$(GO) run ./scripts/mutants
 
 generate: ## Regenerate gen/ from sql/ with sqlc and from api/ with buf (both pinned in go.mod).
 	$(GO) tool sqlc -f sql/sqlc.yaml generate
