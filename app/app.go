@@ -147,6 +147,9 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	r.Metrics = m
 	m.ObserveDB(st.DB())
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
+	if r.Scheduler != nil {
+		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
+	}
 	var refreshOps func()
 	if r.Scheduler != nil {
 		refreshOps = r.Scheduler.RefreshOps
@@ -172,7 +175,7 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger,
 			AuthTokens: cfg.AuthTokens, Ops: r.Ops})
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		h, protocols, grpcShutdown := withGRPC(h, r.Service, st.Ping, cfg)
+		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, st.Ping, cfg)
 		r.server = &http.Server{Handler: h, Protocols: protocols,
 			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
 			ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),

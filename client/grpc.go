@@ -13,7 +13,7 @@ import (
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
 )
 
-// GRPCClient talks to one replica's JobService (api/jobq/v1/jobq.proto)
+// GRPCClient talks to one replica's JobService and OpsService (api/jobq/v1)
 // over the gRPC protocol: HTTP/2 without TLS (h2c, prior knowledge) for
 // http:// base URLs, HTTP/2 over TLS for https://. Its methods match
 // Client's; errors are *connect.Error (use connect.CodeOf: InvalidArgument,
@@ -25,6 +25,7 @@ type GRPCClient struct {
 	// Token, if set, is sent as "Authorization: Bearer <token>".
 	Token string
 	rpc   jobqv1connect.JobServiceClient
+	ops   jobqv1connect.OpsServiceClient
 	tr    *http.Transport
 }
 
@@ -42,6 +43,8 @@ func NewGRPC(baseURL string) *GRPCClient {
 		}
 	})
 	c.rpc = jobqv1connect.NewJobServiceClient(&http.Client{Transport: c.tr}, strings.TrimRight(baseURL, "/"),
+		connect.WithGRPC(), connect.WithInterceptors(auth))
+	c.ops = jobqv1connect.NewOpsServiceClient(&http.Client{Transport: c.tr}, strings.TrimRight(baseURL, "/"),
 		connect.WithGRPC(), connect.WithInterceptors(auth))
 	return c
 }

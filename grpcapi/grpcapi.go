@@ -65,6 +65,9 @@ type Options struct {
 	ReadyFunc func(ctx context.Context) error
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Ops, if set, is served as OpsService (api/jobq/v1/ops.proto) next to
+	// JobService. Nil leaves OpsService unmounted.
+	Ops *service.Ops
 }
 
 // Server implements jobqv1connect.JobServiceHandler on a service.Service.
@@ -92,7 +95,7 @@ func New(svc *service.Service, opts Options) *Server {
 	return &Server{svc: svc, opts: opts, log: opts.Logger.With("component", "grpcapi"), closing: make(chan struct{})}
 }
 
-// Register mounts JobService, grpc.health.v1.Health and server reflection
+// Register mounts JobService, OpsService (when Options.Ops is set), grpc.health.v1.Health and server reflection
 // (grpc.reflection.v1 and v1alpha) on mux under their gRPC paths
 // ("/jobq.v1.JobService/", …). Every protocol connect-go speaks is served:
 // gRPC and gRPC-Web (HTTP/1.1 or HTTP/2) and Connect; gRPC needs HTTP/2,
@@ -107,8 +110,14 @@ func (s *Server) Register(mux *http.ServeMux, gate func(http.Handler) http.Handl
 	opts := append(strictJSONCodecs(), connect.WithReadMaxBytes(int(s.opts.MaxRequestBytes)))
 	path, h := jobqv1connect.NewJobServiceHandler(s, opts...)
 	mux.Handle(path, gate(streamDeadlines(h)))
+	services := []string{jobqv1connect.JobServiceName, grpchealth.HealthV1ServiceName}
+	if s.opts.Ops != nil {
+		path, h = jobqv1connect.NewOpsServiceHandler(&OpsServer{s: s, ops: s.opts.Ops}, opts...)
+		mux.Handle(path, gate(h))
+		services = append(services, jobqv1connect.OpsServiceName)
+	}
 	mux.Handle(grpchealth.NewHandler(&healthChecker{s: s}))
-	reflector := grpcreflect.NewStaticReflector(jobqv1connect.JobServiceName, grpchealth.HealthV1ServiceName)
+	reflector := grpcreflect.NewStaticReflector(services...)
 	path, h = grpcreflect.NewHandlerV1(reflector)
 	mux.Handle(path, gate(h))
 	path, h = grpcreflect.NewHandlerV1Alpha(reflector)
@@ -346,7 +355,7 @@ func (s *Server) fail(err error) error {
 		}
 		return ce
 	case errors.Is(err, service.ErrNotFound):
-		return connect.NewError(connect.CodeNotFound, errors.New("job not found"))
+		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, service.ErrKeyConflict):
 		return connect.NewError(connect.CodeAlreadyExists, errors.New("job_key: already used with a different request"))
 	case errors.Is(err, service.ErrInvalidState):
@@ -371,7 +380,7 @@ func (s *Server) fail(err error) error {
 type healthChecker struct{ s *Server }
 
 func (h *healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
-	if req.Service != "" && req.Service != jobqv1connect.JobServiceName {
+	if req.Service != "" && req.Service != jobqv1connect.JobServiceName && (req.Service != jobqv1connect.OpsServiceName || h.s.opts.Ops == nil) {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %s", req.Service))
 	}
 	if h.s.shuttingDown() {

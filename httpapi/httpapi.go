@@ -151,6 +151,10 @@ func (a *api) withID(w http.ResponseWriter, r *http.Request, fn func(id uint64) 
 		return
 	}
 	out, err := fn(id)
+	if errors.Is(err, service.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Message: "job " + itoa(int64(id)) + " not found"}})
+		return
+	}
 	if err != nil {
 		a.fail(w, err)
 		return

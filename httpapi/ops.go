@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
@@ -67,11 +68,13 @@ func (o *opsAPI) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 	return true
 }
 
-// reply writes v, or maps err; a missing schedule is a 404 naming it.
-func (o *opsAPI) reply(w http.ResponseWriter, status int, v any, err error) {
+// reply writes v, or maps err; a missing schedule is a 404 naming it
+// (r's {name} path value).
+func (o *opsAPI) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	switch {
 	case errors.Is(err, jobq.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Field: "name", Message: "periodic schedule not found"}})
+		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Field: "name",
+			Message: "periodic schedule " + strconv.Quote(r.PathValue("name")) + " not found"}})
 	case err != nil:
 		o.fail(w, err)
 	default:
@@ -84,13 +87,13 @@ func (o *opsAPI) types(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ts, err := o.ops.Types(r.Context())
-	o.reply(w, http.StatusOK, map[string]any{"types": ts}, err)
+	o.reply(w, r, http.StatusOK, map[string]any{"types": ts}, err)
 }
 
 func (o *opsAPI) pause(paused bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tc, err := o.ops.SetPaused(r.Context(), r.PathValue("job_type"), paused)
-		o.reply(w, http.StatusOK, tc, err)
+		o.reply(w, r, http.StatusOK, tc, err)
 	}
 }
 
@@ -100,7 +103,7 @@ func (o *opsAPI) limit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tc, err := o.ops.SetLimit(r.Context(), r.PathValue("job_type"), req)
-	o.reply(w, http.StatusOK, tc, err)
+	o.reply(w, r, http.StatusOK, tc, err)
 }
 
 func (o *opsAPI) periodicList(w http.ResponseWriter, r *http.Request) {
@@ -108,7 +111,7 @@ func (o *opsAPI) periodicList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ps, err := o.ops.ListPeriodic(r.Context())
-	o.reply(w, http.StatusOK, map[string]any{"periodic": ps}, err)
+	o.reply(w, r, http.StatusOK, map[string]any{"periodic": ps}, err)
 }
 
 func (o *opsAPI) periodicPut(w http.ResponseWriter, r *http.Request) {
@@ -122,18 +125,18 @@ func (o *opsAPI) periodicPut(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/periodic/"+p.Name)
 	}
-	o.reply(w, status, p, err)
+	o.reply(w, r, status, p, err)
 }
 
 func (o *opsAPI) periodicGet(w http.ResponseWriter, r *http.Request) {
 	p, err := o.ops.GetPeriodic(r.Context(), r.PathValue("name"))
-	o.reply(w, http.StatusOK, p, err)
+	o.reply(w, r, http.StatusOK, p, err)
 }
 
 func (o *opsAPI) periodicDelete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	err := o.ops.DeletePeriodic(r.Context(), name)
-	o.reply(w, http.StatusOK, map[string]string{"deleted": name}, err)
+	o.reply(w, r, http.StatusOK, map[string]string{"deleted": name}, err)
 }
 
 func (o *opsAPI) retryBulk(w http.ResponseWriter, r *http.Request) {
@@ -142,7 +145,7 @@ func (o *opsAPI) retryBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := o.ops.RetryBulk(r.Context(), req)
-	o.reply(w, http.StatusOK, res, err)
+	o.reply(w, r, http.StatusOK, res, err)
 }
 
 func (o *opsAPI) purge(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +154,7 @@ func (o *opsAPI) purge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := o.ops.Purge(r.Context(), req)
-	o.reply(w, http.StatusOK, res, err)
+	o.reply(w, r, http.StatusOK, res, err)
 }
 
 func (o *opsAPI) stats(w http.ResponseWriter, r *http.Request) {
@@ -171,7 +174,7 @@ func (o *opsAPI) stats(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	st, err := o.ops.Stats(r.Context(), q.Get("window"))
-	o.reply(w, http.StatusOK, st, err)
+	o.reply(w, r, http.StatusOK, st, err)
 }
 
 // noQuery rejects query parameters on routes that take none.

@@ -22,6 +22,9 @@ type ProvisionConfig struct {
 	Binary string
 	// ServeArgs are extra `jobq serve` flags for every replica.
 	ServeArgs []string
+	// DSN is a server-level DSN (the --dsn flag); empty lets dbprovider
+	// choose (JOBQ_DSN, Docker, a local server).
+	DSN string
 	// Keep keeps the database (its DSN is printed to Log).
 	Keep bool
 	// Log receives what was provisioned. Defaults to os.Stderr.
@@ -61,7 +64,7 @@ func Provision(ctx context.Context, cfg ProvisionConfig) (c *Cluster, err error)
 			c.Close()
 		}
 	}()
-	if c.srv, err = dbprovider.Provide(ctx, dbprovider.Options{}); err != nil {
+	if c.srv, err = dbprovider.Provide(ctx, dbprovider.Options{DSN: cfg.DSN, Log: cfg.Log}); err != nil {
 		return nil, err
 	}
 	c.Server = c.srv.Description

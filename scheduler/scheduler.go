@@ -46,6 +46,7 @@ type Scheduler struct {
 
 	scanner   *scanner
 	rescuer   *rescuer
+	promoter  *promoter
 	heartbeat *heartbeat
 	completer *completer
 	// limited, planner and cleaner need OpsStore; nil without it (cleaner
@@ -107,6 +108,10 @@ func (s *Scheduler) build() {
 		Store: s.store, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,
 		Rescued: &s.stats.rescued, RescuedFunc: hooks.RescuedFunc,
 	})
+	s.promoter = newPromoter(promoterParams{
+		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.slots.wakeUp,
+		Retry: s.retry, Log: s.log, Promoted: &s.stats.promoted, PromotedFunc: hooks.PromotedFunc,
+	})
 	ops, ok := s.store.(OpsStore)
 	if !ok {
 		s.log.Warn("store does not implement scheduler.OpsStore: limited job types, periodic schedules and retention are off on this replica")
@@ -164,7 +169,7 @@ func (s *Scheduler) softServices() []interface {
 	if s.cleaner != nil {
 		out = append(out, s.cleaner)
 	}
-	out = append(out, s.scanner)
+	out = append(out, s.scanner, s.promoter)
 	if !s.cfg.Sabotage.NoRescuer {
 		out = append(out, s.rescuer)
 	}
@@ -278,11 +283,12 @@ type Stats struct {
 	DBRetries      int64 // database operations retried
 	HeartbeatFails int64 // heartbeats that failed after retries
 	Scans          int64
+	Promoted       int64 // SCHEDULED jobs this replica's promoter made WAITING
 }
 
 type stats struct {
 	claimed, claimConflicts, claimErrors, completed, succeeded, failed, retried,
-	stale, rescued, leaseLost, released, dbRetries, heartbeatFails, scans atomic.Int64
+	stale, rescued, leaseLost, released, dbRetries, heartbeatFails, scans, promoted atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -294,5 +300,6 @@ func (s *Scheduler) Stats() Stats {
 		Stale: s.stats.stale.Load(), Rescued: s.stats.rescued.Load(), LeaseLost: s.stats.leaseLost.Load(),
 		Released: s.stats.released.Load(), DBRetries: s.stats.dbRetries.Load(),
 		HeartbeatFails: s.stats.heartbeatFails.Load(), Scans: s.stats.scans.Load(),
+		Promoted: s.stats.promoted.Load(),
 	}
 }

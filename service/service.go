@@ -83,9 +83,17 @@ type Service struct {
 	// KnownTypeFunc reports whether a job_type is registered.
 	knownType func(string) bool
 	// WakeFunc, if set, is called after a job is created (local wake-up).
-	wake  func()
-	retry store.RetryPolicy
+	wake func()
+	// wakeAt, if set, is called after a SCHEDULED job is created with its
+	// run_at and the database clock of the insert (the promoter's hint).
+	wakeAt func(runAt, dbNow time.Time)
+	retry  store.RetryPolicy
 }
+
+// SetWakeAtFunc sets the function called after a job is created SCHEDULED
+// (run_at ahead of the database clock) with its RunAt and CreateTime, so the
+// local promoter makes it WAITING when it is due (scheduler.WakeAt).
+func (s *Service) SetWakeAtFunc(f func(runAt, dbNow time.Time)) { s.wakeAt = f }
 
 // New returns a Service. knownType reports registered job types; wake (may
 // be nil) is called after each created job so the local scanner claims it at once.
@@ -445,7 +453,13 @@ func (s *Service) Submit(ctx context.Context, req apitype.SubmitRequest) (job jo
 	if err != nil {
 		return job, false, err
 	}
-	if created && s.wake != nil {
+	switch {
+	case !created:
+	case job.Status == jobq.StateScheduled:
+		if s.wakeAt != nil {
+			s.wakeAt(job.RunAt, job.CreateTime)
+		}
+	case s.wake != nil:
 		s.wake()
 	}
 	return job, created, nil
@@ -514,7 +528,7 @@ func (s *Service) List(ctx context.Context, req ListRequest) (jobs []jobq.Job, n
 	return jobs, nextCursor, nil
 }
 
-// Cancel cancels a WAITING job at once, or requests cancellation of a
+// Cancel cancels a WAITING or SCHEDULED job at once, or requests cancellation of a
 // RUNNING one (CANCELED when its handler returns, whatever it returns).
 func (s *Service) Cancel(ctx context.Context, id uint64) (jobq.Job, error) {
 	j, err := retryV(ctx, s.retry, "cancel", func() (jobq.Job, error) { return s.store.JobCancel(ctx, id) })

@@ -31,7 +31,7 @@ type CLI struct {
 	Pause      PauseCmd      `cmd:"" help:"Pause a job type (not claimed; running jobs finish)."`
 	Resume     ResumeCmd     `cmd:"" help:"Resume a paused job type."`
 	Limit      LimitCmd      `cmd:"" help:"Set a job type's cluster-wide limit of RUNNING jobs (0 removes it)."`
-	Types      TypesCmd      `cmd:"" help:"List paused and limited job types."`
+	Types      TypesCmd      `cmd:"" help:"List every job type ever paused or limited, with its state."`
 	Periodic   PeriodicCmd   `cmd:"" help:"Manage periodic (cron) schedules."`
 	Purge      PurgeCmd      `cmd:"" help:"Delete terminal jobs older than an age, with their executions."`
 	Demo       DemoCmd       `cmd:"" help:"Start a database and 3 replicas, run 1,000 jobs, SIGKILL a replica, print a summary."`

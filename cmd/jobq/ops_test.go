@@ -144,8 +144,14 @@ func compact(t *testing.T, raw json.RawMessage) string {
 // pause/resume/limit/types, stats, bulk retry, cancel and purge, each
 // through the CLI against a running replica.
 func TestOpsCLIJobCommands(t *testing.T) {
+	for _, transport := range []string{"http", "grpc"} {
+		t.Run(transport, func(t *testing.T) { testOpsCLIJobCommands(t, transport) })
+	}
+}
+
+func testOpsCLIJobCommands(t *testing.T, transport string) {
 	r, c := startReplica(t, nil)
-	srv := "--server=http://" + r.Addr
+	srv, tr := "--server=http://"+r.Addr, "--transport="+transport
 	ctx := context.Background()
 
 	// purge first: jobq's ids grow with create_time, and the cleaner's walk
@@ -167,7 +173,7 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	}
 	var before int
 	_ = db.QueryRow("SELECT COUNT(*) FROM job_queue").Scan(&before)
-	res := decode[jobq.PurgeResult](t, mustCLI(t, "purge", "--older-than", "7d", srv))
+	res := decode[jobq.PurgeResult](t, mustCLI(t, "purge", "--older-than", "7d", srv, tr))
 	if res.Jobs != 3 || res.Executions != 3 || res.Batches != 1 {
 		t.Fatalf("purge = %+v, want 3 jobs, 3 executions, 1 batch", res)
 	}
@@ -178,7 +184,7 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	}
 
 	// pause: a due sleep job is not claimed; stats sees it waiting.
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "pause", "sleep", srv)); !tc.Paused || tc.JobType != "sleep" {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "pause", "sleep", srv, tr)); !tc.Paused || tc.JobType != "sleep" {
 		t.Fatalf("pause printed %+v", tc)
 	}
 	waiting := submitJob(t, c, apitype.SubmitRequest{JobKey: "paused-1", JobType: "sleep",
@@ -187,7 +193,7 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	if j, _ := c.Get(ctx, waiting.ID); j.Status != jobq.StateWaiting || j.Attempt != 0 {
 		t.Fatalf("job of a paused type: status=%s attempt=%d, want WAITING 0", j.Status, j.Attempt)
 	}
-	st := decode[jobq.QueueStats](t, mustCLI(t, "stats", "--json", srv))
+	st := decode[jobq.QueueStats](t, mustCLI(t, "stats", "--json", srv, tr))
 	if st.ByStatus[string(jobq.StateWaiting)] != 1 || st.ByStatus[string(jobq.StateSuccess)] != 1 || len(st.ByTypeStatus) != 2 ||
 		st.ByTypeStatus[0] != (jobq.TypeStatusCount{JobType: "noop", Status: "SUCCESS", Count: 1}) ||
 		st.ByTypeStatus[1] != (jobq.TypeStatusCount{JobType: "sleep", Status: "WAITING", Count: 1}) {
@@ -199,20 +205,20 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	if st.Created != 2 || st.WindowSeconds != 60 || st.CreatedPerSecond != 2.0/60 {
 		t.Fatalf("recent: created=%d window=%g rate=%g, want 2 (young-done, paused-1), 60, 2/60", st.Created, st.WindowSeconds, st.CreatedPerSecond)
 	}
-	if out := mustCLI(t, "stats", srv); !strings.Contains(out, "oldest waiting") || !strings.Contains(out, "sleep") {
+	if out := mustCLI(t, "stats", "-o", "table", srv, tr); !strings.Contains(out, "oldest waiting") || !strings.Contains(out, "sleep") {
 		t.Fatalf("stats table:\n%s", out)
 	}
-	types := decode[[]jobq.TypeControl](t, mustCLI(t, "types", srv))
+	types := decode[[]jobq.TypeControl](t, mustCLI(t, "types", srv, tr))
 	if len(types) != 1 || !types[0].Paused || types[0].MaxRunning != 0 {
 		t.Fatalf("types = %+v", types)
 	}
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "resume", "sleep", srv)); tc.Paused {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "resume", "sleep", srv, tr)); tc.Paused {
 		t.Fatalf("resume printed %+v", tc)
 	}
 	waitJob(t, c, waiting.ID, jobq.StateSuccess, 5*time.Second)
 
 	// limit
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "2", srv)); tc.MaxRunning != 2 {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "2", srv, tr)); tc.MaxRunning != 2 {
 		t.Fatalf("limit printed %+v", tc)
 	}
 	// The replica that took the call re-reads its limits at once, not after
@@ -228,14 +234,14 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	}
 	limited := submitJob(t, c, apitype.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
 	waitJob(t, c, limited.ID, jobq.StateSuccess, 5*time.Second)
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv)); tc.MaxRunning != 0 {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv, tr)); tc.MaxRunning != 0 {
 		t.Fatalf("limit 0 printed %+v", tc)
 	}
 
 	// cancel a RUNNING job through the CLI.
 	long := submitJob(t, c, apitype.SubmitRequest{JobKey: "long", JobType: "sleep", Params: json.RawMessage(`{"ms":30000}`)})
 	waitJob(t, c, long.ID, jobq.StateRunning, 5*time.Second)
-	if j := decode[apitype.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv)); !j.CancelRequested {
+	if j := decode[apitype.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv, tr)); !j.CancelRequested {
 		t.Fatalf("cancel printed %+v", j)
 	}
 	hb := r.Scheduler.Config().HeartbeatInterval
@@ -250,10 +256,10 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	for _, id := range append(flaky, other.ID) {
 		waitJob(t, c, id, jobq.StateFailed, 5*time.Second)
 	}
-	if _, err := runCLI(t, "retry", srv); err == nil || !strings.Contains(err.Error(), "--status") {
+	if _, err := runCLI(t, "retry", srv, tr); err == nil || !strings.Contains(err.Error(), "--status") {
 		t.Fatalf("retry without id or --status: err = %v", err)
 	}
-	if res := decode[apitype.RetryBulkResult](t, mustCLI(t, "retry", "--status", "FAILED", "--type", "flaky", srv)); res.Retried != 4 {
+	if res := decode[apitype.RetryBulkResult](t, mustCLI(t, "retry", "--status", "FAILED", "--type", "flaky", srv, tr)); res.Retried != 4 {
 		t.Fatalf("bulk retry retried %d, want 4", res.Retried)
 	}
 	for _, id := range flaky {
@@ -262,10 +268,27 @@ func TestOpsCLIJobCommands(t *testing.T) {
 		}
 	}
 	waitJob(t, c, other.ID, jobq.StateFailed, 5*time.Second) // its 2nd attempt fails too
-	if res := decode[apitype.RetryBulkResult](t, mustCLI(t, "retry", "--status", "CANCELED", "--type", "noop", srv)); res.Retried != 0 {
+	if res := decode[apitype.RetryBulkResult](t, mustCLI(t, "retry", "--status", "CANCELED", "--type", "noop", srv, tr)); res.Retried != 0 {
 		t.Fatalf("bulk retry of no job retried %d", res.Retried)
 	}
 
+	// periodic add, list and rm over the same transport.
+	p := decode[jobq.Periodic](t, mustCLI(t, "periodic", "add", "--name", "hourly", "--cron", "@hourly", "--type", "noop", srv, tr))
+	if p.Name != "hourly" || p.Source != jobq.PeriodicSourceAPI || p.MaxRetry != 3 {
+		t.Fatalf("periodic add printed %+v", p)
+	}
+	if list := decode[[]jobq.Periodic](t, mustCLI(t, "periodic", "list", srv, tr)); len(list) != 1 || list[0].Name != "hourly" {
+		t.Fatalf("periodic list = %+v", list)
+	}
+	if out := mustCLI(t, "periodic", "rm", "hourly", srv, tr); out != "deleted hourly\n" {
+		t.Fatalf("periodic rm printed %q", out)
+	}
+	if _, err := runCLI(t, "periodic", "rm", "hourly", srv, tr); err == nil || !strings.Contains(err.Error(), `periodic schedule "hourly" not found`) {
+		t.Fatalf("second rm: err = %v, want not found naming the schedule", err)
+	}
+	if _, err := runCLI(t, "get", "999999", srv, tr); err == nil || !strings.Contains(err.Error(), "job 999999 not found") {
+		t.Fatalf("get of a missing job: err = %v, want not found naming the id", err)
+	}
 }
 
 // Periodic schedules through the CLI and from serve's configuration.

@@ -204,9 +204,10 @@ const jobCancelWaiting = `-- name: JobCancelWaiting :execrows
 UPDATE job_queue
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status = 'WAITING'
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED')
 `
 
+// Cancels a job no replica holds: WAITING or SCHEDULED.
 func (q *Queries) JobCancelWaiting(ctx context.Context, id uint64) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobCancelWaiting, id)
 	if err != nil {
@@ -258,7 +259,7 @@ SET status = 'RUNNING',
     started_at = NOW(6),
     finished_at = NULL,
     update_time = NOW(6)
-WHERE id = ? AND status = 'WAITING'
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED')
 `
 
 type JobClaimCASUnguardedParams struct {
@@ -268,6 +269,9 @@ type JobClaimCASUnguardedParams struct {
 }
 
 // Sabotage only (chaos --sabotage cas-guard): the classic CAS on status alone.
+// The classic design has one waiting state for due and future jobs alike, so
+// SCHEDULED counts as waiting here: a stale read then claims a job that was
+// re-queued with a retry backoff, before it is due.
 func (q *Queries) JobClaimCASUnguarded(ctx context.Context, arg JobClaimCASUnguardedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobClaimCASUnguarded, arg.Owner, arg.LeaseUs, arg.ID)
 	if err != nil {
@@ -399,7 +403,8 @@ func (q *Queries) JobCountByStatus(ctx context.Context) ([]JobCountByStatusRow, 
 
 const jobFailFenced = `-- name: JobFailFenced :execrows
 UPDATE job_queue
-SET status = IF(cancel_requested = 1, 'CANCELED', ?),
+SET status = IF(cancel_requested = 1, 'CANCELED',
+                IF(? = 'WAITING' AND ? > 0, 'SCHEDULED', ?)),
     finished_at = IF(cancel_requested = 1 OR ? <> 'WAITING', NOW(6), NULL),
     run_at = IF(cancel_requested = 1 OR ? <> 'WAITING', run_at, NOW(6) + INTERVAL ? MICROSECOND),
     retry_times = IF(cancel_requested = 1, retry_times, retry_times + ?),
@@ -420,10 +425,14 @@ type JobFailFencedParams struct {
 
 // A failed attempt, fenced by attempt. next_status is WAITING (retry after
 // backoff_us) or FAILED (retries exhausted or the handler discarded the job).
+// A retry with a backoff parks the job SCHEDULED until the promoter finds it
+// due; without one it is WAITING at once.
 // Assignments reference only columns that are not assigned before them, so
 // the result is the same with or without SIMULTANEOUS_ASSIGNMENT.
 func (q *Queries) JobFailFenced(ctx context.Context, arg JobFailFencedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobFailFenced,
+		arg.NextStatus,
+		arg.BackoffUs,
 		arg.NextStatus,
 		arg.NextStatus,
 		arg.NextStatus,
@@ -681,7 +690,7 @@ INSERT INTO job_queue (
     timeout_ms, run_at, create_time, update_time
 ) VALUES (
     ?, ?, ?, ?,
-    'WAITING', ?, ?, ?,
+    IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?,
     ?, NOW(6), NOW(6)
 )
 `
@@ -691,18 +700,21 @@ type JobInsertAtParams struct {
 	JobType     string
 	Params      string
 	RequestHash string
+	RunAt       time.Time
 	Priority    int32
 	MaxRetry    int32
 	TimeoutMs   int32
-	RunAt       time.Time
 }
 
+// A submit with a run_at: SCHEDULED while run_at is ahead of the database
+// clock (the promoter makes it WAITING when due), WAITING at once otherwise.
 func (q *Queries) JobInsertAt(ctx context.Context, arg JobInsertAtParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobInsertAt,
 		arg.JobKey,
 		arg.JobType,
 		arg.Params,
 		arg.RequestHash,
+		arg.RunAt,
 		arg.Priority,
 		arg.MaxRetry,
 		arg.TimeoutMs,
@@ -1014,6 +1026,28 @@ func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockA
 	return items, nil
 }
 
+const jobPromoteDue = `-- name: JobPromoteDue :execrows
+UPDATE job_queue
+SET status = 'WAITING', update_time = NOW(6)
+WHERE status = 'SCHEDULED' AND run_at <= NOW(6)
+ORDER BY run_at
+LIMIT ?
+`
+
+// The promoter: up to LIMIT SCHEDULED jobs whose run_at has come on the
+// database clock become WAITING, earliest first, walking idx_due. One
+// statement, conditioned on status, so any number of replicas may run it at
+// once: a row is promoted by exactly one of them; the others wait for its
+// row lock, see it WAITING and pass over it. run_at is kept, so the scan
+// orders promoted jobs by when they were due.
+func (q *Queries) JobPromoteDue(ctx context.Context, limit int32) (int64, error) {
+	result, err := q.db.ExecContext(ctx, jobPromoteDue, limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const jobReleaseFenced = `-- name: JobReleaseFenced :execrows
 UPDATE job_queue
 SET status = IF(cancel_requested = 1, 'CANCELED', 'WAITING'),
@@ -1159,6 +1193,28 @@ func (q *Queries) JobScanAvailable(ctx context.Context, limit int32) ([]JobScanA
 		return nil, err
 	}
 	return items, nil
+}
+
+const jobScheduledNext = `-- name: JobScheduledNext :one
+SELECT MIN(run_at) AS next_run_at, CAST(NOW(6) AS DATETIME(6)) AS db_now
+FROM job_queue
+WHERE status = 'SCHEDULED'
+`
+
+type JobScheduledNextRow struct {
+	NextRunAt interface{}
+	DbNow     time.Time
+}
+
+// The promoter's probe: the earliest run_at among SCHEDULED jobs (NULL when
+// there is none) and the database clock. MIN over idx_due's prefix is one
+// index dive ("Select tables optimized away"), whatever the number of
+// scheduled jobs.
+func (q *Queries) JobScheduledNext(ctx context.Context) (JobScheduledNextRow, error) {
+	row := q.db.QueryRowContext(ctx, jobScheduledNext)
+	var i JobScheduledNextRow
+	err := row.Scan(&i.NextRunAt, &i.DbNow)
+	return i, err
 }
 
 const leaseRenewMany = `-- name: LeaseRenewMany :execrows

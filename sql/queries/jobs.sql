@@ -13,12 +13,14 @@ INSERT INTO job_queue (
 );
 
 -- name: JobInsertAt :execlastid
+-- A submit with a run_at: SCHEDULED while run_at is ahead of the database
+-- clock (the promoter makes it WAITING when due), WAITING at once otherwise.
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
     timeout_ms, run_at, create_time, update_time
 ) VALUES (
     sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
-    'WAITING', sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
+    IF(sqlc.arg(run_at) > NOW(6), 'SCHEDULED', 'WAITING'), sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
     sqlc.arg(run_at), NOW(6), NOW(6)
 );
 
@@ -107,6 +109,9 @@ WHERE id = sqlc.arg(id) AND status = 'WAITING' AND attempt = sqlc.arg(attempt);
 
 -- name: JobClaimCASUnguarded :execrows
 -- Sabotage only (chaos --sabotage cas-guard): the classic CAS on status alone.
+-- The classic design has one waiting state for due and future jobs alike, so
+-- SCHEDULED counts as waiting here: a stale read then claims a job that was
+-- re-queued with a retry backoff, before it is due.
 UPDATE job_queue
 SET status = 'RUNNING',
     attempt = attempt + 1,
@@ -115,7 +120,7 @@ SET status = 'RUNNING',
     started_at = NOW(6),
     finished_at = NULL,
     update_time = NOW(6)
-WHERE id = sqlc.arg(id) AND status = 'WAITING';
+WHERE id = sqlc.arg(id) AND status IN ('WAITING', 'SCHEDULED');
 
 -- name: ExecutionStartMany :execrows
 -- Records one job_execution row per run this owner just claimed, with the
@@ -172,10 +177,13 @@ WHERE id = sqlc.arg(id);
 -- name: JobFailFenced :execrows
 -- A failed attempt, fenced by attempt. next_status is WAITING (retry after
 -- backoff_us) or FAILED (retries exhausted or the handler discarded the job).
+-- A retry with a backoff parks the job SCHEDULED until the promoter finds it
+-- due; without one it is WAITING at once.
 -- Assignments reference only columns that are not assigned before them, so
 -- the result is the same with or without SIMULTANEOUS_ASSIGNMENT.
 UPDATE job_queue
-SET status = IF(cancel_requested = 1, 'CANCELED', sqlc.arg(next_status)),
+SET status = IF(cancel_requested = 1, 'CANCELED',
+                IF(sqlc.arg(next_status) = 'WAITING' AND sqlc.arg(backoff_us) > 0, 'SCHEDULED', sqlc.arg(next_status))),
     finished_at = IF(cancel_requested = 1 OR sqlc.arg(next_status) <> 'WAITING', NOW(6), NULL),
     run_at = IF(cancel_requested = 1 OR sqlc.arg(next_status) <> 'WAITING', run_at, NOW(6) + INTERVAL sqlc.arg(backoff_us) MICROSECOND),
     retry_times = IF(cancel_requested = 1, retry_times, retry_times + sqlc.arg(retry_inc)),
@@ -238,10 +246,11 @@ WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt)
   AND status = 'RUNNING' AND lease_until < NOW(6);
 
 -- name: JobCancelWaiting :execrows
+-- Cancels a job no replica holds: WAITING or SCHEDULED.
 UPDATE job_queue
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status = 'WAITING';
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED');
 
 -- name: JobCancelRunning :execrows
 UPDATE job_queue
@@ -255,6 +264,28 @@ SET status = 'WAITING', retry_times = 0, cancel_requested = 0,
     run_at = NOW(6), finished_at = NULL, lease_until = NULL,
     update_time = NOW(6)
 WHERE id = ? AND status IN ('FAILED', 'CANCELED');
+
+-- name: JobScheduledNext :one
+-- The promoter's probe: the earliest run_at among SCHEDULED jobs (NULL when
+-- there is none) and the database clock. MIN over idx_due's prefix is one
+-- index dive ("Select tables optimized away"), whatever the number of
+-- scheduled jobs.
+SELECT MIN(run_at) AS next_run_at, CAST(NOW(6) AS DATETIME(6)) AS db_now
+FROM job_queue
+WHERE status = 'SCHEDULED';
+
+-- name: JobPromoteDue :execrows
+-- The promoter: up to LIMIT SCHEDULED jobs whose run_at has come on the
+-- database clock become WAITING, earliest first, walking idx_due. One
+-- statement, conditioned on status, so any number of replicas may run it at
+-- once: a row is promoted by exactly one of them; the others wait for its
+-- row lock, see it WAITING and pass over it. run_at is kept, so the scan
+-- orders promoted jobs by when they were due.
+UPDATE job_queue
+SET status = 'WAITING', update_time = NOW(6)
+WHERE status = 'SCHEDULED' AND run_at <= NOW(6)
+ORDER BY run_at
+LIMIT ?;
 
 -- name: ExecutionListByJob :many
 SELECT * FROM job_execution WHERE job_id = ? ORDER BY attempt;
