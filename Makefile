@@ -7,7 +7,8 @@ export GOFLAGS ?=
 .PHONY: help build demo test test-deps generate verify lint bench chaos fuzz ensure-db clean
 
 help: ## List targets.
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
+		'{n[NR]=$$1; d[NR]=$$2; if (length($$1) > w) w = length($$1)} END {for (i = 1; i <= NR; i++) printf "  make %-*s  %s\n", w, n[i], d[i]}'
 
 build: ## Build bin/jobq.
 	$(GO) build -o $(BIN) ./cmd/jobq
@@ -15,7 +16,7 @@ build: ## Build bin/jobq.
 ensure-db: ## Make sure a MySQL-compatible server can be provided (installs mariadb-server as root if none).
 	@scripts/ensure-db.sh
 
-demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, summary; fails on any lost job.
+demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, narrated; verdict line; fails on a lost or stuck job or a duplicated tx effect.
 	$(BIN) demo
 
 test-deps: ## Find or install what the tests need (every scripts/ensure-*.sh: MariaDB, Prometheus, node, …); says what it installed.
