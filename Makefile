@@ -76,6 +76,20 @@ chaos-sabotage: ensure-db build ## Prove the checker can fail: sabotaged replica
 	$(BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
 	$(BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
 
+# HA topologies (docs/chaos.md "Topologies"): a 3-node Galera cluster and a
+# primary-replica failover, both started by the harness on loopback.
+CHAOS_HA_FLAGS ?= --jobs 2000 --duration 30s --seed 42
+
+.PHONY: ensure-galera chaos-galera chaos-failover
+ensure-galera: ## Make sure galera-4 and rsync are there for --topology galera3 (installs them as root with apt-get if not).
+	@scripts/ensure-galera.sh
+
+chaos-galera: ensure-db ensure-galera build ## Run the ha-galera scenarios on a 3-node Galera cluster (node kill/restart/isolate); fail on any violation (out/chaos-galera/).
+	$(BIN) chaos --scenario ha-galera $(CHAOS_HA_FLAGS) --out out/chaos-galera
+
+chaos-failover: ensure-db build ## Primary-replica failover, async then semi-sync: async must show acknowledged jobs lost, semi-sync none (out/chaos-failover/).
+	$(BIN) chaos --scenario ha-failover $(CHAOS_HA_FLAGS) --out out/chaos-failover
+
 .PHONY: dashboards-check metrics-test
 dashboards-check: ## Check alert rules (with their unit tests) and scrape configs with promtool.
 	cd dashboards/prometheus && promtool check rules alerts.yml && promtool test rules alerts_test.yml && \
