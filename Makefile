@@ -19,7 +19,7 @@ ensure-db: ## Make sure a MySQL-compatible server can be provided (installs mari
 demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, narrated; verdict line; fails on a lost or stuck job or a duplicated tx effect.
 	$(BIN) demo
 
-test-deps: ## Find or install what the tests need (every scripts/ensure-*.sh: MariaDB, Prometheus, node, …); says what it installed.
+test-deps: ## Find or install what the tests need (scripts/test-deps.sh: MariaDB, Prometheus, node, browser); says what it installed.
 	@scripts/test-deps.sh
 
 # TESTFORMAT is gotestsum's --format: testname prints each test (package.Test,
