@@ -42,6 +42,15 @@ type Options struct {
 	Ops *service.Ops
 }
 
+// ReadyBody is /readyz's answer: {"status":"ready"}, or with 503
+// {"status":"unavailable","check":"read_only","error":{...}} naming the
+// first readiness check that failed.
+type ReadyBody struct {
+	Status string       `json:"status"`
+	Check  string       `json:"check,omitempty"`
+	Error  *ErrorDetail `json:"error,omitempty"`
+}
+
 // ErrorBody is the JSON shape of every error response.
 type ErrorBody struct {
 	Error ErrorDetail `json:"error"`
@@ -210,7 +219,16 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := a.opts.ReadyFunc(ctx); err != nil {
-			unavailable(w, "database: "+err.Error())
+			// Name the failing check: read_only, innodb_read_only,
+			// super_read_only, wsrep_ready, wsrep_local_state, schema, connect.
+			check := "connect"
+			var nr *store.NotReadyError
+			if errors.As(err, &nr) {
+				check = nr.Check
+			}
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+			writeJSON(w, http.StatusServiceUnavailable, ReadyBody{Status: "unavailable", Check: check,
+				Error: &ErrorDetail{Code: "unavailable", Message: "database: " + err.Error()}})
 			return
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/store"
 )
 
 // completer writes outcomes in batches: every completion waiting when a
@@ -61,19 +62,19 @@ func (c *completer) run() {
 
 func (c *completer) flush(batch []jobq.Completion) {
 	s := c.s
-	// A completion that cannot be written within two leases is moot: the
-	// rescuer will have returned the job.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.Lease)
-	defer cancel()
+	fences := make([]jobq.Fence, len(batch))
+	for i, comp := range batch {
+		fences[i] = comp.Fence
+	}
 	var applied []bool
-	err := s.dbRetry(ctx, "complete", 0, func() error {
+	err := s.writeOutcome("complete", fences, func(ctx context.Context) error {
 		var e error
 		applied, e = s.store.JobCompleteMany(ctx, batch)
 		return e
 	})
 	if err != nil {
-		s.log.Error("completion failed; the leases will expire and the jobs will be rescued",
-			"component", "completer", "jobs", len(batch), "err", err)
+		s.log.Error("completion failed past the runs' lease deadline; the leases will expire and the jobs will be rescued",
+			"component", "completer", "jobs", len(batch), "cause", store.Cause(err), "err", err)
 		for _, comp := range batch {
 			s.finishRun(comp, false, err)
 		}

@@ -64,10 +64,14 @@ func (h *heartbeat) beat() {
 		return
 	}
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HeartbeatInterval)
+	// The renewal and the fence read may take as long as a lease can still
+	// be saved: until the latest run's guard would fire (lease deadline −
+	// Lease/5), not one interval. A renewal queued behind a slow peer's locks
+	// or a brief outage still lands; the guard cancels handlers in time.
+	ctx, cancel := context.WithDeadline(context.Background(), h.renewDeadline(runs, sent))
 	defer cancel()
 	var n int64
-	err := s.dbRetry(ctx, "lease.renew", 3, func() error {
+	err := s.dbRetry(ctx, "lease.renew", 0, func() error {
 		var e error
 		n, e = s.store.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: s.cfg.Owner, Lease: s.cfg.Lease, IDs: ids})
 		return e
@@ -83,7 +87,7 @@ func (h *heartbeat) beat() {
 		return
 	}
 	var states []jobq.FenceState
-	err = s.dbRetry(ctx, "lease.fence_states", 3, func() error {
+	err = s.dbRetry(ctx, "lease.fence_states", 0, func() error {
 		var e error
 		states, e = s.store.JobFenceStates(ctx, ids)
 		return e
@@ -114,6 +118,18 @@ func (h *heartbeat) beat() {
 	h.renewed(kept, sent)
 }
 
+// renewDeadline is the latest lease deadline among runs minus Lease/5, and
+// at least one HeartbeatInterval after now.
+func (h *heartbeat) renewDeadline(runs []*run, now time.Time) time.Time {
+	d := now.Add(h.s.cfg.HeartbeatInterval)
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	for _, r := range runs {
+		d = later(d, r.leaseDeadline.Add(-h.s.cfg.Lease/5))
+	}
+	return d
+}
+
 func (h *heartbeat) renewed(runs []*run, sent time.Time) {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
@@ -139,6 +155,12 @@ func (s *Scheduler) leaseGuardDelay(deadline time.Time) time.Duration {
 // otherwise hold the heartbeat past the deadline — and cancels the handler
 // while its lease is still valid.
 func (h *heartbeat) guardFired(r *run) {
+	h.s.mu.Lock()
+	finished := r.finished
+	h.s.mu.Unlock()
+	if finished { // no handler to cancel; keep renewing while the outcome is written
+		return
+	}
 	h.s.log.Warn("no lease renewal succeeded in time; cancelling the handler before its lease expires",
 		"component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
 	h.lose(r)
@@ -150,7 +172,7 @@ func (h *heartbeat) expireUnrenewed(runs []*run) {
 	next := time.Now().Add(h.s.cfg.HeartbeatInterval)
 	for _, r := range runs {
 		h.s.mu.Lock()
-		expiring := next.After(r.leaseDeadline)
+		expiring := next.After(r.leaseDeadline) && !r.finished
 		h.s.mu.Unlock()
 		if expiring {
 			h.lose(r)

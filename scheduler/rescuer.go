@@ -46,6 +46,9 @@ func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
 	}
 	var rescued []jobq.Fence
 	for _, f := range cands {
+		if s.writingOutcome(f) {
+			continue // this replica's own finished run: its outcome write wins or gives up first
+		}
 		var ok bool
 		err := s.dbRetry(ctx, "rescue", 0, func() error {
 			var e error
@@ -68,6 +71,18 @@ func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
 		s.cfg.Hooks.RescuedFunc(rescued)
 	}
 	return rescued
+}
+
+// writingOutcome reports whether f is a run of this replica whose handler
+// returned and whose outcome is still being written (writeOutcome). The
+// rescuer leaves such runs alone: their lease expired only because the
+// database refused or lost writes, and rescuing would re-run a job whose
+// work is done. Other replicas' rescuers still may, once writes are accepted.
+func (s *Scheduler) writingOutcome(f jobq.Fence) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.runs[f]
+	return r != nil && r.finished
 }
 
 // RescueNow runs one rescue pass at once and returns the runs it rescued

@@ -66,6 +66,10 @@ type run struct {
 	cancel        context.CancelCauseFunc
 	leaseDeadline time.Time // local monotonic estimate of lease_until
 	lost          bool
+	// finished is set when the handler returned: its outcome is being
+	// written. The guard no longer cancels anything and the heartbeat keeps
+	// renewing the lease until the outcome commits (see writeOutcome).
+	finished bool
 	// guard cancels the handler leaseGuardMargin before leaseDeadline unless
 	// a renewal moves the deadline first (see heartbeat.guardFired).
 	guard *time.Timer
