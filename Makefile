@@ -4,7 +4,7 @@ BIN       := bin/jobq
 PKGS      := ./...
 export GOFLAGS ?=
 
-.PHONY: help build demo test generate verify lint bench chaos fuzz ensure-db clean
+.PHONY: help build demo test test-deps generate verify lint bench chaos fuzz ensure-db clean
 
 help: ## List targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -18,8 +18,17 @@ ensure-db: ## Make sure a MySQL-compatible server can be provided (installs mari
 demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, summary; fails on any lost job.
 	$(BIN) demo
 
-test: ensure-db ## Run every test with -race against a real server.
-	$(GO) test -race -count=1 -timeout 40m $(PKGS)
+test-deps: ## Find or install what the tests need (every scripts/ensure-*.sh: MariaDB, Prometheus, node, …); says what it installed.
+	@scripts/test-deps.sh
+
+# TESTFORMAT is gotestsum's --format: testname prints each test (package.Test,
+# PASS/FAIL, time) as it ends; dots, pkgname or standard-verbose also work.
+TESTFORMAT ?= testname
+TESTFLAGS  ?= -race -count=1 -timeout 40m
+
+test: test-deps ## Run every test with -race against a real server; prints each test as it ends and a DONE summary (gotestsum).
+	$(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) $(PKGS)
+
 
 generate: ## Regenerate gen/ from sql/ with sqlc and from api/ with buf (both pinned in go.mod).
 	$(GO) tool sqlc -f sql/sqlc.yaml generate
@@ -68,7 +77,7 @@ dashboards-check: ## Check alert rules (with their unit tests) and scrape config
 	cd dashboards/prometheus && promtool check rules alerts.yml && promtool test rules alerts_test.yml && \
 	  promtool check config prometheus.yml && promtool check config prometheus-local.yml
 
-metrics-test: ensure-db ## Metrics, dashboards and compose tests against a real Prometheus (Debian's prometheus package).
+metrics-test: test-deps ## Metrics, dashboards and compose tests against a real Prometheus (Debian's prometheus package).
 	$(GO) test -race -count=1 ./metrics/ ./dashboards/
 
 .PHONY: bench-ci bench-go

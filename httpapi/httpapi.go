@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // MaxBodyBytesDefault is the default request body limit: 1 MiB
@@ -40,27 +40,6 @@ type Options struct {
 	// Ops, if set, serves the operations routes (/v1/types, /v1/periodic,
 	// /v1/jobs/retry, /v1/jobs/purge, /v1/stats; see ops.go).
 	Ops *service.Ops
-}
-
-// ReadyBody is /readyz's answer: {"status":"ready"}, or with 503
-// {"status":"unavailable","check":"read_only","error":{...}} naming the
-// first readiness check that failed.
-type ReadyBody struct {
-	Status string       `json:"status"`
-	Check  string       `json:"check,omitempty"`
-	Error  *ErrorDetail `json:"error,omitempty"`
-}
-
-// ErrorBody is the JSON shape of every error response.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail says what went wrong; Field is set for invalid input.
-type ErrorDetail struct {
-	Code    string `json:"code"` // invalid_argument, not_found, conflict, failed_precondition, too_large, unavailable, internal
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
 }
 
 // New returns the API handler.
@@ -103,7 +82,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{ErrorDetail{Code: "too_large", Field: "body",
+			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
 				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
 			return
 		}
@@ -118,7 +97,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	job, created, err := a.svc.Submit(r.Context(), req)
 	if err != nil {
 		if errors.Is(err, service.ErrKeyConflict) {
-			writeJSON(w, http.StatusConflict, ErrorBody{ErrorDetail{Code: "conflict", Field: "job_key",
+			writeJSON(w, http.StatusConflict, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "conflict", Field: "job_key",
 				Message: "job_key: already used by job " + itoa(int64(job.ID)) + " with a different request"}})
 			return
 		}
@@ -130,7 +109,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/jobs/"+itoa(int64(job.ID)))
 	}
-	writeJSON(w, status, job)
+	writeJSON(w, status, apitype.JobFrom(job))
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -151,12 +130,16 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	page, err := a.svc.List(r.Context(), service.ListRequest{
+	jobs, next, err := a.svc.List(r.Context(), service.ListRequest{
 		Status: q.Get("status"), JobType: q.Get("job_type"), Limit: q.Get("limit"), Cursor: q.Get("cursor"),
 	})
 	if err != nil {
 		a.fail(w, err)
 		return
+	}
+	page := apitype.ListPage{Jobs: make([]apitype.Job, len(jobs)), NextCursor: next}
+	for i, j := range jobs {
+		page.Jobs[i] = apitype.JobFrom(j)
 	}
 	writeJSON(w, http.StatusOK, page)
 }
@@ -168,6 +151,10 @@ func (a *api) withID(w http.ResponseWriter, r *http.Request, fn func(id uint64) 
 		return
 	}
 	out, err := fn(id)
+	if errors.Is(err, service.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Message: "job " + itoa(int64(id)) + " not found"}})
+		return
+	}
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -176,7 +163,10 @@ func (a *api) withID(w http.ResponseWriter, r *http.Request, fn func(id uint64) 
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
-	a.withID(w, r, func(id uint64) (any, error) { return a.svc.Get(r.Context(), id) })
+	a.withID(w, r, func(id uint64) (any, error) {
+		j, err := a.svc.Get(r.Context(), id)
+		return apitype.JobFrom(j), err
+	})
 }
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
@@ -192,7 +182,7 @@ func stateError(job jobq.Job, err error) func(rule string) (any, error) {
 		if errors.Is(err, service.ErrInvalidState) {
 			return nil, &stateConflict{msg: "job " + itoa(int64(job.ID)) + " is " + string(job.Status) + ": " + rule}
 		}
-		return job, err
+		return apitype.JobFrom(job), err
 	}
 }
 
@@ -210,7 +200,11 @@ func (a *api) retry(w http.ResponseWriter, r *http.Request) {
 func (a *api) executions(w http.ResponseWriter, r *http.Request) {
 	a.withID(w, r, func(id uint64) (any, error) {
 		ex, err := a.svc.Executions(r.Context(), id)
-		return map[string]any{"executions": ex}, err
+		out := apitype.ExecutionList{Executions: make([]apitype.Execution, len(ex))}
+		for i, e := range ex {
+			out.Executions[i] = apitype.ExecutionFrom(e)
+		}
+		return out, err
 	})
 }
 
@@ -222,13 +216,13 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 			// Name the failing check: read_only, innodb_read_only,
 			// super_read_only, wsrep_ready, wsrep_local_state, schema, connect.
 			check := "connect"
-			var nr *store.NotReadyError
+			var nr interface{ ReadyCheck() string } // *store.NotReadyError
 			if errors.As(err, &nr) {
-				check = nr.Check
+				check = nr.ReadyCheck()
 			}
 			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
-			writeJSON(w, http.StatusServiceUnavailable, ReadyBody{Status: "unavailable", Check: check,
-				Error: &ErrorDetail{Code: "unavailable", Message: "database: " + err.Error()}})
+			writeJSON(w, http.StatusServiceUnavailable, apitype.ReadyBody{Status: "unavailable", Check: check,
+				Error: &apitype.ErrorDetail{Code: "unavailable", Message: "database: " + err.Error()}})
 			return
 		}
 	}
@@ -240,25 +234,25 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	var ve *service.ValidationError
 	switch {
 	case errors.As(err, &ve):
-		writeJSON(w, http.StatusBadRequest, ErrorBody{ErrorDetail{Code: "invalid_argument", Field: ve.Field, Message: ve.Error()}})
+		writeJSON(w, http.StatusBadRequest, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "invalid_argument", Field: ve.Field, Message: ve.Error()}})
 	case errors.Is(err, service.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, ErrorBody{ErrorDetail{Code: "not_found", Message: "job not found"}})
+		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Message: "job not found"}})
 	case errors.Is(err, service.ErrInvalidState):
 		msg := "cancel applies to WAITING or RUNNING jobs, retry to FAILED or CANCELED jobs"
 		var sc *stateConflict
 		if errors.As(err, &sc) {
 			msg = sc.msg
 		}
-		writeJSON(w, http.StatusConflict, ErrorBody{ErrorDetail{Code: "failed_precondition", Field: "status", Message: msg}})
-	case errors.Is(err, jobq.ErrUnavailable) || store.IsRetryable(err):
+		writeJSON(w, http.StatusConflict, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "failed_precondition", Field: "status", Message: msg}})
+	case errors.Is(err, jobq.ErrUnavailable):
 		// Read-only (a demoted primary), a Galera node not ready, a lost
 		// connection, or a conflict that outlived the retries: the client
 		// may retry, never a 500.
-		a.log.Warn("database unavailable", "cause", store.Cause(err), "err", err)
+		a.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
 		unavailable(w, "database unavailable, retry later")
 	default:
 		a.log.Error("internal error", "err", err)
-		writeJSON(w, http.StatusInternalServerError, ErrorBody{ErrorDetail{Code: "internal", Message: "internal error"}})
+		writeJSON(w, http.StatusInternalServerError, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "internal", Message: "internal error"}})
 	}
 }
 
@@ -269,7 +263,7 @@ const RetryAfterSeconds = 1
 // unavailable writes 503 {"error":{"code":"unavailable",...}} with Retry-After.
 func unavailable(w http.ResponseWriter, msg string) {
 	w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
-	writeJSON(w, http.StatusServiceUnavailable, ErrorBody{ErrorDetail{Code: "unavailable", Message: msg}})
+	writeJSON(w, http.StatusServiceUnavailable, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "unavailable", Message: msg}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/service"
@@ -31,7 +32,7 @@ func TestWritesRefusedAnswer503(t *testing.T) {
 	}
 	defer rw.Close()
 	known := func(typ string) bool { return registeredTypes[typ] }
-	job, _, err := service.New(rw, known, nil).Submit(ctx, service.SubmitRequest{JobKey: "k1", JobType: "noop", Params: []byte(`{}`)})
+	job, _, err := service.New(rw, known, nil).Submit(ctx, apitype.SubmitRequest{JobKey: "k1", JobType: "noop", Params: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

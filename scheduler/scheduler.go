@@ -55,6 +55,7 @@ type Scheduler struct {
 	services   sync.WaitGroup // scanner, rescuer
 	completer  *completer
 	heartbeat  *heartbeat
+	promoter   *promoter  // nil until Start
 	ops        *opsRunner // limited claim, periodic schedules, cleaner (ops.go); nil without OpsStore
 	started    atomic.Bool
 	stopOnce   sync.Once
@@ -118,7 +119,7 @@ func (s *Scheduler) Config() Config { return s.cfg }
 // Registry returns the handler registry.
 func (s *Scheduler) Registry() *Registry { return s.reg }
 
-// Start launches the scanner, rescuer, heartbeat and completer and returns
+// Start launches the scanner, promoter, rescuer, heartbeat and completer and returns
 // at once. Cancelling ctx is a hard stop: handlers' contexts are cancelled.
 // Use Stop for a graceful shutdown.
 func (s *Scheduler) Start(ctx context.Context) error {
@@ -134,8 +135,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.heartbeat = newHeartbeat(s)
 	go s.completer.run()
 	go s.heartbeat.run()
-	s.services.Add(1)
+	s.promoter = newPromoter(s)
+	s.services.Add(2)
 	go func() { defer s.services.Done(); newScanner(s).run(s.softCtx) }()
+	go func() { defer s.services.Done(); s.promoter.run(s.softCtx) }()
 	if !s.cfg.Sabotage.NoRescuer {
 		s.services.Add(1)
 		go func() { defer s.services.Done(); newRescuer(s).run(s.softCtx) }()
@@ -253,11 +256,12 @@ type Stats struct {
 	DBRetries      int64 // database operations retried
 	HeartbeatFails int64 // heartbeats that failed after retries
 	Scans          int64
+	Promoted       int64 // SCHEDULED jobs this replica's promoter made WAITING
 }
 
 type stats struct {
 	claimed, claimConflicts, claimErrors, completed, succeeded, failed, retried,
-	stale, rescued, leaseLost, released, dbRetries, heartbeatFails, scans atomic.Int64
+	stale, rescued, leaseLost, released, dbRetries, heartbeatFails, scans, promoted atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -269,5 +273,6 @@ func (s *Scheduler) Stats() Stats {
 		Stale: s.stats.stale.Load(), Rescued: s.stats.rescued.Load(), LeaseLost: s.stats.leaseLost.Load(),
 		Released: s.stats.released.Load(), DBRetries: s.stats.dbRetries.Load(),
 		HeartbeatFails: s.stats.heartbeatFails.Load(), Scans: s.stats.scans.Load(),
+		Promoted: s.stats.promoted.Load(),
 	}
 }

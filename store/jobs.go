@@ -22,7 +22,8 @@ func jobFromRow(r jobqdb.JobQueue) jobq.Job {
 	}
 }
 
-// JobSubmit inserts a WAITING job. When job_key already exists it returns
+// JobSubmit inserts a job: SCHEDULED when p.RunAt is ahead of the database
+// clock, else WAITING. When job_key already exists it returns
 // that job with created=false if its RequestHash matches, or ErrKeyConflict.
 // Concurrent submits of one key yield exactly one row (UNIQUE uk_job_key).
 func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Job, created bool, err error) {
@@ -113,28 +114,34 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 	return jobs, next, nil
 }
 
-// JobCancel cancels a job: a WAITING job becomes CANCELED at once; a RUNNING
+// JobCancel cancels a job: a WAITING or SCHEDULED job becomes CANCELED at once; a RUNNING
 // job gets cancel_requested=1, its handler's context is cancelled within one
 // heartbeat and it ends CANCELED whatever the handler returns. It returns the
-// job after the change; ErrInvalidState for a terminal job.
+// job after the change; ErrInvalidState for a terminal job. A job that moved
+// between the two statements (a run released or re-queued after the first,
+// a job claimed after it) is tried again.
 func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
-	n, err := s.q.JobCancelWaiting(ctx, id)
-	if err != nil {
-		return jobq.Job{}, errorf("cancel: %w", err)
-	}
-	if n == 0 {
-		if n, err = s.q.JobCancelRunning(ctx, id); err != nil {
+	for try := 0; ; try++ {
+		n, err := s.q.JobCancelWaiting(ctx, id)
+		if err != nil {
 			return jobq.Job{}, errorf("cancel: %w", err)
 		}
+		if n == 0 {
+			if n, err = s.q.JobCancelRunning(ctx, id); err != nil {
+				return jobq.Job{}, errorf("cancel: %w", err)
+			}
+		}
+		job, err := s.JobGet(ctx, id)
+		if err != nil {
+			return jobq.Job{}, err
+		}
+		if n > 0 || job.Status == jobq.StateCanceled || (job.Status == jobq.StateRunning && job.CancelRequested) {
+			return job, nil
+		}
+		if job.Terminal() || try == 2 {
+			return job, jobq.ErrInvalidState
+		}
 	}
-	job, err := s.JobGet(ctx, id)
-	if err != nil {
-		return jobq.Job{}, err
-	}
-	if n == 0 && !(job.Status == jobq.StateCanceled || (job.Status == jobq.StateRunning && job.CancelRequested)) {
-		return job, jobq.ErrInvalidState
-	}
-	return job, nil
 }
 
 // JobRetry moves a FAILED or CANCELED job back to WAITING, due now, with
@@ -189,4 +196,33 @@ func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 	var t time.Time
 	err := s.db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&t)
 	return t.UTC(), wrapUnavailable(err)
+}
+
+// JobScheduledNext reads the earliest run_at among SCHEDULED jobs and the
+// database clock in one index-only statement (idx_due).
+func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error) {
+	r, err := s.q.JobScheduledNext(ctx)
+	if err != nil {
+		return jobq.ScheduledNext{}, errorf("scheduled next: %w", err)
+	}
+	out := jobq.ScheduledNext{DBNow: r.DbNow.UTC()}
+	switch t := r.NextRunAt.(type) {
+	case time.Time:
+		out.Next = t.UTC()
+	case nil:
+	default:
+		return jobq.ScheduledNext{}, errorf("scheduled next: unexpected %T for MIN(run_at)", r.NextRunAt)
+	}
+	return out, nil
+}
+
+// JobPromoteDue moves up to limit SCHEDULED jobs whose run_at has come
+// (database clock) to WAITING, earliest first, and returns how many it
+// moved. Safe to run on every replica at once.
+func (s *Store) JobPromoteDue(ctx context.Context, limit int) (int, error) {
+	n, err := s.q.JobPromoteDue(ctx, int32(limit))
+	if err != nil {
+		return 0, errorf("promote: %w", err)
+	}
+	return int(n), nil
 }

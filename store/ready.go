@@ -26,6 +26,10 @@ type NotReadyError struct {
 func (e *NotReadyError) Error() string { return e.Check + ": " + e.Detail }
 func (e *NotReadyError) Unwrap() error { return e.Err }
 
+// ReadyCheck returns Check; transports find it with errors.As on an
+// interface, without importing store.
+func (e *NotReadyError) ReadyCheck() string { return e.Check }
+
 // Ready reports whether this server can take jobq's writes now: it answers,
 // it is writable (@@global.read_only, @@global.innodb_read_only, and
 // @@global.super_read_only where the server has it, are all 0), a Galera
