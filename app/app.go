@@ -127,10 +127,10 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	m := metrics.New(cfg.Metrics)
 	cfg.Scheduler.Hooks = m.Hooks(cfg.Scheduler.Hooks)
-	sc := cfg.Scheduler.WithDefaults()
+	cfg.Scheduler = cfg.Scheduler.WithDefaults() // idempotent: keeps an owner drawn by the caller
 	pool := cfg.PoolMaxOpen
 	if pool <= 0 {
-		pool = sc.Workers/2 + 10
+		pool = cfg.Scheduler.Workers/2 + 10
 	}
 	st, err := store.Open(ctx, cfg.DSN, store.PoolConfig{MaxOpen: pool})
 	if err != nil {

@@ -77,6 +77,9 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 			return cfg, fmt.Errorf("--sabotage: unknown switch %q", s)
 		}
 	}
+	if cfg.Owner == "" {
+		cfg.Owner = scheduler.DefaultOwner() // the one owner id draw: app and scheduler keep it
+	}
 	return cfg, cfg.WithDefaults().Validate()
 }
 
