@@ -116,7 +116,7 @@ type Config struct {
 	// each replica pick its default.
 	Strategy string
 	// Sabotage switches passed to every replica (`jobq serve --sabotage`):
-	// fencing, cas-guard, rescuer, deadlock-retry, lease-cancel.
+	// fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry.
 	Sabotage []string
 	// Lease is the replicas' lease. Defaults to 2s.
 	Lease time.Duration

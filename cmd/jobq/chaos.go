@@ -32,7 +32,7 @@ type ChaosCmd struct {
 	Poison         int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
 	MaxRetry       int           `help:"Each job's max_retry." default:"5"`
 	Strategy       string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
-	Sabotage       []string      `help:"Sabotage every replica: fencing, cas-guard, rescuer, deadlock-retry, lease-cancel." sep:","`
+	Sabotage       []string      `help:"Sabotage every replica: fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry." sep:","`
 	Lease          time.Duration `help:"Replica lease." default:"2s"`
 	RescueInterval time.Duration `help:"Replica rescue interval." default:"500ms"`
 	Workers        int           `help:"Worker pool size per replica." default:"20"`
