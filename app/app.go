@@ -84,11 +84,16 @@ type Replica struct {
 	log       *slog.Logger
 	// Ops serves pause/resume, limits, periodic schedules, bulk retry, purge and stats.
 	Ops *service.Ops
+	// ready caches Store.Ready for /readyz, the gRPC health check and the
+	// jobq_db_writable gauge (at most one check a second).
+	ready *store.ReadyCache
 }
 
-// Start opens the database, migrates if asked, and starts the scheduler and
-// the API. It returns once both are running.
-func Start(ctx context.Context, cfg Config) (*Replica, error) {
+// Start binds the API listener first (a taken port fails before anything
+// touches the database or claims a job), then opens the database, migrates
+// if asked, and starts the scheduler and the API. It returns once both are
+// running.
+func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -105,12 +110,27 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	if cfg.Metrics.Logger == nil {
 		cfg.Metrics.Logger = cfg.Logger
 	}
+	var ln net.Listener
+	if !cfg.NoAPI {
+		listen := cfg.Listen
+		if listen == "" {
+			listen = ListenDefault
+		}
+		if ln, err = net.Listen("tcp", listen); err != nil {
+			return nil, fmt.Errorf("listen %s: %w (another process uses the port? pick another with --listen)", listen, err)
+		}
+		defer func() {
+			if err != nil {
+				ln.Close()
+			}
+		}()
+	}
 	m := metrics.New(cfg.Metrics)
 	cfg.Scheduler.Hooks = m.Hooks(cfg.Scheduler.Hooks)
-	sc := cfg.Scheduler.WithDefaults()
+	cfg.Scheduler = cfg.Scheduler.WithDefaults() // idempotent: keeps an owner drawn by the caller
 	pool := cfg.PoolMaxOpen
 	if pool <= 0 {
-		pool = sc.Workers/2 + 10
+		pool = cfg.Scheduler.Workers/2 + 10
 	}
 	st, err := store.Open(ctx, cfg.DSN, store.PoolConfig{MaxOpen: pool})
 	if err != nil {
@@ -128,6 +148,14 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 			r.log.Info("migrations applied", "versions", applied)
 		}
 	}
+	// Serve only the schema this binary was built for: an empty or older
+	// schema would answer submits with 500s and leave jobs WAITING for ever
+	// (unknown columns), a newer one may have changed what the queries mean.
+	if err := st.SchemaCheck(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	r.ready = &store.ReadyCache{CheckFunc: st.Ready}
 	var wake func()
 	if !cfg.NoScheduler {
 		s, err := scheduler.New(st, st.DB(), cfg.Registry, cfg.Scheduler, st.Server.SkipLocked)
@@ -146,7 +174,9 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	known := func(t string) bool { _, ok := cfg.Registry.Lookup(t); return ok }
 	r.Metrics = m
 	m.ObserveDB(st.DB())
+	m.ObserveReady(r.ready.Writable)
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
+	r.Service.SetParamsValidator(cfg.Registry.ValidateParams)
 	if r.Scheduler != nil {
 		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
 	}
@@ -162,20 +192,11 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 		}
 	}
 	if !cfg.NoAPI {
-		listen := cfg.Listen
-		if listen == "" {
-			listen = ListenDefault
-		}
-		ln, err := net.Listen("tcp", listen)
-		if err != nil {
-			r.Stop(context.Background())
-			return nil, fmt.Errorf("listen %s: %w", listen, err)
-		}
 		r.Addr = ln.Addr().String()
-		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger,
+		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: r.ready.Check, Logger: cfg.Logger,
 			AuthTokens: cfg.AuthTokens, Ops: r.Ops})
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, st.Ping, cfg)
+		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.ready.Check, cfg)
 		r.server = &http.Server{Handler: h, Protocols: protocols,
 			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
 			ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),

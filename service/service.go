@@ -88,6 +88,15 @@ type Service struct {
 	// run_at and the database clock of the insert (the promoter's hint).
 	wakeAt func(runAt, dbNow time.Time)
 	retry  store.RetryPolicy
+	// validateParams, if set, checks a submit's params for its job type.
+	validateParams func(jobType string, params json.RawMessage) (field, rule string)
+}
+
+// SetParamsValidator makes submits check params with f (typically a
+// scheduler.Registry's ValidateParams): a field f names is a 400 naming that
+// field and the rule it breaks, and nothing is written.
+func (s *Service) SetParamsValidator(f func(jobType string, params json.RawMessage) (field, rule string)) {
+	s.validateParams = f
 }
 
 // SetWakeAtFunc sets the function called after a job is created SCHEDULED
@@ -222,6 +231,11 @@ func (s *Service) ValidateSubmit(req apitype.SubmitRequest) (jobq.SubmitParams, 
 		return p, err
 	}
 	p.Params = params
+	if s.validateParams != nil {
+		if field, rule := s.validateParams(req.JobType, json.RawMessage(params)); field != "" {
+			return p, invalid(field, "%s", rule)
+		}
+	}
 	if req.Priority != nil {
 		if *req.Priority < MinPriority || *req.Priority > MaxPriority {
 			return p, invalid("priority", "must be an integer in [%d, %d], got %d", MinPriority, MaxPriority, *req.Priority)

@@ -167,7 +167,9 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Compl
 // alreadyApplied reports whether c's attempt already carries c's own
 // outcome: only the run's own committed completion writes SUCCESS, FAILED,
 // CANCELED or RELEASED into its execution row (the rescuer writes
-// LEASE_EXPIRED, a refused write STALE).
+// LEASE_EXPIRED, a refused write STALE). CANCELED is also what any of the
+// run's own outcomes is recorded as when a cancel request ended the job
+// (ExecutionFinish).
 func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
 	out, err := q.ExecutionGetOutcome(ctx, jobqdb.ExecutionGetOutcomeParams{JobID: c.ID, Attempt: int32(c.Attempt)})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -176,7 +178,7 @@ func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (
 	if err != nil {
 		return false, err
 	}
-	return out.Valid && out.String == string(c.Outcome), nil
+	return out.Valid && (out.String == string(c.Outcome) || out.String == string(jobq.OutcomeCanceled)), nil
 }
 
 func executionFinishParams(c jobq.Completion) jobqdb.ExecutionFinishParams {

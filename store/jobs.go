@@ -118,25 +118,31 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 // JobCancel cancels a job: a WAITING or SCHEDULED job becomes CANCELED at once; a RUNNING
 // job gets cancel_requested=1, its handler's context is cancelled within one
 // heartbeat and it ends CANCELED whatever the handler returns. It returns the
-// job after the change; ErrInvalidState for a terminal job.
+// job after the change; ErrInvalidState for a terminal job. A job that moved
+// between the two statements (a run released or re-queued after the first,
+// a job claimed after it) is tried again.
 func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
-	n, err := s.q.JobCancelWaiting(ctx, id)
-	if err != nil {
-		return jobq.Job{}, errorf("cancel: %w", err)
-	}
-	if n == 0 {
-		if n, err = s.q.JobCancelRunning(ctx, id); err != nil {
+	for try := 0; ; try++ {
+		n, err := s.q.JobCancelWaiting(ctx, id)
+		if err != nil {
 			return jobq.Job{}, errorf("cancel: %w", err)
 		}
+		if n == 0 {
+			if n, err = s.q.JobCancelRunning(ctx, id); err != nil {
+				return jobq.Job{}, errorf("cancel: %w", err)
+			}
+		}
+		job, err := s.JobGet(ctx, id)
+		if err != nil {
+			return jobq.Job{}, err
+		}
+		if n > 0 || job.Status == jobq.StateCanceled || (job.Status == jobq.StateRunning && job.CancelRequested) {
+			return job, nil
+		}
+		if job.Terminal() || try == 2 {
+			return job, jobq.ErrInvalidState
+		}
 	}
-	job, err := s.JobGet(ctx, id)
-	if err != nil {
-		return jobq.Job{}, err
-	}
-	if n == 0 && !(job.Status == jobq.StateCanceled || (job.Status == jobq.StateRunning && job.CancelRequested)) {
-		return job, jobq.ErrInvalidState
-	}
-	return job, nil
 }
 
 // JobRetry moves a FAILED or CANCELED job back to WAITING, due now, with

@@ -47,8 +47,13 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) erro
 
 const executionFinish = `-- name: ExecutionFinish :execrows
 UPDATE job_execution
-SET finished_at = NOW(6), outcome = ?, error = ?
-WHERE job_id = ? AND attempt = ? AND finished_at IS NULL
+SET finished_at = NOW(6),
+    outcome = CASE WHEN ? <> 'LEASE_EXPIRED'
+                        AND (SELECT q.status FROM job_queue AS q WHERE q.id = job_execution.job_id) = 'CANCELED'
+                   THEN 'CANCELED' ELSE ? END,
+    error = ?
+WHERE job_execution.job_id = ? AND job_execution.attempt = ?
+  AND job_execution.finished_at IS NULL
 `
 
 type ExecutionFinishParams struct {
@@ -58,8 +63,14 @@ type ExecutionFinishParams struct {
 	Attempt int32
 }
 
+// Closes one attempt's execution row. A run's own outcome (SUCCESS, FAILED,
+// RELEASED) is recorded as CANCELED when the fenced job update just before
+// it in the same transaction ended the job CANCELED (a cancel requested
+// before the heartbeat saw it): the audit trail says what the job row says.
+// LEASE_EXPIRED (the rescuer) is kept as it is.
 func (q *Queries) ExecutionFinish(ctx context.Context, arg ExecutionFinishParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionFinish,
+		arg.Outcome,
 		arg.Outcome,
 		arg.Error,
 		arg.JobID,
@@ -285,33 +296,29 @@ UPDATE job_queue
 SET status = 'RUNNING',
     attempt = attempt + 1,
     owner = ?,
-    lease_until = ? + INTERVAL ? MICROSECOND,
-    started_at = ?,
+    lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+    started_at = NOW(6),
     finished_at = NULL,
-    update_time = ?
+    update_time = NOW(6)
 WHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'
 `
 
 type JobClaimManyParams struct {
-	Owner      sql.NullString
-	LeaseBase  time.Time
-	LeaseUs    interface{}
-	StartedAt  sql.NullTime
-	UpdateTime time.Time
-	Ids        []uint64
+	Owner   sql.NullString
+	LeaseUs interface{}
+	Ids     []uint64
 }
 
-// The write half of the skiplocked claim, on rows this transaction locked;
-// lease_base, started_at and update_time are the database clock (db_now)
-// read by JobLockAvailable in the same transaction.
+// The write half of the skiplocked claim, on rows this transaction locked.
+// started_at and the lease base are NOW(6) of this statement, which starts
+// after the locking read holds the rows: a locking read may return a row
+// whose rescue committed after the read began, so its own NOW(6) can precede
+// the previous holder's lease end and the rescue's finished_at.
 func (q *Queries) JobClaimMany(ctx context.Context, arg JobClaimManyParams) (int64, error) {
 	query := jobClaimMany
 	var queryParams []interface{}
 	queryParams = append(queryParams, arg.Owner)
-	queryParams = append(queryParams, arg.LeaseBase)
 	queryParams = append(queryParams, arg.LeaseUs)
-	queryParams = append(queryParams, arg.StartedAt)
-	queryParams = append(queryParams, arg.UpdateTime)
 	if len(arg.Ids) > 0 {
 		for _, v := range arg.Ids {
 			queryParams = append(queryParams, v)
@@ -325,6 +332,19 @@ func (q *Queries) JobClaimMany(ctx context.Context, arg JobClaimManyParams) (int
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const jobClaimedStartedAt = `-- name: JobClaimedStartedAt :one
+SELECT started_at FROM job_queue WHERE id = ?
+`
+
+// The started_at JobClaimMany wrote (one NOW(6) for every row of the claim),
+// read back by primary key in the claim's transaction.
+func (q *Queries) JobClaimedStartedAt(ctx context.Context, id uint64) (sql.NullTime, error) {
+	row := q.db.QueryRowContext(ctx, jobClaimedStartedAt, id)
+	var started_at sql.NullTime
+	err := row.Scan(&started_at)
+	return started_at, err
 }
 
 const jobCompleteFenced = `-- name: JobCompleteFenced :execrows
@@ -961,7 +981,7 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 
 const jobLockAvailable = `-- name: JobLockAvailable :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time, CAST(NOW(6) AS DATETIME(6)) AS db_now
+       run_at, attempt, create_time
 FROM job_queue
 WHERE status = 'WAITING' AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
@@ -982,14 +1002,12 @@ type JobLockAvailableRow struct {
 	RunAt      time.Time
 	Attempt    int32
 	CreateTime time.Time
-	DbNow      time.Time
 }
 
 // The read half of the skiplocked claim: locks up to LIMIT due rows that no
 // other transaction holds. Paused and limited job types are left out as in
 // JobScanAvailable; the subquery's rows are read, never locked. It returns
-// what a handler needs and the database clock, so the claim writes
-// started_at from it and needs no read-back of the claimed rows.
+// what a handler needs, so the claim needs no read-back of the claimed rows.
 func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockAvailableRow, error) {
 	rows, err := q.db.QueryContext(ctx, jobLockAvailable, limit)
 	if err != nil {
@@ -1011,7 +1029,6 @@ func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockA
 			&i.RunAt,
 			&i.Attempt,
 			&i.CreateTime,
-			&i.DbNow,
 		); err != nil {
 			return nil, err
 		}
@@ -1117,7 +1134,7 @@ SET status = CASE WHEN cancel_requested = 1 THEN 'CANCELED'
     run_at = NOW(6),
     lease_until = NULL,
     update_time = NOW(6),
-    retry_times = retry_times + IF(cancel_requested = 0, 1, 0)
+    retry_times = retry_times + IF(cancel_requested = 0 AND retry_times < max_retry, 1, 0)
 WHERE id = ? AND attempt = ?
   AND status = 'RUNNING' AND lease_until < NOW(6)
 `
@@ -1127,8 +1144,10 @@ type JobRescueExpiredParams struct {
 	Attempt int32
 }
 
-// Returns one expired run to WAITING (retry_times+1) or FAILED, or CANCELED
-// when a cancel was requested. Conditioned on status, attempt and lease, so it
+// Returns one expired run to WAITING (retry_times+1) or FAILED (retry_times
+// unchanged, as a failed last attempt leaves it), or CANCELED when a cancel
+// was requested. retry_times is assigned last: the terms before it read its
+// old value. Conditioned on status, attempt and lease, so it
 // can never overwrite a run that completed or renewed meanwhile.
 func (q *Queries) JobRescueExpired(ctx context.Context, arg JobRescueExpiredParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobRescueExpired, arg.ID, arg.Attempt)
