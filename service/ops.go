@@ -24,6 +24,7 @@ const (
 	MaxCronRunes         = 128             // cron: 1–128 characters
 	MinPurgeAge          = time.Minute     // older_than: at least 1m
 	StatsWindowDefault   = time.Minute     // window: default 1m
+	MaxActivityMinutes   = 60              // activity: 1–60 minutes
 	MaxStatsWindow       = time.Hour       // window: 1s – 1h
 	MinStatsWindow       = time.Second     //
 	purgeBatch           = 500             // jobs per purge transaction
@@ -46,6 +47,7 @@ type OpsStore interface {
 	JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64, error)
 	JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error)
 	QueueStats(ctx context.Context, window time.Duration) (jobq.QueueStats, error)
+	Activity(ctx context.Context, minutes int) (jobq.Activity, error)
 }
 
 var _ OpsStore = (*store.Store)(nil)
@@ -429,6 +431,18 @@ func (o *Ops) Stats(ctx context.Context, window string) (jobq.QueueStats, error)
 	var st jobq.QueueStats
 	err := o.retry.Do(ctx, "stats", func() error { var e error; st, e = o.store.QueueStats(ctx, w); return e })
 	return st, err
+}
+
+// Activity returns the cluster's last `minutes` minutes (1–60): attempts
+// started with their pickup latency, attempts finished by outcome, and the
+// replicas seen (see jobq.Activity).
+func (o *Ops) Activity(ctx context.Context, minutes int) (jobq.Activity, error) {
+	if minutes < 1 || minutes > MaxActivityMinutes {
+		return jobq.Activity{}, invalid("minutes", "must be an integer in [1, %d], got %d", MaxActivityMinutes, minutes)
+	}
+	var a jobq.Activity
+	err := o.retry.Do(ctx, "activity", func() error { var e error; a, e = o.store.Activity(ctx, minutes); return e })
+	return a, err
 }
 
 // ParsePeriodicSpec parses a schedule given on the command line or in a

@@ -26,6 +26,7 @@ type ServeCmd struct {
 	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN"`
 	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api"`
 	NoScheduler     bool          `help:"Run only the HTTP API (no claiming)." name:"no-scheduler"`
+	NoUI            bool          `help:"Do not serve the web console at /ui/ on the API listener." name:"no-ui"`
 	Migrate         bool          `help:"Apply pending migrations at start." default:"true" negatable:""`
 	Owner           string        `help:"Replica id written to job_queue.owner (default <hostname>-<pid>-<random>)." env:"JOBQ_OWNER"`
 	Strategy        string        `help:"Claim strategy: skiplocked or cas (default skiplocked where the server supports it)." enum:"skiplocked,cas," default:""`
@@ -99,7 +100,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 		return err
 	}
 	r, err := app.Start(g.Ctx, app.Config{
-		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, Migrate: c.Migrate,
+		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, Scheduler: sc, Logger: g.Log,
 		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})
@@ -109,6 +110,9 @@ func (c *ServeCmd) Run(g *Globals) error {
 	// Tell a supervising harness where the API listens.
 	if r.Addr != "" {
 		fmt.Printf("jobq: listening on http://%s\n", r.Addr)
+		if !c.NoUI {
+			fmt.Printf("jobq: console on http://%s/ui/\n", r.Addr)
+		}
 	}
 	select {
 	case <-g.Ctx.Done():
