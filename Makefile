@@ -4,7 +4,7 @@ BIN       := bin/jobq
 PKGS      := ./...
 export GOFLAGS ?=
 
-.PHONY: help build demo test generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
+.PHONY: help build demo test test-deps generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
 
 help: ## List targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -28,8 +28,17 @@ vendor: ## Re-vendor the console's htmx.min.js from the npm registry at the vers
 demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, summary; fails on any lost job.
 	$(BIN) demo
 
-test: ensure-db ensure-browser ## Run every test with -race against a real server (and the console in headless Chromium).
-	$(GO) test -race -count=1 -timeout 40m $(PKGS)
+test-deps: ## Find or install what the tests need (every scripts/ensure-*.sh: MariaDB, Prometheus, node, …); says what it installed.
+	@scripts/test-deps.sh
+
+# TESTFORMAT is gotestsum's --format: testname prints each test (package.Test,
+# PASS/FAIL, time) as it ends; dots, pkgname or standard-verbose also work.
+TESTFORMAT ?= testname
+TESTFLAGS  ?= -race -count=1 -timeout 40m
+
+test: test-deps ## Run every test with -race against a real server; prints each test as it ends and a DONE summary (gotestsum).
+	$(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) $(PKGS)
+
 
 generate: ## Regenerate gen/ from sql/ with sqlc and from api/ with buf (both pinned in go.mod).
 	$(GO) tool sqlc -f sql/sqlc.yaml generate
@@ -49,7 +58,7 @@ lint: verify ## Alias of verify.
 clean: ## Remove build output.
 	rm -rf bin out
 
-# loadtest: open-model submit load through the HTTP API (README "Load testing").
+# loadtest: open-model submit load through the HTTP API (docs/bench.md).
 LOADTEST_STAGES     ?= 50:10s,100:10s,200:10s
 LOADTEST_THRESHOLDS ?= --threshold 'pickup.p99<1s' --threshold 'errors.rate<0.001'
 LOADTEST_CAPACITY   ?= --capacity --capacity-threshold 'pickup.p99<250ms' --capacity-threshold 'errors.rate<0.001' \
@@ -59,7 +68,7 @@ LOADTEST_CAPACITY   ?= --capacity --capacity-threshold 'pickup.p99<250ms' --capa
 loadtest: ensure-db build ## 30 s submit ramp over 3 replicas: CO-free spectrum, thresholds, capacity search (out/loadtest/).
 	$(BIN) loadtest --replicas 3 --stages $(LOADTEST_STAGES) $(LOADTEST_THRESHOLDS) $(LOADTEST_CAPACITY)
 
-# chaos: the HA and exactly-once testbed (README "Chaos testbed").
+# chaos: the HA and exactly-once testbed (docs/chaos.md).
 CHAOS_FLAGS ?= --jobs 2000 --duration 30s --seed 42
 
 .PHONY: chaos-sabotage
@@ -78,7 +87,7 @@ dashboards-check: ## Check alert rules (with their unit tests) and scrape config
 	cd dashboards/prometheus && promtool check rules alerts.yml && promtool test rules alerts_test.yml && \
 	  promtool check config prometheus.yml && promtool check config prometheus-local.yml
 
-metrics-test: ensure-db ## Metrics, dashboards and compose tests against a real Prometheus (Debian's prometheus package).
+metrics-test: test-deps ## Metrics, dashboards and compose tests against a real Prometheus (Debian's prometheus package).
 	$(GO) test -race -count=1 ./metrics/ ./dashboards/
 
 .PHONY: bench-ci bench-go

@@ -29,28 +29,29 @@ func SanitizeText(s string, max int) string {
 	return s
 }
 
-// Job is one row of job_queue as the API returns it. Times are UTC.
+// Job is one row of job_queue. Times are UTC. The API shows it as
+// apitype.Job; this type carries no wire format.
 type Job struct {
-	ID              uint64          `json:"id"`
-	JobKey          string          `json:"job_key"`
-	JobType         string          `json:"job_type"`
-	Params          json.RawMessage `json:"params"`
-	Status          JobState        `json:"status"`
-	Priority        int             `json:"priority"`
-	RetryTimes      int             `json:"retry_times"`
-	MaxRetry        int             `json:"max_retry"`
-	TimeoutMs       int             `json:"timeout_ms"`
-	RunAt           time.Time       `json:"run_at"`
-	Attempt         int             `json:"attempt"`
-	Owner           string          `json:"owner,omitempty"`
-	LeaseUntil      *time.Time      `json:"lease_until,omitempty"`
-	LastError       string          `json:"last_error,omitempty"`
-	StartedAt       *time.Time      `json:"started_at,omitempty"`
-	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
-	CancelRequested bool            `json:"cancel_requested"`
-	CreateTime      time.Time       `json:"create_time"`
-	UpdateTime      time.Time       `json:"update_time"`
-	RequestHash     string          `json:"-"`
+	ID              uint64
+	JobKey          string
+	JobType         string
+	Params          json.RawMessage
+	Status          JobState
+	Priority        int
+	RetryTimes      int
+	MaxRetry        int
+	TimeoutMs       int
+	RunAt           time.Time
+	Attempt         int
+	Owner           string
+	LeaseUntil      *time.Time
+	LastError       string
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+	CancelRequested bool
+	CreateTime      time.Time
+	UpdateTime      time.Time
+	RequestHash     string
 }
 
 // Terminal reports whether the job is SUCCESS, FAILED or CANCELED.
@@ -60,13 +61,13 @@ func (j Job) Terminal() bool {
 
 // Execution is one row of job_execution: one attempt of one job.
 type Execution struct {
-	JobID      uint64     `json:"job_id"`
-	Attempt    int        `json:"attempt"`
-	Owner      string     `json:"owner"`
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Outcome    Outcome    `json:"outcome,omitempty"`
-	Error      string     `json:"error,omitempty"`
+	JobID      uint64
+	Attempt    int
+	Owner      string
+	StartedAt  time.Time
+	FinishedAt *time.Time
+	Outcome    Outcome
+	Error      string
 }
 
 // SubmitParams is a validated submit. Params must already be a compact JSON

@@ -2,23 +2,30 @@ package jobq
 
 // JobState is a job's status (job_queue.status). The state machine:
 //
+//	SCHEDULED → WAITING          (promoter: run_at <= NOW(6) on the database clock)
 //	WAITING → RUNNING → SUCCESS | FAILED | CANCELED
-//	RUNNING → WAITING            (retry with backoff, lease expiry, release)
-//	WAITING → CANCELED           (cancel before a claim)
+//	RUNNING → SCHEDULED          (retry with a backoff: run_at = NOW(6) + backoff)
+//	RUNNING → WAITING            (retry without backoff, lease expiry, release)
+//	WAITING | SCHEDULED → CANCELED  (cancel before a claim)
 //	FAILED | CANCELED → WAITING  (manual retry)
+//
+// A submit whose run_at is ahead of the database clock starts SCHEDULED,
+// any other starts WAITING. Only WAITING jobs are claimed, and every WAITING
+// job is due: the scan never walks past future work.
 type JobState string
 
 // Job states.
 const (
-	StateWaiting  JobState = "WAITING"
-	StateRunning  JobState = "RUNNING"
-	StateSuccess  JobState = "SUCCESS"
-	StateFailed   JobState = "FAILED"
-	StateCanceled JobState = "CANCELED"
+	StateScheduled JobState = "SCHEDULED"
+	StateWaiting   JobState = "WAITING"
+	StateRunning   JobState = "RUNNING"
+	StateSuccess   JobState = "SUCCESS"
+	StateFailed    JobState = "FAILED"
+	StateCanceled  JobState = "CANCELED"
 )
 
 // JobStates lists every state in state-machine order.
-var JobStates = []JobState{StateWaiting, StateRunning, StateSuccess, StateFailed, StateCanceled}
+var JobStates = []JobState{StateScheduled, StateWaiting, StateRunning, StateSuccess, StateFailed, StateCanceled}
 
 // Terminal reports whether s is SUCCESS, FAILED or CANCELED.
 func (s JobState) Terminal() bool {

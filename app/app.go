@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/console"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/jobtypes"
@@ -68,7 +69,7 @@ type Config struct {
 	// Periodic are schedules from configuration (`--periodic`,
 	// `--periodic-file`), created or replaced at start with source "config";
 	// an unchanged cron expression keeps its cursor across restarts.
-	Periodic []service.PeriodicRequest
+	Periodic []apitype.PeriodicRequest
 	// Metrics configures the replica's Prometheus metrics, served at
 	// /metrics on the API listener (see package metrics).
 	Metrics metrics.Options
@@ -90,9 +91,11 @@ type Replica struct {
 	Ops *service.Ops
 }
 
-// Start opens the database, migrates if asked, and starts the scheduler and
-// the API. It returns once both are running.
-func Start(ctx context.Context, cfg Config) (*Replica, error) {
+// Start binds the API listener first (a taken port fails before anything
+// touches the database or claims a job), then opens the database, migrates
+// if asked, and starts the scheduler and the API. It returns once both are
+// running.
+func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -108,6 +111,21 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	}
 	if cfg.Metrics.Logger == nil {
 		cfg.Metrics.Logger = cfg.Logger
+	}
+	var ln net.Listener
+	if !cfg.NoAPI {
+		listen := cfg.Listen
+		if listen == "" {
+			listen = ListenDefault
+		}
+		if ln, err = net.Listen("tcp", listen); err != nil {
+			return nil, fmt.Errorf("listen %s: %w (another process uses the port? pick another with --listen)", listen, err)
+		}
+		defer func() {
+			if err != nil {
+				ln.Close()
+			}
+		}()
 	}
 	m := metrics.New(cfg.Metrics)
 	cfg.Scheduler.Hooks = m.Hooks(cfg.Scheduler.Hooks)
@@ -151,6 +169,10 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 	r.Metrics = m
 	m.ObserveDB(st.DB())
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
+	r.Service.SetParamsValidator(cfg.Registry.ValidateParams)
+	if r.Scheduler != nil {
+		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
+	}
 	var refreshOps func()
 	if r.Scheduler != nil {
 		refreshOps = r.Scheduler.RefreshOps
@@ -163,15 +185,6 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 		}
 	}
 	if !cfg.NoAPI {
-		listen := cfg.Listen
-		if listen == "" {
-			listen = ListenDefault
-		}
-		ln, err := net.Listen("tcp", listen)
-		if err != nil {
-			r.Stop(context.Background())
-			return nil, fmt.Errorf("listen %s: %w", listen, err)
-		}
 		r.Addr = ln.Addr().String()
 		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger,
 			AuthTokens: cfg.AuthTokens, Ops: r.Ops})
@@ -183,7 +196,7 @@ func Start(ctx context.Context, cfg Config) (*Replica, error) {
 			}
 		}
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		h, protocols, grpcShutdown := withGRPC(h, r.Service, st.Ping, cfg)
+		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, st.Ping, cfg)
 		r.server = &http.Server{Handler: h, Protocols: protocols,
 			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
 			ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),

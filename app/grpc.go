@@ -9,7 +9,7 @@ import (
 	"github.com/jobq/jobq/service"
 )
 
-// withGRPC returns the replica's one handler: JobService over gRPC,
+// withGRPC returns the replica's one handler: JobService (and OpsService, when ops is set) over gRPC,
 // gRPC-Web and Connect, gRPC health and server reflection (package grpcapi)
 // on their gRPC paths, and api (the HTTP API) on every other path. With
 // cfg.AuthTokens, JobService and reflection need the same bearer token as
@@ -20,12 +20,12 @@ import (
 // open WatchJob streams so a graceful shutdown does not wait on them.
 // A set cfg.MaxBodyBytes sets the gRPC message limit to that plus 64 KiB
 // for the fields around params; else grpcapi.MaxRequestBytesDefault applies.
-func withGRPC(api http.Handler, svc *service.Service, ready func(context.Context) error, cfg Config) (http.Handler, *http.Protocols, func()) {
+func withGRPC(api http.Handler, svc *service.Service, ops *service.Ops, ready func(context.Context) error, cfg Config) (http.Handler, *http.Protocols, func()) {
 	var maxMsg int64
 	if cfg.MaxBodyBytes > 0 {
 		maxMsg = cfg.MaxBodyBytes + 64<<10
 	}
-	g := grpcapi.New(svc, grpcapi.Options{MaxRequestBytes: maxMsg, ReadyFunc: ready, Logger: cfg.Logger})
+	g := grpcapi.New(svc, grpcapi.Options{MaxRequestBytes: maxMsg, ReadyFunc: ready, Logger: cfg.Logger, Ops: ops})
 	var gate func(http.Handler) http.Handler
 	if len(cfg.AuthTokens) > 0 {
 		gate = func(h http.Handler) http.Handler { return httpapi.RequireBearer(cfg.AuthTokens, cfg.Logger, h) }

@@ -41,6 +41,9 @@ const (
 // Options configure a run. Zero fields take the defaults of a full
 // `make bench` run (see WithDefaults); CI selects the ≤ 60 s subset.
 type Options struct {
+	// DSN is a server-level DSN (the --dsn flag); empty lets dbprovider
+	// choose (JOBQ_DSN, Docker, a local server).
+	DSN string
 	// Out is the output directory for report.md, bench.json and the plots.
 	// Defaults to out/bench.
 	Out string
@@ -206,7 +209,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return nil, err
 	}
-	srv, err := dbprovider.Provide(ctx, dbprovider.Options{})
+	srv, err := dbprovider.Provide(ctx, dbprovider.Options{DSN: opts.DSN})
 	if err != nil {
 		return nil, err
 	}

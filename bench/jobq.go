@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/demo"
+	"github.com/jobq/jobq/internal/replica"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
@@ -165,7 +165,7 @@ type jobqProcs struct {
 	bin, dsn, logDir string
 	rc               ReplicaConfig
 	admin            *sql.DB
-	reps             []*demo.Replica
+	reps             []*replica.Replica
 	completed        atomic.Int64
 	cancel           context.CancelFunc
 	done             chan struct{}
@@ -181,7 +181,7 @@ func (p *jobqProcs) Start(ctx context.Context) error {
 	}
 	for i := range p.rc.Replicas {
 		name := fmt.Sprintf("bench-%s-%d", p.rc.Strategy, i)
-		r, err := demo.StartReplica(ctx, p.bin, p.dsn, name, p.logDir, p.rc.ServeFlags()...)
+		r, err := replica.Start(ctx, replica.Spec{Binary: p.bin, DSN: p.dsn, Name: name, LogDir: p.logDir, Args: p.rc.ServeFlags()})
 		if err != nil {
 			return err
 		}

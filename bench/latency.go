@@ -9,9 +9,9 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/jobtypes"
-	"github.com/jobq/jobq/service"
 )
 
 // Percentiles summarise an HdrHistogram of durations, in milliseconds.
@@ -103,7 +103,7 @@ func (h *Harness) measureLatency(ctx context.Context, spec PointSpec, rateJobs i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, created, err := c.Submit(ctx, service.SubmitRequest{JobKey: fmt.Sprintf("%s%d", prefix, i), JobType: jobtypes.Noop})
+			_, created, err := c.Submit(ctx, apitype.SubmitRequest{JobKey: fmt.Sprintf("%s%d", prefix, i), JobType: jobtypes.Noop})
 			took := time.Since(intended)
 			mu.Lock()
 			defer mu.Unlock()

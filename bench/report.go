@@ -333,7 +333,7 @@ func WriteMarkdown(w io.Writer, res *Result) {
 	}
 }
 
-// WriteTargets renders the targets table (also pasted into the README).
+// WriteTargets renders the targets table (also pasted into docs/bench.md).
 func WriteTargets(w io.Writer, res *Result) {
 	fmt.Fprintf(w, "## Targets\n\n| target | goal | measured | met |\n|---|---|--:|---|\n")
 	for _, t := range res.Targets {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobq/jobq/chaos/checker"
 	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/store"
 )
 
@@ -59,9 +60,10 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 		defer local.Stop()
 		cl.local = local
 		cl.server = &dbprovider.Server{Kind: dbprovider.KindLocal, DSN: local.DSN(), Local: local,
-			Description: fmt.Sprintf("throwaway local %s on 127.0.0.1:%d", filepath.Base(local.Binary), local.Port)}
+			Description: fmt.Sprintf("throwaway local %s on 127.0.0.1:%d (the run's own: db-restart kills it; --dsn and JOBQ_DSN are not used)", filepath.Base(local.Binary), local.Port)}
+		fmt.Fprintf(os.Stderr, "database provider: %s\n", cl.server.Description)
 	} else {
-		srv, err := dbprovider.Provide(ctx, dbprovider.Options{Log: nopWriter{}})
+		srv, err := dbprovider.Provide(ctx, dbprovider.Options{DSN: cfg.DSN})
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +76,7 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	}
 	cl.dsn = dsn
 	if cfg.Keep {
-		log.Info("database kept", "dsn", store.RedactDSN(dsn))
+		log.Info("database kept", "dsn", redact.DSN(dsn))
 	} else {
 		defer func() {
 			if err := drop(); err != nil {

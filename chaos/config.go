@@ -134,6 +134,9 @@ type Config struct {
 	// DrainTimeout bounds the wait, after Duration, for every acknowledged
 	// job to be terminal. Defaults to 60s.
 	DrainTimeout time.Duration
+	// DSN is a server-level DSN (the --dsn flag); empty lets dbprovider
+	// choose (JOBQ_DSN, Docker, a local server). Ignored with OwnDB.
+	DSN string
 	// OwnDB starts a throwaway mariadbd for the run (implied by db-restart).
 	OwnDB bool
 	// Keep keeps the run's database (its DSN is printed).

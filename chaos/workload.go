@@ -11,10 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/chaos/checker"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/jobtypes"
-	"github.com/jobq/jobq/service"
 )
 
 // submitTimeout bounds one HTTP submit; a paused or partitioned replica
@@ -33,11 +33,11 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 	cfg := cl.cfg
 	rt, _ := ParseRuntime(cfg.Runtime)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x776f726b))
-	reqs := make([]service.SubmitRequest, cfg.Jobs)
+	reqs := make([]apitype.SubmitRequest, cfg.Jobs)
 	poisoned := 0
 	for i := range reqs {
 		ms := rt.Sample(rng).Milliseconds()
-		req := service.SubmitRequest{JobKey: fmt.Sprintf("chaos-%s-%06d", runID, i), JobType: "effect", MaxRetry: &cfg.MaxRetry}
+		req := apitype.SubmitRequest{JobKey: fmt.Sprintf("chaos-%s-%06d", runID, i), JobType: "effect", MaxRetry: &cfg.MaxRetry}
 		if cfg.PoisonJobs > 0 && i%(cfg.Jobs/cfg.PoisonJobs) == cfg.Jobs/cfg.PoisonJobs/2 && poisoned < cfg.PoisonJobs {
 			poisoned++
 			req.JobType, req.Params = jobtypes.Poison, json.RawMessage(`{}`)
@@ -80,7 +80,7 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 	return log
 }
 
-func (cl *cluster) submit(ctx context.Context, hc *http.Client, i int, req service.SubmitRequest, due time.Time, toDB func(time.Time) time.Time) checker.Submit {
+func (cl *cluster) submit(ctx context.Context, hc *http.Client, i int, req apitype.SubmitRequest, due time.Time, toDB func(time.Time) time.Time) checker.Submit {
 	s := checker.Submit{Key: req.JobKey, Type: req.JobType, SentAt: toDB(due)}
 	deadline := time.Now().Add(submitDeadline)
 	for try := 0; ; try++ {

@@ -14,9 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/httpapi"
-	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/apitype"
 )
 
 // Client talks to one replica's API.
@@ -34,7 +32,7 @@ func New(baseURL string) *Client {
 // APIError is a non-2xx answer.
 type APIError struct {
 	Status int
-	Detail httpapi.ErrorDetail
+	Detail apitype.ErrorDetail
 }
 
 func (e *APIError) Error() string {
@@ -70,7 +68,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 		return resp.StatusCode, err
 	}
 	if resp.StatusCode >= 300 {
-		var eb httpapi.ErrorBody
+		var eb apitype.ErrorBody
 		_ = json.Unmarshal(data, &eb)
 		if eb.Error.Message == "" {
 			eb.Error.Message = strings.TrimSpace(string(data))
@@ -87,19 +85,19 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 
 // Submit creates a job; created is false when job_key already named the
 // same request.
-func (c *Client) Submit(ctx context.Context, req service.SubmitRequest) (job jobq.Job, created bool, err error) {
+func (c *Client) Submit(ctx context.Context, req apitype.SubmitRequest) (job apitype.Job, created bool, err error) {
 	status, err := c.do(ctx, http.MethodPost, "/v1/jobs", req, &job)
 	return job, status == http.StatusCreated, err
 }
 
 // Get returns one job.
-func (c *Client) Get(ctx context.Context, id uint64) (job jobq.Job, err error) {
+func (c *Client) Get(ctx context.Context, id uint64) (job apitype.Job, err error) {
 	_, err = c.do(ctx, http.MethodGet, "/v1/jobs/"+strconv.FormatUint(id, 10), nil, &job)
 	return job, err
 }
 
 // List returns one page of jobs.
-func (c *Client) List(ctx context.Context, status, jobType string, limit int, cursor string) (page service.ListPage, err error) {
+func (c *Client) List(ctx context.Context, status, jobType string, limit int, cursor string) (page apitype.ListPage, err error) {
 	q := url.Values{}
 	if status != "" {
 		q.Set("status", status)
@@ -122,21 +120,21 @@ func (c *Client) List(ctx context.Context, status, jobType string, limit int, cu
 }
 
 // Cancel cancels a job.
-func (c *Client) Cancel(ctx context.Context, id uint64) (job jobq.Job, err error) {
+func (c *Client) Cancel(ctx context.Context, id uint64) (job apitype.Job, err error) {
 	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/cancel", nil, &job)
 	return job, err
 }
 
 // Retry re-queues a FAILED or CANCELED job.
-func (c *Client) Retry(ctx context.Context, id uint64) (job jobq.Job, err error) {
+func (c *Client) Retry(ctx context.Context, id uint64) (job apitype.Job, err error) {
 	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/retry", nil, &job)
 	return job, err
 }
 
 // Executions lists a job's attempts.
-func (c *Client) Executions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
+func (c *Client) Executions(ctx context.Context, id uint64) ([]apitype.Execution, error) {
 	var out struct {
-		Executions []jobq.Execution `json:"executions"`
+		Executions []apitype.Execution `json:"executions"`
 	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/executions", nil, &out)
 	return out.Executions, err

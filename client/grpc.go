@@ -8,14 +8,12 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
-	"github.com/jobq/jobq/grpcapi"
-	"github.com/jobq/jobq/service"
 )
 
-// GRPCClient talks to one replica's JobService (api/jobq/v1/jobq.proto)
+// GRPCClient talks to one replica's JobService and OpsService (api/jobq/v1)
 // over the gRPC protocol: HTTP/2 without TLS (h2c, prior knowledge) for
 // http:// base URLs, HTTP/2 over TLS for https://. Its methods match
 // Client's; errors are *connect.Error (use connect.CodeOf: InvalidArgument,
@@ -27,6 +25,7 @@ type GRPCClient struct {
 	// Token, if set, is sent as "Authorization: Bearer <token>".
 	Token string
 	rpc   jobqv1connect.JobServiceClient
+	ops   jobqv1connect.OpsServiceClient
 	tr    *http.Transport
 }
 
@@ -44,6 +43,8 @@ func NewGRPC(baseURL string) *GRPCClient {
 		}
 	})
 	c.rpc = jobqv1connect.NewJobServiceClient(&http.Client{Transport: c.tr}, strings.TrimRight(baseURL, "/"),
+		connect.WithGRPC(), connect.WithInterceptors(auth))
+	c.ops = jobqv1connect.NewOpsServiceClient(&http.Client{Transport: c.tr}, strings.TrimRight(baseURL, "/"),
 		connect.WithGRPC(), connect.WithInterceptors(auth))
 	return c
 }
@@ -67,29 +68,29 @@ func (c *GRPCClient) ctx(ctx context.Context) (context.Context, context.CancelFu
 // Submit creates a job; created is false when job_key already named the
 // same request. Integer fields beyond int32 are clamped (and then refused
 // by the server as out of range).
-func (c *GRPCClient) Submit(ctx context.Context, req service.SubmitRequest) (jobq.Job, bool, error) {
+func (c *GRPCClient) Submit(ctx context.Context, req apitype.SubmitRequest) (apitype.Job, bool, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	res, err := c.rpc.SubmitJob(ctx, connect.NewRequest(grpcapi.SubmitRequestToProto(req)))
+	res, err := c.rpc.SubmitJob(ctx, connect.NewRequest(submitRequestToProto(req)))
 	if err != nil {
-		return jobq.Job{}, false, err
+		return apitype.Job{}, false, err
 	}
-	return grpcapi.JobFromProto(res.Msg.GetJob()), res.Msg.GetCreated(), nil
+	return jobFromProto(res.Msg.GetJob()), res.Msg.GetCreated(), nil
 }
 
 // Get returns one job.
-func (c *GRPCClient) Get(ctx context.Context, id uint64) (jobq.Job, error) {
+func (c *GRPCClient) Get(ctx context.Context, id uint64) (apitype.Job, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.rpc.GetJob(ctx, connect.NewRequest(&jobqv1.GetJobRequest{Id: id}))
 	if err != nil {
-		return jobq.Job{}, err
+		return apitype.Job{}, err
 	}
-	return grpcapi.JobFromProto(res.Msg.GetJob()), nil
+	return jobFromProto(res.Msg.GetJob()), nil
 }
 
 // List returns one page of jobs; limit 0 means the server's default (50).
-func (c *GRPCClient) List(ctx context.Context, status, jobType string, limit int, cursor string) (service.ListPage, error) {
+func (c *GRPCClient) List(ctx context.Context, status, jobType string, limit int, cursor string) (apitype.ListPage, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	req := &jobqv1.ListJobsRequest{Status: status, JobType: jobType, Cursor: cursor}
@@ -99,48 +100,48 @@ func (c *GRPCClient) List(ctx context.Context, status, jobType string, limit int
 	}
 	res, err := c.rpc.ListJobs(ctx, connect.NewRequest(req))
 	if err != nil {
-		return service.ListPage{}, err
+		return apitype.ListPage{}, err
 	}
-	page := service.ListPage{Jobs: make([]jobq.Job, 0, len(res.Msg.GetJobs())), NextCursor: res.Msg.GetNextCursor()}
+	page := apitype.ListPage{Jobs: make([]apitype.Job, 0, len(res.Msg.GetJobs())), NextCursor: res.Msg.GetNextCursor()}
 	for _, j := range res.Msg.GetJobs() {
-		page.Jobs = append(page.Jobs, grpcapi.JobFromProto(j))
+		page.Jobs = append(page.Jobs, jobFromProto(j))
 	}
 	return page, nil
 }
 
 // Cancel cancels a job.
-func (c *GRPCClient) Cancel(ctx context.Context, id uint64) (jobq.Job, error) {
+func (c *GRPCClient) Cancel(ctx context.Context, id uint64) (apitype.Job, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.rpc.CancelJob(ctx, connect.NewRequest(&jobqv1.CancelJobRequest{Id: id}))
 	if err != nil {
-		return jobq.Job{}, err
+		return apitype.Job{}, err
 	}
-	return grpcapi.JobFromProto(res.Msg.GetJob()), nil
+	return jobFromProto(res.Msg.GetJob()), nil
 }
 
 // Retry re-queues a FAILED or CANCELED job.
-func (c *GRPCClient) Retry(ctx context.Context, id uint64) (jobq.Job, error) {
+func (c *GRPCClient) Retry(ctx context.Context, id uint64) (apitype.Job, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.rpc.RetryJob(ctx, connect.NewRequest(&jobqv1.RetryJobRequest{Id: id}))
 	if err != nil {
-		return jobq.Job{}, err
+		return apitype.Job{}, err
 	}
-	return grpcapi.JobFromProto(res.Msg.GetJob()), nil
+	return jobFromProto(res.Msg.GetJob()), nil
 }
 
 // Executions lists a job's attempts, oldest first.
-func (c *GRPCClient) Executions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
+func (c *GRPCClient) Executions(ctx context.Context, id uint64) ([]apitype.Execution, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.rpc.ListExecutions(ctx, connect.NewRequest(&jobqv1.ListExecutionsRequest{Id: id}))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]jobq.Execution, 0, len(res.Msg.GetExecutions()))
+	out := make([]apitype.Execution, 0, len(res.Msg.GetExecutions()))
 	for _, e := range res.Msg.GetExecutions() {
-		out = append(out, grpcapi.ExecutionFromProto(e))
+		out = append(out, executionFromProto(e))
 	}
 	return out, nil
 }
@@ -148,7 +149,7 @@ func (c *GRPCClient) Executions(ctx context.Context, id uint64) ([]jobq.Executio
 // Watch calls fn with the job now and after each state change until the job
 // is terminal (nil error), ctx ends, fn returns an error, or the server
 // ends the stream (e.g. Unavailable when it shuts down).
-func (c *GRPCClient) Watch(ctx context.Context, id uint64, fn func(jobq.Job) error) error {
+func (c *GRPCClient) Watch(ctx context.Context, id uint64, fn func(apitype.Job) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req := connect.NewRequest(&jobqv1.WatchJobRequest{Id: id})
@@ -159,7 +160,7 @@ func (c *GRPCClient) Watch(ctx context.Context, id uint64, fn func(jobq.Job) err
 	}
 	defer st.Close()
 	for st.Receive() {
-		if err := fn(grpcapi.JobFromProto(st.Msg().GetJob())); err != nil {
+		if err := fn(jobFromProto(st.Msg().GetJob())); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"net/url"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/apitype"
 )
 
 // SetPaused pauses (paused=true) or resumes a job type.
@@ -21,7 +21,7 @@ func (c *Client) SetPaused(ctx context.Context, jobType string, paused bool) (tc
 
 // SetLimit sets a job type's cluster-wide limit of RUNNING jobs (0 removes it).
 func (c *Client) SetLimit(ctx context.Context, jobType string, maxRunning int) (tc jobq.TypeControl, err error) {
-	_, err = c.do(ctx, http.MethodPut, "/v1/types/"+url.PathEscape(jobType)+"/limit", service.LimitRequest{MaxRunning: &maxRunning}, &tc)
+	_, err = c.do(ctx, http.MethodPut, "/v1/types/"+url.PathEscape(jobType)+"/limit", apitype.LimitRequest{MaxRunning: &maxRunning}, &tc)
 	return tc, err
 }
 
@@ -35,7 +35,7 @@ func (c *Client) Types(ctx context.Context) ([]jobq.TypeControl, error) {
 }
 
 // PutPeriodic creates or replaces a schedule; created is true for a new one.
-func (c *Client) PutPeriodic(ctx context.Context, req service.PeriodicRequest) (p jobq.Periodic, created bool, err error) {
+func (c *Client) PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (p jobq.Periodic, created bool, err error) {
 	status, err := c.do(ctx, http.MethodPost, "/v1/periodic", req, &p)
 	return p, status == http.StatusCreated, err
 }
@@ -56,14 +56,14 @@ func (c *Client) DeletePeriodic(ctx context.Context, name string) error {
 }
 
 // RetryBulk re-queues every FAILED or CANCELED job (of one type, if set).
-func (c *Client) RetryBulk(ctx context.Context, req service.RetryBulkRequest) (res service.RetryBulkResult, err error) {
+func (c *Client) RetryBulk(ctx context.Context, req apitype.RetryBulkRequest) (res apitype.RetryBulkResult, err error) {
 	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/retry", req, &res)
 	return res, err
 }
 
 // Purge deletes terminal jobs finished more than olderThan ("7d", "36h") ago.
 func (c *Client) Purge(ctx context.Context, olderThan string) (res jobq.PurgeResult, err error) {
-	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/purge", service.PurgeRequest{OlderThan: olderThan}, &res)
+	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/purge", apitype.PurgeRequest{OlderThan: olderThan}, &res)
 	return res, err
 }
 

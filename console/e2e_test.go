@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/internal/replica"
 	"github.com/jobq/jobq/internal/testdb"
-	"github.com/jobq/jobq/service"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -193,7 +193,7 @@ func shotsDir(t *testing.T) string {
 
 // waitJob polls the API until job id is in state want (bounded; the test
 // waits on the job's state, it never asserts how long that took).
-func waitJob(t *testing.T, c *client.Client, id uint64, want jobq.JobState) jobq.Job {
+func waitJob(t *testing.T, c *client.Client, id uint64, want jobq.JobState) apitype.Job {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
@@ -212,9 +212,9 @@ func waitJob(t *testing.T, c *client.Client, id uint64, want jobq.JobState) jobq
 	}
 }
 
-func submit(t *testing.T, c *client.Client, key, jobType, params string, maxRetry int, runAt string) jobq.Job {
+func submit(t *testing.T, c *client.Client, key, jobType, params string, maxRetry int, runAt string) apitype.Job {
 	t.Helper()
-	req := service.SubmitRequest{JobKey: key, JobType: jobType, MaxRetry: &maxRetry}
+	req := apitype.SubmitRequest{JobKey: key, JobType: jobType, MaxRetry: &maxRetry}
 	if params != "" {
 		req.Params = json.RawMessage(params)
 	}
@@ -299,7 +299,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Jobs submitted through the API appear.
 	flaky := submit(t, api, "e2e-flaky", "flaky", `{"failures":2,"ms":20}`, 3, "")
 	failing := submit(t, api, "e2e-failing", "flaky", `{"failures":50}`, 1, "")
-	waiting := submit(t, api, "e2e-waiting", "noop", "", 3, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	later := submit(t, api, "e2e-later", "noop", "", 3, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	var oks []uint64
 	for i := range 3 {
 		oks = append(oks, submit(t, api, "e2e-ok-"+strconv.Itoa(i), "noop", "", 3, "").ID)
@@ -395,17 +395,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("retried job ended with attempt %d, want 4 (two more attempts)", j.Attempt)
 	}
 
-	// Cancel a waiting job from the page: the API reports CANCELED.
-	b.gotoURL(fmt.Sprintf("%s/ui/jobs/%d", base, waiting.ID))
-	if n := b.click("#cancel", "#answer"); n.Status != http.StatusOK {
-		t.Fatalf("cancel: status %d", n.Status)
-	}
-	if got := b.text("#answer"); got != fmt.Sprintf("cancel: job %d is now CANCELED", waiting.ID) {
-		t.Fatalf("cancel answer %q", got)
-	}
-	if j, err := api.Get(context.Background(), waiting.ID); err != nil || j.Status != jobq.StateCanceled {
-		t.Fatalf("after cancel the API reports %s (%v), want CANCELED", j.Status, err)
-	}
+	// Cancel a job due in an hour from the page: the API reports CANCELED.
+	cancelFromPage(t, b, api, base, later.ID)
 	b.shot(shots, "07-cancel")
 	if n := b.gotoURL(base + "/ui/jobs/987654321"); n.Status != http.StatusNotFound || b.text("#answer") != "404 Not Found · not_found job 987654321 not found" {
 		t.Fatalf("missing job: %d %q", n.Status, b.text("#answer"))
@@ -419,12 +410,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	b.shot(shots, "08-types-paused")
 	paused := submit(t, api, "e2e-paused", "sleep", `{"ms":1}`, 3, "")
+	waiting := submit(t, api, "e2e-waiting", "sleep", `{"ms":1}`, 3, "")
 	after := submit(t, api, "e2e-after-pause", "noop", "", 3, "")
-	// A scan that claimed the later noop job saw the paused job due before it.
+	// A scan that claimed the later noop job saw the paused jobs due before it.
 	waitJob(t, api, after.ID, jobq.StateSuccess)
-	if j, _ := api.Get(context.Background(), paused.ID); j.Status != jobq.StateWaiting || j.Attempt != 0 {
-		t.Fatalf("job of a paused type: %s attempt %d, want WAITING attempt 0", j.Status, j.Attempt)
+	for _, id := range []uint64{paused.ID, waiting.ID} {
+		if j, _ := api.Get(context.Background(), id); j.Status != jobq.StateWaiting || j.Attempt != 0 {
+			t.Fatalf("job %d of a paused type: %s attempt %d, want WAITING attempt 0", id, j.Status, j.Attempt)
+		}
 	}
+	// Cancel a WAITING job from the page: the API reports CANCELED.
+	cancelFromPage(t, b, api, base, waiting.ID)
+	b.gotoURL(base + "/ui/types")
 	b.click(`tr[data-type="sleep"] button.resume`, "#answer")
 	waitJob(t, api, paused.ID, jobq.StateSuccess)
 	b.fill(`tr[data-type="noop"] input[name=max_running]`, "200000")
@@ -486,12 +483,28 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	b.shot(shots, "10-overview")
-	submit(t, api, "e2e-live", "noop", "", 3, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
-	b.waitText("#count-WAITING", strconv.FormatInt(stats["WAITING"]+1, 10))
+	live := submit(t, api, "e2e-live", "noop", "", 3, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	b.waitText("#count-"+string(live.Status), strconv.FormatInt(stats[string(live.Status)]+1, 10))
 	var jsErrors []string
 	b.do(&jsErrors, map[string]any{"op": "errors"})
 	if len(jsErrors) > 0 {
 		t.Fatalf("page script errors: %v", jsErrors)
+	}
+}
+
+// cancelFromPage presses Cancel on job id's page and checks the answer and
+// that the API then reports the job CANCELED.
+func cancelFromPage(t *testing.T, b *browser, api *client.Client, base string, id uint64) {
+	t.Helper()
+	b.gotoURL(fmt.Sprintf("%s/ui/jobs/%d", base, id))
+	if n := b.click("#cancel", "#answer"); n.Status != http.StatusOK {
+		t.Fatalf("cancel job %d: status %d", id, n.Status)
+	}
+	if got := b.text("#answer"); got != fmt.Sprintf("cancel: job %d is now CANCELED", id) {
+		t.Fatalf("cancel answer %q", got)
+	}
+	if j, err := api.Get(context.Background(), id); err != nil || j.Status != jobq.StateCanceled {
+		t.Fatalf("after cancel the API reports job %d %s (%v), want CANCELED", id, j.Status, err)
 	}
 }
 

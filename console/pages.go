@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/cronplan"
 	"github.com/jobq/jobq/httpapi"
-	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
 )
 
@@ -197,17 +198,17 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 	if lim == "" {
 		lim = strconv.Itoa(PageSizeDefault)
 	}
-	res, err := c.opts.Service.List(r.Context(), service.ListRequest{Status: d.Status, JobType: d.JobType,
+	jobs, next, err := c.opts.Service.List(r.Context(), service.ListRequest{Status: d.Status, JobType: d.JobType,
 		KeyPrefix: d.KeyPrefix, Limit: lim, Cursor: d.Cursor})
 	if err != nil {
 		p.Answer = c.errAnswer(err, "")
 		c.render(w, r, p.Answer.Status, "jobs", p)
 		return
 	}
-	for _, j := range res.Jobs {
+	for _, j := range jobs {
 		d.Jobs = append(d.Jobs, jobRow{Job: j, Age: fmtDuration(d.Now.Sub(j.CreateTime)), MaxAttempts: j.MaxRetry + 1})
 	}
-	d.Next = res.NextCursor
+	d.Next = next
 	c.render(w, r, http.StatusOK, "jobs", p)
 }
 
@@ -253,7 +254,7 @@ func (c *Console) renderJob(w http.ResponseWriter, r *http.Request, id uint64, a
 		ans = c.errAnswer(err, notFound)
 	}
 	d := &jobData{Job: job, Params: prettyJSON(job.Params),
-		CanCancel: job.Status == jobq.StateWaiting || job.Status == jobq.StateRunning,
+		CanCancel: !job.Status.Terminal(),
 		CanRetry:  job.Status == jobq.StateFailed || job.Status == jobq.StateCanceled}
 	for _, e := range ex {
 		row := execRow{Execution: e}
@@ -432,7 +433,7 @@ func (c *Console) typePause(paused bool) http.HandlerFunc {
 
 func (c *Console) typeLimit(w http.ResponseWriter, r *http.Request) {
 	jt := r.PathValue("job_type")
-	var req service.LimitRequest
+	var req apitype.LimitRequest
 	var err error
 	if v := strings.TrimSpace(r.PostFormValue("max_running")); v != "" {
 		n, perr := strconv.Atoi(v)
@@ -474,8 +475,8 @@ func formOf(r *http.Request) periodicForm {
 
 // request turns the form into the API's request; a non-integer number is a
 // ValidationError naming its field.
-func (f periodicForm) request() (service.PeriodicRequest, error) {
-	req := service.PeriodicRequest{Name: f.Name, Cron: f.Cron, JobType: f.JobType, Misfire: f.Misfire}
+func (f periodicForm) request() (apitype.PeriodicRequest, error) {
+	req := apitype.PeriodicRequest{Name: f.Name, Cron: f.Cron, JobType: f.JobType, Misfire: f.Misfire}
 	if f.Params != "" {
 		req.Params = json.RawMessage(f.Params)
 		if !json.Valid(req.Params) {
@@ -513,7 +514,7 @@ func (c *Console) periodicAdd(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.PostFormValue("confirm") != "yes" {
 		conf := &confirmData{Name: f.Name, Form: f}
-		if sched, perr := scheduler.ParseCron(f.Cron); perr == nil {
+		if sched, perr := cronplan.Parse(f.Cron); perr == nil {
 			t := time.Now().UTC()
 			for range 3 {
 				t = sched.Next(t)

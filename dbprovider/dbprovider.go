@@ -23,10 +23,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/testcontainers/testcontainers-go"
 	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
-
-	"github.com/jobq/jobq/store"
 )
 
 // Kinds of provider.
@@ -55,8 +54,14 @@ func (s *Server) Close() error {
 	return s.close()
 }
 
+// FallbackHelp says, for --dsn flags' help, how a server is chosen.
+const FallbackHelp = "Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld (temp datadir, free port)."
+
 // Options tune Provide.
 type Options struct {
+	// DSN, if set, is used before JOBQ_DSN (a --dsn flag): a server-level
+	// DSN such as root@tcp(127.0.0.1:3306)/; a database name in it is ignored.
+	DSN string
 	// SkipEnv ignores JOBQ_DSN (the chaos harness needs a server it can kill).
 	SkipEnv bool
 	// SkipDocker ignores the Docker engine.
@@ -68,19 +73,24 @@ type Options struct {
 // ErrNoServer is returned when no provider works.
 var ErrNoServer = errors.New("no MySQL-compatible server: set JOBQ_DSN (e.g. root@tcp(127.0.0.1:3306)/), run a Docker engine, or install one (Debian/Ubuntu: apt-get install mariadb-server)")
 
-// Provide returns a server from the first provider that works.
+// Provide returns a server from the first provider that works: opts.DSN,
+// JOBQ_DSN, Docker, a local server binary.
 func Provide(ctx context.Context, opts Options) (*Server, error) {
 	logw := opts.Log
 	if logw == nil {
 		logw = os.Stderr
 	}
-	if dsn := os.Getenv("JOBQ_DSN"); dsn != "" && !opts.SkipEnv {
+	source, dsn := "--dsn", opts.DSN
+	if dsn == "" && !opts.SkipEnv {
+		source, dsn = "JOBQ_DSN", os.Getenv("JOBQ_DSN")
+	}
+	if dsn != "" {
 		cfg, err := mysql.ParseDSN(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("JOBQ_DSN: %w", err)
+			return nil, fmt.Errorf("%s: %w", source, err)
 		}
 		cfg.DBName = ""
-		s := &Server{Kind: KindEnv, DSN: cfg.FormatDSN(), Description: "JOBQ_DSN " + store.RedactDSN(dsn)}
+		s := &Server{Kind: KindEnv, DSN: cfg.FormatDSN(), Description: source + " " + redact.DSN(dsn)}
 		fmt.Fprintf(logw, "database provider: %s\n", s.Description)
 		return s, nil
 	}

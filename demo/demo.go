@@ -1,7 +1,9 @@
 // Package demo is `jobq demo` / `make demo`: provider → migrate → N
 // `jobq serve` processes → 1,000 mixed jobs over HTTP → SIGKILL one replica
-// mid-job → wait until every job is terminal → summary. It fails when any
-// acknowledged job is lost or left non-terminal.
+// mid-job → wait until every job is terminal → summary and one verdict
+// line. It narrates each step on stderr as it happens and fails when any
+// acknowledged job is lost or left non-terminal, or a transactional effect
+// is duplicated.
 package demo
 
 import (
@@ -21,12 +23,14 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/replica"
-	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
 )
 
@@ -36,9 +40,70 @@ type Options struct {
 	Replicas int  // jobq serve processes. Defaults to 3.
 	Kill     bool // SIGKILL one replica while it runs jobs
 	Keep     bool // keep the database
+	// NoProgress turns the progress bars off; they are drawn only when
+	// stderr is a terminal anyway.
+	NoProgress bool
+	// DSN is a server-level DSN (the --dsn flag); empty lets dbprovider
+	// choose (JOBQ_DSN, Docker, a local server).
+	DSN string
 	// Binary is the jobq executable to start. Defaults to this process's.
 	Binary string
 	Out    io.Writer // summary; defaults to stdout
+}
+
+// Replica settings of the demo: short enough that a killed replica's jobs
+// are rescued within seconds.
+const (
+	demoLease          = 4 * time.Second
+	demoRescueInterval = time.Second
+)
+
+// bar is a progress bar on stderr, or nothing when stderr is not a terminal
+// (no \r frames in logs) or with --no-progress.
+type bar struct{ pb *progressbar.ProgressBar }
+
+func newBar(on bool, total int, desc string, its bool) *bar {
+	if !on {
+		return &bar{}
+	}
+	o := []progressbar.Option{progressbar.OptionSetDescription(desc), progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionShowCount(), progressbar.OptionThrottle(250 * time.Millisecond), progressbar.OptionClearOnFinish()}
+	if its {
+		o = append(o, progressbar.OptionShowIts())
+	}
+	return &bar{pb: progressbar.NewOptions(total, o...)}
+}
+
+func (b *bar) add(n int) {
+	if b.pb != nil {
+		_ = b.pb.Add(n)
+	}
+}
+
+func (b *bar) set(n int) {
+	if b.pb != nil {
+		_ = b.pb.Set(n)
+	}
+}
+
+func (b *bar) describe(s string) {
+	if b.pb != nil {
+		b.pb.Describe(s)
+	}
+}
+
+func (b *bar) finish() {
+	if b.pb != nil {
+		_ = b.pb.Finish()
+	}
+}
+
+// say prints one narration line on stderr, clearing the bar first.
+func (b *bar) say(format string, args ...any) {
+	if b != nil && b.pb != nil {
+		_ = b.pb.Clear()
+	}
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
 }
 
 // Replica is one `jobq serve` child process (see internal/replica).
@@ -52,8 +117,8 @@ func StartReplica(ctx context.Context, bin, dsn, name, logDir string, extra ...s
 
 // jobFor returns the i-th demo job: 40% noop, 40% sleep 100–1000 ms,
 // 10% flaky (fails its first attempt), 10% effect.
-func jobFor(run string, i int) service.SubmitRequest {
-	req := service.SubmitRequest{JobKey: fmt.Sprintf("demo-%s-%05d", run, i)}
+func jobFor(run string, i int) apitype.SubmitRequest {
+	req := apitype.SubmitRequest{JobKey: fmt.Sprintf("demo-%s-%05d", run, i)}
 	switch i % 10 {
 	case 0, 1, 2, 3:
 		req.JobType = "noop"
@@ -88,7 +153,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Kill && opts.Replicas < 2 {
 		return errors.New("--replicas: the kill needs at least 2 replicas")
 	}
-	srv, err := dbprovider.Provide(ctx, dbprovider.Options{})
+	srv, err := dbprovider.Provide(ctx, dbprovider.Options{DSN: opts.DSN})
 	if err != nil {
 		return err
 	}
@@ -98,7 +163,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	if opts.Keep {
-		fmt.Fprintf(os.Stderr, "demo database kept: %s\n", store.RedactDSN(dsn))
+		fmt.Fprintf(os.Stderr, "demo database kept: %s\n", redact.DSN(dsn))
 	} else {
 		defer drop()
 	}
@@ -124,16 +189,30 @@ func Run(ctx context.Context, opts Options) error {
 	}()
 	for i := 1; i <= opts.Replicas; i++ {
 		r, err := StartReplica(ctx, opts.Binary, dsn, fmt.Sprintf("replica-%d", i), logDir,
-			"--lease", "4s", "--rescue-interval", "1s", "--retry-backoff", "200ms")
+			"--lease", demoLease.String(), "--rescue-interval", demoRescueInterval.String(), "--retry-backoff", "200ms")
 		if err != nil {
 			return err
 		}
 		replicas = append(replicas, r)
 	}
-	fmt.Fprintf(os.Stderr, "%d replicas ready (logs in %s)\n", len(replicas), logDir)
+	fmt.Fprintf(os.Stderr, "%d replicas ready (lease %s, rescue every %s; logs in %s)\n", len(replicas), demoLease, demoRescueInterval, logDir)
+	progress := !opts.NoProgress && term.IsTerminal(int(os.Stderr.Fd()))
+	flaky := 0
+	for i := range opts.Jobs {
+		if jobFor("", i).JobType == "flaky" {
+			flaky++
+		}
+	}
+	fmt.Fprintf(os.Stderr, "submitting %d jobs round-robin over HTTP: 40%% noop, 40%% sleep 0.1–1s, 10%% flaky (%d jobs that fail their first attempt by design), 10%% effect (one write outside and one inside the completing transaction)\n",
+		opts.Jobs, flaky)
+	if opts.Kill {
+		fmt.Fprintf(os.Stderr, "once 30%% are submitted, %s is SIGKILLed while it runs jobs\n", replicas[1].Name)
+	}
+	sub := newBar(progress, opts.Jobs, "submitting", true)
 
 	// Submit over HTTP, round-robin, with a kill watcher.
 	run := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
+	start := time.Now()
 	acked := make([]uint64, opts.Jobs)
 	var submitted atomic.Int64
 	var killed atomic.Value // *killInfo
@@ -150,7 +229,10 @@ func Run(ctx context.Context, opts Options) error {
 					if n > 0 {
 						victim.Signal(syscall.SIGKILL)
 						<-victim.Exited()
-						killed.Store(&killInfo{name: victim.Name, running: n, at: time.Now()})
+						ki := &killInfo{name: victim.Name, running: n, at: time.Now()}
+						killed.Store(ki)
+						sub.say(">> SIGKILL %s at +%s: it held %d RUNNING jobs. Their leases run out within %s; then a survivor's rescuer (every %s) puts them back to WAITING and they run again.",
+							victim.Name, ki.at.Sub(start).Round(10*time.Millisecond), n, demoLease, demoRescueInterval)
 						return
 					}
 				}
@@ -158,9 +240,6 @@ func Run(ctx context.Context, opts Options) error {
 			}
 		}()
 	}
-	bar := progressbar.NewOptions(opts.Jobs, progressbar.OptionSetDescription("submitting"), progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionThrottle(250*time.Millisecond), progressbar.OptionClearOnFinish())
-	start := time.Now()
 	var submitErr error
 	var errMu sync.Mutex
 	var wg sync.WaitGroup
@@ -182,7 +261,7 @@ func Run(ctx context.Context, opts Options) error {
 				var err error
 				// Round-robin; a submit to a dead replica is retried on the next one.
 				for try := 0; try < len(clients); try++ {
-					var job jobq.Job
+					var job apitype.Job
 					job, _, err = clients[(i+try)%len(clients)].Submit(ctx, req)
 					if err == nil {
 						acked[i] = job.ID
@@ -199,46 +278,66 @@ func Run(ctx context.Context, opts Options) error {
 					errMu.Unlock()
 				}
 				submitted.Add(1)
-				_ = bar.Add(1)
+				sub.add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	_ = bar.Finish()
+	sub.finish()
 	submitDur := time.Since(start)
 	if submitErr != nil {
 		return submitErr
 	}
 	fmt.Fprintf(os.Stderr, "submitted %d jobs in %s (%.0f/s)\n", opts.Jobs, submitDur.Round(time.Millisecond), float64(opts.Jobs)/submitDur.Seconds())
 
-	// Wait until every acknowledged job is terminal.
-	wbar := progressbar.NewOptions(opts.Jobs, progressbar.OptionSetDescription("finishing "), progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionShowCount(), progressbar.OptionThrottle(250*time.Millisecond), progressbar.OptionClearOnFinish())
+	// Wait until every acknowledged job is terminal, saying when the killed
+	// replica's jobs are rescued (the bar stalls until their leases expire).
+	fin := newBar(progress, opts.Jobs, "finishing ", false)
 	deadline := time.Now().Add(3 * time.Minute)
+	rescuedSaid := false
 	for {
 		var done int
 		if err := st.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM job_queue WHERE status IN ('SUCCESS','FAILED','CANCELED')").Scan(&done); err != nil {
 			return err
 		}
-		_ = wbar.Set(done)
+		fin.set(done)
+		if v := killed.Load(); v != nil && !rescuedSaid {
+			ki := v.(*killInfo)
+			var held int
+			if err := st.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM job_queue WHERE status='RUNNING' AND owner=?", ki.name).Scan(&held); err != nil {
+				return err
+			}
+			if held > 0 {
+				fin.describe(fmt.Sprintf("finishing (%d jobs wait for %s's leases to expire)", held, ki.name))
+			} else {
+				rescuedSaid = true
+				fin.describe("finishing ")
+				fin.say(">> %s's jobs rescued %s after the kill (lease %s + rescue interval %s at most); the survivors run them now.",
+					ki.name, time.Since(ki.at).Round(100*time.Millisecond), demoLease, demoRescueInterval)
+			}
+		}
 		if done >= opts.Jobs || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	_ = wbar.Finish()
+	fin.finish()
 	killWG.Wait()
 	var ki *killInfo
 	if v := killed.Load(); v != nil {
 		ki = v.(*killInfo)
 	}
+	if ki == nil && opts.Kill {
+		fmt.Fprintln(os.Stderr, "the kill never happened: no replica held a running job when it was due")
+	}
 	sum, err := Summarize(ctx, st.DB(), acked)
 	if err != nil {
 		return err
 	}
+	sum.Flaky = flaky
 	sum.Print(opts.Out, ki)
-	if sum.Lost > 0 || sum.NonTerminal > 0 {
-		return fmt.Errorf("demo failed: %d lost, %d non-terminal", sum.Lost, sum.NonTerminal)
+	if sum.Lost > 0 || sum.NonTerminal > 0 || sum.TxEffectDups > 0 {
+		return fmt.Errorf("demo failed: %d lost, %d stuck, %d duplicate transactional effects", sum.Lost, sum.NonTerminal, sum.TxEffectDups)
 	}
 	if opts.Kill && ki == nil {
 		return errors.New("demo failed: the kill never happened (no replica held a running job)")
@@ -270,6 +369,7 @@ type Summary struct {
 	PickupMax      time.Duration
 	JobsPerSec     float64
 	Span           time.Duration
+	Flaky          int // flaky jobs submitted (each fails its first attempt by design)
 }
 
 // OwnerCount is executions per replica.
@@ -368,35 +468,54 @@ func Summarize(ctx context.Context, db *sql.DB, acked []uint64) (*Summary, error
 	return s, nil
 }
 
-// Print writes the summary table.
+// Print writes the summary table, each figure with what it means, and the
+// verdict line.
 func (s *Summary) Print(w io.Writer, ki *killInfo) {
 	fmt.Fprintln(w, "\n=== jobq demo summary ===")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "jobs acknowledged\t%d\n", s.Jobs)
+	fmt.Fprintf(tw, "jobs acknowledged\t%d\t(the API answered 201 for each)\n", s.Jobs)
 	var sts []string
 	for k := range s.ByStatus {
 		sts = append(sts, k)
 	}
 	sort.Strings(sts)
 	for _, k := range sts {
-		fmt.Fprintf(tw, "  %s\t%d\n", k, s.ByStatus[k])
+		fmt.Fprintf(tw, "  %s\t%d\t\n", k, s.ByStatus[k])
 	}
-	fmt.Fprintf(tw, "lost\t%d\n", s.Lost)
-	fmt.Fprintf(tw, "non-terminal\t%d\n", s.NonTerminal)
+	fmt.Fprintf(tw, "lost\t%d\t(acknowledged, then missing from job_queue; must be 0)\n", s.Lost)
+	fmt.Fprintf(tw, "stuck\t%d\t(not SUCCESS, FAILED or CANCELED at the end; must be 0)\n", s.NonTerminal)
 	if ki != nil {
-		fmt.Fprintf(tw, "killed\t%s (SIGKILL; it held %d running jobs just before)\n", ki.name, ki.running)
+		fmt.Fprintf(tw, "killed\t%s\t(SIGKILL; it held %d RUNNING jobs just before)\n", ki.name, ki.running)
 	}
-	fmt.Fprintln(tw, "executions per replica\t")
+	fmt.Fprintln(tw, "executions per replica\t\t(attempts each replica ran)")
 	for _, o := range s.PerOwner {
-		fmt.Fprintf(tw, "  %s\t%d (%d succeeded)\n", o.Owner, o.Executions, o.Succeeded)
+		fmt.Fprintf(tw, "  %s\t%d\t(%d succeeded)\n", o.Owner, o.Executions, o.Succeeded)
 	}
-	fmt.Fprintf(tw, "retries (sum of retry_times)\t%d\n", s.Retries)
-	fmt.Fprintf(tw, "failed attempts\t%d\n", s.FailedAttempts)
-	fmt.Fprintf(tw, "rescued leases\t%d\n", s.Rescued)
-	fmt.Fprintf(tw, "stale completions refused\t%d\n", s.Stale)
-	fmt.Fprintf(tw, "duplicate transactional effects\t%d\n", s.TxEffectDups)
-	fmt.Fprintf(tw, "repeated non-transactional effects\t%d (at-least-once cost of interrupted runs)\n", s.NonTxEffectDup)
-	fmt.Fprintf(tw, "pickup latency p50 / p99 / max\t%s / %s / %s (submit → first start; includes queueing behind busy workers)\n", s.PickupP50.Round(time.Microsecond*10), s.PickupP99.Round(time.Microsecond*10), s.PickupMax.Round(time.Millisecond))
-	fmt.Fprintf(tw, "throughput\t%.0f jobs/s (%d jobs in %s, first submit to last finish)\n", s.JobsPerSec, s.Jobs, s.Span.Round(time.Millisecond))
+	fmt.Fprintf(tw, "failed attempts\t%d\t(%d flaky jobs fail their first attempt by design; a flaky attempt cut short by the kill is rescued instead)\n", s.FailedAttempts, s.Flaky)
+	fmt.Fprintf(tw, "rescued leases\t%d\t(runs whose replica died: re-queued by a survivor after the lease expired)\n", s.Rescued)
+	fmt.Fprintf(tw, "retries\t%d\t(sum of retry_times = failed attempts + rescued leases)\n", s.Retries)
+	fmt.Fprintf(tw, "stale completions refused\t%d\t(completions of runs that had lost their lease, refused by the attempt fence)\n", s.Stale)
+	fmt.Fprintf(tw, "duplicate transactional effects\t%d\t(effects committed with the fenced completion: exactly once; must be 0)\n", s.TxEffectDups)
+	fmt.Fprintf(tw, "repeated non-transactional effects\t%d\t(at-least-once cost: runs killed after their effect, before their completion)\n", s.NonTxEffectDup)
+	fmt.Fprintf(tw, "pickup latency p50 / p99 / max\t%s / %s / %s\t(submit → first start; mostly queueing behind busy workers)\n", s.PickupP50.Round(time.Millisecond), s.PickupP99.Round(time.Millisecond), s.PickupMax.Round(time.Millisecond))
+	fmt.Fprintf(tw, "throughput\t%.0f jobs/s\t(%d jobs in %s, first submit to last finish)\n", s.JobsPerSec, s.Jobs, s.Span.Round(time.Millisecond))
 	tw.Flush()
+	fmt.Fprintln(w, s.Verdict(ki))
+}
+
+// Verdict is the demo's one-line answer: "HA held: …" when no job was lost
+// or stuck and no transactional effect was duplicated, "HA BROKEN: …"
+// otherwise.
+func (s *Summary) Verdict(ki *killInfo) string {
+	head := "HA held"
+	if s.Lost > 0 || s.NonTerminal > 0 || s.TxEffectDups > 0 {
+		head = "HA BROKEN"
+	}
+	line := fmt.Sprintf("%s: %d lost, %d stuck, %d duplicate effects (transactional)", head, s.Lost, s.NonTerminal, s.TxEffectDups)
+	if ki != nil {
+		line += fmt.Sprintf("; %s SIGKILLed with %d jobs running, %d leases rescued", ki.name, ki.running, s.Rescued)
+	} else {
+		line += "; no replica was killed"
+	}
+	return line + fmt.Sprintf("; %d of %d jobs SUCCESS", s.ByStatus[string(jobq.StateSuccess)], s.Jobs)
 }

@@ -31,6 +31,7 @@ const (
 	CompleteTxBefore      = "JobCompleteTx.before"
 	RescueCandidatesAfter = "JobRescueCandidates.after" // the rescuer has read expired runs
 	RescueExpiredBefore   = "JobRescueExpired.before"
+	PromoteBefore         = "JobPromoteDue.before"
 )
 
 // Deadlock is an injected MySQL error 1213.
@@ -241,6 +242,24 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 	}
 	r, err := s.inner.JobRescueExpired(ctx, f)
 	return r, after(s, ctx, "JobRescueExpired.after", err)
+}
+
+// JobScheduledNext implements scheduler.Store.
+func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error) {
+	if err := s.at(ctx, "JobScheduledNext.before"); err != nil {
+		return jobq.ScheduledNext{}, err
+	}
+	r, err := s.inner.JobScheduledNext(ctx)
+	return r, after(s, ctx, "JobScheduledNext.after", err)
+}
+
+// JobPromoteDue implements scheduler.Store.
+func (s *Store) JobPromoteDue(ctx context.Context, limit int) (int, error) {
+	if err := s.at(ctx, PromoteBefore); err != nil {
+		return 0, err
+	}
+	n, err := s.inner.JobPromoteDue(ctx, limit)
+	return n, after(s, ctx, "JobPromoteDue.after", err)
 }
 
 var _ scheduler.Store = (*Store)(nil)

@@ -9,7 +9,9 @@
 //	service.ErrNotFound       → NotFound
 //	service.ErrKeyConflict    → AlreadyExists (SubmitJob: job_key reused with a different request)
 //	service.ErrInvalidState   → FailedPrecondition, google.rpc.PreconditionFailure detail (type "STATE")
-//	store.IsRetryable errors  → Unavailable (also: server shutting down)
+//	jobq.ErrUnavailable       → Unavailable (read-only, node not ready, lost
+//	                            connection, a conflict that outlived the
+//	                            service's retries; also: server shutting down)
 //	context ended             → Canceled / DeadlineExceeded
 //	anything else             → Internal (logged; the message says only "internal error")
 package grpcapi
@@ -36,7 +38,6 @@ import (
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // Defaults for Options.
@@ -64,6 +65,9 @@ type Options struct {
 	ReadyFunc func(ctx context.Context) error
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Ops, if set, is served as OpsService (api/jobq/v1/ops.proto) next to
+	// JobService. Nil leaves OpsService unmounted.
+	Ops *service.Ops
 }
 
 // Server implements jobqv1connect.JobServiceHandler on a service.Service.
@@ -91,7 +95,7 @@ func New(svc *service.Service, opts Options) *Server {
 	return &Server{svc: svc, opts: opts, log: opts.Logger.With("component", "grpcapi"), closing: make(chan struct{})}
 }
 
-// Register mounts JobService, grpc.health.v1.Health and server reflection
+// Register mounts JobService, OpsService (when Options.Ops is set), grpc.health.v1.Health and server reflection
 // (grpc.reflection.v1 and v1alpha) on mux under their gRPC paths
 // ("/jobq.v1.JobService/", …). Every protocol connect-go speaks is served:
 // gRPC and gRPC-Web (HTTP/1.1 or HTTP/2) and Connect; gRPC needs HTTP/2,
@@ -106,8 +110,14 @@ func (s *Server) Register(mux *http.ServeMux, gate func(http.Handler) http.Handl
 	opts := append(strictJSONCodecs(), connect.WithReadMaxBytes(int(s.opts.MaxRequestBytes)))
 	path, h := jobqv1connect.NewJobServiceHandler(s, opts...)
 	mux.Handle(path, gate(streamDeadlines(h)))
+	services := []string{jobqv1connect.JobServiceName, grpchealth.HealthV1ServiceName}
+	if s.opts.Ops != nil {
+		path, h = jobqv1connect.NewOpsServiceHandler(&OpsServer{s: s, ops: s.opts.Ops}, opts...)
+		mux.Handle(path, gate(h))
+		services = append(services, jobqv1connect.OpsServiceName)
+	}
 	mux.Handle(grpchealth.NewHandler(&healthChecker{s: s}))
-	reflector := grpcreflect.NewStaticReflector(jobqv1connect.JobServiceName, grpchealth.HealthV1ServiceName)
+	reflector := grpcreflect.NewStaticReflector(services...)
 	path, h = grpcreflect.NewHandlerV1(reflector)
 	mux.Handle(path, gate(h))
 	path, h = grpcreflect.NewHandlerV1Alpha(reflector)
@@ -181,12 +191,12 @@ func (s *Server) ListJobs(ctx context.Context, req *connect.Request[jobqv1.ListJ
 	if req.Msg.Limit != nil {
 		lr.Limit = strconv.Itoa(int(req.Msg.GetLimit()))
 	}
-	page, err := s.svc.List(ctx, lr)
+	jobs, next, err := s.svc.List(ctx, lr)
 	if err != nil {
 		return nil, s.fail(err)
 	}
-	out := &jobqv1.ListJobsResponse{Jobs: make([]*jobqv1.Job, 0, len(page.Jobs)), NextCursor: page.NextCursor}
-	for _, j := range page.Jobs {
+	out := &jobqv1.ListJobsResponse{Jobs: make([]*jobqv1.Job, 0, len(jobs)), NextCursor: next}
+	for _, j := range jobs {
 		out.Jobs = append(out.Jobs, JobToProto(j))
 	}
 	return connect.NewResponse(out), nil
@@ -345,7 +355,7 @@ func (s *Server) fail(err error) error {
 		}
 		return ce
 	case errors.Is(err, service.ErrNotFound):
-		return connect.NewError(connect.CodeNotFound, errors.New("job not found"))
+		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, service.ErrKeyConflict):
 		return connect.NewError(connect.CodeAlreadyExists, errors.New("job_key: already used with a different request"))
 	case errors.Is(err, service.ErrInvalidState):
@@ -354,8 +364,8 @@ func (s *Server) fail(err error) error {
 		return connect.NewError(connect.CodeCanceled, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
-	case store.IsRetryable(err):
-		s.log.Warn("database unavailable", "err", err)
+	case errors.Is(err, jobq.ErrUnavailable):
+		s.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
 		return connect.NewError(connect.CodeUnavailable, errors.New("database unavailable, retry later"))
 	default:
 		s.log.Error("internal error", "err", err)
@@ -370,7 +380,7 @@ func (s *Server) fail(err error) error {
 type healthChecker struct{ s *Server }
 
 func (h *healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
-	if req.Service != "" && req.Service != jobqv1connect.JobServiceName {
+	if req.Service != "" && req.Service != jobqv1connect.JobServiceName && (req.Service != jobqv1connect.OpsServiceName || h.s.opts.Ops == nil) {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %s", req.Service))
 	}
 	if h.s.shuttingDown() {

@@ -27,14 +27,13 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/client"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/service"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -684,12 +683,12 @@ func TestBearerTokenGatesGRPC(t *testing.T) {
 		t.Fatalf("client without token: %v, want Unauthenticated", err)
 	}
 	c.Token = token
-	job, created, err := c.Submit(ctx, service.SubmitRequest{JobKey: "cli", JobType: "sleep", Params: []byte(`{"ms":200}`)})
+	job, created, err := c.Submit(ctx, apitype.SubmitRequest{JobKey: "cli", JobType: "sleep", Params: []byte(`{"ms":200}`)})
 	if err != nil || !created || job.Status != "WAITING" || string(job.Params) != `{"ms":200}` {
 		t.Fatalf("client Submit = %+v, %v, %v", job, created, err)
 	}
 	var seen []string
-	if err := c.Watch(ctx, job.ID, func(j jobq.Job) error { seen = append(seen, string(j.Status)); return nil }); err != nil || seen[len(seen)-1] != "SUCCESS" {
+	if err := c.Watch(ctx, job.ID, func(j apitype.Job) error { seen = append(seen, string(j.Status)); return nil }); err != nil || seen[len(seen)-1] != "SUCCESS" {
 		t.Fatalf("client Watch = %v, %v; want to end at SUCCESS", seen, err)
 	}
 	page, err := c.List(ctx, "SUCCESS", "sleep", 10, "")

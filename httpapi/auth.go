@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/jobq/jobq/apitype"
 )
 
 // AuthTokensEnv is the environment variable holding bearer tokens,
@@ -122,7 +124,7 @@ func requireBearer(tokens []string, log *slog.Logger, next http.Handler) http.Ha
 		}
 		log.Warn("unauthenticated request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "token_given", ok)
 		w.Header().Set("WWW-Authenticate", challenge)
-		writeJSON(w, http.StatusUnauthorized, ErrorBody{ErrorDetail{Code: "unauthenticated", Field: "Authorization", Message: msg}})
+		writeJSON(w, http.StatusUnauthorized, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "unauthenticated", Field: "Authorization", Message: msg}})
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/service"
@@ -50,9 +51,9 @@ func jobRows(t testing.TB, st *store.Store) int {
 	return n
 }
 
-func decodeError(t testing.TB, rec *httptest.ResponseRecorder) httpapi.ErrorDetail {
+func decodeError(t testing.TB, rec *httptest.ResponseRecorder) apitype.ErrorDetail {
 	t.Helper()
-	var eb httpapi.ErrorBody
+	var eb apitype.ErrorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil {
 		t.Fatalf("error body is not JSON: %v: %q", err, rec.Body.String())
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/httpapi"
 )
 
@@ -35,7 +36,7 @@ func FuzzSubmitHandler(f *testing.F) {
 			return
 		case http.StatusOK:
 		case http.StatusBadRequest, http.StatusConflict, http.StatusRequestEntityTooLarge:
-			var eb httpapi.ErrorBody
+			var eb apitype.ErrorBody
 			if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil {
 				t.Fatalf("%d body is not a JSON error: %q", rec.Code, rec.Body.String())
 			}

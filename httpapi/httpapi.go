@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // MaxBodyBytesDefault is the default request body limit: 1 MiB
@@ -40,18 +40,6 @@ type Options struct {
 	// Ops, if set, serves the operations routes (/v1/types, /v1/periodic,
 	// /v1/jobs/retry, /v1/jobs/purge, /v1/stats; see ops.go).
 	Ops *service.Ops
-}
-
-// ErrorBody is the JSON shape of every error response.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail says what went wrong; Field is set for invalid input.
-type ErrorDetail struct {
-	Code    string `json:"code"` // invalid_argument, not_found, conflict, failed_precondition, too_large, unavailable, internal
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
 }
 
 // New returns the API handler.
@@ -94,7 +82,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{ErrorDetail{Code: "too_large", Field: "body",
+			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
 				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
 			return
 		}
@@ -109,7 +97,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	job, created, err := a.svc.Submit(r.Context(), req)
 	if err != nil {
 		if errors.Is(err, service.ErrKeyConflict) {
-			writeJSON(w, http.StatusConflict, ErrorBody{ErrorDetail{Code: "conflict", Field: "job_key",
+			writeJSON(w, http.StatusConflict, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "conflict", Field: "job_key",
 				Message: "job_key: already used by job " + itoa(int64(job.ID)) + " with a different request"}})
 			return
 		}
@@ -121,7 +109,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/jobs/"+itoa(int64(job.ID)))
 	}
-	writeJSON(w, status, job)
+	writeJSON(w, status, apitype.JobFrom(job))
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -142,12 +130,16 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	page, err := a.svc.List(r.Context(), service.ListRequest{
+	jobs, next, err := a.svc.List(r.Context(), service.ListRequest{
 		Status: q.Get("status"), JobType: q.Get("job_type"), KeyPrefix: q.Get("key_prefix"), Limit: q.Get("limit"), Cursor: q.Get("cursor"),
 	})
 	if err != nil {
 		a.fail(w, err)
 		return
+	}
+	page := apitype.ListPage{Jobs: make([]apitype.Job, len(jobs)), NextCursor: next}
+	for i, j := range jobs {
+		page.Jobs[i] = apitype.JobFrom(j)
 	}
 	writeJSON(w, http.StatusOK, page)
 }
@@ -159,6 +151,10 @@ func (a *api) withID(w http.ResponseWriter, r *http.Request, fn func(id uint64) 
 		return
 	}
 	out, err := fn(id)
+	if errors.Is(err, service.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Message: "job " + itoa(int64(id)) + " not found"}})
+		return
+	}
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -167,24 +163,29 @@ func (a *api) withID(w http.ResponseWriter, r *http.Request, fn func(id uint64) 
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
-	a.withID(w, r, func(id uint64) (any, error) { return a.svc.Get(r.Context(), id) })
+	a.withID(w, r, func(id uint64) (any, error) {
+		j, err := a.svc.Get(r.Context(), id)
+		return apitype.JobFrom(j), err
+	})
 }
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
-	a.withID(w, r, func(id uint64) (any, error) { return Cancel(r.Context(), a.svc, id) })
+	a.withID(w, r, func(id uint64) (any, error) {
+		j, err := Cancel(r.Context(), a.svc, id)
+		return apitype.JobFrom(j), err
+	})
 }
 
 // Cancel runs svc.Cancel and turns ErrInvalidState into an error naming the
-// job's current status (HTTP 409 through ErrorFor). The console calls it too.
+// job's current status and the rule (HTTP 409 through ErrorFor). The web
+// console calls it too, so both answer alike.
 func Cancel(ctx context.Context, svc *service.Service, id uint64) (jobq.Job, error) {
-	job, err := stateError(svc.Cancel(ctx, id))("cancel applies to WAITING or RUNNING jobs")
-	return job, err
+	return stateError(svc.Cancel(ctx, id))("cancel applies to WAITING or RUNNING jobs")
 }
 
 // Retry runs svc.Retry like Cancel.
 func Retry(ctx context.Context, svc *service.Service, id uint64) (jobq.Job, error) {
-	job, err := stateError(svc.Retry(ctx, id))("retry applies to FAILED or CANCELED jobs")
-	return job, err
+	return stateError(svc.Retry(ctx, id))("retry applies to FAILED or CANCELED jobs")
 }
 
 // stateError turns ErrInvalidState into a message naming the job's current
@@ -204,13 +205,20 @@ func (e *stateConflict) Error() string { return e.msg }
 func (e *stateConflict) Unwrap() error { return service.ErrInvalidState }
 
 func (a *api) retry(w http.ResponseWriter, r *http.Request) {
-	a.withID(w, r, func(id uint64) (any, error) { return Retry(r.Context(), a.svc, id) })
+	a.withID(w, r, func(id uint64) (any, error) {
+		j, err := Retry(r.Context(), a.svc, id)
+		return apitype.JobFrom(j), err
+	})
 }
 
 func (a *api) executions(w http.ResponseWriter, r *http.Request) {
 	a.withID(w, r, func(id uint64) (any, error) {
 		ex, err := a.svc.Executions(r.Context(), id)
-		return map[string]any{"executions": ex}, err
+		out := apitype.ExecutionList{Executions: make([]apitype.Execution, len(ex))}
+		for i, e := range ex {
+			out.Executions[i] = apitype.ExecutionFrom(e)
+		}
+		return out, err
 	})
 }
 
@@ -219,49 +227,63 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := a.opts.ReadyFunc(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, ErrorBody{ErrorDetail{Code: "unavailable", Message: "database: " + err.Error()}})
+			unavailable(w, "database: "+err.Error())
 			return
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// fail maps a service error to its status code and writes it.
+// fail maps a service error to its status code (ErrorFor) and writes it.
 func (a *api) fail(w http.ResponseWriter, err error) {
 	status, d := ErrorFor(err)
 	switch status {
 	case http.StatusServiceUnavailable:
-		a.log.Warn("database unavailable", "err", err)
+		a.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
+		unavailable(w, d.Message)
+		return
 	case http.StatusInternalServerError:
 		a.log.Error("internal error", "err", err)
 	}
-	writeJSON(w, status, ErrorBody{d})
+	writeJSON(w, status, apitype.ErrorBody{Error: d})
 }
 
 // ErrorFor maps an error of package service to the API's HTTP status and
 // error detail: *service.ValidationError 400, ErrNotFound 404,
-// ErrInvalidState 409, a retryable database error 503, anything else 500
-// (with a generic message: the error itself is for the log). The console
-// shows the same answers.
-func ErrorFor(err error) (int, ErrorDetail) {
+// ErrInvalidState 409, jobq.ErrUnavailable 503 (read-only, a Galera node
+// not ready, a lost connection, or a conflict that outlived the retries:
+// the client may retry, never a 500), anything else 500 with a generic
+// message (the error itself is for the log). The web console shows the same
+// answers.
+func ErrorFor(err error) (int, apitype.ErrorDetail) {
 	var ve *service.ValidationError
 	switch {
 	case errors.As(err, &ve):
-		return http.StatusBadRequest, ErrorDetail{Code: "invalid_argument", Field: ve.Field, Message: ve.Error()}
+		return http.StatusBadRequest, apitype.ErrorDetail{Code: "invalid_argument", Field: ve.Field, Message: ve.Error()}
 	case errors.Is(err, service.ErrNotFound):
-		return http.StatusNotFound, ErrorDetail{Code: "not_found", Message: "job not found"}
+		return http.StatusNotFound, apitype.ErrorDetail{Code: "not_found", Message: "job not found"}
 	case errors.Is(err, service.ErrInvalidState):
 		msg := "cancel applies to WAITING or RUNNING jobs, retry to FAILED or CANCELED jobs"
 		var sc *stateConflict
 		if errors.As(err, &sc) {
 			msg = sc.msg
 		}
-		return http.StatusConflict, ErrorDetail{Code: "failed_precondition", Field: "status", Message: msg}
-	case store.IsRetryable(err):
-		return http.StatusServiceUnavailable, ErrorDetail{Code: "unavailable", Message: "database unavailable, retry later"}
+		return http.StatusConflict, apitype.ErrorDetail{Code: "failed_precondition", Field: "status", Message: msg}
+	case errors.Is(err, jobq.ErrUnavailable):
+		return http.StatusServiceUnavailable, apitype.ErrorDetail{Code: "unavailable", Message: "database unavailable, retry later"}
 	default:
-		return http.StatusInternalServerError, ErrorDetail{Code: "internal", Message: "internal error"}
+		return http.StatusInternalServerError, apitype.ErrorDetail{Code: "internal", Message: "internal error"}
 	}
+}
+
+// RetryAfterSeconds is the Retry-After a 503 unavailable answer carries:
+// readiness is re-checked at least once a second.
+const RetryAfterSeconds = 1
+
+// unavailable writes 503 {"error":{"code":"unavailable",...}} with Retry-After.
+func unavailable(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+	writeJSON(w, http.StatusServiceUnavailable, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "unavailable", Message: msg}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

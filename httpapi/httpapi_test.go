@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/service"
@@ -102,12 +103,12 @@ func (a *apiServer) count() int64 {
 func TestHTTPBadInput(t *testing.T) {
 	t.Parallel()
 	a := startAPI(t)
-	var done jobq.Job
+	var done apitype.Job
 	a.callJSON("POST", "/v1/jobs", `{"job_key":"done","job_type":"noop"}`, http.StatusCreated, &done)
 	if _, err := a.st.DB().Exec("UPDATE job_queue SET status = 'SUCCESS', finished_at = NOW(6) WHERE id = ?", done.ID); err != nil {
 		t.Fatalf("mark SUCCESS: %v", err)
 	}
-	var waiting jobq.Job
+	var waiting apitype.Job
 	a.callJSON("POST", "/v1/jobs", `{"job_key":"waiting","job_type":"noop"}`, http.StatusCreated, &waiting)
 
 	ok := `"job_key":"k1","job_type":"noop"`
@@ -172,7 +173,7 @@ func TestHTTPBadInput(t *testing.T) {
 			if code != c.status {
 				t.Fatalf("status = %d, want %d; body %.300s", code, c.status, body)
 			}
-			var eb httpapi.ErrorBody
+			var eb apitype.ErrorBody
 			if err := json.Unmarshal(body, &eb); err != nil {
 				t.Fatalf("error body is not JSON: %v: %.300s", err, body)
 			}
@@ -205,7 +206,7 @@ func TestHTTPHappyPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var created jobq.Job
+	var created apitype.Job
 	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil {
 		t.Fatal(err)
 	}
@@ -223,14 +224,14 @@ func TestHTTPHappyPaths(t *testing.T) {
 	}
 
 	// 200: the same request again (params spelled differently) is the same job.
-	var again jobq.Job
+	var again apitype.Job
 	a.callJSON("POST", "/v1/jobs", `{"job_type":"sleep","job_key":"first","params":{ "tag":"x", "ms":5 },"priority":7,"max_retry":2,"timeout_ms":1000,"run_at":"2030-01-01T18:04:05Z"}`,
 		http.StatusOK, &again)
 	if again.ID != created.ID {
 		t.Fatalf("resubmit id = %d, want %d", again.ID, created.ID)
 	}
 	// 409: same key, different body.
-	var conflict httpapi.ErrorBody
+	var conflict apitype.ErrorBody
 	a.callJSON("POST", "/v1/jobs", `{"job_key":"first","job_type":"sleep","params":{"ms":6}}`, http.StatusConflict, &conflict)
 	if conflict.Error.Field != "job_key" || conflict.Error.Code != "conflict" {
 		t.Fatalf("conflict error = %+v, want field job_key code conflict", conflict.Error)
@@ -240,7 +241,7 @@ func TestHTTPHappyPaths(t *testing.T) {
 	}
 
 	// get
-	var got jobq.Job
+	var got apitype.Job
 	a.callJSON("GET", fmt.Sprintf("/v1/jobs/%d", created.ID), "", http.StatusOK, &got)
 	if got.ID != created.ID || got.JobKey != "first" || got.Status != jobq.StateWaiting || !got.CreateTime.Equal(created.CreateTime) {
 		t.Fatalf("get = %+v, want the created job", got)
@@ -249,7 +250,7 @@ func TestHTTPHappyPaths(t *testing.T) {
 	// keyset pagination: 7 more jobs, pages of 3 → 3, 3, 2 (8 in all), newest first.
 	ids := []uint64{created.ID}
 	for i := range 7 {
-		var j jobq.Job
+		var j apitype.Job
 		a.callJSON("POST", "/v1/jobs", fmt.Sprintf(`{"job_key":"page-%d","job_type":"noop"}`, i), http.StatusCreated, &j)
 		ids = append(ids, j.ID)
 	}
@@ -264,7 +265,7 @@ func TestHTTPHappyPaths(t *testing.T) {
 		if cursor != "" {
 			path += "&cursor=" + cursor
 		}
-		var p service.ListPage
+		var p apitype.ListPage
 		a.callJSON("GET", path, "", http.StatusOK, &p)
 		sizes = append(sizes, len(p.Jobs))
 		for _, j := range p.Jobs {
@@ -285,20 +286,20 @@ func TestHTTPHappyPaths(t *testing.T) {
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Fatalf("listed ids = %v, want %v (newest first, each once)", seen, want)
 	}
-	var filtered service.ListPage
+	var filtered apitype.ListPage
 	a.callJSON("GET", "/v1/jobs?status=WAITING&job_type=sleep", "", http.StatusOK, &filtered)
 	if len(filtered.Jobs) != 1 || filtered.Jobs[0].ID != created.ID || filtered.NextCursor != "" {
 		t.Fatalf("filtered list = %+v, want only job %d", filtered, created.ID)
 	}
 
 	// cancel WAITING → CANCELED; retry CANCELED → WAITING.
-	var canceled jobq.Job
+	var canceled apitype.Job
 	a.callJSON("POST", fmt.Sprintf("/v1/jobs/%d/cancel", created.ID), "", http.StatusOK, &canceled)
 	if canceled.Status != jobq.StateCanceled || !canceled.CancelRequested || canceled.FinishedAt == nil {
 		t.Fatalf("after cancel: status=%s cancel_requested=%v finished_at=%v, want CANCELED true set",
 			canceled.Status, canceled.CancelRequested, canceled.FinishedAt)
 	}
-	var retried jobq.Job
+	var retried apitype.Job
 	a.callJSON("POST", fmt.Sprintf("/v1/jobs/%d/retry", created.ID), "", http.StatusOK, &retried)
 	if retried.Status != jobq.StateWaiting || retried.CancelRequested || retried.RetryTimes != 0 || retried.FinishedAt != nil {
 		t.Fatalf("after retry: status=%s cancel_requested=%v retry_times=%d finished_at=%v, want WAITING false 0 nil",
@@ -307,7 +308,7 @@ func TestHTTPHappyPaths(t *testing.T) {
 
 	// executions: none yet, then the attempts the database records.
 	var ex struct {
-		Executions []jobq.Execution `json:"executions"`
+		Executions []apitype.Execution `json:"executions"`
 	}
 	a.callJSON("GET", fmt.Sprintf("/v1/jobs/%d/executions", created.ID), "", http.StatusOK, &ex)
 	if ex.Executions == nil || len(ex.Executions) != 0 {

@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/service"
 )
 
@@ -17,7 +19,7 @@ import (
 //	POST /v1/types/{job_type}/resume     200 TypeControl
 //	PUT  /v1/types/{job_type}/limit      200 TypeControl; body {"max_running": N}, 0 removes the limit
 //	GET  /v1/periodic                    200 {"periodic":[Periodic…]}
-//	POST /v1/periodic                    201 created · 200 replaced; body service.PeriodicRequest
+//	POST /v1/periodic                    201 created · 200 replaced; body apitype.PeriodicRequest
 //	GET  /v1/periodic/{name}             200 Periodic · 404
 //	DELETE /v1/periodic/{name}           200 {"deleted": name} · 404
 //	POST /v1/jobs/retry                  200 {"retried": N}; body {"status": "FAILED"|"CANCELED", "job_type": T}
@@ -52,7 +54,7 @@ func (o *opsAPI) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{ErrorDetail{Code: "too_large", Field: "body",
+			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
 				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
 			return false
 		}
@@ -66,11 +68,13 @@ func (o *opsAPI) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 	return true
 }
 
-// reply writes v, or maps err; a missing schedule is a 404 naming it.
-func (o *opsAPI) reply(w http.ResponseWriter, status int, v any, err error) {
+// reply writes v, or maps err; a missing schedule is a 404 naming it
+// (r's {name} path value).
+func (o *opsAPI) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	switch {
 	case errors.Is(err, jobq.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, ErrorBody{ErrorDetail{Code: "not_found", Field: "name", Message: "periodic schedule not found"}})
+		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Field: "name",
+			Message: "periodic schedule " + strconv.Quote(r.PathValue("name")) + " not found"}})
 	case err != nil:
 		o.fail(w, err)
 	default:
@@ -83,23 +87,23 @@ func (o *opsAPI) types(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ts, err := o.ops.Types(r.Context())
-	o.reply(w, http.StatusOK, map[string]any{"types": ts}, err)
+	o.reply(w, r, http.StatusOK, map[string]any{"types": ts}, err)
 }
 
 func (o *opsAPI) pause(paused bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tc, err := o.ops.SetPaused(r.Context(), r.PathValue("job_type"), paused)
-		o.reply(w, http.StatusOK, tc, err)
+		o.reply(w, r, http.StatusOK, tc, err)
 	}
 }
 
 func (o *opsAPI) limit(w http.ResponseWriter, r *http.Request) {
-	var req service.LimitRequest
+	var req apitype.LimitRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
 	tc, err := o.ops.SetLimit(r.Context(), r.PathValue("job_type"), req)
-	o.reply(w, http.StatusOK, tc, err)
+	o.reply(w, r, http.StatusOK, tc, err)
 }
 
 func (o *opsAPI) periodicList(w http.ResponseWriter, r *http.Request) {
@@ -107,11 +111,11 @@ func (o *opsAPI) periodicList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ps, err := o.ops.ListPeriodic(r.Context())
-	o.reply(w, http.StatusOK, map[string]any{"periodic": ps}, err)
+	o.reply(w, r, http.StatusOK, map[string]any{"periodic": ps}, err)
 }
 
 func (o *opsAPI) periodicPut(w http.ResponseWriter, r *http.Request) {
-	var req service.PeriodicRequest
+	var req apitype.PeriodicRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
@@ -121,36 +125,36 @@ func (o *opsAPI) periodicPut(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/periodic/"+p.Name)
 	}
-	o.reply(w, status, p, err)
+	o.reply(w, r, status, p, err)
 }
 
 func (o *opsAPI) periodicGet(w http.ResponseWriter, r *http.Request) {
 	p, err := o.ops.GetPeriodic(r.Context(), r.PathValue("name"))
-	o.reply(w, http.StatusOK, p, err)
+	o.reply(w, r, http.StatusOK, p, err)
 }
 
 func (o *opsAPI) periodicDelete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	err := o.ops.DeletePeriodic(r.Context(), name)
-	o.reply(w, http.StatusOK, map[string]string{"deleted": name}, err)
+	o.reply(w, r, http.StatusOK, map[string]string{"deleted": name}, err)
 }
 
 func (o *opsAPI) retryBulk(w http.ResponseWriter, r *http.Request) {
-	var req service.RetryBulkRequest
+	var req apitype.RetryBulkRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
 	res, err := o.ops.RetryBulk(r.Context(), req)
-	o.reply(w, http.StatusOK, res, err)
+	o.reply(w, r, http.StatusOK, res, err)
 }
 
 func (o *opsAPI) purge(w http.ResponseWriter, r *http.Request) {
-	var req service.PurgeRequest
+	var req apitype.PurgeRequest
 	if !o.decodeBody(w, r, &req) {
 		return
 	}
 	res, err := o.ops.Purge(r.Context(), req)
-	o.reply(w, http.StatusOK, res, err)
+	o.reply(w, r, http.StatusOK, res, err)
 }
 
 func (o *opsAPI) stats(w http.ResponseWriter, r *http.Request) {
@@ -170,7 +174,7 @@ func (o *opsAPI) stats(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	st, err := o.ops.Stats(r.Context(), q.Get("window"))
-	o.reply(w, http.StatusOK, st, err)
+	o.reply(w, r, http.StatusOK, st, err)
 }
 
 // noQuery rejects query parameters on routes that take none.

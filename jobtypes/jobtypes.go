@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -39,6 +40,45 @@ type Params struct {
 	Failures *int `json:"failures"`
 }
 
+// Bounds of the built-in types' params, checked at submit (ValidateParams).
+const (
+	// MaxMs is the longest run sleep, flaky and effect accept: 24 h.
+	MaxMs = 86_400_000
+	// MaxFailures is the most first attempts flaky may fail.
+	MaxFailures = 1000
+)
+
+// ValidateParams checks the params sleep, flaky and effect read: ms an
+// integer in [0, MaxMs] and failures an integer in [0, MaxFailures], each
+// optional. Other fields are ignored.
+func ValidateParams(raw json.RawMessage) (field, rule string) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "params", "must be a JSON object"
+	}
+	for _, b := range []struct {
+		name string
+		max  int64
+		unit string
+	}{{"ms", MaxMs, " (milliseconds)"}, {"failures", MaxFailures, ""}} {
+		v, ok := m[b.name]
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil || n < 0 || n > b.max {
+			return "params." + b.name, fmt.Sprintf("must be an integer in [0, %d]%s, got %.40s", b.max, b.unit, v)
+		}
+	}
+	return "", ""
+}
+
+// checked is a built-in handler whose params are validated at submit.
+type checked struct{ scheduler.HandlerFunc }
+
+// ValidateParams implements scheduler.ParamsValidator.
+func (checked) ValidateParams(raw json.RawMessage) (string, string) { return ValidateParams(raw) }
+
 func parse(job *scheduler.Job) (Params, error) {
 	var p Params
 	if len(job.Params) > 0 {
@@ -66,14 +106,14 @@ func sleep(ctx context.Context, ms int) error {
 // Register adds noop, sleep, flaky and effect to reg.
 func Register(reg *scheduler.Registry) {
 	reg.Register(Noop, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
-	reg.Register(Sleep, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+	reg.Register(Sleep, checked{func(ctx context.Context, job *scheduler.Job) error {
 		p, err := parse(job)
 		if err != nil {
 			return err
 		}
 		return sleep(ctx, p.Ms)
-	}))
-	reg.Register(Flaky, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+	}})
+	reg.Register(Flaky, checked{func(ctx context.Context, job *scheduler.Job) error {
 		p, err := parse(job)
 		if err != nil {
 			return err
@@ -89,7 +129,7 @@ func Register(reg *scheduler.Registry) {
 			return fmt.Errorf("flaky: attempt %d of the first %d fails by design", job.Attempt, failures)
 		}
 		return nil
-	}))
+	}})
 	reg.Register(Effect, EffectHandler{})
 	reg.Register(Poison, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
 		if os.Getenv(PoisonEnv) != "1" {
@@ -138,6 +178,9 @@ func (EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
 	}
 	return nil
 }
+
+// ValidateParams implements scheduler.ParamsValidator.
+func (EffectHandler) ValidateParams(raw json.RawMessage) (string, string) { return ValidateParams(raw) }
 
 // endMarkerTimeout bounds the write of the effect type's "end" row.
 const endMarkerTimeout = 30 * time.Second

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/replica"
 	"github.com/jobq/jobq/store"
 )
@@ -21,6 +22,9 @@ type ProvisionConfig struct {
 	Binary string
 	// ServeArgs are extra `jobq serve` flags for every replica.
 	ServeArgs []string
+	// DSN is a server-level DSN (the --dsn flag); empty lets dbprovider
+	// choose (JOBQ_DSN, Docker, a local server).
+	DSN string
 	// Keep keeps the database (its DSN is printed to Log).
 	Keep bool
 	// Log receives what was provisioned. Defaults to os.Stderr.
@@ -60,7 +64,7 @@ func Provision(ctx context.Context, cfg ProvisionConfig) (c *Cluster, err error)
 			c.Close()
 		}
 	}()
-	if c.srv, err = dbprovider.Provide(ctx, dbprovider.Options{}); err != nil {
+	if c.srv, err = dbprovider.Provide(ctx, dbprovider.Options{DSN: cfg.DSN, Log: cfg.Log}); err != nil {
 		return nil, err
 	}
 	c.Server = c.srv.Description
@@ -68,7 +72,7 @@ func Provision(ctx context.Context, cfg ProvisionConfig) (c *Cluster, err error)
 		return nil, err
 	}
 	if cfg.Keep {
-		fmt.Fprintf(cfg.Log, "loadtest database kept: %s\n", store.RedactDSN(c.DSN))
+		fmt.Fprintf(cfg.Log, "loadtest database kept: %s\n", redact.DSN(c.DSN))
 		c.drop = nil
 	}
 	st, err := store.Open(ctx, c.DSN, store.PoolConfig{MaxOpen: 2})

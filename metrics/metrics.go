@@ -96,6 +96,7 @@ type Metrics struct {
 	scanDuration   prometheus.Histogram     //
 	scanBatch      prometheus.Histogram     //
 	dbErrors       *prometheus.CounterVec   // op, errno
+	dbTransient    *prometheus.CounterVec   // op, cause
 	httpRequests   *prometheus.CounterVec   // method, code
 	httpDuration   *prometheus.HistogramVec // method
 
@@ -166,6 +167,9 @@ func New(opts Options) *Metrics {
 	m.dbErrors = f.counterVec("jobq_db_errors_total",
 		`Database errors on scheduler paths, retried or not, by operation and MySQL error number ("1213", "1205", …; "conn" for errors without a number such as a lost connection, "timeout" for a deadline).`,
 		"op", "errno")
+	m.dbTransient = f.counterVec("jobq_db_transient_errors_total",
+		`Transient database errors on scheduler paths (each one is retried), by operation and cause: "deadlock" (1213, also a Galera certification conflict at commit), "lock_wait_timeout", "query_killed", "read_only", "wsrep_not_ready", "shutdown", "connection_lost", "replication_refused".`,
+		"op", "cause")
 	m.httpRequests = f.counterVec("jobq_http_requests_total", "API requests answered, by method and status code.", "method", "code")
 	m.httpDuration = f.histogramVec("jobq_http_request_duration_seconds", "API request latency.", HTTPBuckets, "method")
 	// Series for the API's main requests exist from the start, so the first
@@ -218,6 +222,9 @@ func (m *Metrics) Hooks(next scheduler.Hooks) scheduler.Hooks {
 	h.DBErrorFunc = func(op string, err error) {
 		if errno := ErrnoLabel(err); errno != "" {
 			m.dbErrors.WithLabelValues(op, errno).Inc()
+		}
+		if cause := store.Cause(err); cause != "" {
+			m.dbTransient.WithLabelValues(op, cause).Inc()
 		}
 		if next.DBErrorFunc != nil {
 			next.DBErrorFunc(op, err)

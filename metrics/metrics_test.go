@@ -14,12 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/metrics"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/service"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -97,7 +97,7 @@ func TestTwoReplicasCountEveryRun(t *testing.T) {
 	c := client.New("http://" + r1.Addr)
 	const n = 40
 	for i := range n {
-		req := service.SubmitRequest{JobKey: fmt.Sprintf("m-%d", i), JobType: "noop"}
+		req := apitype.SubmitRequest{JobKey: fmt.Sprintf("m-%d", i), JobType: "noop"}
 		if i == 0 {
 			req.JobType, req.Params = "flaky", []byte(`{"failures":1}`)
 		}
@@ -106,7 +106,7 @@ func TestTwoReplicasCountEveryRun(t *testing.T) {
 		}
 	}
 	// A repeated submit of the same request is not a new job.
-	if _, created, err := c.Submit(ctx, service.SubmitRequest{JobKey: "m-1", JobType: "noop"}); err != nil || created {
+	if _, created, err := c.Submit(ctx, apitype.SubmitRequest{JobKey: "m-1", JobType: "noop"}); err != nil || created {
 		t.Fatalf("resubmit: created=%v err=%v", created, err)
 	}
 	regs := []*prometheus.Registry{r1.Metrics.Registry, r2.Metrics.Registry}
@@ -161,7 +161,7 @@ func TestTwoReplicasCountEveryRun(t *testing.T) {
 		}
 	}
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	for _, req := range []service.SubmitRequest{{JobKey: "due", JobType: "noop"}, {JobKey: "later", JobType: "noop", RunAt: &later}} {
+	for _, req := range []apitype.SubmitRequest{{JobKey: "due", JobType: "noop"}, {JobKey: "later", JobType: "noop", RunAt: &later}} {
 		if _, _, err := c.Submit(ctx, req); err != nil {
 			t.Fatal(err)
 		}

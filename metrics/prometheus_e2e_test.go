@@ -22,11 +22,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/dashboards"
 	"github.com/jobq/jobq/demo"
 	"github.com/jobq/jobq/internal/testdb"
-	"github.com/jobq/jobq/service"
 )
 
 // findTool returns the path of a Prometheus binary (prometheus, promtool):
@@ -117,16 +117,16 @@ func TestPrometheusEndToEnd(t *testing.T) {
 
 	// Load: 300 sleep jobs of 300ms (about 9s of work for r1+r2), 20 flaky
 	// jobs that fail once (retries), 5 that fail for good.
-	var reqs []service.SubmitRequest
+	var reqs []apitype.SubmitRequest
 	for i := range 300 {
-		reqs = append(reqs, service.SubmitRequest{JobKey: fmt.Sprintf("s-%d", i), JobType: "sleep", Params: json.RawMessage(`{"ms":300}`)})
+		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("s-%d", i), JobType: "sleep", Params: json.RawMessage(`{"ms":300}`)})
 	}
 	zero := 0
 	for i := range 20 {
-		reqs = append(reqs, service.SubmitRequest{JobKey: fmt.Sprintf("f-%d", i), JobType: "flaky", Params: json.RawMessage(`{"failures":1,"ms":10}`)})
+		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("f-%d", i), JobType: "flaky", Params: json.RawMessage(`{"failures":1,"ms":10}`)})
 	}
 	for i := range 5 {
-		reqs = append(reqs, service.SubmitRequest{JobKey: fmt.Sprintf("x-%d", i), JobType: "flaky", Params: json.RawMessage(`{"failures":5}`), MaxRetry: &zero})
+		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("x-%d", i), JobType: "flaky", Params: json.RawMessage(`{"failures":5}`), MaxRetry: &zero})
 	}
 	submitAll(t, ctx, []string{reps[0].URL(), reps[1].URL()}, reqs)
 
@@ -484,7 +484,7 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 }
 
 // submitAll submits reqs over the given APIs with a few concurrent clients.
-func submitAll(t *testing.T, ctx context.Context, urls []string, reqs []service.SubmitRequest) {
+func submitAll(t *testing.T, ctx context.Context, urls []string, reqs []apitype.SubmitRequest) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(reqs))

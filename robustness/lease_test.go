@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
@@ -64,7 +65,7 @@ func TestLeaseRenewalFailingCancelsBeforeExpiry(t *testing.T) {
 			defer s.Stop()
 			mr := 0
 			if _, _, err := service.New(st, nil, s.Wake).Submit(context.Background(),
-				service.SubmitRequest{JobKey: "hold-1", JobType: "hold", MaxRetry: &mr}); err != nil {
+				apitype.SubmitRequest{JobKey: "hold-1", JobType: "hold", MaxRetry: &mr}); err != nil {
 				t.Fatal(err)
 			}
 			select {

@@ -1,7 +1,7 @@
 // Package robustness holds jobq's fault tests that need more than one
 // package: database outages on a throwaway mariadbd, lease renewal failing,
 // a connection pool smaller than the worker pool, server detection, time
-// zones and large tables. See README "Robustness and security".
+// zones and large tables. See docs/robustness.md.
 package robustness
 
 import (

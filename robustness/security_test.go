@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/app"
+	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/store"
 )
 
@@ -36,7 +37,7 @@ func TestDSNPasswordNeverShown(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		_, err := store.Open(ctx, dsn, store.PoolConfig{})
 		if err == nil {
-			t.Fatalf("Open(%s) succeeded", store.RedactDSN(dsn))
+			t.Fatalf("Open(%s) succeeded", redact.DSN(dsn))
 		}
 		if strings.Contains(err.Error(), pw) {
 			t.Errorf("store.Open error shows the password: %v", err)
@@ -45,14 +46,14 @@ func TestDSNPasswordNeverShown(t *testing.T) {
 		_, err = app.Start(ctx, app.Config{DSN: dsn, Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		cancel()
 		if err == nil {
-			t.Fatalf("app.Start(%s) succeeded", store.RedactDSN(dsn))
+			t.Fatalf("app.Start(%s) succeeded", redact.DSN(dsn))
 		}
 		if strings.Contains(err.Error(), pw) || strings.Contains(logs.String(), pw) {
 			t.Errorf("app.Start shows the password: err %v; logs %q", err, logs.String())
 		}
-		t.Logf("%s → %v", store.RedactDSN(dsn), err)
+		t.Logf("%s → %v", redact.DSN(dsn), err)
 	}
-	if r := store.RedactDSN("u:" + pw + "@tcp(h:1)/d"); strings.Contains(r, pw) || !strings.Contains(r, "***") {
+	if r := redact.DSN("u:" + pw + "@tcp(h:1)/d"); strings.Contains(r, pw) || !strings.Contains(r, "***") {
 		t.Errorf("RedactDSN = %q", r)
 	}
 }

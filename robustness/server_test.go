@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
@@ -116,7 +117,7 @@ func TestServerSupport(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	j, _, err := service.New(st, nil, s.Wake).Submit(context.Background(), service.SubmitRequest{JobKey: "on-cas", JobType: "noop"})
+	j, _, err := service.New(st, nil, s.Wake).Submit(context.Background(), apitype.SubmitRequest{JobKey: "on-cas", JobType: "noop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestFailedClaimIsAnError(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Stop()
-			j, _, err := service.New(st, nil, s.Wake).Submit(context.Background(), service.SubmitRequest{JobKey: "k", JobType: "noop"})
+			j, _, err := service.New(st, nil, s.Wake).Submit(context.Background(), apitype.SubmitRequest{JobKey: "k", JobType: "noop"})
 			if err != nil {
 				t.Fatal(err)
 			}

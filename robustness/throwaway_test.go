@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/store"
 )
@@ -79,7 +80,7 @@ func testTimeZones(t *testing.T, root *sql.DB, st *store.Store, dsn string) {
 	if code != 201 {
 		t.Fatalf("submit: %d %s", code, body)
 	}
-	var created jobq.Job
+	var created apitype.Job
 	_ = json.Unmarshal([]byte(body), &created)
 	if code, body := rp.submit(`{"job_key":"due-now","job_type":"noop"}`); code != 201 {
 		t.Fatalf("submit: %d %s", code, body)

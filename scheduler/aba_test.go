@@ -31,7 +31,7 @@ type claimResult struct {
 //
 //  1. B reads the WAITING job (id, attempt 0) and is held at ScanAfter;
 //  2. A claims it (attempt 1), its handler fails, and the job is re-queued
-//     WAITING (attempt 1, retry_times 1, run_at = now + backoff); A stops;
+//     SCHEDULED (attempt 1, retry_times 1, run_at = now + backoff); A stops;
 //  3. B is released and runs its CAS with the stale candidate (attempt 0).
 //
 // With the attempt guard B's CAS matches no row; without it (sabotage) B
@@ -73,7 +73,7 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 	cfgA.RetryBackoffBase = time.Second // re-queued run_at is 0.75–1.25 s ahead
 	a := startScheduler(t, st, st.DB(), reg, cfgA)
 	requeued := waitJob(t, st, job.ID, 10*time.Second, "attempt 1 failed and re-queued", func(j jobq.Job) bool {
-		return j.Status == jobq.StateWaiting && j.Attempt == 1
+		return j.Status == jobq.StateScheduled && j.Attempt == 1
 	})
 	if err := a.Stop(); err != nil {
 		t.Fatalf("stop A: %v", err)

@@ -36,7 +36,7 @@ func (o *opsRunner) clean(ctx context.Context) jobq.PurgeResult {
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("retention pass failed", "component", "cleaner", "deleted_jobs", res.Jobs, "err", err)
+			s.logDBFailure("retention pass failed", err, "component", "cleaner", "deleted_jobs", res.Jobs)
 		}
 		return res
 	}

@@ -36,13 +36,14 @@ const (
 	LeaseDefault          = 30 * time.Second
 	RescueIntervalDefault = 10 * time.Second
 	RescueBatchDefault    = 1000
+	PromoteBatchDefault   = 1000
 	CompleteBatchDefault  = 100
 	// DrainWaitDefault and CompleteLingerDefault trade a few milliseconds
 	// under load for fewer, fuller transactions: on the 2-core bench machine
 	// they cut the statements per no-op job from 0.25 to 0.15 (claims of
 	// 46–50 jobs instead of ~27) and raised 3-replica throughput from
 	// 0.64–0.73× to 0.80–0.97× of the raw SQL ceiling (`jobq bench --ci`
-	// and `make bench`, see README "Bench").
+	// and `make bench`, see docs/bench.md).
 	DrainWaitDefault        = 3 * time.Millisecond
 	CompleteLingerDefault   = 2 * time.Millisecond
 	RetryBackoffBaseDefault = time.Second
@@ -89,6 +90,15 @@ type Config struct {
 	RescueInterval time.Duration
 	// RescueBatch caps the expired runs one rescue pass reads. Defaults to 1000.
 	RescueBatch int
+	// PromoteInterval is the longest an idle promoter waits between two
+	// reads of the earliest SCHEDULED run_at (one index-only statement); it
+	// wakes sooner when that run_at comes, or when a submit or retry on this
+	// replica is due sooner. Each wait gets ±PromoteInterval/5. Defaults to
+	// PollInterval.
+	PromoteInterval time.Duration
+	// PromoteBatch caps the SCHEDULED jobs one promotion statement makes
+	// WAITING; a pass repeats it while batches come back full. Defaults to 1000.
+	PromoteBatch int
 	// CompleteBatch caps the completions written in one transaction.
 	// Defaults to 100.
 	CompleteBatch int
@@ -182,6 +192,9 @@ type Hooks struct {
 	DBErrorFunc func(op string, err error)
 	// ScanFunc is called after each scan with its duration and batch size.
 	ScanFunc func(d time.Duration, batch int)
+	// PromotedFunc is called after a promoter pass that made n SCHEDULED
+	// jobs WAITING (n > 0).
+	PromotedFunc func(n int)
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -201,6 +214,8 @@ func (c Config) WithDefaults() Config {
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, c.Lease/3)
 	c.RescueInterval = cmp.Or(c.RescueInterval, RescueIntervalDefault)
 	c.RescueBatch = cmp.Or(c.RescueBatch, RescueBatchDefault)
+	c.PromoteInterval = cmp.Or(c.PromoteInterval, c.PollInterval)
+	c.PromoteBatch = cmp.Or(c.PromoteBatch, PromoteBatchDefault)
 	c.CompleteBatch = cmp.Or(c.CompleteBatch, CompleteBatchDefault)
 	c.DrainWait = cmp.Or(c.DrainWait, DrainWaitDefault)
 	c.CompleteLinger = cmp.Or(c.CompleteLinger, CompleteLingerDefault)
@@ -250,6 +265,12 @@ func (c Config) Validate() error {
 	}
 	if c.RescueInterval <= 0 {
 		errs = append(errs, fmt.Errorf("rescue interval: must be positive, got %s", c.RescueInterval))
+	}
+	if c.PromoteInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("promote interval: must be at least 1ms, got %s", c.PromoteInterval))
+	}
+	if c.PromoteBatch < 1 || c.PromoteBatch > 100000 {
+		errs = append(errs, fmt.Errorf("promote batch: must be in [1, 100000], got %d", c.PromoteBatch))
 	}
 	if c.RetryJitter < 0 || c.RetryJitter >= 1 {
 		errs = append(errs, fmt.Errorf("retry jitter: must be in [0, 1), got %g", c.RetryJitter))

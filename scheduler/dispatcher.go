@@ -190,6 +190,10 @@ func (s *Scheduler) finishRun(c jobq.Completion, applied bool, writeErr error) {
 		s.stats.failed.Add(1)
 		if c.Retry {
 			s.stats.retried.Add(1)
+			if c.Backoff > 0 && s.promoter != nil {
+				// The job is SCHEDULED until NOW(6)+Backoff, written just now.
+				s.promoter.promoteAt(time.Now().Add(c.Backoff))
+			}
 		}
 	}
 	if s.cfg.Hooks.CompletedFunc != nil {

@@ -105,6 +105,25 @@ func (r *Registry) Lookup(jobType string) (Handler, bool) {
 	return h, ok
 }
 
+// ParamsValidator is implemented by handlers that check a job's params when
+// it is submitted, so a job its handler cannot run is refused with a 400
+// instead of failing (or misbehaving) later.
+type ParamsValidator interface {
+	// ValidateParams returns the offending field ("params.ms") and the rule
+	// it breaks, or "", "" when params (a JSON object) are valid.
+	ValidateParams(params json.RawMessage) (field, rule string)
+}
+
+// ValidateParams checks params with jobType's handler when it is a
+// ParamsValidator; "", "" when they are valid or the handler does not check.
+func (r *Registry) ValidateParams(jobType string, params json.RawMessage) (field, rule string) {
+	h, ok := r.Lookup(jobType)
+	if v, isV := h.(ParamsValidator); ok && isV {
+		return v.ValidateParams(params)
+	}
+	return "", ""
+}
+
 // Types returns the registered job types, sorted.
 func (r *Registry) Types() []string {
 	r.mu.RLock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -50,7 +51,7 @@ func submit(t *testing.T, st *store.Store, key, typ, params string, maxRetry int
 	t.Helper()
 	svc := service.New(st, nil, nil)
 	mr := maxRetry
-	job, _, err := svc.Submit(context.Background(), service.SubmitRequest{JobKey: key, JobType: typ, Params: []byte(params), MaxRetry: &mr})
+	job, _, err := svc.Submit(context.Background(), apitype.SubmitRequest{JobKey: key, JobType: typ, Params: []byte(params), MaxRetry: &mr})
 	if err != nil {
 		t.Fatalf("submit %s: %v", key, err)
 	}

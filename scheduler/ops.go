@@ -211,7 +211,7 @@ func (o *opsRunner) reload(ctx context.Context) {
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("reading job type limits failed; keeping the previous ones", "component", "ops", "err", err)
+			s.logDBFailure("reading job type limits failed; keeping the previous ones", err, "component", "ops")
 		}
 	} else {
 		o.mu.Lock()
@@ -229,7 +229,7 @@ func (o *opsRunner) reload(ctx context.Context) {
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("reading periodic schedules failed; keeping the previous ones", "component", "ops", "err", err)
+			s.logDBFailure("reading periodic schedules failed; keeping the previous ones", err, "component", "ops")
 		}
 		return
 	}
@@ -264,7 +264,7 @@ func (o *opsRunner) claimLimited(ctx context.Context) {
 		if err != nil || !due {
 			if err != nil && ctx.Err() == nil {
 				s.stats.claimErrors.Add(1)
-				s.log.Error("limited claim probe failed", "component", "scanner", "job_type", typ, "err", err)
+				s.logDBFailure("limited claim probe failed", err, "component", "scanner", "job_type", typ)
 			}
 			continue
 		}
@@ -277,7 +277,7 @@ func (o *opsRunner) claimLimited(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				s.stats.claimErrors.Add(1)
-				s.log.Error("limited claim failed", "component", "scanner", "job_type", typ, "err", err)
+				s.logDBFailure("limited claim failed", err, "component", "scanner", "job_type", typ)
 			}
 			continue
 		}

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/cronplan"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -28,7 +30,7 @@ import (
 
 // opSubmit submits through the service (validation included) with no
 // local wake-up, so only the scanner's own timer finds the job.
-func opSubmit(t *testing.T, st *store.Store, req service.SubmitRequest) jobq.Job {
+func opSubmit(t *testing.T, st *store.Store, req apitype.SubmitRequest) jobq.Job {
 	t.Helper()
 	job, created, err := service.New(st, nil, nil).Submit(context.Background(), req)
 	if err != nil || !created {
@@ -61,7 +63,7 @@ func TestOpsRunAtNeverEarlyStartsWithinOnePoll(t *testing.T) {
 
 	runAt := opDBNow(t, st).Add(1500 * time.Millisecond).Truncate(time.Millisecond)
 	// An offset other than Z: stored in UTC, compared on the DB clock.
-	job := opSubmit(t, st, service.SubmitRequest{JobKey: "later", JobType: "noop",
+	job := opSubmit(t, st, apitype.SubmitRequest{JobKey: "later", JobType: "noop",
 		RunAt: ptr(runAt.In(time.FixedZone("UTC+9", 9*3600)).Format(time.RFC3339Nano))})
 	if !job.RunAt.Equal(runAt) || job.RunAt.Location() != time.UTC {
 		t.Fatalf("stored run_at = %v, want %v in UTC", job.RunAt, runAt)
@@ -153,8 +155,8 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 	}))
 	startScheduler(t, st, st.DB(), reg, fastConfig("timeout"))
 
-	obeys := opSubmit(t, st, service.SubmitRequest{JobKey: "obeys", JobType: "obeys", MaxRetry: ptr(1), TimeoutMs: ptr(200)})
-	ignores := opSubmit(t, st, service.SubmitRequest{JobKey: "ignores", JobType: "ignores", MaxRetry: ptr(0), TimeoutMs: ptr(100)})
+	obeys := opSubmit(t, st, apitype.SubmitRequest{JobKey: "obeys", JobType: "obeys", MaxRetry: ptr(1), TimeoutMs: ptr(200)})
+	ignores := opSubmit(t, st, apitype.SubmitRequest{JobKey: "ignores", JobType: "ignores", MaxRetry: ptr(0), TimeoutMs: ptr(100)})
 
 	j := waitJob(t, st, obeys.ID, 15*time.Second, "job status "+string(jobq.StateSuccess), func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if j.RetryTimes != 1 || j.Attempt != 2 || !strings.Contains(j.LastError, scheduler.ErrJobTimeout.Error()) {
@@ -330,7 +332,7 @@ func TestOpsConcurrencyLimitAcrossReplicas(t *testing.T) {
 		// The limited jobs have the higher priority, so they sit at the head of
 		// idx_scan: the ordinary scan must step past them, never stall on them.
 		for i := range 50 {
-			opSubmit(t, st, service.SubmitRequest{JobKey: key("backup"+tag, i), JobType: "backup", Priority: ptr(100), MaxRetry: ptr(0)})
+			opSubmit(t, st, apitype.SubmitRequest{JobKey: key("backup"+tag, i), JobType: "backup", Priority: ptr(100), MaxRetry: ptr(0)})
 		}
 		withLimited := runOthers("mixed" + tag)
 		if n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_type='backup' AND status='WAITING'"); n == 0 {
@@ -412,7 +414,7 @@ func periodicInstants(t *testing.T, st *store.Store, name string) []time.Time {
 }
 
 func mustCron(t *testing.T, expr string) func(time.Time) time.Time {
-	sched, err := scheduler.ParseCron(expr)
+	sched, err := cronplan.Parse(expr)
 	if err != nil {
 		t.Fatalf("cron %q: %v", expr, err)
 	}

@@ -40,7 +40,7 @@ func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("rescue scan failed", "component", "rescuer", "err", err)
+			s.logDBFailure("rescue scan failed", err, "component", "rescuer")
 		}
 		return nil
 	}
@@ -54,7 +54,7 @@ func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
 		})
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Error("rescue failed", "component", "rescuer", "job_id", f.ID, "attempt", f.Attempt, "err", err)
+				s.logDBFailure("rescue failed", err, "component", "rescuer", "job_id", f.ID, "attempt", f.Attempt)
 			}
 			continue
 		}

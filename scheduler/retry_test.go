@@ -82,7 +82,7 @@ func TestRetryBackoffSpreadsRequeues(t *testing.T) {
 	s := startScheduler(t, st, st.DB(), reg, cfg)
 	waitFor(t, 60*time.Second, "all jobs re-queued once", func() (bool, error) {
 		var k int64
-		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE status = 'WAITING' AND retry_times = 1").Scan(&k)
+		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE status = 'SCHEDULED' AND retry_times = 1").Scan(&k)
 		return k == n, err
 	})
 	if err := s.Stop(); err != nil {

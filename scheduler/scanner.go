@@ -72,7 +72,7 @@ func (sc *scanner) scan(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				s.stats.claimErrors.Add(1)
-				s.log.Error("claim failed; the queue is not known to be empty", "component", "scanner", "err", err)
+				s.logDBFailure("claim failed; the queue is not known to be empty, the next scan retries", err, "component", "scanner")
 			}
 			return
 		}

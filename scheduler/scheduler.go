@@ -55,6 +55,7 @@ type Scheduler struct {
 	services   sync.WaitGroup // scanner, rescuer
 	completer  *completer
 	heartbeat  *heartbeat
+	promoter   *promoter  // nil until Start
 	ops        *opsRunner // limited claim, periodic schedules, cleaner (ops.go); nil without OpsStore
 	started    atomic.Bool
 	stopOnce   sync.Once
@@ -114,7 +115,7 @@ func (s *Scheduler) Config() Config { return s.cfg }
 // Registry returns the handler registry.
 func (s *Scheduler) Registry() *Registry { return s.reg }
 
-// Start launches the scanner, rescuer, heartbeat and completer and returns
+// Start launches the scanner, promoter, rescuer, heartbeat and completer and returns
 // at once. Cancelling ctx is a hard stop: handlers' contexts are cancelled.
 // Use Stop for a graceful shutdown.
 func (s *Scheduler) Start(ctx context.Context) error {
@@ -130,8 +131,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.heartbeat = newHeartbeat(s)
 	go s.completer.run()
 	go s.heartbeat.run()
-	s.services.Add(1)
+	s.promoter = newPromoter(s)
+	s.services.Add(2)
 	go func() { defer s.services.Done(); newScanner(s).run(s.softCtx) }()
+	go func() { defer s.services.Done(); s.promoter.run(s.softCtx) }()
 	if !s.cfg.Sabotage.NoRescuer {
 		s.services.Add(1)
 		go func() { defer s.services.Done(); newRescuer(s).run(s.softCtx) }()
@@ -209,7 +212,7 @@ func (s *Scheduler) dbRetry(ctx context.Context, op string, maxAttempts int, fn 
 	}
 	p.OnRetryFunc = func(op string, err error) {
 		s.stats.dbRetries.Add(1)
-		s.log.Debug("retrying database operation", "op", op, "err", err)
+		s.log.Debug("retrying database operation", "op", op, "cause", store.Cause(err), "err", err)
 	}
 	err := p.Do(ctx, op, func() error {
 		err := fn()
@@ -219,6 +222,18 @@ func (s *Scheduler) dbRetry(ctx context.Context, op string, maxAttempts int, fn 
 		return err
 	})
 	return err
+}
+
+// logDBFailure logs a database operation that failed after its retries: at
+// WARN, with the cause named, when the error is transient (a deadlock or
+// Galera certification conflict, a read-only or not-ready server, a lost
+// connection: the next pass retries it), at ERROR otherwise.
+func (s *Scheduler) logDBFailure(msg string, err error, args ...any) {
+	if store.IsRetryable(err) {
+		s.log.Warn(msg, append(args, "cause", store.Cause(err), "err", err)...)
+		return
+	}
+	s.log.Error(msg, append(args, "err", err)...)
 }
 
 // Stats is a snapshot of a replica's counters since Start.
@@ -237,11 +252,12 @@ type Stats struct {
 	DBRetries      int64 // database operations retried
 	HeartbeatFails int64 // heartbeats that failed after retries
 	Scans          int64
+	Promoted       int64 // SCHEDULED jobs this replica's promoter made WAITING
 }
 
 type stats struct {
 	claimed, claimConflicts, claimErrors, completed, succeeded, failed, retried,
-	stale, rescued, leaseLost, released, dbRetries, heartbeatFails, scans atomic.Int64
+	stale, rescued, leaseLost, released, dbRetries, heartbeatFails, scans, promoted atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -253,5 +269,6 @@ func (s *Scheduler) Stats() Stats {
 		Stale: s.stats.stale.Load(), Rescued: s.stats.rescued.Load(), LeaseLost: s.stats.leaseLost.Load(),
 		Released: s.stats.released.Load(), DBRetries: s.stats.dbRetries.Load(),
 		HeartbeatFails: s.stats.heartbeatFails.Load(), Scans: s.stats.scans.Load(),
+		Promoted: s.stats.promoted.Load(),
 	}
 }

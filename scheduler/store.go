@@ -21,6 +21,8 @@ type Store interface {
 	JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx *sql.Tx) error) (bool, error)
 	JobRescueCandidates(ctx context.Context, limit int) ([]jobq.Fence, error)
 	JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error)
+	JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error)
+	JobPromoteDue(ctx context.Context, limit int) (int, error)
 }
 
 var _ Store = (*store.Store)(nil)

@@ -12,7 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/cronplan"
 	"github.com/jobq/jobq/store"
 )
 
@@ -93,23 +94,15 @@ func (o *Ops) SetPaused(ctx context.Context, jobType string, paused bool) (jobq.
 	if err := o.checkType("job_type", jobType); err != nil {
 		return jobq.TypeControl{}, err
 	}
-	var tc jobq.TypeControl
-	err := o.retry.Do(ctx, "pause", func() error { var e error; tc, e = o.store.TypeSetPaused(ctx, jobType, paused); return e })
+	tc, err := retryV(ctx, o.retry, "pause", func() (jobq.TypeControl, error) { return o.store.TypeSetPaused(ctx, jobType, paused) })
 	if err == nil {
 		o.notify()
 	}
 	return tc, err
 }
 
-// LimitRequest is the body of PUT /v1/types/{job_type}/limit.
-type LimitRequest struct {
-	// MaxRunning caps the type's RUNNING jobs across all replicas, 0–100,000;
-	// 0 removes the limit. Required.
-	MaxRunning *int `json:"max_running"`
-}
-
 // SetLimit sets jobType's cluster-wide limit of RUNNING jobs.
-func (o *Ops) SetLimit(ctx context.Context, jobType string, req LimitRequest) (jobq.TypeControl, error) {
+func (o *Ops) SetLimit(ctx context.Context, jobType string, req apitype.LimitRequest) (jobq.TypeControl, error) {
 	if err := o.checkType("job_type", jobType); err != nil {
 		return jobq.TypeControl{}, err
 	}
@@ -119,8 +112,7 @@ func (o *Ops) SetLimit(ctx context.Context, jobType string, req LimitRequest) (j
 	if n := *req.MaxRunning; n < 0 || n > MaxRunningLimit {
 		return jobq.TypeControl{}, invalid("max_running", "must be an integer in [0, %d] (0 removes the limit), got %d", MaxRunningLimit, n)
 	}
-	var tc jobq.TypeControl
-	err := o.retry.Do(ctx, "limit", func() error { var e error; tc, e = o.store.TypeSetLimit(ctx, jobType, *req.MaxRunning); return e })
+	tc, err := retryV(ctx, o.retry, "limit", func() (jobq.TypeControl, error) { return o.store.TypeSetLimit(ctx, jobType, *req.MaxRunning) })
 	if err == nil {
 		o.notify()
 	}
@@ -130,33 +122,11 @@ func (o *Ops) SetLimit(ctx context.Context, jobType string, req LimitRequest) (j
 // Types lists the job types that have a control row (paused or limited now
 // or before), ordered by type.
 func (o *Ops) Types(ctx context.Context) ([]jobq.TypeControl, error) {
-	var out []jobq.TypeControl
-	err := o.retry.Do(ctx, "types", func() error { var e error; out, e = o.store.TypeControls(ctx); return e })
+	out, err := retryV(ctx, o.retry, "types", func() ([]jobq.TypeControl, error) { return o.store.TypeControls(ctx) })
 	if out == nil {
 		out = []jobq.TypeControl{}
 	}
 	return out, err
-}
-
-// PeriodicRequest is the body of POST /v1/periodic: a schedule to create or
-// replace.
-type PeriodicRequest struct {
-	// Name is 1–40 letters, digits, '_', '.' or '-'; each job is keyed
-	// '<name>@<instant>', the instant in UTC to the second.
-	Name string `json:"name"`
-	// Cron is a cron expression: 5 fields, or 6 with leading seconds, or a
-	// descriptor (@hourly, @every 10s), optionally "CRON_TZ=Zone ..."; UTC
-	// otherwise (scheduler.ParseCron).
-	Cron string `json:"cron"`
-	// JobType, Params, Priority, MaxRetry and TimeoutMs are as on submit.
-	JobType   string          `json:"job_type"`
-	Params    json.RawMessage `json:"params,omitempty"`
-	Priority  *int            `json:"priority,omitempty"`
-	MaxRetry  *int            `json:"max_retry,omitempty"`
-	TimeoutMs *int            `json:"timeout_ms,omitempty"`
-	// Misfire is "skip" (default: instants missed while every replica was
-	// down never run) or "once" (exactly one catch-up job, the latest missed).
-	Misfire string `json:"misfire,omitempty"`
 }
 
 // DecodeStrict parses body into v: valid UTF-8, exactly one JSON object, no
@@ -222,7 +192,7 @@ func repeatedTopLevelKey(body []byte) string {
 
 // ValidatePeriodic checks every field of req and fills defaults (priority
 // 0, max_retry 3, timeout_ms 0, misfire skip). It does not touch the database.
-func (o *Ops) ValidatePeriodic(req PeriodicRequest, source string) (jobq.PeriodicSpec, error) {
+func (o *Ops) ValidatePeriodic(req apitype.PeriodicRequest, source string) (jobq.PeriodicSpec, error) {
 	spec := jobq.PeriodicSpec{Name: req.Name, Cron: req.Cron, JobType: req.JobType, MaxRetry: MaxRetryDefault,
 		Misfire: jobq.MisfireSkip, Source: source}
 	if err := checkText("name", req.Name, MaxPeriodicNameRunes); err != nil {
@@ -236,7 +206,7 @@ func (o *Ops) ValidatePeriodic(req PeriodicRequest, source string) (jobq.Periodi
 	if err := checkText("cron", req.Cron, MaxCronRunes); err != nil {
 		return spec, err
 	}
-	if _, err := scheduler.ParseCron(req.Cron); err != nil {
+	if _, err := cronplan.Parse(req.Cron); err != nil {
 		return spec, invalid("cron", "must be a cron expression (5 fields, 6 with leading seconds, or @every/@hourly…): %v", err)
 	}
 	if err := o.checkType("job_type", req.JobType); err != nil {
@@ -279,14 +249,14 @@ func (o *Ops) ValidatePeriodic(req PeriodicRequest, source string) (jobq.Periodi
 // jobq.PeriodicSourceAPI or jobq.PeriodicSourceConfig). A new schedule, or
 // one whose cron expression changed, starts at its next instant; an
 // unchanged expression keeps its cursor. created is true for a new schedule.
-func (o *Ops) PutPeriodic(ctx context.Context, req PeriodicRequest, source string) (p jobq.Periodic, created bool, err error) {
+func (o *Ops) PutPeriodic(ctx context.Context, req apitype.PeriodicRequest, source string) (p jobq.Periodic, created bool, err error) {
 	spec, err := o.ValidatePeriodic(req, source)
 	if err != nil {
 		return p, false, err
 	}
-	sched, _ := scheduler.ParseCron(spec.Cron)
+	sched, _ := cronplan.Parse(spec.Cron)
 	first := func(now time.Time) time.Time { return sched.Next(now) }
-	err = o.retry.Do(ctx, "periodic.put", func() error {
+	err = retryDo(ctx, o.retry, "periodic.put", func() error {
 		var e error
 		p, created, e = o.store.PeriodicUpsert(ctx, spec, first)
 		return e
@@ -304,15 +274,13 @@ func (o *Ops) GetPeriodic(ctx context.Context, name string) (jobq.Periodic, erro
 	if err := checkName(name); err != nil {
 		return jobq.Periodic{}, err
 	}
-	var p jobq.Periodic
-	err := o.retry.Do(ctx, "periodic.get", func() error { var e error; p, e = o.store.PeriodicGet(ctx, name); return e })
+	p, err := retryV(ctx, o.retry, "periodic.get", func() (jobq.Periodic, error) { return o.store.PeriodicGet(ctx, name) })
 	return p, err
 }
 
 // ListPeriodic returns every schedule, ordered by name.
 func (o *Ops) ListPeriodic(ctx context.Context) ([]jobq.Periodic, error) {
-	var out []jobq.Periodic
-	err := o.retry.Do(ctx, "periodic.list", func() error { var e error; out, e = o.store.PeriodicList(ctx); return e })
+	out, err := retryV(ctx, o.retry, "periodic.list", func() ([]jobq.Periodic, error) { return o.store.PeriodicList(ctx) })
 	if out == nil {
 		out = []jobq.Periodic{}
 	}
@@ -325,44 +293,28 @@ func (o *Ops) DeletePeriodic(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	err := o.retry.Do(ctx, "periodic.delete", func() error { return o.store.PeriodicDelete(ctx, name) })
+	err := retryDo(ctx, o.retry, "periodic.delete", func() error { return o.store.PeriodicDelete(ctx, name) })
 	if err == nil {
 		o.notify()
 	}
 	return err
 }
 
-// RetryBulkRequest is the body of POST /v1/jobs/retry.
-type RetryBulkRequest struct {
-	// Status is FAILED or CANCELED. Required.
-	Status string `json:"status"`
-	// JobType restricts the retry to one type; "" retries every type.
-	JobType string `json:"job_type,omitempty"`
-}
-
-// RetryBulkResult says how many jobs went back to WAITING.
-type RetryBulkResult struct {
-	Retried int64 `json:"retried"`
-}
-
 // RetryBulk re-queues every job in req.Status (of req.JobType, if set) with
 // a fresh retry budget, due now, in batches of 500.
-func (o *Ops) RetryBulk(ctx context.Context, req RetryBulkRequest) (RetryBulkResult, error) {
+func (o *Ops) RetryBulk(ctx context.Context, req apitype.RetryBulkRequest) (apitype.RetryBulkResult, error) {
 	if jobq.JobState(req.Status) != jobq.StateFailed && jobq.JobState(req.Status) != jobq.StateCanceled {
-		return RetryBulkResult{}, invalid("status", "must be %s or %s, got %q", jobq.StateFailed, jobq.StateCanceled, req.Status)
+		return apitype.RetryBulkResult{}, invalid("status", "must be %s or %s, got %q", jobq.StateFailed, jobq.StateCanceled, req.Status)
 	}
 	if req.JobType != "" {
 		if err := checkText("job_type", req.JobType, MaxJobTypeRunes); err != nil {
-			return RetryBulkResult{}, err
+			return apitype.RetryBulkResult{}, err
 		}
 	}
-	var n int64
-	err := o.retry.Do(ctx, "retry.bulk", func() error {
-		var e error
-		n, e = o.store.JobRetryBulk(ctx, jobq.RetryBulkParams{Status: jobq.JobState(req.Status), JobType: req.JobType, Batch: retryBulkBatch})
-		return e
+	n, err := retryV(ctx, o.retry, "retry.bulk", func() (int64, error) {
+		return o.store.JobRetryBulk(ctx, jobq.RetryBulkParams{Status: jobq.JobState(req.Status), JobType: req.JobType, Batch: retryBulkBatch})
 	})
-	return RetryBulkResult{Retried: n}, err
+	return apitype.RetryBulkResult{Retried: n}, err
 }
 
 // ParseAge parses an age such as "7d", "36h", "90m", "1d12h" or "2h30m":
@@ -390,17 +342,9 @@ func ParseAge(s string) (time.Duration, error) {
 	return days + d, nil
 }
 
-// PurgeRequest is the body of POST /v1/jobs/purge.
-type PurgeRequest struct {
-	// OlderThan: delete SUCCESS, FAILED and CANCELED jobs (and their
-	// executions) finished more than this long ago, e.g. "7d", "36h";
-	// at least 1m. Required.
-	OlderThan string `json:"older_than"`
-}
-
 // Purge deletes terminal jobs finished more than req.OlderThan ago, with
 // their job_execution rows, 500 per short transaction.
-func (o *Ops) Purge(ctx context.Context, req PurgeRequest) (jobq.PurgeResult, error) {
+func (o *Ops) Purge(ctx context.Context, req apitype.PurgeRequest) (jobq.PurgeResult, error) {
 	age, err := ParseAge(req.OlderThan)
 	if err != nil {
 		return jobq.PurgeResult{}, invalid("older_than", "must be an age such as 7d, 36h or 90m: %v", err)
@@ -408,11 +352,8 @@ func (o *Ops) Purge(ctx context.Context, req PurgeRequest) (jobq.PurgeResult, er
 	if age < MinPurgeAge || age > maxAge {
 		return jobq.PurgeResult{}, invalid("older_than", "must be between %s and 36500d, got %s", MinPurgeAge, age)
 	}
-	var res jobq.PurgeResult
-	err = o.retry.Do(ctx, "purge", func() error {
-		var e error
-		res, e = o.store.JobPurge(ctx, jobq.PurgeParams{OlderThan: age, Batch: purgeBatch})
-		return e
+	res, err := retryV(ctx, o.retry, "purge", func() (jobq.PurgeResult, error) {
+		return o.store.JobPurge(ctx, jobq.PurgeParams{OlderThan: age, Batch: purgeBatch})
 	})
 	return res, err
 }
@@ -428,8 +369,7 @@ func (o *Ops) Stats(ctx context.Context, window string) (jobq.QueueStats, error)
 		}
 		w = d
 	}
-	var st jobq.QueueStats
-	err := o.retry.Do(ctx, "stats", func() error { var e error; st, e = o.store.QueueStats(ctx, w); return e })
+	st, err := retryV(ctx, o.retry, "stats", func() (jobq.QueueStats, error) { return o.store.QueueStats(ctx, w) })
 	return st, err
 }
 
@@ -450,8 +390,8 @@ func (o *Ops) Activity(ctx context.Context, minutes int) (jobq.Activity, error) 
 // `nightly=0 0 3 * * *;backup;{"db":"main"};once`. params is a JSON object
 // (it may contain ';'); misfire is skip (default) or once. Field errors are
 // *ValidationError; values are checked by ValidatePeriodic.
-func ParsePeriodicSpec(spec string) (PeriodicRequest, error) {
-	var req PeriodicRequest
+func ParsePeriodicSpec(spec string) (apitype.PeriodicRequest, error) {
+	var req apitype.PeriodicRequest
 	name, rest, ok := strings.Cut(spec, "=")
 	if !ok {
 		return req, invalid("periodic", "must be name=cron;job_type[;params[;misfire]], got %q", spec)

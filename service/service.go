@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/store"
 )
 
@@ -82,25 +83,31 @@ type Service struct {
 	// KnownTypeFunc reports whether a job_type is registered.
 	knownType func(string) bool
 	// WakeFunc, if set, is called after a job is created (local wake-up).
-	wake  func()
-	retry store.RetryPolicy
+	wake func()
+	// wakeAt, if set, is called after a SCHEDULED job is created with its
+	// run_at and the database clock of the insert (the promoter's hint).
+	wakeAt func(runAt, dbNow time.Time)
+	retry  store.RetryPolicy
+	// validateParams, if set, checks a submit's params for its job type.
+	validateParams func(jobType string, params json.RawMessage) (field, rule string)
 }
+
+// SetParamsValidator makes submits check params with f (typically a
+// scheduler.Registry's ValidateParams): a field f names is a 400 naming that
+// field and the rule it breaks, and nothing is written.
+func (s *Service) SetParamsValidator(f func(jobType string, params json.RawMessage) (field, rule string)) {
+	s.validateParams = f
+}
+
+// SetWakeAtFunc sets the function called after a job is created SCHEDULED
+// (run_at ahead of the database clock) with its RunAt and CreateTime, so the
+// local promoter makes it WAITING when it is due (scheduler.WakeAt).
+func (s *Service) SetWakeAtFunc(f func(runAt, dbNow time.Time)) { s.wakeAt = f }
 
 // New returns a Service. knownType reports registered job types; wake (may
 // be nil) is called after each created job so the local scanner claims it at once.
 func New(st Store, knownType func(string) bool, wake func()) *Service {
 	return &Service{store: st, knownType: knownType, wake: wake, retry: store.RetryPolicy{MaxAttempts: 5}}
-}
-
-// SubmitRequest is the body of POST /v1/jobs.
-type SubmitRequest struct {
-	JobKey    string          `json:"job_key"`
-	JobType   string          `json:"job_type"`
-	Params    json.RawMessage `json:"params,omitempty"`
-	Priority  *int            `json:"priority,omitempty"`
-	MaxRetry  *int            `json:"max_retry,omitempty"`
-	RunAt     *string         `json:"run_at,omitempty"`
-	TimeoutMs *int            `json:"timeout_ms,omitempty"`
 }
 
 // submitFields are the fields of a submit body, exactly as spelled.
@@ -122,8 +129,8 @@ var fieldRules = map[string]string{
 // alone would accept "JOB_KEY"), each at most once, and nothing after the
 // object. It does not validate values (see ValidateSubmit). Errors are
 // *ValidationError naming the field ("body" for the envelope).
-func DecodeSubmit(body []byte) (SubmitRequest, error) {
-	var req SubmitRequest
+func DecodeSubmit(body []byte) (apitype.SubmitRequest, error) {
+	var req apitype.SubmitRequest
 	if !utf8.Valid(body) {
 		return req, invalid("body", "must be valid UTF-8")
 	}
@@ -166,9 +173,9 @@ func DecodeSubmit(body []byte) (SubmitRequest, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) && fieldRules[ute.Field] != "" {
-			return SubmitRequest{}, invalid(ute.Field, "%s, got %s", fieldRules[ute.Field], ute.Value)
+			return apitype.SubmitRequest{}, invalid(ute.Field, "%s, got %s", fieldRules[ute.Field], ute.Value)
 		}
-		return SubmitRequest{}, invalid("body", "must be a JSON object: %v", err)
+		return apitype.SubmitRequest{}, invalid("body", "must be a JSON object: %v", err)
 	}
 	return req, nil
 }
@@ -208,7 +215,7 @@ func tokenKind(tok json.Token) string {
 }
 
 // ValidateSubmit checks every field and fills defaults. It does not touch the database.
-func (s *Service) ValidateSubmit(req SubmitRequest) (jobq.SubmitParams, error) {
+func (s *Service) ValidateSubmit(req apitype.SubmitRequest) (jobq.SubmitParams, error) {
 	p := jobq.SubmitParams{JobKey: req.JobKey, JobType: req.JobType, Priority: 0, MaxRetry: MaxRetryDefault}
 	if err := checkText("job_key", req.JobKey, MaxJobKeyRunes); err != nil {
 		return p, err
@@ -224,6 +231,11 @@ func (s *Service) ValidateSubmit(req SubmitRequest) (jobq.SubmitParams, error) {
 		return p, err
 	}
 	p.Params = params
+	if s.validateParams != nil {
+		if field, rule := s.validateParams(req.JobType, json.RawMessage(params)); field != "" {
+			return p, invalid(field, "%s", rule)
+		}
+	}
 	if req.Priority != nil {
 		if *req.Priority < MinPriority || *req.Priority > MaxPriority {
 			return p, invalid("priority", "must be an integer in [%d, %d], got %d", MinPriority, MaxPriority, *req.Priority)
@@ -442,12 +454,12 @@ func markLoneSurrogates(raw string) string {
 // Submit validates req and creates the job. created is false when job_key
 // already named a job with the same request (that job is returned);
 // ErrKeyConflict when it named a different request.
-func (s *Service) Submit(ctx context.Context, req SubmitRequest) (job jobq.Job, created bool, err error) {
+func (s *Service) Submit(ctx context.Context, req apitype.SubmitRequest) (job jobq.Job, created bool, err error) {
 	p, err := s.ValidateSubmit(req)
 	if err != nil {
 		return jobq.Job{}, false, err
 	}
-	err = s.retry.Do(ctx, "submit", func() error {
+	err = retryDo(ctx, s.retry, "submit", func() error {
 		var e error
 		job, created, e = s.store.JobSubmit(ctx, p)
 		return e
@@ -455,7 +467,13 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (job jobq.Job, 
 	if err != nil {
 		return job, false, err
 	}
-	if created && s.wake != nil {
+	switch {
+	case !created:
+	case job.Status == jobq.StateScheduled:
+		if s.wakeAt != nil {
+			s.wakeAt(job.RunAt, job.CreateTime)
+		}
+	case s.wake != nil:
 		s.wake()
 	}
 	return job, created, nil
@@ -472,8 +490,7 @@ func ParseID(v string) (uint64, error) {
 
 // Get returns one job.
 func (s *Service) Get(ctx context.Context, id uint64) (jobq.Job, error) {
-	var j jobq.Job
-	err := s.retry.Do(ctx, "get", func() error { var e error; j, e = s.store.JobGet(ctx, id); return e })
+	j, err := retryV(ctx, s.retry, "get", func() (jobq.Job, error) { return s.store.JobGet(ctx, id) })
 	return j, err
 }
 
@@ -487,72 +504,60 @@ type ListRequest struct {
 	Cursor    string
 }
 
-// ListPage is one page of jobs, newest first.
-type ListPage struct {
-	Jobs       []jobq.Job `json:"jobs"`
-	NextCursor string     `json:"next_cursor,omitempty"`
-}
-
-// List validates the filters and returns one page.
-func (s *Service) List(ctx context.Context, req ListRequest) (ListPage, error) {
+// List validates the filters and returns one page of jobs, newest first,
+// and the cursor of the next page ("" on the last page).
+func (s *Service) List(ctx context.Context, req ListRequest) (jobs []jobq.Job, nextCursor string, err error) {
 	p := jobq.ListParams{Status: jobq.JobState(req.Status), JobType: req.JobType, KeyPrefix: req.KeyPrefix, Limit: ListLimitDefault}
 	if p.Status != "" {
 		if !p.Status.Valid() {
-			return ListPage{}, invalid("status", "must be one of %s, got %q", joinStates(Statuses), p.Status)
+			return nil, "", invalid("status", "must be one of %s, got %q", joinStates(Statuses), p.Status)
 		}
 	}
 	if p.JobType != "" {
 		if err := checkText("job_type", p.JobType, MaxJobTypeRunes); err != nil {
-			return ListPage{}, err
+			return nil, "", err
 		}
 	}
 	if p.KeyPrefix != "" {
 		if err := checkText("key_prefix", p.KeyPrefix, MaxJobKeyRunes); err != nil {
-			return ListPage{}, err
+			return nil, "", err
 		}
 	}
 	if req.Limit != "" {
 		n, err := strconv.Atoi(req.Limit)
 		if err != nil || n < 1 || n > MaxListLimit {
-			return ListPage{}, invalid("limit", "must be an integer in [1, %d], got %q", MaxListLimit, req.Limit)
+			return nil, "", invalid("limit", "must be an integer in [1, %d], got %q", MaxListLimit, req.Limit)
 		}
 		p.Limit = n
 	}
 	if req.Cursor != "" {
 		c, err := strconv.ParseUint(req.Cursor, 10, 64)
 		if err != nil || c == 0 {
-			return ListPage{}, invalid("cursor", "must be a next_cursor value returned by a previous page, got %q", req.Cursor)
+			return nil, "", invalid("cursor", "must be a next_cursor value returned by a previous page, got %q", req.Cursor)
 		}
 		p.BeforeID = c
 	}
-	var jobs []jobq.Job
 	var next uint64
-	err := s.retry.Do(ctx, "list", func() error { var e error; jobs, next, e = s.store.JobList(ctx, p); return e })
+	err = retryDo(ctx, s.retry, "list", func() error { var e error; jobs, next, e = s.store.JobList(ctx, p); return e })
 	if err != nil {
-		return ListPage{}, err
-	}
-	page := ListPage{Jobs: jobs}
-	if page.Jobs == nil {
-		page.Jobs = []jobq.Job{}
+		return nil, "", err
 	}
 	if next != 0 {
-		page.NextCursor = strconv.FormatUint(next, 10)
+		nextCursor = strconv.FormatUint(next, 10)
 	}
-	return page, nil
+	return jobs, nextCursor, nil
 }
 
-// Cancel cancels a WAITING job at once, or requests cancellation of a
+// Cancel cancels a WAITING or SCHEDULED job at once, or requests cancellation of a
 // RUNNING one (CANCELED when its handler returns, whatever it returns).
 func (s *Service) Cancel(ctx context.Context, id uint64) (jobq.Job, error) {
-	var j jobq.Job
-	err := s.retry.Do(ctx, "cancel", func() error { var e error; j, e = s.store.JobCancel(ctx, id); return e })
+	j, err := retryV(ctx, s.retry, "cancel", func() (jobq.Job, error) { return s.store.JobCancel(ctx, id) })
 	return j, err
 }
 
 // Retry re-queues a FAILED or CANCELED job with a fresh retry budget.
 func (s *Service) Retry(ctx context.Context, id uint64) (jobq.Job, error) {
-	var j jobq.Job
-	err := s.retry.Do(ctx, "retry", func() error { var e error; j, e = s.store.JobRetry(ctx, id); return e })
+	j, err := retryV(ctx, s.retry, "retry", func() (jobq.Job, error) { return s.store.JobRetry(ctx, id) })
 	if err == nil && s.wake != nil {
 		s.wake()
 	}
@@ -561,8 +566,7 @@ func (s *Service) Retry(ctx context.Context, id uint64) (jobq.Job, error) {
 
 // Executions lists a job's attempts.
 func (s *Service) Executions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
-	var ex []jobq.Execution
-	err := s.retry.Do(ctx, "executions", func() error { var e error; ex, e = s.store.JobExecutions(ctx, id); return e })
+	ex, err := retryV(ctx, s.retry, "executions", func() ([]jobq.Execution, error) { return s.store.JobExecutions(ctx, id) })
 	if ex == nil && err == nil {
 		ex = []jobq.Execution{}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
@@ -23,7 +24,7 @@ type submitResult struct {
 
 // submitConcurrently runs the n requests at once (released together) and
 // returns their results in request order.
-func submitConcurrently(svc *service.Service, reqs []service.SubmitRequest) []submitResult {
+func submitConcurrently(svc *service.Service, reqs []apitype.SubmitRequest) []submitResult {
 	out := make([]submitResult, len(reqs))
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -57,7 +58,7 @@ func TestConcurrentSubmitSameKeyOneRow(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
 	svc := service.New(st, known, nil)
-	reqs := make([]service.SubmitRequest, 10)
+	reqs := make([]apitype.SubmitRequest, 10)
 	for i := range reqs {
 		// The same request, with params spelled differently (key order and
 		// whitespace do not make a different body).
@@ -65,7 +66,7 @@ func TestConcurrentSubmitSameKeyOneRow(t *testing.T) {
 		if i%2 == 1 {
 			params = `{ "b" : [true, null], "a" : 1 }`
 		}
-		reqs[i] = service.SubmitRequest{JobKey: "same", JobType: "noop", Params: []byte(params)}
+		reqs[i] = apitype.SubmitRequest{JobKey: "same", JobType: "noop", Params: []byte(params)}
 	}
 	res := submitConcurrently(svc, reqs)
 
@@ -98,7 +99,7 @@ func TestConcurrentSubmitSameKeyOneRow(t *testing.T) {
 
 	// A different body under the same key is a conflict and writes nothing.
 	prio := 5
-	for name, req := range map[string]service.SubmitRequest{
+	for name, req := range map[string]apitype.SubmitRequest{
 		"different params":   {JobKey: "same", JobType: "noop", Params: []byte(`{"a":2,"b":[true,null]}`)},
 		"different priority": {JobKey: "same", JobType: "noop", Params: []byte(`{"a":1,"b":[true,null]}`), Priority: &prio},
 	} {
@@ -121,9 +122,9 @@ func TestConcurrentSubmitDifferentBodiesConflict(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
 	svc := service.New(st, known, nil)
-	reqs := make([]service.SubmitRequest, 10)
+	reqs := make([]apitype.SubmitRequest, 10)
 	for i := range reqs {
-		reqs[i] = service.SubmitRequest{JobKey: "contested", JobType: "noop", Params: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+		reqs[i] = apitype.SubmitRequest{JobKey: "contested", JobType: "noop", Params: []byte(fmt.Sprintf(`{"n":%d}`, i))}
 	}
 	res := submitConcurrently(svc, reqs)
 	winner := -1

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/service"
 )
@@ -20,7 +21,7 @@ func TestIdempotencyTellsLoneSurrogatesApart(t *testing.T) {
 	svc := service.New(st, nil, nil)
 	ctx := context.Background()
 	submit := func(key, params string) (uint64, bool, error) {
-		job, created, err := svc.Submit(ctx, service.SubmitRequest{JobKey: key, JobType: "noop", Params: json.RawMessage(params)})
+		job, created, err := svc.Submit(ctx, apitype.SubmitRequest{JobKey: key, JobType: "noop", Params: json.RawMessage(params)})
 		return job.ID, created, err
 	}
 	id, created, err := submit("sur", `{"s":"\ud800","t":1}`)

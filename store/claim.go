@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
@@ -16,7 +15,7 @@ import (
 func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, error) {
 	rows, err := s.q.JobScanAvailable(ctx, int32(limit))
 	if err != nil {
-		return nil, fmt.Errorf("scan: %w", err)
+		return nil, errorf("scan: %w", err)
 	}
 	out := make([]jobq.Fence, len(rows))
 	for i, r := range rows {
@@ -26,8 +25,9 @@ func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, 
 }
 
 // JobClaimSkipLocked claims up to p.Limit due jobs in one transaction:
-// SELECT … FOR UPDATE SKIP LOCKED returning the rows and the database
-// clock, one UPDATE … WHERE id IN (…) writing that clock as started_at, and
+// SELECT … FOR UPDATE SKIP LOCKED returning the rows, one UPDATE … WHERE id
+// IN (…) stamping started_at and the lease from its own NOW(6) (so the stamp
+// is taken while the rows are held), a primary-key read of that stamp, and
 // one INSERT … SELECT into job_execution.
 // Returns ErrSkipLockedUnsupported on servers without SKIP LOCKED.
 func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
@@ -48,19 +48,20 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 		for i, r := range rows {
 			ids[i] = r.ID
 		}
-		now := rows[0].DbNow.UTC()
 		owner := sql.NullString{String: p.Owner, Valid: true}
-		n, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{
-			Owner: owner, LeaseBase: now, LeaseUs: p.Lease.Microseconds(),
-			StartedAt: sql.NullTime{Time: now, Valid: true}, UpdateTime: now, Ids: ids,
-		})
+		n, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), Ids: ids})
 		if err != nil {
 			return err
 		}
 		if int(n) != len(ids) {
 			// Locked WAITING rows cannot change under us; anything else is a bug.
-			return fmt.Errorf("claimed %d of %d locked rows", n, len(ids))
+			return errorf("claimed %d of %d locked rows", n, len(ids))
 		}
+		started, err := q.JobClaimedStartedAt(ctx, ids[0])
+		if err != nil {
+			return err
+		}
+		now := started.Time.UTC()
 		if _, err := q.ExecutionStartMany(ctx, jobqdb.ExecutionStartManyParams{Ids: ids, Owner: owner}); err != nil {
 			return err
 		}
@@ -76,7 +77,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim skiplocked: %w", err)
+		return nil, errorf("claim skiplocked: %w", err)
 	}
 	return claimed, nil
 }
@@ -107,19 +108,11 @@ func (s *Store) claimTx(ctx context.Context, readCommitted bool, fn func(tx *sql
 }
 
 // claimRows claims ids (rows this transaction already locked) for the
-// limited-type claim: it reads the database clock, writes the claim and
-// reads the claimed rows back.
+// limited-type claim: it writes the claim (stamped with the database clock
+// while the rows are held) and reads the claimed rows back.
 func (s *Store) claimRows(ctx context.Context, q *jobqdb.Queries, p jobq.ClaimParams, ids []uint64) ([]jobq.ClaimedJob, error) {
-	now, err := q.DBNow(ctx)
-	if err != nil {
-		return nil, err
-	}
-	now = now.UTC()
 	owner := sql.NullString{String: p.Owner, Valid: true}
-	if _, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{
-		Owner: owner, LeaseBase: now, LeaseUs: p.Lease.Microseconds(),
-		StartedAt: sql.NullTime{Time: now, Valid: true}, UpdateTime: now, Ids: ids,
-	}); err != nil {
+	if _, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), Ids: ids}); err != nil {
 		return nil, err
 	}
 	return s.startExecutions(ctx, q, owner, ids)
@@ -180,7 +173,7 @@ func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) (claimed
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("claim cas: %w", err)
+		return nil, 0, errorf("claim cas: %w", err)
 	}
 	return claimed, lost, nil
 }
@@ -197,7 +190,7 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) (in
 		LeaseUs: p.Lease.Microseconds(), Ids: p.IDs, Owner: sql.NullString{String: p.Owner, Valid: true},
 	})
 	if err != nil {
-		return 0, fmt.Errorf("lease renew: %w", err)
+		return 0, errorf("lease renew: %w", err)
 	}
 	return n, nil
 }
@@ -209,7 +202,7 @@ func (s *Store) JobFenceStates(ctx context.Context, ids []uint64) ([]jobq.FenceS
 	}
 	rows, err := s.q.JobFenceStates(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("fence states: %w", err)
+		return nil, errorf("fence states: %w", err)
 	}
 	out := make([]jobq.FenceState, len(rows))
 	for i, r := range rows {

@@ -41,7 +41,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 		})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("complete: %w", err)
+		return nil, errorf("complete: %w", err)
 	}
 	return applied, nil
 }
@@ -112,7 +112,7 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 	})
 	if errors.Is(err, errStaleRollback) {
 		if done, aerr := alreadyApplied(ctx, s.q, c); aerr != nil {
-			return false, fmt.Errorf("complete tx: %w", aerr)
+			return false, errorf("complete tx: %w", aerr)
 		} else if done {
 			return true, nil // an earlier try committed; its ack was lost
 		}
@@ -120,7 +120,7 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 		if _, merr := s.q.ExecutionMarkStale(ctx, jobqdb.ExecutionMarkStaleParams{
 			Error: nullStr("completion refused: attempt no longer owns the job"), JobID: c.ID, Attempt: int32(c.Attempt),
 		}); merr != nil {
-			return false, fmt.Errorf("complete tx: mark stale: %w", merr)
+			return false, errorf("complete tx: mark stale: %w", merr)
 		}
 		return false, nil
 	}
@@ -129,7 +129,7 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 		return false, tfe.err
 	}
 	if err != nil {
-		return false, fmt.Errorf("complete tx: %w", err)
+		return false, errorf("complete tx: %w", err)
 	}
 	return !stale, nil
 }
@@ -167,7 +167,9 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Compl
 // alreadyApplied reports whether c's attempt already carries c's own
 // outcome: only the run's own committed completion writes SUCCESS, FAILED,
 // CANCELED or RELEASED into its execution row (the rescuer writes
-// LEASE_EXPIRED, a refused write STALE).
+// LEASE_EXPIRED, a refused write STALE). CANCELED is also what any of the
+// run's own outcomes is recorded as when a cancel request ended the job
+// (ExecutionFinish).
 func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
 	out, err := q.ExecutionGetOutcome(ctx, jobqdb.ExecutionGetOutcomeParams{JobID: c.ID, Attempt: int32(c.Attempt)})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -176,7 +178,7 @@ func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (
 	if err != nil {
 		return false, err
 	}
-	return out.Valid && out.String == string(c.Outcome), nil
+	return out.Valid && (out.String == string(c.Outcome) || out.String == string(jobq.OutcomeCanceled)), nil
 }
 
 func executionFinishParams(c jobq.Completion) jobqdb.ExecutionFinishParams {
@@ -209,7 +211,7 @@ func (s *Store) completeJobRow(ctx context.Context, q *jobqdb.Queries, c jobq.Co
 	case jobq.OutcomeReleased:
 		n, err = q.JobReleaseFenced(ctx, jobqdb.JobReleaseFencedParams{ID: c.ID, Attempt: int32(c.Attempt)})
 	default:
-		return false, fmt.Errorf("unknown outcome %q", c.Outcome)
+		return false, errorf("unknown outcome %q", c.Outcome)
 	}
 	if err != nil {
 		return false, err
@@ -222,7 +224,7 @@ func (s *Store) completeJobRow(ctx context.Context, q *jobqdb.Queries, c jobq.Co
 func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]jobq.Fence, error) {
 	rows, err := s.q.JobRescueCandidates(ctx, int32(limit))
 	if err != nil {
-		return nil, fmt.Errorf("rescue candidates: %w", err)
+		return nil, errorf("rescue candidates: %w", err)
 	}
 	out := make([]jobq.Fence, len(rows))
 	for i, r := range rows {
@@ -254,7 +256,7 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("rescue: %w", err)
+		return false, errorf("rescue: %w", err)
 	}
 	return ok, nil
 }

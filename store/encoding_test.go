@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -94,7 +95,7 @@ func TestFailureAlwaysRecorded(t *testing.T) {
 		for _, maxRetry := range []int{0, 1} {
 			key := fmt.Sprintf("%s#%d", name, maxRetry)
 			mr := maxRetry
-			if _, _, err := svc.Submit(context.Background(), service.SubmitRequest{JobKey: key, JobType: "failing", MaxRetry: &mr}); err != nil {
+			if _, _, err := svc.Submit(context.Background(), apitype.SubmitRequest{JobKey: key, JobType: "failing", MaxRetry: &mr}); err != nil {
 				t.Fatalf("submit %s: %v", key, err)
 			}
 			keys = append(keys, key)
@@ -185,7 +186,7 @@ func TestCharsetForcedToUTF8MB4(t *testing.T) {
 	key := "latin1-dsn-🙂𝄞"
 	params := `{"e":"👍🏽"}`
 	svc := service.New(st, nil, nil)
-	j, _, err := svc.Submit(context.Background(), service.SubmitRequest{JobKey: key, JobType: "noop", Params: []byte(params)})
+	j, _, err := svc.Submit(context.Background(), apitype.SubmitRequest{JobKey: key, JobType: "noop", Params: []byte(params)})
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}

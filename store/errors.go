@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -18,51 +19,163 @@ import (
 // (MySQL < 8.0.1, MariaDB < 10.6).
 var ErrSkipLockedUnsupported = errors.New("jobq: server does not support SKIP LOCKED")
 
-// MySQL error numbers jobq branches on.
+// MySQL and MariaDB error numbers jobq branches on.
 const (
-	ErrNumDeadlock        = 1213 // ER_LOCK_DEADLOCK
-	ErrNumLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT
-	ErrNumDupEntry        = 1062 // ER_DUP_ENTRY
-	ErrNumServerGone      = 2006 // CR_SERVER_GONE_ERROR
-	ErrNumServerLost      = 2013 // CR_SERVER_LOST
-	ErrNumQueryKilled     = 1317 // ER_QUERY_INTERRUPTED
-	ErrNumShutdown        = 1053 // ER_SERVER_SHUTDOWN
-	ErrNumConnKilled      = 1927 // ER_CONNECTION_KILLED (MariaDB)
-	ErrNumBinlogStmtMode  = 1665 // ER_BINLOG_STMT_MODE_AND_ROW_ENGINE (READ COMMITTED write with binlog_format=STATEMENT)
+	ErrNumDeadlock         = 1213 // ER_LOCK_DEADLOCK (also a Galera certification conflict at commit)
+	ErrNumLockWaitTimeout  = 1205 // ER_LOCK_WAIT_TIMEOUT
+	ErrNumDupEntry         = 1062 // ER_DUP_ENTRY
+	ErrNumUnknownCommand   = 1047 // ER_UNKNOWN_COM_ERROR: "WSREP has not yet prepared node for application use"
+	ErrNumShutdown         = 1053 // ER_SERVER_SHUTDOWN
+	ErrNumNetReadTimeout   = 1159 // ER_NET_READ_INTERRUPTED
+	ErrNumNetWriteTimeout  = 1161 // ER_NET_WRITE_INTERRUPTED
+	ErrNumReadOnly         = 1290 // ER_OPTION_PREVENTS_STATEMENT (--read-only, --super-read-only)
+	ErrNumQueryKilled      = 1317 // ER_QUERY_INTERRUPTED (KILL QUERY, as failover tools and proxies send)
+	ErrNumReadOnlyTx       = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+	ErrNumInnoDBReadOnly   = 1836 // ER_READ_ONLY_MODE (innodb_read_only)
+	ErrNumConnKilled       = 1927 // ER_CONNECTION_KILLED (MariaDB)
+	ErrNumServerGone       = 2006 // CR_SERVER_GONE_ERROR
+	ErrNumServerLost       = 2013 // CR_SERVER_LOST
+	ErrNumReplHookBefore   = 3100 // ER_RUN_HOOK_ERROR / replication hook refused the commit (Group Replication)
+	ErrNumReplHookRollback = 3101 // ER_TRANSACTION_ROLLBACK_DURING_COMMIT (Group Replication conflict)
+	ErrNumBinlogStmtMode   = 1665 // ER_BINLOG_STMT_MODE_AND_ROW_ENGINE (READ COMMITTED write with binlog_format=STATEMENT)
 )
 
-// IsRetryable reports whether err is transient: a deadlock (1213), a lock
-// wait timeout (1205), a server shutting down or a lost or refused
-// connection. Such operations are safe to retry because every write jobq
-// makes is fenced or idempotent.
-func IsRetryable(err error) bool {
+// Kind is how jobq treats a database error.
+type Kind int
+
+const (
+	// KindNone is a nil error.
+	KindNone Kind = iota
+	// KindPermanent errors are not retried: a bad statement, a constraint,
+	// a missing table. Every error number not listed below is permanent.
+	KindPermanent
+	// KindConflict errors are transient conflicts between transactions: a
+	// deadlock or a Galera certification conflict (1213), a lock wait
+	// timeout (1205), a statement killed (1317). Retry at once, with backoff.
+	KindConflict
+	// KindUnavailable errors mean the server cannot serve writes now but may
+	// soon: read-only (1290, 1836, 1792), a Galera node not ready (1047) or
+	// shutting down (1053), a connection killed or lost (1927, 2006, 2013,
+	// 1159, 1161, driver.ErrBadConn, mysql.ErrInvalidConn, network errors), a
+	// replication hook refusing the commit (3100, 3101). The store returns
+	// them wrapped so that errors.Is(err, jobq.ErrUnavailable) holds; the API
+	// answers 503 unavailable / gRPC Unavailable.
+	KindUnavailable
+)
+
+// String names the kind for logs and metrics.
+func (k Kind) String() string {
+	switch k {
+	case KindNone:
+		return "none"
+	case KindConflict:
+		return "conflict"
+	case KindUnavailable:
+		return "unavailable"
+	}
+	return "permanent"
+}
+
+// Classify returns err's Kind. It is the one place where jobq decides which
+// database errors are retried; store/errors_test.go checks it code by code.
+// A context's own cancellation or deadline is permanent (the caller gave up).
+func Classify(err error) Kind {
 	if err == nil {
-		return false
+		return KindNone
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
+		return KindPermanent
+	}
+	if errors.Is(err, jobq.ErrUnavailable) {
+		return KindUnavailable
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
-		case ErrNumDeadlock, ErrNumLockWaitTimeout, ErrNumServerGone, ErrNumServerLost,
-			ErrNumQueryKilled, ErrNumShutdown, ErrNumConnKilled:
-			return true
+		case ErrNumDeadlock, ErrNumLockWaitTimeout, ErrNumQueryKilled:
+			return KindConflict
+		case ErrNumReadOnly, ErrNumInnoDBReadOnly, ErrNumReadOnlyTx, ErrNumUnknownCommand, ErrNumShutdown,
+			ErrNumConnKilled, ErrNumServerGone, ErrNumServerLost, ErrNumNetReadTimeout, ErrNumNetWriteTimeout,
+			ErrNumReplHookBefore, ErrNumReplHookRollback:
+			return KindUnavailable
 		}
-		return false
+		return KindPermanent
 	}
 	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
 		errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return true
+		return KindUnavailable
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
-		return true
+		return KindUnavailable
 	}
 	var oe *net.OpError
-	return errors.As(err, &oe)
+	if errors.As(err, &oe) {
+		return KindUnavailable
+	}
+	return KindPermanent
 }
+
+// IsRetryable reports whether err is transient (KindConflict or
+// KindUnavailable). Such operations are safe to retry because every write
+// jobq makes is fenced or idempotent.
+func IsRetryable(err error) bool {
+	k := Classify(err)
+	return k == KindConflict || k == KindUnavailable
+}
+
+// Cause names a transient error's cause for logs and the
+// jobq_db_retries_total metric: "deadlock", "lock_wait_timeout",
+// "read_only", "wsrep_not_ready", "shutdown", "connection_lost",
+// "replication_refused", "query_killed"; "" for other errors.
+func Cause(err error) string {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case ErrNumDeadlock:
+			return "deadlock"
+		case ErrNumLockWaitTimeout:
+			return "lock_wait_timeout"
+		case ErrNumQueryKilled:
+			return "query_killed"
+		case ErrNumReadOnly, ErrNumInnoDBReadOnly, ErrNumReadOnlyTx:
+			return "read_only"
+		case ErrNumUnknownCommand:
+			return "wsrep_not_ready"
+		case ErrNumShutdown:
+			return "shutdown"
+		case ErrNumReplHookBefore, ErrNumReplHookRollback:
+			return "replication_refused"
+		case ErrNumConnKilled, ErrNumServerGone, ErrNumServerLost, ErrNumNetReadTimeout, ErrNumNetWriteTimeout:
+			return "connection_lost"
+		}
+		return ""
+	}
+	if Classify(err) == KindUnavailable {
+		return "connection_lost"
+	}
+	return ""
+}
+
+// unavailableError marks a KindUnavailable error as jobq.ErrUnavailable
+// while keeping the driver's error reachable with errors.As.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string   { return e.err.Error() }
+func (e *unavailableError) Unwrap() []error { return []error{e.err, jobq.ErrUnavailable} }
+
+// wrapUnavailable returns err, marked as jobq.ErrUnavailable when its kind
+// is KindUnavailable. Every error the store returns passes through it.
+func wrapUnavailable(err error) error {
+	if err == nil || errors.Is(err, jobq.ErrUnavailable) || Classify(err) != KindUnavailable {
+		return err
+	}
+	return &unavailableError{err}
+}
+
+// errorf is fmt.Errorf followed by wrapUnavailable.
+func errorf(format string, args ...any) error { return wrapUnavailable(fmt.Errorf(format, args...)) }
 
 // ErrorNumber returns the MySQL error number in err, or 0 when err carries
 // none (for example a lost connection). Used for the db_errors metric.
@@ -83,5 +196,5 @@ func notFound(err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return jobq.ErrNotFound
 	}
-	return err
+	return wrapUnavailable(err)
 }

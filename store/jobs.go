@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -24,7 +23,8 @@ func jobFromRow(r jobqdb.JobQueue) jobq.Job {
 	}
 }
 
-// JobSubmit inserts a WAITING job. When job_key already exists it returns
+// JobSubmit inserts a job: SCHEDULED when p.RunAt is ahead of the database
+// clock, else WAITING. When job_key already exists it returns
 // that job with created=false if its RequestHash matches, or ErrKeyConflict.
 // Concurrent submits of one key yield exactly one row (UNIQUE uk_job_key).
 func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Job, created bool, err error) {
@@ -43,11 +43,11 @@ func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Jo
 	}
 	if err != nil {
 		if !isDupKey(err) {
-			return jobq.Job{}, false, fmt.Errorf("submit: %w", err)
+			return jobq.Job{}, false, errorf("submit: %w", err)
 		}
 		existing, gerr := s.JobGetByKey(ctx, p.JobKey)
 		if gerr != nil {
-			return jobq.Job{}, false, fmt.Errorf("submit: read existing key: %w", gerr)
+			return jobq.Job{}, false, errorf("submit: read existing key: %w", gerr)
 		}
 		if existing.RequestHash != p.RequestHash {
 			return existing, false, jobq.ErrKeyConflict
@@ -56,7 +56,7 @@ func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Jo
 	}
 	job, err = s.JobGet(ctx, uint64(id))
 	if err != nil {
-		return jobq.Job{}, false, fmt.Errorf("submit: read back: %w", err)
+		return jobq.Job{}, false, errorf("submit: read back: %w", err)
 	}
 	return job, true, nil
 }
@@ -104,7 +104,7 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 		rows, err = s.q.JobList(ctx, jobqdb.JobListParams{BeforeID: before, Limit: lim})
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("list jobs: %w", err)
+		return nil, 0, errorf("list jobs: %w", err)
 	}
 	var next uint64
 	if len(rows) > p.Limit {
@@ -124,28 +124,34 @@ func likePrefix(prefix string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(prefix) + "%"
 }
 
-// JobCancel cancels a job: a WAITING job becomes CANCELED at once; a RUNNING
+// JobCancel cancels a job: a WAITING or SCHEDULED job becomes CANCELED at once; a RUNNING
 // job gets cancel_requested=1, its handler's context is cancelled within one
 // heartbeat and it ends CANCELED whatever the handler returns. It returns the
-// job after the change; ErrInvalidState for a terminal job.
+// job after the change; ErrInvalidState for a terminal job. A job that moved
+// between the two statements (a run released or re-queued after the first,
+// a job claimed after it) is tried again.
 func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
-	n, err := s.q.JobCancelWaiting(ctx, id)
-	if err != nil {
-		return jobq.Job{}, fmt.Errorf("cancel: %w", err)
-	}
-	if n == 0 {
-		if n, err = s.q.JobCancelRunning(ctx, id); err != nil {
-			return jobq.Job{}, fmt.Errorf("cancel: %w", err)
+	for try := 0; ; try++ {
+		n, err := s.q.JobCancelWaiting(ctx, id)
+		if err != nil {
+			return jobq.Job{}, errorf("cancel: %w", err)
+		}
+		if n == 0 {
+			if n, err = s.q.JobCancelRunning(ctx, id); err != nil {
+				return jobq.Job{}, errorf("cancel: %w", err)
+			}
+		}
+		job, err := s.JobGet(ctx, id)
+		if err != nil {
+			return jobq.Job{}, err
+		}
+		if n > 0 || job.Status == jobq.StateCanceled || (job.Status == jobq.StateRunning && job.CancelRequested) {
+			return job, nil
+		}
+		if job.Terminal() || try == 2 {
+			return job, jobq.ErrInvalidState
 		}
 	}
-	job, err := s.JobGet(ctx, id)
-	if err != nil {
-		return jobq.Job{}, err
-	}
-	if n == 0 && !(job.Status == jobq.StateCanceled || (job.Status == jobq.StateRunning && job.CancelRequested)) {
-		return job, jobq.ErrInvalidState
-	}
-	return job, nil
 }
 
 // JobRetry moves a FAILED or CANCELED job back to WAITING, due now, with
@@ -153,7 +159,7 @@ func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
 func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
 	n, err := s.q.JobRetryManual(ctx, id)
 	if err != nil {
-		return jobq.Job{}, fmt.Errorf("retry: %w", err)
+		return jobq.Job{}, errorf("retry: %w", err)
 	}
 	job, err := s.JobGet(ctx, id)
 	if err != nil {
@@ -172,7 +178,7 @@ func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution,
 	}
 	rows, err := s.q.ExecutionListByJob(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("executions: %w", err)
+		return nil, errorf("executions: %w", err)
 	}
 	out := make([]jobq.Execution, len(rows))
 	for i, r := range rows {
@@ -186,7 +192,7 @@ func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution,
 func (s *Store) JobCountByStatus(ctx context.Context) (map[string]int64, error) {
 	rows, err := s.q.JobCountByStatus(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("count by status: %w", err)
+		return nil, errorf("count by status: %w", err)
 	}
 	m := map[string]int64{}
 	for _, r := range rows {
@@ -199,5 +205,34 @@ func (s *Store) JobCountByStatus(ctx context.Context) (map[string]int64, error) 
 func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 	var t time.Time
 	err := s.db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&t)
-	return t.UTC(), err
+	return t.UTC(), wrapUnavailable(err)
+}
+
+// JobScheduledNext reads the earliest run_at among SCHEDULED jobs and the
+// database clock in one index-only statement (idx_due).
+func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error) {
+	r, err := s.q.JobScheduledNext(ctx)
+	if err != nil {
+		return jobq.ScheduledNext{}, errorf("scheduled next: %w", err)
+	}
+	out := jobq.ScheduledNext{DBNow: r.DbNow.UTC()}
+	switch t := r.NextRunAt.(type) {
+	case time.Time:
+		out.Next = t.UTC()
+	case nil:
+	default:
+		return jobq.ScheduledNext{}, errorf("scheduled next: unexpected %T for MIN(run_at)", r.NextRunAt)
+	}
+	return out, nil
+}
+
+// JobPromoteDue moves up to limit SCHEDULED jobs whose run_at has come
+// (database clock) to WAITING, earliest first, and returns how many it
+// moved. Safe to run on every replica at once.
+func (s *Store) JobPromoteDue(ctx context.Context, limit int) (int, error) {
+	n, err := s.q.JobPromoteDue(ctx, int32(limit))
+	if err != nil {
+		return 0, errorf("promote: %w", err)
+	}
+	return int(n), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"io/fs"
 	"regexp"
 	"sort"
@@ -36,7 +35,7 @@ func Migrations() ([]Migration, error) {
 	for _, e := range entries {
 		m := migrationRe.FindStringSubmatch(e.Name())
 		if m == nil {
-			return nil, fmt.Errorf("migration file %q does not match NNN_name.(up|down).sql", e.Name())
+			return nil, errorf("migration file %q does not match NNN_name.(up|down).sql", e.Name())
 		}
 		v, _ := strconv.Atoi(m[1])
 		body, err := fs.ReadFile(jobqsql.Migrations, "migrations/"+e.Name())
@@ -57,7 +56,7 @@ func Migrations() ([]Migration, error) {
 	out := make([]Migration, 0, len(byVer))
 	for _, m := range byVer {
 		if m.Up == "" || m.Down == "" {
-			return nil, fmt.Errorf("migration %03d_%s needs both .up.sql and .down.sql", m.Version, m.Name)
+			return nil, errorf("migration %03d_%s needs both .up.sql and .down.sql", m.Version, m.Name)
 		}
 		out = append(out, *m)
 	}
@@ -108,21 +107,21 @@ func (s *Store) withMigrationLock(ctx context.Context, fn func(conn *sql.Conn) e
 	defer conn.Close()
 	var dbName sql.NullString
 	if err := conn.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&dbName); err != nil {
-		return fmt.Errorf("migration: %w", err)
+		return errorf("migration: %w", err)
 	}
 	if !dbName.Valid {
 		return ErrNoDatabase
 	}
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(DATABASE(), '.jobq_migrate'), 60)").Scan(&got); err != nil {
-		return fmt.Errorf("migration lock: %w", err)
+		return errorf("migration lock: %w", err)
 	}
 	if got.Int64 != 1 {
-		return fmt.Errorf("migration lock: another process holds it for over 60s")
+		return errorf("migration lock: another process holds it for over 60s")
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.jobq_migrate'))")
 	if _, err := conn.ExecContext(ctx, migrationsTable); err != nil {
-		return fmt.Errorf("create jobq_schema_migrations: %w", err)
+		return errorf("create jobq_schema_migrations: %w", err)
 	}
 	return fn(conn)
 }
@@ -165,7 +164,7 @@ func (s *Store) MigrateUp(ctx context.Context) ([]int, error) {
 			}
 			for _, st := range splitStatements(m.Up) {
 				if _, err := conn.ExecContext(ctx, st); err != nil {
-					return fmt.Errorf("migration %03d_%s up: %w", m.Version, m.Name, err)
+					return errorf("migration %03d_%s up: %w", m.Version, m.Name, err)
 				}
 			}
 			if _, err := conn.ExecContext(ctx, "INSERT INTO jobq_schema_migrations (version, name, applied_at) VALUES (?, ?, NOW(6))", m.Version, m.Name); err != nil {
@@ -201,7 +200,7 @@ func (s *Store) MigrateDown(ctx context.Context, steps int) ([]int, error) {
 			}
 			for _, st := range splitStatements(m.Down) {
 				if _, err := conn.ExecContext(ctx, st); err != nil {
-					return fmt.Errorf("migration %03d_%s down: %w", m.Version, m.Name, err)
+					return errorf("migration %03d_%s down: %w", m.Version, m.Name, err)
 				}
 			}
 			if _, err := conn.ExecContext(ctx, "DELETE FROM jobq_schema_migrations WHERE version = ?", m.Version); err != nil {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -26,7 +25,7 @@ func typeControlFromRow(r jobqdb.JobTypeControl) jobq.TypeControl {
 // are not interrupted.
 func (s *Store) TypeSetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error) {
 	if err := s.q.TypeControlSetPaused(ctx, jobqdb.TypeControlSetPausedParams{JobType: jobType, Paused: paused}); err != nil {
-		return jobq.TypeControl{}, fmt.Errorf("set paused: %w", err)
+		return jobq.TypeControl{}, errorf("set paused: %w", err)
 	}
 	return s.TypeControlGet(ctx, jobType)
 }
@@ -37,7 +36,7 @@ func (s *Store) TypeSetPaused(ctx context.Context, jobType string, paused bool) 
 // are not stopped, so the count can exceed a lowered limit until they finish.
 func (s *Store) TypeSetLimit(ctx context.Context, jobType string, maxRunning int) (jobq.TypeControl, error) {
 	if err := s.q.TypeControlSetLimit(ctx, jobqdb.TypeControlSetLimitParams{JobType: jobType, MaxRunning: int32(maxRunning)}); err != nil {
-		return jobq.TypeControl{}, fmt.Errorf("set limit: %w", err)
+		return jobq.TypeControl{}, errorf("set limit: %w", err)
 	}
 	return s.TypeControlGet(ctx, jobType)
 }
@@ -50,7 +49,7 @@ func (s *Store) TypeControlGet(ctx context.Context, jobType string) (jobq.TypeCo
 		return jobq.TypeControl{JobType: jobType}, nil
 	}
 	if err != nil {
-		return jobq.TypeControl{}, fmt.Errorf("type control: %w", err)
+		return jobq.TypeControl{}, errorf("type control: %w", err)
 	}
 	return typeControlFromRow(r), nil
 }
@@ -59,7 +58,7 @@ func (s *Store) TypeControlGet(ctx context.Context, jobType string) (jobq.TypeCo
 func (s *Store) TypeControls(ctx context.Context) ([]jobq.TypeControl, error) {
 	rows, err := s.q.TypeControlList(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("type controls: %w", err)
+		return nil, errorf("type controls: %w", err)
 	}
 	out := make([]jobq.TypeControl, len(rows))
 	for i, r := range rows {
@@ -72,7 +71,7 @@ func (s *Store) TypeControls(ctx context.Context) ([]jobq.TypeControl, error) {
 func (s *Store) TypeLimits(ctx context.Context) (map[string]int, error) {
 	rows, err := s.q.TypeControlLimited(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("type limits: %w", err)
+		return nil, errorf("type limits: %w", err)
 	}
 	m := make(map[string]int, len(rows))
 	for _, r := range rows {
@@ -89,7 +88,7 @@ func (s *Store) TypeLimits(ctx context.Context) (map[string]int, error) {
 func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error) {
 	rows, err := s.q.TypeProbeClaimable(ctx, jobType)
 	if err != nil {
-		return false, fmt.Errorf("probe type: %w", err)
+		return false, errorf("probe type: %w", err)
 	}
 	return len(rows) > 0, nil
 }
@@ -105,15 +104,15 @@ func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error)
 func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return nil, fmt.Errorf("claim limited: %w", err)
+		return nil, errorf("claim limited: %w", err)
 	}
 	claimed, err := s.claimLimited(ctx, s.q.WithTx(tx), jobType, p)
 	if err != nil {
 		_ = tx.Rollback()
-		return nil, fmt.Errorf("claim limited %q: %w", jobType, err)
+		return nil, errorf("claim limited %q: %w", jobType, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("claim limited %q: commit: %w", jobType, err)
+		return nil, errorf("claim limited %q: commit: %w", jobType, err)
 	}
 	return claimed, nil
 }
@@ -184,7 +183,7 @@ func (s *Store) PeriodicUpsert(ctx context.Context, spec jobq.PeriodicSpec, firs
 		return err
 	})
 	if err != nil {
-		return jobq.Periodic{}, false, fmt.Errorf("periodic upsert: %w", err)
+		return jobq.Periodic{}, false, errorf("periodic upsert: %w", err)
 	}
 	return p, created, nil
 }
@@ -202,7 +201,7 @@ func (s *Store) PeriodicGet(ctx context.Context, name string) (jobq.Periodic, er
 func (s *Store) PeriodicList(ctx context.Context) ([]jobq.Periodic, error) {
 	rows, err := s.q.PeriodicList(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("periodic list: %w", err)
+		return nil, errorf("periodic list: %w", err)
 	}
 	out := make([]jobq.Periodic, len(rows))
 	for i, r := range rows {
@@ -215,7 +214,7 @@ func (s *Store) PeriodicList(ctx context.Context) ([]jobq.Periodic, error) {
 func (s *Store) PeriodicDelete(ctx context.Context, name string) error {
 	n, err := s.q.PeriodicDelete(ctx, name)
 	if err != nil {
-		return fmt.Errorf("periodic delete: %w", err)
+		return errorf("periodic delete: %w", err)
 	}
 	if n == 0 {
 		return jobq.ErrNotFound
@@ -272,7 +271,7 @@ func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.Periodi
 		if errors.Is(err, jobq.ErrNotFound) {
 			return jobq.PeriodicFireResult{}, jobq.ErrNotFound
 		}
-		return jobq.PeriodicFireResult{}, fmt.Errorf("periodic fire %q: %w", name, err)
+		return jobq.PeriodicFireResult{}, errorf("periodic fire %q: %w", name, err)
 	}
 	return res, nil
 }
@@ -285,21 +284,21 @@ func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.Periodi
 // job_effect rows (the testbed's) are kept.
 func (s *Store) JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error) {
 	if p.OlderThan <= 0 {
-		return jobq.PurgeResult{}, fmt.Errorf("purge: older than must be positive, got %s", p.OlderThan)
+		return jobq.PurgeResult{}, errorf("purge: older than must be positive, got %s", p.OlderThan)
 	}
 	if p.Batch <= 0 {
 		p.Batch = 500
 	}
 	now, err := s.DBNow(ctx)
 	if err != nil {
-		return jobq.PurgeResult{}, fmt.Errorf("purge: %w", err)
+		return jobq.PurgeResult{}, errorf("purge: %w", err)
 	}
 	res := jobq.PurgeResult{Cutoff: now.Add(-p.OlderThan)}
 	var after uint64
 	for p.MaxJobs <= 0 || res.Jobs < int64(p.MaxJobs) {
 		rows, err := s.q.JobRetentionWalk(ctx, jobqdb.JobRetentionWalkParams{AfterID: after, Limit: int32(p.Batch)})
 		if err != nil {
-			return res, fmt.Errorf("purge: walk: %w", err)
+			return res, errorf("purge: walk: %w", err)
 		}
 		var cands []uint64
 		reachedCutoff := false
@@ -347,7 +346,7 @@ func (s *Store) purgeBatch(ctx context.Context, cands []uint64, cutoff time.Time
 		return err
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("purge: delete batch: %w", err)
+		return 0, 0, errorf("purge: delete batch: %w", err)
 	}
 	return jobs, execs, nil
 }
@@ -357,7 +356,7 @@ func (s *Store) purgeBatch(ctx context.Context, cands []uint64, cutoff time.Time
 // id. It returns how many jobs it re-queued.
 func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64, error) {
 	if p.Status != jobq.StateFailed && p.Status != jobq.StateCanceled {
-		return 0, fmt.Errorf("retry bulk: status must be %s or %s, got %q", jobq.StateFailed, jobq.StateCanceled, p.Status)
+		return 0, errorf("retry bulk: status must be %s or %s, got %q", jobq.StateFailed, jobq.StateCanceled, p.Status)
 	}
 	if p.Batch <= 0 {
 		p.Batch = 500
@@ -373,14 +372,14 @@ func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64
 			ids, err = s.q.JobIDsByStatus(ctx, jobqdb.JobIDsByStatusParams{Status: string(p.Status), AfterID: after, Limit: int32(p.Batch)})
 		}
 		if err != nil {
-			return total, fmt.Errorf("retry bulk: %w", err)
+			return total, errorf("retry bulk: %w", err)
 		}
 		if len(ids) == 0 {
 			return total, nil
 		}
 		n, err := s.q.JobRetryMany(ctx, jobqdb.JobRetryManyParams{Ids: ids, Status: string(p.Status)})
 		if err != nil {
-			return total, fmt.Errorf("retry bulk: %w", err)
+			return total, errorf("retry bulk: %w", err)
 		}
 		total += n
 		after = ids[len(ids)-1]
@@ -397,12 +396,12 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.Queu
 	st := jobq.QueueStats{ByStatus: map[string]int64{}, ByTypeStatus: []jobq.TypeStatusCount{}, Finished: map[string]int64{}, WindowSeconds: window.Seconds()}
 	now, err := s.DBNow(ctx)
 	if err != nil {
-		return st, fmt.Errorf("stats: %w", err)
+		return st, errorf("stats: %w", err)
 	}
 	st.DBNow = now
 	rows, err := s.q.StatsCountByTypeStatus(ctx)
 	if err != nil {
-		return st, fmt.Errorf("stats: counts: %w", err)
+		return st, errorf("stats: counts: %w", err)
 	}
 	for _, r := range rows {
 		st.ByTypeStatus = append(st.ByTypeStatus, jobq.TypeStatusCount{JobType: r.JobType, Status: jobq.JobState(r.Status), Count: r.N})
@@ -410,7 +409,7 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.Queu
 	}
 	age, err := s.q.StatsOldestWaiting(ctx)
 	if err != nil {
-		return st, fmt.Errorf("stats: oldest waiting: %w", err)
+		return st, errorf("stats: oldest waiting: %w", err)
 	}
 	if age >= 0 {
 		sec := float64(age) / 1e6
@@ -418,17 +417,17 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.Queu
 	}
 	maxIDs, err := s.q.StatsMaxIDs(ctx)
 	if err != nil {
-		return st, fmt.Errorf("stats: max ids: %w", err)
+		return st, errorf("stats: max ids: %w", err)
 	}
 	st.Created, err = s.q.StatsRecentCreated(ctx, jobqdb.StatsRecentCreatedParams{
 		MinID: uint64(max(maxIDs.MaxJobID-jobq.StatsRecentRows, 0)), WindowUs: window.Microseconds()})
 	if err != nil {
-		return st, fmt.Errorf("stats: created: %w", err)
+		return st, errorf("stats: created: %w", err)
 	}
 	outs, err := s.q.StatsRecentOutcomes(ctx, jobqdb.StatsRecentOutcomesParams{
 		MinID: uint64(max(maxIDs.MaxExecutionID-jobq.StatsRecentRows, 0)), WindowUs: window.Microseconds()})
 	if err != nil {
-		return st, fmt.Errorf("stats: finished: %w", err)
+		return st, errorf("stats: finished: %w", err)
 	}
 	var finished int64
 	for _, o := range outs {
@@ -454,18 +453,18 @@ func (s *Store) Activity(ctx context.Context, minutes int) (jobq.Activity, error
 	}
 	now, err := s.DBNow(ctx)
 	if err != nil {
-		return a, fmt.Errorf("activity: %w", err)
+		return a, errorf("activity: %w", err)
 	}
 	a.DBNow = now
 	maxIDs, err := s.q.StatsMaxIDs(ctx)
 	if err != nil {
-		return a, fmt.Errorf("activity: max ids: %w", err)
+		return a, errorf("activity: max ids: %w", err)
 	}
 	minID := uint64(max(maxIDs.MaxExecutionID-jobq.ActivityRecentRows, 0))
 	a.Bounded = minID > 0
 	started, err := s.q.ActivityStarted(ctx, jobqdb.ActivityStartedParams{MinID: minID, Minutes: minutes})
 	if err != nil {
-		return a, fmt.Errorf("activity: started: %w", err)
+		return a, errorf("activity: started: %w", err)
 	}
 	for _, r := range started {
 		if r.MinutesAgo >= 0 && int(r.MinutesAgo) < minutes {
@@ -477,7 +476,7 @@ func (s *Store) Activity(ctx context.Context, minutes int) (jobq.Activity, error
 	}
 	finished, err := s.q.ActivityFinished(ctx, jobqdb.ActivityFinishedParams{MinID: minID, Minutes: minutes})
 	if err != nil {
-		return a, fmt.Errorf("activity: finished: %w", err)
+		return a, errorf("activity: finished: %w", err)
 	}
 	for _, r := range finished {
 		if r.MinutesAgo >= 0 && int(r.MinutesAgo) < minutes {
@@ -486,7 +485,7 @@ func (s *Store) Activity(ctx context.Context, minutes int) (jobq.Activity, error
 	}
 	owners, err := s.q.ActivityOwners(ctx, jobqdb.ActivityOwnersParams{MinID: minID, Minutes: minutes})
 	if err != nil {
-		return a, fmt.Errorf("activity: owners: %w", err)
+		return a, errorf("activity: owners: %w", err)
 	}
 	byOwner := map[string]int{}
 	for _, r := range owners {
@@ -500,7 +499,7 @@ func (s *Store) Activity(ctx context.Context, minutes int) (jobq.Activity, error
 	}
 	running, err := s.q.ActivityRunningOwners(ctx)
 	if err != nil {
-		return a, fmt.Errorf("activity: running owners: %w", err)
+		return a, errorf("activity: running owners: %w", err)
 	}
 	for _, r := range running {
 		lu := r.LeaseUntil.UTC()

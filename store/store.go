@@ -1,23 +1,27 @@
 // Package store is jobq's MySQL/MariaDB adapter: the only package that
 // imports the sqlc-generated gen/jobqdb. It translates driver errors in one
-// place (sql.ErrNoRows → ErrNotFound, 1213/1205/lost connections →
-// IsRetryable) and exposes object-verb methods that take ctx and a params
+// place (errors.go: sql.ErrNoRows → ErrNotFound; Classify: conflicts and
+// unavailable kinds → IsRetryable; unavailable → jobq.ErrUnavailable) and exposes object-verb methods that take ctx and a params
 // struct.
 package store
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobq/jobq/gen/jobqdb"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // Store is the MySQL/MariaDB implementation of everything jobq persists.
@@ -50,7 +54,7 @@ type ServerInfo struct {
 func NormalizeDSN(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse dsn: %w", err)
+		return nil, errorf("parse dsn: %w", err)
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
@@ -58,7 +62,7 @@ func NormalizeDSN(dsn string) (*mysql.Config, error) {
 	// utf8mb4 whatever the DSN says (a charset=latin1 or utf8 DSN would turn
 	// 4-byte characters into '?' or errors 1366): every value round-trips.
 	if err := cfg.Apply(mysql.Charset("utf8mb4", "utf8mb4_bin")); err != nil {
-		return nil, fmt.Errorf("parse dsn: %w", err)
+		return nil, errorf("parse dsn: %w", err)
 	}
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
@@ -68,18 +72,6 @@ func NormalizeDSN(dsn string) (*mysql.Config, error) {
 		cfg.Timeout = 5 * time.Second
 	}
 	return cfg, nil
-}
-
-// RedactDSN returns dsn with its password replaced by "***", for logs and errors.
-func RedactDSN(dsn string) string {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return "<unparseable dsn>"
-	}
-	if cfg.Passwd != "" {
-		cfg.Passwd = "***"
-	}
-	return cfg.FormatDSN()
 }
 
 // PoolConfig sizes the connection pool.
@@ -97,7 +89,7 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", RedactDSN(dsn), err)
+		return nil, errorf("open %s: %w", redact.DSN(dsn), err)
 	}
 	db := sql.OpenDB(conn)
 	if pool.MaxOpen <= 0 {
@@ -114,7 +106,7 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connect %s: %w", RedactDSN(dsn), err)
+		return nil, errorf("connect %s: %w%s", redact.DSN(dsn), err, ConnectHint(err, cfg))
 	}
 	info, err := s.DetectServer(pctx)
 	if err != nil {
@@ -123,6 +115,39 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 	}
 	s.Server = info
 	return s, nil
+}
+
+// ConnectHint says what to do about an error connecting to the server
+// cfg names: "" when it has no advice. It starts with "; ".
+func ConnectHint(err error, cfg *mysql.Config) string {
+	var ne net.Error
+	switch n := ErrorNumber(err); {
+	case n == 1049:
+		pw := ""
+		if cfg.Passwd != "" {
+			pw = " -p"
+		}
+		return fmt.Sprintf("; the database %q does not exist: create it first, e.g. mysql -h%s -u%s%s -e 'CREATE DATABASE %s' (jobq creates the tables, not the database)",
+			cfg.DBName, hostOf(cfg.Addr), cfg.User, pw, cfg.DBName)
+	case n == 1045, n == 1698:
+		return fmt.Sprintf("; the server refused user %q: check the user and password in the DSN (user:password@tcp(host:port)/database)", cfg.User)
+	case n == 1044:
+		return fmt.Sprintf("; user %q may not use database %q: GRANT ALL ON %s.* TO the user, or name another database", cfg.User, cfg.DBName, cfg.DBName)
+	case n == 1130:
+		return fmt.Sprintf("; the server does not accept user %q from this host: create the user for this host or connect from an allowed one", cfg.User)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("; nothing listens on %s: start the server, or fix host:port in the DSN", cfg.Addr)
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("; %s did not answer in time: check that the server runs and that no firewall drops the connection", cfg.Addr)
+	}
+	return ""
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 // OpenDB wraps an already configured pool: db must connect through a
@@ -148,7 +173,7 @@ func (s *Store) DB() *sql.DB { return s.db }
 func (s *Store) Close() error { return s.db.Close() }
 
 // Ping checks that the database answers; /readyz uses it.
-func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+func (s *Store) Ping(ctx context.Context) error { return wrapUnavailable(s.db.PingContext(ctx)) }
 
 var versionRe = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
 
@@ -157,7 +182,7 @@ var versionRe = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
 func (s *Store) DetectServer(ctx context.Context) (ServerInfo, error) {
 	var v string
 	if err := s.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
-		return ServerInfo{}, fmt.Errorf("detect server: %w", err)
+		return ServerInfo{}, errorf("detect server: %w", err)
 	}
 	return ParseServerVersion(v), nil
 }
@@ -202,8 +227,9 @@ func nullTimePtr(t sql.NullTime) *time.Time {
 }
 
 // WithTx runs fn in a transaction and commits it, rolling back on error.
+// An error of KindUnavailable is returned as jobq.ErrUnavailable.
 func (s *Store) WithTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return s.withTxOptions(ctx, nil, fn)
+	return wrapUnavailable(s.withTxOptions(ctx, nil, fn))
 }
 
 func (s *Store) withTxOptions(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {

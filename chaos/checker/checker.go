@@ -35,6 +35,10 @@ const (
 	// dropped the outcome (for example, a lost connection or a deadlock on
 	// the completion that was not retried).
 	CheckUnexplainedRescue = "unexplained_rescues"
+	// CheckStatusVsLastExecution: a terminal job's status contradicts its
+	// last execution's outcome (see statusVsLastExecution for the mapping) —
+	// the audit trail says something the job row does not.
+	CheckStatusVsLastExecution = "status_vs_last_execution"
 )
 
 // PoisonType is the job type that kills its replica (jobtypes.Poison).
@@ -116,6 +120,9 @@ type Counts struct {
 	// UnexplainedRescues is LEASE_EXPIRED executions that no fault explains
 	// (see CheckUnexplainedRescue).
 	UnexplainedRescues int `json:"unexplained_rescues"`
+	// StatusVsLastExecution is terminal jobs whose last execution's outcome
+	// contradicts their status (see CheckStatusVsLastExecution).
+	StatusVsLastExecution int `json:"status_vs_last_execution"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
 	// Executions is job_execution rows. Rescued of them had their lease
@@ -226,7 +233,7 @@ func Check(h History) *Result {
 	}
 
 	var lost, stuck, txDup, overlap, stale, phantom, poison []string
-	var early, afterLoss, unexplained []string
+	var early, afterLoss, unexplained, disagree []string
 	submitted := map[string]bool{}
 	for _, s := range h.Submits {
 		submitted[s.Key] = true
@@ -321,6 +328,9 @@ func Check(h History) *Result {
 		if len(why) > 0 {
 			stale = append(stale, fmt.Sprintf("job %d: %s", id, why[0]))
 		}
+		if d := statusVsLastExecution(j, ex); d != "" {
+			disagree = append(disagree, d)
+		}
 		early = append(early, claimedEarly(id, ex)...)
 		afterLoss = append(afterLoss, workAfterLoss(h, id, ex, effects[id])...)
 		// Non-transactional duplicates.
@@ -365,6 +375,7 @@ func Check(h History) *Result {
 	c.Lost, c.Stuck, c.TxEffectDuplicates = len(lost), len(stuck), len(txDup)
 	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
 	c.ClaimedBeforeDue, c.WorkAfterLeaseLost, c.UnexplainedRescues = len(early), len(afterLoss), len(unexplained)
+	c.StatusVsLastExecution = len(disagree)
 	for _, v := range []struct {
 		check string
 		ex    []string
@@ -372,6 +383,7 @@ func Check(h History) *Result {
 		{CheckLost, lost}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
 		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom}, {CheckPoison, poison},
 		{CheckClaimedEarly, early}, {CheckWorkAfterLoss, afterLoss}, {CheckUnexplainedRescue, unexplained},
+		{CheckStatusVsLastExecution, disagree},
 	} {
 		if len(v.ex) > 0 {
 			r.Violations = append(r.Violations, Violation{Check: v.check, Count: len(v.ex), Examples: v.ex[:min(len(v.ex), maxExamples)]})
@@ -392,6 +404,41 @@ func Check(h History) *Result {
 // (Lease/3) of a rescue it did not foresee, and an end marker it sent just
 // before may still be in flight.
 const WorkAfterLossTolerance = 0.5
+
+// statusVsLastExecution describes how terminal job j contradicts ex, its
+// executions in attempt order; "" when they agree. The mapping:
+//   - SUCCESS: the last execution is SUCCESS (a last STALE one is reported
+//     by stale_completions_accepted instead);
+//   - FAILED: the last execution is FAILED, LEASE_EXPIRED (rescued with no
+//     retry left) or STALE (rescued so, then its late write refused);
+//   - CANCELED: the last execution is not SUCCESS; and when the run itself
+//     ended the job (its execution closed at or after the job's
+//     finished_at) it says CANCELED or LEASE_EXPIRED — a FAILED or RELEASED
+//     one is only right for a job cancelled later while WAITING.
+//
+// A terminal job whose last execution is still open contradicts it too.
+func statusVsLastExecution(j *Job, ex []Execution) string {
+	if !j.Terminal() || len(ex) == 0 {
+		return ""
+	}
+	last := ex[len(ex)-1]
+	bad := false
+	switch {
+	case last.Outcome == "" || last.FinishedAt == nil:
+		bad = true
+	case j.Status == StatusSuccess:
+		bad = last.Outcome != OutcomeSuccess && last.Outcome != OutcomeStale
+	case j.Status == StatusFailed:
+		bad = last.Outcome != OutcomeFailed && last.Outcome != OutcomeLeaseExpired && last.Outcome != OutcomeStale
+	case j.Status == StatusCanceled:
+		byRun := j.FinishedAt != nil && !last.FinishedAt.Before(*j.FinishedAt)
+		bad = last.Outcome == OutcomeSuccess || (byRun && (last.Outcome == OutcomeFailed || last.Outcome == OutcomeReleased))
+	}
+	if !bad {
+		return ""
+	}
+	return fmt.Sprintf("job %d: %s but its last execution (attempt %d, %s) says %q", j.ID, j.Status, last.Attempt, last.Owner, last.Outcome)
+}
 
 // claimedEarly lists the attempts of one job that started before they were
 // due.

@@ -471,3 +471,79 @@ func TestExplainedRescuesAreValid(t *testing.T) {
 		}
 	}
 }
+
+// The audit trail contradicting the job row is reported: a job CANCELED by
+// a cancel that reached its run (execution closed after the job's
+// finished_at) whose execution says SUCCESS or FAILED, a FAILED job whose
+// run says SUCCESS, a terminal job with an open execution. A job cancelled
+// while WAITING after a failed attempt, a cancelled run that says CANCELED
+// and a rescue that ended a job CANCELED or FAILED agree.
+func TestStatusVsLastExecutionReported(t *testing.T) {
+	b := newBuilder()
+	b.ok(1, 100, "replica-1.1")
+	// Disagreements.
+	b.job(2, 200, StatusCanceled, 1, 1500)
+	b.exec(2, 1, "replica-1.1", 210, 1500, OutcomeSuccess)
+	b.job(3, 300, StatusCanceled, 1, 1500)
+	b.exec(3, 1, "replica-1.1", 310, 1501, OutcomeFailed)
+	b.job(4, 400, StatusFailed, 1, 1500)
+	b.exec(4, 1, "replica-1.1", 410, 1500, OutcomeSuccess)
+	b.job(5, 500, StatusFailed, 1, 1500)
+	b.exec(5, 1, "replica-1.1", 510, -1, "")
+	// Agreements.
+	b.job(6, 600, StatusCanceled, 1, 1500)
+	b.exec(6, 1, "replica-1.1", 610, 1500, OutcomeCanceled)
+	b.job(7, 700, StatusCanceled, 1, 2500)
+	b.exec(7, 1, "replica-1.1", 710, 1500, OutcomeFailed)
+	b.job(8, 800, StatusFailed, 1, 1500)
+	b.exec(8, 1, "replica-1.1", 810, 1500, OutcomeFailed)
+	r := Check(b.h)
+	v := wantOnly(t, r, CheckStatusVsLastExecution, 4)
+	want := []string{
+		`job 2: CANCELED but its last execution (attempt 1, replica-1.1) says "SUCCESS"`,
+		`job 3: CANCELED but its last execution (attempt 1, replica-1.1) says "FAILED"`,
+		`job 4: FAILED but its last execution (attempt 1, replica-1.1) says "SUCCESS"`,
+		`job 5: FAILED but its last execution (attempt 1, replica-1.1) says ""`,
+	}
+	if fmt.Sprint(v.Examples) != fmt.Sprint(want) {
+		t.Fatalf("examples = %q, want %q", v.Examples, want)
+	}
+	if r.Counts.StatusVsLastExecution != 4 {
+		t.Fatalf("count = %d, want 4", r.Counts.StatusVsLastExecution)
+	}
+}
+
+// overlapping_leases is strict: a claim stamped at the very microsecond
+// the previous attempt's rescue closed it is fine, one microsecond earlier
+// is an overlap (the skiplocked claim stamps started_at from its UPDATE's
+// NOW(6), taken while it holds the row, so it can never precede the rescue).
+func TestOverlappingLeasesIsStrict(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		claimAtUs int
+		overlap   bool
+	}{
+		{"claimed at the rescue instant", 0, false},
+		{"claimed 1µs after", 1, false},
+		{"claimed 1µs before", -1, true},
+		{"claimed 631µs before (the partition run)", -631, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder()
+			b.job(1, 100, StatusSuccess, 2, 5000)
+			b.exec(1, 1, "replica-3.1", 110, 3000, OutcomeLeaseExpired)
+			b.h.Executions = append(b.h.Executions, Execution{JobID: 1, Attempt: 2, Owner: "replica-1.1",
+				StartedAt: at(3000).Add(time.Duration(tc.claimAtUs) * time.Microsecond), FinishedAt: atp(5000), Outcome: OutcomeSuccess})
+			b.effect(1, 2, EffectTx, "replica-1.1", 5000)
+			b.h.Faults = []Fault{{Kind: "partition", Target: "replica-3", Owner: "replica-3.1", Start: at(200), End: at(4000)}}
+			r := Check(b.h)
+			if !tc.overlap {
+				if !r.Valid {
+					t.Fatalf("violations = %+v", r.Violations)
+				}
+				return
+			}
+			wantOnly(t, r, CheckOverlap, 1)
+		})
+	}
+}

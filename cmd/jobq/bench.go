@@ -12,6 +12,7 @@ import (
 
 // BenchCmd runs the throughput and pickup-latency harness (package bench).
 type BenchCmd struct {
+	DSN             string          `help:"Server-level DSN to create the bench database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld." placeholder:"DSN"`
 	Out             string          `help:"Output directory for report.md, bench.json and the PNG plots." default:"out/bench"`
 	TableSizes      []int           `help:"Terminal rows pre-loaded in job_queue (default 0,100000,1000000; CI: throughput at 0, EXPLAIN at 0 and 100000)." name:"table-sizes"`
 	Batches         []int           `help:"Batch-limit sweep (default 10,50,200,1000)."`
@@ -33,7 +34,7 @@ type BenchCmd struct {
 	Baseline        string          `help:"Baseline file for --ci." default:"bench/baseline.json"`
 	Tolerance       float64         `help:"Relative tolerance of --ci comparisons." default:"0.35"`
 	WriteBaseline   bool            `help:"With --ci: write the measured ratios to --baseline instead of comparing." name:"write-baseline"`
-	NoProgress      bool            `help:"No progress bar." name:"no-progress"`
+	NoProgress      bool            `help:"No progress bar (it is drawn only when stderr is a terminal)." name:"no-progress"`
 	From            string          `help:"Re-render report.md and the plots into --out from an earlier bench.json; measure nothing." type:"existingfile"`
 }
 
@@ -54,9 +55,9 @@ func (c *BenchCmd) Run(g *Globals) error {
 		Jitters: c.Jitters, Polls: c.Polls, Rates: c.Rates, Rounds: c.Rounds, Backlog: c.Backlog, Window: c.Window,
 		LatencyDuration: c.LatencyDuration, IdleWindow: c.IdleWindow, Procs: c.Procs, Tune: c.Tune, SLO: c.SLO,
 		TuneRate: c.TuneRate, CI: c.CI, Baseline: c.Baseline, Tolerance: c.Tolerance, WriteBaseline: c.WriteBaseline,
-		Logger: g.Log,
+		Logger: g.Log, DSN: c.DSN,
 	}
-	if !c.NoProgress {
+	if !c.NoProgress && isTerminal(os.Stderr) {
 		// Per-point log lines would break the bar: only warnings and errors.
 		opts.Progress = os.Stderr
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

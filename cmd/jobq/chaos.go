@@ -15,6 +15,7 @@ import (
 
 // ChaosCmd runs the HA and exactly-once testbed.
 type ChaosCmd struct {
+	DSN            string        `help:"Server-level DSN to create the run's database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld. Runs with db-restart always start their own mariadbd (they kill it)." placeholder:"DSN"`
 	Scenario       string        `help:"Scenario name, or 'standard' for every standard scenario in turn (overrides --faults/--schedule)." default:""`
 	Faults         []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, partition, latency, clock-skew, reset." sep:","`
 	Rounds         int           `help:"Repeat --faults this many times over --duration." default:"1"`
@@ -62,7 +63,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
 			FlakyFraction: c.Flaky, PoisonJobs: c.Poison, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Sabotage: c.Sabotage, Lease: c.Lease, RescueInterval: c.RescueInterval,
-			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log,
+			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
 			OutDir: c.Out,
 		}
 		if len(runs) > 1 || c.Scenario != "" {
@@ -82,6 +83,17 @@ func (c *ChaosCmd) Run(g *Globals) error {
 		}
 	}
 	PrintChaosTable(os.Stdout, results)
+	for _, rf := range results {
+		caught := Caught(rf)
+		switch {
+		case c.ExpectInvalid && !rf.Valid:
+			fmt.Printf("%s: INVALID, as expected (caught: %s)\n", rf.Name, caught)
+		case c.ExpectInvalid:
+			fmt.Printf("%s: VALID, but --expect-invalid wanted a violation (sabotage %s went unnoticed)\n", rf.Name, strings.Join(c.Sabotage, ","))
+		case !rf.Valid:
+			fmt.Printf("%s: INVALID (caught: %s; see %s)\n", rf.Name, caught, filepath.Join(rf.OutDir, "report.md"))
+		}
+	}
 	if len(failed) > 0 {
 		if c.ExpectInvalid {
 			return fmt.Errorf("chaos: no violation found in %s (expected one from --sabotage %s)", strings.Join(failed, ", "), strings.Join(c.Sabotage, ","))
@@ -91,10 +103,28 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	return nil
 }
 
-// PrintChaosTable prints one line per run: verdict and key figures.
+// Caught names every violated check of a run with its count, and the fault
+// errors that also make a run invalid: "lost 6, stuck 6".
+func Caught(rf *chaos.ResultFile) string {
+	var parts []string
+	for _, v := range rf.Result.Violations {
+		parts = append(parts, fmt.Sprintf("%s %d", strings.ReplaceAll(v.Check, "_", " "), v.Count))
+	}
+	if n := len(rf.FaultErrors); n > 0 {
+		parts = append(parts, fmt.Sprintf("fault errors %d", n))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// PrintChaosTable prints one line per run: verdict, every check that can
+// make a run invalid (lost … unexpl rescue; phantom and poison are named by
+// Caught), then the figures reported alongside.
 func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tstuck\ttx dup\toverlap\tstale acc\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
 	for _, rf := range results {
 		r := rf.Result
 		c := r.Counts
@@ -106,8 +136,9 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		for _, f := range r.Faults {
 			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
-			c.Lost, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.StaleCompletionsRefused,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+			c.Lost, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
+			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.StaleCompletionsRefused,
 			c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)
 	}
 	tw.Flush()

@@ -5,30 +5,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"text/tabwriter"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
-	"github.com/jobq/jobq/service"
 )
 
 // ServerFlags name the API to talk to.
 type ServerFlags struct {
-	Server    string `help:"Base URL of a replica's API." default:"http://127.0.0.1:8080" env:"JOBQ_SERVER"`
-	Token     string `help:"Bearer token, if the API requires one." env:"JOBQ_TOKEN"`
-	Transport string `help:"http: the HTTP/JSON API; grpc: JobService over gRPC (h2c) on the same address." default:"http" enum:"http,grpc" env:"JOBQ_TRANSPORT"`
+	Server    string `help:"Base URL of a replica's API." default:"http://127.0.0.1:8080" env:"JOBQ_SERVER" group:"Connection"`
+	Token     string `help:"Bearer token, if the API requires one." env:"JOBQ_TOKEN" group:"Connection"`
+	Transport string `help:"http: the HTTP/JSON API; grpc: JobService and OpsService over gRPC (h2c) on the same address." default:"http" enum:"http,grpc" env:"JOBQ_TRANSPORT" group:"Connection"`
 }
 
 // jobAPI is what the client commands call: *client.Client (HTTP) or
 // *client.GRPCClient (gRPC).
 type jobAPI interface {
-	Submit(ctx context.Context, req service.SubmitRequest) (jobq.Job, bool, error)
-	Get(ctx context.Context, id uint64) (jobq.Job, error)
-	List(ctx context.Context, status, jobType string, limit int, cursor string) (service.ListPage, error)
-	Cancel(ctx context.Context, id uint64) (jobq.Job, error)
-	Retry(ctx context.Context, id uint64) (jobq.Job, error)
-	Executions(ctx context.Context, id uint64) ([]jobq.Execution, error)
+	Submit(ctx context.Context, req apitype.SubmitRequest) (apitype.Job, bool, error)
+	Get(ctx context.Context, id uint64) (apitype.Job, error)
+	List(ctx context.Context, status, jobType string, limit int, cursor string) (apitype.ListPage, error)
+	Cancel(ctx context.Context, id uint64) (apitype.Job, error)
+	Retry(ctx context.Context, id uint64) (apitype.Job, error)
+	Executions(ctx context.Context, id uint64) ([]apitype.Execution, error)
 }
 
 func (f ServerFlags) client() jobAPI {
@@ -42,16 +41,10 @@ func (f ServerFlags) client() jobAPI {
 	return c
 }
 
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
 // SubmitCmd submits a job.
 type SubmitCmd struct {
 	ServerFlags
+	OutputFlags
 	Key       string  `help:"job_key: 1–64 characters, unique; resubmitting the same request returns the same job." required:""`
 	Type      string  `help:"job_type: a registered type (built-in: noop, sleep, flaky, effect)." required:""`
 	Params    string  `help:"params: a JSON object." default:"{}"`
@@ -66,7 +59,7 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	if !json.Valid([]byte(c.Params)) {
 		return fmt.Errorf("--params: must be a JSON object, e.g. '{\"ms\": 100}'; got %q", c.Params)
 	}
-	job, created, err := c.client().Submit(g.Ctx, service.SubmitRequest{
+	job, created, err := c.client().Submit(g.Ctx, apitype.SubmitRequest{
 		JobKey: c.Key, JobType: c.Type, Params: json.RawMessage(c.Params), Priority: c.Priority,
 		MaxRetry: c.MaxRetry, RunAt: c.RunAt, TimeoutMs: c.TimeoutMs,
 	})
@@ -76,12 +69,13 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	if !created {
 		fmt.Fprintln(os.Stderr, "job_key already existed with the same request; returning that job")
 	}
-	return printJSON(job)
+	return c.show(job, func(w io.Writer) { jobTable(w, job) })
 }
 
 // GetCmd shows a job.
 type GetCmd struct {
 	ServerFlags
+	OutputFlags
 	ID uint64 `arg:"" help:"Job id."`
 }
 
@@ -91,17 +85,18 @@ func (c *GetCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(job)
+	return c.show(job, func(w io.Writer) { jobTable(w, job) })
 }
 
 // ListCmd lists jobs.
 type ListCmd struct {
 	ServerFlags
+	OutputFlags
 	Status string `help:"Only this status (WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
 	Type   string `help:"Only this job_type."`
 	Limit  int    `help:"Page size 1–1000." default:"50"`
 	Cursor string `help:"next_cursor of the previous page."`
-	JSON   bool   `help:"Print the raw JSON page."`
+	JSON   bool   `help:"Same as -o json." hidden:""`
 }
 
 // Run prints one page.
@@ -114,23 +109,20 @@ func (c *ListCmd) Run(g *Globals) error {
 		return err
 	}
 	if c.JSON {
-		return printJSON(page)
+		c.Output = "json"
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKEY\tTYPE\tSTATUS\tATTEMPT\tRETRIES\tRUN_AT")
-	for _, j := range page.Jobs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d/%d\t%s\n", j.ID, j.JobKey, j.JobType, j.Status, j.Attempt, j.RetryTimes, j.MaxRetry, j.RunAt.Format("2006-01-02T15:04:05.000Z"))
-	}
-	tw.Flush()
-	if page.NextCursor != "" {
-		fmt.Printf("next page: --cursor %s\n", page.NextCursor)
-	}
-	return nil
+	return c.show(page, func(w io.Writer) {
+		jobsTable(w, page.Jobs)
+		if page.NextCursor != "" {
+			fmt.Fprintf(w, "next page: --cursor %s\n", page.NextCursor)
+		}
+	})
 }
 
 // CancelCmd cancels a job.
 type CancelCmd struct {
 	ServerFlags
+	OutputFlags
 	ID uint64 `arg:"" help:"Job id."`
 }
 
@@ -140,12 +132,13 @@ func (c *CancelCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(job)
+	return c.show(job, func(w io.Writer) { jobTable(w, job) })
 }
 
 // RetryCmd re-queues one job, or in bulk every job with --status (and --type).
 type RetryCmd struct {
 	ServerFlags
+	OutputFlags
 	ID     *uint64 `arg:"" optional:"" help:"Job id (omit with --status for a bulk retry)."`
 	Status string  `help:"Bulk: re-queue every job in this status." enum:"FAILED,CANCELED," default:""`
 	Type   string  `help:"Bulk: only jobs of this job_type."`
@@ -159,18 +152,19 @@ func (c *RetryCmd) Run(g *Globals) error {
 	case c.ID != nil && (c.Status != "" || c.Type != ""):
 		return errors.New("retry: give either a job id or --status/--type, not both")
 	case c.ID == nil:
-		return retryBulk(g, c.ServerFlags, c.Status, c.Type)
+		return retryBulk(g, c.ServerFlags, c.OutputFlags, c.Status, c.Type)
 	}
 	job, err := c.client().Retry(g.Ctx, *c.ID)
 	if err != nil {
 		return err
 	}
-	return printJSON(job)
+	return c.show(job, func(w io.Writer) { jobTable(w, job) })
 }
 
 // ExecutionsCmd lists attempts.
 type ExecutionsCmd struct {
 	ServerFlags
+	OutputFlags
 	ID uint64 `arg:"" help:"Job id."`
 }
 
@@ -180,5 +174,5 @@ func (c *ExecutionsCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(ex)
+	return c.show(ex, func(w io.Writer) { executionsTable(w, ex) })
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -12,7 +14,7 @@ import (
 // coordinated-omission-free percentiles, thresholds and a capacity search.
 type LoadtestCmd struct {
 	Target       []string      `help:"Replica API base URL (repeatable or comma-separated). None: provision a database and --replicas jobq serve processes." sep:","`
-	DSN          string        `help:"jobq database DSN, for pickup/finish latencies and the backlog when --target is given." env:"JOBQ_DSN"`
+	DSN          string        `help:"With --target: the jobq database's DSN, for pickup/finish latencies and the backlog (default $JOBQ_DSN). Without --target: a server-level DSN to provision on, e.g. root@tcp(127.0.0.1:3306)/; without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld." placeholder:"DSN"`
 	Replicas     int           `help:"jobq serve processes to start when self-provisioning." default:"3"`
 	ServeArg     []string      `help:"Extra flag for every provisioned jobq serve (repeatable), e.g. --serve-arg=--workers=100." name:"serve-arg" sep:"none"`
 	Rate         float64       `help:"Constant arrival rate, submits/s (with --duration; ignored when --stages is set)." default:"100"`
@@ -33,6 +35,7 @@ type LoadtestCmd struct {
 	CapRes       float64       `help:"Capacity search: stop when (fail-pass)/pass ≤ this." default:"0.1" name:"capacity-resolution"`
 	Out          string        `help:"Output directory for loadtest.json and loadtest.png." default:"out/loadtest" type:"path"`
 	Keep         bool          `help:"Keep the provisioned database (and print its DSN)."`
+	NoProgress   bool          `help:"No progress bar: a status line every 5 s instead (the bar is drawn only when stderr is a terminal)."`
 }
 
 // Run runs the load test; it fails when any threshold fails.
@@ -50,14 +53,20 @@ func (c *LoadtestCmd) Run(g *Globals) error {
 			targets = append(targets, t)
 		}
 	}
-	dsn := c.DSN
+	dsn, provisionDSN := c.DSN, c.DSN
 	if len(targets) == 0 {
 		dsn = "" // the provisioned database is used
+	} else if dsn == "" {
+		dsn = os.Getenv("JOBQ_DSN")
+	}
+	cfg := loadtest.Config{Targets: targets, DSN: dsn, Stages: stages, JobType: c.JobType,
+		Params: json.RawMessage(c.Params), MaxWorkers: c.MaxWorkers, Timeout: c.Timeout, DrainTimeout: c.Drain}
+	if c.NoProgress {
+		cfg.ProgressFunc = loadtest.NewProgressPrinter(struct{ io.Writer }{os.Stderr}) // not a terminal: lines
 	}
 	return loadtest.Main(g.Ctx, loadtest.Options{
-		Config: loadtest.Config{Targets: targets, DSN: dsn, Stages: stages, JobType: c.JobType,
-			Params: json.RawMessage(c.Params), MaxWorkers: c.MaxWorkers, Timeout: c.Timeout, DrainTimeout: c.Drain},
-		Provision:          loadtest.ProvisionConfig{Replicas: c.Replicas, ServeArgs: c.ServeArg, Keep: c.Keep},
+		Config:             cfg,
+		Provision:          loadtest.ProvisionConfig{Replicas: c.Replicas, ServeArgs: c.ServeArg, Keep: c.Keep, DSN: provisionDSN},
 		Thresholds:         c.Threshold,
 		Capacity:           c.Capacity,
 		CapacityThresholds: c.CapThreshold,

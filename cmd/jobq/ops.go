@@ -2,9 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -19,12 +21,12 @@ import (
 
 // OpsFlags configure a replica's operations services (`jobq serve`).
 type OpsFlags struct {
-	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip)." sep:"none" placeholder:"SPEC"`
-	PeriodicFile     string        `help:"File of periodic schedules, one SPEC per line (# comments)." type:"existingfile" placeholder:"FILE"`
-	Retention        string        `help:"Delete SUCCESS/FAILED/CANCELED jobs (and their executions) finished longer ago than this, e.g. 7d or 36h; empty keeps every job." placeholder:"AGE"`
-	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"1m"`
-	OpsRefresh       time.Duration `help:"How often limited job types and periodic schedules are re-read from the database." default:"30s"`
-	MisfireThreshold time.Duration `help:"How late a periodic instant may fire and still count as on time." default:"1s"`
+	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip)." sep:"none" placeholder:"SPEC" group:"Operations"`
+	PeriodicFile     string        `help:"File of periodic schedules, one SPEC per line (# comments)." type:"existingfile" placeholder:"FILE" group:"Operations"`
+	Retention        string        `help:"Delete SUCCESS/FAILED/CANCELED jobs (and their executions) finished longer ago than this, e.g. 7d or 36h; empty keeps every job." placeholder:"AGE" group:"Operations"`
+	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"1m" group:"Operations"`
+	OpsRefresh       time.Duration `help:"How often limited job types and periodic schedules are re-read from the database." default:"30s" group:"Operations"`
+	MisfireThreshold time.Duration `help:"How late a periodic instant may fire and still count as on time." default:"1s" group:"Operations"`
 }
 
 // OpsConfig maps the flags to scheduler.OpsConfig.
@@ -41,7 +43,7 @@ func (f OpsFlags) OpsConfig() (scheduler.OpsConfig, error) {
 }
 
 // PeriodicRequests parses --periodic and --periodic-file.
-func (f OpsFlags) PeriodicRequests() ([]service.PeriodicRequest, error) {
+func (f OpsFlags) PeriodicRequests() ([]apitype.PeriodicRequest, error) {
 	specs := append([]string(nil), f.Periodic...)
 	if f.PeriodicFile != "" {
 		file, err := os.Open(f.PeriodicFile)
@@ -59,7 +61,7 @@ func (f OpsFlags) PeriodicRequests() ([]service.PeriodicRequest, error) {
 			return nil, fmt.Errorf("--periodic-file: %w", err)
 		}
 	}
-	out := make([]service.PeriodicRequest, 0, len(specs))
+	out := make([]apitype.PeriodicRequest, 0, len(specs))
 	for _, s := range specs {
 		req, err := service.ParsePeriodicSpec(s)
 		if err != nil {
@@ -70,11 +72,26 @@ func (f OpsFlags) PeriodicRequests() ([]service.PeriodicRequest, error) {
 	return out, nil
 }
 
-// httpClient returns the HTTP API client; the operations routes have no
-// gRPC counterpart.
-func (f ServerFlags) httpClient() (*client.Client, error) {
+// opsAPI is what the operations commands call: *client.Client (HTTP
+// routes) or *client.GRPCClient (OpsService).
+type opsAPI interface {
+	SetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error)
+	SetLimit(ctx context.Context, jobType string, maxRunning int) (jobq.TypeControl, error)
+	Types(ctx context.Context) ([]jobq.TypeControl, error)
+	PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (jobq.Periodic, bool, error)
+	ListPeriodic(ctx context.Context) ([]jobq.Periodic, error)
+	DeletePeriodic(ctx context.Context, name string) error
+	RetryBulk(ctx context.Context, req apitype.RetryBulkRequest) (apitype.RetryBulkResult, error)
+	Purge(ctx context.Context, olderThan string) (jobq.PurgeResult, error)
+	Stats(ctx context.Context, window string) (jobq.QueueStats, error)
+}
+
+// opsClient returns the operations client of the chosen transport.
+func (f ServerFlags) opsClient() (opsAPI, error) {
 	if f.Transport == "grpc" {
-		return nil, errors.New("--transport grpc: operations commands use the HTTP API; use --transport http")
+		c := client.NewGRPC(f.Server)
+		c.Token = f.Token
+		return c, nil
 	}
 	c := client.New(f.Server)
 	c.Token = f.Token
@@ -84,13 +101,14 @@ func (f ServerFlags) httpClient() (*client.Client, error) {
 // StatsCmd prints counts by status and type, the oldest waiting age and recent rates.
 type StatsCmd struct {
 	ServerFlags
+	OutputFlags
 	Window string `help:"Span of the recent counts and rates, 1s–1h." default:"1m"`
-	JSON   bool   `help:"Print the raw JSON."`
+	JSON   bool   `help:"Same as -o json." hidden:""`
 }
 
 // Run prints the stats.
 func (c *StatsCmd) Run(g *Globals) error {
-	cl, err := c.httpClient()
+	cl, err := c.opsClient()
 	if err != nil {
 		return err
 	}
@@ -99,6 +117,9 @@ func (c *StatsCmd) Run(g *Globals) error {
 		return err
 	}
 	if c.JSON {
+		c.Output = "json"
+	}
+	if c.asJSON() {
 		return printJSON(st)
 	}
 	fmt.Printf("database clock  %s\n", st.DBNow.Format(time.RFC3339Nano))
@@ -156,23 +177,29 @@ func sumCounts(m map[string]int64) int64 {
 // PauseCmd pauses a job type.
 type PauseCmd struct {
 	ServerFlags
+	OutputFlags
 	Type string `arg:"" help:"Job type: no replica claims it until resumed; running jobs finish."`
 }
 
 // Run pauses the type.
-func (c *PauseCmd) Run(g *Globals) error { return setPaused(g, c.ServerFlags, c.Type, true) }
+func (c *PauseCmd) Run(g *Globals) error {
+	return setPaused(g, c.ServerFlags, c.OutputFlags, c.Type, true)
+}
 
 // ResumeCmd resumes a job type.
 type ResumeCmd struct {
 	ServerFlags
+	OutputFlags
 	Type string `arg:"" help:"Job type to resume."`
 }
 
 // Run resumes the type.
-func (c *ResumeCmd) Run(g *Globals) error { return setPaused(g, c.ServerFlags, c.Type, false) }
+func (c *ResumeCmd) Run(g *Globals) error {
+	return setPaused(g, c.ServerFlags, c.OutputFlags, c.Type, false)
+}
 
-func setPaused(g *Globals, f ServerFlags, jobType string, paused bool) error {
-	cl, err := f.httpClient()
+func setPaused(g *Globals, f ServerFlags, o OutputFlags, jobType string, paused bool) error {
+	cl, err := f.opsClient()
 	if err != nil {
 		return err
 	}
@@ -180,19 +207,20 @@ func setPaused(g *Globals, f ServerFlags, jobType string, paused bool) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(tc)
+	return o.show(tc, func(w io.Writer) { typesTable(w, []jobq.TypeControl{tc}) })
 }
 
 // LimitCmd sets a job type's cluster-wide concurrency limit.
 type LimitCmd struct {
 	ServerFlags
+	OutputFlags
 	Type       string `arg:"" help:"Job type."`
 	MaxRunning int    `arg:"" help:"Most RUNNING jobs of the type across all replicas, 0–100000; 0 removes the limit."`
 }
 
 // Run sets the limit.
 func (c *LimitCmd) Run(g *Globals) error {
-	cl, err := c.httpClient()
+	cl, err := c.opsClient()
 	if err != nil {
 		return err
 	}
@@ -200,17 +228,18 @@ func (c *LimitCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(tc)
+	return c.show(tc, func(w io.Writer) { typesTable(w, []jobq.TypeControl{tc}) })
 }
 
-// TypesCmd lists paused and limited job types.
+// TypesCmd lists every job type ever paused or limited.
 type TypesCmd struct {
 	ServerFlags
+	OutputFlags
 }
 
 // Run lists the control rows.
 func (c *TypesCmd) Run(g *Globals) error {
-	cl, err := c.httpClient()
+	cl, err := c.opsClient()
 	if err != nil {
 		return err
 	}
@@ -218,7 +247,7 @@ func (c *TypesCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(ts)
+	return c.show(ts, func(w io.Writer) { typesTable(w, ts) })
 }
 
 // PeriodicCmd manages periodic schedules.
@@ -231,6 +260,7 @@ type PeriodicCmd struct {
 // PeriodicAddCmd creates or replaces a schedule.
 type PeriodicAddCmd struct {
 	ServerFlags
+	OutputFlags
 	Name      string `help:"Schedule name: 1–40 letters, digits, '_', '.', '-'; jobs are keyed <name>@<instant>." required:""`
 	Cron      string `help:"Cron expression (UTC unless CRON_TZ=…): 5 fields, 6 with leading seconds, or @every 10s / @hourly." required:""`
 	Type      string `help:"job_type of the jobs." required:""`
@@ -243,11 +273,11 @@ type PeriodicAddCmd struct {
 
 // Run creates or replaces the schedule.
 func (c *PeriodicAddCmd) Run(g *Globals) error {
-	cl, err := c.httpClient()
+	cl, err := c.opsClient()
 	if err != nil {
 		return err
 	}
-	p, created, err := cl.PutPeriodic(g.Ctx, service.PeriodicRequest{Name: c.Name, Cron: c.Cron, JobType: c.Type,
+	p, created, err := cl.PutPeriodic(g.Ctx, apitype.PeriodicRequest{Name: c.Name, Cron: c.Cron, JobType: c.Type,
 		Params: json.RawMessage(c.Params), Priority: c.Priority, MaxRetry: c.MaxRetry, TimeoutMs: c.TimeoutMs, Misfire: c.Misfire})
 	if err != nil {
 		return err
@@ -255,17 +285,18 @@ func (c *PeriodicAddCmd) Run(g *Globals) error {
 	if !created {
 		fmt.Fprintln(os.Stderr, "replaced the existing schedule")
 	}
-	return printJSON(p)
+	return c.show(p, func(w io.Writer) { periodicTable(w, []jobq.Periodic{p}) })
 }
 
 // PeriodicListCmd lists schedules.
 type PeriodicListCmd struct {
 	ServerFlags
+	OutputFlags
 }
 
 // Run lists the schedules.
 func (c *PeriodicListCmd) Run(g *Globals) error {
-	cl, err := c.httpClient()
+	cl, err := c.opsClient()
 	if err != nil {
 		return err
 	}
@@ -273,7 +304,7 @@ func (c *PeriodicListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(ps)
+	return c.show(ps, func(w io.Writer) { periodicTable(w, ps) })
 }
 
 // PeriodicRmCmd deletes a schedule.
@@ -284,7 +315,7 @@ type PeriodicRmCmd struct {
 
 // Run deletes the schedule.
 func (c *PeriodicRmCmd) Run(g *Globals) error {
-	cl, err := c.httpClient()
+	cl, err := c.opsClient()
 	if err != nil {
 		return err
 	}
@@ -298,12 +329,13 @@ func (c *PeriodicRmCmd) Run(g *Globals) error {
 // PurgeCmd deletes old terminal jobs.
 type PurgeCmd struct {
 	ServerFlags
+	OutputFlags
 	OlderThan string `help:"Delete SUCCESS/FAILED/CANCELED jobs finished longer ago than this (e.g. 7d, 36h; at least 1m), with their executions." required:""`
 }
 
 // Run purges.
 func (c *PurgeCmd) Run(g *Globals) error {
-	cl, err := c.httpClient()
+	cl, err := c.opsClient()
 	if err != nil {
 		return err
 	}
@@ -311,18 +343,20 @@ func (c *PurgeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(res)
+	return c.show(res, func(w io.Writer) {
+		fmt.Fprintf(w, "deleted %d jobs and %d executions in %d batches (finished before %s)\n", res.Jobs, res.Executions, res.Batches, fmtTime(&res.Cutoff))
+	})
 }
 
 // retryBulk runs `jobq retry --status S [--type T]`.
-func retryBulk(g *Globals, f ServerFlags, status, jobType string) error {
-	cl, err := f.httpClient()
+func retryBulk(g *Globals, f ServerFlags, o OutputFlags, status, jobType string) error {
+	cl, err := f.opsClient()
 	if err != nil {
 		return err
 	}
-	res, err := cl.RetryBulk(g.Ctx, service.RetryBulkRequest{Status: status, JobType: jobType})
+	res, err := cl.RetryBulk(g.Ctx, apitype.RetryBulkRequest{Status: status, JobType: jobType})
 	if err != nil {
 		return err
 	}
-	return printJSON(res)
+	return o.show(res, func(w io.Writer) { fmt.Fprintf(w, "re-queued %d %s jobs\n", res.Retried, status) })
 }

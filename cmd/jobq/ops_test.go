@@ -22,6 +22,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/internal/testdb"
@@ -39,7 +40,7 @@ var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: tru
 
 // startReplica runs one replica on a fresh database and returns it with a
 // client of its API.
-func startReplica(t *testing.T, periodic []service.PeriodicRequest) (*app.Replica, *client.Client) {
+func startReplica(t *testing.T, periodic []apitype.PeriodicRequest) (*app.Replica, *client.Client) {
 	t.Helper()
 	dsn := testdb.DSN(t)
 	reg := scheduler.NewRegistry()
@@ -105,7 +106,7 @@ func decode[T any](t *testing.T, s string) T {
 	return v
 }
 
-func waitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d time.Duration) jobq.Job {
+func waitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d time.Duration) apitype.Job {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -120,7 +121,7 @@ func waitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d 
 	}
 }
 
-func submitJob(t *testing.T, c *client.Client, req service.SubmitRequest) jobq.Job {
+func submitJob(t *testing.T, c *client.Client, req apitype.SubmitRequest) apitype.Job {
 	t.Helper()
 	j, _, err := c.Submit(context.Background(), req)
 	if err != nil {
@@ -143,8 +144,14 @@ func compact(t *testing.T, raw json.RawMessage) string {
 // pause/resume/limit/types, stats, bulk retry, cancel and purge, each
 // through the CLI against a running replica.
 func TestOpsCLIJobCommands(t *testing.T) {
+	for _, transport := range []string{"http", "grpc"} {
+		t.Run(transport, func(t *testing.T) { testOpsCLIJobCommands(t, transport) })
+	}
+}
+
+func testOpsCLIJobCommands(t *testing.T, transport string) {
 	r, c := startReplica(t, nil)
-	srv := "--server=http://" + r.Addr
+	srv, tr := "--server=http://"+r.Addr, "--transport="+transport
 	ctx := context.Background()
 
 	// purge first: jobq's ids grow with create_time, and the cleaner's walk
@@ -166,7 +173,7 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	}
 	var before int
 	_ = db.QueryRow("SELECT COUNT(*) FROM job_queue").Scan(&before)
-	res := decode[jobq.PurgeResult](t, mustCLI(t, "purge", "--older-than", "7d", srv))
+	res := decode[jobq.PurgeResult](t, mustCLI(t, "purge", "--older-than", "7d", srv, tr))
 	if res.Jobs != 3 || res.Executions != 3 || res.Batches != 1 {
 		t.Fatalf("purge = %+v, want 3 jobs, 3 executions, 1 batch", res)
 	}
@@ -177,16 +184,16 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	}
 
 	// pause: a due sleep job is not claimed; stats sees it waiting.
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "pause", "sleep", srv)); !tc.Paused || tc.JobType != "sleep" {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "pause", "sleep", srv, tr)); !tc.Paused || tc.JobType != "sleep" {
 		t.Fatalf("pause printed %+v", tc)
 	}
-	waiting := submitJob(t, c, service.SubmitRequest{JobKey: "paused-1", JobType: "sleep",
+	waiting := submitJob(t, c, apitype.SubmitRequest{JobKey: "paused-1", JobType: "sleep",
 		RunAt: ptr(time.Now().UTC().Add(-10 * time.Second).Format(time.RFC3339Nano))})
 	time.Sleep(500 * time.Millisecond) // five poll intervals
 	if j, _ := c.Get(ctx, waiting.ID); j.Status != jobq.StateWaiting || j.Attempt != 0 {
 		t.Fatalf("job of a paused type: status=%s attempt=%d, want WAITING 0", j.Status, j.Attempt)
 	}
-	st := decode[jobq.QueueStats](t, mustCLI(t, "stats", "--json", srv))
+	st := decode[jobq.QueueStats](t, mustCLI(t, "stats", "--json", srv, tr))
 	if st.ByStatus[string(jobq.StateWaiting)] != 1 || st.ByStatus[string(jobq.StateSuccess)] != 1 || len(st.ByTypeStatus) != 2 ||
 		st.ByTypeStatus[0] != (jobq.TypeStatusCount{JobType: "noop", Status: "SUCCESS", Count: 1}) ||
 		st.ByTypeStatus[1] != (jobq.TypeStatusCount{JobType: "sleep", Status: "WAITING", Count: 1}) {
@@ -198,20 +205,20 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	if st.Created != 2 || st.WindowSeconds != 60 || st.CreatedPerSecond != 2.0/60 {
 		t.Fatalf("recent: created=%d window=%g rate=%g, want 2 (young-done, paused-1), 60, 2/60", st.Created, st.WindowSeconds, st.CreatedPerSecond)
 	}
-	if out := mustCLI(t, "stats", srv); !strings.Contains(out, "oldest waiting") || !strings.Contains(out, "sleep") {
+	if out := mustCLI(t, "stats", "-o", "table", srv, tr); !strings.Contains(out, "oldest waiting") || !strings.Contains(out, "sleep") {
 		t.Fatalf("stats table:\n%s", out)
 	}
-	types := decode[[]jobq.TypeControl](t, mustCLI(t, "types", srv))
+	types := decode[[]jobq.TypeControl](t, mustCLI(t, "types", srv, tr))
 	if len(types) != 1 || !types[0].Paused || types[0].MaxRunning != 0 {
 		t.Fatalf("types = %+v", types)
 	}
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "resume", "sleep", srv)); tc.Paused {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "resume", "sleep", srv, tr)); tc.Paused {
 		t.Fatalf("resume printed %+v", tc)
 	}
 	waitJob(t, c, waiting.ID, jobq.StateSuccess, 5*time.Second)
 
 	// limit
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "2", srv)); tc.MaxRunning != 2 {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "2", srv, tr)); tc.MaxRunning != 2 {
 		t.Fatalf("limit printed %+v", tc)
 	}
 	// The replica that took the call re-reads its limits at once, not after
@@ -225,16 +232,16 @@ func TestOpsCLIJobCommands(t *testing.T) {
 			t.Fatalf("replica's limited types 2s after the API call = %v, want map[sleep:2]", got)
 		}
 	}
-	limited := submitJob(t, c, service.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
+	limited := submitJob(t, c, apitype.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
 	waitJob(t, c, limited.ID, jobq.StateSuccess, 5*time.Second)
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv)); tc.MaxRunning != 0 {
+	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv, tr)); tc.MaxRunning != 0 {
 		t.Fatalf("limit 0 printed %+v", tc)
 	}
 
 	// cancel a RUNNING job through the CLI.
-	long := submitJob(t, c, service.SubmitRequest{JobKey: "long", JobType: "sleep", Params: json.RawMessage(`{"ms":30000}`)})
+	long := submitJob(t, c, apitype.SubmitRequest{JobKey: "long", JobType: "sleep", Params: json.RawMessage(`{"ms":30000}`)})
 	waitJob(t, c, long.ID, jobq.StateRunning, 5*time.Second)
-	if j := decode[jobq.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv)); !j.CancelRequested {
+	if j := decode[apitype.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv, tr)); !j.CancelRequested {
 		t.Fatalf("cancel printed %+v", j)
 	}
 	hb := r.Scheduler.Config().HeartbeatInterval
@@ -243,16 +250,16 @@ func TestOpsCLIJobCommands(t *testing.T) {
 	// bulk retry: flaky fails its first attempt; with max_retry 0 it ends FAILED.
 	var flaky []uint64
 	for i := range 3 {
-		flaky = append(flaky, submitJob(t, c, service.SubmitRequest{JobKey: fmt.Sprint("flaky-", i), JobType: "flaky", MaxRetry: ptr(0)}).ID)
+		flaky = append(flaky, submitJob(t, c, apitype.SubmitRequest{JobKey: fmt.Sprint("flaky-", i), JobType: "flaky", MaxRetry: ptr(0)}).ID)
 	}
-	other := submitJob(t, c, service.SubmitRequest{JobKey: "effect-fails", JobType: "flaky", MaxRetry: ptr(0), Params: json.RawMessage(`{"failures":5}`)})
+	other := submitJob(t, c, apitype.SubmitRequest{JobKey: "effect-fails", JobType: "flaky", MaxRetry: ptr(0), Params: json.RawMessage(`{"failures":5}`)})
 	for _, id := range append(flaky, other.ID) {
 		waitJob(t, c, id, jobq.StateFailed, 5*time.Second)
 	}
-	if _, err := runCLI(t, "retry", srv); err == nil || !strings.Contains(err.Error(), "--status") {
+	if _, err := runCLI(t, "retry", srv, tr); err == nil || !strings.Contains(err.Error(), "--status") {
 		t.Fatalf("retry without id or --status: err = %v", err)
 	}
-	if res := decode[service.RetryBulkResult](t, mustCLI(t, "retry", "--status", "FAILED", "--type", "flaky", srv)); res.Retried != 4 {
+	if res := decode[apitype.RetryBulkResult](t, mustCLI(t, "retry", "--status", "FAILED", "--type", "flaky", srv, tr)); res.Retried != 4 {
 		t.Fatalf("bulk retry retried %d, want 4", res.Retried)
 	}
 	for _, id := range flaky {
@@ -261,10 +268,27 @@ func TestOpsCLIJobCommands(t *testing.T) {
 		}
 	}
 	waitJob(t, c, other.ID, jobq.StateFailed, 5*time.Second) // its 2nd attempt fails too
-	if res := decode[service.RetryBulkResult](t, mustCLI(t, "retry", "--status", "CANCELED", "--type", "noop", srv)); res.Retried != 0 {
+	if res := decode[apitype.RetryBulkResult](t, mustCLI(t, "retry", "--status", "CANCELED", "--type", "noop", srv, tr)); res.Retried != 0 {
 		t.Fatalf("bulk retry of no job retried %d", res.Retried)
 	}
 
+	// periodic add, list and rm over the same transport.
+	p := decode[jobq.Periodic](t, mustCLI(t, "periodic", "add", "--name", "hourly", "--cron", "@hourly", "--type", "noop", srv, tr))
+	if p.Name != "hourly" || p.Source != jobq.PeriodicSourceAPI || p.MaxRetry != 3 {
+		t.Fatalf("periodic add printed %+v", p)
+	}
+	if list := decode[[]jobq.Periodic](t, mustCLI(t, "periodic", "list", srv, tr)); len(list) != 1 || list[0].Name != "hourly" {
+		t.Fatalf("periodic list = %+v", list)
+	}
+	if out := mustCLI(t, "periodic", "rm", "hourly", srv, tr); out != "deleted hourly\n" {
+		t.Fatalf("periodic rm printed %q", out)
+	}
+	if _, err := runCLI(t, "periodic", "rm", "hourly", srv, tr); err == nil || !strings.Contains(err.Error(), `periodic schedule "hourly" not found`) {
+		t.Fatalf("second rm: err = %v, want not found naming the schedule", err)
+	}
+	if _, err := runCLI(t, "get", "999999", srv, tr); err == nil || !strings.Contains(err.Error(), "job 999999 not found") {
+		t.Fatalf("get of a missing job: err = %v, want not found naming the id", err)
+	}
 }
 
 // Periodic schedules through the CLI and from serve's configuration.
@@ -396,11 +420,11 @@ func TestParseAgeAndPeriodicSpec(t *testing.T) {
 	}
 	cases := []struct {
 		spec string
-		want service.PeriodicRequest
+		want apitype.PeriodicRequest
 	}{
-		{"a=* * * * *;noop", service.PeriodicRequest{Name: "a", Cron: "* * * * *", JobType: "noop"}},
-		{"b=@every 10s;sleep;once", service.PeriodicRequest{Name: "b", Cron: "@every 10s", JobType: "sleep", Misfire: "once"}},
-		{`c=0 0 3 * * *;backup;{"db":"a;b"};skip`, service.PeriodicRequest{Name: "c", Cron: "0 0 3 * * *", JobType: "backup", Params: json.RawMessage(`{"db":"a;b"}`), Misfire: "skip"}},
+		{"a=* * * * *;noop", apitype.PeriodicRequest{Name: "a", Cron: "* * * * *", JobType: "noop"}},
+		{"b=@every 10s;sleep;once", apitype.PeriodicRequest{Name: "b", Cron: "@every 10s", JobType: "sleep", Misfire: "once"}},
+		{`c=0 0 3 * * *;backup;{"db":"a;b"};skip`, apitype.PeriodicRequest{Name: "c", Cron: "0 0 3 * * *", JobType: "backup", Params: json.RawMessage(`{"db":"a;b"}`), Misfire: "skip"}},
 	}
 	for _, tc := range cases {
 		got, err := service.ParsePeriodicSpec(tc.spec)

@@ -12,7 +12,9 @@ import (
 
 const executionFinishSuccessMany = `-- name: ExecutionFinishSuccessMany :execrows
 UPDATE job_execution
-SET finished_at = NOW(6), outcome = 'SUCCESS', error = NULL
+SET finished_at = NOW(6),
+    outcome = IF((SELECT q.status FROM job_queue AS q WHERE q.id = job_execution.job_id) = 'CANCELED', 'CANCELED', 'SUCCESS'),
+    error = NULL
 WHERE job_id IN (/*SLICE:ids*/?) AND finished_at IS NULL
   AND FIND_IN_SET(CONCAT(job_id, ':', attempt), CAST(? AS CHAR)) > 0
 `
@@ -22,7 +24,8 @@ type ExecutionFinishSuccessManyParams struct {
 	Fences interface{}
 }
 
-// Closes the execution rows of the runs JobCompleteFencedMany completed.
+// Closes the execution rows of the runs JobCompleteFencedMany completed:
+// SUCCESS, or CANCELED for a job that ended CANCELED (see ExecutionFinish).
 func (q *Queries) ExecutionFinishSuccessMany(ctx context.Context, arg ExecutionFinishSuccessManyParams) (int64, error) {
 	query := executionFinishSuccessMany
 	var queryParams []interface{}

@@ -47,8 +47,13 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) erro
 
 const executionFinish = `-- name: ExecutionFinish :execrows
 UPDATE job_execution
-SET finished_at = NOW(6), outcome = ?, error = ?
-WHERE job_id = ? AND attempt = ? AND finished_at IS NULL
+SET finished_at = NOW(6),
+    outcome = CASE WHEN ? <> 'LEASE_EXPIRED'
+                        AND (SELECT q.status FROM job_queue AS q WHERE q.id = job_execution.job_id) = 'CANCELED'
+                   THEN 'CANCELED' ELSE ? END,
+    error = ?
+WHERE job_execution.job_id = ? AND job_execution.attempt = ?
+  AND job_execution.finished_at IS NULL
 `
 
 type ExecutionFinishParams struct {
@@ -58,8 +63,14 @@ type ExecutionFinishParams struct {
 	Attempt int32
 }
 
+// Closes one attempt's execution row. A run's own outcome (SUCCESS, FAILED,
+// RELEASED) is recorded as CANCELED when the fenced job update just before
+// it in the same transaction ended the job CANCELED (a cancel requested
+// before the heartbeat saw it): the audit trail says what the job row says.
+// LEASE_EXPIRED (the rescuer) is kept as it is.
 func (q *Queries) ExecutionFinish(ctx context.Context, arg ExecutionFinishParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionFinish,
+		arg.Outcome,
 		arg.Outcome,
 		arg.Error,
 		arg.JobID,
@@ -204,9 +215,10 @@ const jobCancelWaiting = `-- name: JobCancelWaiting :execrows
 UPDATE job_queue
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status = 'WAITING'
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED')
 `
 
+// Cancels a job no replica holds: WAITING or SCHEDULED.
 func (q *Queries) JobCancelWaiting(ctx context.Context, id uint64) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobCancelWaiting, id)
 	if err != nil {
@@ -258,7 +270,7 @@ SET status = 'RUNNING',
     started_at = NOW(6),
     finished_at = NULL,
     update_time = NOW(6)
-WHERE id = ? AND status = 'WAITING'
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED')
 `
 
 type JobClaimCASUnguardedParams struct {
@@ -268,6 +280,9 @@ type JobClaimCASUnguardedParams struct {
 }
 
 // Sabotage only (chaos --sabotage cas-guard): the classic CAS on status alone.
+// The classic design has one waiting state for due and future jobs alike, so
+// SCHEDULED counts as waiting here: a stale read then claims a job that was
+// re-queued with a retry backoff, before it is due.
 func (q *Queries) JobClaimCASUnguarded(ctx context.Context, arg JobClaimCASUnguardedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobClaimCASUnguarded, arg.Owner, arg.LeaseUs, arg.ID)
 	if err != nil {
@@ -281,33 +296,29 @@ UPDATE job_queue
 SET status = 'RUNNING',
     attempt = attempt + 1,
     owner = ?,
-    lease_until = ? + INTERVAL ? MICROSECOND,
-    started_at = ?,
+    lease_until = NOW(6) + INTERVAL ? MICROSECOND,
+    started_at = NOW(6),
     finished_at = NULL,
-    update_time = ?
+    update_time = NOW(6)
 WHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'
 `
 
 type JobClaimManyParams struct {
-	Owner      sql.NullString
-	LeaseBase  time.Time
-	LeaseUs    interface{}
-	StartedAt  sql.NullTime
-	UpdateTime time.Time
-	Ids        []uint64
+	Owner   sql.NullString
+	LeaseUs interface{}
+	Ids     []uint64
 }
 
-// The write half of the skiplocked claim, on rows this transaction locked;
-// lease_base, started_at and update_time are the database clock (db_now)
-// read by JobLockAvailable in the same transaction.
+// The write half of the skiplocked claim, on rows this transaction locked.
+// started_at and the lease base are NOW(6) of this statement, which starts
+// after the locking read holds the rows: a locking read may return a row
+// whose rescue committed after the read began, so its own NOW(6) can precede
+// the previous holder's lease end and the rescue's finished_at.
 func (q *Queries) JobClaimMany(ctx context.Context, arg JobClaimManyParams) (int64, error) {
 	query := jobClaimMany
 	var queryParams []interface{}
 	queryParams = append(queryParams, arg.Owner)
-	queryParams = append(queryParams, arg.LeaseBase)
 	queryParams = append(queryParams, arg.LeaseUs)
-	queryParams = append(queryParams, arg.StartedAt)
-	queryParams = append(queryParams, arg.UpdateTime)
 	if len(arg.Ids) > 0 {
 		for _, v := range arg.Ids {
 			queryParams = append(queryParams, v)
@@ -321,6 +332,19 @@ func (q *Queries) JobClaimMany(ctx context.Context, arg JobClaimManyParams) (int
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const jobClaimedStartedAt = `-- name: JobClaimedStartedAt :one
+SELECT started_at FROM job_queue WHERE id = ?
+`
+
+// The started_at JobClaimMany wrote (one NOW(6) for every row of the claim),
+// read back by primary key in the claim's transaction.
+func (q *Queries) JobClaimedStartedAt(ctx context.Context, id uint64) (sql.NullTime, error) {
+	row := q.db.QueryRowContext(ctx, jobClaimedStartedAt, id)
+	var started_at sql.NullTime
+	err := row.Scan(&started_at)
+	return started_at, err
 }
 
 const jobCompleteFenced = `-- name: JobCompleteFenced :execrows
@@ -399,7 +423,8 @@ func (q *Queries) JobCountByStatus(ctx context.Context) ([]JobCountByStatusRow, 
 
 const jobFailFenced = `-- name: JobFailFenced :execrows
 UPDATE job_queue
-SET status = IF(cancel_requested = 1, 'CANCELED', ?),
+SET status = IF(cancel_requested = 1, 'CANCELED',
+                IF(? = 'WAITING' AND ? > 0, 'SCHEDULED', ?)),
     finished_at = IF(cancel_requested = 1 OR ? <> 'WAITING', NOW(6), NULL),
     run_at = IF(cancel_requested = 1 OR ? <> 'WAITING', run_at, NOW(6) + INTERVAL ? MICROSECOND),
     retry_times = IF(cancel_requested = 1, retry_times, retry_times + ?),
@@ -420,10 +445,14 @@ type JobFailFencedParams struct {
 
 // A failed attempt, fenced by attempt. next_status is WAITING (retry after
 // backoff_us) or FAILED (retries exhausted or the handler discarded the job).
+// A retry with a backoff parks the job SCHEDULED until the promoter finds it
+// due; without one it is WAITING at once.
 // Assignments reference only columns that are not assigned before them, so
 // the result is the same with or without SIMULTANEOUS_ASSIGNMENT.
 func (q *Queries) JobFailFenced(ctx context.Context, arg JobFailFencedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobFailFenced,
+		arg.NextStatus,
+		arg.BackoffUs,
 		arg.NextStatus,
 		arg.NextStatus,
 		arg.NextStatus,
@@ -681,7 +710,7 @@ INSERT INTO job_queue (
     timeout_ms, run_at, create_time, update_time
 ) VALUES (
     ?, ?, ?, ?,
-    'WAITING', ?, ?, ?,
+    IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?,
     ?, NOW(6), NOW(6)
 )
 `
@@ -691,18 +720,21 @@ type JobInsertAtParams struct {
 	JobType     string
 	Params      string
 	RequestHash string
+	RunAt       time.Time
 	Priority    int32
 	MaxRetry    int32
 	TimeoutMs   int32
-	RunAt       time.Time
 }
 
+// A submit with a run_at: SCHEDULED while run_at is ahead of the database
+// clock (the promoter makes it WAITING when due), WAITING at once otherwise.
 func (q *Queries) JobInsertAt(ctx context.Context, arg JobInsertAtParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobInsertAt,
 		arg.JobKey,
 		arg.JobType,
 		arg.Params,
 		arg.RequestHash,
+		arg.RunAt,
 		arg.Priority,
 		arg.MaxRetry,
 		arg.TimeoutMs,
@@ -1022,7 +1054,7 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 
 const jobLockAvailable = `-- name: JobLockAvailable :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time, CAST(NOW(6) AS DATETIME(6)) AS db_now
+       run_at, attempt, create_time
 FROM job_queue
 WHERE status = 'WAITING' AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
@@ -1043,14 +1075,12 @@ type JobLockAvailableRow struct {
 	RunAt      time.Time
 	Attempt    int32
 	CreateTime time.Time
-	DbNow      time.Time
 }
 
 // The read half of the skiplocked claim: locks up to LIMIT due rows that no
 // other transaction holds. Paused and limited job types are left out as in
 // JobScanAvailable; the subquery's rows are read, never locked. It returns
-// what a handler needs and the database clock, so the claim writes
-// started_at from it and needs no read-back of the claimed rows.
+// what a handler needs, so the claim needs no read-back of the claimed rows.
 func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockAvailableRow, error) {
 	rows, err := q.db.QueryContext(ctx, jobLockAvailable, limit)
 	if err != nil {
@@ -1072,7 +1102,6 @@ func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockA
 			&i.RunAt,
 			&i.Attempt,
 			&i.CreateTime,
-			&i.DbNow,
 		); err != nil {
 			return nil, err
 		}
@@ -1085,6 +1114,28 @@ func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockA
 		return nil, err
 	}
 	return items, nil
+}
+
+const jobPromoteDue = `-- name: JobPromoteDue :execrows
+UPDATE job_queue
+SET status = 'WAITING', update_time = NOW(6)
+WHERE status = 'SCHEDULED' AND run_at <= NOW(6)
+ORDER BY run_at
+LIMIT ?
+`
+
+// The promoter: up to LIMIT SCHEDULED jobs whose run_at has come on the
+// database clock become WAITING, earliest first, walking idx_due. One
+// statement, conditioned on status, so any number of replicas may run it at
+// once: a row is promoted by exactly one of them; the others wait for its
+// row lock, see it WAITING and pass over it. run_at is kept, so the scan
+// orders promoted jobs by when they were due.
+func (q *Queries) JobPromoteDue(ctx context.Context, limit int32) (int64, error) {
+	result, err := q.db.ExecContext(ctx, jobPromoteDue, limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const jobReleaseFenced = `-- name: JobReleaseFenced :execrows
@@ -1156,7 +1207,7 @@ SET status = CASE WHEN cancel_requested = 1 THEN 'CANCELED'
     run_at = NOW(6),
     lease_until = NULL,
     update_time = NOW(6),
-    retry_times = retry_times + IF(cancel_requested = 0, 1, 0)
+    retry_times = retry_times + IF(cancel_requested = 0 AND retry_times < max_retry, 1, 0)
 WHERE id = ? AND attempt = ?
   AND status = 'RUNNING' AND lease_until < NOW(6)
 `
@@ -1166,8 +1217,10 @@ type JobRescueExpiredParams struct {
 	Attempt int32
 }
 
-// Returns one expired run to WAITING (retry_times+1) or FAILED, or CANCELED
-// when a cancel was requested. Conditioned on status, attempt and lease, so it
+// Returns one expired run to WAITING (retry_times+1) or FAILED (retry_times
+// unchanged, as a failed last attempt leaves it), or CANCELED when a cancel
+// was requested. retry_times is assigned last: the terms before it read its
+// old value. Conditioned on status, attempt and lease, so it
 // can never overwrite a run that completed or renewed meanwhile.
 func (q *Queries) JobRescueExpired(ctx context.Context, arg JobRescueExpiredParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobRescueExpired, arg.ID, arg.Attempt)
@@ -1232,6 +1285,28 @@ func (q *Queries) JobScanAvailable(ctx context.Context, limit int32) ([]JobScanA
 		return nil, err
 	}
 	return items, nil
+}
+
+const jobScheduledNext = `-- name: JobScheduledNext :one
+SELECT MIN(run_at) AS next_run_at, CAST(NOW(6) AS DATETIME(6)) AS db_now
+FROM job_queue
+WHERE status = 'SCHEDULED'
+`
+
+type JobScheduledNextRow struct {
+	NextRunAt interface{}
+	DbNow     time.Time
+}
+
+// The promoter's probe: the earliest run_at among SCHEDULED jobs (NULL when
+// there is none) and the database clock. MIN over idx_due's prefix is one
+// index dive ("Select tables optimized away"), whatever the number of
+// scheduled jobs.
+func (q *Queries) JobScheduledNext(ctx context.Context) (JobScheduledNextRow, error) {
+	row := q.db.QueryRowContext(ctx, jobScheduledNext)
+	var i JobScheduledNextRow
+	err := row.Scan(&i.NextRunAt, &i.DbNow)
+	return i, err
 }
 
 const leaseRenewMany = `-- name: LeaseRenewMany :execrows

@@ -152,7 +152,7 @@ INSERT INTO job_queue (
     timeout_ms, run_at, create_time, update_time
 ) VALUES (
     ?, ?, ?, ?,
-    'WAITING', ?, ?, ?,
+    IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?,
     ?, NOW(6), NOW(6)
 )
 ON DUPLICATE KEY UPDATE id = id
@@ -163,20 +163,22 @@ type JobInsertPeriodicParams struct {
 	JobType     string
 	Params      string
 	RequestHash string
+	RunAt       time.Time
 	Priority    int32
 	MaxRetry    int32
 	TimeoutMs   int32
-	RunAt       time.Time
 }
 
 // One job per scheduled instant: job_key '<name>@<instant>' is UNIQUE, so a
-// second insert of the same instant changes nothing (0 rows).
+// second insert of the same instant changes nothing (0 rows). An instant
+// still ahead of the database clock is SCHEDULED, as any future submit.
 func (q *Queries) JobInsertPeriodic(ctx context.Context, arg JobInsertPeriodicParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobInsertPeriodic,
 		arg.JobKey,
 		arg.JobType,
 		arg.Params,
 		arg.RequestHash,
+		arg.RunAt,
 		arg.Priority,
 		arg.MaxRetry,
 		arg.TimeoutMs,

@@ -17,8 +17,11 @@ WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING'
   AND FIND_IN_SET(CONCAT(id, ':', attempt), CAST(sqlc.arg(fences) AS CHAR)) > 0;
 
 -- name: ExecutionFinishSuccessMany :execrows
--- Closes the execution rows of the runs JobCompleteFencedMany completed.
+-- Closes the execution rows of the runs JobCompleteFencedMany completed:
+-- SUCCESS, or CANCELED for a job that ended CANCELED (see ExecutionFinish).
 UPDATE job_execution
-SET finished_at = NOW(6), outcome = 'SUCCESS', error = NULL
+SET finished_at = NOW(6),
+    outcome = IF((SELECT q.status FROM job_queue AS q WHERE q.id = job_execution.job_id) = 'CANCELED', 'CANCELED', 'SUCCESS'),
+    error = NULL
 WHERE job_id IN (sqlc.slice(ids)) AND finished_at IS NULL
   AND FIND_IN_SET(CONCAT(job_id, ':', attempt), CAST(sqlc.arg(fences) AS CHAR)) > 0;

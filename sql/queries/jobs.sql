@@ -13,12 +13,14 @@ INSERT INTO job_queue (
 );
 
 -- name: JobInsertAt :execlastid
+-- A submit with a run_at: SCHEDULED while run_at is ahead of the database
+-- clock (the promoter makes it WAITING when due), WAITING at once otherwise.
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
     timeout_ms, run_at, create_time, update_time
 ) VALUES (
     sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
-    'WAITING', sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
+    IF(sqlc.arg(run_at) > NOW(6), 'SCHEDULED', 'WAITING'), sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
     sqlc.arg(run_at), NOW(6), NOW(6)
 );
 
@@ -79,10 +81,9 @@ LIMIT ?;
 -- The read half of the skiplocked claim: locks up to LIMIT due rows that no
 -- other transaction holds. Paused and limited job types are left out as in
 -- JobScanAvailable; the subquery's rows are read, never locked. It returns
--- what a handler needs and the database clock, so the claim writes
--- started_at from it and needs no read-back of the claimed rows.
+-- what a handler needs, so the claim needs no read-back of the claimed rows.
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time, CAST(NOW(6) AS DATETIME(6)) AS db_now
+       run_at, attempt, create_time
 FROM job_queue
 WHERE status = 'WAITING' AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
@@ -91,18 +92,25 @@ LIMIT ?
 FOR UPDATE SKIP LOCKED;
 
 -- name: JobClaimMany :execrows
--- The write half of the skiplocked claim, on rows this transaction locked;
--- lease_base, started_at and update_time are the database clock (db_now)
--- read by JobLockAvailable in the same transaction.
+-- The write half of the skiplocked claim, on rows this transaction locked.
+-- started_at and the lease base are NOW(6) of this statement, which starts
+-- after the locking read holds the rows: a locking read may return a row
+-- whose rescue committed after the read began, so its own NOW(6) can precede
+-- the previous holder's lease end and the rescue's finished_at.
 UPDATE job_queue
 SET status = 'RUNNING',
     attempt = attempt + 1,
     owner = sqlc.arg(owner),
-    lease_until = sqlc.arg(lease_base) + INTERVAL sqlc.arg(lease_us) MICROSECOND,
-    started_at = sqlc.arg(started_at),
+    lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND,
+    started_at = NOW(6),
     finished_at = NULL,
-    update_time = sqlc.arg(update_time)
+    update_time = NOW(6)
 WHERE id IN (sqlc.slice(ids)) AND status = 'WAITING';
+
+-- name: JobClaimedStartedAt :one
+-- The started_at JobClaimMany wrote (one NOW(6) for every row of the claim),
+-- read back by primary key in the claim's transaction.
+SELECT started_at FROM job_queue WHERE id = ?;
 
 -- name: JobClaimCAS :execrows
 -- The per-row compare-and-set of the cas claim. The attempt guard closes the
@@ -119,6 +127,9 @@ WHERE id = sqlc.arg(id) AND status = 'WAITING' AND attempt = sqlc.arg(attempt);
 
 -- name: JobClaimCASUnguarded :execrows
 -- Sabotage only (chaos --sabotage cas-guard): the classic CAS on status alone.
+-- The classic design has one waiting state for due and future jobs alike, so
+-- SCHEDULED counts as waiting here: a stale read then claims a job that was
+-- re-queued with a retry backoff, before it is due.
 UPDATE job_queue
 SET status = 'RUNNING',
     attempt = attempt + 1,
@@ -127,7 +138,7 @@ SET status = 'RUNNING',
     started_at = NOW(6),
     finished_at = NULL,
     update_time = NOW(6)
-WHERE id = sqlc.arg(id) AND status = 'WAITING';
+WHERE id = sqlc.arg(id) AND status IN ('WAITING', 'SCHEDULED');
 
 -- name: ExecutionStartMany :execrows
 -- Records one job_execution row per run this owner just claimed, with the
@@ -184,10 +195,13 @@ WHERE id = sqlc.arg(id);
 -- name: JobFailFenced :execrows
 -- A failed attempt, fenced by attempt. next_status is WAITING (retry after
 -- backoff_us) or FAILED (retries exhausted or the handler discarded the job).
+-- A retry with a backoff parks the job SCHEDULED until the promoter finds it
+-- due; without one it is WAITING at once.
 -- Assignments reference only columns that are not assigned before them, so
 -- the result is the same with or without SIMULTANEOUS_ASSIGNMENT.
 UPDATE job_queue
-SET status = IF(cancel_requested = 1, 'CANCELED', sqlc.arg(next_status)),
+SET status = IF(cancel_requested = 1, 'CANCELED',
+                IF(sqlc.arg(next_status) = 'WAITING' AND sqlc.arg(backoff_us) > 0, 'SCHEDULED', sqlc.arg(next_status))),
     finished_at = IF(cancel_requested = 1 OR sqlc.arg(next_status) <> 'WAITING', NOW(6), NULL),
     run_at = IF(cancel_requested = 1 OR sqlc.arg(next_status) <> 'WAITING', run_at, NOW(6) + INTERVAL sqlc.arg(backoff_us) MICROSECOND),
     retry_times = IF(cancel_requested = 1, retry_times, retry_times + sqlc.arg(retry_inc)),
@@ -207,9 +221,19 @@ SET status = IF(cancel_requested = 1, 'CANCELED', 'WAITING'),
 WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'RUNNING';
 
 -- name: ExecutionFinish :execrows
+-- Closes one attempt's execution row. A run's own outcome (SUCCESS, FAILED,
+-- RELEASED) is recorded as CANCELED when the fenced job update just before
+-- it in the same transaction ended the job CANCELED (a cancel requested
+-- before the heartbeat saw it): the audit trail says what the job row says.
+-- LEASE_EXPIRED (the rescuer) is kept as it is.
 UPDATE job_execution
-SET finished_at = NOW(6), outcome = sqlc.arg(outcome), error = sqlc.arg(error)
-WHERE job_id = sqlc.arg(job_id) AND attempt = sqlc.arg(attempt) AND finished_at IS NULL;
+SET finished_at = NOW(6),
+    outcome = CASE WHEN sqlc.arg(outcome) <> 'LEASE_EXPIRED'
+                        AND (SELECT q.status FROM job_queue AS q WHERE q.id = job_execution.job_id) = 'CANCELED'
+                   THEN 'CANCELED' ELSE sqlc.arg(outcome) END,
+    error = sqlc.arg(error)
+WHERE job_execution.job_id = sqlc.arg(job_id) AND job_execution.attempt = sqlc.arg(attempt)
+  AND job_execution.finished_at IS NULL;
 
 -- name: ExecutionMarkStale :execrows
 -- A completion arrived after the run lost its lease: the job row is not
@@ -233,8 +257,10 @@ ORDER BY lease_until
 LIMIT ?;
 
 -- name: JobRescueExpired :execrows
--- Returns one expired run to WAITING (retry_times+1) or FAILED, or CANCELED
--- when a cancel was requested. Conditioned on status, attempt and lease, so it
+-- Returns one expired run to WAITING (retry_times+1) or FAILED (retry_times
+-- unchanged, as a failed last attempt leaves it), or CANCELED when a cancel
+-- was requested. retry_times is assigned last: the terms before it read its
+-- old value. Conditioned on status, attempt and lease, so it
 -- can never overwrite a run that completed or renewed meanwhile.
 UPDATE job_queue
 SET status = CASE WHEN cancel_requested = 1 THEN 'CANCELED'
@@ -245,15 +271,16 @@ SET status = CASE WHEN cancel_requested = 1 THEN 'CANCELED'
     run_at = NOW(6),
     lease_until = NULL,
     update_time = NOW(6),
-    retry_times = retry_times + IF(cancel_requested = 0, 1, 0)
+    retry_times = retry_times + IF(cancel_requested = 0 AND retry_times < max_retry, 1, 0)
 WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt)
   AND status = 'RUNNING' AND lease_until < NOW(6);
 
 -- name: JobCancelWaiting :execrows
+-- Cancels a job no replica holds: WAITING or SCHEDULED.
 UPDATE job_queue
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status = 'WAITING';
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED');
 
 -- name: JobCancelRunning :execrows
 UPDATE job_queue
@@ -267,6 +294,28 @@ SET status = 'WAITING', retry_times = 0, cancel_requested = 0,
     run_at = NOW(6), finished_at = NULL, lease_until = NULL,
     update_time = NOW(6)
 WHERE id = ? AND status IN ('FAILED', 'CANCELED');
+
+-- name: JobScheduledNext :one
+-- The promoter's probe: the earliest run_at among SCHEDULED jobs (NULL when
+-- there is none) and the database clock. MIN over idx_due's prefix is one
+-- index dive ("Select tables optimized away"), whatever the number of
+-- scheduled jobs.
+SELECT MIN(run_at) AS next_run_at, CAST(NOW(6) AS DATETIME(6)) AS db_now
+FROM job_queue
+WHERE status = 'SCHEDULED';
+
+-- name: JobPromoteDue :execrows
+-- The promoter: up to LIMIT SCHEDULED jobs whose run_at has come on the
+-- database clock become WAITING, earliest first, walking idx_due. One
+-- statement, conditioned on status, so any number of replicas may run it at
+-- once: a row is promoted by exactly one of them; the others wait for its
+-- row lock, see it WAITING and pass over it. run_at is kept, so the scan
+-- orders promoted jobs by when they were due.
+UPDATE job_queue
+SET status = 'WAITING', update_time = NOW(6)
+WHERE status = 'SCHEDULED' AND run_at <= NOW(6)
+ORDER BY run_at
+LIMIT ?;
 
 -- name: ExecutionListByJob :many
 SELECT * FROM job_execution WHERE job_id = ? ORDER BY attempt;

@@ -111,13 +111,14 @@ WHERE name = sqlc.arg(name);
 
 -- name: JobInsertPeriodic :execrows
 -- One job per scheduled instant: job_key '<name>@<instant>' is UNIQUE, so a
--- second insert of the same instant changes nothing (0 rows).
+-- second insert of the same instant changes nothing (0 rows). An instant
+-- still ahead of the database clock is SCHEDULED, as any future submit.
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
     timeout_ms, run_at, create_time, update_time
 ) VALUES (
     sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
-    'WAITING', sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
+    IF(sqlc.arg(run_at) > NOW(6), 'SCHEDULED', 'WAITING'), sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
     sqlc.arg(run_at), NOW(6), NOW(6)
 )
 ON DUPLICATE KEY UPDATE id = id;

@@ -1,4 +1,4 @@
-package scheduler_test
+package cronplan_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/cronplan"
 )
 
 // "@every d" schedules are anchored at the stored cursor: each due instant
@@ -33,7 +33,7 @@ func TestPlanPeriodicEvery(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, next := scheduler.PlanPeriodic(every, c.misfire, time.Second, c.cursor, c.now)
+			got, next := cronplan.Plan(every, c.misfire, time.Second, c.cursor, c.now)
 			if len(got) != len(c.want) {
 				t.Fatalf("enqueue = %v, want %v", got, c.want)
 			}

@@ -1,0 +1,156 @@
+// Package apitype holds the request and response bodies of jobq's HTTP API
+// (/v1/jobs, /v1/types, /v1/periodic, …), shared by the server (httpapi) and
+// the Go client. It imports only the vocabulary package jobq and the
+// standard library, so a client never links the server.
+//
+// The JSON shape of the API is defined here and nowhere else: a change to
+// jobq.Job or to the database schema is not an API change until a field of
+// these types changes.
+package apitype
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// Job is a job as the API returns it (GET /v1/jobs/{id} and friends). Times
+// are UTC.
+type Job struct {
+	ID              uint64          `json:"id"`
+	JobKey          string          `json:"job_key"`
+	JobType         string          `json:"job_type"`
+	Params          json.RawMessage `json:"params"`
+	Status          jobq.JobState   `json:"status"`
+	Priority        int             `json:"priority"`
+	RetryTimes      int             `json:"retry_times"`
+	MaxRetry        int             `json:"max_retry"`
+	TimeoutMs       int             `json:"timeout_ms"`
+	RunAt           time.Time       `json:"run_at"`
+	Attempt         int             `json:"attempt"`
+	Owner           string          `json:"owner,omitempty"`
+	LeaseUntil      *time.Time      `json:"lease_until,omitempty"`
+	LastError       string          `json:"last_error,omitempty"`
+	StartedAt       *time.Time      `json:"started_at,omitempty"`
+	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
+	CancelRequested bool            `json:"cancel_requested"`
+	CreateTime      time.Time       `json:"create_time"`
+	UpdateTime      time.Time       `json:"update_time"`
+}
+
+// JobFrom returns j as the API shows it (the request hash stays inside).
+func JobFrom(j jobq.Job) Job {
+	return Job{
+		ID: j.ID, JobKey: j.JobKey, JobType: j.JobType, Params: j.Params, Status: j.Status,
+		Priority: j.Priority, RetryTimes: j.RetryTimes, MaxRetry: j.MaxRetry, TimeoutMs: j.TimeoutMs,
+		RunAt: j.RunAt, Attempt: j.Attempt, Owner: j.Owner, LeaseUntil: j.LeaseUntil, LastError: j.LastError,
+		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, CancelRequested: j.CancelRequested,
+		CreateTime: j.CreateTime, UpdateTime: j.UpdateTime,
+	}
+}
+
+// Terminal reports whether the job is SUCCESS, FAILED or CANCELED.
+func (j Job) Terminal() bool { return j.Status.Terminal() }
+
+// Execution is one attempt of one job (GET /v1/jobs/{id}/executions).
+type Execution struct {
+	JobID      uint64       `json:"job_id"`
+	Attempt    int          `json:"attempt"`
+	Owner      string       `json:"owner"`
+	StartedAt  time.Time    `json:"started_at"`
+	FinishedAt *time.Time   `json:"finished_at,omitempty"`
+	Outcome    jobq.Outcome `json:"outcome,omitempty"`
+	Error      string       `json:"error,omitempty"`
+}
+
+// ExecutionFrom returns e as the API shows it.
+func ExecutionFrom(e jobq.Execution) Execution {
+	return Execution{JobID: e.JobID, Attempt: e.Attempt, Owner: e.Owner, StartedAt: e.StartedAt,
+		FinishedAt: e.FinishedAt, Outcome: e.Outcome, Error: e.Error}
+}
+
+// ExecutionList is the body of GET /v1/jobs/{id}/executions.
+type ExecutionList struct {
+	Executions []Execution `json:"executions"`
+}
+
+// SubmitRequest is the body of POST /v1/jobs. Unset optional fields take
+// their defaults (service.ValidateSubmit).
+type SubmitRequest struct {
+	JobKey    string          `json:"job_key"`
+	JobType   string          `json:"job_type"`
+	Params    json.RawMessage `json:"params,omitempty"`
+	Priority  *int            `json:"priority,omitempty"`
+	MaxRetry  *int            `json:"max_retry,omitempty"`
+	RunAt     *string         `json:"run_at,omitempty"`
+	TimeoutMs *int            `json:"timeout_ms,omitempty"`
+}
+
+// ListPage is one page of GET /v1/jobs, newest first. NextCursor, when set,
+// is the cursor of the next page.
+type ListPage struct {
+	Jobs       []Job  `json:"jobs"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// LimitRequest is the body of PUT /v1/types/{job_type}/limit.
+type LimitRequest struct {
+	// MaxRunning caps the type's RUNNING jobs across all replicas, 0–100,000;
+	// 0 removes the limit. Required.
+	MaxRunning *int `json:"max_running"`
+}
+
+// PeriodicRequest is the body of POST /v1/periodic: a schedule to create or
+// replace.
+type PeriodicRequest struct {
+	// Name is 1–40 letters, digits, '_', '.' or '-'; each job is keyed
+	// '<name>@<instant>', the instant in UTC to the second.
+	Name string `json:"name"`
+	// Cron is a cron expression: 5 fields, or 6 with leading seconds, or a
+	// descriptor (@hourly, @every 10s), optionally "CRON_TZ=Zone ..."; UTC
+	// otherwise (cronplan.Parse).
+	Cron string `json:"cron"`
+	// JobType, Params, Priority, MaxRetry and TimeoutMs are as on submit.
+	JobType   string          `json:"job_type"`
+	Params    json.RawMessage `json:"params,omitempty"`
+	Priority  *int            `json:"priority,omitempty"`
+	MaxRetry  *int            `json:"max_retry,omitempty"`
+	TimeoutMs *int            `json:"timeout_ms,omitempty"`
+	// Misfire is "skip" (default: instants missed while every replica was
+	// down never run) or "once" (exactly one catch-up job, the latest missed).
+	Misfire string `json:"misfire,omitempty"`
+}
+
+// RetryBulkRequest is the body of POST /v1/jobs/retry.
+type RetryBulkRequest struct {
+	// Status is FAILED or CANCELED. Required.
+	Status string `json:"status"`
+	// JobType restricts the retry to one type; "" retries every type.
+	JobType string `json:"job_type,omitempty"`
+}
+
+// RetryBulkResult says how many jobs went back to WAITING.
+type RetryBulkResult struct {
+	Retried int64 `json:"retried"`
+}
+
+// PurgeRequest is the body of POST /v1/jobs/purge.
+type PurgeRequest struct {
+	// OlderThan: delete SUCCESS, FAILED and CANCELED jobs (and their
+	// executions) finished more than this long ago, e.g. "7d", "36h";
+	// at least 1m. Required.
+	OlderThan string `json:"older_than"`
+}
+
+// ErrorBody is the body of every non-2xx answer.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong; Field is set for invalid input.
+type ErrorDetail struct {
+	Code    string `json:"code"` // invalid_argument, not_found, conflict, failed_precondition, too_large, unavailable, internal
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}

@@ -1,0 +1,129 @@
+package jobq_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/jobq/jobq"
+
+// importRules are the arrows the package house forbids (see
+// docs/architecture.md). A rule names the packages it applies to, the
+// packages they must not import, and whether it covers only direct imports
+// or everything linked in (transitive).
+var importRules = []struct {
+	name       string
+	from       []string // import paths (module-relative; "" is the root)
+	forbidden  []string // module-relative or third-party import paths
+	transitive bool
+}{
+	{
+		name: "transports speak service and apitype, never the adapter",
+		from: []string{"httpapi", "grpcapi"}, forbidden: []string{"store", "gen/jobqdb", "github.com/go-sql-driver/mysql"},
+	},
+	{
+		name: "the Go client links no server package",
+		from: []string{"client"}, transitive: true,
+		forbidden: []string{"store", "gen/jobqdb", "scheduler", "service", "httpapi", "grpcapi", "cronplan", "app",
+			"github.com/go-sql-driver/mysql", "github.com/robfig/cron/v3"},
+	},
+	{
+		name: "the vocabulary and API types are leaves",
+		from: []string{"", "apitype"},
+		forbidden: []string{"store", "gen/jobqdb", "scheduler", "service", "httpapi", "grpcapi", "client",
+			"github.com/go-sql-driver/mysql"},
+		transitive: true,
+	},
+	{
+		name: "cronplan and dbprovider do not link the adapter",
+		from: []string{"cronplan", "dbprovider"}, forbidden: []string{"store", "scheduler", "service"},
+	},
+}
+
+// full turns a module-relative path into an import path; third-party paths
+// (with a dot in the first element) pass unchanged.
+func full(p string) string {
+	if p == "" {
+		return module
+	}
+	if first, _, _ := strings.Cut(p, "/"); strings.Contains(first, ".") {
+		return p
+	}
+	return module + "/" + p
+}
+
+// violations applies importRules to imports (package → what it imports,
+// directly for direct rules, everything linked for transitive ones).
+func violations(direct, deps map[string][]string) []string {
+	var out []string
+	for _, r := range importRules {
+		for _, from := range r.from {
+			imports := direct[full(from)]
+			if r.transitive {
+				imports = deps[full(from)]
+			}
+			verb := " imports "
+			if r.transitive {
+				verb = " links "
+			}
+			for _, f := range r.forbidden {
+				if slices.Contains(imports, full(f)) {
+					out = append(out, full(from)+verb+full(f)+": "+r.name)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// goList returns, for each package in the module, its direct imports and
+// (with deps) every package it links.
+func goList(t *testing.T, pkgs []string, deps bool) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, p := range pkgs {
+		args := []string{"list", "-f", `{{join .Imports " "}}`, full(p)}
+		if deps {
+			args = []string{"list", "-deps", full(p)}
+		}
+		b, err := exec.Command("go", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+		out[full(p)] = strings.Fields(string(b))
+	}
+	return out
+}
+
+// TestImportRules fails when a package imports across a forbidden arrow,
+// for example httpapi importing store or the client linking the scheduler.
+func TestImportRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	var pkgs []string
+	for _, r := range importRules {
+		pkgs = append(pkgs, r.from...)
+	}
+	for _, v := range violations(goList(t, pkgs, false), goList(t, pkgs, true)) {
+		t.Error(v)
+	}
+}
+
+// TestImportRulesCatchPlantedViolations checks the checker itself: each
+// planted import must be reported.
+func TestImportRulesCatchPlantedViolations(t *testing.T) {
+	direct := map[string][]string{full("httpapi"): {full("service"), full("store")}}
+	deps := map[string][]string{full("client"): {full("apitype"), full("scheduler"), "github.com/go-sql-driver/mysql"}}
+	got := violations(direct, deps)
+	want := []string{
+		full("httpapi") + " imports " + full("store") + ": " + importRules[0].name,
+		full("client") + " links " + full("scheduler") + ": " + importRules[1].name,
+		full("client") + " links github.com/go-sql-driver/mysql: " + importRules[1].name,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("violations =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -1,0 +1,423 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/store"
+)
+
+// These tests pin the store's fencing guarantees one statement at a time,
+// with no scheduler and no timing: every interleaving is forced by the
+// order of the calls. Each would fail on a one-line bug that the chaos
+// scenarios catch only by luck (make mutants).
+
+func submitJob(t *testing.T, st *store.Store, key, typ string, maxRetry int) uint64 {
+	t.Helper()
+	j, created, err := st.JobSubmit(context.Background(), jobq.SubmitParams{
+		JobKey: key, JobType: typ, Params: "{}", RequestHash: key, MaxRetry: maxRetry,
+	})
+	if err != nil || !created {
+		t.Fatalf("submit %s: created=%v err=%v", key, created, err)
+	}
+	return j.ID
+}
+
+// claimOne claims exactly one job with the skiplocked claim.
+func claimOne(t *testing.T, st *store.Store, owner string, lease time.Duration) jobq.ClaimedJob {
+	t.Helper()
+	cs, err := st.JobClaimSkipLocked(context.Background(), jobq.ClaimParams{Owner: owner, Limit: 1, Lease: lease})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim by %s: %d claimed, err %v; want 1", owner, len(cs), err)
+	}
+	return cs[0]
+}
+
+// expireLease moves a RUNNING job's lease one second into the past on the
+// database clock, as if its holder had stopped renewing it.
+func expireLease(t *testing.T, st *store.Store, id uint64) {
+	t.Helper()
+	if _, err := st.DB().Exec(`UPDATE job_queue SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE id = ? AND status = 'RUNNING'`, id); err != nil {
+		t.Fatalf("expire lease of job %d: %v", id, err)
+	}
+}
+
+func rescue(t *testing.T, st *store.Store, f jobq.Fence) {
+	t.Helper()
+	ok, err := st.JobRescueExpired(context.Background(), f)
+	if err != nil || !ok {
+		t.Fatalf("rescue %+v: ok=%v err=%v; want rescued", f, ok, err)
+	}
+}
+
+func jobRow(t *testing.T, st *store.Store, id uint64) jobq.Job {
+	t.Helper()
+	j, err := st.JobGet(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get job %d: %v", id, err)
+	}
+	return j
+}
+
+// execSummary is "attempt:owner:outcome" per execution row ("-" for none).
+func execSummary(t *testing.T, st *store.Store, id uint64) string {
+	t.Helper()
+	ex, err := st.JobExecutions(context.Background(), id)
+	if err != nil {
+		t.Fatalf("executions of job %d: %v", id, err)
+	}
+	out := ""
+	for _, e := range ex {
+		o := string(e.Outcome)
+		if o == "" {
+			o = "-"
+		}
+		out += fmt.Sprintf("%d:%s:%s ", e.Attempt, e.Owner, o)
+	}
+	return out
+}
+
+// rowDigest is every job_queue column a fenced write could change.
+func rowDigest(j jobq.Job) string {
+	return fmt.Sprintf("status=%s attempt=%d owner=%q retry_times=%d lease_until=%v finished_at=%v update_time=%v cancel=%v",
+		j.Status, j.Attempt, j.Owner, j.RetryTimes, j.LeaseUntil, j.FinishedAt, j.UpdateTime, j.CancelRequested)
+}
+
+// reclaimedElsewhere: owner a claims the job (attempt 1), its lease expires
+// and is rescued, and owner b claims it again (attempt 2, still RUNNING).
+func reclaimedElsewhere(t *testing.T, st *store.Store, key string) (a, b jobq.ClaimedJob) {
+	t.Helper()
+	submitJob(t, st, key, "t", 3)
+	a = claimOne(t, st, "a", 30*time.Second)
+	expireLease(t, st, a.ID)
+	rescue(t, st, a.Fence())
+	b = claimOne(t, st, "b", 30*time.Second)
+	if b.ID != a.ID || b.Attempt != 2 {
+		t.Fatalf("re-claim: job %d attempt %d, want job %d attempt 2", b.ID, b.Attempt, a.ID)
+	}
+	return a, b
+}
+
+// A zombie (owner a, whose run was rescued and re-claimed by b) cannot
+// renew the lease it lost: the renewal is fenced by owner, not by id alone.
+func TestLeaseRenewOfLostRunMatchesNothing(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	a, _ := reclaimedElsewhere(t, st, "renew")
+	before := jobRow(t, st, a.ID)
+
+	n, err := st.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: "a", Lease: time.Hour, IDs: []uint64{a.ID}})
+	if err != nil || n != 0 {
+		t.Fatalf("LeaseRenewMany(owner a) = %d, %v; want 0 rows", n, err)
+	}
+	if got, want := rowDigest(jobRow(t, st, a.ID)), rowDigest(before); got != want {
+		t.Fatalf("after the zombie's renewal:\n got %s\nwant %s", got, want)
+	}
+	n, err = st.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: "b", Lease: time.Hour, IDs: []uint64{a.ID}})
+	if err != nil || n != 1 {
+		t.Fatalf("LeaseRenewMany(owner b) = %d, %v; want 1 row", n, err)
+	}
+}
+
+// skewedStore opens a store on dsn whose sessions' clock (the timestamp
+// variable, which NOW(6) follows) is frozen one hour ahead of this host.
+func skewedStore(t *testing.T, dsn string) (*store.Store, time.Time) {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := time.Now().Add(time.Hour).Truncate(time.Microsecond).UTC()
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["timestamp"] = strconv.FormatFloat(float64(ahead.UnixMicro())/1e6, 'f', 6, 64)
+	st, err := store.Open(context.Background(), cfg.FormatDSN(), store.PoolConfig{MaxOpen: 4})
+	if err != nil {
+		t.Fatalf("open skewed store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now, err := st.DBNow(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !now.Equal(ahead) {
+		t.Fatalf("skewed session clock = %v, want %v", now, ahead)
+	}
+	return st, ahead
+}
+
+// Every claim path stamps started_at and the lease from the database clock,
+// never the replica's: with the session clock an hour ahead of the host,
+// started_at is that clock and lease_until − started_at is the lease.
+func TestClaimStampsDatabaseClock(t *testing.T) {
+	t.Parallel()
+	const lease = 7 * time.Second
+	paths := map[string]func(st *store.Store) ([]jobq.ClaimedJob, error){
+		"skiplocked": func(st *store.Store) ([]jobq.ClaimedJob, error) {
+			return st.JobClaimSkipLocked(context.Background(), jobq.ClaimParams{Owner: "r", Limit: 5, Lease: lease})
+		},
+		"skiplocked read committed": func(st *store.Store) ([]jobq.ClaimedJob, error) {
+			return st.JobClaimSkipLocked(context.Background(), jobq.ClaimParams{Owner: "r", Limit: 5, Lease: lease, ReadCommitted: true})
+		},
+		"cas": func(st *store.Store) ([]jobq.ClaimedJob, error) {
+			cands, err := st.JobScanAvailable(context.Background(), 5)
+			if err != nil {
+				return nil, err
+			}
+			cs, _, err := st.JobClaimCAS(context.Background(), jobq.ClaimCASParams{
+				ClaimParams: jobq.ClaimParams{Owner: "r", Limit: 5, Lease: lease}, Candidates: cands})
+			return cs, err
+		},
+		"limited type": func(st *store.Store) ([]jobq.ClaimedJob, error) {
+			if _, err := st.TypeSetLimit(context.Background(), "t", 5); err != nil {
+				return nil, err
+			}
+			return st.JobClaimLimited(context.Background(), "t", jobq.ClaimParams{Owner: "r", Limit: 5, Lease: lease})
+		},
+	}
+	for name, claim := range paths {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dsn := testdb.DSN(t)
+			host, err := store.Open(context.Background(), dsn, store.PoolConfig{MaxOpen: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer host.Close()
+			ids := []uint64{submitJob(t, host, "c1", "t", 0), submitJob(t, host, "c2", "t", 0)}
+			skewed, dbNow := skewedStore(t, dsn)
+			cs, err := claim(skewed)
+			if err != nil || len(cs) != len(ids) {
+				t.Fatalf("claim: %d jobs, err %v; want %d", len(cs), err, len(ids))
+			}
+			for _, c := range cs {
+				j := jobRow(t, host, c.ID)
+				if j.StartedAt == nil || !j.StartedAt.Equal(dbNow) || !c.StartedAt.Equal(dbNow) {
+					t.Errorf("job %d: started_at %v (claim returned %v), want the database clock %v", c.ID, j.StartedAt, c.StartedAt, dbNow)
+					continue
+				}
+				if j.LeaseUntil == nil || j.LeaseUntil.Sub(*j.StartedAt) != lease || !c.LeaseUntil.Equal(*j.LeaseUntil) {
+					t.Errorf("job %d: lease_until %v (claim returned %v), want started_at + %s = %v", c.ID, j.LeaseUntil, c.LeaseUntil, lease, dbNow.Add(lease))
+				}
+				ex, err := host.JobExecutions(context.Background(), c.ID)
+				if err != nil || len(ex) != 1 || !ex[0].StartedAt.Equal(dbNow) {
+					t.Errorf("job %d: executions %+v (err %v), want one started at %v", c.ID, ex, err, dbNow)
+				}
+			}
+		})
+	}
+}
+
+// A run that lost its job (rescued, re-claimed by b, which is still
+// RUNNING) has its late success refused on every completion path: the job
+// row is untouched, attempt 1's audit row says STALE and attempt 2's is
+// still open.
+func TestLateSuccessRefusedWhileNextRunIsRunning(t *testing.T) {
+	t.Parallel()
+	paths := map[string]func(st *store.Store, late jobq.Completion, other jobq.ClaimedJob) (bool, error){
+		"batched alone": func(st *store.Store, late jobq.Completion, _ jobq.ClaimedJob) (bool, error) {
+			applied, err := st.JobCompleteMany(context.Background(), []jobq.Completion{late})
+			if err != nil {
+				return false, err
+			}
+			return applied[0], nil
+		},
+		"batched with a live run": func(st *store.Store, late jobq.Completion, other jobq.ClaimedJob) (bool, error) {
+			applied, err := st.JobCompleteMany(context.Background(), []jobq.Completion{
+				{Fence: other.Fence(), Outcome: jobq.OutcomeSuccess}, late,
+			})
+			if err != nil {
+				return false, err
+			}
+			if !applied[0] {
+				return false, errors.New("the live run's success in the same batch was refused")
+			}
+			return applied[1], nil
+		},
+		"transactional": func(st *store.Store, late jobq.Completion, _ jobq.ClaimedJob) (bool, error) {
+			return st.JobCompleteTx(context.Background(), late, func(context.Context, *sql.Tx) error {
+				return errors.New("fn called for a stale run")
+			})
+		},
+	}
+	for name, complete := range paths {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := testdb.Store(t)
+			a, _ := reclaimedElsewhere(t, st, "late")
+			submitJob(t, st, "other", "t", 3)
+			other := claimOne(t, st, "a", 30*time.Second)
+			before := jobRow(t, st, a.ID)
+
+			applied, err := complete(st, jobq.Completion{Fence: a.Fence(), Outcome: jobq.OutcomeSuccess}, other)
+			if err != nil || applied {
+				t.Fatalf("late success of attempt 1: applied=%v err=%v; want refused", applied, err)
+			}
+			if got, want := rowDigest(jobRow(t, st, a.ID)), rowDigest(before); got != want {
+				t.Fatalf("job row after the late success:\n got %s\nwant %s", got, want)
+			}
+			if got, want := execSummary(t, st, a.ID), "1:a:STALE 2:b:- "; got != want {
+				t.Fatalf("executions = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// A job with max_retry 1 survives one rescue and fails at the second:
+// WAITING with retry_times 1, then FAILED with retry_times still 1 (the
+// second rescue spends no retry it does not grant).
+func TestRescueGrantsMaxRetryThenFails(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	id := submitJob(t, st, "poison", "t", 1)
+	var got []string
+	for range 2 {
+		c := claimOne(t, st, "a", 30*time.Second)
+		expireLease(t, st, id)
+		rescue(t, st, c.Fence())
+		j := jobRow(t, st, id)
+		got = append(got, fmt.Sprintf("%s retry_times=%d", j.Status, j.RetryTimes))
+	}
+	if want := "[WAITING retry_times=1 FAILED retry_times=1]"; fmt.Sprint(got) != want {
+		t.Fatalf("after two rescues: %v, want %s", got, want)
+	}
+	if got, want := execSummary(t, st, id), "1:a:LEASE_EXPIRED 2:a:LEASE_EXPIRED "; got != want {
+		t.Fatalf("executions = %q, want %q", got, want)
+	}
+}
+
+// outcomeAgrees is the documented mapping between a terminal job's status
+// and its last execution's outcome (chaos checker status_vs_last_execution):
+// SUCCESS ⇐ SUCCESS; FAILED ⇐ FAILED or LEASE_EXPIRED; CANCELED ⇐ anything
+// but SUCCESS (CANCELED when the run itself ended it).
+func outcomeAgrees(status jobq.JobState, last jobq.Outcome) bool {
+	switch status {
+	case jobq.StateSuccess:
+		return last == jobq.OutcomeSuccess
+	case jobq.StateFailed:
+		return last == jobq.OutcomeFailed || last == jobq.OutcomeLeaseExpired
+	case jobq.StateCanceled:
+		return last != jobq.OutcomeSuccess && last != ""
+	}
+	return true
+}
+
+// completionPaths are the ways a run's outcome reaches the store.
+var completionPaths = map[string]func(st *store.Store, c jobq.ClaimedJob) (bool, error){
+	"batched success": func(st *store.Store, c jobq.ClaimedJob) (bool, error) {
+		applied, err := st.JobCompleteMany(context.Background(), []jobq.Completion{{Fence: c.Fence(), Outcome: jobq.OutcomeSuccess}})
+		if err != nil {
+			return false, err
+		}
+		return applied[0], nil
+	},
+	"transactional success": func(st *store.Store, c jobq.ClaimedJob) (bool, error) {
+		return st.JobCompleteTx(context.Background(), jobq.Completion{Fence: c.Fence(), Outcome: jobq.OutcomeSuccess},
+			func(context.Context, *sql.Tx) error { return nil })
+	},
+	"failure with retry": func(st *store.Store, c jobq.ClaimedJob) (bool, error) {
+		applied, err := st.JobCompleteMany(context.Background(), []jobq.Completion{
+			{Fence: c.Fence(), Outcome: jobq.OutcomeFailed, Error: "boom", Retry: true, Backoff: time.Hour}})
+		if err != nil {
+			return false, err
+		}
+		return applied[0], nil
+	},
+	"release": func(st *store.Store, c jobq.ClaimedJob) (bool, error) {
+		applied, err := st.JobCompleteMany(context.Background(), []jobq.Completion{{Fence: c.Fence(), Outcome: jobq.OutcomeReleased}})
+		if err != nil {
+			return false, err
+		}
+		return applied[0], nil
+	},
+}
+
+// A cancel requested while the run is RUNNING, before its outcome is
+// written (the handler returned before a heartbeat saw the request), ends
+// the job CANCELED — and its execution row says CANCELED too, on every
+// completion path.
+func TestCancelBeforeCompletionRecordsCanceled(t *testing.T) {
+	t.Parallel()
+	for name, complete := range completionPaths {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := testdb.Store(t)
+			id := submitJob(t, st, "c1", "sleep", 3)
+			c := claimOne(t, st, "a", 30*time.Second)
+			if j, err := st.JobCancel(context.Background(), id); err != nil || j.Status != jobq.StateRunning || !j.CancelRequested {
+				t.Fatalf("cancel: %+v, %v; want RUNNING with cancel_requested", j, err)
+			}
+			applied, err := complete(st, c)
+			if err != nil || !applied {
+				t.Fatalf("completion: applied=%v err=%v", applied, err)
+			}
+			if j := jobRow(t, st, id); j.Status != jobq.StateCanceled {
+				t.Fatalf("job status %s, want CANCELED", j.Status)
+			}
+			if got, want := execSummary(t, st, id), "1:a:CANCELED "; got != want {
+				t.Fatalf("executions = %q, want %q", got, want)
+			}
+			// A retry of the same completion (its acknowledgement lost) is
+			// recognised as already applied, not as stale.
+			if applied, err := complete(st, c); err != nil || !applied {
+				t.Fatalf("repeated completion: applied=%v err=%v; want applied (its own commit)", applied, err)
+			}
+			if got, want := execSummary(t, st, id), "1:a:CANCELED "; got != want {
+				t.Fatalf("executions after the repeat = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// 100 races of a cancel request against the run's completion, over every
+// completion path: whichever wins, the job's final status and its last
+// execution's outcome agree.
+func TestCancelRaceJobAndAuditAgree(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	names := []string{"batched success", "transactional success", "failure with retry", "release"}
+	for i := range 100 {
+		name := names[i%len(names)]
+		id := submitJob(t, st, fmt.Sprintf("race-%d", i), "sleep", 0)
+		c := claimOne(t, st, "a", 30*time.Second)
+		start := make(chan struct{})
+		errs := make(chan error, 2)
+		go func() {
+			<-start
+			_, err := st.JobCancel(ctx, id)
+			errs <- err
+		}()
+		go func() {
+			<-start
+			_, err := completionPaths[name](st, c)
+			errs <- err
+		}()
+		close(start)
+		for range 2 {
+			// ErrInvalidState: the cancel came after the job ended.
+			if err := <-errs; err != nil && !errors.Is(err, jobq.ErrInvalidState) {
+				t.Fatalf("trial %d (%s): %v", i, name, err)
+			}
+		}
+		j := jobRow(t, st, id)
+		ex, err := st.JobExecutions(ctx, id)
+		if err != nil || len(ex) != 1 {
+			t.Fatalf("trial %d: executions %v, err %v", i, ex, err)
+		}
+		if !j.Terminal() || !outcomeAgrees(j.Status, ex[0].Outcome) {
+			t.Fatalf("trial %d (%s): job %s but its execution says %q", i, name, j.Status, ex[0].Outcome)
+		}
+	}
+}
