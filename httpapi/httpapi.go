@@ -227,7 +227,16 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := a.opts.ReadyFunc(ctx); err != nil {
-			unavailable(w, "database: "+err.Error())
+			// Name the failing check: read_only, innodb_read_only,
+			// super_read_only, wsrep_ready, wsrep_local_state, schema, connect.
+			check := "connect"
+			var nr interface{ ReadyCheck() string } // *store.NotReadyError
+			if errors.As(err, &nr) {
+				check = nr.ReadyCheck()
+			}
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+			writeJSON(w, http.StatusServiceUnavailable, apitype.ReadyBody{Status: "unavailable", Check: check,
+				Error: &apitype.ErrorDetail{Code: "unavailable", Message: "database: " + err.Error()}})
 			return
 		}
 	}

@@ -44,7 +44,7 @@ type ServeCmd struct {
 	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
 	MetricsFlags
 	OpsFlags
-	Sabotage []string `help:"Testbed only: disable a guarantee (fencing, cas-guard, rescuer, deadlock-retry, lease-cancel)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel"`
+	Sabotage []string `help:"Testbed only: disable a guarantee (fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel,outcome-retry"`
 }
 
 // SchedulerConfig maps flags to scheduler.Config.
@@ -72,9 +72,14 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 			cfg.Sabotage.NoDeadlockRetry = true
 		case "lease-cancel":
 			cfg.Sabotage.NoLeaseCancel = true
+		case "outcome-retry":
+			cfg.Sabotage.NoOutcomeRetry = true
 		default:
 			return cfg, fmt.Errorf("--sabotage: unknown switch %q", s)
 		}
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = scheduler.DefaultOwner() // the one owner id draw: app and scheduler keep it
 	}
 	return cfg, cfg.WithDefaults().Validate()
 }
