@@ -2,84 +2,100 @@ package scheduler
 
 import (
 	"context"
+	"sync/atomic"
+	"time"
 
 	"github.com/jobq/jobq"
 )
 
-// claimMaxAttempts bounds the retries of one claim: after that the scan
-// gives up, logs the error and counts it (Stats.ClaimErrors), and the next
-// tick tries again — so an outage shows in logs and metrics instead of
-// hiding in an endless retry loop.
-const claimMaxAttempts = 5
+// claimStore is what the claim strategies need from the store.
+type claimStore interface {
+	JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, error)
+	JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
+	JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) ([]jobq.ClaimedJob, int, error)
+}
 
-// claimer runs the configured claim strategy.
+// claimerParams configures the claimer.
+type claimerParams struct {
+	Store    claimStore
+	Strategy string // StrategySkipLocked or StrategyCAS
+	Owner    string
+	Lease    time.Duration
+	// NoCASGuard drops "AND attempt=?" from the cas claim (Sabotage.NoCASGuard).
+	NoCASGuard  bool
+	Retry       dbRetrier
+	Claimed     *atomic.Int64 // Stats.Claimed
+	Conflicts   *atomic.Int64 // Stats.ClaimConflicts
+	ClaimedFunc func(jobs []jobq.ClaimedJob, conflicts int)
+}
+
+// claimer runs the configured claim strategy. It is the scanner's, and not
+// safe for concurrent use.
 type claimer struct {
-	s         *Scheduler
+	p         claimerParams
 	lastEmpty bool
 	lastFull  bool // the last claim filled its batch: the queue is long
 	lastSize  int  // jobs the last claim took
 }
 
-func newClaimer(s *Scheduler) *claimer { return &claimer{s: s, lastEmpty: true} }
+func newClaimer(p claimerParams) *claimer { return &claimer{p: p, lastEmpty: true} }
+
+// casClaim is one cas claim's answer.
+type casClaim struct {
+	jobs      []jobq.ClaimedJob
+	conflicts int
+}
 
 // claim takes up to n due jobs. A failed query returns an error (never an
 // empty result). After an empty claim the skiplocked strategy first probes
 // with one cheap non-locking read, so an idle replica costs one query per scan.
 func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
-	s := c.s
-	var jobs []jobq.ClaimedJob
-	var conflicts int
+	p := c.p
+	var got casClaim
 	var err error
-	switch s.cfg.Strategy {
+	claim := jobq.ClaimParams{Owner: p.Owner, Limit: n, Lease: p.Lease}
+	switch p.Strategy {
 	case StrategyCAS:
 		var cands []jobq.Fence
-		err = s.dbRetry(ctx, "claim.scan", claimMaxAttempts, func() error {
-			var e error
-			cands, e = s.store.JobScanAvailable(ctx, n)
-			return e
+		cands, err = withRetryV(ctx, p.Retry, "claim.scan", claimMaxAttempts, func() ([]jobq.Fence, error) {
+			return p.Store.JobScanAvailable(ctx, n)
 		})
 		if err != nil || len(cands) == 0 {
 			break
 		}
-		err = s.dbRetry(ctx, "claim.cas", claimMaxAttempts, func() error {
-			var e error
-			jobs, conflicts, e = s.store.JobClaimCAS(ctx, jobq.ClaimCASParams{
-				ClaimParams: jobq.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease},
-				Candidates:  cands, Unguarded: s.cfg.Sabotage.NoCASGuard,
+		got, err = withRetryV(ctx, p.Retry, "claim.cas", claimMaxAttempts, func() (casClaim, error) {
+			jobs, conflicts, e := p.Store.JobClaimCAS(ctx, jobq.ClaimCASParams{
+				ClaimParams: claim, Candidates: cands, Unguarded: p.NoCASGuard,
 			})
-			return e
+			return casClaim{jobs, conflicts}, e
 		})
 	default:
 		if c.lastEmpty {
 			var probe []jobq.Fence
-			err = s.dbRetry(ctx, "claim.probe", claimMaxAttempts, func() error {
-				var e error
-				probe, e = s.store.JobScanAvailable(ctx, 1)
-				return e
+			probe, err = withRetryV(ctx, p.Retry, "claim.probe", claimMaxAttempts, func() ([]jobq.Fence, error) {
+				return p.Store.JobScanAvailable(ctx, 1)
 			})
 			if err != nil || len(probe) == 0 {
 				break
 			}
 		}
-		err = s.dbRetry(ctx, "claim.skiplocked", claimMaxAttempts, func() error {
-			var e error
-			// A short queue: claim at READ COMMITTED so the claim does not
-			// lock the gap where submits insert (store.claimTx).
-			jobs, e = s.store.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: s.cfg.Owner, Limit: n, Lease: s.cfg.Lease,
-				ReadCommitted: !c.lastFull})
-			return e
+		// A short queue: claim at READ COMMITTED so the claim does not lock
+		// the gap where submits insert (store.claimTx).
+		claim.ReadCommitted = !c.lastFull
+		got.jobs, err = withRetryV(ctx, p.Retry, "claim.skiplocked", claimMaxAttempts, func() ([]jobq.ClaimedJob, error) {
+			return p.Store.JobClaimSkipLocked(ctx, claim)
 		})
 	}
 	if err != nil {
 		return nil, err
 	}
-	c.lastEmpty = len(jobs) == 0
-	c.lastFull = len(jobs) == n
-	c.lastSize = len(jobs)
-	s.stats.claimed.Add(int64(len(jobs)))
-	s.stats.claimConflicts.Add(int64(conflicts))
-	if s.cfg.Hooks.ClaimedFunc != nil {
-		s.cfg.Hooks.ClaimedFunc(jobs, conflicts)
+	c.lastEmpty = len(got.jobs) == 0
+	c.lastFull = len(got.jobs) == n
+	c.lastSize = len(got.jobs)
+	p.Claimed.Add(int64(len(got.jobs)))
+	p.Conflicts.Add(int64(got.conflicts))
+	if p.ClaimedFunc != nil {
+		p.ClaimedFunc(got.jobs, got.conflicts)
 	}
-	return jobs, nil
+	return got.jobs, nil
 }

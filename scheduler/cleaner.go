@@ -2,60 +2,71 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/jobq/jobq"
 )
 
-// cleanLoop runs a retention pass every CleanInterval (±10%) while
-// Retention is set. Every replica may run one: each batch re-checks and
-// locks its rows in a short transaction, so concurrent cleaners only wait
-// briefly for one another.
-func (o *opsRunner) cleanLoop(ctx context.Context) {
-	for {
-		t := time.NewTimer(jittered(o.cfg.CleanInterval, o.cfg.CleanInterval/10))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		o.clean(ctx)
-	}
+// cleanerStore is what the cleaner needs from the store.
+type cleanerStore interface {
+	JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error)
 }
 
-// clean deletes up to CleanMaxPerPass terminal jobs finished more than
-// Retention ago, CleanBatch per transaction.
-func (o *opsRunner) clean(ctx context.Context) jobq.PurgeResult {
-	s := o.s
-	var res jobq.PurgeResult
-	err := s.dbRetry(ctx, "clean", 0, func() error {
-		var e error
-		res, e = o.st.JobPurge(ctx, jobq.PurgeParams{OlderThan: o.cfg.Retention, Batch: o.cfg.CleanBatch, MaxJobs: o.cfg.CleanMaxPerPass})
-		return e
+// cleanerParams configures the cleaner (OpsConfig's retention settings).
+type cleanerParams struct {
+	Store       cleanerStore
+	Retention   time.Duration // > 0
+	Interval    time.Duration // ±10% jitter
+	Batch       int
+	MaxPerPass  int
+	CleanedFunc func(res jobq.PurgeResult)
+	Retry       dbRetrier
+	Log         *slog.Logger
+}
+
+// cleanerSignals are the cleaner's test signals.
+type cleanerSignals struct {
+	pass testSignal[jobq.PurgeResult] // a retention pass ended
+}
+
+// cleaner runs a retention pass every Interval (±10%). Every replica may run
+// one: each batch re-checks and locks its rows in a short transaction, so
+// concurrent cleaners only wait briefly for one another.
+type cleaner struct {
+	loopService
+	p           cleanerParams
+	testSignals cleanerSignals
+}
+
+func newCleaner(p cleanerParams) *cleaner { return &cleaner{p: p} }
+
+// Start runs a pass every Interval until ctx ends or Stop.
+func (c *cleaner) Start(ctx context.Context) error { return c.start(ctx, c.run) }
+
+func (c *cleaner) run(ctx context.Context) {
+	runEvery(ctx, c.p.Interval, c.p.Interval/10, func(ctx context.Context) { c.testSignals.pass.signal(c.pass(ctx)) })
+}
+
+// pass deletes up to MaxPerPass terminal jobs finished more than Retention
+// ago, Batch per transaction.
+func (c *cleaner) pass(ctx context.Context) jobq.PurgeResult {
+	p := c.p
+	res, err := withRetryV(ctx, p.Retry, "clean", retryUntilDone, func() (jobq.PurgeResult, error) {
+		return p.Store.JobPurge(ctx, jobq.PurgeParams{OlderThan: p.Retention, Batch: p.Batch, MaxJobs: p.MaxPerPass})
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.logDBFailure("retention pass failed", err, "component", "cleaner", "deleted_jobs", res.Jobs)
+			logDBFailure(p.Log, "retention pass failed", err, "component", "cleaner", "deleted_jobs", res.Jobs)
 		}
 		return res
 	}
 	if res.Jobs > 0 {
-		s.log.Info("retention pass", "component", "cleaner", "deleted_jobs", res.Jobs,
+		p.Log.Info("retention pass", "component", "cleaner", "deleted_jobs", res.Jobs,
 			"deleted_executions", res.Executions, "batches", res.Batches, "cutoff", res.Cutoff)
 	}
-	if o.cfg.CleanedFunc != nil {
-		o.cfg.CleanedFunc(res)
+	if p.CleanedFunc != nil {
+		p.CleanedFunc(res)
 	}
 	return res
-}
-
-// CleanNow runs one retention pass at once with the configured Retention
-// and returns what it deleted (tests and operators). It does nothing when
-// Retention is 0 or the store lacks OpsStore.
-func (s *Scheduler) CleanNow(ctx context.Context) jobq.PurgeResult {
-	if s.ops == nil || s.ops.cfg.Retention <= 0 {
-		return jobq.PurgeResult{}
-	}
-	return s.ops.clean(ctx)
 }

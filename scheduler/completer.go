@@ -2,42 +2,90 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/store"
 )
 
+// completerStore is what the completer needs from the store.
+type completerStore interface {
+	JobCompleteMany(ctx context.Context, cs []jobq.Completion) ([]bool, error)
+}
+
+// completerParams configures the completer.
+type completerParams struct {
+	Store     completerStore
+	Batch     int           // Config.CompleteBatch
+	Linger    time.Duration // Config.CompleteLinger (≤ 0: off)
+	QueueSize int           // completions that can wait unwritten
+	// Work tells the completer whether handlers are still running on this
+	// replica, so its linger can end as soon as none is.
+	Work *workTracker
+	// FinishFunc is called once per completion after its write: applied is
+	// false for a stale completion; err is set when it could not be written.
+	FinishFunc func(c jobq.Completion, applied bool, err error)
+	// Writer retries each batch's write while its runs hold their leases.
+	Writer outcomeWriter
+	Log    *slog.Logger
+}
+
+// completerSignals are the completer's test signals.
+type completerSignals struct {
+	flushed testSignal[[]jobq.Completion] // a batch was written (or failed)
+}
+
 // completer writes outcomes in batches: every completion waiting when a
-// batch starts (up to CompleteBatch), plus those of handlers that return
-// within CompleteLinger, commits in one transaction, each row fenced by its
-// attempt.
+// batch starts (up to Batch), plus those of handlers that return within
+// Linger, commits in one transaction, each row fenced by its attempt.
 type completer struct {
-	s    *Scheduler
-	ch   chan jobq.Completion
-	done chan struct{}
+	p           completerParams
+	ch          chan jobq.Completion
+	done        chan struct{}
+	started     atomic.Bool
+	stopOnce    sync.Once
+	testSignals completerSignals
 }
 
-func newCompleter(s *Scheduler) *completer {
-	return &completer{s: s, ch: make(chan jobq.Completion, s.cfg.Workers+s.cfg.CompleteBatch), done: make(chan struct{})}
+func newCompleter(p completerParams) *completer {
+	return &completer{p: p, ch: make(chan jobq.Completion, p.QueueSize), done: make(chan struct{})}
 }
 
-func (c *completer) submit(comp jobq.Completion) { c.ch <- comp }
+// Start runs the completer until Stop. Cancelling ctx does not stop it:
+// every handler's outcome must be written, also after a soft stop.
+func (c *completer) Start(context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return errAlreadyStarted
+	}
+	go c.run()
+	return nil
+}
 
-// close flushes what is queued and waits for the completer to exit. Call
-// only after every handler returned.
-func (c *completer) close() {
-	close(c.ch)
+// Stop flushes what is queued and waits for the completer to exit. Call it
+// only after every handler returned (no submit may follow).
+func (c *completer) Stop() {
+	if !c.started.Load() {
+		return
+	}
+	c.stopOnce.Do(func() { close(c.ch) })
 	<-c.done
 }
 
+// submit queues one completion.
+func (c *completer) submit(comp jobq.Completion) { c.ch <- comp }
+
 func (c *completer) run() {
 	defer close(c.done)
-	batch := make([]jobq.Completion, 0, c.s.cfg.CompleteBatch)
+	batch := make([]jobq.Completion, 0, c.p.Batch)
 	for comp := range c.ch {
 		batch = append(batch[:0], comp)
 		open := true
 	fill:
-		for len(batch) < c.s.cfg.CompleteBatch {
+		for len(batch) < c.p.Batch {
 			select {
 			case next, ok := <-c.ch:
 				if !ok {
@@ -60,56 +108,58 @@ func (c *completer) run() {
 }
 
 func (c *completer) flush(batch []jobq.Completion) {
-	s := c.s
-	// A completion that cannot be written within two leases is moot: the
-	// rescuer will have returned the job.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.Lease)
-	defer cancel()
+	p := c.p
+	defer func() {
+		if c.testSignals.flushed.enabled() {
+			c.testSignals.flushed.signal(slices.Clone(batch))
+		}
+	}()
+	fences := make([]jobq.Fence, len(batch))
+	for i, comp := range batch {
+		fences[i] = comp.Fence
+	}
 	var applied []bool
-	err := s.dbRetry(ctx, "complete", 0, func() error {
+	err := p.Writer.write("complete", fences, func(ctx context.Context) error {
 		var e error
-		applied, e = s.store.JobCompleteMany(ctx, batch)
+		applied, e = p.Store.JobCompleteMany(ctx, batch)
 		return e
 	})
 	if err != nil {
-		s.log.Error("completion failed; the leases will expire and the jobs will be rescued",
-			"component", "completer", "jobs", len(batch), "err", err)
+		p.Log.Error("completion failed past the runs' lease deadline; the leases will expire and the jobs will be rescued",
+			"component", "completer", "jobs", len(batch), "cause", store.Cause(err), "err", err)
 		for _, comp := range batch {
-			s.finishRun(comp, false, err)
+			p.FinishFunc(comp, false, err)
 		}
 		return
 	}
 	for i, comp := range batch {
-		s.finishRun(comp, applied[i], nil)
+		p.FinishFunc(comp, applied[i], nil)
 	}
 }
 
 // linger adds to a batch the completions of handlers still running on this
-// replica, waiting at most CompleteLinger for them; it returns at once when
-// the batch is full, no handler is running or lingering is disabled. open
-// is false once the channel is closed.
+// replica, waiting at most Linger for them; it returns at once when the
+// batch is full, no handler is running or lingering is disabled. open is
+// false once the channel is closed.
 func (c *completer) linger(batch []jobq.Completion) (_ []jobq.Completion, open bool) {
-	s := c.s
-	select { // a stale token from an earlier linger
-	case <-s.workingIdle:
-	default:
-	}
-	if s.cfg.CompleteLinger <= 0 || len(batch) >= s.cfg.CompleteBatch || s.working.Load() == 0 {
+	p := c.p
+	p.Work.drainIdle() // a stale token from an earlier linger
+	if p.Linger <= 0 || len(batch) >= p.Batch || p.Work.running() == 0 {
 		return batch, true
 	}
-	t := time.NewTimer(s.cfg.CompleteLinger)
+	t := time.NewTimer(p.Linger)
 	defer t.Stop()
-	for len(batch) < s.cfg.CompleteBatch {
+	for len(batch) < p.Batch {
 		select {
 		case next, ok := <-c.ch:
 			if !ok {
 				return batch, false
 			}
 			batch = append(batch, next)
-			if s.working.Load() == 0 && len(c.ch) == 0 {
+			if p.Work.running() == 0 && len(c.ch) == 0 {
 				return batch, true
 			}
-		case <-s.workingIdle:
+		case <-p.Work.idle:
 			return batch, true
 		case <-t.C:
 			return batch, true

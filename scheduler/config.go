@@ -29,8 +29,9 @@ const (
 // Defaults for Config.
 const (
 	PollIntervalDefault = time.Second
-	// PollJitterDefault is the jitter for the default PollInterval (1s/5).
-	PollJitterDefault     = 200 * time.Millisecond
+	// PollJitterDefault is the jitter WithDefaults gives the default
+	// PollInterval: PollInterval/5 (pollJitterFor), 200ms.
+	PollJitterDefault     = PollIntervalDefault / 5
 	BatchLimitDefault     = 200
 	WorkersDefault        = 50
 	LeaseDefault          = 30 * time.Second
@@ -161,11 +162,12 @@ type Sabotage struct {
 	NoRescuer       bool // never rescue expired leases
 	NoDeadlockRetry bool // do not retry 1213/1205/lost connections
 	NoLeaseCancel   bool // keep handlers running after their lease is lost
+	NoOutcomeRetry  bool // write an outcome once: no retry of transient errors (read-only, lost connection)
 }
 
 // Any reports whether any sabotage switch is on.
 func (s Sabotage) Any() bool {
-	return s.NoFencing || s.NoCASGuard || s.NoRescuer || s.NoDeadlockRetry || s.NoLeaseCancel
+	return s.NoFencing || s.NoCASGuard || s.NoRescuer || s.NoDeadlockRetry || s.NoLeaseCancel || s.NoOutcomeRetry
 }
 
 // Hooks are optional callbacks. They run on scheduler goroutines and must
@@ -197,7 +199,14 @@ type Hooks struct {
 	PromotedFunc func(n int)
 }
 
-// WithDefaults returns c with every zero field set to its default.
+// pollJitterFor is the default PollJitter for interval: interval/5, so
+// replicas' scans spread over 80–120% of the interval.
+func pollJitterFor(interval time.Duration) time.Duration { return interval / 5 }
+
+// WithDefaults returns c with every zero field set to its default. It is
+// idempotent, and the one place defaults are applied: the owner id is drawn
+// here once, so call it once (jobq serve does, before the scheduler and the
+// metrics see the Config) and pass the result on.
 func (c Config) WithDefaults() Config {
 	if c.Owner == "" {
 		c.Owner = DefaultOwner()
@@ -206,12 +215,12 @@ func (c Config) WithDefaults() Config {
 	if c.NoJitter {
 		c.PollJitter = 0
 	} else {
-		c.PollJitter = cmp.Or(c.PollJitter, c.PollInterval/5)
+		c.PollJitter = cmp.Or(c.PollJitter, pollJitterFor(c.PollInterval))
 	}
 	c.BatchLimit = cmp.Or(c.BatchLimit, BatchLimitDefault)
 	c.Workers = cmp.Or(c.Workers, WorkersDefault)
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
-	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, c.Lease/3)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, heartbeatIntervalFor(c.Lease))
 	c.RescueInterval = cmp.Or(c.RescueInterval, RescueIntervalDefault)
 	c.RescueBatch = cmp.Or(c.RescueBatch, RescueBatchDefault)
 	c.PromoteInterval = cmp.Or(c.PromoteInterval, c.PollInterval)
@@ -233,7 +242,7 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports the first invalid setting of a defaulted Config.
+// Validate reports every invalid setting of a defaulted Config, joined.
 func (c Config) Validate() error {
 	var errs []error
 	if c.Strategy != "" && c.Strategy != StrategySkipLocked && c.Strategy != StrategyCAS {

@@ -14,7 +14,7 @@ import (
 // dispatch hands a claimed job to a worker. The scanner claimed at most the
 // free slots, so a slot is always available.
 func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
-	<-s.free
+	s.slots.take()
 	job := &Job{
 		ID: cj.ID, JobKey: cj.JobKey, JobType: cj.JobType, Params: cj.Params, Priority: cj.Priority,
 		RetryTimes: cj.RetryTimes, MaxRetry: cj.MaxRetry, Attempt: cj.Attempt, RunAt: cj.RunAt,
@@ -22,19 +22,16 @@ func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 		Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner, DB: s.db,
 	}
 	ctx, cancel := context.WithCancelCause(s.hardCtx)
-	r := &run{job: job, cancel: cancel, leaseDeadline: time.Now().Add(s.cfg.Lease)}
-	s.mu.Lock()
-	s.runs[job.Fence()] = r
-	r.guard = time.AfterFunc(s.leaseGuardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })
-	s.mu.Unlock()
+	r := &run{job: job, cancel: cancel, leaseDeadline: firstLeaseDeadline(s.cfg.Lease)}
+	s.runs.add(r, s.heartbeat.guardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })
 	h, ok := s.reg.Lookup(job.JobType)
 	s.handlers.Add(1)
-	s.working.Add(1)
-	go s.work(ctx, r, h, ok)
+	s.work.n.Add(1)
+	go s.runHandler(ctx, r, h, ok)
 }
 
-// work runs one handler and hands its outcome to the completer.
-func (s *Scheduler) work(ctx context.Context, r *run, h Handler, ok bool) {
+// runHandler runs one handler and hands its outcome to the completer.
+func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool) {
 	defer s.handlers.Done()
 	job := r.job
 	var err error
@@ -59,36 +56,20 @@ func (s *Scheduler) work(ctx context.Context, r *run, h Handler, ok bool) {
 		}
 	}
 	c := s.outcome(ctx, job, err)
-	left := s.working.Add(-1)
+	s.runs.finish(r)
+	left := s.work.n.Add(-1)
 	if c.Outcome == jobq.OutcomeSuccess {
 		if txh, isTx := h.(TxHandler); isTx {
 			if left == 0 { // no completion follows to end the completer's linger
-				select {
-				case s.workingIdle <- struct{}{}:
-				default:
-				}
+				s.work.signalIdle()
 			}
 			s.completeTx(c, txh, job)
-			s.releaseSlot()
+			s.slots.release()
 			return
 		}
 	}
 	s.completer.submit(c)
-	s.releaseSlot()
-}
-
-func (s *Scheduler) releaseSlot() {
-	s.free <- struct{}{}
-	select {
-	case s.slotFreed <- struct{}{}:
-	default:
-	}
-	if s.moreWaiting.Load() {
-		select { // internal wake: drain even when local wake-up on submit is off
-		case s.wake <- struct{}{}:
-		default:
-		}
-	}
+	s.slots.release()
 }
 
 // outcome turns a handler's return into a completion.
@@ -115,11 +96,9 @@ func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) jobq.Compl
 // completeTx is transactional completion for a TxHandler: the fenced
 // completion and WorkTx commit together. If WorkTx fails the attempt fails.
 func (s *Scheduler) completeTx(c jobq.Completion, h TxHandler, job *Job) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.Lease)
-	defer cancel()
 	var applied bool
 	var workErr error
-	err := s.dbRetry(ctx, "complete.tx", 0, func() error {
+	err := s.outcomes.write("complete.tx", []jobq.Fence{c.Fence}, func(ctx context.Context) error {
 		var e error
 		workErr = nil
 		applied, e = s.store.JobCompleteTx(ctx, c, func(ctx context.Context, tx *sql.Tx) error {
@@ -141,8 +120,8 @@ func (s *Scheduler) completeTx(c jobq.Completion, h TxHandler, job *Job) {
 	case workErr != nil:
 		s.completer.submit(s.outcome(context.Background(), job, fmt.Errorf("transactional completion: %w", workErr)))
 	case err != nil:
-		s.log.Error("transactional completion failed; the lease will expire and the job will be rescued",
-			"component", "completer", "job_id", job.ID, "attempt", job.Attempt, "err", err)
+		s.log.Error("transactional completion failed past the run's lease deadline; the lease will expire and the job will be rescued",
+			"component", "completer", "job_id", job.ID, "attempt", job.Attempt, "cause", store.Cause(err), "err", err)
 		s.finishRun(c, false, err)
 	default:
 		s.finishRun(c, applied, nil)
@@ -162,11 +141,7 @@ func safeWork(ctx context.Context, h Handler, job *Job) (err error) {
 // finishRun forgets a run once its completion committed (or was refused or
 // could not be written) and counts the outcome.
 func (s *Scheduler) finishRun(c jobq.Completion, applied bool, writeErr error) {
-	s.mu.Lock()
-	r := s.runs[c.Fence]
-	delete(s.runs, c.Fence)
-	s.mu.Unlock()
-	if r != nil {
+	if r := s.runs.remove(c.Fence); r != nil {
 		r.guard.Stop()
 		r.cancel(nil)
 	}
@@ -190,7 +165,7 @@ func (s *Scheduler) finishRun(c jobq.Completion, applied bool, writeErr error) {
 		s.stats.failed.Add(1)
 		if c.Retry {
 			s.stats.retried.Add(1)
-			if c.Backoff > 0 && s.promoter != nil {
+			if c.Backoff > 0 {
 				// The job is SCHEDULED until NOW(6)+Backoff, written just now.
 				s.promoter.promoteAt(time.Now().Add(c.Backoff))
 			}

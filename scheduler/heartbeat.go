@@ -2,97 +2,113 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/store"
 )
 
-// heartbeat renews every in-flight lease in one statement each
-// HeartbeatInterval. A run that no longer holds its job (rescued, re-claimed)
-// has its handler cancelled with ErrLeaseLost; a run whose cancel was
-// requested gets ErrCancelRequested; and when renewals keep failing (or
-// hang), each handler is cancelled before its lease can run out: by the
-// beat that finds the next one would come too late, or at the latest by the
-// run's guard timer, Lease/5 before the local lease deadline.
+// heartbeatStore is what the heartbeat needs from the store.
+type heartbeatStore interface {
+	LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) (int64, error)
+	JobFenceStates(ctx context.Context, ids []uint64) ([]jobq.FenceState, error)
+}
+
+// heartbeatParams configures the heartbeat.
+type heartbeatParams struct {
+	Store    heartbeatStore
+	Runs     *runTable
+	Owner    string
+	Lease    time.Duration
+	Interval time.Duration // Config.HeartbeatInterval
+	// NoLeaseCancel keeps handlers running after their lease is lost
+	// (Sabotage.NoLeaseCancel).
+	NoLeaseCancel bool
+	Retry         dbRetrier
+	Log           *slog.Logger
+	Fails         *atomic.Int64 // Stats.HeartbeatFails
+	LeaseLost     *atomic.Int64 // Stats.LeaseLost
+	LeaseLostFunc func(jobq.Fence)
+}
+
+// heartbeatSignals are the heartbeat's test signals.
+type heartbeatSignals struct {
+	beat testSignal[int]        // a beat ended; the runs it renewed
+	lost testSignal[jobq.Fence] // a run lost its lease
+}
+
+// heartbeat renews every in-flight lease in one statement each Interval. A
+// run that no longer holds its job (rescued, re-claimed) has its handler
+// cancelled with ErrLeaseLost; a run whose cancel was requested gets
+// ErrCancelRequested; and when renewals keep failing (or hang), each
+// handler is cancelled before its lease can run out: by the beat that finds
+// the next one would come too late, or at the latest by the run's guard
+// timer, leaseGuardMargin before the local lease deadline.
 type heartbeat struct {
-	s      *Scheduler
-	stopCh chan struct{}
-	done   chan struct{}
+	loopService
+	p           heartbeatParams
+	testSignals heartbeatSignals
 }
 
-func newHeartbeat(s *Scheduler) *heartbeat {
-	return &heartbeat{s: s, stopCh: make(chan struct{}), done: make(chan struct{})}
+func newHeartbeat(p heartbeatParams) *heartbeat { return &heartbeat{p: p} }
+
+// Start runs the heartbeat until Stop. Cancelling ctx does not stop it:
+// leases must be renewed while handlers finish after a soft stop.
+func (h *heartbeat) Start(ctx context.Context) error {
+	return h.start(context.WithoutCancel(ctx), h.run)
 }
 
-func (h *heartbeat) stop() {
-	close(h.stopCh)
-	<-h.done
-}
-
-func (h *heartbeat) run() {
-	defer close(h.done)
-	t := time.NewTicker(h.s.cfg.HeartbeatInterval)
+func (h *heartbeat) run(ctx context.Context) {
+	t := time.NewTicker(h.p.Interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-h.stopCh:
+		case <-ctx.Done():
 			return
 		case <-t.C:
-			h.beat()
+			h.testSignals.beat.signal(h.beat(context.WithoutCancel(ctx)))
 		}
 	}
 }
 
-func (h *heartbeat) beat() {
-	s := h.s
-	s.mu.Lock()
-	runs := make([]*run, 0, len(s.runs))
-	seen := map[uint64]bool{}
-	ids := make([]uint64, 0, len(s.runs))
-	for _, r := range s.runs {
-		if r.lost {
-			continue
-		}
-		runs = append(runs, r)
-		if !seen[r.job.ID] {
-			seen[r.job.ID] = true
-			ids = append(ids, r.job.ID)
-		}
-	}
-	s.mu.Unlock()
+// beat renews the live runs' leases and returns how many it renewed.
+func (h *heartbeat) beat(ctx context.Context) int {
+	p := h.p
+	runs, ids := p.Runs.live()
 	if len(runs) == 0 {
-		return
+		return 0
 	}
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HeartbeatInterval)
+	// The renewal and the fence read may take as long as a lease can still
+	// be saved — until the latest run's guard would fire (lease deadline −
+	// leaseGuardMargin), at least one Interval — not one interval: a renewal
+	// queued behind a slow peer's locks or a brief outage still lands, and
+	// the guards cancel handlers in time meanwhile.
+	ctx, cancel := context.WithDeadline(ctx, p.Runs.latestDeadline(runs, leaseGuardMargin(p.Lease), sent.Add(p.Interval)))
 	defer cancel()
-	var n int64
-	err := s.dbRetry(ctx, "lease.renew", 3, func() error {
-		var e error
-		n, e = s.store.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: s.cfg.Owner, Lease: s.cfg.Lease, IDs: ids})
-		return e
+	n, err := withRetryV(ctx, p.Retry, "lease.renew", retryUntilDone, func() (int64, error) {
+		return p.Store.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: p.Owner, Lease: p.Lease, IDs: ids})
 	})
 	if err != nil {
-		s.stats.heartbeatFails.Add(1)
-		s.log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "err", err)
+		p.Fails.Add(1)
+		p.Log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "cause", store.Cause(err), "err", err)
 		h.expireUnrenewed(runs)
-		return
+		return 0
 	}
 	if int(n) == len(runs) {
 		h.renewed(runs, sent)
-		return
+		return len(runs)
 	}
-	var states []jobq.FenceState
-	err = s.dbRetry(ctx, "lease.fence_states", 3, func() error {
-		var e error
-		states, e = s.store.JobFenceStates(ctx, ids)
-		return e
+	states, err := withRetryV(ctx, p.Retry, "lease.fence_states", retryUntilDone, func() ([]jobq.FenceState, error) {
+		return p.Store.JobFenceStates(ctx, ids)
 	})
 	if err != nil {
-		s.stats.heartbeatFails.Add(1)
-		s.log.Warn("fence state read failed", "component", "heartbeat", "err", err)
+		p.Fails.Add(1)
+		p.Log.Warn("fence state read failed", "component", "heartbeat", "err", err)
 		h.expireUnrenewed(runs)
-		return
+		return 0
 	}
 	byID := make(map[uint64]jobq.FenceState, len(states))
 	for _, st := range states {
@@ -101,7 +117,7 @@ func (h *heartbeat) beat() {
 	var kept []*run
 	for _, r := range runs {
 		st, ok := byID[r.job.ID]
-		holds := ok && st.Status == jobq.StateRunning && st.Owner == s.cfg.Owner && st.Attempt == r.job.Attempt
+		holds := ok && st.Status == jobq.StateRunning && st.Owner == p.Owner && st.Attempt == r.job.Attempt
 		switch {
 		case !holds:
 			h.lose(r)
@@ -112,26 +128,20 @@ func (h *heartbeat) beat() {
 		}
 	}
 	h.renewed(kept, sent)
+	return len(kept)
 }
 
+// renewed moves the runs' lease deadlines to sent+Lease (sent is when the
+// renewal statement was sent, so the estimate stays before lease_until).
 func (h *heartbeat) renewed(runs []*run, sent time.Time) {
-	h.s.mu.Lock()
-	defer h.s.mu.Unlock()
-	for _, r := range runs {
-		r.leaseDeadline = sent.Add(h.s.cfg.Lease)
-		if !r.lost {
-			r.guard.Reset(h.s.leaseGuardDelay(r.leaseDeadline))
-		}
-	}
+	deadline := sent.Add(h.p.Lease)
+	h.p.Runs.renewed(runs, deadline, h.guardDelay(deadline))
 }
 
-// leaseGuardDelay is how long from now a run's guard waits: until Lease/5
-// before its local lease deadline. The margin
-// covers the claim's own latency (a run's first deadline is counted from
-// dispatch, after the database set lease_until) and the handler's time to
-// notice its cancelled context.
-func (s *Scheduler) leaseGuardDelay(deadline time.Time) time.Duration {
-	return time.Until(deadline) - s.cfg.Lease/5
+// guardDelay is how long from now a run's guard waits: until
+// leaseGuardMargin before its local lease deadline.
+func (h *heartbeat) guardDelay(deadline time.Time) time.Duration {
+	return time.Until(deadline) - leaseGuardMargin(h.p.Lease)
 }
 
 // guardFired runs when no renewal moved a run's lease deadline in time —
@@ -139,7 +149,10 @@ func (s *Scheduler) leaseGuardDelay(deadline time.Time) time.Duration {
 // otherwise hold the heartbeat past the deadline — and cancels the handler
 // while its lease is still valid.
 func (h *heartbeat) guardFired(r *run) {
-	h.s.log.Warn("no lease renewal succeeded in time; cancelling the handler before its lease expires",
+	if h.p.Runs.isFinished(r) { // no handler to cancel; keep renewing while the outcome is written
+		return
+	}
+	h.p.Log.Warn("no lease renewal succeeded in time; cancelling the handler before its lease expires",
 		"component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
 	h.lose(r)
 }
@@ -147,32 +160,26 @@ func (h *heartbeat) guardFired(r *run) {
 // expireUnrenewed cancels handlers whose lease would run out before the
 // next heartbeat could renew it.
 func (h *heartbeat) expireUnrenewed(runs []*run) {
-	next := time.Now().Add(h.s.cfg.HeartbeatInterval)
+	next := time.Now().Add(h.p.Interval)
 	for _, r := range runs {
-		h.s.mu.Lock()
-		expiring := next.After(r.leaseDeadline)
-		h.s.mu.Unlock()
-		if expiring {
+		if h.p.Runs.expiresBefore(r, next) {
 			h.lose(r)
 		}
 	}
 }
 
 func (h *heartbeat) lose(r *run) {
-	s := h.s
-	s.mu.Lock()
-	if r.lost || s.runs[r.job.Fence()] != r { // already lost, or finished
-		s.mu.Unlock()
+	p := h.p
+	if !p.Runs.markLost(r) { // already lost, or finished
 		return
 	}
-	r.lost = true
-	s.mu.Unlock()
-	s.stats.leaseLost.Add(1)
-	s.log.Warn("run lost its lease; cancelling its handler", "component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
-	if !s.cfg.Sabotage.NoLeaseCancel {
+	p.LeaseLost.Add(1)
+	p.Log.Warn("run lost its lease; cancelling its handler", "component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
+	if !p.NoLeaseCancel {
 		r.cancel(ErrLeaseLost)
 	}
-	if s.cfg.Hooks.LeaseLostFunc != nil {
-		s.cfg.Hooks.LeaseLostFunc(r.job.Fence())
+	if p.LeaseLostFunc != nil {
+		p.LeaseLostFunc(r.job.Fence())
 	}
+	h.testSignals.lost.signal(r.job.Fence())
 }

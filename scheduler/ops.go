@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -107,186 +110,123 @@ type OpsStore interface {
 
 var _ OpsStore = (*store.Store)(nil)
 
-// opsRunner keeps this replica's view of the limited job types and periodic
-// schedules, runs the limited claim for the scanner, fires schedules and
-// runs the cleaner.
-type opsRunner struct {
-	s       *Scheduler
-	st      OpsStore
-	cfg     OpsConfig
-	refresh chan struct{}
-
-	mu       sync.Mutex
-	limits   map[string]int
-	periodic map[string]*periodicEntry
-	// clockOffset is the database clock minus this replica's clock, as
-	// measured by the last periodic fire.
-	clockOffset time.Duration
+// limitedStore is what the limited claim needs from the store.
+type limitedStore interface {
+	TypeLimits(ctx context.Context) (map[string]int, error)
+	TypeClaimable(ctx context.Context, jobType string) (bool, error)
+	JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
 }
 
-// startOps starts the refresher (limits and schedules), the periodic firer
-// and, when Retention is set, the cleaner, on the soft-stop context.
-func (s *Scheduler) startOps() {
-	st, ok := s.store.(OpsStore)
-	if !ok {
-		s.log.Warn("store does not implement scheduler.OpsStore: limited job types, periodic schedules and retention are off on this replica")
-		return
-	}
-	o := &opsRunner{s: s, st: st, cfg: s.cfg.Ops, refresh: make(chan struct{}, 1),
-		limits: map[string]int{}, periodic: map[string]*periodicEntry{}}
-	s.ops = o
-	o.reload(s.softCtx)
-	s.services.Add(1)
-	go func() { defer s.services.Done(); o.run(s.softCtx) }()
-	if o.cfg.Retention > 0 {
-		s.services.Add(1)
-		go func() { defer s.services.Done(); o.cleanLoop(s.softCtx) }()
-	}
+// limitedClaimerParams configures the limited claim.
+type limitedClaimerParams struct {
+	Store        limitedStore
+	Slots        *slots
+	DispatchFunc func(jobq.ClaimedJob)
+	Owner        string
+	Lease        time.Duration
+	BatchLimit   int
+	Retry        dbRetrier
+	Log          *slog.Logger
+	Claimed      *atomic.Int64 // Stats.Claimed
+	ClaimErrors  *atomic.Int64 // Stats.ClaimErrors
+	ClaimedFunc  func(jobs []jobq.ClaimedJob, conflicts int)
+}
+
+// limitedClaimer keeps this replica's view of the limited job types
+// (re-read by reload on each ops refresh) and claims them for the scanner.
+type limitedClaimer struct {
+	p      limitedClaimerParams
+	mu     sync.Mutex
+	limits map[string]int
+}
+
+func newLimitedClaimer(p limitedClaimerParams) *limitedClaimer {
+	return &limitedClaimer{p: p, limits: map[string]int{}}
 }
 
 // RefreshOps makes this replica re-read the limited job types and periodic
 // schedules now instead of at its next RefreshInterval. It never blocks;
 // the service calls it after every change made through this replica.
 func (s *Scheduler) RefreshOps() {
-	if s.ops == nil {
-		return
-	}
-	select {
-	case s.ops.refresh <- struct{}{}:
-	default:
+	if s.planner != nil {
+		s.planner.refreshNow()
 	}
 }
 
 // LimitedTypes returns this replica's current view of job type → max_running.
 func (s *Scheduler) LimitedTypes() map[string]int {
-	if s.ops == nil {
+	if s.limited == nil {
 		return map[string]int{}
 	}
-	s.ops.mu.Lock()
-	defer s.ops.mu.Unlock()
-	out := make(map[string]int, len(s.ops.limits))
-	for k, v := range s.ops.limits {
-		out[k] = v
-	}
-	return out
+	return s.limited.snapshot()
 }
 
-func (o *opsRunner) run(ctx context.Context) {
-	refresh := time.NewTimer(jittered(o.cfg.RefreshInterval, o.cfg.RefreshInterval/10))
-	defer refresh.Stop()
-	for {
-		var fireC <-chan time.Time
-		var fire *time.Timer
-		if next, ok := o.nextFire(); ok {
-			fire = time.NewTimer(max(time.Until(next), 0))
-			fireC = fire.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-refresh.C:
-			o.reload(ctx)
-			refresh.Reset(jittered(o.cfg.RefreshInterval, o.cfg.RefreshInterval/10))
-		case <-o.refresh:
-			o.reload(ctx)
-		case <-fireC:
-			o.fireDue(ctx)
-		}
-		if fire != nil {
-			fire.Stop()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-	}
+func (l *limitedClaimer) snapshot() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.limits)
 }
 
-// reload re-reads the limited types and the periodic schedules.
-func (o *opsRunner) reload(ctx context.Context) {
-	s := o.s
-	var limits map[string]int
-	err := s.dbRetry(ctx, "ops.limits", 3, func() error {
-		var e error
-		limits, e = o.st.TypeLimits(ctx)
-		return e
+// reload re-reads the limited types; on failure the previous view stays.
+func (l *limitedClaimer) reload(ctx context.Context) {
+	p := l.p
+	limits, err := withRetryV(ctx, p.Retry, "ops.limits", refreshMaxAttempts, func() (map[string]int, error) {
+		return p.Store.TypeLimits(ctx)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.logDBFailure("reading job type limits failed; keeping the previous ones", err, "component", "ops")
-		}
-	} else {
-		o.mu.Lock()
-		o.limits = limits
-		o.mu.Unlock()
-	}
-	if o.cfg.DisablePeriodic {
-		return
-	}
-	var list []jobq.Periodic
-	err = s.dbRetry(ctx, "ops.periodic", 3, func() error {
-		var e error
-		list, e = o.st.PeriodicList(ctx)
-		return e
-	})
-	if err != nil {
-		if ctx.Err() == nil {
-			s.logDBFailure("reading periodic schedules failed; keeping the previous ones", err, "component", "ops")
+			logDBFailure(p.Log, "reading job type limits failed; keeping the previous ones", err, "component", "ops")
 		}
 		return
 	}
-	o.setPeriodic(list)
+	l.mu.Lock()
+	l.limits = limits
+	l.mu.Unlock()
 }
 
-// claimLimited runs the limited claim for each limited job type that the
-// probe finds claimable (not paused, under its limit, with due work), taking
-// at most the free worker slots, and dispatches what it claimed. It costs
-// nothing when no type is limited, and one lock-free read per limited type
-// otherwise.
-func (o *opsRunner) claimLimited(ctx context.Context) {
-	s := o.s
-	o.mu.Lock()
-	types := make([]string, 0, len(o.limits))
-	for t := range o.limits {
-		types = append(types, t)
-	}
-	o.mu.Unlock()
-	slices.Sort(types)
+// claim runs the limited claim for each limited job type that the probe
+// finds claimable (not paused, under its limit, with due work), taking at
+// most the free worker slots, dispatches what it claimed and returns how
+// many. It costs nothing when no type is limited, and one lock-free read
+// per limited type otherwise.
+func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
+	p := l.p
+	l.mu.Lock()
+	types := slices.Sorted(maps.Keys(l.limits))
+	l.mu.Unlock()
 	for _, typ := range types {
-		free := len(s.free)
+		free := p.Slots.available()
 		if free == 0 || ctx.Err() != nil {
-			return
+			return dispatched
 		}
-		var due bool
-		err := s.dbRetry(ctx, "claim.limited.probe", claimMaxAttempts, func() error {
-			var e error
-			due, e = o.st.TypeClaimable(ctx, typ)
-			return e
+		due, err := withRetryV(ctx, p.Retry, "claim.limited.probe", claimMaxAttempts, func() (bool, error) {
+			return p.Store.TypeClaimable(ctx, typ)
 		})
 		if err != nil || !due {
 			if err != nil && ctx.Err() == nil {
-				s.stats.claimErrors.Add(1)
-				s.logDBFailure("limited claim probe failed", err, "component", "scanner", "job_type", typ)
+				p.ClaimErrors.Add(1)
+				logDBFailure(p.Log, "limited claim probe failed", err, "component", "scanner", "job_type", typ)
 			}
 			continue
 		}
-		var jobs []jobq.ClaimedJob
-		err = s.dbRetry(ctx, "claim.limited", claimMaxAttempts, func() error {
-			var e error
-			jobs, e = o.st.JobClaimLimited(ctx, typ, jobq.ClaimParams{Owner: s.cfg.Owner, Limit: min(free, s.cfg.BatchLimit), Lease: s.cfg.Lease})
-			return e
+		jobs, err := withRetryV(ctx, p.Retry, "claim.limited", claimMaxAttempts, func() ([]jobq.ClaimedJob, error) {
+			return p.Store.JobClaimLimited(ctx, typ, jobq.ClaimParams{Owner: p.Owner, Limit: min(free, p.BatchLimit), Lease: p.Lease})
 		})
 		if err != nil {
 			if ctx.Err() == nil {
-				s.stats.claimErrors.Add(1)
-				s.logDBFailure("limited claim failed", err, "component", "scanner", "job_type", typ)
+				p.ClaimErrors.Add(1)
+				logDBFailure(p.Log, "limited claim failed", err, "component", "scanner", "job_type", typ)
 			}
 			continue
 		}
-		s.stats.claimed.Add(int64(len(jobs)))
-		if s.cfg.Hooks.ClaimedFunc != nil {
-			s.cfg.Hooks.ClaimedFunc(jobs, 0)
+		p.Claimed.Add(int64(len(jobs)))
+		if p.ClaimedFunc != nil {
+			p.ClaimedFunc(jobs, 0)
 		}
 		for i := range jobs {
-			s.dispatch(jobs[i])
+			p.DispatchFunc(jobs[i])
 		}
+		dispatched += len(jobs)
 	}
+	return dispatched
 }

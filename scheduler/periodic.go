@@ -4,11 +4,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/cronplan"
 )
+
+// periodicStore is what the periodic planner needs from the store.
+type periodicStore interface {
+	PeriodicList(ctx context.Context) ([]jobq.Periodic, error)
+	PeriodicFire(ctx context.Context, name string, plan jobq.PeriodicPlanFunc) (jobq.PeriodicFireResult, error)
+}
+
+// periodicPlannerParams configures the periodic planner.
+type periodicPlannerParams struct {
+	Store            periodicStore
+	RefreshInterval  time.Duration // OpsConfig.RefreshInterval (±10% jitter)
+	MisfireThreshold time.Duration
+	// Disabled stops this replica from firing schedules; the refresh (and
+	// RefreshFunc) still runs.
+	Disabled bool
+	// RefreshFunc, if set, runs on every refresh before the schedules are
+	// re-read: the limited claim re-reads its job type limits there, so one
+	// timer serves both.
+	RefreshFunc func(ctx context.Context)
+	// WakeFunc asks the scanner to scan now (the fired jobs are due).
+	WakeFunc  func()
+	FiredFunc func(name string, res jobq.PeriodicFireResult)
+	Retry     dbRetrier
+	Log       *slog.Logger
+}
+
+// periodicPlannerSignals are the planner's test signals.
+type periodicPlannerSignals struct {
+	refreshed testSignal[int]    // a refresh ended; the schedules known
+	fired     testSignal[string] // a schedule was fired (or its fire failed)
+}
 
 // periodicEntry is one schedule as this replica knows it.
 type periodicEntry struct {
@@ -16,24 +49,114 @@ type periodicEntry struct {
 	nextLocal time.Time // when to fire, on this replica's clock
 }
 
+// periodicPlanner fires periodic schedules: each when the database clock
+// reaches its cursor (NextRunAt), the instants to enqueue planned by
+// cronplan under the schedule's row lock, so replicas never enqueue an
+// instant twice. It re-reads the schedules every RefreshInterval and on
+// refreshNow.
+type periodicPlanner struct {
+	loopService
+	p           periodicPlannerParams
+	refresh     chan struct{}
+	testSignals periodicPlannerSignals
+
+	mu       sync.Mutex
+	periodic map[string]*periodicEntry
+	// clockOffset is the database clock minus this replica's clock, as
+	// measured by the last periodic fire.
+	clockOffset time.Duration
+}
+
+func newPeriodicPlanner(p periodicPlannerParams) *periodicPlanner {
+	return &periodicPlanner{p: p, refresh: make(chan struct{}, 1), periodic: map[string]*periodicEntry{}}
+}
+
+// Start refreshes once (so the first scan knows the limits) and then runs
+// the planner until ctx ends or Stop.
+func (pl *periodicPlanner) Start(ctx context.Context) error {
+	pl.reload(ctx)
+	return pl.start(ctx, pl.run)
+}
+
+// refreshNow makes the planner re-read at once; it never blocks.
+func (pl *periodicPlanner) refreshNow() {
+	select {
+	case pl.refresh <- struct{}{}:
+	default:
+	}
+}
+
+func (pl *periodicPlanner) run(ctx context.Context) {
+	interval := pl.p.RefreshInterval
+	refresh := time.NewTimer(jittered(interval, interval/10))
+	defer refresh.Stop()
+	for {
+		var fireC <-chan time.Time
+		var fire *time.Timer
+		if next, ok := pl.nextFire(); ok {
+			fire = time.NewTimer(max(time.Until(next), 0))
+			fireC = fire.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-refresh.C:
+			pl.reload(ctx)
+			refresh.Reset(jittered(interval, interval/10))
+		case <-pl.refresh:
+			pl.reload(ctx)
+		case <-fireC:
+			pl.fireDue(ctx)
+		}
+		if fire != nil {
+			fire.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// reload runs RefreshFunc and re-reads the periodic schedules.
+func (pl *periodicPlanner) reload(ctx context.Context) {
+	p := pl.p
+	if p.RefreshFunc != nil {
+		p.RefreshFunc(ctx)
+	}
+	if p.Disabled {
+		pl.testSignals.refreshed.signal(0)
+		return
+	}
+	list, err := withRetryV(ctx, p.Retry, "ops.periodic", refreshMaxAttempts, func() ([]jobq.Periodic, error) {
+		return p.Store.PeriodicList(ctx)
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			logDBFailure(p.Log, "reading periodic schedules failed; keeping the previous ones", err, "component", "ops")
+		}
+		return
+	}
+	pl.setPeriodic(list)
+	pl.testSignals.refreshed.signal(len(list))
+}
+
 // setPeriodic replaces the known schedules with list; each fires when the
 // database clock reaches its cursor (NextRunAt), per the last measured offset.
-func (o *opsRunner) setPeriodic(list []jobq.Periodic) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+func (pl *periodicPlanner) setPeriodic(list []jobq.Periodic) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
 	m := make(map[string]*periodicEntry, len(list))
 	for _, p := range list {
-		m[p.Name] = &periodicEntry{name: p.Name, nextLocal: p.NextRunAt.Add(-o.clockOffset)}
+		m[p.Name] = &periodicEntry{name: p.Name, nextLocal: p.NextRunAt.Add(-pl.clockOffset)}
 	}
-	o.periodic = m
+	pl.periodic = m
 }
 
 // nextFire returns the earliest fire time of the known schedules.
-func (o *opsRunner) nextFire() (time.Time, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+func (pl *periodicPlanner) nextFire() (time.Time, bool) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
 	var next time.Time
-	for _, e := range o.periodic {
+	for _, e := range pl.periodic {
 		if next.IsZero() || e.nextLocal.Before(next) {
 			next = e.nextLocal
 		}
@@ -42,81 +165,75 @@ func (o *opsRunner) nextFire() (time.Time, bool) {
 }
 
 // fireDue fires every schedule whose time has come.
-func (o *opsRunner) fireDue(ctx context.Context) {
+func (pl *periodicPlanner) fireDue(ctx context.Context) {
 	now := time.Now()
-	o.mu.Lock()
+	pl.mu.Lock()
 	var due []string
-	for name, e := range o.periodic {
+	for name, e := range pl.periodic {
 		if !e.nextLocal.After(now) {
 			due = append(due, name)
 		}
 	}
-	o.mu.Unlock()
+	pl.mu.Unlock()
 	for _, name := range due {
 		if ctx.Err() != nil {
 			return
 		}
-		o.fire(ctx, name)
+		pl.fire(ctx, name)
+		pl.testSignals.fired.signal(name)
 	}
 }
 
 // fire fires one schedule and sets its next fire time from the database
 // clock: Next − DBNow from now.
-func (o *opsRunner) fire(ctx context.Context, name string) {
-	s := o.s
-	plan := func(p jobq.Periodic, now time.Time) ([]time.Time, time.Time) {
-		sched, err := cronplan.Parse(p.Cron)
+func (pl *periodicPlanner) fire(ctx context.Context, name string) {
+	p := pl.p
+	plan := func(sp jobq.Periodic, now time.Time) ([]time.Time, time.Time) {
+		sched, err := cronplan.Parse(sp.Cron)
 		if err != nil {
-			return nil, p.NextRunAt // left untouched; reported below
+			return nil, sp.NextRunAt // left untouched; reported below
 		}
-		return cronplan.Plan(sched, p.Misfire, o.cfg.MisfireThreshold, p.NextRunAt, now)
+		return cronplan.Plan(sched, sp.Misfire, p.MisfireThreshold, sp.NextRunAt, now)
 	}
-	var res jobq.PeriodicFireResult
-	err := s.dbRetry(ctx, "periodic.fire", 0, func() error {
-		var e error
-		res, e = o.st.PeriodicFire(ctx, name, plan)
-		return e
+	res, err := withRetryV(ctx, p.Retry, "periodic.fire", retryUntilDone, func() (jobq.PeriodicFireResult, error) {
+		return p.Store.PeriodicFire(ctx, name, plan)
 	})
-	if !o.afterFire(name, res, err, time.Now()) {
+	if !pl.afterFire(ctx, name, res, err, time.Now()) {
 		return
 	}
 	if len(res.Inserted) > 0 {
-		s.log.Debug("periodic jobs enqueued", "component", "periodic", "name", name, "instants", fmt.Sprint(res.Inserted))
-		select { // the jobs are due now: scan at once
-		case s.wake <- struct{}{}:
-		default:
-		}
+		p.Log.Debug("periodic jobs enqueued", "component", "periodic", "name", name, "instants", fmt.Sprint(res.Inserted))
+		p.WakeFunc() // the jobs are due now: scan at once
 	}
-	if o.cfg.PeriodicFiredFunc != nil {
-		o.cfg.PeriodicFiredFunc(name, res)
+	if p.FiredFunc != nil {
+		p.FiredFunc(name, res)
 	}
 }
 
 // afterFire sets the schedule's next fire time after a fire that returned
 // at received; false when the fire failed or the schedule is gone.
-func (o *opsRunner) afterFire(name string, res jobq.PeriodicFireResult, err error, received time.Time) bool {
-	s := o.s
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	e := o.periodic[name]
+func (pl *periodicPlanner) afterFire(ctx context.Context, name string, res jobq.PeriodicFireResult, err error, received time.Time) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	e := pl.periodic[name]
 	switch {
 	case e == nil:
 		return false
 	case errors.Is(err, jobq.ErrNotFound):
-		delete(o.periodic, name)
+		delete(pl.periodic, name)
 		return false
 	case err != nil:
-		if s.softCtx.Err() == nil {
-			s.logDBFailure("periodic fire failed; retrying in one second", err, "component", "periodic", "name", name)
+		if ctx.Err() == nil {
+			logDBFailure(pl.p.Log, "periodic fire failed; retrying in one second", err, "component", "periodic", "name", name)
 		}
 		e.nextLocal = received.Add(time.Second)
 		return false
 	}
-	o.clockOffset = res.DBNow.Sub(received)
+	pl.clockOffset = res.DBNow.Sub(received)
 	if !res.Next.After(res.DBNow) {
-		s.log.Error("periodic schedule has an invalid cron expression; fix it with /v1/periodic",
+		pl.p.Log.Error("periodic schedule has an invalid cron expression; fix it with /v1/periodic",
 			"component", "periodic", "name", name)
-		e.nextLocal = received.Add(o.cfg.RefreshInterval)
+		e.nextLocal = received.Add(pl.p.RefreshInterval)
 	} else {
 		e.nextLocal = received.Add(res.Next.Sub(res.DBNow))
 	}

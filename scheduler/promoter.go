@@ -2,66 +2,98 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
 )
 
+// promoterStore is what the promoter needs from the store.
+type promoterStore interface {
+	JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error)
+	JobPromoteDue(ctx context.Context, limit int) (int, error)
+}
+
+// promoterParams configures the promoter.
+type promoterParams struct {
+	Store    promoterStore
+	Interval time.Duration // Config.PromoteInterval (±20% jitter)
+	Batch    int           // Config.PromoteBatch
+	// WakeFunc asks the scanner to scan now (the promoted jobs are due).
+	WakeFunc     func()
+	Retry        dbRetrier
+	Log          *slog.Logger
+	Promoted     *atomic.Int64 // Stats.Promoted
+	PromotedFunc func(n int)
+}
+
+// promoterSignals are the promoter's test signals.
+type promoterSignals struct {
+	pass testSignal[int] // a pass ended; the jobs it promoted
+}
+
 // promoter moves SCHEDULED jobs whose run_at has come on the database clock
 // to WAITING, where the scan finds them. Every replica runs one. Each pass
 // first reads the earliest SCHEDULED run_at and the database clock in one
 // index-only statement (JobScheduledNext); only when something is due does
-// it promote, PromoteBatch rows per statement, and wake the scanner. It then
+// it promote, Batch rows per statement, and wake the scanner. It then
 // sleeps until the earliest run_at (measured against the database clock it
-// just read) or PromoteInterval ± PromoteInterval/5, whichever comes first,
-// and is woken earlier by a local submit or retry due sooner (promoteAt).
+// just read) or Interval ± Interval/5, whichever comes first, and is woken
+// earlier by a local submit or retry due sooner (promoteAt).
 // Promotions from several replicas at once are safe: the UPDATE is
 // conditioned on status='SCHEDULED', so each job is promoted once.
 type promoter struct {
-	s    *Scheduler
-	poke chan struct{}
+	loopService
+	p           promoterParams
+	poke        chan struct{}
+	testSignals promoterSignals
 
 	mu   sync.Mutex
 	hint time.Time // earliest local instant a local submit or retry is due; zero: none
 }
 
-func newPromoter(s *Scheduler) *promoter {
-	return &promoter{s: s, poke: make(chan struct{}, 1)}
+func newPromoter(p promoterParams) *promoter {
+	return &promoter{p: p, poke: make(chan struct{}, 1)}
 }
+
+// Start runs the promoter until ctx ends or Stop; the first pass is at once
+// (jobs may have come due while no replica ran).
+func (pr *promoter) Start(ctx context.Context) error { return pr.start(ctx, pr.run) }
 
 // promoteAt asks for a pass at local time t unless one is planned earlier.
 // It never blocks.
-func (p *promoter) promoteAt(t time.Time) {
-	p.mu.Lock()
-	if p.hint.IsZero() || t.Before(p.hint) {
-		p.hint = t
+func (pr *promoter) promoteAt(t time.Time) {
+	pr.mu.Lock()
+	if pr.hint.IsZero() || t.Before(pr.hint) {
+		pr.hint = t
 	}
-	p.mu.Unlock()
+	pr.mu.Unlock()
 	select {
-	case p.poke <- struct{}{}:
+	case pr.poke <- struct{}{}:
 	default:
 	}
 }
 
-func (p *promoter) takeHint() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	h := p.hint
-	p.hint = time.Time{}
+func (pr *promoter) takeHint() time.Time {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	h := pr.hint
+	pr.hint = time.Time{}
 	return h
 }
 
-func (p *promoter) run(ctx context.Context) {
-	next := time.Now() // a first pass at once: jobs may have come due while no replica ran
+func (pr *promoter) run(ctx context.Context) {
+	next := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.poke:
-			h := p.takeHint()
+		case <-pr.poke:
+			h := pr.takeHint()
 			if h.IsZero() || !h.Before(next) {
 				continue
 			}
@@ -70,81 +102,75 @@ func (p *promoter) run(ctx context.Context) {
 			continue
 		case <-timer.C:
 		}
-		next = p.pass(ctx)
+		var promoted int
+		next, promoted = pr.pass(ctx)
+		pr.testSignals.pass.signal(promoted)
 		resetTimer(timer, time.Until(next))
 	}
 }
 
 // pass promotes every due SCHEDULED job and returns the local time of the
-// next pass.
-func (p *promoter) pass(ctx context.Context) time.Time {
-	s := p.s
+// next pass and how many jobs it promoted.
+func (pr *promoter) pass(ctx context.Context) (next time.Time, promoted int) {
+	p := pr.p
 	idle := func() time.Time {
-		return time.Now().Add(jittered(s.cfg.PromoteInterval, s.cfg.PromoteInterval/5))
+		return time.Now().Add(jittered(p.Interval, p.Interval/5))
 	}
 	for ctx.Err() == nil {
-		var sn jobq.ScheduledNext
-		err := s.dbRetry(ctx, "promote.next", 0, func() error {
-			var e error
-			sn, e = s.store.JobScheduledNext(ctx)
-			return e
+		sn, err := withRetryV(ctx, p.Retry, "promote.next", retryUntilDone, func() (jobq.ScheduledNext, error) {
+			return p.Store.JobScheduledNext(ctx)
 		})
 		received := time.Now()
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Error("promoter probe failed", "component", "promoter", "err", err)
+				p.Log.Error("promoter probe failed", "component", "promoter", "err", err)
 			}
-			return idle()
+			return idle(), promoted
 		}
 		if sn.Next.IsZero() {
-			return idle()
+			return idle(), promoted
 		}
 		if wait := sn.Next.Sub(sn.DBNow); wait > 0 {
 			// The database clock, not ours, says when the job is due.
 			at := received.Add(wait)
 			if later := idle(); later.Before(at) {
-				return later
+				return later, promoted
 			}
-			return at
+			return at, promoted
 		}
-		total, err := p.promoteDue(ctx)
+		total, err := pr.promoteDue(ctx)
+		promoted += total
 		if total > 0 {
-			s.stats.promoted.Add(int64(total))
-			select { // promoted jobs are due: scan at once
-			case s.wake <- struct{}{}:
-			default:
-			}
-			if s.cfg.Hooks.PromotedFunc != nil {
-				s.cfg.Hooks.PromotedFunc(total)
+			p.WakeFunc() // promoted jobs are due: scan at once
+			if p.PromotedFunc != nil {
+				p.PromotedFunc(total)
 			}
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Error("promotion failed", "component", "promoter", "promoted", total, "err", err)
+				p.Log.Error("promotion failed", "component", "promoter", "promoted", total, "err", err)
 			}
-			return idle()
+			return idle(), promoted
 		}
 	}
-	return idle()
+	return idle(), promoted
 }
 
-// promoteDue promotes due jobs PromoteBatch at a time until a batch comes
-// back short.
-func (p *promoter) promoteDue(ctx context.Context) (int, error) {
-	s := p.s
+// promoteDue promotes due jobs Batch at a time until a batch comes back
+// short, and counts them in Stats.Promoted.
+func (pr *promoter) promoteDue(ctx context.Context) (int, error) {
+	p := pr.p
 	total := 0
+	defer func() { p.Promoted.Add(int64(total)) }()
 	for ctx.Err() == nil {
-		var n int
-		err := s.dbRetry(ctx, "promote", 0, func() error {
-			var e error
-			n, e = s.store.JobPromoteDue(ctx, s.cfg.PromoteBatch)
-			return e
+		n, err := withRetryV(ctx, p.Retry, "promote", retryUntilDone, func() (int, error) {
+			return p.Store.JobPromoteDue(ctx, p.Batch)
 		})
 		if err != nil {
 			return total, err
 		}
 		total += n
-		if n < s.cfg.PromoteBatch {
+		if n < p.Batch {
 			break
 		}
 	}
@@ -165,20 +191,16 @@ func resetTimer(t *time.Timer, d time.Duration) {
 // WakeAt tells the promoter that a job this replica just scheduled is due
 // at runAt on the database clock, read as dbNow at about the same moment
 // (a submit passes the job's RunAt and CreateTime), so the promoter passes
-// then instead of at its next PromoteInterval. It never blocks; without a
-// running promoter it does nothing.
+// then instead of at its next PromoteInterval. It never blocks.
 func (s *Scheduler) WakeAt(runAt, dbNow time.Time) {
-	if p := s.promoter; p != nil {
-		p.promoteAt(time.Now().Add(runAt.Sub(dbNow)))
-	}
+	s.promoter.promoteAt(time.Now().Add(runAt.Sub(dbNow)))
 }
 
-// PromoteNow runs one promoter pass at once and returns how many jobs it
+// PromoteNow runs one promotion at once and returns how many jobs it
 // promoted (tests and operators).
 func (s *Scheduler) PromoteNow(ctx context.Context) (int, error) {
-	n, err := newPromoter(s).promoteDue(ctx)
+	n, err := s.promoter.promoteDue(ctx)
 	if n > 0 {
-		s.stats.promoted.Add(int64(n))
 		s.Wake()
 	}
 	return n, err

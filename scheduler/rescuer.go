@@ -2,74 +2,94 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
 )
 
+// rescuerStore is what the rescuer needs from the store.
+type rescuerStore interface {
+	JobRescueCandidates(ctx context.Context, limit int) ([]jobq.Fence, error)
+	JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error)
+}
+
+// rescuerParams configures the rescuer.
+type rescuerParams struct {
+	Store rescuerStore
+	// Runs, if set, are this replica's runs: the rescuer leaves those whose
+	// outcome is being written (runTable.writingOutcome) to the completer.
+	Runs        *runTable
+	Interval    time.Duration // Config.RescueInterval (±20% jitter)
+	Batch       int           // Config.RescueBatch
+	Retry       dbRetrier
+	Log         *slog.Logger
+	Rescued     *atomic.Int64 // Stats.Rescued
+	RescuedFunc func(rescued []jobq.Fence)
+}
+
+// rescuerSignals are the rescuer's test signals.
+type rescuerSignals struct {
+	pass testSignal[[]jobq.Fence] // a pass ended; the runs it rescued
+}
+
 // rescuer returns RUNNING jobs whose lease expired on the database clock to
 // WAITING (or FAILED / CANCELED). Every replica runs one; each row update is
 // conditioned on status, attempt and an expired lease, so rescuers never
 // fight and never overwrite a run that completed meanwhile.
-type rescuer struct{ s *Scheduler }
-
-func newRescuer(s *Scheduler) *rescuer { return &rescuer{s: s} }
-
-func (r *rescuer) run(ctx context.Context) {
-	s := r.s
-	for {
-		t := time.NewTimer(jittered(s.cfg.RescueInterval, s.cfg.RescueInterval/5))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		r.pass(ctx)
-	}
+type rescuer struct {
+	loopService
+	p           rescuerParams
+	testSignals rescuerSignals
 }
 
-// pass rescues up to RescueBatch expired runs and returns them.
+func newRescuer(p rescuerParams) *rescuer { return &rescuer{p: p} }
+
+// Start runs a pass every Interval until ctx ends or Stop.
+func (r *rescuer) Start(ctx context.Context) error { return r.start(ctx, r.run) }
+
+func (r *rescuer) run(ctx context.Context) {
+	runEvery(ctx, r.p.Interval, r.p.Interval/5, func(ctx context.Context) { r.testSignals.pass.signal(r.pass(ctx)) })
+}
+
+// pass rescues up to Batch expired runs and returns them.
 func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
-	s := r.s
-	var cands []jobq.Fence
-	err := s.dbRetry(ctx, "rescue.candidates", 0, func() error {
-		var e error
-		cands, e = s.store.JobRescueCandidates(ctx, s.cfg.RescueBatch)
-		return e
+	p := r.p
+	cands, err := withRetryV(ctx, p.Retry, "rescue.candidates", retryUntilDone, func() ([]jobq.Fence, error) {
+		return p.Store.JobRescueCandidates(ctx, p.Batch)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.logDBFailure("rescue scan failed", err, "component", "rescuer")
+			logDBFailure(p.Log, "rescue scan failed", err, "component", "rescuer")
 		}
 		return nil
 	}
 	var rescued []jobq.Fence
 	for _, f := range cands {
-		var ok bool
-		err := s.dbRetry(ctx, "rescue", 0, func() error {
-			var e error
-			ok, e = s.store.JobRescueExpired(ctx, f)
-			return e
+		if p.Runs != nil && p.Runs.writingOutcome(f) {
+			// This replica's own finished run: its lease expired only because
+			// the database refused or lost writes, and its outcome write
+			// (retried) wins or gives up first. Other replicas may still rescue.
+			continue
+		}
+		ok, err := withRetryV(ctx, p.Retry, "rescue", retryUntilDone, func() (bool, error) {
+			return p.Store.JobRescueExpired(ctx, f)
 		})
 		if err != nil {
 			if ctx.Err() == nil {
-				s.logDBFailure("rescue failed", err, "component", "rescuer", "job_id", f.ID, "attempt", f.Attempt)
+				logDBFailure(p.Log, "rescue failed", err, "component", "rescuer", "job_id", f.ID, "attempt", f.Attempt)
 			}
 			continue
 		}
 		if ok {
 			rescued = append(rescued, f)
-			s.log.Info("rescued expired lease", "component", "rescuer", "job_id", f.ID, "attempt", f.Attempt)
+			p.Log.Info("rescued expired lease", "component", "rescuer", "job_id", f.ID, "attempt", f.Attempt)
 		}
 	}
-	s.stats.rescued.Add(int64(len(rescued)))
-	if len(rescued) > 0 && s.cfg.Hooks.RescuedFunc != nil {
-		s.cfg.Hooks.RescuedFunc(rescued)
+	p.Rescued.Add(int64(len(rescued)))
+	if len(rescued) > 0 && p.RescuedFunc != nil {
+		p.RescuedFunc(rescued)
 	}
 	return rescued
 }
-
-// RescueNow runs one rescue pass at once and returns the runs it rescued
-// (tests, and `jobq` operators who do not want to wait RescueInterval).
-func (s *Scheduler) RescueNow(ctx context.Context) []jobq.Fence { return newRescuer(s).pass(ctx) }

@@ -2,89 +2,124 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
+	"sync/atomic"
 	"time"
+
+	"github.com/jobq/jobq"
 )
 
-// scanner fires every PollInterval ± PollJitter, on local wake-up, and again
+// scannerParams configures the scanner.
+type scannerParams struct {
+	Claimer *claimer
+	// Limited, if set, claims the limited job types first, once per scan.
+	Limited *limitedClaimer
+	Slots   *slots
+	// DispatchFunc hands one claimed job to a worker (it takes a slot).
+	DispatchFunc func(jobq.ClaimedJob)
+	PollInterval time.Duration
+	PollJitter   time.Duration
+	BatchLimit   int
+	Workers      int
+	DrainWait    time.Duration // ≤ 0: off
+	DisableDrain bool
+	Log          *slog.Logger
+	Scans        *atomic.Int64 // Stats.Scans
+	ClaimErrors  *atomic.Int64 // Stats.ClaimErrors
+	ScanFunc     func(d time.Duration, batch int)
+}
+
+// scannerSignals are the scanner's test signals.
+type scannerSignals struct {
+	scanned testSignal[int] // a scan ended; the jobs it dispatched
+}
+
+// scanner fires every PollInterval ± PollJitter, on wake-up, and again
 // while batches come back full and worker slots are free (drain): once as
 // many slots are free as the last claim took, or after at most DrainWait.
 type scanner struct {
-	s       *Scheduler
-	claimer *claimer
+	loopService
+	p           scannerParams
+	testSignals scannerSignals
 }
 
-func newScanner(s *Scheduler) *scanner { return &scanner{s: s, claimer: newClaimer(s)} }
+func newScanner(p scannerParams) *scanner { return &scanner{p: p} }
+
+// Start scans until ctx ends or Stop (the soft stop: no claim after it).
+func (sc *scanner) Start(ctx context.Context) error { return sc.start(ctx, sc.run) }
 
 func (sc *scanner) run(ctx context.Context) {
-	s := sc.s
-	timer := time.NewTimer(jittered(s.cfg.PollInterval, s.cfg.PollJitter))
+	p := sc.p
+	timer := time.NewTimer(jittered(p.PollInterval, p.PollJitter))
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		case <-s.wake:
+		case <-p.Slots.wake:
 		}
-		sc.scan(ctx)
+		sc.testSignals.scanned.signal(sc.scan(ctx))
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
 			default:
 			}
 		}
-		timer.Reset(jittered(s.cfg.PollInterval, s.cfg.PollJitter))
+		timer.Reset(jittered(p.PollInterval, p.PollJitter))
 	}
 }
 
-// scan claims until a batch comes back short, slots run out or drain is off.
-// While draining it first waits (at most DrainWait) for as many free slots
-// as the last claim took (awaitSlots).
+// scan claims until a batch comes back short, slots run out or drain is off,
+// and returns the jobs it dispatched. While draining it first waits (at most
+// DrainWait) for as many free slots as the last claim took (awaitSlots).
 // Limited job types are claimed first, once per scan (ops.go); the ordinary
 // claim leaves them out.
-func (sc *scanner) scan(ctx context.Context) {
-	s := sc.s
-	if s.ops != nil {
-		s.ops.claimLimited(ctx)
+func (sc *scanner) scan(ctx context.Context) (dispatched int) {
+	p := sc.p
+	if p.Limited != nil {
+		dispatched += p.Limited.claim(ctx)
 	}
 	for ctx.Err() == nil {
-		if sc.claimer.lastFull && !s.cfg.DisableDrain {
-			sc.awaitSlots(ctx, sc.claimer.lastSize)
+		if sc.p.Claimer.lastFull && !p.DisableDrain {
+			sc.awaitSlots(ctx, p.Claimer.lastSize)
 			if ctx.Err() != nil {
-				return
+				return dispatched
 			}
 		}
-		free := len(s.free)
+		free := p.Slots.available()
 		if free == 0 {
-			s.moreWaiting.Store(true) // a finishing worker will wake us
-			if len(s.free) == 0 {
-				return
+			p.Slots.moreWaiting.Store(true) // a finishing worker will wake us
+			if p.Slots.available() == 0 {
+				return dispatched
 			}
 			continue // a slot freed before the flag was set: its wake-up was not sent
 		}
-		n := min(free, s.cfg.BatchLimit)
+		n := min(free, p.BatchLimit)
 		start := time.Now()
-		jobs, err := sc.claimer.claim(ctx, n)
-		s.stats.scans.Add(1)
-		if s.cfg.Hooks.ScanFunc != nil {
-			s.cfg.Hooks.ScanFunc(time.Since(start), len(jobs))
+		jobs, err := p.Claimer.claim(ctx, n)
+		p.Scans.Add(1)
+		if p.ScanFunc != nil {
+			p.ScanFunc(time.Since(start), len(jobs))
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				s.stats.claimErrors.Add(1)
-				s.logDBFailure("claim failed; the queue is not known to be empty, the next scan retries", err, "component", "scanner")
+				p.ClaimErrors.Add(1)
+				logDBFailure(p.Log, "claim failed; the queue is not known to be empty, the next scan retries", err, "component", "scanner")
 			}
-			return
+			return dispatched
 		}
 		for i := range jobs {
-			s.dispatch(jobs[i])
+			p.DispatchFunc(jobs[i])
 		}
+		dispatched += len(jobs)
 		full := len(jobs) == n
-		s.moreWaiting.Store(full)
-		if !full || s.cfg.DisableDrain {
-			return
+		p.Slots.moreWaiting.Store(full)
+		if !full || p.DisableDrain {
+			return dispatched
 		}
 	}
+	return dispatched
 }
 
 // awaitSlots waits until as many worker slots are free as the last claim
@@ -99,16 +134,16 @@ func (sc *scanner) scan(ctx context.Context) {
 // at the pace their handlers return. Only a claimed batch mixing short and
 // long handlers makes a claim wait the whole DrainWait.
 func (sc *scanner) awaitSlots(ctx context.Context, lastSize int) {
-	s := sc.s
-	want := min(lastSize, s.cfg.Workers, s.cfg.BatchLimit)
-	if s.cfg.DrainWait <= 0 || len(s.free) >= want {
+	p := sc.p
+	want := min(lastSize, p.Workers, p.BatchLimit)
+	if p.DrainWait <= 0 || p.Slots.available() >= want {
 		return
 	}
-	t := time.NewTimer(s.cfg.DrainWait)
+	t := time.NewTimer(p.DrainWait)
 	defer t.Stop()
-	for len(s.free) < want {
+	for p.Slots.available() < want {
 		select {
-		case <-s.slotFreed:
+		case <-p.Slots.freed:
 		case <-t.C:
 			return
 		case <-ctx.Done():

@@ -2,7 +2,11 @@
 // local wake-up and drain mode, pluggable claim strategies (skiplocked, cas),
 // a bounded worker pool, a heartbeat renewing all in-flight leases in one
 // statement, a batching completer whose writes are fenced by attempt, and a
-// rescuer returning expired leases. See DESIGN.md §2.
+// rescuer returning expired leases, plus the operations services (limited
+// claim, periodic planner, cleaner). Each service is its own type with a
+// params struct and Start/Stop (service.go); the in-flight runs live in a
+// runTable, the lease-derived timings are named in timing.go and the retry
+// budgets in retry.go. The design is in docs/architecture.md.
 package scheduler
 
 import (
@@ -19,57 +23,43 @@ import (
 	"github.com/jobq/jobq/store"
 )
 
-// Scheduler is one replica's scheduling loop. Create with New, run with
-// Start, stop with Stop.
+// Scheduler is one replica's scheduling loop: it builds the services
+// (scanner, heartbeat, completer, rescuer, periodic planner, cleaner) from
+// its Config, wires them to the worker pool and the run table, and starts
+// and stops them in order. Create with New, run with Start, stop with Stop.
 type Scheduler struct {
 	cfg   Config
 	store Store
 	reg   *Registry
 	db    *sql.DB
 	log   *slog.Logger
+	retry dbRetrier
+	// outcomes writes completions with the outcome retry rule (outcome.go).
+	outcomes outcomeWriter
+	stats    stats
 
-	wake chan struct{}
-	free chan struct{} // worker slots: a token per free slot
-	// slotFreed gets a token (if it has none) each time a slot is freed:
-	// a draining scan waits on it for a fuller batch (scanner.awaitSlots).
-	slotFreed chan struct{}
-	// working counts handlers that have not handed their outcome on yet:
-	// the completer lingers for them (completer.linger). workingIdle gets a
-	// token when a handler that completes on its own (TxHandler) leaves
-	// working at 0, so a lingering completer need not wait it out.
-	working     atomic.Int64
-	workingIdle chan struct{}
+	slots *slots       // worker slots, wake-up
+	work  *workTracker // handlers that have not handed their outcome on
+	runs  *runTable    // in-flight runs
 
-	mu   sync.Mutex
-	runs map[jobq.Fence]*run
-
-	moreWaiting atomic.Bool // the last claim filled its batch: more may be due
-	stats       stats
-
-	softCtx    context.Context // claiming (scanner, rescuer)
-	softCancel context.CancelFunc
 	hardCtx    context.Context // work (handlers)
 	hardCancel context.CancelCauseFunc
-
 	handlers   sync.WaitGroup // running handlers
-	services   sync.WaitGroup // scanner, rescuer
-	completer  *completer
-	heartbeat  *heartbeat
-	promoter   *promoter  // nil until Start
-	ops        *opsRunner // limited claim, periodic schedules, cleaner (ops.go); nil without OpsStore
+
+	scanner   *scanner
+	rescuer   *rescuer
+	promoter  *promoter
+	heartbeat *heartbeat
+	completer *completer
+	// limited, planner and cleaner need OpsStore; nil without it (cleaner
+	// also without Retention).
+	limited *limitedClaimer
+	planner *periodicPlanner
+	cleaner *cleaner
+
 	started    atomic.Bool
 	stopOnce   sync.Once
 	stoppedErr error
-}
-
-type run struct {
-	job           *Job
-	cancel        context.CancelCauseFunc
-	leaseDeadline time.Time // local monotonic estimate of lease_until
-	lost          bool
-	// guard cancels the handler leaseGuardMargin before leaseDeadline unless
-	// a renewal moves the deadline first (see heartbeat.guardFired).
-	guard *time.Timer
 }
 
 // New returns a Scheduler over st with the handlers in reg. db, if non-nil,
@@ -96,17 +86,68 @@ func New(st Store, db *sql.DB, reg *Registry, cfg Config, skipLockedOK bool) (*S
 	}
 	s := &Scheduler{
 		cfg: cfg, store: st, reg: reg, db: db,
-		log:         cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
-		wake:        make(chan struct{}, 1),
-		free:        make(chan struct{}, cfg.Workers),
-		slotFreed:   make(chan struct{}, 1),
-		workingIdle: make(chan struct{}, 1),
-		runs:        map[jobq.Fence]*run{},
+		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
+		slots: newSlots(cfg.Workers), work: newWorkTracker(), runs: newRunTable(),
 	}
-	for range cfg.Workers {
-		s.free <- struct{}{}
-	}
+	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}
+	s.build()
 	return s, nil
+}
+
+// build creates the services from the configuration.
+func (s *Scheduler) build() {
+	cfg, hooks := s.cfg, s.cfg.Hooks
+	s.heartbeat = newHeartbeat(heartbeatParams{
+		Store: s.store, Runs: s.runs, Owner: cfg.Owner, Lease: cfg.Lease, Interval: cfg.HeartbeatInterval,
+		NoLeaseCancel: cfg.Sabotage.NoLeaseCancel, Retry: s.retry, Log: s.log,
+		Fails: &s.stats.heartbeatFails, LeaseLost: &s.stats.leaseLost, LeaseLostFunc: hooks.LeaseLostFunc,
+	})
+	s.outcomes = outcomeWriter{Runs: s.runs, Lease: cfg.Lease, NoRetry: cfg.Sabotage.NoOutcomeRetry || cfg.DBRetry.Disabled,
+		Retry: s.retry, Log: s.log}
+	s.completer = newCompleter(completerParams{
+		Store: s.store, Batch: cfg.CompleteBatch, Linger: cfg.CompleteLinger,
+		QueueSize: cfg.Workers + cfg.CompleteBatch, Work: s.work, FinishFunc: s.finishRun, Writer: s.outcomes, Log: s.log,
+	})
+	s.rescuer = newRescuer(rescuerParams{
+		Store: s.store, Runs: s.runs, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,
+		Rescued: &s.stats.rescued, RescuedFunc: hooks.RescuedFunc,
+	})
+	s.promoter = newPromoter(promoterParams{
+		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.slots.wakeUp,
+		Retry: s.retry, Log: s.log, Promoted: &s.stats.promoted, PromotedFunc: hooks.PromotedFunc,
+	})
+	ops, ok := s.store.(OpsStore)
+	if !ok {
+		s.log.Warn("store does not implement scheduler.OpsStore: limited job types, periodic schedules and retention are off on this replica")
+	} else {
+		s.limited = newLimitedClaimer(limitedClaimerParams{
+			Store: ops, Slots: s.slots, DispatchFunc: s.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
+			BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
+			Claimed: &s.stats.claimed, ClaimErrors: &s.stats.claimErrors, ClaimedFunc: hooks.ClaimedFunc,
+		})
+		s.planner = newPeriodicPlanner(periodicPlannerParams{
+			Store: ops, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
+			Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.slots.wakeUp,
+			FiredFunc: cfg.Ops.PeriodicFiredFunc, Retry: s.retry, Log: s.log,
+		})
+		if cfg.Ops.Retention > 0 {
+			s.cleaner = newCleaner(cleanerParams{
+				Store: ops, Retention: cfg.Ops.Retention, Interval: cfg.Ops.CleanInterval, Batch: cfg.Ops.CleanBatch,
+				MaxPerPass: cfg.Ops.CleanMaxPerPass, CleanedFunc: cfg.Ops.CleanedFunc, Retry: s.retry, Log: s.log,
+			})
+		}
+	}
+	s.scanner = newScanner(scannerParams{
+		Claimer: newClaimer(claimerParams{
+			Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
+			NoCASGuard: cfg.Sabotage.NoCASGuard, Retry: s.retry,
+			Claimed: &s.stats.claimed, Conflicts: &s.stats.claimConflicts, ClaimedFunc: hooks.ClaimedFunc,
+		}),
+		Limited: s.limited, Slots: s.slots, DispatchFunc: s.dispatch,
+		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers,
+		DrainWait: cfg.DrainWait, DisableDrain: cfg.DisableDrain, Log: s.log,
+		Scans: &s.stats.scans, ClaimErrors: &s.stats.claimErrors, ScanFunc: hooks.ScanFunc,
+	})
 }
 
 // Config returns the effective configuration (defaults applied).
@@ -115,29 +156,47 @@ func (s *Scheduler) Config() Config { return s.cfg }
 // Registry returns the handler registry.
 func (s *Scheduler) Registry() *Registry { return s.reg }
 
-// Start launches the scanner, promoter, rescuer, heartbeat and completer and returns
-// at once. Cancelling ctx is a hard stop: handlers' contexts are cancelled.
-// Use Stop for a graceful shutdown.
+// softServices are the services that stop on the soft stop (no claim, no
+// rescue, no fire after it), in start order; absent ones are skipped.
+func (s *Scheduler) softServices() []interface {
+	Start(context.Context) error
+	Stop()
+} {
+	var out []interface {
+		Start(context.Context) error
+		Stop()
+	}
+	// The planner first: its first refresh reads the limits the scan uses.
+	if s.planner != nil {
+		out = append(out, s.planner)
+	}
+	if s.cleaner != nil {
+		out = append(out, s.cleaner)
+	}
+	out = append(out, s.scanner, s.promoter)
+	if !s.cfg.Sabotage.NoRescuer {
+		out = append(out, s.rescuer)
+	}
+	return out
+}
+
+// Start launches the services and returns at once. Cancelling ctx is a
+// hard stop: handlers' contexts are cancelled. Use Stop for a graceful
+// shutdown.
 func (s *Scheduler) Start(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("scheduler: already started")
 	}
 	s.hardCtx, s.hardCancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	s.softCtx, s.softCancel = context.WithCancel(ctx)
 	context.AfterFunc(ctx, func() { s.hardCancel(ErrShutdown) })
-	s.startOps() // before the scanner, which reads s.ops
-
-	s.completer = newCompleter(s)
-	s.heartbeat = newHeartbeat(s)
-	go s.completer.run()
-	go s.heartbeat.run()
-	s.promoter = newPromoter(s)
-	s.services.Add(2)
-	go func() { defer s.services.Done(); newScanner(s).run(s.softCtx) }()
-	go func() { defer s.services.Done(); s.promoter.run(s.softCtx) }()
-	if !s.cfg.Sabotage.NoRescuer {
-		s.services.Add(1)
-		go func() { defer s.services.Done(); newRescuer(s).run(s.softCtx) }()
+	// The completer and heartbeat outlive the soft stop; Stop ends them.
+	if err := errors.Join(s.completer.Start(ctx), s.heartbeat.Start(ctx)); err != nil {
+		return err
+	}
+	for _, svc := range s.softServices() {
+		if err := svc.Start(ctx); err != nil {
+			return err
+		}
 	}
 	s.log.Info("scheduler started", "strategy", s.cfg.Strategy, "workers", s.cfg.Workers,
 		"batch_limit", s.cfg.BatchLimit, "poll_interval", s.cfg.PollInterval, "poll_jitter", s.cfg.PollJitter,
@@ -150,10 +209,7 @@ func (s *Scheduler) Wake() {
 	if s.cfg.DisableWakeup {
 		return
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.slots.wakeUp()
 }
 
 // Stop shuts down gracefully: it stops claiming, lets in-flight handlers
@@ -165,8 +221,9 @@ func (s *Scheduler) Stop() error {
 		return nil
 	}
 	s.stopOnce.Do(func() {
-		s.softCancel()
-		s.services.Wait()
+		for _, svc := range s.softServices() {
+			svc.Stop()
+		}
 		done := make(chan struct{})
 		go func() { s.handlers.Wait(); close(done) }()
 		t := time.NewTimer(s.cfg.ShutdownTimeout)
@@ -177,16 +234,16 @@ func (s *Scheduler) Stop() error {
 			s.hardCancel(ErrShutdown)
 			select {
 			case <-done:
-			case <-time.After(s.cfg.Lease):
+			case <-time.After(shutdownCancelWait(s.cfg.Lease)):
 				s.stoppedErr = errors.New("scheduler: handlers ignored cancellation; their leases will expire and be rescued")
 			}
 		}
 		t.Stop()
 		if s.stoppedErr == nil {
 			// Every handler returned, so nothing can submit to the completer any more.
-			s.completer.close()
+			s.completer.Stop()
 		}
-		s.heartbeat.stop()
+		s.heartbeat.Stop()
 		s.hardCancel(ErrShutdown)
 		s.log.Info("scheduler stopped", "claimed", s.stats.claimed.Load(), "completed", s.stats.completed.Load())
 	})
@@ -195,45 +252,23 @@ func (s *Scheduler) Stop() error {
 
 // InFlight returns the number of runs this replica holds (handlers running
 // or completions not yet committed).
-func (s *Scheduler) InFlight() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.runs)
-}
+func (s *Scheduler) InFlight() int { return s.runs.len() }
 
 // FreeSlots returns the number of idle workers.
-func (s *Scheduler) FreeSlots() int { return len(s.free) }
+func (s *Scheduler) FreeSlots() int { return s.slots.available() }
 
-// dbRetry runs fn with the DB retry policy, reporting every error.
-func (s *Scheduler) dbRetry(ctx context.Context, op string, maxAttempts int, fn func() error) error {
-	p := s.cfg.DBRetry
-	if maxAttempts > 0 {
-		p.MaxAttempts = maxAttempts
-	}
-	p.OnRetryFunc = func(op string, err error) {
-		s.stats.dbRetries.Add(1)
-		s.log.Debug("retrying database operation", "op", op, "cause", store.Cause(err), "err", err)
-	}
-	err := p.Do(ctx, op, func() error {
-		err := fn()
-		if err != nil && s.cfg.Hooks.DBErrorFunc != nil {
-			s.cfg.Hooks.DBErrorFunc(op, err)
-		}
-		return err
-	})
-	return err
-}
+// RescueNow runs one rescue pass at once and returns the runs it rescued
+// (tests, and `jobq` operators who do not want to wait RescueInterval).
+func (s *Scheduler) RescueNow(ctx context.Context) []jobq.Fence { return s.rescuer.pass(ctx) }
 
-// logDBFailure logs a database operation that failed after its retries: at
-// WARN, with the cause named, when the error is transient (a deadlock or
-// Galera certification conflict, a read-only or not-ready server, a lost
-// connection: the next pass retries it), at ERROR otherwise.
-func (s *Scheduler) logDBFailure(msg string, err error, args ...any) {
-	if store.IsRetryable(err) {
-		s.log.Warn(msg, append(args, "cause", store.Cause(err), "err", err)...)
-		return
+// CleanNow runs one retention pass at once with the configured Retention
+// and returns what it deleted (tests and operators). It does nothing when
+// Retention is 0 or the store lacks OpsStore.
+func (s *Scheduler) CleanNow(ctx context.Context) jobq.PurgeResult {
+	if s.cleaner == nil {
+		return jobq.PurgeResult{}
 	}
-	s.log.Error(msg, append(args, "err", err)...)
+	return s.cleaner.pass(ctx)
 }
 
 // Stats is a snapshot of a replica's counters since Start.

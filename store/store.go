@@ -8,11 +8,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -103,7 +106,7 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		return nil, errorf("connect %s: %w", redact.DSN(dsn), err)
+		return nil, errorf("connect %s: %w%s", redact.DSN(dsn), err, ConnectHint(err, cfg))
 	}
 	info, err := s.DetectServer(pctx)
 	if err != nil {
@@ -112,6 +115,39 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 	}
 	s.Server = info
 	return s, nil
+}
+
+// ConnectHint says what to do about an error connecting to the server
+// cfg names: "" when it has no advice. It starts with "; ".
+func ConnectHint(err error, cfg *mysql.Config) string {
+	var ne net.Error
+	switch n := ErrorNumber(err); {
+	case n == 1049:
+		pw := ""
+		if cfg.Passwd != "" {
+			pw = " -p"
+		}
+		return fmt.Sprintf("; the database %q does not exist: create it first, e.g. mysql -h%s -u%s%s -e 'CREATE DATABASE %s' (jobq creates the tables, not the database)",
+			cfg.DBName, hostOf(cfg.Addr), cfg.User, pw, cfg.DBName)
+	case n == 1045, n == 1698:
+		return fmt.Sprintf("; the server refused user %q: check the user and password in the DSN (user:password@tcp(host:port)/database)", cfg.User)
+	case n == 1044:
+		return fmt.Sprintf("; user %q may not use database %q: GRANT ALL ON %s.* TO the user, or name another database", cfg.User, cfg.DBName, cfg.DBName)
+	case n == 1130:
+		return fmt.Sprintf("; the server does not accept user %q from this host: create the user for this host or connect from an allowed one", cfg.User)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("; nothing listens on %s: start the server, or fix host:port in the DSN", cfg.Addr)
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("; %s did not answer in time: check that the server runs and that no firewall drops the connection", cfg.Addr)
+	}
+	return ""
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 // OpenDB wraps an already configured pool: db must connect through a

@@ -5,10 +5,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -16,15 +18,16 @@ import (
 
 // CLI is the command tree.
 type CLI struct {
-	LogLevel  string `help:"Log level: debug, info, warn, error." default:"info" enum:"debug,info,warn,error" env:"JOBQ_LOG_LEVEL"`
-	LogFormat string `help:"Log format: text or json." default:"text" enum:"text,json" env:"JOBQ_LOG_FORMAT"`
+	Version   kong.VersionFlag `help:"Print the version (module version and VCS revision) and exit."`
+	LogLevel  string           `help:"Log level: debug, info, warn, error." default:"info" enum:"debug,info,warn,error" env:"JOBQ_LOG_LEVEL"`
+	LogFormat string           `help:"Log format: text or json." default:"text" enum:"text,json" env:"JOBQ_LOG_FORMAT"`
 
 	Serve      ServeCmd      `cmd:"" help:"Run a replica: HTTP API and scheduler in one process."`
 	Migrate    MigrateCmd    `cmd:"" help:"Apply, revert or list schema migrations."`
 	Submit     SubmitCmd     `cmd:"" help:"Submit a job."`
 	Get        GetCmd        `cmd:"" help:"Show one job."`
 	List       ListCmd       `cmd:"" help:"List jobs, newest first."`
-	Cancel     CancelCmd     `cmd:"" help:"Cancel a job (WAITING at once; RUNNING via its handler's context)."`
+	Cancel     CancelCmd     `cmd:"" help:"Cancel a job (WAITING or SCHEDULED at once; RUNNING via its handler's context)."`
 	Retry      RetryCmd      `cmd:"" help:"Re-queue a FAILED or CANCELED job."`
 	Executions ExecutionsCmd `cmd:"" help:"List a job's attempts."`
 	Stats      StatsCmd      `cmd:"" help:"Counts by status and type, oldest waiting age, recent rates."`
@@ -38,6 +41,7 @@ type CLI struct {
 	Loadtest   LoadtestCmd   `cmd:"" help:"Open-model submit load: CO-free latency percentiles, thresholds, capacity search."`
 	Chaos      ChaosCmd      `cmd:"" help:"HA and exactly-once testbed: N replicas behind fault proxies, faults on a schedule, a checker; exits non-zero on any violation."`
 	Bench      BenchCmd      `cmd:"" help:"Measure throughput and pickup latency against the raw SQL ceiling and the classic design; write a report."`
+	Help       HelpCmd       `cmd:"" help:"Show help for jobq or one command: jobq help [command …]."`
 }
 
 // Globals are handed to every command's Run.
@@ -46,13 +50,79 @@ type Globals struct {
 	Ctx context.Context
 }
 
+// HelpCmd is `jobq help [command …]`: the same text as `jobq [command …] --help`.
+type HelpCmd struct {
+	Command []string `arg:"" optional:"" help:"Command (and sub-command) to explain."`
+}
+
+// Run prints the help of the named command, or of jobq.
+func (c *HelpCmd) Run(k *kong.Kong) error {
+	_, err := k.Parse(append(append([]string(nil), c.Command...), "--help"))
+	return err
+}
+
+// version is "jobq <module version> (<revision>[, modified], <commit time>)"
+// from the build information the Go toolchain embeds.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "jobq (no build information)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = ", modified"
+			}
+		}
+	}
+	if rev == "" {
+		return fmt.Sprintf("jobq %s (no VCS revision; %s)", v, bi.GoVersion)
+	}
+	return fmt.Sprintf("jobq %s (%s%s, %s; %s)", v, rev, dirty, at, bi.GoVersion)
+}
+
+// usageError prints err with the failing command's one-line usage — not the
+// whole help — and exits 2.
+func usageError(err error) {
+	fmt.Fprintln(os.Stderr, "jobq: error:", err)
+	var pe *kong.ParseError
+	if errors.As(err, &pe) && pe.Context != nil {
+		if n := pe.Context.Selected(); n != nil {
+			fmt.Fprintf(os.Stderr, "usage: jobq %s\nRun 'jobq help %s' for every flag.\n", n.Summary(), n.Path())
+			os.Exit(2)
+		}
+	}
+	fmt.Fprintln(os.Stderr, "Run 'jobq help' for the commands.")
+	os.Exit(2)
+}
+
 func main() {
 	var cli CLI
-	kctx := kong.Parse(&cli,
+	parser, err := kong.New(&cli,
 		kong.Name("jobq"),
 		kong.Description("jobq — a highly available job scheduler whose queue is a MySQL/MariaDB table."),
-		kong.UsageOnError(),
+		kong.Vars{"version": version()},
 	)
+	if err != nil {
+		panic(err)
+	}
+	if len(os.Args) == 1 {
+		_, _ = parser.Parse([]string{"--help"})
+	}
+	kctx, err := parser.Parse(os.Args[1:])
+	if err != nil {
+		usageError(err)
+	}
 	level := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[cli.LogLevel]
 	var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
 	if cli.LogFormat == "json" {
@@ -62,7 +132,7 @@ func main() {
 	slog.SetDefault(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := kctx.Run(&Globals{Log: logger, Ctx: ctx})
+	err = kctx.Run(&Globals{Log: logger, Ctx: ctx}, parser)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jobq:", err)
 		os.Exit(1)

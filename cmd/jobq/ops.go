@@ -21,12 +21,12 @@ import (
 
 // OpsFlags configure a replica's operations services (`jobq serve`).
 type OpsFlags struct {
-	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip)." sep:"none" placeholder:"SPEC"`
-	PeriodicFile     string        `help:"File of periodic schedules, one SPEC per line (# comments)." type:"existingfile" placeholder:"FILE"`
-	Retention        string        `help:"Delete SUCCESS/FAILED/CANCELED jobs (and their executions) finished longer ago than this, e.g. 7d or 36h; empty keeps every job." placeholder:"AGE"`
-	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"1m"`
-	OpsRefresh       time.Duration `help:"How often limited job types and periodic schedules are re-read from the database." default:"30s"`
-	MisfireThreshold time.Duration `help:"How late a periodic instant may fire and still count as on time." default:"1s"`
+	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip)." sep:"none" placeholder:"SPEC" group:"Operations"`
+	PeriodicFile     string        `help:"File of periodic schedules, one SPEC per line (# comments)." type:"existingfile" placeholder:"FILE" group:"Operations"`
+	Retention        string        `help:"Delete SUCCESS/FAILED/CANCELED jobs (and their executions) finished longer ago than this, e.g. 7d or 36h; empty keeps every job." placeholder:"AGE" group:"Operations"`
+	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"1m" group:"Operations"`
+	OpsRefresh       time.Duration `help:"How often limited job types and periodic schedules are re-read from the database." default:"30s" group:"Operations"`
+	MisfireThreshold time.Duration `help:"How late a periodic instant may fire and still count as on time." default:"1s" group:"Operations"`
 }
 
 // OpsConfig maps the flags to scheduler.OpsConfig.
@@ -123,7 +123,10 @@ func (c *StatsCmd) Run(g *Globals) error {
 		return printJSON(st)
 	}
 	fmt.Printf("database clock  %s\n", st.DBNow.Format(time.RFC3339Nano))
-	statuses := []string{string(jobq.StateWaiting), string(jobq.StateRunning), string(jobq.StateSuccess), string(jobq.StateFailed), string(jobq.StateCanceled)}
+	statuses := make([]string, len(jobq.JobStates))
+	for i, s := range jobq.JobStates {
+		statuses[i] = string(s)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "TYPE\t"+strings.Join(statuses, "\t")+"\t")
 	byType := map[string]map[string]int64{}

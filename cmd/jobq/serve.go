@@ -15,35 +15,36 @@ import (
 
 // DBFlags name the database.
 type DBFlags struct {
-	DSN string `help:"go-sql-driver/mysql DSN of the jobq database, e.g. 'user:pass@tcp(127.0.0.1:3306)/jobq'. Never logged with its password." env:"JOBQ_DSN" required:""`
+	DSN string `help:"go-sql-driver/mysql DSN of the jobq database, e.g. 'user:pass@tcp(127.0.0.1:3306)/jobq'. Never logged with its password." env:"JOBQ_DSN" required:"" group:"Database"`
 }
 
 // ServeCmd runs a replica.
 type ServeCmd struct {
 	DBFlags
+	Migrate         bool          `help:"Apply pending migrations at start." default:"true" negatable:"" group:"Database"`
+	PoolMaxOpen     int           `help:"Max open database connections (default workers/2+10)." default:"0" group:"Database"`
+	NoScheduler     bool          `help:"Run only the HTTP API (no claiming)." name:"no-scheduler" group:"Scheduler"`
+	Owner           string        `help:"Replica id written to job_queue.owner (default <hostname>-<pid>-<random>)." env:"JOBQ_OWNER" group:"Scheduler"`
+	Strategy        string        `help:"Claim strategy: skiplocked or cas (default skiplocked where the server supports it)." enum:"skiplocked,cas," default:"" group:"Scheduler"`
+	Workers         int           `help:"Worker pool size." default:"50" group:"Scheduler"`
+	BatchLimit      int           `help:"Most jobs one claim takes." default:"200" group:"Scheduler"`
+	PollInterval    time.Duration `help:"Idle scan interval." default:"1s" group:"Scheduler"`
+	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. 200ms for 1s)." default:"0s" group:"Scheduler"`
+	NoJitter        bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)." group:"Scheduler"`
+	DrainWait       time.Duration `help:"While a long queue drains, how long a scan waits for as many free worker slots as the last claim took before claiming fewer (0 = default 3ms; negative disables)." default:"3ms" group:"Scheduler"`
+	CompleteLinger  time.Duration `help:"How long the completer waits for running handlers to join a completion batch (0 = default 2ms; negative disables; a lone job is never held)." default:"2ms" group:"Scheduler"`
+	Lease           time.Duration `help:"Lease length on the database clock." default:"30s" group:"Scheduler"`
+	RescueInterval  time.Duration `help:"How often expired leases are rescued." default:"10s" group:"Scheduler"`
+	ShutdownTimeout time.Duration `help:"How long SIGTERM waits for in-flight handlers." default:"30s" group:"Scheduler"`
+	RetryBackoff    time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"1s" group:"Scheduler"`
+	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN" group:"API"`
+	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api" group:"API"`
+	NoUI            bool          `help:"Do not serve the web console at /ui/ on the API listener (it is on by default, behind the same bearer tokens)." name:"no-ui" group:"API"`
+	MaxBodyBytes    int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576" group:"API"`
+	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
 	MetricsFlags
 	OpsFlags
-	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN"`
-	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api"`
-	NoScheduler     bool          `help:"Run only the HTTP API (no claiming)." name:"no-scheduler"`
-	Migrate         bool          `help:"Apply pending migrations at start." default:"true" negatable:""`
-	Owner           string        `help:"Replica id written to job_queue.owner (default <hostname>-<pid>-<random>)." env:"JOBQ_OWNER"`
-	Strategy        string        `help:"Claim strategy: skiplocked or cas (default skiplocked where the server supports it)." enum:"skiplocked,cas," default:""`
-	Workers         int           `help:"Worker pool size." default:"50"`
-	BatchLimit      int           `help:"Most jobs one claim takes." default:"200"`
-	PollInterval    time.Duration `help:"Idle scan interval." default:"1s"`
-	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. 200ms for 1s)." default:"0s"`
-	NoJitter        bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)."`
-	DrainWait       time.Duration `help:"While a long queue drains, how long a scan waits for as many free worker slots as the last claim took before claiming fewer (0 = default 3ms; negative disables)." default:"3ms"`
-	CompleteLinger  time.Duration `help:"How long the completer waits for running handlers to join a completion batch (0 = default 2ms; negative disables; a lone job is never held)." default:"2ms"`
-	Lease           time.Duration `help:"Lease length on the database clock." default:"30s"`
-	RescueInterval  time.Duration `help:"How often expired leases are rescued." default:"10s"`
-	ShutdownTimeout time.Duration `help:"How long SIGTERM waits for in-flight handlers." default:"30s"`
-	RetryBackoff    time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"1s"`
-	PoolMaxOpen     int           `help:"Max open database connections (default workers/2+10)." default:"0"`
-	MaxBodyBytes    int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576"`
-	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE"`
-	Sabotage        []string      `help:"Testbed only: disable a guarantee (fencing, cas-guard, rescuer, deadlock-retry, lease-cancel)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel"`
+	Sabotage []string `help:"Testbed only: disable a guarantee (fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel,outcome-retry"`
 }
 
 // SchedulerConfig maps flags to scheduler.Config.
@@ -71,9 +72,14 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 			cfg.Sabotage.NoDeadlockRetry = true
 		case "lease-cancel":
 			cfg.Sabotage.NoLeaseCancel = true
+		case "outcome-retry":
+			cfg.Sabotage.NoOutcomeRetry = true
 		default:
 			return cfg, fmt.Errorf("--sabotage: unknown switch %q", s)
 		}
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = scheduler.DefaultOwner() // the one owner id draw: app and scheduler keep it
 	}
 	return cfg, cfg.WithDefaults().Validate()
 }
@@ -99,7 +105,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 		return err
 	}
 	r, err := app.Start(g.Ctx, app.Config{
-		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, Migrate: c.Migrate,
+		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, Scheduler: sc, Logger: g.Log,
 		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})
@@ -109,6 +115,9 @@ func (c *ServeCmd) Run(g *Globals) error {
 	// Tell a supervising harness where the API listens.
 	if r.Addr != "" {
 		fmt.Printf("jobq: listening on http://%s\n", r.Addr)
+		if !c.NoUI {
+			fmt.Printf("jobq: console on http://%s/ui/\n", r.Addr)
+		}
 	}
 	select {
 	case <-g.Ctx.Done():

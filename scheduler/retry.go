@@ -1,0 +1,76 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/jobq/jobq/store"
+)
+
+// Attempt budgets of the scheduler's database operations (the first try
+// included). Every transient error (store.IsRetryable) is retried with the
+// DBRetry backoff until the budget or the operation's context runs out.
+const (
+	// retryUntilDone retries until the context ends: lease renewals (until
+	// the latest run's guard would fire), rescue, retention and periodic
+	// fires, whose work is not redone by a later tick if given up. Outcome
+	// writes have their own rule (outcomeWriter.write).
+	retryUntilDone = 0
+	// claimMaxAttempts bounds one claim: after that the scan gives up, logs
+	// the error and counts it (Stats.ClaimErrors), and the next tick tries
+	// again — so an outage shows in logs and metrics instead of hiding in an
+	// endless retry loop.
+	claimMaxAttempts = 5
+	// refreshMaxAttempts bounds one read of the limits and schedules: the
+	// next refresh retries and the previous view stays meanwhile.
+	refreshMaxAttempts = 3
+)
+
+// dbRetrier runs database operations with the DBRetry policy, counting
+// every retry and reporting every error to Hooks.DBErrorFunc.
+type dbRetrier struct {
+	policy  store.RetryPolicy
+	log     *slog.Logger
+	retries *atomic.Int64       // Stats.DBRetries
+	errFunc func(string, error) // Hooks.DBErrorFunc, may be nil
+}
+
+// withRetry runs fn under r with at most attempts tries (retryUntilDone:
+// until ctx ends).
+func withRetry(ctx context.Context, r dbRetrier, op string, attempts int, fn func() error) error {
+	p := r.policy
+	if attempts > 0 {
+		p.MaxAttempts = attempts
+	}
+	p.OnRetryFunc = func(op string, err error) {
+		r.retries.Add(1)
+		r.log.Debug("retrying database operation", "op", op, "cause", store.Cause(err), "err", err)
+	}
+	return p.Do(ctx, op, func() error {
+		err := fn()
+		if err != nil && r.errFunc != nil {
+			r.errFunc(op, err)
+		}
+		return err
+	})
+}
+
+// withRetryV is withRetry for an operation that returns a value.
+func withRetryV[T any](ctx context.Context, r dbRetrier, op string, attempts int, fn func() (T, error)) (T, error) {
+	var v T
+	err := withRetry(ctx, r, op, attempts, func() error { var e error; v, e = fn(); return e })
+	return v, err
+}
+
+// logDBFailure logs a database operation that failed after its retries: at
+// WARN, with the cause named, when the error is transient (a deadlock or
+// Galera certification conflict, a read-only or not-ready server, a lost
+// connection: the next pass retries it), at ERROR otherwise.
+func logDBFailure(log *slog.Logger, msg string, err error, args ...any) {
+	if store.IsRetryable(err) {
+		log.Warn(msg, append(args, "cause", store.Cause(err), "err", err)...)
+		return
+	}
+	log.Error(msg, append(args, "err", err)...)
+}

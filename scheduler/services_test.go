@@ -1,0 +1,333 @@
+package scheduler
+
+// Each service started alone against the real database, observed through
+// its test signals (no polling of the database, no sleeps).
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/store"
+)
+
+// signalTimeout bounds every wait on a test signal (a hang, not a timing
+// assertion: the events come within milliseconds).
+const signalTimeout = 10 * time.Second
+
+func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func testRetrier() dbRetrier {
+	return dbRetrier{log: discardLog(), retries: new(atomic.Int64)}
+}
+
+func submitJob(t *testing.T, st *store.Store, key string) jobq.Job {
+	t.Helper()
+	j, _, err := st.JobSubmit(context.Background(), jobq.SubmitParams{JobKey: key, JobType: "t", Params: "{}", RequestHash: "h"})
+	if err != nil {
+		t.Fatalf("submit %s: %v", key, err)
+	}
+	return j
+}
+
+func claimAll(t *testing.T, st *store.Store, owner string, lease time.Duration) []jobq.ClaimedJob {
+	t.Helper()
+	jobs, err := st.JobClaimSkipLocked(context.Background(), jobq.ClaimParams{Owner: owner, Limit: 100, Lease: lease})
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	return jobs
+}
+
+func jobStatus(t *testing.T, st *store.Store, id uint64) jobq.JobState {
+	t.Helper()
+	j, err := st.JobGet(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get %d: %v", id, err)
+	}
+	return j.Status
+}
+
+func startService(t *testing.T, svc interface {
+	Start(context.Context) error
+	Stop()
+}) {
+	t.Helper()
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(svc.Stop)
+}
+
+func TestHeartbeatRenewsAndLosesRuns(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	j := submitJob(t, st, "hb")
+	cj := claimAll(t, st, "hb-owner", 2*time.Second)[0]
+	runs := newRunTable()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	r := &run{job: &Job{ID: cj.ID, Attempt: cj.Attempt}, cancel: cancel, leaseDeadline: firstLeaseDeadline(2 * time.Second)}
+	h := newHeartbeat(heartbeatParams{
+		Store: st, Runs: runs, Owner: "hb-owner", Lease: 2 * time.Second, Interval: 250 * time.Millisecond,
+		Retry: testRetrier(), Log: discardLog(), Fails: new(atomic.Int64), LeaseLost: new(atomic.Int64),
+	})
+	runs.add(r, time.Hour, func() {})
+	h.testSignals.beat.init()
+	h.testSignals.lost.init()
+	startService(t, h)
+
+	if got := h.testSignals.beat.wait(t, signalTimeout); got != 1 {
+		t.Fatalf("first beat renewed %d runs, want 1 (fails %d)", got, h.p.Fails.Load())
+	}
+	// Another replica takes the job over: the next beat must lose the run.
+	if _, err := st.DB().Exec("UPDATE job_queue SET owner = 'other', attempt = attempt + 1 WHERE id = ?", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.testSignals.lost.wait(t, signalTimeout); got != cj.Fence() {
+		t.Fatalf("lost %+v, want %+v", got, cj.Fence())
+	}
+	if cause := context.Cause(ctx); !errors.Is(cause, ErrLeaseLost) {
+		t.Fatalf("handler context cause = %v, want ErrLeaseLost", cause)
+	}
+	if n := h.p.LeaseLost.Load(); n != 1 {
+		t.Fatalf("LeaseLost = %d, want 1", n)
+	}
+}
+
+func TestCompleterWritesFencedOutcomes(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	for _, k := range []string{"c1", "c2"} {
+		submitJob(t, st, k)
+	}
+	claimed := claimAll(t, st, "c-owner", time.Minute)
+	type finish struct {
+		fence   jobq.Fence
+		applied bool
+	}
+	finished := make(chan finish, len(claimed))
+	c := newCompleter(completerParams{
+		Store: st, Batch: 10, Linger: -1, Lease: time.Minute, QueueSize: 10, Work: newWorkTracker(),
+		FinishFunc: func(c jobq.Completion, applied bool, err error) {
+			if err != nil {
+				t.Errorf("completion %+v: %v", c.Fence, err)
+			}
+			finished <- finish{c.Fence, applied}
+		},
+		Retry: testRetrier(), Log: discardLog(),
+	})
+	c.testSignals.flushed.init()
+	startService(t, c)
+
+	// The second run is stale: its attempt no longer owns the job.
+	stale := claimed[1].Fence()
+	stale.Attempt++
+	c.submit(jobq.Completion{Fence: claimed[0].Fence(), Outcome: jobq.OutcomeSuccess})
+	c.submit(jobq.Completion{Fence: stale, Outcome: jobq.OutcomeSuccess})
+	var written []jobq.Fence
+	for len(written) < 2 {
+		for _, comp := range c.testSignals.flushed.wait(t, signalTimeout) {
+			written = append(written, comp.Fence)
+		}
+	}
+	if !slices.Equal(written, []jobq.Fence{claimed[0].Fence(), stale}) {
+		t.Fatalf("written %+v", written)
+	}
+	got := map[jobq.Fence]bool{}
+	for range 2 {
+		f := <-finished
+		got[f.fence] = f.applied
+	}
+	if !got[claimed[0].Fence()] || got[stale] {
+		t.Fatalf("applied = %v, want only %+v", got, claimed[0].Fence())
+	}
+	if s := jobStatus(t, st, claimed[0].ID); s != jobq.StateSuccess {
+		t.Fatalf("job 1 status %s, want SUCCESS", s)
+	}
+	if s := jobStatus(t, st, claimed[1].ID); s != jobq.StateRunning {
+		t.Fatalf("job 2 status %s, want RUNNING (stale completion refused)", s)
+	}
+}
+
+func TestRescuerReturnsExpiredLeases(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	j, _, err := st.JobSubmit(context.Background(), jobq.SubmitParams{JobKey: "r", JobType: "t", Params: "{}", RequestHash: "h", MaxRetry: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cj := claimAll(t, st, "dead-owner", time.Millisecond)[0]
+	r := newRescuer(rescuerParams{
+		Store: st, Interval: 20 * time.Millisecond, Batch: 10, Retry: testRetrier(), Log: discardLog(),
+		Rescued: new(atomic.Int64),
+	})
+	r.testSignals.pass.init()
+	startService(t, r)
+	for {
+		rescued := r.testSignals.pass.wait(t, signalTimeout)
+		if len(rescued) == 0 {
+			continue // a pass ran before the lease expired on the database clock
+		}
+		if !slices.Equal(rescued, []jobq.Fence{cj.Fence()}) {
+			t.Fatalf("rescued %+v, want %+v", rescued, cj.Fence())
+		}
+		break
+	}
+	if s := jobStatus(t, st, j.ID); s != jobq.StateWaiting {
+		t.Fatalf("status %s, want WAITING", s)
+	}
+	if n := r.p.Rescued.Load(); n != 1 {
+		t.Fatalf("Rescued = %d, want 1", n)
+	}
+}
+
+func TestScannerClaimsAndDispatches(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	want := []uint64{submitJob(t, st, "s1").ID, submitJob(t, st, "s2").ID, submitJob(t, st, "s3").ID}
+	slots := newSlots(10)
+	var got []uint64
+	sc := newScanner(scannerParams{
+		Claimer: newClaimer(claimerParams{
+			Store: st, Strategy: StrategySkipLocked, Owner: "s-owner", Lease: time.Minute, Retry: testRetrier(),
+			Claimed: new(atomic.Int64), Conflicts: new(atomic.Int64),
+		}),
+		Slots:        slots,
+		DispatchFunc: func(cj jobq.ClaimedJob) { slots.take(); got = append(got, cj.ID) },
+		PollInterval: time.Hour, BatchLimit: 2, Workers: 10, DrainWait: -1, Log: discardLog(),
+		Scans: new(atomic.Int64), ClaimErrors: new(atomic.Int64),
+	})
+	sc.testSignals.scanned.init()
+	startService(t, sc)
+	slots.wakeUp() // the poll interval is an hour: only the wake-up scans
+	// Batches of 2: the first comes back full, so the scan drains on to the
+	// second (1 job) in the same scan.
+	if n := sc.testSignals.scanned.wait(t, signalTimeout); n != 3 {
+		t.Fatalf("scan dispatched %d jobs, want 3", n)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("dispatched %v, want %v", got, want)
+	}
+	if n := sc.p.Scans.Load(); n != 2 {
+		t.Fatalf("claims = %d, want 2", n)
+	}
+	if free := slots.available(); free != 7 {
+		t.Fatalf("free slots = %d, want 7", free)
+	}
+}
+
+func TestPeriodicPlannerFiresSchedules(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	due := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+	if _, _, err := st.PeriodicUpsert(ctx, jobq.PeriodicSpec{Name: "p", Cron: "@every 1h", JobType: "t", Params: "{}",
+		Misfire: jobq.MisfireOnce, Source: jobq.PeriodicSourceAPI}, func(time.Time) time.Time { return due }); err != nil {
+		t.Fatal(err)
+	}
+	var woken, refreshed atomic.Int64
+	pl := newPeriodicPlanner(periodicPlannerParams{
+		Store: st, RefreshInterval: time.Hour, MisfireThreshold: time.Second,
+		RefreshFunc: func(context.Context) { refreshed.Add(1) }, WakeFunc: func() { woken.Add(1) },
+		Retry: testRetrier(), Log: discardLog(),
+	})
+	pl.testSignals.refreshed.init()
+	pl.testSignals.fired.init()
+	startService(t, pl)
+	if n := pl.testSignals.refreshed.wait(t, signalTimeout); n != 1 {
+		t.Fatalf("refresh knew %d schedules, want 1", n)
+	}
+	if name := pl.testSignals.fired.wait(t, signalTimeout); name != "p" {
+		t.Fatalf("fired %q, want p", name)
+	}
+	// The cursor was a minute late: misfire "once" enqueues that one instant.
+	j, err := st.JobGetByKey(ctx, jobq.PeriodicKey("p", due))
+	if err != nil {
+		t.Fatalf("job of the missed instant: %v", err)
+	}
+	if j.JobType != "t" || j.Status != jobq.StateWaiting {
+		t.Fatalf("job = %s %s, want t WAITING", j.JobType, j.Status)
+	}
+	if woken.Load() != 1 || refreshed.Load() != 1 {
+		t.Fatalf("woken %d, refreshed %d; want 1, 1", woken.Load(), refreshed.Load())
+	}
+	pl.refreshNow()
+	if n := pl.testSignals.refreshed.wait(t, signalTimeout); n != 1 {
+		t.Fatalf("refresh knew %d schedules, want 1", n)
+	}
+}
+
+func TestCleanerDeletesOldTerminalJobs(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	old, fresh := submitJob(t, st, "old"), submitJob(t, st, "fresh")
+	for _, cj := range claimAll(t, st, "cl-owner", time.Minute) {
+		if _, err := st.JobCompleteMany(ctx, []jobq.Completion{{Fence: cj.Fence(), Outcome: jobq.OutcomeSuccess}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.DB().Exec("UPDATE job_queue SET create_time = NOW(6) - INTERVAL 3 HOUR, finished_at = NOW(6) - INTERVAL 2 HOUR WHERE id = ?", old.ID); err != nil {
+		t.Fatal(err)
+	}
+	c := newCleaner(cleanerParams{
+		Store: st, Retention: time.Hour, Interval: 20 * time.Millisecond, Batch: 10, MaxPerPass: 100,
+		Retry: testRetrier(), Log: discardLog(),
+	})
+	c.testSignals.pass.init()
+	startService(t, c)
+	if res := c.testSignals.pass.wait(t, signalTimeout); res.Jobs != 1 || res.Executions != 1 || res.Batches != 1 {
+		t.Fatalf("first pass deleted %+v, want 1 job, 1 execution, 1 batch", res)
+	}
+	if _, err := st.JobGet(ctx, old.ID); !errors.Is(err, jobq.ErrNotFound) {
+		t.Fatalf("old job: err %v, want ErrNotFound", err)
+	}
+	if s := jobStatus(t, st, fresh.ID); s != jobq.StateSuccess {
+		t.Fatalf("fresh job status %s, want SUCCESS (kept)", s)
+	}
+	if res := c.testSignals.pass.wait(t, signalTimeout); res.Jobs != 0 {
+		t.Fatalf("second pass deleted %d jobs, want 0", res.Jobs)
+	}
+}
+
+func TestPromoterPromotesDueJobs(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	runAt := time.Now().Add(time.Hour)
+	j, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: "p", JobType: "t", Params: "{}", RequestHash: "h", RunAt: &runAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != jobq.StateScheduled {
+		t.Fatalf("submitted status %s, want SCHEDULED", j.Status)
+	}
+	if _, err := st.DB().Exec("UPDATE job_queue SET run_at = NOW(6) - INTERVAL 1 SECOND WHERE id = ?", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	var woken atomic.Int64
+	pr := newPromoter(promoterParams{
+		Store: st, Interval: time.Hour, Batch: 10, WakeFunc: func() { woken.Add(1) },
+		Retry: testRetrier(), Log: discardLog(), Promoted: new(atomic.Int64),
+	})
+	pr.testSignals.pass.init()
+	startService(t, pr)
+	if n := pr.testSignals.pass.wait(t, signalTimeout); n != 1 {
+		t.Fatalf("first pass promoted %d, want 1", n)
+	}
+	if s := jobStatus(t, st, j.ID); s != jobq.StateWaiting {
+		t.Fatalf("status %s, want WAITING", s)
+	}
+	if woken.Load() != 1 || pr.p.Promoted.Load() != 1 {
+		t.Fatalf("woken %d, Promoted %d; want 1, 1", woken.Load(), pr.p.Promoted.Load())
+	}
+}

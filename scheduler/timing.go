@@ -1,0 +1,40 @@
+package scheduler
+
+import "time"
+
+// The timings below are all derived from the lease, and each encodes one
+// rule of the lease design (docs/architecture.md, "The scheduler loop"). They are named
+// here, once, so that a change to one is a change to the rule it states.
+
+// heartbeatIntervalFor is the default HeartbeatInterval: Lease/3.
+// Rule: a run survives two consecutive failed renewals — the third beat
+// still lands inside the lease — so one slow or lost statement never costs
+// a healthy run its job.
+func heartbeatIntervalFor(lease time.Duration) time.Duration { return lease / 3 }
+
+// leaseGuardMargin is how long before its local lease deadline a run's
+// guard timer cancels the handler when no renewal moved the deadline:
+// Lease/5. Rule: a handler stops while its lease is still valid, so no
+// other replica can hold the job while this one still works on it. The
+// margin covers the claim's own latency (the local deadline is counted from
+// dispatch, after the database set lease_until) and the handler's time to
+// notice its cancelled context.
+func leaseGuardMargin(lease time.Duration) time.Duration { return lease / 5 }
+
+// completionWriteTimeout bounds one try of an outcome write past the runs'
+// retry deadline (outcomeWriter.write): 2×Lease. Rule: a statement hung that
+// long is moot — the lease expired and a rescuer has returned the job, so
+// the write would only be refused as stale; give up and let the rescue stand.
+func completionWriteTimeout(lease time.Duration) time.Duration { return 2 * lease }
+
+// shutdownCancelWait is how long Stop waits for handlers to return after
+// cancelling them at ShutdownTimeout: one Lease. Rule: a handler that ignores
+// cancellation for a whole lease has lost its job to the rescuer anyway;
+// Stop returns an error instead of waiting for it forever.
+func shutdownCancelWait(lease time.Duration) time.Duration { return lease }
+
+// firstLeaseDeadline is a freshly claimed run's local lease deadline: now +
+// Lease. Rule: the local estimate must never be later than the database's
+// lease_until; counting from dispatch (after the claim returned) keeps it
+// earlier.
+func firstLeaseDeadline(lease time.Duration) time.Time { return time.Now().Add(lease) }
