@@ -143,6 +143,16 @@ type PurgeRequest struct {
 	OlderThan string `json:"older_than"`
 }
 
+// ReadyBody is /readyz's answer: {"status":"ready"}, or with 503
+// {"status":"unavailable","check":"read_only","error":{...}} naming the
+// first readiness check that failed (connect, read_only, innodb_read_only,
+// super_read_only, wsrep_ready, wsrep_local_state, schema).
+type ReadyBody struct {
+	Status string       `json:"status"`
+	Check  string       `json:"check,omitempty"`
+	Error  *ErrorDetail `json:"error,omitempty"`
+}
+
 // ErrorBody is the body of every non-2xx answer.
 type ErrorBody struct {
 	Error ErrorDetail `json:"error"`

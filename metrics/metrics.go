@@ -352,6 +352,15 @@ func (m *Metrics) ObserveScheduler(s *scheduler.Scheduler) {
 	}
 }
 
+// ObserveReady registers jobq_db_writable, read from writable (1 or 0) at
+// each scrape; app passes its readiness cache, which checks at most once a
+// second.
+func (m *Metrics) ObserveReady(writable func() float64) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "jobq_db_writable",
+		Help: "1 when the database takes this replica's writes (reachable; read_only, innodb_read_only, super_read_only off; Galera wsrep_ready=ON and Synced; schema at this binary's version), else 0 — what /readyz reports."},
+		writable))
+}
+
 // ObserveDB registers the database/sql pool collector (go_sql_* with
 // db_name="jobq") and starts the backlog sampler on db unless
 // Options.BacklogInterval is negative. Close stops the sampler.

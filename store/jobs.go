@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -90,6 +91,9 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 	var rows []jobqdb.JobQueue
 	var err error
 	switch {
+	case p.KeyPrefix != "":
+		rows, err = s.q.JobListByKeyPrefix(ctx, jobqdb.JobListByKeyPrefixParams{KeyLike: likePrefix(p.KeyPrefix),
+			Status: string(p.Status), JobType: p.JobType, BeforeID: before, Limit: lim})
 	case p.Status != "" && p.JobType != "":
 		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, Status: string(p.Status), BeforeID: before, Limit: lim})
 	case p.Status != "":
@@ -112,6 +116,12 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 		jobs[i] = jobFromRow(r)
 	}
 	return jobs, next, nil
+}
+
+// likePrefix makes a LIKE pattern matching strings that start with prefix:
+// its wildcards and the escape character are escaped, then '%' appended.
+func likePrefix(prefix string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(prefix) + "%"
 }
 
 // JobCancel cancels a job: a WAITING or SCHEDULED job becomes CANCELED at once; a RUNNING

@@ -12,7 +12,14 @@ import (
 
 // Check names, used in Violation.Check and the report.
 const (
-	CheckLost          = "lost"
+	// CheckLost: an acknowledged job that is in job_queue but not terminal
+	// at the end of the run.
+	CheckLost = "lost"
+	// CheckAckedMissing: a submit was acknowledged (2xx with a job id) but
+	// job_queue has no job with that id and key afterwards — the database
+	// lost an acknowledged commit (an async failover does this). Matched by
+	// id and key, because a new primary may hand the lost id to another job.
+	CheckAckedMissing  = "acknowledged_submit_missing"
 	CheckStuck         = "stuck"
 	CheckTxDuplicate   = "duplicated_tx_effects"
 	CheckOverlap       = "overlapping_leases"
@@ -93,10 +100,13 @@ type Counts struct {
 	// ByStatus splits every acknowledged job by its final status.
 	Completed int            `json:"completed"`
 	ByStatus  map[string]int `json:"by_status"`
-	// Lost acknowledged jobs are missing from job_queue or not terminal at
-	// the end; Stuck of them are RUNNING past lease + rescue interval.
+	// Lost acknowledged jobs are in job_queue but not terminal at the end;
+	// Stuck of them are RUNNING past lease + rescue interval.
 	Lost  int `json:"lost"`
 	Stuck int `json:"stuck"`
+	// AckedMissing acknowledged submits have no job with their id and key
+	// in job_queue at the end (see CheckAckedMissing).
+	AckedMissing int `json:"acknowledged_submit_missing"`
 	// Phantom jobs are in job_queue but not in the submit log.
 	Phantom int `json:"phantom"`
 	// PoisonJobs are acknowledged jobs of PoisonType; PoisonFailed of them
@@ -232,7 +242,7 @@ func Check(h History) *Result {
 		effects[e.JobID] = append(effects[e.JobID], e)
 	}
 
-	var lost, stuck, txDup, overlap, stale, phantom, poison []string
+	var lost, missing, stuck, txDup, overlap, stale, phantom, poison []string
 	var early, afterLoss, unexplained, disagree []string
 	submitted := map[string]bool{}
 	for _, s := range h.Submits {
@@ -247,8 +257,13 @@ func Check(h History) *Result {
 		}
 		c.Acknowledged++
 		j, ok := jobs[s.JobID]
-		if !ok {
-			lost = append(lost, fmt.Sprintf("job %d (%s): acknowledged but not in job_queue", s.JobID, s.Key))
+		if !ok || j.Key != s.Key {
+			why := "no such id"
+			if ok {
+				why = fmt.Sprintf("id %d is now job %s", j.ID, j.Key)
+			}
+			missing = append(missing, fmt.Sprintf("job %d (%s): acknowledged by %s at %s but not in job_queue (%s)",
+				s.JobID, s.Key, s.Replica, s.AckedAt.Format(time.RFC3339Nano), why))
 			continue
 		}
 		c.ByStatus[j.Status]++
@@ -372,7 +387,7 @@ func Check(h History) *Result {
 		}
 	}
 	c.Rescued = c.LeaseExpired + c.StaleCompletionsRefused
-	c.Lost, c.Stuck, c.TxEffectDuplicates = len(lost), len(stuck), len(txDup)
+	c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates = len(lost), len(missing), len(stuck), len(txDup)
 	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
 	c.ClaimedBeforeDue, c.WorkAfterLeaseLost, c.UnexplainedRescues = len(early), len(afterLoss), len(unexplained)
 	c.StatusVsLastExecution = len(disagree)
@@ -380,7 +395,7 @@ func Check(h History) *Result {
 		check string
 		ex    []string
 	}{
-		{CheckLost, lost}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
+		{CheckLost, lost}, {CheckAckedMissing, missing}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
 		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom}, {CheckPoison, poison},
 		{CheckClaimedEarly, early}, {CheckWorkAfterLoss, afterLoss}, {CheckUnexplainedRescue, unexplained},
 		{CheckStatusVsLastExecution, disagree},
