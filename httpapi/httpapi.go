@@ -180,7 +180,7 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 // job's current status and the rule (HTTP 409 through ErrorFor). The web
 // console calls it too, so both answer alike.
 func Cancel(ctx context.Context, svc *service.Service, id uint64) (jobq.Job, error) {
-	return stateError(svc.Cancel(ctx, id))("cancel applies to WAITING or RUNNING jobs")
+	return stateError(svc.Cancel(ctx, id))("cancel applies to WAITING, SCHEDULED or RUNNING jobs")
 }
 
 // Retry runs svc.Retry like Cancel.
@@ -272,7 +272,7 @@ func ErrorFor(err error) (int, apitype.ErrorDetail) {
 	case errors.Is(err, service.ErrNotFound):
 		return http.StatusNotFound, apitype.ErrorDetail{Code: "not_found", Message: "job not found"}
 	case errors.Is(err, service.ErrInvalidState):
-		msg := "cancel applies to WAITING or RUNNING jobs, retry to FAILED or CANCELED jobs"
+		msg := "cancel applies to WAITING, SCHEDULED or RUNNING jobs, retry to FAILED or CANCELED jobs"
 		var sc *stateConflict
 		if errors.As(err, &sc) {
 			msg = sc.msg
