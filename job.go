@@ -85,10 +85,12 @@ type SubmitParams struct {
 
 // ListParams filters and pages JobList. Jobs come newest first (id DESC).
 type ListParams struct {
-	Status   JobState // "" for any
-	JobType  string   // "" for any
-	BeforeID uint64   // keyset cursor: only ids below it; 0 for the first page
-	Limit    int      // page size, 1..1000
+	Status  JobState // "" for any
+	JobType string   // "" for any
+	// KeyPrefix keeps only jobs whose job_key starts with it; "" for any.
+	KeyPrefix string
+	BeforeID  uint64 // keyset cursor: only ids below it; 0 for the first page
+	Limit     int    // page size, 1..1000
 }
 
 // Fence identifies one run of one job: the job id and its attempt, the

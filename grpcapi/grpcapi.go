@@ -202,7 +202,7 @@ func (s *Server) ListJobs(ctx context.Context, req *connect.Request[jobqv1.ListJ
 	return connect.NewResponse(out), nil
 }
 
-// CancelJob cancels a WAITING job or requests cancellation of a RUNNING one.
+// CancelJob cancels a WAITING or SCHEDULED job or requests cancellation of a RUNNING one.
 func (s *Server) CancelJob(ctx context.Context, req *connect.Request[jobqv1.CancelJobRequest]) (*connect.Response[jobqv1.CancelJobResponse], error) {
 	id, err := requestID(req.Msg)
 	if err != nil {
@@ -331,7 +331,7 @@ func (s *Server) failState(job jobq.Job, id uint64, op string, err error) error 
 	if !errors.Is(err, service.ErrInvalidState) {
 		return s.failJob(id, err)
 	}
-	applies := map[string]string{"cancel": "WAITING or RUNNING", "retry": "FAILED or CANCELED"}[op]
+	applies := map[string]string{"cancel": "WAITING, SCHEDULED or RUNNING", "retry": "FAILED or CANCELED"}[op]
 	desc := fmt.Sprintf("job %d is %s: %s applies to %s jobs", id, cmp.Or(job.Status, "in another state"), op, applies)
 	ce := connect.NewError(connect.CodeFailedPrecondition, errors.New(desc))
 	if d, derr := connect.NewErrorDetail(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{{

@@ -335,6 +335,8 @@ func (m *Metrics) ObserveScheduler(s *scheduler.Scheduler) {
 		func() float64 { return float64(s.Stats().HeartbeatFails) })
 	f.counterFunc("jobq_claim_errors_total", "Scans whose claim failed after retries (never taken for an empty queue).",
 		func() float64 { return float64(s.Stats().ClaimErrors) })
+	f.counterFunc("jobq_jobs_promoted_total", "SCHEDULED jobs this replica's promoter made WAITING when their run_at came.",
+		func() float64 { return float64(s.Stats().Promoted) })
 	f.counterFunc("jobq_db_retries_total", "Database operations retried after a deadlock, lock wait timeout or lost connection.",
 		func() float64 { return float64(s.Stats().DBRetries) })
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

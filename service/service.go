@@ -497,16 +497,17 @@ func (s *Service) Get(ctx context.Context, id uint64) (jobq.Job, error) {
 // ListRequest filters GET /v1/jobs. Cursor is the next_cursor of the
 // previous page ("" for the first).
 type ListRequest struct {
-	Status  string
-	JobType string
-	Limit   string
-	Cursor  string
+	Status    string
+	JobType   string
+	KeyPrefix string // jobs whose job_key starts with it; "" for any
+	Limit     string
+	Cursor    string
 }
 
 // List validates the filters and returns one page of jobs, newest first,
 // and the cursor of the next page ("" on the last page).
 func (s *Service) List(ctx context.Context, req ListRequest) (jobs []jobq.Job, nextCursor string, err error) {
-	p := jobq.ListParams{Status: jobq.JobState(req.Status), JobType: req.JobType, Limit: ListLimitDefault}
+	p := jobq.ListParams{Status: jobq.JobState(req.Status), JobType: req.JobType, KeyPrefix: req.KeyPrefix, Limit: ListLimitDefault}
 	if p.Status != "" {
 		if !p.Status.Valid() {
 			return nil, "", invalid("status", "must be one of %s, got %q", joinStates(Statuses), p.Status)
@@ -514,6 +515,11 @@ func (s *Service) List(ctx context.Context, req ListRequest) (jobs []jobq.Job, n
 	}
 	if p.JobType != "" {
 		if err := checkText("job_type", p.JobType, MaxJobTypeRunes); err != nil {
+			return nil, "", err
+		}
+	}
+	if p.KeyPrefix != "" {
+		if err := checkText("key_prefix", p.KeyPrefix, MaxJobKeyRunes); err != nil {
 			return nil, "", err
 		}
 	}

@@ -802,6 +802,79 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 	return items, nil
 }
 
+const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+WHERE job_key LIKE ?
+  AND (? = '' OR status = ?)
+  AND (? = '' OR job_type = ?)
+  AND id < ?
+ORDER BY id DESC
+LIMIT ?
+`
+
+type JobListByKeyPrefixParams struct {
+	KeyLike  string
+	Status   string
+	JobType  string
+	BeforeID uint64
+	Limit    int32
+}
+
+// Jobs whose job_key starts with a prefix: key_like is the prefix with LIKE's
+// wildcards escaped, then '%', so the range is read from uk_job_key. Status
+// and job_type ” match any.
+func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefixParams) ([]JobQueue, error) {
+	rows, err := q.db.QueryContext(ctx, jobListByKeyPrefix,
+		arg.KeyLike,
+		arg.Status,
+		arg.Status,
+		arg.JobType,
+		arg.JobType,
+		arg.BeforeID,
+		arg.Limit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobQueue
+	for rows.Next() {
+		var i JobQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobKey,
+			&i.JobType,
+			&i.Params,
+			&i.RequestHash,
+			&i.Status,
+			&i.Priority,
+			&i.RetryTimes,
+			&i.MaxRetry,
+			&i.TimeoutMs,
+			&i.RunAt,
+			&i.Attempt,
+			&i.Owner,
+			&i.LeaseUntil,
+			&i.LastError,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.CancelRequested,
+			&i.CreateTime,
+			&i.UpdateTime,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobListByStatus = `-- name: JobListByStatus :many
 SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
 WHERE status = ? AND id < ?

@@ -54,6 +54,18 @@ WHERE job_type = sqlc.arg(job_type) AND status = sqlc.arg(status) AND id < sqlc.
 ORDER BY id DESC
 LIMIT ?;
 
+-- name: JobListByKeyPrefix :many
+-- Jobs whose job_key starts with a prefix: key_like is the prefix with LIKE's
+-- wildcards escaped, then '%', so the range is read from uk_job_key. Status
+-- and job_type '' match any.
+SELECT * FROM job_queue
+WHERE job_key LIKE sqlc.arg(key_like)
+  AND (sqlc.arg(status) = '' OR status = sqlc.arg(status))
+  AND (sqlc.arg(job_type) = '' OR job_type = sqlc.arg(job_type))
+  AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
 -- name: JobScanAvailable :many
 -- The scan: ids and fencing tokens of due WAITING jobs, in idx_scan order.
 -- Used as the idle probe and as the read half of the cas claim. Paused and

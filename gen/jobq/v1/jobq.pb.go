@@ -51,7 +51,9 @@ type Job struct {
 	JobType string `protobuf:"bytes,3,opt,name=job_type,json=jobType,proto3" json:"job_type,omitempty"`
 	// params is the job's parameters as the text of a JSON object, e.g. "{\"ms\":300}".
 	Params string `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
-	// status is one of WAITING, RUNNING, SUCCESS, FAILED, CANCELED.
+	// status is one of SCHEDULED (run_at still ahead of the database clock;
+	// the promoter makes it WAITING when due), WAITING (due, waiting for a
+	// claim), RUNNING, SUCCESS, FAILED, CANCELED.
 	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
 	// priority is 0–1000; higher runs first.
 	Priority int32 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
@@ -608,8 +610,8 @@ func (x *GetJobResponse) GetJob() *Job {
 // ListJobsRequest mirrors GET /v1/jobs?status=&job_type=&limit=&cursor=.
 type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// status keeps only jobs in this status (WAITING, RUNNING, SUCCESS,
-	// FAILED, CANCELED); empty means any.
+	// status keeps only jobs in this status (SCHEDULED, WAITING, RUNNING,
+	// SUCCESS, FAILED, CANCELED); empty means any.
 	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	// job_type keeps only jobs of this type; empty means any.
 	JobType string `protobuf:"bytes,2,opt,name=job_type,json=jobType,proto3" json:"job_type,omitempty"`

@@ -78,7 +78,7 @@ type JobServiceClient interface {
 	GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.GetJobResponse], error)
 	// ListJobs returns one page of jobs, newest (highest id) first.
 	ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error)
-	// CancelJob cancels a WAITING job at once (CANCELED) or asks a RUNNING one
+	// CancelJob cancels a WAITING or SCHEDULED job at once (CANCELED) or asks a RUNNING one
 	// to stop (cancel_requested = true; CANCELED when its handler returns).
 	// Cancelling a CANCELED job returns it unchanged; FAILED_PRECONDITION for
 	// a job that is SUCCESS or FAILED.
@@ -209,7 +209,7 @@ type JobServiceHandler interface {
 	GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.GetJobResponse], error)
 	// ListJobs returns one page of jobs, newest (highest id) first.
 	ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error)
-	// CancelJob cancels a WAITING job at once (CANCELED) or asks a RUNNING one
+	// CancelJob cancels a WAITING or SCHEDULED job at once (CANCELED) or asks a RUNNING one
 	// to stop (cancel_requested = true; CANCELED when its handler returns).
 	// Cancelling a CANCELED job returns it unchanged; FAILED_PRECONDITION for
 	// a job that is SUCCESS or FAILED.
