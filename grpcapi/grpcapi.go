@@ -1,4 +1,5 @@
-// Package grpcapi serves jobq's JobService (api/jobq/v1/jobq.proto) over
+// Package grpcapi serves jobq's JobService (api/jobq/v1/jobq.proto) and
+// OpsService (api/jobq/v1/ops.proto, see ops.go) over
 // gRPC, gRPC-Web and Connect with connect-go, plus gRPC health checking
 // (grpc.health.v1.Health) and server reflection (v1 and v1alpha), so
 // grpcurl and other standard gRPC tools work. Validation and behaviour live

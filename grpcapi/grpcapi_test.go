@@ -547,7 +547,7 @@ func TestConnectJSONOverPlainHTTP(t *testing.T) {
 	}
 	code, out := post("SubmitJob", `{"job_key":"curl-1","job_type":"noop","params":"{\"a\":1}","priority":5}`)
 	job, _ := out["job"].(map[string]any)
-	if code != http.StatusOK || out["created"] != true || job["jobKey"] != "curl-1" {
+	if code != http.StatusOK || out["created"] != true || job["job_key"] != "curl-1" {
 		t.Fatalf("SubmitJob over Connect JSON = %d %v", code, out)
 	}
 	code, out = post("SubmitJob", `{"job_key":"curl-2","job_type":"noop","priorty":5}`)
