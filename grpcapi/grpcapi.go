@@ -154,6 +154,24 @@ func (s *Server) shuttingDown() bool {
 	}
 }
 
+// SubmitJobs validates and creates a batch of jobs with one multi-row
+// insert (see service.Service.SubmitMany). A job with unknown fields is an
+// invalid item, not a failed call.
+func (s *Server) SubmitJobs(ctx context.Context, req *connect.Request[jobqv1.SubmitJobsRequest]) (*connect.Response[jobqv1.SubmitJobsResponse], error) {
+	if err := rejectUnknownFields(req.Msg); err != nil {
+		return nil, s.fail(err)
+	}
+	items := make([]service.BatchItem, len(req.Msg.GetJobs()))
+	for i, m := range req.Msg.GetJobs() {
+		items[i] = service.BatchItem{Req: SubmitRequestFromProto(m), Err: rejectUnknownFields(m)}
+	}
+	resp, err := s.svc.SubmitMany(ctx, items)
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	return connect.NewResponse(SubmitBatchToProto(resp)), nil
+}
+
 // SubmitJob validates and creates a job (see service.Service.Submit).
 func (s *Server) SubmitJob(ctx context.Context, req *connect.Request[jobqv1.SubmitJobRequest]) (*connect.Response[jobqv1.SubmitJobResponse], error) {
 	if err := rejectUnknownFields(req.Msg); err != nil {

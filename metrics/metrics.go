@@ -379,7 +379,7 @@ func (m *Metrics) ObserveDB(db *sql.DB) {
 	}()
 }
 
-// WrapServiceStore returns st with JobSubmit counted in
+// WrapServiceStore returns st with JobSubmit and JobSubmitMany counted in
 // jobq_jobs_submitted_total (created jobs only).
 func (m *Metrics) WrapServiceStore(st service.Store) service.Store { return countingStore{st, m} }
 
@@ -394,6 +394,16 @@ func (c countingStore) JobSubmit(ctx context.Context, p jobq.SubmitParams) (jobq
 		c.m.submitted.WithLabelValues(p.JobType).Inc()
 	}
 	return job, created, err
+}
+
+func (c countingStore) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jobq.SubmitOutcome, error) {
+	outs, err := c.Store.JobSubmitMany(ctx, ps)
+	for i, o := range outs {
+		if o.Created {
+			c.m.submitted.WithLabelValues(ps[i].JobType).Inc()
+		}
+	}
+	return outs, err
 }
 
 // Handler returns next with GET /metrics added (this replica's registry,

@@ -173,18 +173,26 @@ func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
 }
 
 // JobExecutions returns a job's attempts in order; ErrNotFound if no such job.
+// job_execution holds the attempts whose outcome is known (a row is written
+// once, when the attempt ends); the attempt of a RUNNING job is in flight and
+// has no row yet, so it is read from the job row (owner, started_at) and
+// listed last, with no finished_at and no outcome.
 func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
-	if _, err := s.JobGet(ctx, id); err != nil {
+	job, err := s.JobGet(ctx, id)
+	if err != nil {
 		return nil, err
 	}
 	rows, err := s.q.ExecutionListByJob(ctx, id)
 	if err != nil {
 		return nil, errorf("executions: %w", err)
 	}
-	out := make([]jobq.Execution, len(rows))
+	out := make([]jobq.Execution, len(rows), len(rows)+1)
 	for i, r := range rows {
 		out[i] = jobq.Execution{JobID: r.JobID, Attempt: int(r.Attempt), Owner: r.Owner, StartedAt: r.StartedAt.UTC(),
 			FinishedAt: nullTimePtr(r.FinishedAt), Outcome: jobq.Outcome(r.Outcome.String), Error: r.Error.String}
+	}
+	if job.Status == jobq.StateRunning && job.StartedAt != nil && (len(out) == 0 || out[len(out)-1].Attempt < job.Attempt) {
+		out = append(out, jobq.Execution{JobID: job.ID, Attempt: job.Attempt, Owner: job.Owner, StartedAt: *job.StartedAt})
 	}
 	return out, nil
 }
