@@ -31,12 +31,12 @@ const (
 	PollIntervalDefault = time.Second
 	// PollJitterDefault is the jitter WithDefaults gives the default
 	// PollInterval: PollInterval/5 (pollJitterFor), 200ms.
-	PollJitterDefault     = PollIntervalDefault / 5
-	BatchLimitDefault     = 200
-	WorkersDefault        = 50
+	PollJitterDefault = PollIntervalDefault / 5
+	BatchLimitDefault = 200
+	WorkersDefault    = 50
 	// RunQueueDefault is the default Config.RunQueue (see docs/bench.md for
 	// the measurement behind it).
-	RunQueueDefault = 150
+	RunQueueDefault       = 150
 	LeaseDefault          = 30 * time.Second
 	RescueIntervalDefault = 10 * time.Second
 	RescueBatchDefault    = 1000
@@ -80,15 +80,18 @@ type Config struct {
 	// the free worker slots either. Defaults to 200.
 	BatchLimit int
 	// RunQueue is how many claimed jobs a replica may hold beyond its busy
-	// workers, queued locally until a worker frees: claims take
-	// min(BatchLimit, free workers + free queue places), so a long queue is
+	// workers, queued locally until a worker frees, so that a long queue is
 	// claimed in batches sized by the backlog rather than by the handlers
-	// that just returned. Queued jobs are RUNNING in job_queue (owner set,
-	// lease renewed by the heartbeat like running ones); at shutdown they
-	// are released to WAITING without spending a retry. Defaults to
-	// RunQueueDefault; negative disables it (claims then never exceed the
-	// free workers). A queued job waits for a worker of this replica while
-	// another replica may be idle: keep it small for long handlers.
+	// that just returned: a claim takes min(BatchLimit, free workers + free
+	// queue places). The queue is adaptive: it offers at most as many places
+	// as this replica's handlers finished in the last 100ms, so a replica
+	// running long handlers claims no more than its free workers (no job
+	// waits behind a long handler while another replica idles), and one
+	// running short handlers under a backlog claims up to RunQueue ahead.
+	// Queued jobs are RUNNING in job_queue (owner set, lease renewed by the
+	// heartbeat like running ones); at shutdown they are released to
+	// WAITING without spending a retry. Defaults to RunQueueDefault;
+	// negative disables it (claims never exceed the free workers).
 	RunQueue int
 	// Workers is the worker pool size: at most this many handlers run at
 	// once on this replica. Defaults to 50.

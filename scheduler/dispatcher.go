@@ -93,7 +93,7 @@ func (s *Scheduler) awaitWorker(ctx context.Context) bool {
 // ended first (cancel requested, lease lost) ends as outcome says.
 func (s *Scheduler) queuedOutcome(ctx context.Context, job *Job) jobq.Completion {
 	if ctx.Err() == nil || errors.Is(context.Cause(ctx), ErrShutdown) {
-		return jobq.Completion{Fence: job.Fence(), Outcome: jobq.OutcomeReleased, Error: "released at shutdown: never started"}
+		return jobq.Completion{Fence: job.Fence(), Outcome: jobq.OutcomeReleased, Error: "released at shutdown: never started", DueAt: job.RunAt}
 	}
 	return s.outcome(ctx, job, context.Cause(ctx))
 }
@@ -120,7 +120,7 @@ func (s *Scheduler) settle(r *run, h Handler, c jobq.Completion) {
 
 // outcome turns a handler's return into a completion.
 func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) jobq.Completion {
-	c := jobq.Completion{Fence: job.Fence(), Unfenced: s.cfg.Sabotage.NoFencing}
+	c := jobq.Completion{Fence: job.Fence(), Unfenced: s.cfg.Sabotage.NoFencing, DueAt: job.RunAt}
 	cause := context.Cause(ctx)
 	switch {
 	case ctx.Err() != nil && errors.Is(cause, ErrCancelRequested):

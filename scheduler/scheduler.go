@@ -45,8 +45,8 @@ type Scheduler struct {
 	// queueStop is closed at Stop: queued jobs that have not started are
 	// released at once.
 	queueStop chan struct{}
-	work  *workTracker // handlers that have not handed their outcome on
-	runs  *runTable    // in-flight runs
+	work      *workTracker // handlers that have not handed their outcome on
+	runs      *runTable    // in-flight runs
 
 	hardCtx    context.Context // work (handlers)
 	hardCancel context.CancelCauseFunc
@@ -93,7 +93,7 @@ func New(st Store, db *sql.DB, reg *Registry, cfg Config, skipLockedOK bool) (*S
 	s := &Scheduler{
 		cfg: cfg, store: st, reg: reg, db: db,
 		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
-		slots: newSlots(cfg.Workers + cfg.runQueue()), work: newWorkTracker(), runs: newRunTable(),
+		slots: newSlots(cfg.Workers, cfg.runQueue()), work: newWorkTracker(), runs: newRunTable(),
 		workers: make(chan struct{}, cfg.Workers), queueStop: make(chan struct{}),
 	}
 	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}

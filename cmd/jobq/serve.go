@@ -28,6 +28,7 @@ type ServeCmd struct {
 	Strategy        string        `help:"Claim strategy: skiplocked or cas (default skiplocked where the server supports it)." enum:"skiplocked,cas," default:"" group:"Scheduler"`
 	Workers         int           `help:"Worker pool size." default:"50" group:"Scheduler"`
 	BatchLimit      int           `help:"Most jobs one claim takes." default:"200" group:"Scheduler"`
+	RunQueue        int           `help:"Claimed jobs a replica may hold beyond its busy workers, queued locally (leases renewed; released at shutdown without spending a retry), so claims are sized by the backlog; adaptive: at most as many as the replica finished in the last 100ms (0 = default 150; negative disables)." default:"150" group:"Scheduler"`
 	PollInterval    time.Duration `help:"Idle scan interval." default:"1s" group:"Scheduler"`
 	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. 200ms for 1s)." default:"0s" group:"Scheduler"`
 	NoJitter        bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)." group:"Scheduler"`
@@ -50,7 +51,7 @@ type ServeCmd struct {
 // SchedulerConfig maps flags to scheduler.Config.
 func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 	cfg := scheduler.Config{
-		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit,
+		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit, RunQueue: c.RunQueue,
 		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.NoJitter, Lease: c.Lease,
 		RescueInterval: c.RescueInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
 		DrainWait: c.DrainWait, CompleteLinger: c.CompleteLinger,
