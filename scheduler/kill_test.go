@@ -97,7 +97,7 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 	cfgB.Lease = lease
 	cfgB.RescueInterval = rescueInterval
 	cfgB.Hooks.RescuedFunc = func(f []jobq.Fence) { rescuedCh <- f }
-	b := startScheduler(t, fsB, st.DB(), reg, cfgB)
+	b := startScheduler(t, fsB, reg, cfgB)
 
 	killedAt, err := st.DBNow(context.Background())
 	if err != nil {

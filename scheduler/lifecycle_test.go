@@ -42,7 +42,7 @@ func TestCancelRunningJob(t *testing.T) {
 			cfg.HeartbeatInterval = 500 * time.Millisecond
 			hook, done := completions()
 			cfg.Hooks.CompletedFunc = hook
-			s := startScheduler(t, st, st.DB(), reg, cfg)
+			s := startScheduler(t, st, reg, cfg)
 			recv(t, started, 10*time.Second, "handler started")
 
 			svc := service.New(st, nil, nil)
@@ -104,7 +104,7 @@ func TestStopWaitsForRunningHandler(t *testing.T) {
 	cfg := fastConfig("a")
 	cfg.Lease = time.Second // heartbeat every 333 ms
 	cfg.ShutdownTimeout = 30 * time.Second
-	s := startScheduler(t, st, st.DB(), reg, cfg)
+	s := startScheduler(t, st, reg, cfg)
 	recv(t, started, 10*time.Second, "handler started")
 
 	stopped := make(chan error, 1)
@@ -157,7 +157,7 @@ func TestStopTimeoutReleasesJob(t *testing.T) {
 	job := submit(t, st, "released", "wait", `{}`, 3)
 	cfg := fastConfig("a")
 	cfg.ShutdownTimeout = 200 * time.Millisecond
-	s := startScheduler(t, st, st.DB(), reg, cfg)
+	s := startScheduler(t, st, reg, cfg)
 	recv(t, started, 10*time.Second, "handler started")
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
