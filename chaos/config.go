@@ -32,10 +32,26 @@ const (
 	FaultLatency   = "latency"    // add Latency to one replica's database link for LatencyFor
 	FaultClockSkew = "clock-skew" // restart one replica in a time namespace offset by ClockSkew
 	FaultReset     = "reset"      // reset every connection one replica sends on for ResetFor (TCP RST)
+	// Topology faults (see topology.go).
+	FaultNodeKill    = "node-kill"    // galera3: SIGKILL the targeted replica's node, rejoin it (IST) after NodeDownFor
+	FaultNodeRestart = "node-restart" // galera3: shut the targeted replica's node down cleanly, rejoin it after NodeDownFor
+	FaultNodeIsolate = "node-isolate" // galera3: cut the targeted replica's node off its peers for IsolateFor
+	FaultFailover    = "failover"     // primary-replica: cut replication for FailoverCut, demote the primary, promote the replica, switch the proxy
 )
 
 // FaultKinds lists every fault kind.
-var FaultKinds = []string{FaultKill, FaultPause, FaultTerm, FaultDBRestart, FaultPartition, FaultLatency, FaultClockSkew, FaultReset}
+var FaultKinds = []string{FaultKill, FaultPause, FaultTerm, FaultDBRestart, FaultPartition, FaultLatency, FaultClockSkew, FaultReset,
+	FaultNodeKill, FaultNodeRestart, FaultNodeIsolate, FaultFailover}
+
+// topologyFaults maps each topology fault kind to the topology it needs.
+var topologyFaults = map[string]string{
+	FaultNodeKill: TopologyGalera3, FaultNodeRestart: TopologyGalera3, FaultNodeIsolate: TopologyGalera3,
+	FaultFailover: TopologyPrimaryReplica,
+}
+
+// databaseFault reports whether kind targets the database rather than a
+// replica (its planned Target is -1).
+func databaseFault(kind string) bool { return kind == FaultDBRestart || kind == FaultFailover }
 
 // Defaults for Config.
 const (
@@ -51,6 +67,8 @@ const (
 	LatencyDefault        = 200 * time.Millisecond
 	ClockSkewDefault      = time.Hour
 	MaxRetryDefault       = 5
+	NodeDownDefault       = 3 * time.Second
+	FailoverCutDefault    = 3 * time.Second
 )
 
 // Config configures one chaos run. The zero value of each field means its
@@ -98,7 +116,7 @@ type Config struct {
 	// each replica pick its default.
 	Strategy string
 	// Sabotage switches passed to every replica (`jobq serve --sabotage`):
-	// fencing, cas-guard, rescuer, deadlock-retry, lease-cancel.
+	// fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry.
 	Sabotage []string
 	// Lease is the replicas' lease. Defaults to 2s.
 	Lease time.Duration
@@ -139,6 +157,24 @@ type Config struct {
 	DSN string
 	// OwnDB starts a throwaway mariadbd for the run (implied by db-restart).
 	OwnDB bool
+	// Topology is the database: single (the provider's server, or OwnDB),
+	// galera3 or primary-replica (both started by the harness as the
+	// system user mysql, from Debian's mariadb-server and galera-4).
+	// Defaults to single.
+	Topology string
+	// Replication is the primary-replica topology's replication: async or
+	// semisync. Defaults to async.
+	Replication string
+	// FailoverCut is how long a failover fault cuts replication before it
+	// demotes the primary, so that the replica is behind when it is
+	// promoted. Defaults to 3s.
+	FailoverCut time.Duration
+	// NodeDownFor is how long a node-kill or node-restart node stays down.
+	// Defaults to 3s.
+	NodeDownFor time.Duration
+	// IsolateFor is how long a node-isolate node is cut off. Defaults to
+	// 2·Lease.
+	IsolateFor time.Duration
 	// Keep keeps the run's database (its DSN is printed).
 	Keep bool
 	// OutDir receives result.json, history.ndjson, report.md, timeline.png
@@ -180,11 +216,18 @@ func (c Config) WithDefaults() Config {
 	c.ClockSkew = cmp.Or(c.ClockSkew, ClockSkewDefault)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, c.Lease)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 60*time.Second)
+	c.Topology = cmp.Or(c.Topology, TopologySingle)
+	if c.Topology == TopologyPrimaryReplica {
+		c.Replication = cmp.Or(c.Replication, ReplicationAsync)
+	}
+	c.FailoverCut = cmp.Or(c.FailoverCut, FailoverCutDefault)
+	c.NodeDownFor = cmp.Or(c.NodeDownFor, NodeDownDefault)
+	c.IsolateFor = cmp.Or(c.IsolateFor, 2*c.Lease)
 	c.OutDir = cmp.Or(c.OutDir, fmt.Sprintf("out/chaos/%s-%d", c.Name, c.Seed))
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
-	if slices.Contains(c.Faults, FaultDBRestart) || strings.Contains(c.Schedule, FaultDBRestart) {
+	if c.Topology == TopologySingle && (slices.Contains(c.Faults, FaultDBRestart) || strings.Contains(c.Schedule, FaultDBRestart)) {
 		c.OwnDB = true
 	}
 	return c
@@ -230,7 +273,31 @@ func (c Config) Validate() error {
 	if c.PauseFor <= c.Lease {
 		errs = append(errs, fmt.Errorf("pause: must last longer than the lease %s to make a zombie, got %s", c.Lease, c.PauseFor))
 	}
-	needsTwo := slices.ContainsFunc(c.Faults, func(f string) bool { return f != FaultDBRestart && f != FaultLatency })
+	if !slices.Contains(Topologies, c.Topology) {
+		errs = append(errs, fmt.Errorf("topology: must be one of %s, got %q", strings.Join(Topologies, ", "), c.Topology))
+	}
+	if c.Topology == TopologyPrimaryReplica && c.Replication != ReplicationAsync && c.Replication != ReplicationSemiSync {
+		errs = append(errs, fmt.Errorf("replication: must be async or semisync, got %q", c.Replication))
+	}
+	kinds := slices.Clone(c.Faults)
+	if p, err := parseSchedule(c.Schedule, c.Replicas); err == nil && c.Schedule != "" {
+		kinds = kinds[:0]
+		for _, pf := range p {
+			kinds = append(kinds, pf.Kind)
+		}
+	}
+	for _, k := range kinds {
+		if want, ok := topologyFaults[k]; ok && c.Topology != want {
+			errs = append(errs, fmt.Errorf("faults: %s needs --topology %s, got %s", k, want, c.Topology))
+		}
+		if k == FaultDBRestart && c.Topology != TopologySingle {
+			errs = append(errs, fmt.Errorf("faults: db-restart needs the single topology; %s has node faults", c.Topology))
+		}
+	}
+	if c.Topology == TopologyGalera3 && c.Replicas != 3 {
+		errs = append(errs, fmt.Errorf("replicas: galera3 runs one replica per node: want 3, got %d", c.Replicas))
+	}
+	needsTwo := slices.ContainsFunc(c.Faults, func(f string) bool { return !databaseFault(f) && f != FaultLatency })
 	if needsTwo && c.Replicas < 2 {
 		errs = append(errs, errors.New("replicas: replica faults need at least 2 replicas so the others can rescue"))
 	}
@@ -299,7 +366,7 @@ func parseSchedule(s string, replicas int) ([]plannedFault, error) {
 			return nil, fmt.Errorf("schedule: %q: bad offset %q", item, off)
 		}
 		pf := plannedFault{Kind: kind, At: d, Target: 0}
-		if kind == FaultDBRestart {
+		if databaseFault(kind) {
 			pf.Target = -1
 		} else if target != "" {
 			n, err := strconv.Atoi(strings.TrimPrefix(target, "replica-"))
@@ -330,7 +397,7 @@ func (c Config) plan() []plannedFault {
 		kind := c.Faults[i%len(c.Faults)]
 		jitter := time.Duration((rng.Float64()*0.4 - 0.2) * float64(spacing))
 		pf := plannedFault{Kind: kind, At: spacing*time.Duration(i+1) + jitter, Target: rng.IntN(c.Replicas)}
-		if kind == FaultDBRestart {
+		if databaseFault(kind) {
 			pf.Target = -1
 		}
 		out = append(out, pf)

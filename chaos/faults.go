@@ -102,6 +102,13 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		f.End = in.toDB(time.Now())
 		return f
 	}
+	if pf.Target < 0 {
+		f.Target = "" // the database
+		if in.cl.topo == nil || !in.cl.topo.inject(ctx, in, pf, &f) {
+			return fail(fmt.Errorf("fault %s needs a topology that has it", pf.Kind))
+		}
+		return f
+	}
 	n := in.cl.nodes[pf.Target]
 	n.setBusy(true)
 	defer n.setBusy(false)
@@ -110,7 +117,7 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 	// Strike mid-job: wait up to midJobWait for the target to hold a run.
 	for deadline := time.Now().Add(midJobWait); ; {
 		f.RunningAtStart = in.runningOn(ctx, f.Owner)
-		if f.RunningAtStart > 0 || pf.Kind == FaultLatency || time.Now().After(deadline) || ctx.Err() != nil {
+		if f.RunningAtStart > 0 || pf.Kind == FaultLatency || pf.Kind == FaultNodeIsolate || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		sleepCtx(ctx, 20*time.Millisecond)
@@ -181,6 +188,9 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		n.mu.Unlock()
 		restart()
 	default:
+		if in.cl.topo != nil && in.cl.topo.inject(ctx, in, pf, &f) {
+			return f
+		}
 		return fail(fmt.Errorf("unknown fault %q", pf.Kind))
 	}
 	return f

@@ -37,6 +37,8 @@ const SchemaVersion = 1
 //	result          object   chaos/checker.Result: counts, violations, executions_per_job,
 //	                         pickup_latency and end_to_end_latency (ms percentiles), non_tx_effects,
 //	                         faults (with unavailability_s, orphans, re_pick_*_s, backlog_*), timeline
+//	topology        object   galera3 / primary-replica only: kind, replication, servers, cert_failures,
+//	                         bf_aborts, rejoins, failovers (acked_missing, success_lost, rerun, …)
 type ResultFile struct {
 	SchemaVersion int             `json:"schema_version"`
 	Name          string          `json:"name"`
@@ -48,6 +50,9 @@ type ResultFile struct {
 	DrainS        float64         `json:"drain_s"`
 	FaultErrors   []string        `json:"fault_errors"`
 	Result        *checker.Result `json:"result"`
+	// Topology is the galera3 or primary-replica topology's own figures
+	// (conflict counts, rejoins, what a failover lost); absent for single.
+	Topology *TopologyReport `json:"topology,omitempty"`
 	// OutDir is where the run's files are (not serialised).
 	OutDir string `json:"-"`
 }
@@ -80,17 +85,29 @@ type ConfigJSON struct {
 	ClockSkewS     float64  `json:"clock_skew_s"`
 	DrainTimeoutS  float64  `json:"drain_timeout_s"`
 	ServeArguments []string `json:"serve_arguments"`
+	Topology       string   `json:"topology"`
+	Replication    string   `json:"replication,omitempty"`
+	FailoverCutS   float64  `json:"failover_cut_s,omitempty"`
+	NodeDownS      float64  `json:"node_down_s,omitempty"`
+	IsolateS       float64  `json:"isolate_s,omitempty"`
 }
 
 func configJSON(c Config) ConfigJSON {
-	return ConfigJSON{
+	cj := ConfigJSON{
 		Replicas: c.Replicas, Jobs: c.Jobs, DurationS: c.Duration.Seconds(), Rate: c.Rate, Runtime: c.Runtime,
 		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
 		Seed: c.Seed, Strategy: c.Strategy, Sabotage: nonNil(c.Sabotage), LeaseS: c.Lease.Seconds(), RescueS: c.RescueInterval.Seconds(),
 		Workers: c.Workers, PauseForS: c.PauseFor.Seconds(), KillRestartS: c.KillRestartDelay.Seconds(), DBDownS: c.DBDownFor.Seconds(),
 		PartitionS: c.PartitionFor.Seconds(), LatencyMs: float64(c.Latency.Milliseconds()), ResetMs: float64(c.ResetFor.Milliseconds()), ClockSkewS: c.ClockSkew.Seconds(),
-		DrainTimeoutS: c.DrainTimeout.Seconds(), ServeArguments: c.serveArgs(),
+		DrainTimeoutS: c.DrainTimeout.Seconds(), ServeArguments: c.serveArgs(), Topology: c.Topology, Replication: c.Replication,
 	}
+	switch c.Topology {
+	case TopologyPrimaryReplica:
+		cj.FailoverCutS = c.FailoverCut.Seconds()
+	case TopologyGalera3:
+		cj.NodeDownS, cj.IsolateS = c.NodeDownFor.Seconds(), c.IsolateFor.Seconds()
+	}
+	return cj
 }
 
 func nonNil(s []string) []string {
@@ -147,6 +164,7 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	row("acknowledged", c.Acknowledged, "")
 	row("completed (SUCCESS/FAILED/CANCELED)", c.Completed, "= acknowledged")
 	row("lost (acknowledged, never terminal)", c.Lost, "0")
+	row("acknowledged submits missing (acknowledged, not in job_queue afterwards)", c.AckedMissing, "0")
 	row("stuck (RUNNING past lease + rescue interval)", c.Stuck, "0")
 	row("duplicated transactional effects", c.TxEffectDuplicates, "0")
 	row("overlapping leases", c.OverlappingLeases, "0")
@@ -155,6 +173,7 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	row("claimed before due", c.ClaimedBeforeDue, "0")
 	row("work after lease lost (end marker > loss + lease/2)", c.WorkAfterLeaseLost, "0")
 	row("unexplained rescues (no fault on the replica or database)", c.UnexplainedRescues, "0")
+	row("jobs without exactly one execution row per started attempt", c.MissingExecutions, "0")
 	row("job status contradicts its last execution", c.StatusVsLastExecution, "0")
 	if c.PoisonJobs > 0 {
 		row(fmt.Sprintf("poison jobs FAILED after max_retry+1 claims (of %d)", c.PoisonJobs), c.PoisonFailed, fmt.Sprintf("= %d", c.PoisonJobs))
@@ -173,6 +192,9 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 				fmt.Fprintf(w, "- %s\n", e)
 			}
 		}
+	}
+	if t := rf.Topology; t != nil {
+		writeTopology(w, t)
 	}
 	if len(rf.FaultErrors) > 0 {
 		fmt.Fprintln(w, "\n## Fault injection errors")
@@ -322,4 +344,30 @@ func faultColor(kind string) color.Color {
 		return color.NRGBA{R: 30, G: 160, B: 160, A: 60}
 	}
 	return color.NRGBA{R: 128, G: 128, B: 128, A: 60}
+}
+
+// writeTopology writes the report's topology section.
+func writeTopology(w io.Writer, t *TopologyReport) {
+	fmt.Fprintf(w, "\n## Topology: %s", t.Kind)
+	if t.Replication != "" {
+		fmt.Fprintf(w, " (%s replication)", t.Replication)
+	}
+	fmt.Fprint(w, "\n\n")
+	for _, s := range t.Servers {
+		fmt.Fprintf(w, "- %s\n", s)
+	}
+	if t.Kind == TopologyGalera3 {
+		fmt.Fprintf(w, "\nCertification conflicts: %d cert failures, %d brute-force aborts (wsrep_local_cert_failures, wsrep_local_bf_aborts summed over nodes and incarnations).\n",
+			t.CertFailures, t.BFAborts)
+		for _, r := range t.Rejoins {
+			fmt.Fprintf(w, "- rejoin: %s\n", r)
+		}
+	}
+	for _, f := range t.Failovers {
+		fmt.Fprintf(w, "\nFailover after %.1f s of cut replication: %d acknowledged submits missing, %d jobs on the demoted primary only, %d successes lost, %d jobs re-run after a success.\n",
+			f.ReplicationCutS, f.AckedMissing, f.OnOldPrimaryOnly, f.SuccessLost, f.Rerun)
+		for _, e := range f.Examples {
+			fmt.Fprintf(w, "- %s\n", e)
+		}
+	}
 }

@@ -136,7 +136,7 @@ func jobFor(run string, i int) apitype.SubmitRequest {
 }
 
 // Run runs the demo.
-func Run(ctx context.Context, opts Options) error {
+func Run(ctx context.Context, opts Options) (runErr error) {
 	if opts.Jobs <= 0 {
 		opts.Jobs = 1000
 	}
@@ -184,6 +184,15 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// The replica logs are removed after a passing demo and kept, with a
+	// line that says where, after a failing one.
+	defer func() {
+		if runErr != nil {
+			fmt.Fprintf(os.Stderr, "replica logs kept in %s\n", logDir)
+		} else {
+			_ = os.RemoveAll(logDir)
+		}
+	}()
 	var replicas []*Replica
 	defer func() {
 		for _, r := range replicas {

@@ -7,7 +7,7 @@ package jobtypes
 
 import (
 	"context"
-		"encoding/json"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -17,9 +17,9 @@ import (
 
 // Built-in job type names.
 const (
-	Noop   = "noop"
-	Sleep  = "sleep"
-	Flaky  = "flaky"
+	Noop  = "noop"
+	Sleep = "sleep"
+	Flaky = "flaky"
 )
 
 // Params are the optional fields the built-in types read from params.

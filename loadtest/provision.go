@@ -25,7 +25,8 @@ type ProvisionConfig struct {
 	// DSN is a server-level DSN (the --dsn flag); empty lets dbprovider
 	// choose (JOBQ_DSN, Docker, a local server).
 	DSN string
-	// Keep keeps the database (its DSN is printed to Log).
+	// Keep keeps the database (its DSN is printed to Log) and the replica
+	// logs (their folder too).
 	Keep bool
 	// Log receives what was provisioned. Defaults to os.Stderr.
 	Log io.Writer
@@ -36,8 +37,10 @@ type Cluster struct {
 	DSN      string   // the jobq database
 	Targets  []string // the replicas' API base URLs
 	Server   string   // which database server (provider description)
-	LogDir   string   // replica logs
+	LogDir   string   // replica logs: removed by Close unless ProvisionConfig.Keep
 	replicas []*replica.Replica
+	keepLogs bool
+	log      io.Writer
 	srv      *dbprovider.Server
 	drop     func() error
 }
@@ -58,7 +61,7 @@ func Provision(ctx context.Context, cfg ProvisionConfig) (c *Cluster, err error)
 			return nil, err
 		}
 	}
-	c = &Cluster{}
+	c = &Cluster{keepLogs: cfg.Keep, log: cfg.Log}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -101,7 +104,8 @@ func Provision(ctx context.Context, cfg ProvisionConfig) (c *Cluster, err error)
 }
 
 // Close stops the replicas (SIGTERM, SIGKILL after 15 s), drops the
-// database unless kept, and releases the server.
+// database and removes the replica logs unless kept (--keep: it says where
+// they are), and releases the server.
 func (c *Cluster) Close() error {
 	for _, r := range c.replicas {
 		r.Stop(15 * time.Second)
@@ -112,6 +116,13 @@ func (c *Cluster) Close() error {
 	}
 	if c.srv != nil {
 		errs = append(errs, c.srv.Close())
+	}
+	if c.LogDir != "" {
+		if c.keepLogs {
+			fmt.Fprintf(c.log, "replica logs kept in %s\n", c.LogDir)
+		} else {
+			errs = append(errs, os.RemoveAll(c.LogDir))
+		}
 	}
 	return errors.Join(errs...)
 }

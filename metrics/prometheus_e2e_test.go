@@ -156,6 +156,18 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status IN ('WAITING','RUNNING')`).Scan(&n)
 		return n == 0
 	})
+	// A schema this binary does not know makes every replica unready
+	// (jobq_db_writable 0, JobqDatabaseNotWritable's expression) until it goes.
+	if _, err := db.ExecContext(ctx, "INSERT INTO jobq_schema_migrations (version, name, applied_at) VALUES (999, 'e2e_unknown', NOW(6))"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "jobq_db_writable 0 to be scraped", func() bool {
+		v, ok := scalar(t, promURL, `min(jobq_db_writable{job="jobq"})`)
+		return ok && v == 0
+	})
+	if _, err := db.ExecContext(ctx, "DELETE FROM jobq_schema_migrations WHERE version = 999"); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, ctx, "r3's stale completions to be scraped", func() bool {
 		v, ok := scalar(t, promURL, `sum(jobq_completions_stale_total{job="jobq"})`)
 		return ok && v >= 1

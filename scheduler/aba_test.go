@@ -66,13 +66,13 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 		}
 	}
 	b := startScheduler(t, fsB, reg, cfgB)
-	closed(t, held.Reached(), 10*time.Second, "B held after its cas candidate read")
+	closed(t, held.Reached(), slowWait, "B held after its cas candidate read")
 
 	cfgA := fastConfig("a")
 	cfgA.Strategy = scheduler.StrategyCAS
 	cfgA.RetryBackoffBase = time.Second // re-queued run_at is 0.75–1.25 s ahead
 	a := startScheduler(t, st, reg, cfgA)
-	requeued := waitJob(t, st, job.ID, 10*time.Second, "attempt 1 failed and re-queued", func(j jobq.Job) bool {
+	requeued := waitJob(t, st, job.ID, slowWait, "attempt 1 failed and re-queued", func(j jobq.Job) bool {
 		return j.Status == jobq.StateScheduled && j.Attempt == 1
 	})
 	if err := a.Stop(); err != nil {
@@ -80,8 +80,8 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 	}
 
 	held.Release()
-	first := recv(t, claimsB, 10*time.Second, "B's claim with the stale candidate")
-	final := waitJob(t, st, job.ID, 10*time.Second, "job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	first := recv(t, claimsB, slowWait, "B's claim with the stale candidate")
+	final := waitJob(t, st, job.ID, slowWait, "job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if err := b.Stop(); err != nil {
 		t.Fatalf("stop B: %v", err)
 	}

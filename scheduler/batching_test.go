@@ -58,7 +58,7 @@ func TestDrainClaimsFullBatches(t *testing.T) {
 			cfg.Workers, cfg.BatchLimit, cfg.DrainWait = workers, 200, c.drainWait
 			cfg.Hooks.ClaimedFunc = sizes.hook
 			startScheduler(t, st, reg, cfg)
-			waitFor(t, 60*time.Second, "all jobs SUCCESS", func() (bool, error) {
+			waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
 				got, err := countStatus(st, jobq.StateSuccess)
 				return got == n, err
 			})
@@ -119,13 +119,13 @@ func TestCompleteLingerBatchesCompletions(t *testing.T) {
 			cfg := fastConfig("linger-" + c.name)
 			cfg.CompleteLinger = c.linger
 			startScheduler(t, st, reg, cfg)
-			closed(t, noopStarted, 10*time.Second, "the no-op job started")
+			closed(t, noopStarted, slowWait, "the no-op job started")
 			if !c.sameBatch {
-				waitJob(t, st, first.ID, 10*time.Second, "no-op job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+				waitJob(t, st, first.ID, slowWait, "no-op job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 			}
 			release.Open()
 			for _, id := range []uint64{first.ID, later.ID} {
-				waitJob(t, st, id, 10*time.Second, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+				waitJob(t, st, id, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 			}
 			fin := func(id uint64) time.Time {
 				ex := executions(t, st, id)
@@ -154,7 +154,7 @@ func TestLoneJobIsNotDelayedByBatching(t *testing.T) {
 	s := startScheduler(t, st, reg, cfg)
 	j := submit(t, st, "lone", "noop", `{}`, 0)
 	s.Wake()
-	done := waitJob(t, st, j.ID, 10*time.Second, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	done := waitJob(t, st, j.ID, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if took := done.FinishedAt.Sub(done.CreateTime); took >= cfg.DrainWait {
 		t.Fatalf("submit to finish took %s: held by the %s drain wait or completion linger", took, cfg.DrainWait)
 	}
@@ -194,13 +194,13 @@ func TestDrainWaitIgnoresSlotsHeldByLongHandlers(t *testing.T) {
 		submit(t, st, key("short", i), "noop", `{}`, 0)
 	}
 	s.Wake()
-	waitFor(t, 20*time.Second, "the short backlog SUCCESS", func() (bool, error) {
+	waitFor(t, slowWait, "the short backlog SUCCESS", func() (bool, error) {
 		got, err := countStatus(st, jobq.StateSuccess)
 		return got == n, err
 	})
 	lone := submit(t, st, "lone-busy", "noop", `{}`, 0)
 	s.Wake()
-	done := waitJob(t, st, lone.ID, 10*time.Second, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	done := waitJob(t, st, lone.ID, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if took := done.FinishedAt.Sub(done.CreateTime); took >= cfg.DrainWait {
 		t.Fatalf("a job submitted to the busy replica took %s: it waited the %s drain wait for slots held by long handlers", took, cfg.DrainWait)
 	}

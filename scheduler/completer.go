@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/store"
 )
 
 // completerStore is what the completer needs from the store.
@@ -21,7 +22,6 @@ type completerParams struct {
 	Store     completerStore
 	Batch     int           // Config.CompleteBatch
 	Linger    time.Duration // Config.CompleteLinger (≤ 0: off)
-	Lease     time.Duration // bounds one write: completionWriteTimeout
 	QueueSize int           // completions that can wait unwritten
 	// Work tells the completer whether handlers are still running on this
 	// replica, so its linger can end as soon as none is.
@@ -29,8 +29,9 @@ type completerParams struct {
 	// FinishFunc is called once per completion after its write: applied is
 	// false for a stale completion; err is set when it could not be written.
 	FinishFunc func(c jobq.Completion, applied bool, err error)
-	Retry      dbRetrier
-	Log        *slog.Logger
+	// Writer retries each batch's write while its runs hold their leases.
+	Writer outcomeWriter
+	Log    *slog.Logger
 }
 
 // completerSignals are the completer's test signals.
@@ -113,14 +114,19 @@ func (c *completer) flush(batch []jobq.Completion) {
 			c.testSignals.flushed.signal(slices.Clone(batch))
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), completionWriteTimeout(p.Lease))
-	defer cancel()
-	applied, err := withRetryV(ctx, p.Retry, "complete", retryUntilDone, func() ([]bool, error) {
-		return p.Store.JobCompleteMany(ctx, batch)
+	fences := make([]jobq.Fence, len(batch))
+	for i, comp := range batch {
+		fences[i] = comp.Fence
+	}
+	var applied []bool
+	err := p.Writer.write("complete", fences, func(ctx context.Context) error {
+		var e error
+		applied, e = p.Store.JobCompleteMany(ctx, batch)
+		return e
 	})
 	if err != nil {
-		p.Log.Error("completion failed; the leases will expire and the jobs will be rescued",
-			"component", "completer", "jobs", len(batch), "err", err)
+		p.Log.Error("completion failed past the runs' lease deadline; the leases will expire and the jobs will be rescued",
+			"component", "completer", "jobs", len(batch), "cause", store.Cause(err), "err", err)
 		for _, comp := range batch {
 			p.FinishFunc(comp, false, err)
 		}

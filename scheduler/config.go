@@ -162,11 +162,12 @@ type Sabotage struct {
 	NoRescuer       bool // never rescue expired leases
 	NoDeadlockRetry bool // do not retry 1213/1205/lost connections
 	NoLeaseCancel   bool // keep handlers running after their lease is lost
+	NoOutcomeRetry  bool // write an outcome once: no retry of transient errors (read-only, lost connection)
 }
 
 // Any reports whether any sabotage switch is on.
 func (s Sabotage) Any() bool {
-	return s.NoFencing || s.NoCASGuard || s.NoRescuer || s.NoDeadlockRetry || s.NoLeaseCancel
+	return s.NoFencing || s.NoCASGuard || s.NoRescuer || s.NoDeadlockRetry || s.NoLeaseCancel || s.NoOutcomeRetry
 }
 
 // Hooks are optional callbacks. They run on scheduler goroutines and must

@@ -56,6 +56,7 @@ func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool) 
 		}
 	}
 	c := s.outcome(ctx, job, err)
+	s.runs.finish(r)
 	left := s.work.n.Add(-1)
 	if c.Outcome == jobq.OutcomeSuccess {
 		if txh, isTx := h.(TxHandler); isTx {
@@ -95,11 +96,9 @@ func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) jobq.Compl
 // completeTx is transactional completion for a TxHandler: the fenced
 // completion and WorkTx commit together. If WorkTx fails the attempt fails.
 func (s *Scheduler) completeTx(c jobq.Completion, h TxHandler, job *Job) {
-	ctx, cancel := context.WithTimeout(context.Background(), completionWriteTimeout(s.cfg.Lease))
-	defer cancel()
 	var applied bool
 	var workErr error
-	err := withRetry(ctx, s.retry, "complete.tx", retryUntilDone, func() error {
+	err := s.outcomes.write("complete.tx", []jobq.Fence{c.Fence}, func(ctx context.Context) error {
 		var e error
 		workErr = nil
 		applied, e = s.store.JobCompleteTx(ctx, c, func(ctx context.Context, tx *sql.Tx) error {
@@ -121,8 +120,8 @@ func (s *Scheduler) completeTx(c jobq.Completion, h TxHandler, job *Job) {
 	case workErr != nil:
 		s.completer.submit(s.outcome(context.Background(), job, fmt.Errorf("transactional completion: %w", workErr)))
 	case err != nil:
-		s.log.Error("transactional completion failed; the lease will expire and the job will be rescued",
-			"component", "completer", "job_id", job.ID, "attempt", job.Attempt, "err", err)
+		s.log.Error("transactional completion failed past the run's lease deadline; the lease will expire and the job will be rescued",
+			"component", "completer", "job_id", job.ID, "attempt", job.Attempt, "cause", store.Cause(err), "err", err)
 		s.finishRun(c, false, err)
 	default:
 		s.finishRun(c, applied, nil)

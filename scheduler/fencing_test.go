@@ -70,13 +70,13 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 	cfgA.Hooks.CompletedFunc = hookA
 	a := startScheduler(t, fsA, regA, cfgA)
 
-	waitJob(t, st, job.ID, 10*time.Second, "A holds attempt 1", func(j jobq.Job) bool {
+	waitJob(t, st, job.ID, slowWait, "A holds attempt 1", func(j jobq.Job) bool {
 		return j.Status == jobq.StateRunning && j.Attempt == 1 && j.Owner == "a"
 	})
-	if cause := recv(t, ctxCancelled, 10*time.Second, "A's handler context cancelled"); cause != scheduler.ErrLeaseLost {
+	if cause := recv(t, ctxCancelled, slowWait, "A's handler context cancelled"); cause != scheduler.ErrLeaseLost {
 		t.Fatalf("A's handler context cause = %v, want ErrLeaseLost", cause)
 	}
-	waitFor(t, 10*time.Second, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
+	waitFor(t, slowWait, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
 
 	regB := scheduler.NewRegistry()
 	regB.Register("zombie", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
@@ -85,12 +85,12 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 	}))
 	b := startScheduler(t, st, regB, rescuerConfig("b"))
 	rescued := b.RescueNow(context.Background())
-	byB := waitJob(t, st, job.ID, 10*time.Second, "B's attempt 2 SUCCESS", func(j jobq.Job) bool {
+	byB := waitJob(t, st, job.ID, slowWait, "B's attempt 2 SUCCESS", func(j jobq.Job) bool {
 		return j.Status == jobq.StateSuccess
 	})
 
 	gateA.Open()
-	late := recv(t, doneA, 10*time.Second, "A's late completion")
+	late := recv(t, doneA, slowWait, "A's late completion")
 	if err := a.Stop(); err != nil {
 		t.Fatalf("stop A: %v", err)
 	}
@@ -174,8 +174,8 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 	hookA, doneA := completions()
 	cfgA.Hooks.CompletedFunc = hookA
 	startScheduler(t, fsA, reg, cfgA)
-	waitJob(t, st, job.ID, 10*time.Second, "A holds attempt 1", func(j jobq.Job) bool { return j.Status == jobq.StateRunning })
-	waitFor(t, 10*time.Second, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
+	waitJob(t, st, job.ID, slowWait, "A holds attempt 1", func(j jobq.Job) bool { return j.Status == jobq.StateRunning })
+	waitFor(t, slowWait, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
 
 	fsB := faultstore.Wrap(st)
 	held := fsB.PauseOnce(faultstore.RescueCandidatesAfter, nil)
@@ -183,15 +183,15 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 	b := startScheduler(t, fsB, scheduler.NewRegistry(), rescuerConfig("b"))
 	rescuedCh := make(chan []jobq.Fence, 1)
 	go func() { rescuedCh <- b.RescueNow(context.Background()) }()
-	closed(t, held.Reached(), 10*time.Second, "B's rescuer held after reading its candidates")
+	closed(t, held.Reached(), slowWait, "B's rescuer held after reading its candidates")
 
 	gateA.Open()
-	if c := recv(t, doneA, 10*time.Second, "A's completion"); !c.Applied || c.Outcome != jobq.OutcomeSuccess {
+	if c := recv(t, doneA, slowWait, "A's completion"); !c.Applied || c.Outcome != jobq.OutcomeSuccess {
 		t.Fatalf("A's completion = %+v, want an applied SUCCESS", c)
 	}
 	before := getJob(t, st, job.ID)
 	held.Release()
-	rescued := recv(t, rescuedCh, 10*time.Second, "B's rescue pass")
+	rescued := recv(t, rescuedCh, slowWait, "B's rescue pass")
 	after := getJob(t, st, job.ID)
 
 	if len(rescued) != 0 || b.Stats().Rescued != 0 {
@@ -229,18 +229,18 @@ func runEffectZombie(t *testing.T, noFencing bool) (tx, nonTx int64, statsA sche
 	hookA, doneA := completions()
 	cfgA.Hooks.CompletedFunc = hookA
 	a := startScheduler(t, fsA, reg, cfgA)
-	closed(t, held.Reached(), 10*time.Second, "A held before its transactional completion")
-	waitFor(t, 10*time.Second, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
+	closed(t, held.Reached(), slowWait, "A held before its transactional completion")
+	waitFor(t, slowWait, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
 
 	b := startScheduler(t, st, reg, rescuerConfig("b"))
 	if got := b.RescueNow(context.Background()); len(got) != 1 {
 		t.Fatalf("B rescued %v, want the one job", got)
 	}
-	waitJob(t, st, job.ID, 10*time.Second, "B's attempt 2 SUCCESS", func(j jobq.Job) bool {
+	waitJob(t, st, job.ID, slowWait, "B's attempt 2 SUCCESS", func(j jobq.Job) bool {
 		return j.Status == jobq.StateSuccess && j.Attempt == 2
 	})
 	held.Release()
-	recv(t, doneA, 10*time.Second, "A's late completion")
+	recv(t, doneA, slowWait, "A's late completion")
 	if err := a.Stop(); err != nil {
 		t.Fatalf("stop A: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/store"
 )
 
 // heartbeatStore is what the heartbeat needs from the store.
@@ -80,14 +81,19 @@ func (h *heartbeat) beat(ctx context.Context) int {
 		return 0
 	}
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, p.Interval)
+	// The renewal and the fence read may take as long as a lease can still
+	// be saved — until the latest run's guard would fire (lease deadline −
+	// leaseGuardMargin), at least one Interval — not one interval: a renewal
+	// queued behind a slow peer's locks or a brief outage still lands, and
+	// the guards cancel handlers in time meanwhile.
+	ctx, cancel := context.WithDeadline(ctx, p.Runs.latestDeadline(runs, leaseGuardMargin(p.Lease), sent.Add(p.Interval)))
 	defer cancel()
-	n, err := withRetryV(ctx, p.Retry, "lease.renew", heartbeatMaxAttempts, func() (int64, error) {
+	n, err := withRetryV(ctx, p.Retry, "lease.renew", retryUntilDone, func() (int64, error) {
 		return p.Store.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: p.Owner, Lease: p.Lease, IDs: ids})
 	})
 	if err != nil {
 		p.Fails.Add(1)
-		p.Log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "err", err)
+		p.Log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "cause", store.Cause(err), "err", err)
 		h.expireUnrenewed(runs)
 		return 0
 	}
@@ -95,7 +101,7 @@ func (h *heartbeat) beat(ctx context.Context) int {
 		h.renewed(runs, sent)
 		return len(runs)
 	}
-	states, err := withRetryV(ctx, p.Retry, "lease.fence_states", heartbeatMaxAttempts, func() ([]jobq.FenceState, error) {
+	states, err := withRetryV(ctx, p.Retry, "lease.fence_states", retryUntilDone, func() ([]jobq.FenceState, error) {
 		return p.Store.JobFenceStates(ctx, ids)
 	})
 	if err != nil {
@@ -143,6 +149,9 @@ func (h *heartbeat) guardDelay(deadline time.Time) time.Duration {
 // otherwise hold the heartbeat past the deadline — and cancels the handler
 // while its lease is still valid.
 func (h *heartbeat) guardFired(r *run) {
+	if h.p.Runs.isFinished(r) { // no handler to cancel; keep renewing while the outcome is written
+		return
+	}
 	h.p.Log.Warn("no lease renewal succeeded in time; cancelling the handler before its lease expires",
 		"component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
 	h.lose(r)

@@ -59,6 +59,11 @@ func submit(t *testing.T, st *store.Store, key, typ, params string, maxRetry int
 	return job
 }
 
+// slowWait bounds waits for what a loaded machine can stretch (a scheduler
+// firing, a batch of jobs finishing): a passing wait returns as soon as its
+// condition holds, so the bound only decides when a broken run gives up.
+const slowWait = 2 * time.Minute
+
 // waitFor polls cond (a database read) until it holds or the deadline passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()

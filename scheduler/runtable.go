@@ -18,6 +18,11 @@ type run struct {
 	// the runTable's mutex.
 	leaseDeadline time.Time
 	lost          bool
+	// finished is set when the handler returned and its outcome is being
+	// written: the guard no longer gives the run up, and the heartbeat keeps
+	// renewing it until the outcome commits (outcomeWriter), and this
+	// replica's rescuer leaves it alone.
+	finished bool
 	// guard cancels the handler leaseGuardMargin before leaseDeadline unless
 	// a renewal moves the deadline first (see heartbeat.guardFired).
 	guard *time.Timer
@@ -91,11 +96,64 @@ func (t *runTable) renewed(runs []*run, deadline time.Time, guardDelay time.Dura
 	}
 }
 
-// expiresBefore reports whether r's lease deadline is before t0.
+// expiresBefore reports whether r's lease deadline is before t0 while its
+// handler still runs (a finished run has no handler to cancel).
 func (t *runTable) expiresBefore(r *run, t0 time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t0.After(r.leaseDeadline)
+	return t0.After(r.leaseDeadline) && !r.finished
+}
+
+// finish marks r's handler returned: its outcome is being written.
+func (t *runTable) finish(r *run) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r.finished = true
+}
+
+// isFinished reports whether r's handler returned.
+func (t *runTable) isFinished(r *run) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return r.finished
+}
+
+// writingOutcome reports whether f is a run of this replica whose handler
+// returned and whose outcome is still being written.
+func (t *runTable) writingOutcome(f jobq.Fence) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.runs[f]
+	return r != nil && r.finished
+}
+
+// outcomeDeadline is the latest lease deadline among fences' runs minus
+// margin; now when none of them is held any more.
+func (t *runTable) outcomeDeadline(fences []jobq.Fence, margin time.Duration) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var d time.Time
+	for _, f := range fences {
+		if r := t.runs[f]; r != nil && r.leaseDeadline.After(d) {
+			d = r.leaseDeadline
+		}
+	}
+	if d.IsZero() {
+		return time.Now()
+	}
+	return d.Add(-margin)
+}
+
+// latestDeadline is the latest lease deadline among runs minus margin, and
+// no earlier than floor.
+func (t *runTable) latestDeadline(runs []*run, margin time.Duration, floor time.Time) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := floor
+	for _, r := range runs {
+		d = later(d, r.leaseDeadline.Add(-margin))
+	}
+	return d
 }
 
 // markLost marks r lost; false when it already was, or has finished.

@@ -32,7 +32,9 @@ type Scheduler struct {
 	reg   *Registry
 	log   *slog.Logger
 	retry dbRetrier
-	stats stats
+	// outcomes writes completions with the outcome retry rule (outcome.go).
+	outcomes outcomeWriter
+	stats    stats
 
 	slots *slots       // worker slots, wake-up
 	work  *workTracker // handlers that have not handed their outcome on
@@ -98,12 +100,14 @@ func (s *Scheduler) build() {
 		NoLeaseCancel: cfg.Sabotage.NoLeaseCancel, Retry: s.retry, Log: s.log,
 		Fails: &s.stats.heartbeatFails, LeaseLost: &s.stats.leaseLost, LeaseLostFunc: hooks.LeaseLostFunc,
 	})
+	s.outcomes = outcomeWriter{Runs: s.runs, Lease: cfg.Lease, NoRetry: cfg.Sabotage.NoOutcomeRetry || cfg.DBRetry.Disabled,
+		Retry: s.retry, Log: s.log}
 	s.completer = newCompleter(completerParams{
-		Store: s.store, Batch: cfg.CompleteBatch, Linger: cfg.CompleteLinger, Lease: cfg.Lease,
-		QueueSize: cfg.Workers + cfg.CompleteBatch, Work: s.work, FinishFunc: s.finishRun, Retry: s.retry, Log: s.log,
+		Store: s.store, Batch: cfg.CompleteBatch, Linger: cfg.CompleteLinger,
+		QueueSize: cfg.Workers + cfg.CompleteBatch, Work: s.work, FinishFunc: s.finishRun, Writer: s.outcomes, Log: s.log,
 	})
 	s.rescuer = newRescuer(rescuerParams{
-		Store: s.store, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,
+		Store: s.store, Runs: s.runs, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,
 		Rescued: &s.stats.rescued, RescuedFunc: hooks.RescuedFunc,
 	})
 	s.promoter = newPromoter(promoterParams{

@@ -3,7 +3,6 @@ package scheduler_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
@@ -28,7 +27,7 @@ func TestTwoReplicasRunEachJobOnce(t *testing.T) {
 				cfg.Strategy = strategy
 				startScheduler(t, st, reg, cfg)
 			}
-			waitFor(t, 30*time.Second, "all jobs SUCCESS", func() (bool, error) {
+			waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
 				n2, err := countStatus(st, jobq.StateSuccess)
 				return n2 == n, err
 			})

@@ -114,15 +114,17 @@ func TestCompleterWritesFencedOutcomes(t *testing.T) {
 		applied bool
 	}
 	finished := make(chan finish, len(claimed))
+	runs := newRunTable()
 	c := newCompleter(completerParams{
-		Store: st, Batch: 10, Linger: -1, Lease: time.Minute, QueueSize: 10, Work: newWorkTracker(),
+		Store: st, Batch: 10, Linger: -1, QueueSize: 10, Work: newWorkTracker(),
 		FinishFunc: func(c jobq.Completion, applied bool, err error) {
 			if err != nil {
 				t.Errorf("completion %+v: %v", c.Fence, err)
 			}
 			finished <- finish{c.Fence, applied}
 		},
-		Retry: testRetrier(), Log: discardLog(),
+		Writer: outcomeWriter{Runs: runs, Lease: time.Minute, Retry: testRetrier(), Log: discardLog()},
+		Log:    discardLog(),
 	})
 	c.testSignals.flushed.init()
 	startService(t, c)

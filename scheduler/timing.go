@@ -21,10 +21,10 @@ func heartbeatIntervalFor(lease time.Duration) time.Duration { return lease / 3 
 // notice its cancelled context.
 func leaseGuardMargin(lease time.Duration) time.Duration { return lease / 5 }
 
-// completionWriteTimeout bounds the retries of one completion write: 2×Lease.
-// Rule: past two leases the write is moot — the lease expired and the
-// rescuer (every RescueInterval) has returned the job, so a late write
-// would only be refused as stale; give up and let the rescue stand.
+// completionWriteTimeout bounds one try of an outcome write past the runs'
+// retry deadline (outcomeWriter.write): 2×Lease. Rule: a statement hung that
+// long is moot — the lease expired and a rescuer has returned the job, so
+// the write would only be refused as stale; give up and let the rescue stand.
 func completionWriteTimeout(lease time.Duration) time.Duration { return 2 * lease }
 
 // shutdownCancelWait is how long Stop waits for handlers to return after

@@ -12,7 +12,14 @@ import (
 
 // Check names, used in Violation.Check and the report.
 const (
-	CheckLost          = "lost"
+	// CheckLost: an acknowledged job that is in job_queue but not terminal
+	// at the end of the run.
+	CheckLost = "lost"
+	// CheckAckedMissing: a submit was acknowledged (2xx with a job id) but
+	// job_queue has no job with that id and key afterwards — the database
+	// lost an acknowledged commit (an async failover does this). Matched by
+	// id and key, because a new primary may hand the lost id to another job.
+	CheckAckedMissing  = "acknowledged_submit_missing"
 	CheckStuck         = "stuck"
 	CheckTxDuplicate   = "duplicated_tx_effects"
 	CheckOverlap       = "overlapping_leases"
@@ -35,6 +42,11 @@ const (
 	// dropped the outcome (for example, a lost connection or a deadlock on
 	// the completion that was not retried).
 	CheckUnexplainedRescue = "unexplained_rescues"
+	// CheckMissingExecution: the execution rows of a job are not exactly one
+	// per attempt that started — attempts 1 … attempt, less the in-flight
+	// attempt of a RUNNING job (its row is written when its outcome is
+	// known: completion, failure, release, rescue or stale refusal).
+	CheckMissingExecution = "missing_executions"
 	// CheckStatusVsLastExecution: a terminal job's status contradicts its
 	// last execution's outcome (see statusVsLastExecution for the mapping) —
 	// the audit trail says something the job row does not.
@@ -93,10 +105,13 @@ type Counts struct {
 	// ByStatus splits every acknowledged job by its final status.
 	Completed int            `json:"completed"`
 	ByStatus  map[string]int `json:"by_status"`
-	// Lost acknowledged jobs are missing from job_queue or not terminal at
-	// the end; Stuck of them are RUNNING past lease + rescue interval.
+	// Lost acknowledged jobs are in job_queue but not terminal at the end;
+	// Stuck of them are RUNNING past lease + rescue interval.
 	Lost  int `json:"lost"`
 	Stuck int `json:"stuck"`
+	// AckedMissing acknowledged submits have no job with their id and key
+	// in job_queue at the end (see CheckAckedMissing).
+	AckedMissing int `json:"acknowledged_submit_missing"`
 	// Phantom jobs are in job_queue but not in the submit log.
 	Phantom int `json:"phantom"`
 	// PoisonJobs are acknowledged jobs of PoisonType; PoisonFailed of them
@@ -120,6 +135,9 @@ type Counts struct {
 	// UnexplainedRescues is LEASE_EXPIRED executions that no fault explains
 	// (see CheckUnexplainedRescue).
 	UnexplainedRescues int `json:"unexplained_rescues"`
+	// MissingExecutions is jobs whose execution rows are not exactly one per
+	// started attempt.
+	MissingExecutions int `json:"missing_executions"`
 	// StatusVsLastExecution is terminal jobs whose last execution's outcome
 	// contradicts their status (see CheckStatusVsLastExecution).
 	StatusVsLastExecution int `json:"status_vs_last_execution"`
@@ -232,8 +250,8 @@ func Check(h History) *Result {
 		effects[e.JobID] = append(effects[e.JobID], e)
 	}
 
-	var lost, stuck, txDup, overlap, stale, phantom, poison []string
-	var early, afterLoss, unexplained, disagree []string
+	var lost, missing, stuck, txDup, overlap, stale, phantom, poison []string
+	var early, afterLoss, unexplained, noExecRow, disagree []string
 	submitted := map[string]bool{}
 	for _, s := range h.Submits {
 		submitted[s.Key] = true
@@ -247,8 +265,13 @@ func Check(h History) *Result {
 		}
 		c.Acknowledged++
 		j, ok := jobs[s.JobID]
-		if !ok {
-			lost = append(lost, fmt.Sprintf("job %d (%s): acknowledged but not in job_queue", s.JobID, s.Key))
+		if !ok || j.Key != s.Key {
+			why := "no such id"
+			if ok {
+				why = fmt.Sprintf("id %d is now job %s", j.ID, j.Key)
+			}
+			missing = append(missing, fmt.Sprintf("job %d (%s): acknowledged by %s at %s but not in job_queue (%s)",
+				s.JobID, s.Key, s.Replica, s.AckedAt.Format(time.RFC3339Nano), why))
 			continue
 		}
 		c.ByStatus[j.Status]++
@@ -328,6 +351,9 @@ func Check(h History) *Result {
 		if len(why) > 0 {
 			stale = append(stale, fmt.Sprintf("job %d: %s", id, why[0]))
 		}
+		if m := missingExecutions(j, ex); m != "" {
+			noExecRow = append(noExecRow, m)
+		}
 		if d := statusVsLastExecution(j, ex); d != "" {
 			disagree = append(disagree, d)
 		}
@@ -372,17 +398,19 @@ func Check(h History) *Result {
 		}
 	}
 	c.Rescued = c.LeaseExpired + c.StaleCompletionsRefused
-	c.Lost, c.Stuck, c.TxEffectDuplicates = len(lost), len(stuck), len(txDup)
+	c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates = len(lost), len(missing), len(stuck), len(txDup)
 	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
 	c.ClaimedBeforeDue, c.WorkAfterLeaseLost, c.UnexplainedRescues = len(early), len(afterLoss), len(unexplained)
+	c.MissingExecutions = len(noExecRow)
 	c.StatusVsLastExecution = len(disagree)
 	for _, v := range []struct {
 		check string
 		ex    []string
 	}{
-		{CheckLost, lost}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
+		{CheckLost, lost}, {CheckAckedMissing, missing}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
 		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom}, {CheckPoison, poison},
 		{CheckClaimedEarly, early}, {CheckWorkAfterLoss, afterLoss}, {CheckUnexplainedRescue, unexplained},
+		{CheckMissingExecution, noExecRow},
 		{CheckStatusVsLastExecution, disagree},
 	} {
 		if len(v.ex) > 0 {
@@ -404,6 +432,27 @@ func Check(h History) *Result {
 // (Lease/3) of a rescue it did not foresee, and an end marker it sent just
 // before may still be in flight.
 const WorkAfterLossTolerance = 0.5
+
+// missingExecutions describes how one job's execution rows (sorted by
+// attempt) differ from one row per started attempt, or returns "".
+func missingExecutions(j *Job, ex []Execution) string {
+	want := j.Attempt
+	if j.Status == StatusRunning {
+		want-- // in flight: no row until its outcome is known
+	}
+	for i, e := range ex {
+		if e.Attempt != i+1 {
+			return fmt.Sprintf("job %d: attempt %d (%s) has row %d of %d; want attempts 1…%d once each", j.ID, e.Attempt, e.Owner, i+1, len(ex), want)
+		}
+	}
+	if len(ex) < want {
+		return fmt.Sprintf("job %d: %s at attempt %d, but only attempts 1…%d have an execution row", j.ID, j.Status, j.Attempt, len(ex))
+	}
+	if len(ex) > j.Attempt {
+		return fmt.Sprintf("job %d: %d execution rows for %d attempts", j.ID, len(ex), j.Attempt)
+	}
+	return ""
+}
 
 // statusVsLastExecution describes how terminal job j contradicts ex, its
 // executions in attempt order; "" when they agree. The mapping:

@@ -121,8 +121,8 @@ type Effect struct {
 
 // Fault is one injected fault, as the harness logged it.
 type Fault struct {
-	// Kind is kill, pause, term, db-restart, partition, latency, reset or
-	// clock-skew — or crash, a replica that exited on its own (a poison
+	// Kind is kill, pause, term, db-restart, partition, latency, reset,
+	// clock-skew, node-kill, node-restart, node-isolate or failover — or crash, a replica that exited on its own (a poison
 	// job) and that the harness restarted.
 	Kind string `json:"kind"`
 	// Target is the replica name ("replica-2"), or "" for the database.
@@ -150,6 +150,19 @@ func (f Fault) Interrupts() bool {
 	case "kill", "pause", "term", "db-restart", "partition", "clock-skew", "crash":
 		return true
 	}
+	return f.ClusterWide()
+}
+
+// ClusterWide reports whether the fault is on a database node of a
+// multi-server topology: a Galera node that vanishes or rejoins stalls
+// certification on every node until the membership changes, and a
+// failover cuts every replica off, so such a fault concerns every
+// replica's runs whatever its Target.
+func (f Fault) ClusterWide() bool {
+	switch f.Kind {
+	case "node-kill", "node-restart", "node-isolate", "failover":
+		return true
+	}
 	return false
 }
 
@@ -162,4 +175,4 @@ func (f Fault) Excuses() bool { return f.Interrupts() || f.Kind == "latency" }
 
 // hits reports whether the fault concerns runs of owner: faults on the
 // owner's replica incarnation, and database-wide faults (Target "").
-func (f Fault) hits(owner string) bool { return f.Target == "" || f.Owner == owner }
+func (f Fault) hits(owner string) bool { return f.Target == "" || f.Owner == owner || f.ClusterWide() }

@@ -24,6 +24,10 @@ type Scenario struct {
 	Apply func(cfg *chaos.Config)
 }
 
+// Expect maps a scenario to the check it exists to show failing (a
+// measured loss): such a run passes when that check reports a violation.
+var Expect = map[string]string{"failover-async": "acknowledged_submit_missing"}
+
 // All is every scenario, in the order `make chaos` runs them.
 var All = []Scenario{
 	{"kill-storm", "SIGKILL a random replica three times; each restarts after 2 s", faults(3, chaos.FaultKill)},
@@ -39,6 +43,57 @@ var All = []Scenario{
 	{"conn-reset", "reset (TCP RST) every connection one replica sends on for lease/5, six times: every query is retried, no run is lost to it", faults(6, chaos.FaultReset)},
 	{"poison-job", "one job SIGKILLs every replica that claims it: it must end FAILED after max_retry+1 claims while the others flow", poison},
 	{"ci", "kill + pause + db-restart: the short CI scenario", faults(1, chaos.FaultKill, chaos.FaultPause, chaos.FaultDBRestart)},
+}
+
+// Galera is the ha-galera set: a 3-node Galera cluster, one replica per
+// node through its own link, lease 6 s (a node that vanishes stalls
+// certification for up to evs.suspect_timeout, 2 s, on every node).
+var Galera = []Scenario{
+	{Name: "galera-baseline", Description: "galera3, no fault: multi-master claims collide at commit (certification conflicts) and are retried",
+		Apply: galera()},
+	{Name: "galera-node-kill", Description: "galera3: SIGKILL a replica's node twice; down 3 s, it rejoins by IST after mariadbd --wsrep-recover",
+		Apply: galera(chaos.FaultNodeKill, chaos.FaultNodeKill)},
+	{Name: "galera-node-restart", Description: "galera3: shut a replica's node down cleanly twice; down 3 s, it rejoins by IST",
+		Apply: galera(chaos.FaultNodeRestart, chaos.FaultNodeRestart)},
+	{Name: "galera-node-isolate", Description: "galera3: cut a replica's node off its peers (gmcast.isolate) for 2 leases, twice: it goes non-primary (1047) and resyncs",
+		Apply: galera(chaos.FaultNodeIsolate, chaos.FaultNodeIsolate)},
+}
+
+// Failover is the ha-failover set: two mariadbd with GTID replication, one
+// failover half-way through the run after replication was cut for 3 s.
+var Failover = []Scenario{
+	{Name: "failover-async", Description: "primary-replica, async replication: replication cut 3 s, then failover — acknowledged submits of the cut window are lost",
+		Apply: failover(chaos.ReplicationAsync)},
+	{Name: "failover-semisync", Description: "primary-replica, semi-sync (AFTER_SYNC, no async fallback): replication cut 3 s, then failover — commits block instead of being lost",
+		Apply: failover(chaos.ReplicationSemiSync)},
+}
+
+// galeraLease is the ha-galera scenarios' minimum lease.
+const galeraLease = 6 * time.Second
+
+func galera(kinds ...string) func(*chaos.Config) {
+	return func(cfg *chaos.Config) {
+		cfg.Topology, cfg.Replicas = chaos.TopologyGalera3, 3
+		cfg.Lease = max(cfg.Lease, galeraLease)
+		cfg.RescueInterval = max(cfg.RescueInterval, time.Second)
+		cfg.Faults, cfg.Rounds, cfg.Schedule = nil, 1, ""
+		if len(kinds) > 0 {
+			faults(1, kinds...)(cfg)
+		}
+	}
+}
+
+func failover(mode string) func(*chaos.Config) {
+	return func(cfg *chaos.Config) {
+		cfg.Topology, cfg.Replication = chaos.TopologyPrimaryReplica, mode
+		cfg.Faults, cfg.Rounds = []string{chaos.FaultFailover}, 1
+		cfg.Schedule = fmt.Sprintf("%s@%s", chaos.FaultFailover, cfg.Duration/2)
+	}
+}
+
+// Sets are the named scenario sets `jobq chaos --scenario` accepts.
+func Sets() map[string][]Scenario {
+	return map[string][]Scenario{"standard": Standard(), "ha-galera": Galera, "ha-failover": Failover}
 }
 
 // Standard is the scenarios `make chaos` runs (every one but ci, which is
@@ -97,14 +152,14 @@ func rolling(cfg *chaos.Config) {
 
 // Get returns the named scenario.
 func Get(name string) (Scenario, error) {
-	for _, s := range All {
+	for _, s := range slices.Concat(All, Galera, Failover) {
 		if s.Name == name {
 			return s, nil
 		}
 	}
 	var names []string
-	for _, s := range All {
+	for _, s := range slices.Concat(All, Galera, Failover) {
 		names = append(names, s.Name)
 	}
-	return Scenario{}, fmt.Errorf("unknown scenario %q (want standard or one of %s)", name, strings.Join(names, ", "))
+	return Scenario{}, fmt.Errorf("unknown scenario %q (want standard, ha-galera, ha-failover or one of %s)", name, strings.Join(names, ", "))
 }

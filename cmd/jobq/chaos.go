@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/jobq/jobq/chaos"
+	"github.com/jobq/jobq/chaos/checker"
 	"github.com/jobq/jobq/chaos/scenarios"
 )
 
@@ -38,6 +40,9 @@ type ChaosCmd struct {
 	Out            string        `help:"Output folder (one sub-folder per scenario with --scenario standard)." default:"out/chaos"`
 	Keep           bool          `help:"Keep the run's database."`
 	ExpectInvalid  bool          `help:"Succeed only if every run reports a violation (for sabotaged builds)."`
+	Topology       string        `help:"Database topology: single, galera3 (3-node Galera cluster the harness starts) or primary-replica (MariaDB replication, failover fault); scenarios of ha-galera/ha-failover set it." enum:"single,galera3,primary-replica," default:""`
+	Replication    string        `help:"primary-replica replication: async or semisync." enum:"async,semisync," default:""`
+	FailoverCut    time.Duration `help:"primary-replica: how long the failover fault cuts replication before it demotes the primary." default:"3s"`
 }
 
 // Run runs the chosen scenario(s), prints a verdict table and fails on any
@@ -47,8 +52,8 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	switch c.Scenario {
 	case "":
 		runs = []scenarios.Scenario{{Name: "custom", Apply: func(*chaos.Config) {}}}
-	case "standard":
-		runs = scenarios.Standard()
+	case "standard", "ha-galera", "ha-failover":
+		runs = scenarios.Sets()[c.Scenario]
 	default:
 		s, err := scenarios.Get(c.Scenario)
 		if err != nil {
@@ -64,7 +69,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 			FlakyFraction: c.Flaky, PoisonJobs: c.Poison, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Sabotage: c.switches(), Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
-			OutDir: c.Out,
+			OutDir: c.Out, Topology: c.Topology, Replication: c.Replication, FailoverCut: c.FailoverCut,
 		}
 		if len(runs) > 1 || c.Scenario != "" {
 			cfg.OutDir = filepath.Join(c.Out, s.Name)
@@ -78,7 +83,13 @@ func (c *ChaosCmd) Run(g *Globals) error {
 			return fmt.Errorf("scenario %s: %w", s.Name, err)
 		}
 		results = append(results, rf)
-		if rf.Valid == c.ExpectInvalid {
+		switch {
+		case scenarios.Expect[s.Name] != "":
+			want := scenarios.Expect[s.Name]
+			if !slices.ContainsFunc(rf.Result.Violations, func(v checker.Violation) bool { return v.Check == want }) {
+				failed = append(failed, s.Name+" (expected "+want+", not observed)")
+			}
+		case rf.Valid == c.ExpectInvalid:
 			failed = append(failed, s.Name)
 		}
 	}
@@ -86,6 +97,8 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	for _, rf := range results {
 		caught := Caught(rf)
 		switch {
+		case scenarios.Expect[rf.Name] != "" && !rf.Valid:
+			fmt.Printf("%s: INVALID, which is what this scenario measures (caught: %s)\n", rf.Name, caught)
 		case c.ExpectInvalid && !rf.Valid:
 			fmt.Printf("%s: INVALID, as expected (caught: %s)\n", rf.Name, caught)
 		case c.ExpectInvalid:
@@ -124,7 +137,7 @@ func Caught(rf *chaos.ResultFile) string {
 // Caught), then the figures reported alongside.
 func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
 	for _, rf := range results {
 		r := rf.Result
 		c := r.Counts
@@ -136,8 +149,8 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		for _, f := range r.Faults {
 			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
-			c.Lost, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+			c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
 			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.StaleCompletionsRefused,
 			c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)
 	}

@@ -16,6 +16,7 @@ var sabotageSwitches = map[string]func(*scheduler.Sabotage){
 	"rescuer":        func(s *scheduler.Sabotage) { s.NoRescuer = true },
 	"deadlock-retry": func(s *scheduler.Sabotage) { s.NoDeadlockRetry = true },
 	"lease-cancel":   func(s *scheduler.Sabotage) { s.NoLeaseCancel = true },
+	"outcome-retry":  func(s *scheduler.Sabotage) { s.NoOutcomeRetry = true },
 }
 
 // applySabotage turns on the named switches in sb.

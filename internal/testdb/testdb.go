@@ -23,10 +23,17 @@ var (
 	srvErr error
 )
 
-// Main runs the package's tests and stops a server the provider started.
-// Call it from TestMain.
-// Goroutine leaks are checked (goleak) after the tests pass.
+// Main runs the package's tests and stops a server the provider started,
+// then exits with the tests' code. Call it from TestMain; a TestMain with
+// its own cleanup calls Run instead (deferred calls do not run past
+// os.Exit). Goroutine leaks are checked (goleak) after the tests pass.
 func Main(m *testing.M, leakOpts ...goleak.Option) {
+	os.Exit(Run(m, leakOpts...))
+}
+
+// Run is Main without the exit: it returns the exit code for TestMain to
+// pass to os.Exit once its own cleanup is done.
+func Run(m *testing.M, leakOpts ...goleak.Option) int {
 	code := m.Run()
 	if srv != nil {
 		_ = srv.Close()
@@ -37,7 +44,7 @@ func Main(m *testing.M, leakOpts ...goleak.Option) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // Server returns the shared server, failing the test when there is none.

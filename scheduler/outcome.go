@@ -1,0 +1,94 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/store"
+)
+
+// OutcomeRetryMaxBackoff caps one backoff between tries of an outcome write,
+// so a write is retried within a second of the database accepting writes again.
+const OutcomeRetryMaxBackoff = time.Second
+
+// outcomeRefusalLimit bounds, in leases, how long an outcome write goes on
+// being retried past its run's lease deadline while the database answers
+// that it refuses writes (see outcomeWriter.write).
+const outcomeRefusalLimit = 10
+
+// outcomeWriter writes outcomes (success, failure, release, and the stale
+// marking that goes with them; batched and transactional completion) with
+// the retry rule of outcomeWriter.write.
+type outcomeWriter struct {
+	Runs  *runTable
+	Lease time.Duration
+	// NoRetry makes one try only (Sabotage.NoOutcomeRetry, or DBRetry.Disabled).
+	NoRetry bool
+	Retry   dbRetrier
+	Log     *slog.Logger
+}
+
+// write runs fn, an outcome write for the runs fences, and retries
+// transient errors with capped backoff (DBRetry.Initial doubling up to
+// OutcomeRetryMaxBackoff, full jitter) for as long as the runs hold their
+// leases: until the latest of their lease deadlines minus the guard margin
+// (leaseGuardMargin, Lease/5). The deadline is re-read before every try, so
+// each renewal the heartbeat makes meanwhile moves it (a finished run's
+// guard no longer gives it up: runTable.finish).
+//
+// Past that deadline the write is retried only while the server answers
+// that it refuses writes (read-only, a Galera node not ready: store.Cause
+// "read_only" or "wsrep_not_ready"), for at most outcomeRefusalLimit
+// leases: no rescue can commit on a server that refuses writes, and the
+// write is fenced by attempt, so a late try either records the outcome or is
+// refused as stale — never both. Any other error past the deadline ends the
+// tries, and the rescuer returns the job.
+//
+// Each try gets a context ending completionWriteTimeout after the current
+// deadline (or after now, if later), so a hung connection cannot hold the
+// completer for ever.
+func (w outcomeWriter) write(op string, fences []jobq.Fence, fn func(ctx context.Context) error) error {
+	backoff := w.Retry.policy.Initial
+	if backoff <= 0 {
+		backoff = 10 * time.Millisecond
+	}
+	start := time.Now()
+	for {
+		deadline := w.Runs.outcomeDeadline(fences, leaseGuardMargin(w.Lease))
+		ctx, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now()).Add(completionWriteTimeout(w.Lease)))
+		err := fn(ctx)
+		cancel()
+		if err != nil && w.Retry.errFunc != nil {
+			w.Retry.errFunc(op, err)
+		}
+		if err == nil || w.NoRetry || !store.IsRetryable(err) {
+			return err
+		}
+		now := time.Now()
+		if now.After(w.Runs.outcomeDeadline(fences, leaseGuardMargin(w.Lease))) &&
+			!(refusesWrites(err) && now.Sub(start) < outcomeRefusalLimit*w.Lease) {
+			return err
+		}
+		w.Retry.retries.Add(1)
+		w.Log.Debug("retrying outcome write", "op", op, "runs", len(fences), "cause", store.Cause(err), "err", err)
+		time.Sleep(time.Duration(rand.Int64N(int64(backoff))) + 1)
+		backoff = min(2*backoff, OutcomeRetryMaxBackoff)
+	}
+}
+
+// refusesWrites reports whether err says the server is up but refuses
+// writes: read-only or a Galera node that is not ready.
+func refusesWrites(err error) bool {
+	c := store.Cause(err)
+	return c == "read_only" || c == "wsrep_not_ready"
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
