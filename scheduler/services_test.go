@@ -114,7 +114,6 @@ func TestCompleterWritesFencedOutcomes(t *testing.T) {
 		applied bool
 	}
 	finished := make(chan finish, len(claimed))
-	runs := newRunTable()
 	c := newCompleter(completerParams{
 		Store: st, Batch: 10, Linger: -1, QueueSize: 10, Work: newWorkTracker(),
 		FinishFunc: func(c jobq.Completion, applied bool, err error) {
@@ -123,7 +122,7 @@ func TestCompleterWritesFencedOutcomes(t *testing.T) {
 			}
 			finished <- finish{c.Fence, applied}
 		},
-		Writer: outcomeWriter{Runs: runs, Lease: time.Minute, Retry: testRetrier(), Log: discardLog()},
+		Writer: outcomeWriter{Runs: newRunTable(), Lease: time.Minute, Retry: testRetrier(), Log: discardLog()},
 		Log:    discardLog(),
 	})
 	c.testSignals.flushed.init()
