@@ -1,8 +1,13 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/jobq/jobq/chaos/checker"
 )
@@ -86,6 +91,10 @@ type TopologyReport struct {
 	// BFAborts is wsrep_local_bf_aborts summed likewise: local
 	// transactions aborted by a replicated one (also 1213 to the client).
 	BFAborts int64 `json:"bf_aborts,omitempty"`
+	// RetriedConflicts is jobq_db_transient_errors_total{cause="deadlock"}
+	// summed over the replicas' last incarnations at the end of the run:
+	// the 1213s (certification conflicts included) jobq retried.
+	RetriedConflicts int64 `json:"retried_conflicts"`
 	// Rejoins describes how each restarted Galera node rejoined (IST or
 	// SST).
 	Rejoins []string `json:"rejoins,omitempty"`
@@ -112,4 +121,38 @@ type FailoverReport struct {
 	Rerun int `json:"rerun"`
 	// Examples lists a few of each.
 	Examples []string `json:"examples"`
+}
+
+// retriedConflicts sums jobq_db_transient_errors_total{cause="deadlock"}
+// over the live replicas' /metrics (0 for a replica that does not answer).
+func (cl *cluster) retriedConflicts(ctx context.Context) int64 {
+	hc := &http.Client{Timeout: 3 * time.Second}
+	var sum int64
+	for _, n := range cl.nodes {
+		r := n.current()
+		if r == nil || !r.Alive() {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL()+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "jobq_db_transient_errors_total{") || !strings.Contains(line, `cause="deadlock"`) {
+				continue
+			}
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				v, _ := strconv.ParseFloat(line[i+1:], 64)
+				sum += int64(v)
+			}
+		}
+		resp.Body.Close()
+	}
+	return sum
 }
