@@ -114,7 +114,10 @@ type FailoverReport struct {
 	// acknowledged or not.
 	OnOldPrimaryOnly int `json:"on_old_primary_only"`
 	// SuccessLost is jobs that had finished SUCCESS on the demoted primary
-	// but were not SUCCESS by that attempt on the new one.
+	// but were not SUCCESS by that attempt on the new one. With async
+	// replication the success may have been acknowledged to jobq; with
+	// semi-sync it was not (its commit was still waiting for the replica's
+	// acknowledgement when the failover killed its session).
 	SuccessLost int `json:"success_lost"`
 	// Rerun is jobs that had finished SUCCESS on the demoted primary and
 	// were claimed again on the new one: their work ran twice.
