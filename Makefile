@@ -4,7 +4,7 @@ BIN       := bin/jobq
 PKGS      := ./...
 export GOFLAGS ?=
 
-.PHONY: help build demo test test-deps mutants generate verify lint bench chaos fuzz ensure-db clean
+.PHONY: help build build-testbed demo test test-deps mutants generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
 
 help: ## List targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
@@ -13,8 +13,23 @@ help: ## List targets.
 build: ## Build bin/jobq.
 	$(GO) build -o $(BIN) ./cmd/jobq
 
+TESTBED_BIN := bin/jobq-testbed
+
+build-testbed: ## Build bin/jobq-testbed: bin/jobq plus the testbed-only --sabotage switches (go build -tags testbed).
+	$(GO) build -tags testbed -o $(TESTBED_BIN) ./cmd/jobq
+
 ensure-db: ## Make sure a MySQL-compatible server can be provided (installs mariadb-server as root if none).
 	@scripts/ensure-db.sh
+
+ensure-browser: ## Make sure the console's browser test can run: Debian's chromium, pinned playwright-core (console/e2e).
+	@scripts/ensure-browser.sh
+
+HTMX_VERSION = $(shell node -p "require('./console/vendor/package-lock.json').packages['node_modules/htmx.org'].version")
+
+vendor: ## Re-vendor the console's htmx.min.js from the npm registry at the version pinned in console/vendor/package-lock.json.
+	cd console/vendor && npm ci --no-audit --no-fund --loglevel=error
+	cp console/vendor/node_modules/htmx.org/dist/htmx.min.js console/static/htmx.min.js
+	@grep -q 'version:"$(HTMX_VERSION)"' console/static/htmx.min.js && echo "vendor: console/static/htmx.min.js is htmx $(HTMX_VERSION)"
 
 demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, narrated; verdict line; fails on a lost or stuck job or a duplicated tx effect.
 	$(BIN) demo
@@ -69,12 +84,12 @@ CHAOS_FLAGS ?= --jobs 2000 --duration 30s --seed 42
 chaos: ensure-db build ## Run every standard chaos scenario (3 replicas, faults, checker); print verdicts; fail on any violation (out/chaos/).
 	$(BIN) chaos --scenario standard $(CHAOS_FLAGS) --out out/chaos
 
-chaos-sabotage: ensure-db build ## Prove the checker can fail: sabotaged replicas must each produce a violation (out/chaos-sabotage/).
-	$(BIN) chaos --scenario zombie-pause --sabotage fencing --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/fencing
-	$(BIN) chaos --scenario kill-storm --sabotage rescuer --expect-invalid --jobs 500 --duration 15s --drain-timeout 10s --out out/chaos-sabotage/rescuer
-	$(BIN) chaos --scenario lease-loss --sabotage lease-cancel --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/lease-cancel
-	$(BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
-	$(BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
+chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged replicas must each produce a violation (out/chaos-sabotage/).
+	$(TESTBED_BIN) chaos --scenario zombie-pause --sabotage fencing --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/fencing
+	$(TESTBED_BIN) chaos --scenario kill-storm --sabotage rescuer --expect-invalid --jobs 500 --duration 15s --drain-timeout 10s --out out/chaos-sabotage/rescuer
+	$(TESTBED_BIN) chaos --scenario lease-loss --sabotage lease-cancel --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/lease-cancel
+	$(TESTBED_BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
+	$(TESTBED_BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
 
 # HA topologies (docs/chaos.md "Topologies"): a 3-node Galera cluster and a
 # primary-replica failover, both started by the harness on loopback.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/httpapi"
+	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
 )
@@ -39,11 +40,12 @@ type ServeCmd struct {
 	RetryBackoff    time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"1s" group:"Scheduler"`
 	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN" group:"API"`
 	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api" group:"API"`
+	NoUI            bool          `help:"Do not serve the web console at /ui/ on the API listener (it is on by default, behind the same bearer tokens)." name:"no-ui" group:"API"`
 	MaxBodyBytes    int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576" group:"API"`
 	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
 	MetricsFlags
 	OpsFlags
-	Sabotage []string `help:"Testbed only: disable a guarantee (fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel,outcome-retry"`
+	SabotageFlags
 }
 
 // SchedulerConfig maps flags to scheduler.Config.
@@ -59,23 +61,8 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 		return cfg, err
 	}
 	cfg.Ops = ops
-	for _, s := range c.Sabotage {
-		switch s {
-		case "fencing":
-			cfg.Sabotage.NoFencing = true
-		case "cas-guard":
-			cfg.Sabotage.NoCASGuard = true
-		case "rescuer":
-			cfg.Sabotage.NoRescuer = true
-		case "deadlock-retry":
-			cfg.Sabotage.NoDeadlockRetry = true
-		case "lease-cancel":
-			cfg.Sabotage.NoLeaseCancel = true
-		case "outcome-retry":
-			cfg.Sabotage.NoOutcomeRetry = true
-		default:
-			return cfg, fmt.Errorf("--sabotage: unknown switch %q", s)
-		}
+	if err := applySabotage(c.switches(), &cfg.Sabotage); err != nil {
+		return cfg, err
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = scheduler.DefaultOwner() // the one owner id draw: app and scheduler keep it
@@ -92,8 +79,8 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if len(c.Sabotage) > 0 {
-		g.Log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", strings.Join(c.Sabotage, ","))
+	if sb := c.switches(); len(sb) > 0 {
+		g.Log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", strings.Join(sb, ","))
 	}
 	tokens, err := httpapi.LoadAuthTokens(c.AuthTokenFile, os.Getenv(httpapi.AuthTokensEnv))
 	if err != nil {
@@ -104,8 +91,9 @@ func (c *ServeCmd) Run(g *Globals) error {
 		return err
 	}
 	r, err := app.Start(g.Ctx, app.Config{
-		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, Migrate: c.Migrate,
+		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, Scheduler: sc, Logger: g.Log,
+		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1",
 		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})
 	if err != nil {
@@ -114,6 +102,9 @@ func (c *ServeCmd) Run(g *Globals) error {
 	// Tell a supervising harness where the API listens.
 	if r.Addr != "" {
 		fmt.Printf("jobq: listening on http://%s\n", r.Addr)
+		if !c.NoUI {
+			fmt.Printf("jobq: console on http://%s/ui/\n", r.Addr)
+		}
 	}
 	select {
 	case <-g.Ctx.Done():
