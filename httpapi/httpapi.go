@@ -24,10 +24,17 @@ import (
 // (service.MaxParamsBytes, 10^6 bytes) plus the rest of the envelope.
 const MaxBodyBytesDefault = 1 << 20
 
+// MaxBatchBodyBytesDefault is the default body limit of POST /v1/jobs:batch:
+// 16 MiB, room for apitype.MaxBatchJobs jobs of about 16 KiB each.
+const MaxBatchBodyBytesDefault = 16 << 20
+
 // Options configures the API handler.
 type Options struct {
 	// MaxBodyBytes limits request bodies. Defaults to MaxBodyBytesDefault.
 	MaxBodyBytes int64
+	// MaxBatchBodyBytes limits POST /v1/jobs:batch bodies. Defaults to
+	// MaxBatchBodyBytesDefault.
+	MaxBatchBodyBytes int64
 	// AuthTokens, when non-empty, are the accepted bearer tokens: every
 	// request except /healthz and /readyz must carry
 	// "Authorization: Bearer <token>" or gets 401. Defaults to none (no
@@ -47,12 +54,16 @@ func New(svc *service.Service, opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = MaxBodyBytesDefault
 	}
+	if opts.MaxBatchBodyBytes <= 0 {
+		opts.MaxBatchBodyBytes = MaxBatchBodyBytesDefault
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	a := &api{svc: svc, opts: opts, log: opts.Logger.With("component", "httpapi")}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs", a.submit)
+	mux.HandleFunc("POST /v1/jobs:batch", a.submitBatch)
 	mux.HandleFunc("GET /v1/jobs", a.list)
 	mux.HandleFunc("GET /v1/jobs/{id}", a.get)
 	mux.HandleFunc("POST /v1/jobs/{id}/cancel", a.cancel)
@@ -78,15 +89,8 @@ type api struct {
 }
 
 func (a *api) submit(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
-				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
-			return
-		}
-		a.fail(w, &service.ValidationError{Field: "body", Rule: "could not be read: " + err.Error()})
+	body, ok := a.readBody(w, r, a.opts.MaxBodyBytes)
+	if !ok {
 		return
 	}
 	req, err := service.DecodeSubmit(body)
@@ -110,6 +114,44 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/v1/jobs/"+itoa(int64(job.ID)))
 	}
 	writeJSON(w, status, apitype.JobFrom(job))
+}
+
+// submitBatch serves POST /v1/jobs:batch: 200 with one result per job
+// (apitype.SubmitBatchResponse) whenever the envelope is valid, whatever
+// each job's outcome; 400 for a bad envelope, 413 above MaxBatchBodyBytes.
+func (a *api) submitBatch(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.readBody(w, r, a.opts.MaxBatchBodyBytes)
+	if !ok {
+		return
+	}
+	items, err := service.DecodeSubmitBatch(body)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	resp, err := a.svc.SubmitMany(r.Context(), items)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// readBody reads a request body of at most limit bytes; on failure it has
+// answered (413 or 400) and returns false.
+func (a *api) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
+				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
+			return nil, false
+		}
+		a.fail(w, &service.ValidationError{Field: "body", Rule: "could not be read: " + err.Error()})
+		return nil, false
+	}
+	return body, true
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +222,7 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 // job's current status and the rule (HTTP 409 through ErrorFor). The web
 // console calls it too, so both answer alike.
 func Cancel(ctx context.Context, svc *service.Service, id uint64) (jobq.Job, error) {
-	return stateError(svc.Cancel(ctx, id))("cancel applies to WAITING or RUNNING jobs")
+	return stateError(svc.Cancel(ctx, id))("cancel applies to WAITING, SCHEDULED or RUNNING jobs")
 }
 
 // Retry runs svc.Retry like Cancel.
@@ -272,7 +314,7 @@ func ErrorFor(err error) (int, apitype.ErrorDetail) {
 	case errors.Is(err, service.ErrNotFound):
 		return http.StatusNotFound, apitype.ErrorDetail{Code: "not_found", Message: "job not found"}
 	case errors.Is(err, service.ErrInvalidState):
-		msg := "cancel applies to WAITING or RUNNING jobs, retry to FAILED or CANCELED jobs"
+		msg := "cancel applies to WAITING, SCHEDULED or RUNNING jobs, retry to FAILED or CANCELED jobs"
 		var sc *stateConflict
 		if errors.As(err, &sc) {
 			msg = sc.msg
