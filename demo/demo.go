@@ -31,6 +31,7 @@ import (
 	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/replica"
+	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/store"
 )
 
@@ -117,7 +118,9 @@ type Replica = replica.Replica
 // StartReplica starts `jobq serve` with dsn (passed in the environment so
 // it never shows in ps) and waits for /readyz.
 func StartReplica(ctx context.Context, bin, dsn, name, logDir string, extra ...string) (*Replica, error) {
-	return replica.Start(ctx, replica.Spec{Binary: bin, DSN: dsn, Name: name, LogDir: logDir, Args: extra})
+	// The demo's effect jobs are the testbed's type: ask for it.
+	return replica.Start(ctx, replica.Spec{Binary: bin, DSN: dsn, Name: name, LogDir: logDir, Args: extra,
+		Env: []string{jobtypes.TestbedEnv + "=1"}})
 }
 
 // jobFor returns the i-th demo job: 40% noop, 40% sleep 100–1000 ms,

@@ -11,7 +11,6 @@ package scheduler
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,7 +30,6 @@ type Scheduler struct {
 	cfg   Config
 	store Store
 	reg   *Registry
-	db    *sql.DB
 	log   *slog.Logger
 	retry dbRetrier
 	// outcomes writes completions with the outcome retry rule (outcome.go).
@@ -62,10 +60,10 @@ type Scheduler struct {
 	stoppedErr error
 }
 
-// New returns a Scheduler over st with the handlers in reg. db, if non-nil,
-// is handed to handlers as Job.DB. cfg gets WithDefaults; a Strategy left
-// empty becomes skiplocked when skipLockedOK, else cas.
-func New(st Store, db *sql.DB, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, error) {
+// New returns a Scheduler over st with the handlers in reg. cfg gets
+// WithDefaults; a Strategy left empty becomes skiplocked when skipLockedOK,
+// else cas. A handler that needs the database holds its own handle.
+func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Strategy == "" {
 		cfg.Strategy = StrategyCAS
@@ -85,7 +83,7 @@ func New(st Store, db *sql.DB, reg *Registry, cfg Config, skipLockedOK bool) (*S
 		reg = NewRegistry()
 	}
 	s := &Scheduler{
-		cfg: cfg, store: st, reg: reg, db: db,
+		cfg: cfg, store: st, reg: reg,
 		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
 		slots: newSlots(cfg.Workers), work: newWorkTracker(), runs: newRunTable(),
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/httpapi"
+	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
 )
@@ -44,7 +45,7 @@ type ServeCmd struct {
 	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
 	MetricsFlags
 	OpsFlags
-	Sabotage []string `help:"Testbed only: disable a guarantee (fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel,outcome-retry"`
+	SabotageFlags
 }
 
 // SchedulerConfig maps flags to scheduler.Config.
@@ -60,23 +61,8 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 		return cfg, err
 	}
 	cfg.Ops = ops
-	for _, s := range c.Sabotage {
-		switch s {
-		case "fencing":
-			cfg.Sabotage.NoFencing = true
-		case "cas-guard":
-			cfg.Sabotage.NoCASGuard = true
-		case "rescuer":
-			cfg.Sabotage.NoRescuer = true
-		case "deadlock-retry":
-			cfg.Sabotage.NoDeadlockRetry = true
-		case "lease-cancel":
-			cfg.Sabotage.NoLeaseCancel = true
-		case "outcome-retry":
-			cfg.Sabotage.NoOutcomeRetry = true
-		default:
-			return cfg, fmt.Errorf("--sabotage: unknown switch %q", s)
-		}
+	if err := applySabotage(c.switches(), &cfg.Sabotage); err != nil {
+		return cfg, err
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = scheduler.DefaultOwner() // the one owner id draw: app and scheduler keep it
@@ -93,8 +79,8 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if len(c.Sabotage) > 0 {
-		g.Log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", strings.Join(c.Sabotage, ","))
+	if sb := c.switches(); len(sb) > 0 {
+		g.Log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", strings.Join(sb, ","))
 	}
 	tokens, err := httpapi.LoadAuthTokens(c.AuthTokenFile, os.Getenv(httpapi.AuthTokensEnv))
 	if err != nil {
@@ -107,6 +93,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	r, err := app.Start(g.Ctx, app.Config{
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, Scheduler: sc, Logger: g.Log,
+		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1",
 		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})
 	if err != nil {
