@@ -130,12 +130,12 @@ var mutants = []mutant{
 	{
 		Name: "cas-unguarded", Bug: "sabotage cas-guard: cas claim on status alone (ABA)",
 		Edits:  []edit{{gen, "WHERE id = ? AND status = 'WAITING' AND attempt = ?\n`\n\ntype JobClaimCASParams", "WHERE id = ? AND status = 'WAITING' AND ? IS NOT NULL\n`\n\ntype JobClaimCASParams"}},
-		Checks: []check{{"./scheduler/", "^TestCASClaimAttemptGuardClosesABA$"}},
+		Checks: []check{{"./store/", "^TestCASClaimRefusesStaleCandidate$"}},
 	},
 	{
 		Name: "rescue-ignores-lease", Bug: "sabotage rescuer: rescue without the lease condition",
 		Edits:  []edit{{gen, "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING' AND lease_until < NOW(6)", "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING'"}},
-		Checks: []check{{"./scheduler/", "^TestRescuerDoesNotOverwriteCompletedRun$"}},
+		Checks: []check{{"./store/", "^TestRescueSkipsLeaseRenewedAfterTheRead$"}},
 	},
 }
 
