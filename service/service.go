@@ -108,7 +108,7 @@ func (s *Service) SetWakeAtFunc(f func(runAt, dbNow time.Time)) { s.wakeAt = f }
 // New returns a Service. knownType reports registered job types; wake (may
 // be nil) is called after each created job so the local scanner claims it at once.
 func New(st Store, knownType func(string) bool, wake func()) *Service {
-	return &Service{store: st, knownType: knownType, wake: wake, retry: store.RetryPolicy{MaxAttempts: 5}}
+	return &Service{store: st, knownType: knownType, wake: wake, retry: store.RetryPolicy{MaxAttempts: apiRetryAttempts}}
 }
 
 // submitFields are the fields of a submit body, exactly as spelled.
