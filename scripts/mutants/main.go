@@ -118,8 +118,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "cancel-outcome-success", Bug: "audit: batched success records SUCCESS for a job that ended CANCELED",
-		Edits: []edit{{"gen/jobqdb/complete_many.sql.go", "outcome = IF((SELECT q.status FROM job_queue AS q WHERE q.id = job_execution.job_id) = 'CANCELED', 'CANCELED', 'SUCCESS'),",
-			"outcome = 'SUCCESS',"}},
+		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL", "NOW(6), 'SUCCESS', NULL"}},
 		Checks: []check{{"./store/", "^TestCancel(BeforeCompletionRecordsCanceled|RaceJobAndAuditAgree)$"}},
 	},
 	{
@@ -134,7 +133,10 @@ var mutants = []mutant{
 	},
 	{
 		Name: "rescue-ignores-lease", Bug: "sabotage rescuer: rescue without the lease condition",
-		Edits:  []edit{{gen, "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING' AND lease_until < NOW(6)", "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING'"}},
+		Edits: []edit{
+			{gen, "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING' AND lease_until < NOW(6)", "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING'"},
+			{gen, "  AND q.status = 'RUNNING' AND q.lease_until < NOW(6)\nFOR UPDATE", "  AND q.status = 'RUNNING'\nFOR UPDATE"},
+		},
 		Checks: []check{{"./store/", "^TestRescueSkipsLeaseRenewedAfterTheRead$"}},
 	},
 }
