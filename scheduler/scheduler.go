@@ -49,8 +49,7 @@ type Scheduler struct {
 	promoter  *promoter
 	heartbeat *heartbeat
 	completer *completer
-	// limited, planner and cleaner need OpsStore; nil without it (cleaner
-	// also without Retention).
+	// cleaner is nil without Retention.
 	limited *limitedClaimer
 	planner *periodicPlanner
 	cleaner *cleaner
@@ -114,26 +113,21 @@ func (s *Scheduler) build() {
 		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.slots.wakeUp,
 		Retry: s.retry, Log: s.log, Promoted: &s.stats.promoted, PromotedFunc: hooks.PromotedFunc,
 	})
-	ops, ok := s.store.(OpsStore)
-	if !ok {
-		s.log.Warn("store does not implement scheduler.OpsStore: limited job types, periodic schedules and retention are off on this replica")
-	} else {
-		s.limited = newLimitedClaimer(limitedClaimerParams{
-			Store: ops, Slots: s.slots, DispatchFunc: s.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
-			BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
-			Claimed: &s.stats.claimed, ClaimErrors: &s.stats.claimErrors, ClaimedFunc: hooks.ClaimedFunc,
+	s.limited = newLimitedClaimer(limitedClaimerParams{
+		Store: s.store, Slots: s.slots, DispatchFunc: s.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
+		BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
+		Claimed: &s.stats.claimed, ClaimErrors: &s.stats.claimErrors, ClaimedFunc: hooks.ClaimedFunc,
+	})
+	s.planner = newPeriodicPlanner(periodicPlannerParams{
+		Store: s.store, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
+		Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.slots.wakeUp,
+		FiredFunc: cfg.Ops.PeriodicFiredFunc, Retry: s.retry, Log: s.log,
+	})
+	if cfg.Ops.Retention > 0 {
+		s.cleaner = newCleaner(cleanerParams{
+			Store: s.store, Retention: cfg.Ops.Retention, Interval: cfg.Ops.CleanInterval, Batch: cfg.Ops.CleanBatch,
+			MaxPerPass: cfg.Ops.CleanMaxPerPass, CleanedFunc: cfg.Ops.CleanedFunc, Retry: s.retry, Log: s.log,
 		})
-		s.planner = newPeriodicPlanner(periodicPlannerParams{
-			Store: ops, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
-			Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.slots.wakeUp,
-			FiredFunc: cfg.Ops.PeriodicFiredFunc, Retry: s.retry, Log: s.log,
-		})
-		if cfg.Ops.Retention > 0 {
-			s.cleaner = newCleaner(cleanerParams{
-				Store: ops, Retention: cfg.Ops.Retention, Interval: cfg.Ops.CleanInterval, Batch: cfg.Ops.CleanBatch,
-				MaxPerPass: cfg.Ops.CleanMaxPerPass, CleanedFunc: cfg.Ops.CleanedFunc, Retry: s.retry, Log: s.log,
-			})
-		}
 	}
 	s.scanner = newScanner(scannerParams{
 		Claimer: newClaimer(claimerParams{
@@ -165,9 +159,7 @@ func (s *Scheduler) softServices() []interface {
 		Stop()
 	}
 	// The planner first: its first refresh reads the limits the scan uses.
-	if s.planner != nil {
-		out = append(out, s.planner)
-	}
+	out = append(out, s.planner)
 	if s.cleaner != nil {
 		out = append(out, s.cleaner)
 	}
@@ -261,7 +253,7 @@ func (s *Scheduler) RescueNow(ctx context.Context) []jobq.Fence { return s.rescu
 
 // CleanNow runs one retention pass at once with the configured Retention
 // and returns what it deleted (tests and operators). It does nothing when
-// Retention is 0 or the store lacks OpsStore.
+// Retention is 0.
 func (s *Scheduler) CleanNow(ctx context.Context) jobq.PurgeResult {
 	if s.cleaner == nil {
 		return jobq.PurgeResult{}
