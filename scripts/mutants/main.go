@@ -9,6 +9,9 @@
 // tree. A mutant whose edits no longer match, or that does not compile, is
 // reported as such, never as caught. The worktree is removed at the end.
 //
+// A mutant is caught by the first of its checks that fails; later ones run
+// only when the earlier ones pass.
+//
 // Usage: go run ./scripts/mutants [-run REGEXP] [-v]
 package main
 
@@ -43,7 +46,7 @@ var mutants = []mutant{
 	{
 		Name: "renew-by-id", Bug: "1: lease renewal by id alone (owner condition dropped)",
 		Edits:  []edit{{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0"}},
-		Checks: []check{{"./store/", "^TestLeaseRenewOfLostRunMatchesNothing$"}},
+		Checks: []check{{"./store/", "^TestLeaseRenewOfLostRunMatchesNothing$"}, {"./scheduler/", "^TestLostRunIsNotRenewedAndItsHandlerCancelled$"}},
 	},
 	{
 		Name: "claim-replica-clock", Bug: "2: skiplocked claim stamps started_at and lease_until from the replica's clock",
