@@ -95,7 +95,7 @@ func (j *jobqInProc) Start(ctx context.Context) error {
 				}
 			},
 		}
-		s, err := scheduler.New(st, db, reg, cfg, st.Server.SkipLocked)
+		s, err := scheduler.New(st, reg, cfg, st.Server.SkipLocked)
 		if err != nil {
 			return err
 		}

@@ -20,7 +20,7 @@ func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 		ID: cj.ID, JobKey: cj.JobKey, JobType: cj.JobType, Params: cj.Params, Priority: cj.Priority,
 		RetryTimes: cj.RetryTimes, MaxRetry: cj.MaxRetry, Attempt: cj.Attempt, RunAt: cj.RunAt,
 		StartedAt: cj.StartedAt, CreateTime: cj.CreateTime,
-		Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner, DB: s.db,
+		Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner,
 	}
 	ctx, cancel := context.WithCancelCause(s.hardCtx)
 	r := &run{job: job, cancel: cancel, leaseDeadline: firstLeaseDeadline(s.cfg.Lease)}

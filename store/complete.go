@@ -321,9 +321,3 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 	}
 	return ok, nil
 }
-
-// EffectInsert writes one testbed effect row (kind "tx" or "non_tx") with
-// the given executor (a *sql.DB or the completion's *sql.Tx).
-func EffectInsert(ctx context.Context, db jobqdb.DBTX, f jobq.Fence, kind, owner string) error {
-	return jobqdb.New(db).EffectInsert(ctx, jobqdb.EffectInsertParams{JobID: f.ID, Attempt: int32(f.Attempt), Kind: kind, Owner: owner})
-}

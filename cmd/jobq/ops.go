@@ -24,9 +24,9 @@ type OpsFlags struct {
 	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip)." sep:"none" placeholder:"SPEC" group:"Operations"`
 	PeriodicFile     string        `help:"File of periodic schedules, one SPEC per line (# comments)." type:"existingfile" placeholder:"FILE" group:"Operations"`
 	Retention        string        `help:"Delete SUCCESS/FAILED/CANCELED jobs (and their executions) finished longer ago than this, e.g. 7d or 36h; empty keeps every job." placeholder:"AGE" group:"Operations"`
-	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"1m" group:"Operations"`
-	OpsRefresh       time.Duration `help:"How often limited job types and periodic schedules are re-read from the database." default:"30s" group:"Operations"`
-	MisfireThreshold time.Duration `help:"How late a periodic instant may fire and still count as on time." default:"1s" group:"Operations"`
+	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"${clean_interval}" group:"Operations"`
+	OpsRefresh       time.Duration `help:"How often limited job types and periodic schedules are re-read from the database." default:"${ops_refresh}" group:"Operations"`
+	MisfireThreshold time.Duration `help:"How late a periodic instant may fire and still count as on time." default:"${misfire_threshold}" group:"Operations"`
 }
 
 // OpsConfig maps the flags to scheduler.OpsConfig.

@@ -64,7 +64,7 @@ var stdoutMu sync.Mutex // runCLI swaps os.Stdout
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var cli CLI
-	parser, err := kong.New(&cli, kong.Name("jobq"), kong.Exit(func(int) { t.Fatalf("kong exited on %v", args) }))
+	parser, err := kong.New(&cli, kong.Name("jobq"), defaultVars(), kong.Exit(func(int) { t.Fatalf("kong exited on %v", args) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func TestParseAgeAndPeriodicSpec(t *testing.T) {
 // expression (no list splitting) and --retention takes days.
 func TestServeOpsFlags(t *testing.T) {
 	var cli CLI
-	parser, err := kong.New(&cli, kong.Name("jobq"), kong.Exit(func(int) { t.Fatal("kong exited") }))
+	parser, err := kong.New(&cli, kong.Name("jobq"), defaultVars(), kong.Exit(func(int) { t.Fatal("kong exited") }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,28 +23,6 @@ func (q *Queries) DBNow(ctx context.Context) (time.Time, error) {
 	return now, err
 }
 
-const effectInsert = `-- name: EffectInsert :exec
-INSERT INTO job_effect (job_id, attempt, kind, owner, created_at)
-VALUES (?, ?, ?, ?, NOW(6))
-`
-
-type EffectInsertParams struct {
-	JobID   uint64
-	Attempt int32
-	Kind    string
-	Owner   string
-}
-
-func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) error {
-	_, err := q.db.ExecContext(ctx, effectInsert,
-		arg.JobID,
-		arg.Attempt,
-		arg.Kind,
-		arg.Owner,
-	)
-	return err
-}
-
 const executionGetOutcome = `-- name: ExecutionGetOutcome :one
 SELECT outcome FROM job_execution WHERE job_id = ? AND attempt = ?
 `
@@ -785,8 +763,8 @@ type JobInsertParams struct {
 	TimeoutMs   int32
 }
 
-// Every statement the scheduler and the API run against job_queue,
-// job_execution and job_effect. sqlc generates gen/jobqdb from this file.
+// Every statement the scheduler and the API run against job_queue and
+// job_execution. sqlc generates gen/jobqdb from this file.
 // All times come from the database clock (NOW(6)).
 func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobInsert,

@@ -1,5 +1,5 @@
--- Every statement the scheduler and the API run against job_queue,
--- job_execution and job_effect. sqlc generates gen/jobqdb from this file.
+-- Every statement the scheduler and the API run against job_queue and
+-- job_execution. sqlc generates gen/jobqdb from this file.
 -- All times come from the database clock (NOW(6)).
 
 -- name: JobInsert :execlastid
@@ -373,10 +373,6 @@ LIMIT ?;
 
 -- name: ExecutionListByJob :many
 SELECT * FROM job_execution WHERE job_id = ? ORDER BY attempt;
-
--- name: EffectInsert :exec
-INSERT INTO job_effect (job_id, attempt, kind, owner, created_at)
-VALUES (?, ?, ?, ?, NOW(6));
 
 -- name: JobCountByStatus :many
 SELECT status, COUNT(*) AS n FROM job_queue GROUP BY status;
