@@ -301,6 +301,9 @@ func WriteMarkdown(w io.Writer, res *Result) {
 		}
 		fmt.Fprintln(w)
 	}
+	if res.Throughput != nil {
+		WriteThroughput(w, res.Throughput)
+	}
 	if res.Tune != nil {
 		WriteTune(w, res.Tune)
 	}
