@@ -36,9 +36,15 @@ type Scheduler struct {
 	outcomes outcomeWriter
 	stats    stats
 
-	slots *slots       // worker slots, wake-up
-	work  *workTracker // handlers that have not handed their outcome on
-	runs  *runTable    // in-flight runs
+	slots *slots // claim capacity (workers + run queue), wake-up
+	// workers holds a token per running handler (at most Workers); a
+	// claimed job waits for one in the run queue.
+	workers chan struct{}
+	// queueStop is closed at Stop: queued jobs that have not started are
+	// released at once.
+	queueStop chan struct{}
+	work      *workTracker // handlers that have not handed their outcome on
+	runs      *runTable    // in-flight runs
 
 	hardCtx    context.Context // work (handlers)
 	hardCancel context.CancelCauseFunc
@@ -84,7 +90,8 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 	s := &Scheduler{
 		cfg: cfg, store: st, reg: reg,
 		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
-		slots: newSlots(cfg.Workers), work: newWorkTracker(), runs: newRunTable(),
+		slots: newSlots(cfg.Workers, cfg.runQueue()), work: newWorkTracker(), runs: newRunTable(),
+		workers: make(chan struct{}, cfg.Workers), queueStop: make(chan struct{}),
 	}
 	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}
 	s.build()
@@ -136,7 +143,7 @@ func (s *Scheduler) build() {
 			Claimed: &s.stats.claimed, Conflicts: &s.stats.claimConflicts, ClaimedFunc: hooks.ClaimedFunc,
 		}),
 		Limited: s.limited, Slots: s.slots, DispatchFunc: s.dispatch,
-		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers,
+		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
 		DrainWait: cfg.DrainWait, DisableDrain: cfg.DisableDrain, Log: s.log,
 		Scans: &s.stats.scans, ClaimErrors: &s.stats.claimErrors, ScanFunc: hooks.ScanFunc,
 	})
@@ -189,7 +196,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		}
 	}
 	s.log.Info("scheduler started", "strategy", s.cfg.Strategy, "workers", s.cfg.Workers,
-		"batch_limit", s.cfg.BatchLimit, "poll_interval", s.cfg.PollInterval, "poll_jitter", s.cfg.PollJitter,
+		"batch_limit", s.cfg.BatchLimit, "run_queue", s.cfg.runQueue(), "poll_interval", s.cfg.PollInterval, "poll_jitter", s.cfg.PollJitter,
 		"lease", s.cfg.Lease, "types", s.reg.Types())
 	return nil
 }
@@ -214,6 +221,7 @@ func (s *Scheduler) Stop() error {
 		for _, svc := range s.softServices() {
 			svc.Stop()
 		}
+		close(s.queueStop) // queued jobs never start: released below
 		done := make(chan struct{})
 		go func() { s.handlers.Wait(); close(done) }()
 		t := time.NewTimer(s.cfg.ShutdownTimeout)

@@ -31,6 +31,7 @@ type ServeCmd struct {
 	Strategy        string        `help:"Claim strategy: skiplocked or cas (default skiplocked where the server supports it)." enum:"skiplocked,cas," default:"" group:"Scheduler"`
 	Workers         int           `help:"Worker pool size." default:"${workers}" group:"Scheduler"`
 	BatchLimit      int           `help:"Most jobs one claim takes." default:"${batch_limit}" group:"Scheduler"`
+	RunQueue        int           `help:"Claimed jobs a replica may hold beyond its busy workers, queued locally (leases renewed; released at shutdown without spending a retry), so claims are sized by the backlog; adaptive: at most as many as the replica finished in the last 100ms (0 = default ${run_queue}; negative disables)." default:"${run_queue}" group:"Scheduler"`
 	PollInterval    time.Duration `help:"Idle scan interval." default:"${poll_interval}" group:"Scheduler"`
 	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. ${poll_jitter} for ${poll_interval})." default:"0s" group:"Scheduler"`
 	NoJitter        bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)." group:"Scheduler"`
@@ -53,7 +54,7 @@ type ServeCmd struct {
 // SchedulerConfig maps flags to scheduler.Config.
 func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 	cfg := scheduler.Config{
-		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit,
+		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit, RunQueue: c.RunQueue,
 		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.NoJitter, Lease: c.Lease,
 		RescueInterval: c.RescueInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
 		DrainWait: c.DrainWait, CompleteLinger: c.CompleteLinger,
@@ -206,6 +207,7 @@ func defaultVars() kong.Vars {
 	return kong.Vars{
 		"workers":           strconv.Itoa(scheduler.WorkersDefault),
 		"batch_limit":       strconv.Itoa(scheduler.BatchLimitDefault),
+		"run_queue":         strconv.Itoa(scheduler.RunQueueDefault),
 		"poll_interval":     scheduler.PollIntervalDefault.String(),
 		"poll_jitter":       scheduler.PollJitterDefault.String(),
 		"drain_wait":        scheduler.DrainWaitDefault.String(),
