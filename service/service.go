@@ -81,9 +81,9 @@ type Store interface {
 // Service validates requests and runs them against the store.
 type Service struct {
 	store Store
-	// KnownTypeFunc reports whether a job_type is registered.
+	// knownType reports whether a job_type is registered.
 	knownType func(string) bool
-	// WakeFunc, if set, is called after a job is created (local wake-up).
+	// wake, if set, is called after a job is created (local wake-up).
 	wake func()
 	// wakeAt, if set, is called after a SCHEDULED job is created with its
 	// run_at and the database clock of the insert (the promoter's hint).
