@@ -56,6 +56,7 @@ func TestDrainClaimsFullBatches(t *testing.T) {
 			var sizes claimSizes
 			cfg := fastConfig("drain-" + c.name)
 			cfg.Workers, cfg.BatchLimit, cfg.DrainWait = workers, 200, c.drainWait
+			cfg.RunQueue = -1 // claims sized by free workers alone (TestRunQueue covers the queue)
 			cfg.Hooks.ClaimedFunc = sizes.hook
 			startScheduler(t, st, reg, cfg)
 			waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
