@@ -29,7 +29,7 @@ func TestRunQueueClaimsBeyondWorkers(t *testing.T) {
 	cfg := fastConfig("rq")
 	cfg.Workers, cfg.BatchLimit, cfg.RunQueue = workers, 200, 100
 	cfg.Hooks.ClaimedFunc = sizes.hook
-	startScheduler(t, st, st.DB(), reg, cfg)
+	startScheduler(t, st, reg, cfg)
 	waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
 		got, err := countStatus(st, jobq.StateSuccess)
 		return got == n, err
@@ -60,7 +60,7 @@ func TestRunQueueReleasedAtShutdown(t *testing.T) {
 	cfg := fastConfig("rq-stop")
 	cfg.Workers, cfg.BatchLimit, cfg.RunQueue = 1, 50, 40
 	cfg.ShutdownTimeout = 100 * time.Millisecond
-	s := startScheduler(t, st, st.DB(), reg, cfg)
+	s := startScheduler(t, st, reg, cfg)
 	// Quick jobs first (higher priority) so the queue has places when the
 	// held jobs are claimed.
 	for i := range quick {

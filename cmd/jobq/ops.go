@@ -75,15 +75,15 @@ func (f OpsFlags) PeriodicRequests() ([]apitype.PeriodicRequest, error) {
 // opsAPI is what the operations commands call: *client.Client (HTTP
 // routes) or *client.GRPCClient (OpsService).
 type opsAPI interface {
-	SetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error)
-	SetLimit(ctx context.Context, jobType string, maxRunning int) (jobq.TypeControl, error)
-	Types(ctx context.Context) ([]jobq.TypeControl, error)
-	PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (jobq.Periodic, bool, error)
-	ListPeriodic(ctx context.Context) ([]jobq.Periodic, error)
+	SetPaused(ctx context.Context, jobType string, paused bool) (apitype.TypeControl, error)
+	SetLimit(ctx context.Context, jobType string, maxRunning int) (apitype.TypeControl, error)
+	Types(ctx context.Context) ([]apitype.TypeControl, error)
+	PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (apitype.Periodic, bool, error)
+	ListPeriodic(ctx context.Context) ([]apitype.Periodic, error)
 	DeletePeriodic(ctx context.Context, name string) error
 	RetryBulk(ctx context.Context, req apitype.RetryBulkRequest) (apitype.RetryBulkResult, error)
-	Purge(ctx context.Context, olderThan string) (jobq.PurgeResult, error)
-	Stats(ctx context.Context, window string) (jobq.QueueStats, error)
+	Purge(ctx context.Context, olderThan string) (apitype.PurgeResult, error)
+	Stats(ctx context.Context, window string) (apitype.QueueStats, error)
 }
 
 // opsClient returns the operations client of the chosen transport.
@@ -210,7 +210,7 @@ func setPaused(g *Globals, f ServerFlags, o OutputFlags, jobType string, paused 
 	if err != nil {
 		return err
 	}
-	return o.show(tc, func(w io.Writer) { typesTable(w, []jobq.TypeControl{tc}) })
+	return o.show(tc, func(w io.Writer) { typesTable(w, []apitype.TypeControl{tc}) })
 }
 
 // LimitCmd sets a job type's cluster-wide concurrency limit.
@@ -231,7 +231,7 @@ func (c *LimitCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return c.show(tc, func(w io.Writer) { typesTable(w, []jobq.TypeControl{tc}) })
+	return c.show(tc, func(w io.Writer) { typesTable(w, []apitype.TypeControl{tc}) })
 }
 
 // TypesCmd lists every job type ever paused or limited.
@@ -288,7 +288,7 @@ func (c *PeriodicAddCmd) Run(g *Globals) error {
 	if !created {
 		fmt.Fprintln(os.Stderr, "replaced the existing schedule")
 	}
-	return c.show(p, func(w io.Writer) { periodicTable(w, []jobq.Periodic{p}) })
+	return c.show(p, func(w io.Writer) { periodicTable(w, []apitype.Periodic{p}) })
 }
 
 // PeriodicListCmd lists schedules.
