@@ -345,7 +345,7 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, error) {
 	o := h.opts
 	start := time.Now()
-	steps := o.Rounds * (len(ThroughputCeilingBatches) + 1 + len(BestFlagsCandidates()) + 4)
+	steps := o.Rounds * (len(ThroughputCeilingBatches) + 2 + len(BestFlagsCandidates()) + 4)
 	if o.Progress != nil {
 		h.bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(o.Progress), progressbar.OptionShowCount(),
 			progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
