@@ -192,6 +192,10 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	stopProgress()
 	close(stopSupervisor)
 	faults = append(faults, crashes()...)
+	var retried int64
+	if cl.topo != nil {
+		retried = cl.retriedConflicts(ctx)
+	}
 	slices.SortFunc(faults, func(a, b checker.Fault) int { return a.Start.Compare(b.Start) })
 	cl.stopAll(cfg.ShutdownTimeout + 10*time.Second)
 
@@ -211,6 +215,7 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	}
 	if cl.topo != nil {
 		cl.topo.report(lctx, rf, &h)
+		rf.Topology.RetriedConflicts = retried
 	}
 	for _, f := range faults {
 		if f.Err != "" {

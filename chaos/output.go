@@ -358,8 +358,8 @@ func writeTopology(w io.Writer, t *TopologyReport) {
 		fmt.Fprintf(w, "- %s\n", s)
 	}
 	if t.Kind == TopologyGalera3 {
-		fmt.Fprintf(w, "\nCertification conflicts: %d cert failures, %d brute-force aborts (wsrep_local_cert_failures, wsrep_local_bf_aborts summed over nodes and incarnations).\n",
-			t.CertFailures, t.BFAborts)
+		fmt.Fprintf(w, "\nCertification conflicts: %d cert failures, %d brute-force aborts (wsrep_local_cert_failures, wsrep_local_bf_aborts summed over nodes and incarnations); jobq retried %d deadlock/conflict errors (jobq_db_transient_errors_total{cause=\"deadlock\"}, replicas' last incarnations).\n",
+			t.CertFailures, t.BFAborts, t.RetriedConflicts)
 		for _, r := range t.Rejoins {
 			fmt.Fprintf(w, "- rejoin: %s\n", r)
 		}

@@ -59,7 +59,7 @@ func TestPriorityOrder(t *testing.T) {
 			}))
 			cfg := fastConfig("a")
 			cfg.Strategy, cfg.Workers, cfg.BatchLimit = strategy, 1, 1
-			s := startScheduler(t, st, st.DB(), reg, cfg)
+			s := startScheduler(t, st, reg, cfg)
 			for range rows {
 				recv(t, done, slowWait, "a handler call")
 			}
@@ -103,7 +103,7 @@ func TestNoExecutionBeforeDue(t *testing.T) {
 			cfg := fastConfig("a")
 			cfg.Strategy = strategy
 			cfg.PollInterval, cfg.PollJitter = 200*time.Millisecond, 40*time.Millisecond
-			s := startScheduler(t, st, st.DB(), reg, cfg)
+			s := startScheduler(t, st, reg, cfg)
 			now, err := st.DBNow(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -177,7 +177,7 @@ func TestRetryBackoffGoesThroughScheduled(t *testing.T) {
 	cfg.RetryBackoffBase = 300 * time.Millisecond
 	cfg.PromoteInterval = time.Hour // only the completer's local hint can wake the promoter in time
 	cfg.Hooks.PromotedFunc = func(n int) { promoted <- n }
-	startScheduler(t, st, st.DB(), reg, cfg)
+	startScheduler(t, st, reg, cfg)
 	job := submit(t, st, "flaky", "flaky", `{}`, 3)
 	waitJob(t, st, job.ID, slowWait, "attempt 1 re-queued SCHEDULED", func(j jobq.Job) bool {
 		return j.Attempt == 1 && j.Status == jobq.StateScheduled

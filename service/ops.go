@@ -20,19 +20,19 @@ import (
 // Operations input limits. Each is enforced at the edge with a 400 naming
 // the field.
 const (
-	MaxRunningLimit      = 100000          // max_running: 0 (no limit) – 100,000
-	MaxPeriodicNameRunes = 40              // name: 1–40 of [A-Za-z0-9_.-], so '<name>@<instant>' fits job_key
-	MaxCronRunes         = 128             // cron: 1–128 characters
-	MinPurgeAge          = time.Minute     // older_than: at least 1m
-	StatsWindowDefault   = time.Minute     // window: default 1m
-	MaxActivityMinutes   = 60              // activity: 1–60 minutes
-	MaxStatsWindow       = time.Hour       // window: 1s – 1h
-	MinStatsWindow       = time.Second     //
-	purgeBatch           = 500             // jobs per purge transaction
-	retryBulkBatch       = 500             // jobs per bulk-retry UPDATE
-	day                  = 24 * time.Hour  //
-	maxAge               = 100 * 365 * day // older_than: at most ~100 years
-	opsRetryAttempts     = 5               // transient DB errors retried per call
+	MaxRunningLimit      = 100000           // max_running: 0 (no limit) – 100,000
+	MaxPeriodicNameRunes = 40               // name: 1–40 of [A-Za-z0-9_.-], so '<name>@<instant>' fits job_key
+	MaxCronRunes         = 128              // cron: 1–128 characters
+	MinPurgeAge          = time.Minute      // older_than: at least 1m
+	StatsWindowDefault   = time.Minute      // window: default 1m
+	MaxActivityMinutes   = 60               // activity: 1–60 minutes
+	MaxStatsWindow       = time.Hour        // window: 1s – 1h
+	MinStatsWindow       = time.Second      //
+	purgeBatch           = 500              // jobs per purge transaction
+	retryBulkBatch       = 500              // jobs per bulk-retry UPDATE
+	day                  = 24 * time.Hour   //
+	maxAge               = 100 * 365 * day  // older_than: at most ~100 years
+	opsRetryAttempts     = apiRetryAttempts // transient DB errors retried per call
 	periodicNameAlphabet = "letters, digits, '_', '.' and '-'"
 )
 
@@ -380,9 +380,7 @@ func (o *Ops) Activity(ctx context.Context, minutes int) (jobq.Activity, error) 
 	if minutes < 1 || minutes > MaxActivityMinutes {
 		return jobq.Activity{}, invalid("minutes", "must be an integer in [1, %d], got %d", MaxActivityMinutes, minutes)
 	}
-	var a jobq.Activity
-	err := o.retry.Do(ctx, "activity", func() error { var e error; a, e = o.store.Activity(ctx, minutes); return e })
-	return a, err
+	return retryV(ctx, o.retry, "activity", func() (jobq.Activity, error) { return o.store.Activity(ctx, minutes) })
 }
 
 // ParsePeriodicSpec parses a schedule given on the command line or in a

@@ -81,9 +81,9 @@ type Store interface {
 // Service validates requests and runs them against the store.
 type Service struct {
 	store Store
-	// KnownTypeFunc reports whether a job_type is registered.
+	// knownType reports whether a job_type is registered.
 	knownType func(string) bool
-	// WakeFunc, if set, is called after a job is created (local wake-up).
+	// wake, if set, is called after a job is created (local wake-up).
 	wake func()
 	// wakeAt, if set, is called after a SCHEDULED job is created with its
 	// run_at and the database clock of the insert (the promoter's hint).
@@ -108,7 +108,7 @@ func (s *Service) SetWakeAtFunc(f func(runAt, dbNow time.Time)) { s.wakeAt = f }
 // New returns a Service. knownType reports registered job types; wake (may
 // be nil) is called after each created job so the local scanner claims it at once.
 func New(st Store, knownType func(string) bool, wake func()) *Service {
-	return &Service{store: st, knownType: knownType, wake: wake, retry: store.RetryPolicy{MaxAttempts: 5}}
+	return &Service{store: st, knownType: knownType, wake: wake, retry: store.RetryPolicy{MaxAttempts: apiRetryAttempts}}
 }
 
 // submitFields are the fields of a submit body, exactly as spelled.
