@@ -98,6 +98,12 @@ type Options struct {
 	Tune     bool
 	SLO      time.Duration
 	TuneRate int
+	// Throughput runs only the throughput report (issue #17, throughput.go):
+	// drain by jobq at its defaults and at its best flags against the raw
+	// SQL ceiling at its best claim size, enqueue rates against raw
+	// INSERTs, statements and rows written per job — Rounds interleaved
+	// rounds, at the smallest table size.
+	Throughput bool
 	// CI runs the ≤ 60 s subset and compares its ratios with Baseline
 	// (bench/baseline.json) within Tolerance (relative, default 0.35).
 	// WriteBaseline writes the measured ratios to Baseline instead.
@@ -167,20 +173,22 @@ func orDefault[T any](v *[]T, isCI bool, full, ci []T) {
 
 // Result is everything a run measured; bench.json is its JSON.
 type Result struct {
-	Started  time.Time      `json:"started"`
-	Server   string         `json:"server"`
-	Durable  string         `json:"durability"` // innodb_flush_log_at_trx_commit / sync_binlog
-	CPUs     int            `json:"cpus"`
-	Options  map[string]any `json:"options"`
-	Points   []Point        `json:"throughput"`
-	Latency  []LatencyPoint `json:"latency"`
-	Idle     []IdlePoint    `json:"idle"`
-	Future   []FuturePoint  `json:"future,omitempty"`
-	Plans    []Plan         `json:"explain"`
-	Tune     *TuneResult    `json:"tune,omitempty"`
-	Targets  []Target       `json:"targets"`
-	CI       *CIComparison  `json:"ci,omitempty"`
-	Duration float64        `json:"duration_s"`
+	Started time.Time      `json:"started"`
+	Server  string         `json:"server"`
+	Durable string         `json:"durability"` // innodb_flush_log_at_trx_commit / sync_binlog
+	CPUs    int            `json:"cpus"`
+	Options map[string]any `json:"options"`
+	Points  []Point        `json:"throughput"`
+	Latency []LatencyPoint `json:"latency"`
+	Idle    []IdlePoint    `json:"idle"`
+	Future  []FuturePoint  `json:"future,omitempty"`
+	Plans   []Plan         `json:"explain"`
+	Tune    *TuneResult    `json:"tune,omitempty"`
+	// Throughput is the throughput report (Options.Throughput).
+	Throughput *ThroughputResult `json:"throughput_report,omitempty"`
+	Targets    []Target          `json:"targets"`
+	CI         *CIComparison     `json:"ci,omitempty"`
+	Duration   float64           `json:"duration_s"`
 }
 
 // Harness runs the measurements against one bench database.
@@ -260,6 +268,9 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 
 	if o.FutureOnly {
 		return res, h.runFutureOnly(ctx, res)
+	}
+	if o.Throughput {
+		return h.runThroughput(ctx, res)
 	}
 	specs := h.plan()
 	// One step per throughput point, per table size's EXPLAIN, per latency
@@ -343,6 +354,27 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	return res, planErr
+}
+
+// runThroughput runs the throughput report alone (Options.Throughput).
+func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, error) {
+	o := h.opts
+	start := time.Now()
+	steps := o.Rounds * (len(ThroughputCeilingBatches) + 1 + len(BestFlagsCandidates()) + 4)
+	if o.Progress != nil {
+		h.bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(o.Progress), progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
+			progressbar.OptionSetDescription("bench --throughput"))
+		defer h.bar.Finish()
+	}
+	if err := h.env.Preload(ctx, slices.Min(o.TableSizes)); err != nil {
+		return res, err
+	}
+	tr, err := h.measureThroughputReport(ctx)
+	res.Throughput = tr
+	res.Targets = ThroughputTargets(tr)
+	res.Duration = time.Since(start).Seconds()
+	return res, err
 }
 
 // afterSmallest runs, on the smallest table, the latency test, the idle

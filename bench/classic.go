@@ -152,7 +152,7 @@ func (c *classic) Completed() int64 { return c.completed.Load() }
 
 func (c *classic) Counters() Counters {
 	return Counters{ClaimConflicts: c.lost.Load(), Deadlocks: c.errs.deadlock.Load(), LockWaits: c.errs.lockWait.Load(),
-		OtherErrors: c.errs.other.Load(), Statements: c.counter.Load()}
+		OtherErrors: c.errs.other.Load(), Statements: c.counter.Load(), RowsWritten: c.counter.Rows()}
 }
 
 func (c *classic) APIs() []string {

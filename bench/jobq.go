@@ -121,7 +121,7 @@ func (j *jobqInProc) claimStats() (claims, jobs int64) { return j.claims.Load(),
 
 func (j *jobqInProc) Counters() Counters {
 	c := Counters{Deadlocks: j.errs.deadlock.Load(), LockWaits: j.errs.lockWait.Load(),
-		OtherErrors: j.errs.other.Load(), Statements: j.counter.Load()}
+		OtherErrors: j.errs.other.Load(), Statements: j.counter.Load(), RowsWritten: j.counter.Rows()}
 	for _, s := range j.scheds {
 		c.ClaimConflicts += s.Stats().ClaimConflicts
 	}
@@ -205,7 +205,7 @@ func (p *jobqProcs) Start(ctx context.Context) error {
 func (p *jobqProcs) Completed() int64 { return p.completed.Load() }
 
 func (p *jobqProcs) Counters() Counters {
-	return Counters{ClaimConflicts: -1, Deadlocks: -1, LockWaits: -1, OtherErrors: -1, Statements: -1}
+	return Counters{ClaimConflicts: -1, Deadlocks: -1, LockWaits: -1, OtherErrors: -1, Statements: -1, RowsWritten: -1}
 }
 
 func (p *jobqProcs) APIs() []string {

@@ -302,6 +302,9 @@ func WriteMarkdown(w io.Writer, res *Result) {
 		fmt.Fprintln(w)
 	}
 	WriteFuture(w, res)
+	if res.Throughput != nil {
+		WriteThroughput(w, res.Throughput)
+	}
 	if res.Tune != nil {
 		WriteTune(w, res.Tune)
 	}

@@ -206,6 +206,9 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	if err := LoadHistory(lctx, db, &h); err != nil {
 		return nil, err
 	}
+	if h.SlowRenewals, err = SlowRenewals(logDir, toDB); err != nil {
+		return nil, err
+	}
 	res := checker.Check(h)
 	rf := &ResultFile{
 		SchemaVersion: SchemaVersion, Name: cfg.Name, Config: configJSON(cfg), StartedAt: h.Start,

@@ -176,6 +176,9 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	row("unexplained rescues (no fault on the replica or database)", c.UnexplainedRescues, "0")
 	row("jobs without exactly one execution row per started attempt", c.MissingExecutions, "0")
 	row("job status contradicts its last execution", c.StatusVsLastExecution, "0")
+	if c.RescuesAfterSlowRenewal > 0 {
+		row("rescues after a renewal the database did not answer in time (machine load)", c.RescuesAfterSlowRenewal, "")
+	}
 	if c.PoisonJobs > 0 {
 		row(fmt.Sprintf("poison jobs FAILED after max_retry+1 claims (of %d)", c.PoisonJobs), c.PoisonFailed, fmt.Sprintf("= %d", c.PoisonJobs))
 	}
