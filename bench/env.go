@@ -158,10 +158,10 @@ func (e *Env) waitPurge(ctx context.Context) {
 	}
 }
 
-// Remaining counts WAITING or RUNNING jobs above BaseID.
+// Remaining counts SCHEDULED, WAITING or RUNNING jobs above BaseID.
 func (e *Env) Remaining(ctx context.Context) (int, error) {
 	var n int
-	err := e.Admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status IN ('WAITING', 'RUNNING') AND id > ?`, e.BaseID).Scan(&n)
+	err := e.Admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status IN ('SCHEDULED', 'WAITING', 'RUNNING') AND id > ?`, e.BaseID).Scan(&n)
 	return n, err
 }
 

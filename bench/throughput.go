@@ -325,7 +325,7 @@ func (h *Harness) measureEnqueue(ctx context.Context, i int) (jobsPerS, p50, p99
 		if err != nil {
 			return 0, 0, 0, 0, 0, err
 		}
-		api, err := startAPI(st, nil)
+		api, err := startAPI(st, nil, nil)
 		if err != nil {
 			st.Close()
 			return 0, 0, 0, 0, 0, err

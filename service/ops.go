@@ -256,10 +256,8 @@ func (o *Ops) PutPeriodic(ctx context.Context, req apitype.PeriodicRequest, sour
 	}
 	sched, _ := cronplan.Parse(spec.Cron)
 	first := func(now time.Time) time.Time { return sched.Next(now) }
-	err = retryDo(ctx, o.retry, "periodic.put", func() error {
-		var e error
-		p, created, e = o.store.PeriodicUpsert(ctx, spec, first)
-		return e
+	p, created, err = retryV2(ctx, o.retry, "periodic.put", func() (jobq.Periodic, bool, error) {
+		return o.store.PeriodicUpsert(ctx, spec, first)
 	})
 	if err == nil {
 		o.notify()

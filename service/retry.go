@@ -21,6 +21,16 @@ func retryDo(ctx context.Context, p store.RetryPolicy, op string, fn func() erro
 	return unavailable(p.Do(ctx, op, fn))
 }
 
+// retryV2 is retryV for an operation that returns two values.
+func retryV2[A, B any](ctx context.Context, p store.RetryPolicy, op string, fn func() (A, B, error)) (A, B, error) {
+	type pair struct {
+		a A
+		b B
+	}
+	r, err := retryV(ctx, p, op, func() (pair, error) { a, b, err := fn(); return pair{a, b}, err })
+	return r.a, r.b, err
+}
+
 // unavailable marks a transient error as jobq.ErrUnavailable.
 func unavailable(err error) error {
 	if store.IsRetryable(err) && !errors.Is(err, jobq.ErrUnavailable) {
