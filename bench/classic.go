@@ -61,7 +61,7 @@ func (c *classic) Start(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			a, err := startAPI(st, nil) // the classic design has no wake-up
+			a, err := startAPI(st, nil, nil) // the classic design has no wake-up
 			if err != nil {
 				return err
 			}

@@ -104,7 +104,7 @@ func (j *jobqInProc) Start(ctx context.Context) error {
 		}
 		j.scheds = append(j.scheds, s)
 		if j.withAPI {
-			a, err := startAPI(st, s.Wake)
+			a, err := startAPI(st, s.Wake, s.WakeAt)
 			if err != nil {
 				return err
 			}

@@ -301,6 +301,7 @@ func WriteMarkdown(w io.Writer, res *Result) {
 		}
 		fmt.Fprintln(w)
 	}
+	WriteFuture(w, res)
 	if res.Throughput != nil {
 		WriteThroughput(w, res.Throughput)
 	}

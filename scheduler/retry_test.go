@@ -84,7 +84,7 @@ func TestRetryBackoffSpreadsRequeues(t *testing.T) {
 	s := startScheduler(t, st, reg, cfg)
 	waitFor(t, slowWait, "all jobs re-queued once", func() (bool, error) {
 		var k int64
-		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE status = 'SCHEDULED' AND retry_times = 1").Scan(&k)
+		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE status IN ('SCHEDULED', 'WAITING') AND retry_times = 1").Scan(&k)
 		return k == n, err
 	})
 	if err := s.Stop(); err != nil {

@@ -111,7 +111,13 @@ func TestNoExecutionBeforeDue(t *testing.T) {
 			for i := range n {
 				runAt := now.Add(-time.Second)
 				if i%2 == 1 {
-					runAt = now.Add(time.Duration(i) * 10 * time.Millisecond) // up to 1.2 s ahead
+					// 0.3–1.2 s ahead of this submit's database clock (not of
+					// the loop's start: a loaded machine can take seconds for
+					// the 120 submits, and every job would be due at insert).
+					if now, err = st.DBNow(ctx); err != nil {
+						t.Fatal(err)
+					}
+					runAt = now.Add(300*time.Millisecond + time.Duration(i)*7*time.Millisecond)
 				}
 				j, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: key("due", i), JobType: "rec", Params: "{}", RequestHash: "h", RunAt: &runAt})
 				if err != nil {

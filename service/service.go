@@ -563,6 +563,12 @@ func (s *Service) SubmitMany(ctx context.Context, items []BatchItem) (apitype.Su
 	if created && s.wake != nil {
 		s.wake()
 	}
+	if created && s.wakeAt != nil && slices.ContainsFunc(ps, func(p jobq.SubmitParams) bool { return p.RunAt != nil }) {
+		// Some jobs may be SCHEDULED: the promoter reads the earliest run_at
+		// at once and sleeps until it, rather than until its next interval.
+		now := time.Now()
+		s.wakeAt(now, now)
+	}
 	return resp, nil
 }
 

@@ -41,6 +41,7 @@ var All = []Scenario{
 	{"lease-loss", "cut one replica's database link for 1.25 leases, twice, while jobs run up to 3 leases: its handlers must stop when their leases are lost", leaseLoss},
 	{"cas-race", "cas claims, half the jobs flaky and short, +100 ms each way on one replica's link, twice: a re-queued job must never be claimed before its retry is due", casRace},
 	{"conn-reset", "reset (TCP RST) every connection one replica sends on for lease/5, six times: every query is retried, no run is lost to it", faults(6, chaos.FaultReset)},
+	{"future-jobs", "a fifth of the jobs due 0.5–3 s after their submit and a fifth flaky (each retry waits SCHEDULED for its backoff), one replica SIGKILLed twice: no attempt may start before it is due", futureJobs},
 	{"poison-job", "one job SIGKILLs every replica that claims it: it must end FAILED after max_retry+1 claims while the others flow", poison},
 	{"ci", "kill + pause + db-restart: the short CI scenario", faults(1, chaos.FaultKill, chaos.FaultPause, chaos.FaultDBRestart)},
 }
@@ -136,6 +137,16 @@ func casRace(cfg *chaos.Config) {
 	cfg.Runtime = "uniform:0ms-20ms"
 	cfg.Latency = 100 * time.Millisecond
 	cfg.LatencyFor = 4 * cmp.Or(cfg.Lease, chaos.LeaseDefault)
+}
+
+// futureJobs mixes due, future (SCHEDULED) and flaky jobs and kills a
+// replica, so the SCHEDULED jobs it accepted must be promoted by the
+// others: a claim or promoter that ignores run_at starts some before they
+// are due, which claimed_before_due reports.
+func futureJobs(cfg *chaos.Config) {
+	faults(2, chaos.FaultKill)(cfg)
+	cfg.FutureFraction = max(cfg.FutureFraction, 0.2)
+	cfg.FlakyFraction = max(cfg.FlakyFraction, 0.2)
 }
 
 func poison(cfg *chaos.Config) {

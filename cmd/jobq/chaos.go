@@ -29,6 +29,7 @@ type ChaosCmd struct {
 	Replicas int           `help:"jobq serve processes." default:"3"`
 	Runtime  string        `help:"Job run-time distribution: const:D, uniform:A-B or exp:MEAN." default:"uniform:20ms-300ms"`
 	Flaky    float64       `help:"Fraction of flaky jobs (fail their first attempt)." default:"0"`
+	Future   float64       `help:"Fraction of jobs submitted with run_at 0.5–3 s ahead (SCHEDULED until due)." default:"0"`
 	Poison   int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
 	MaxRetry int           `help:"Each job's max_retry." default:"5"`
 	Strategy string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
@@ -66,7 +67,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	for _, s := range runs {
 		cfg := chaos.Config{
 			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
-			FlakyFraction: c.Flaky, PoisonJobs: c.Poison, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
+			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Sabotage: c.switches(), Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
 			OutDir: c.Out, Topology: c.Topology, Replication: c.Replication, FailoverCut: c.FailoverCut,
