@@ -201,6 +201,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		refreshOps = r.Scheduler.RefreshOps
 	}
 	r.Ops = service.NewOps(st, known, refreshOps)
+	r.Ops.SetParamsValidator(cfg.Registry.ValidateParams)
 	for _, p := range cfg.Periodic {
 		if _, _, err := r.Ops.PutPeriodic(ctx, p, jobq.PeriodicSourceConfig); err != nil {
 			r.Stop(context.Background())
