@@ -171,12 +171,33 @@ func (EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
 	// The marker records a fact — the work is done — so a cancellation
 	// arriving now does not stop its write (nor the success it reports,
 	// which the fenced completion judges as before).
+	ended := time.Now()
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endMarkerTimeout)
 	defer cancel()
-	if err := store.EffectInsert(ectx, job.DB, job.Fence(), "end", job.Owner); err != nil {
+	err = store.EffectInsert(ectx, job.DB, job.Fence(), "end", job.Owner)
+	if err != nil && store.IsRetryable(err) {
+		// The database refuses writes (read-only, a node not ready) or lost
+		// the connection: the work is done all the same and the handler
+		// succeeds — its outcome write is retried by the scheduler. The
+		// marker follows as soon as a write is accepted, back-dated to when
+		// the work ended.
+		go writeEndMarkerLate(job, ended)
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("effect end: %w", err)
 	}
 	return nil
+}
+
+// writeEndMarkerLate retries the "end" marker of job's run with capped
+// backoff for up to endMarkerTimeout, created_at back-dated to ended.
+func writeEndMarkerLate(job *scheduler.Job, ended time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), endMarkerTimeout)
+	defer cancel()
+	_ = store.RetryPolicy{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}.Do(ctx, "effect.end", func() error {
+		return store.EffectInsertAgo(ctx, job.DB, job.Fence(), "end", job.Owner, time.Since(ended))
+	})
 }
 
 // ValidateParams implements scheduler.ParamsValidator.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
@@ -265,4 +266,12 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 // the given executor (a *sql.DB or the completion's *sql.Tx).
 func EffectInsert(ctx context.Context, db jobqdb.DBTX, f jobq.Fence, kind, owner string) error {
 	return jobqdb.New(db).EffectInsert(ctx, jobqdb.EffectInsertParams{JobID: f.ID, Attempt: int32(f.Attempt), Kind: kind, Owner: owner})
+}
+
+// EffectInsertAgo writes a testbed effect row that happened ago before now
+// (created_at = NOW(6) − ago, on the database clock): an effect whose first
+// write the database refused.
+func EffectInsertAgo(ctx context.Context, db jobqdb.DBTX, f jobq.Fence, kind, owner string, ago time.Duration) error {
+	return wrapUnavailable(jobqdb.New(db).EffectInsertAgo(ctx, jobqdb.EffectInsertAgoParams{
+		JobID: f.ID, Attempt: int32(f.Attempt), Kind: kind, Owner: owner, AgoUs: ago.Microseconds()}))
 }

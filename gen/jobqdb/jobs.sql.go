@@ -45,6 +45,32 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) erro
 	return err
 }
 
+const effectInsertAgo = `-- name: EffectInsertAgo :exec
+INSERT INTO job_effect (job_id, attempt, kind, owner, created_at)
+VALUES (?, ?, ?, ?, NOW(6) - INTERVAL CAST(? AS SIGNED) MICROSECOND)
+`
+
+type EffectInsertAgoParams struct {
+	JobID   uint64
+	Attempt int32
+	Kind    string
+	Owner   string
+	AgoUs   int64
+}
+
+// A testbed effect recorded late (its first write was refused): created_at
+// is back-dated by ago_us, the time since the effect happened.
+func (q *Queries) EffectInsertAgo(ctx context.Context, arg EffectInsertAgoParams) error {
+	_, err := q.db.ExecContext(ctx, effectInsertAgo,
+		arg.JobID,
+		arg.Attempt,
+		arg.Kind,
+		arg.Owner,
+		arg.AgoUs,
+	)
+	return err
+}
+
 const executionFinish = `-- name: ExecutionFinish :execrows
 UPDATE job_execution
 SET finished_at = NOW(6),

@@ -312,6 +312,12 @@ SELECT * FROM job_execution WHERE job_id = ? ORDER BY attempt;
 INSERT INTO job_effect (job_id, attempt, kind, owner, created_at)
 VALUES (?, ?, ?, ?, NOW(6));
 
+-- name: EffectInsertAgo :exec
+-- A testbed effect recorded late (its first write was refused): created_at
+-- is back-dated by ago_us, the time since the effect happened.
+INSERT INTO job_effect (job_id, attempt, kind, owner, created_at)
+VALUES (sqlc.arg(job_id), sqlc.arg(attempt), sqlc.arg(kind), sqlc.arg(owner), NOW(6) - INTERVAL CAST(sqlc.arg(ago_us) AS SIGNED) MICROSECOND);
+
 -- name: JobCountByStatus :many
 SELECT status, COUNT(*) AS n FROM job_queue GROUP BY status;
 
