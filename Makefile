@@ -4,7 +4,7 @@ BIN       := bin/jobq
 PKGS      := ./...
 export GOFLAGS ?=
 
-.PHONY: help build demo test test-deps mutants generate verify lint bench chaos fuzz ensure-db clean
+.PHONY: help build demo test test-deps mutants generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
 
 help: ## List targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
@@ -15,6 +15,16 @@ build: ## Build bin/jobq.
 
 ensure-db: ## Make sure a MySQL-compatible server can be provided (installs mariadb-server as root if none).
 	@scripts/ensure-db.sh
+
+ensure-browser: ## Make sure the console's browser test can run: Debian's chromium, pinned playwright-core (console/e2e).
+	@scripts/ensure-browser.sh
+
+HTMX_VERSION = $(shell node -p "require('./console/vendor/package-lock.json').packages['node_modules/htmx.org'].version")
+
+vendor: ## Re-vendor the console's htmx.min.js from the npm registry at the version pinned in console/vendor/package-lock.json.
+	cd console/vendor && npm ci --no-audit --no-fund --loglevel=error
+	cp console/vendor/node_modules/htmx.org/dist/htmx.min.js console/static/htmx.min.js
+	@grep -q 'version:"$(HTMX_VERSION)"' console/static/htmx.min.js && echo "vendor: console/static/htmx.min.js is htmx $(HTMX_VERSION)"
 
 demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, narrated; verdict line; fails on a lost or stuck job or a duplicated tx effect.
 	$(BIN) demo

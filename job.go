@@ -83,12 +83,26 @@ type SubmitParams struct {
 	RunAt       *time.Time // nil: due now on the database clock
 }
 
+// SubmitOutcome is what a batch submit (JobSubmitMany) did with one job.
+type SubmitOutcome struct {
+	// ID is the created job's id, or the id of the job that already had
+	// the job_key.
+	ID uint64
+	// Created is true when this batch inserted the job.
+	Created bool
+	// Conflict is true when job_key already named a job submitted with a
+	// different request (RequestHash); nothing was written for it.
+	Conflict bool
+}
+
 // ListParams filters and pages JobList. Jobs come newest first (id DESC).
 type ListParams struct {
-	Status   JobState // "" for any
-	JobType  string   // "" for any
-	BeforeID uint64   // keyset cursor: only ids below it; 0 for the first page
-	Limit    int      // page size, 1..1000
+	Status  JobState // "" for any
+	JobType string   // "" for any
+	// KeyPrefix keeps only jobs whose job_key starts with it; "" for any.
+	KeyPrefix string
+	BeforeID  uint64 // keyset cursor: only ids below it; 0 for the first page
+	Limit     int    // page size, 1..1000
 }
 
 // Fence identifies one run of one job: the job id and its attempt, the

@@ -87,6 +87,70 @@ type SubmitRequest struct {
 	TimeoutMs *int            `json:"timeout_ms,omitempty"`
 }
 
+// MaxBatchJobs is the most jobs one POST /v1/jobs:batch (or SubmitJobs)
+// request may carry.
+const MaxBatchJobs = 1000
+
+// SubmitBatchRequest is the body of POST /v1/jobs:batch: 1–MaxBatchJobs
+// submits, each exactly a POST /v1/jobs body.
+type SubmitBatchRequest struct {
+	Jobs []SubmitRequest `json:"jobs"`
+}
+
+// Per-job statuses of a batch submit (SubmitBatchResult.Status).
+const (
+	// BatchCreated: this request created the job (POST /v1/jobs: 201).
+	BatchCreated = "created"
+	// BatchExisting: job_key already named a job with the same request
+	// (earlier, or earlier in this batch); ID is that job (POST /v1/jobs: 200).
+	BatchExisting = "existing"
+	// BatchConflict: job_key already names a job with a different request;
+	// ID is that job, nothing was written (POST /v1/jobs: 409).
+	BatchConflict = "conflict"
+	// BatchInvalid: the job failed validation; Error names the field,
+	// nothing was written for it (POST /v1/jobs: 400).
+	BatchInvalid = "invalid"
+)
+
+// SubmitBatchResult is what happened to one job of a batch, at the same
+// index as in the request.
+type SubmitBatchResult struct {
+	Status string `json:"status"` // BatchCreated, BatchExisting, BatchConflict or BatchInvalid
+	// ID is the job's id (created or existing) or the conflicting job's id;
+	// 0 for an invalid job.
+	ID uint64 `json:"id,omitempty"`
+	// Error says why a job is invalid or conflicting (code
+	// invalid_argument or conflict, and the field).
+	Error *ErrorDetail `json:"error,omitempty"`
+}
+
+// SubmitBatchResponse is the body of a 200 answer to POST /v1/jobs:batch:
+// one result per job, in request order, and the count of each status.
+type SubmitBatchResponse struct {
+	Results  []SubmitBatchResult `json:"results"`
+	Created  int                 `json:"created"`
+	Existing int                 `json:"existing"`
+	Conflict int                 `json:"conflict"`
+	Invalid  int                 `json:"invalid"`
+}
+
+// Count sets the per-status counts from Results.
+func (r *SubmitBatchResponse) Count() {
+	r.Created, r.Existing, r.Conflict, r.Invalid = 0, 0, 0, 0
+	for _, x := range r.Results {
+		switch x.Status {
+		case BatchCreated:
+			r.Created++
+		case BatchExisting:
+			r.Existing++
+		case BatchConflict:
+			r.Conflict++
+		case BatchInvalid:
+			r.Invalid++
+		}
+	}
+}
+
 // ListPage is one page of GET /v1/jobs, newest first. NextCursor, when set,
 // is the cursor of the next page.
 type ListPage struct {

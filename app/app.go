@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/console"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/metrics"
@@ -41,6 +42,10 @@ type Config struct {
 	Listen string
 	// NoAPI runs only the scheduler; NoScheduler runs only the API.
 	NoAPI, NoScheduler bool
+	// NoUI turns off the web console served at /ui/ on the API listener
+	// (package console). Defaults to false: the console is on whenever the
+	// API is, behind the same bearer tokens.
+	NoUI bool
 	// Migrate applies pending migrations at start.
 	Migrate bool
 	// PoolMaxOpen caps database connections. Defaults to Workers/2+10.
@@ -195,6 +200,13 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		r.Addr = ln.Addr().String()
 		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: r.ready.Check, Logger: cfg.Logger,
 			AuthTokens: cfg.AuthTokens, Ops: r.Ops})
+		if !cfg.NoUI {
+			if h, err = r.withConsole(h, cfg); err != nil {
+				ln.Close()
+				r.Stop(context.Background())
+				return nil, err
+			}
+		}
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
 		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.ready.Check, cfg)
 		r.server = &http.Server{Handler: h, Protocols: protocols,
@@ -206,12 +218,30 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		r.server.RegisterOnShutdown(grpcShutdown)
 		r.serveErr = make(chan error, 1)
 		go func() { r.serveErr <- r.server.Serve(ln) }()
-		r.log.Info("api listening", "addr", r.Addr, "auth", len(cfg.AuthTokens) > 0)
+		r.log.Info("api listening", "addr", r.Addr, "auth", len(cfg.AuthTokens) > 0, "console", !cfg.NoUI)
 		if len(cfg.AuthTokens) == 0 && !loopback(ln.Addr()) {
 			r.log.Warn("the API listens beyond loopback without authentication; set --auth-token-file or "+httpapi.AuthTokensEnv, "addr", r.Addr)
 		}
 	}
 	return r, nil
+}
+
+// withConsole serves the web console at /ui/ beside the API handler api.
+func (r *Replica) withConsole(api http.Handler, cfg Config) (http.Handler, error) {
+	owner := ""
+	if r.Scheduler != nil {
+		owner = r.Scheduler.Config().Owner
+	}
+	ui, err := console.New(console.Options{Service: r.Service, Ops: r.Ops, AuthTokens: cfg.AuthTokens,
+		JobTypes: cfg.Registry.Types(), Owner: owner, Lease: cfg.Scheduler.Lease, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(console.Path, ui)
+	mux.Handle("/ui", ui)
+	mux.Handle("/", api)
+	return mux, nil
 }
 
 func loopback(a net.Addr) bool {

@@ -71,9 +71,10 @@ func SchedulerQueries() ([]Query, error) {
 // claim, heartbeat, completion, rescue) with the role the fail rule keys on.
 var SteadyState = []struct{ Name, Role string }{
 	{"JobScanAvailable", RoleScan}, {"JobLockAvailable", RoleClaim}, {"JobClaimMany", RoleClaim},
-	{"JobClaimCAS", RoleClaim}, {"ExecutionStartMany", RoleOther}, {"JobGetClaimed", RoleOther},
+	{"JobClaimCAS", RoleClaim}, {"JobGetClaimed", RoleOther},
 	{"LeaseRenewMany", RoleOther}, {"JobCompleteFenced", RoleOther}, {"JobFailFenced", RoleOther},
-	{"ExecutionFinish", RoleOther}, {"JobRescueCandidates", RoleOther}, {"JobRescueExpired", RoleOther},
+	{"ExecutionRecord", RoleOther}, {"JobRescueCandidates", RoleOther}, {"ExecutionRecordRescue", RoleOther},
+	{"JobRescueExpired", RoleOther},
 }
 
 // Roles of steady-state statements.
@@ -84,7 +85,7 @@ const (
 )
 
 var (
-	argRe   = regexp.MustCompile(`sqlc\.arg\((\w+)\)`)
+	argRe   = regexp.MustCompile(`sqlc\.n?arg\((\w+)\)`)
 	sliceRe = regexp.MustCompile(`sqlc\.slice\((\w+)\)`)
 )
 

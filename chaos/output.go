@@ -173,6 +173,7 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	row("claimed before due", c.ClaimedBeforeDue, "0")
 	row("work after lease lost (end marker > loss + lease/2)", c.WorkAfterLeaseLost, "0")
 	row("unexplained rescues (no fault on the replica or database)", c.UnexplainedRescues, "0")
+	row("jobs without exactly one execution row per started attempt", c.MissingExecutions, "0")
 	row("job status contradicts its last execution", c.StatusVsLastExecution, "0")
 	row("re-run after an attempt finished its work (no fault explains it)", c.RerunAfterSuccess, "0")
 	row("FAILED after an attempt finished its work (no fault explains it)", c.FailedAfterSuccess, "0")

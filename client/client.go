@@ -90,6 +90,27 @@ func (c *Client) Submit(ctx context.Context, req apitype.SubmitRequest) (job api
 	return job, status == http.StatusCreated, err
 }
 
+// SubmitBatch submits 1–apitype.MaxBatchJobs jobs in one request (POST
+// /v1/jobs:batch): one multi-row insert on the server. The response has one
+// result per job, in order (created, existing, conflict or invalid); an
+// error means the request as a whole was refused or not answered — it is
+// safe to send again, as re-submitting a created job answers existing.
+func (c *Client) SubmitBatch(ctx context.Context, jobs []apitype.SubmitRequest) (resp apitype.SubmitBatchResponse, err error) {
+	_, err = c.do(ctx, http.MethodPost, "/v1/jobs:batch", apitype.SubmitBatchRequest{Jobs: jobs}, &resp)
+	return resp, err
+}
+
+// SubmitBatchRaw is SubmitBatch with each job given as the JSON text of a
+// POST /v1/jobs body, sent as is, so the server's strict decoding judges it
+// (an unknown or misspelt field is an invalid result naming it). Each item
+// must be valid JSON.
+func (c *Client) SubmitBatchRaw(ctx context.Context, jobs []json.RawMessage) (resp apitype.SubmitBatchResponse, err error) {
+	_, err = c.do(ctx, http.MethodPost, "/v1/jobs:batch", struct {
+		Jobs []json.RawMessage `json:"jobs"`
+	}{jobs}, &resp)
+	return resp, err
+}
+
 // Get returns one job.
 func (c *Client) Get(ctx context.Context, id uint64) (job apitype.Job, err error) {
 	_, err = c.do(ctx, http.MethodGet, "/v1/jobs/"+strconv.FormatUint(id, 10), nil, &job)

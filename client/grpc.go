@@ -78,6 +78,35 @@ func (c *GRPCClient) Submit(ctx context.Context, req apitype.SubmitRequest) (api
 	return jobFromProto(res.Msg.GetJob()), res.Msg.GetCreated(), nil
 }
 
+// SubmitBatch submits 1–1,000 jobs with one SubmitJobs call (one
+// multi-row insert on the server); see Client.SubmitBatch.
+func (c *GRPCClient) SubmitBatch(ctx context.Context, jobs []apitype.SubmitRequest) (apitype.SubmitBatchResponse, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	m := &jobqv1.SubmitJobsRequest{Jobs: make([]*jobqv1.SubmitJobRequest, len(jobs))}
+	for i, j := range jobs {
+		m.Jobs[i] = submitRequestToProto(j)
+	}
+	res, err := c.rpc.SubmitJobs(ctx, connect.NewRequest(m))
+	if err != nil {
+		return apitype.SubmitBatchResponse{}, err
+	}
+	out := apitype.SubmitBatchResponse{Results: make([]apitype.SubmitBatchResult, len(res.Msg.GetResults()))}
+	for i, r := range res.Msg.GetResults() {
+		x := apitype.SubmitBatchResult{Status: r.GetStatus(), ID: r.GetId()}
+		if r.GetField() != "" || r.GetMessage() != "" {
+			code := "invalid_argument"
+			if x.Status == apitype.BatchConflict {
+				code = "conflict"
+			}
+			x.Error = &apitype.ErrorDetail{Code: code, Field: r.GetField(), Message: r.GetMessage()}
+		}
+		out.Results[i] = x
+	}
+	out.Count()
+	return out, nil
+}
+
 // Get returns one job.
 func (c *GRPCClient) Get(ctx context.Context, id uint64) (apitype.Job, error) {
 	ctx, cancel := c.ctx(ctx)

@@ -11,7 +11,9 @@ import (
 
 // strictJSONCodec is connect-go's JSON codec except that unknown fields are
 // refused (InvalidArgument, the message naming the field) instead of being
-// dropped, as the HTTP API refuses them. It is registered under both names
+// dropped, as the HTTP API refuses them, and that answers use the proto
+// field names (job_key, as the HTTP API spells them; requests may use either
+// spelling). It is registered under both names
 // Connect uses for JSON: "json" and "json; charset=utf-8".
 type strictJSONCodec struct{ name string }
 
@@ -32,7 +34,7 @@ func (c strictJSONCodec) Marshal(v any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%T is not a proto.Message", v)
 	}
-	return protojson.Marshal(m)
+	return protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 }
 
 func (c strictJSONCodec) Unmarshal(data []byte, v any) error {

@@ -65,3 +65,17 @@ func tsPtr(t *time.Time) *timestamppb.Timestamp {
 	}
 	return timestamppb.New(*t)
 }
+
+// SubmitBatchToProto turns a batch submit's answer into a SubmitJobsResponse.
+func SubmitBatchToProto(r apitype.SubmitBatchResponse) *jobqv1.SubmitJobsResponse {
+	out := &jobqv1.SubmitJobsResponse{Results: make([]*jobqv1.SubmitJobsResult, len(r.Results)),
+		Created: int32(r.Created), Existing: int32(r.Existing), Conflict: int32(r.Conflict), Invalid: int32(r.Invalid)}
+	for i, x := range r.Results {
+		m := &jobqv1.SubmitJobsResult{Status: x.Status, Id: x.ID}
+		if x.Error != nil {
+			m.Field, m.Message = x.Error.Field, x.Error.Message
+		}
+		out.Results[i] = m
+	}
+	return out
+}

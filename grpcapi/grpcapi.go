@@ -1,4 +1,5 @@
-// Package grpcapi serves jobq's JobService (api/jobq/v1/jobq.proto) over
+// Package grpcapi serves jobq's JobService (api/jobq/v1/jobq.proto) and
+// OpsService (api/jobq/v1/ops.proto, see ops.go) over
 // gRPC, gRPC-Web and Connect with connect-go, plus gRPC health checking
 // (grpc.health.v1.Health) and server reflection (v1 and v1alpha), so
 // grpcurl and other standard gRPC tools work. Validation and behaviour live
@@ -153,6 +154,24 @@ func (s *Server) shuttingDown() bool {
 	}
 }
 
+// SubmitJobs validates and creates a batch of jobs with one multi-row
+// insert (see service.Service.SubmitMany). A job with unknown fields is an
+// invalid item, not a failed call.
+func (s *Server) SubmitJobs(ctx context.Context, req *connect.Request[jobqv1.SubmitJobsRequest]) (*connect.Response[jobqv1.SubmitJobsResponse], error) {
+	if err := rejectUnknownFields(req.Msg); err != nil {
+		return nil, s.fail(err)
+	}
+	items := make([]service.BatchItem, len(req.Msg.GetJobs()))
+	for i, m := range req.Msg.GetJobs() {
+		items[i] = service.BatchItem{Req: SubmitRequestFromProto(m), Err: rejectUnknownFields(m)}
+	}
+	resp, err := s.svc.SubmitMany(ctx, items)
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	return connect.NewResponse(SubmitBatchToProto(resp)), nil
+}
+
 // SubmitJob validates and creates a job (see service.Service.Submit).
 func (s *Server) SubmitJob(ctx context.Context, req *connect.Request[jobqv1.SubmitJobRequest]) (*connect.Response[jobqv1.SubmitJobResponse], error) {
 	if err := rejectUnknownFields(req.Msg); err != nil {
@@ -202,7 +221,7 @@ func (s *Server) ListJobs(ctx context.Context, req *connect.Request[jobqv1.ListJ
 	return connect.NewResponse(out), nil
 }
 
-// CancelJob cancels a WAITING job or requests cancellation of a RUNNING one.
+// CancelJob cancels a WAITING or SCHEDULED job or requests cancellation of a RUNNING one.
 func (s *Server) CancelJob(ctx context.Context, req *connect.Request[jobqv1.CancelJobRequest]) (*connect.Response[jobqv1.CancelJobResponse], error) {
 	id, err := requestID(req.Msg)
 	if err != nil {
@@ -331,7 +350,7 @@ func (s *Server) failState(job jobq.Job, id uint64, op string, err error) error 
 	if !errors.Is(err, service.ErrInvalidState) {
 		return s.failJob(id, err)
 	}
-	applies := map[string]string{"cancel": "WAITING or RUNNING", "retry": "FAILED or CANCELED"}[op]
+	applies := map[string]string{"cancel": "WAITING, SCHEDULED or RUNNING", "retry": "FAILED or CANCELED"}[op]
 	desc := fmt.Sprintf("job %d is %s: %s applies to %s jobs", id, cmp.Or(job.Status, "in another state"), op, applies)
 	ce := connect.NewError(connect.CodeFailedPrecondition, errors.New(desc))
 	if d, derr := connect.NewErrorDetail(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{{

@@ -265,7 +265,7 @@ func TestJobServiceEveryMethodEveryProtocol(t *testing.T) {
 				t.Fatalf("SubmitJob: %v", err)
 			}
 			job := res.GetJob()
-			if !res.GetCreated() || job.GetId() == 0 || job.GetStatus() != "WAITING" || job.GetPriority() != 7 ||
+			if !res.GetCreated() || job.GetId() == 0 || job.GetStatus() != "SCHEDULED" || job.GetPriority() != 7 ||
 				job.GetMaxRetry() != 2 || job.GetTimeoutMs() != 5000 || job.GetParams() != `{"ms":1}` || job.GetJobType() != "sleep" {
 				t.Fatalf("SubmitJob = %v", res)
 			}
@@ -283,7 +283,7 @@ func TestJobServiceEveryMethodEveryProtocol(t *testing.T) {
 			}
 			// GetJob.
 			got, err := c.GetJob(ctx, &jobqv1.GetJobRequest{Id: job.GetId()})
-			if err != nil || got.GetJob().GetJobKey() != sub.JobKey || got.GetJob().GetStatus() != "WAITING" {
+			if err != nil || got.GetJob().GetJobKey() != sub.JobKey || got.GetJob().GetStatus() != "SCHEDULED" {
 				t.Fatalf("GetJob = %v, %v", got, err)
 			}
 			// ListJobs: pages of 2, newest first, cursor to the end.
@@ -298,7 +298,7 @@ func TestJobServiceEveryMethodEveryProtocol(t *testing.T) {
 			var seen []uint64
 			cursor := ""
 			for pages := 0; ; pages++ {
-				page, err := c.ListJobs(ctx, &jobqv1.ListJobsRequest{Status: "WAITING", Limit: ptr[int32](2), Cursor: cursor})
+				page, err := c.ListJobs(ctx, &jobqv1.ListJobsRequest{Status: "SCHEDULED", Limit: ptr[int32](2), Cursor: cursor})
 				if err != nil {
 					t.Fatalf("ListJobs: %v", err)
 				}
@@ -306,8 +306,8 @@ func TestJobServiceEveryMethodEveryProtocol(t *testing.T) {
 					t.Fatalf("ListJobs page of %d jobs (page %d)", len(page.GetJobs()), pages)
 				}
 				for _, j := range page.GetJobs() {
-					if j.GetStatus() != "WAITING" {
-						t.Fatalf("ListJobs(status=WAITING) returned a %s job", j.GetStatus())
+					if j.GetStatus() != "SCHEDULED" {
+						t.Fatalf("ListJobs(status=SCHEDULED) returned a %s job", j.GetStatus())
 					}
 					seen = append(seen, j.GetId())
 				}
@@ -328,13 +328,13 @@ func TestJobServiceEveryMethodEveryProtocol(t *testing.T) {
 			if err != nil || len(ex.GetExecutions()) != 0 {
 				t.Fatalf("ListExecutions = %v, %v; want none", ex, err)
 			}
-			// RetryJob on a WAITING job: FailedPrecondition with a PreconditionFailure.
+			// RetryJob on a SCHEDULED job: FailedPrecondition with a PreconditionFailure.
 			_, err = c.RetryJob(ctx, &jobqv1.RetryJobRequest{Id: job.GetId()})
 			msg, ds := wantCode(t, c, err, connect.CodeFailedPrecondition)
-			if !hasPrecondition(ds, "jobs/"+strconv.FormatUint(job.GetId(), 10)) || !strings.Contains(msg, "is WAITING: retry applies to FAILED or CANCELED jobs") {
+			if !hasPrecondition(ds, "jobs/"+strconv.FormatUint(job.GetId(), 10)) || !strings.Contains(msg, "is SCHEDULED: retry applies to FAILED or CANCELED jobs") {
 				t.Fatalf("FailedPrecondition %q, details %v; want the status named and a STATE violation for the job", msg, ds)
 			}
-			// CancelJob: WAITING → CANCELED; again → the same (idempotent).
+			// CancelJob: SCHEDULED → CANCELED; again → the same (idempotent).
 			for range 2 {
 				cres, err := c.CancelJob(ctx, &jobqv1.CancelJobRequest{Id: job.GetId()})
 				if err != nil || cres.GetJob().GetStatus() != "CANCELED" {
@@ -347,7 +347,7 @@ func TestJobServiceEveryMethodEveryProtocol(t *testing.T) {
 				t.Fatalf("RetryJob = %v, %v", rres, err)
 			}
 
-			// WatchJob sees WAITING → RUNNING → SUCCESS of a 700 ms sleep due in 800 ms.
+			// WatchJob sees SCHEDULED → (WAITING →) RUNNING → SUCCESS of a 700 ms sleep due in 800 ms.
 			soon := time.Now().Add(800 * time.Millisecond).UTC().Format(time.RFC3339Nano)
 			sres, err := c.SubmitJob(ctx, &jobqv1.SubmitJobRequest{JobKey: tc.name + "-watch", JobType: "sleep", Params: `{"ms":700}`, RunAt: soon})
 			if err != nil {
@@ -366,8 +366,11 @@ func TestJobServiceEveryMethodEveryProtocol(t *testing.T) {
 			if err != nil {
 				t.Fatalf("WatchJob: %v", err)
 			}
-			if want := []string{"WAITING", "RUNNING", "SUCCESS"}; !slices.Equal(statuses, want) {
-				t.Fatalf("WatchJob statuses = %v, want %v", statuses, want)
+			// WAITING lasts from the promotion to the claim, often less than
+			// one watch poll, so it may or may not be seen.
+			seenStatuses := slices.DeleteFunc(slices.Clone(statuses), func(s string) bool { return s == "WAITING" })
+			if want := []string{"SCHEDULED", "RUNNING", "SUCCESS"}; !slices.Equal(seenStatuses, want) {
+				t.Fatalf("WatchJob statuses = %v, want %v with an optional WAITING after SCHEDULED", statuses, want)
 			}
 			ex, err = c.ListExecutions(ctx, &jobqv1.ListExecutionsRequest{Id: id})
 			if err != nil || len(ex.GetExecutions()) != 1 || ex.GetExecutions()[0].GetOutcome() != "SUCCESS" ||
@@ -544,7 +547,7 @@ func TestConnectJSONOverPlainHTTP(t *testing.T) {
 	}
 	code, out := post("SubmitJob", `{"job_key":"curl-1","job_type":"noop","params":"{\"a\":1}","priority":5}`)
 	job, _ := out["job"].(map[string]any)
-	if code != http.StatusOK || out["created"] != true || job["jobKey"] != "curl-1" {
+	if code != http.StatusOK || out["created"] != true || job["job_key"] != "curl-1" {
 		t.Fatalf("SubmitJob over Connect JSON = %d %v", code, out)
 	}
 	code, out = post("SubmitJob", `{"job_key":"curl-2","job_type":"noop","priorty":5}`)

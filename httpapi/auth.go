@@ -102,29 +102,17 @@ func RequireBearer(tokens []string, log *slog.Logger, next http.Handler) http.Ha
 }
 
 // requireBearer wraps next so that every request except /healthz and
-// /readyz must carry "Authorization: Bearer <token>" with one of tokens.
-// Presented and configured tokens are compared as SHA-256 digests with
-// crypto/subtle, against every configured token without stopping early, so
-// the time taken reveals neither which token nor how much of it matched.
+// /readyz must carry "Authorization: Bearer <token>" with one of tokens
+// (compared as TokenMatcher does).
 func requireBearer(tokens []string, log *slog.Logger, next http.Handler) http.Handler {
-	digests := make([][sha256.Size]byte, len(tokens))
-	for i, t := range tokens {
-		digests[i] = sha256.Sum256([]byte(t))
-	}
+	accepted := TokenMatcher(tokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if unauthenticatedPaths[r.URL.Path] {
 			next.ServeHTTP(w, r)
 			return
 		}
 		presented, ok := bearerToken(r.Header.Get("Authorization"))
-		match := 0
-		if ok {
-			d := sha256.Sum256([]byte(presented))
-			for i := range digests {
-				match |= subtle.ConstantTimeCompare(d[:], digests[i][:])
-			}
-		}
-		if match == 1 {
+		if ok && accepted(presented) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -139,6 +127,30 @@ func requireBearer(tokens []string, log *slog.Logger, next http.Handler) http.Ha
 		writeJSON(w, http.StatusUnauthorized, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "unauthenticated", Field: "Authorization", Message: msg}})
 	})
 }
+
+// TokenMatcher returns a func reporting whether a presented token is one
+// of tokens. Presented and configured tokens are compared as SHA-256 digests
+// with crypto/subtle, against every configured token without stopping
+// early, so the time taken reveals neither which token nor how much of it
+// matched. The console checks its session cookie with it.
+func TokenMatcher(tokens []string) func(presented string) bool {
+	digests := make([][sha256.Size]byte, len(tokens))
+	for i, t := range tokens {
+		digests[i] = sha256.Sum256([]byte(t))
+	}
+	return func(presented string) bool {
+		d := sha256.Sum256([]byte(presented))
+		match := 0
+		for i := range digests {
+			match |= subtle.ConstantTimeCompare(d[:], digests[i][:])
+		}
+		return match == 1
+	}
+}
+
+// BearerToken extracts the token of an "Authorization: Bearer <token>"
+// header; ok is false when there is none.
+func BearerToken(h string) (token string, ok bool) { return bearerToken(h) }
 
 // bearerToken extracts the token of an "Authorization: Bearer <token>"
 // header; the scheme is case-insensitive (RFC 7235).

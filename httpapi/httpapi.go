@@ -24,10 +24,17 @@ import (
 // (service.MaxParamsBytes, 10^6 bytes) plus the rest of the envelope.
 const MaxBodyBytesDefault = 1 << 20
 
+// MaxBatchBodyBytesDefault is the default body limit of POST /v1/jobs:batch:
+// 16 MiB, room for apitype.MaxBatchJobs jobs of about 16 KiB each.
+const MaxBatchBodyBytesDefault = 16 << 20
+
 // Options configures the API handler.
 type Options struct {
 	// MaxBodyBytes limits request bodies. Defaults to MaxBodyBytesDefault.
 	MaxBodyBytes int64
+	// MaxBatchBodyBytes limits POST /v1/jobs:batch bodies. Defaults to
+	// MaxBatchBodyBytesDefault.
+	MaxBatchBodyBytes int64
 	// AuthTokens, when non-empty, are the accepted bearer tokens: every
 	// request except /healthz and /readyz must carry
 	// "Authorization: Bearer <token>" or gets 401. Defaults to none (no
@@ -47,12 +54,16 @@ func New(svc *service.Service, opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = MaxBodyBytesDefault
 	}
+	if opts.MaxBatchBodyBytes <= 0 {
+		opts.MaxBatchBodyBytes = MaxBatchBodyBytesDefault
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	a := &api{svc: svc, opts: opts, log: opts.Logger.With("component", "httpapi")}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs", a.submit)
+	mux.HandleFunc("POST /v1/jobs:batch", a.submitBatch)
 	mux.HandleFunc("GET /v1/jobs", a.list)
 	mux.HandleFunc("GET /v1/jobs/{id}", a.get)
 	mux.HandleFunc("POST /v1/jobs/{id}/cancel", a.cancel)
@@ -78,15 +89,8 @@ type api struct {
 }
 
 func (a *api) submit(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
-				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
-			return
-		}
-		a.fail(w, &service.ValidationError{Field: "body", Rule: "could not be read: " + err.Error()})
+	body, ok := a.readBody(w, r, a.opts.MaxBodyBytes)
+	if !ok {
 		return
 	}
 	req, err := service.DecodeSubmit(body)
@@ -112,6 +116,44 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, apitype.JobFrom(job))
 }
 
+// submitBatch serves POST /v1/jobs:batch: 200 with one result per job
+// (apitype.SubmitBatchResponse) whenever the envelope is valid, whatever
+// each job's outcome; 400 for a bad envelope, 413 above MaxBatchBodyBytes.
+func (a *api) submitBatch(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.readBody(w, r, a.opts.MaxBatchBodyBytes)
+	if !ok {
+		return
+	}
+	items, err := service.DecodeSubmitBatch(body)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	resp, err := a.svc.SubmitMany(r.Context(), items)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// readBody reads a request body of at most limit bytes; on failure it has
+// answered (413 or 400) and returns false.
+func (a *api) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
+				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
+			return nil, false
+		}
+		a.fail(w, &service.ValidationError{Field: "body", Rule: "could not be read: " + err.Error()})
+		return nil, false
+	}
+	return body, true
+}
+
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
@@ -120,18 +162,18 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	}
 	for k, vs := range q {
 		switch k {
-		case "status", "job_type", "limit", "cursor":
+		case "status", "job_type", "key_prefix", "limit", "cursor":
 			if len(vs) > 1 {
 				a.fail(w, &service.ValidationError{Field: k, Rule: "must be given at most once"})
 				return
 			}
 		default:
-			a.fail(w, &service.ValidationError{Field: k, Rule: "unknown query parameter (use status, job_type, limit, cursor)"})
+			a.fail(w, &service.ValidationError{Field: k, Rule: "unknown query parameter (use status, job_type, key_prefix, limit, cursor)"})
 			return
 		}
 	}
 	jobs, next, err := a.svc.List(r.Context(), service.ListRequest{
-		Status: q.Get("status"), JobType: q.Get("job_type"), Limit: q.Get("limit"), Cursor: q.Get("cursor"),
+		Status: q.Get("status"), JobType: q.Get("job_type"), KeyPrefix: q.Get("key_prefix"), Limit: q.Get("limit"), Cursor: q.Get("cursor"),
 	})
 	if err != nil {
 		a.fail(w, err)
@@ -171,18 +213,31 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 	a.withID(w, r, func(id uint64) (any, error) {
-		return stateError(a.svc.Cancel(r.Context(), id))("cancel applies to WAITING or RUNNING jobs")
+		j, err := Cancel(r.Context(), a.svc, id)
+		return apitype.JobFrom(j), err
 	})
+}
+
+// Cancel runs svc.Cancel and turns ErrInvalidState into an error naming the
+// job's current status and the rule (HTTP 409 through ErrorFor). The web
+// console calls it too, so both answer alike.
+func Cancel(ctx context.Context, svc *service.Service, id uint64) (jobq.Job, error) {
+	return stateError(svc.Cancel(ctx, id))("cancel applies to WAITING, SCHEDULED or RUNNING jobs")
+}
+
+// Retry runs svc.Retry like Cancel.
+func Retry(ctx context.Context, svc *service.Service, id uint64) (jobq.Job, error) {
+	return stateError(svc.Retry(ctx, id))("retry applies to FAILED or CANCELED jobs")
 }
 
 // stateError turns ErrInvalidState into a message naming the job's current
 // status and the rule (HTTP 409).
-func stateError(job jobq.Job, err error) func(rule string) (any, error) {
-	return func(rule string) (any, error) {
+func stateError(job jobq.Job, err error) func(rule string) (jobq.Job, error) {
+	return func(rule string) (jobq.Job, error) {
 		if errors.Is(err, service.ErrInvalidState) {
-			return nil, &stateConflict{msg: "job " + itoa(int64(job.ID)) + " is " + string(job.Status) + ": " + rule}
+			return job, &stateConflict{msg: "job " + itoa(int64(job.ID)) + " is " + string(job.Status) + ": " + rule}
 		}
-		return apitype.JobFrom(job), err
+		return job, err
 	}
 }
 
@@ -193,7 +248,8 @@ func (e *stateConflict) Unwrap() error { return service.ErrInvalidState }
 
 func (a *api) retry(w http.ResponseWriter, r *http.Request) {
 	a.withID(w, r, func(id uint64) (any, error) {
-		return stateError(a.svc.Retry(r.Context(), id))("retry applies to FAILED or CANCELED jobs")
+		j, err := Retry(r.Context(), a.svc, id)
+		return apitype.JobFrom(j), err
 	})
 }
 
@@ -229,30 +285,45 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// fail maps a service error to its status code.
+// fail maps a service error to its status code (ErrorFor) and writes it.
 func (a *api) fail(w http.ResponseWriter, err error) {
+	status, d := ErrorFor(err)
+	switch status {
+	case http.StatusServiceUnavailable:
+		a.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
+		unavailable(w, d.Message)
+		return
+	case http.StatusInternalServerError:
+		a.log.Error("internal error", "err", err)
+	}
+	writeJSON(w, status, apitype.ErrorBody{Error: d})
+}
+
+// ErrorFor maps an error of package service to the API's HTTP status and
+// error detail: *service.ValidationError 400, ErrNotFound 404,
+// ErrInvalidState 409, jobq.ErrUnavailable 503 (read-only, a Galera node
+// not ready, a lost connection, or a conflict that outlived the retries:
+// the client may retry, never a 500), anything else 500 with a generic
+// message (the error itself is for the log). The web console shows the same
+// answers.
+func ErrorFor(err error) (int, apitype.ErrorDetail) {
 	var ve *service.ValidationError
 	switch {
 	case errors.As(err, &ve):
-		writeJSON(w, http.StatusBadRequest, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "invalid_argument", Field: ve.Field, Message: ve.Error()}})
+		return http.StatusBadRequest, apitype.ErrorDetail{Code: "invalid_argument", Field: ve.Field, Message: ve.Error()}
 	case errors.Is(err, service.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Message: "job not found"}})
+		return http.StatusNotFound, apitype.ErrorDetail{Code: "not_found", Message: "job not found"}
 	case errors.Is(err, service.ErrInvalidState):
-		msg := "cancel applies to WAITING or RUNNING jobs, retry to FAILED or CANCELED jobs"
+		msg := "cancel applies to WAITING, SCHEDULED or RUNNING jobs, retry to FAILED or CANCELED jobs"
 		var sc *stateConflict
 		if errors.As(err, &sc) {
 			msg = sc.msg
 		}
-		writeJSON(w, http.StatusConflict, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "failed_precondition", Field: "status", Message: msg}})
+		return http.StatusConflict, apitype.ErrorDetail{Code: "failed_precondition", Field: "status", Message: msg}
 	case errors.Is(err, jobq.ErrUnavailable):
-		// Read-only (a demoted primary), a Galera node not ready, a lost
-		// connection, or a conflict that outlived the retries: the client
-		// may retry, never a 500.
-		a.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
-		unavailable(w, "database unavailable, retry later")
+		return http.StatusServiceUnavailable, apitype.ErrorDetail{Code: "unavailable", Message: "database unavailable, retry later"}
 	default:
-		a.log.Error("internal error", "err", err)
-		writeJSON(w, http.StatusInternalServerError, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "internal", Message: "internal error"}})
+		return http.StatusInternalServerError, apitype.ErrorDetail{Code: "internal", Message: "internal error"}
 	}
 }
 

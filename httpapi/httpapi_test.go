@@ -217,7 +217,7 @@ func TestHTTPHappyPaths(t *testing.T) {
 	if loc, want := resp.Header.Get("Location"), fmt.Sprintf("/v1/jobs/%d", created.ID); loc != want {
 		t.Fatalf("Location = %q, want %q", loc, want)
 	}
-	if created.JobKey != "first" || created.JobType != "sleep" || created.Status != jobq.StateWaiting ||
+	if created.JobKey != "first" || created.JobType != "sleep" || created.Status != jobq.StateScheduled ||
 		created.Priority != 7 || created.MaxRetry != 2 || created.TimeoutMs != 1000 || created.Attempt != 0 ||
 		string(created.Params) != `{"ms":5,"tag":"x"}` || !created.RunAt.Equal(mustTime(t, "2030-01-01T18:04:05Z")) {
 		t.Fatalf("created job = %+v", created)
@@ -243,7 +243,7 @@ func TestHTTPHappyPaths(t *testing.T) {
 	// get
 	var got apitype.Job
 	a.callJSON("GET", fmt.Sprintf("/v1/jobs/%d", created.ID), "", http.StatusOK, &got)
-	if got.ID != created.ID || got.JobKey != "first" || got.Status != jobq.StateWaiting || !got.CreateTime.Equal(created.CreateTime) {
+	if got.ID != created.ID || got.JobKey != "first" || got.Status != jobq.StateScheduled || !got.CreateTime.Equal(created.CreateTime) {
 		t.Fatalf("get = %+v, want the created job", got)
 	}
 
@@ -287,12 +287,12 @@ func TestHTTPHappyPaths(t *testing.T) {
 		t.Fatalf("listed ids = %v, want %v (newest first, each once)", seen, want)
 	}
 	var filtered apitype.ListPage
-	a.callJSON("GET", "/v1/jobs?status=WAITING&job_type=sleep", "", http.StatusOK, &filtered)
+	a.callJSON("GET", "/v1/jobs?status=SCHEDULED&job_type=sleep", "", http.StatusOK, &filtered)
 	if len(filtered.Jobs) != 1 || filtered.Jobs[0].ID != created.ID || filtered.NextCursor != "" {
 		t.Fatalf("filtered list = %+v, want only job %d", filtered, created.ID)
 	}
 
-	// cancel WAITING → CANCELED; retry CANCELED → WAITING.
+	// cancel SCHEDULED → CANCELED; retry CANCELED → WAITING.
 	var canceled apitype.Job
 	a.callJSON("POST", fmt.Sprintf("/v1/jobs/%d/cancel", created.ID), "", http.StatusOK, &canceled)
 	if canceled.Status != jobq.StateCanceled || !canceled.CancelRequested || canceled.FinishedAt == nil {

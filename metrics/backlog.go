@@ -10,15 +10,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// backlogQuery counts the non-terminal jobs in one statement of two
-// index-only reads: WAITING rows from idx_scan (status, priority, run_at,
-// id) and RUNNING rows from idx_lease (status, lease_until). Terminal rows
+// backlogQuery counts the non-terminal jobs in one statement of three
+// index-only reads: SCHEDULED rows from idx_due (status, run_at), WAITING
+// rows from idx_scan (status, priority, run_at, id) and RUNNING rows from
+// idx_lease (status, lease_until). Terminal rows
 // (SUCCESS, FAILED, CANCELED) are never read: they grow without bound, and
 // the jobq_jobs_completed_total rates already describe them. NOW(6) is the
 // database clock, evaluated once per statement. Each row is
 // (status, total, due-or-expired count, age in microseconds of the oldest
-// due job or of the longest-expired lease).
+// due job or of the longest-expired lease). For SCHEDULED the due count is
+// jobs whose run_at has come but that no promoter has made WAITING yet.
 const backlogQuery = `
+SELECT 'SCHEDULED', COUNT(*), COALESCE(SUM(run_at <= NOW(6)), 0),
+       COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(run_at <= NOW(6), run_at, NULL)), NOW(6)), 0)
+  FROM job_queue WHERE status = 'SCHEDULED'
+UNION ALL
 SELECT 'WAITING', COUNT(*), COALESCE(SUM(run_at <= NOW(6)), 0),
        COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(run_at <= NOW(6), run_at, NULL)), NOW(6)), 0)
   FROM job_queue WHERE status = 'WAITING'
@@ -34,6 +40,8 @@ type backlogGauges struct {
 	oldestDue       prometheus.Gauge
 	leaseExpired    prometheus.Gauge
 	leaseOverdue    prometheus.Gauge
+	promoteDue      prometheus.Gauge
+	promoteLag      prometheus.Gauge
 	sampleTimestamp prometheus.Gauge
 	sampleDuration  prometheus.Gauge
 	sampleErrors    prometheus.Counter
@@ -47,12 +55,14 @@ func newBacklogGauges(r *prometheus.Registry) *backlogGauges {
 	}
 	b := &backlogGauges{
 		jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "jobq_backlog_jobs",
-			Help: "Jobs in job_queue by non-terminal status (WAITING, RUNNING), sampled every BacklogInterval; the same table for every replica, so take max() across replicas."},
+			Help: "Jobs in job_queue by non-terminal status (SCHEDULED, WAITING, RUNNING), sampled every BacklogInterval; the same table for every replica, so take max() across replicas."},
 			[]string{"status"}),
 		due:          g("jobq_backlog_due_jobs", "WAITING jobs already due (run_at <= NOW(6)), sampled."),
 		oldestDue:    g("jobq_backlog_oldest_due_age_seconds", "How long the oldest due WAITING job has been due (0 when none), sampled."),
 		leaseExpired: g("jobq_backlog_lease_expired_jobs", "RUNNING jobs whose lease expired and that no rescuer has returned yet, sampled."),
 		leaseOverdue: g("jobq_backlog_lease_overdue_seconds", "How long the longest-expired lease of a RUNNING job has been expired (0 when none), sampled."),
+		promoteDue:   g("jobq_backlog_promote_due_jobs", "SCHEDULED jobs whose run_at has come that no promoter has made WAITING yet, sampled."),
+		promoteLag:   g("jobq_backlog_promote_lag_seconds", "How long the oldest due SCHEDULED job has waited for its promotion (0 when none), sampled."),
 		sampleTimestamp: g("jobq_backlog_sample_timestamp_seconds",
 			"Unix time of the last successful backlog sample (0 before the first)."),
 		sampleDuration: g("jobq_backlog_sample_duration_seconds", "Duration of the last backlog sample statement."),
@@ -120,6 +130,9 @@ func (m *Metrics) SampleBacklog(ctx context.Context, db *sql.DB) error {
 			case jobq.StateRunning:
 				b.leaseExpired.Set(float64(sub))
 				b.leaseOverdue.Set(float64(ageUS) / 1e6)
+			case jobq.StateScheduled:
+				b.promoteDue.Set(float64(sub))
+				b.promoteLag.Set(float64(ageUS) / 1e6)
 			}
 		}
 		return rows.Err()

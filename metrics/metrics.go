@@ -335,6 +335,8 @@ func (m *Metrics) ObserveScheduler(s *scheduler.Scheduler) {
 		func() float64 { return float64(s.Stats().HeartbeatFails) })
 	f.counterFunc("jobq_claim_errors_total", "Scans whose claim failed after retries (never taken for an empty queue).",
 		func() float64 { return float64(s.Stats().ClaimErrors) })
+	f.counterFunc("jobq_jobs_promoted_total", "SCHEDULED jobs this replica's promoter made WAITING when their run_at came.",
+		func() float64 { return float64(s.Stats().Promoted) })
 	f.counterFunc("jobq_db_retries_total", "Database operations retried after a deadlock, lock wait timeout or lost connection.",
 		func() float64 { return float64(s.Stats().DBRetries) })
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -377,7 +379,7 @@ func (m *Metrics) ObserveDB(db *sql.DB) {
 	}()
 }
 
-// WrapServiceStore returns st with JobSubmit counted in
+// WrapServiceStore returns st with JobSubmit and JobSubmitMany counted in
 // jobq_jobs_submitted_total (created jobs only).
 func (m *Metrics) WrapServiceStore(st service.Store) service.Store { return countingStore{st, m} }
 
@@ -392,6 +394,16 @@ func (c countingStore) JobSubmit(ctx context.Context, p jobq.SubmitParams) (jobq
 		c.m.submitted.WithLabelValues(p.JobType).Inc()
 	}
 	return job, created, err
+}
+
+func (c countingStore) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jobq.SubmitOutcome, error) {
+	outs, err := c.Store.JobSubmitMany(ctx, ps)
+	for i, o := range outs {
+		if o.Created {
+			c.m.submitted.WithLabelValues(ps[i].JobType).Inc()
+		}
+	}
+	return outs, err
 }
 
 // Handler returns next with GET /metrics added (this replica's registry,

@@ -154,7 +154,7 @@ func TestTwoReplicasCountEveryRun(t *testing.T) {
 	}
 
 	// Backlog: one job due now is WAITING and due; one an hour ahead is
-	// WAITING, not due. Stop the schedulers first so nothing claims them.
+	// SCHEDULED, not due. Stop the schedulers first so nothing claims them.
 	for _, r := range []*app.Replica{r1, r2} {
 		if err := r.Scheduler.Stop(); err != nil {
 			t.Fatal(err)
@@ -176,7 +176,9 @@ func TestTwoReplicasCountEveryRun(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"jobq_backlog_jobs", map[string]string{"status": "WAITING"}, 2},
+		{"jobq_backlog_jobs", map[string]string{"status": "WAITING"}, 1},
+		{"jobq_backlog_jobs", map[string]string{"status": "SCHEDULED"}, 1},
+		{"jobq_backlog_promote_due_jobs", nil, 0},
 		{"jobq_backlog_jobs", map[string]string{"status": "RUNNING"}, 0},
 		{"jobq_backlog_due_jobs", nil, 1},
 		{"jobq_backlog_lease_expired_jobs", nil, 0},

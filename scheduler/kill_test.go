@@ -144,3 +144,88 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 		t.Fatalf("B's handler calls = %v, want map[2:1]", got)
 	}
 }
+
+// Every attempt that started leaves exactly one job_execution row, written
+// when its outcome is known, including the attempts of a replica killed
+// with SIGKILL mid-run (the rescuer writes those). While a run is in
+// flight, JobExecutions lists it from the job row, with no outcome yet.
+func TestKilledReplicaEveryAttemptOneExecutionRow(t *testing.T) {
+	t.Parallel()
+	const (
+		lease          = 2 * time.Second
+		rescueInterval = 500 * time.Millisecond
+		jobs           = 10
+		workersA       = 4
+	)
+	bin := buildJobq(t)
+	dsn := testdb.DSN(t)
+	st, err := store.Open(context.Background(), dsn, store.PoolConfig{MaxOpen: 10})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ids := make([]uint64, jobs)
+	for i := range ids {
+		ids[i] = submit(t, st, key("kill-exec", i), "sleep", `{"ms":60000}`, 3).ID
+	}
+	proc := exec.Command(bin, "serve", "--dsn", dsn, "--listen", "127.0.0.1:0", "--owner", "proc-a",
+		"--lease", lease.String(), "--rescue-interval", rescueInterval.String(),
+		"--poll-interval", "100ms", "--poll-jitter", "20ms", "--workers", fmt.Sprint(workersA))
+	if err := proc.Start(); err != nil {
+		t.Fatalf("start jobq serve: %v", err)
+	}
+	t.Cleanup(func() {
+		if proc.ProcessState == nil {
+			_ = proc.Process.Kill()
+			_ = proc.Wait()
+		}
+	})
+	waitFor(t, 30*time.Second, "proc-a running its workers' worth of jobs", func() (bool, error) {
+		n, err := countStatus(st, jobq.StateRunning)
+		return n == workersA, err
+	})
+	var running jobq.Job
+	for _, id := range ids {
+		if j := getJob(t, st, id); j.Status == jobq.StateRunning {
+			running = j
+			break
+		}
+	}
+	if got, want := fmt.Sprint(execSummary(executions(t, st, running.ID))), fmt.Sprint([]string{"1:proc-a:"}); got != want {
+		t.Fatalf("executions of a running job = %s, want %s (the in-flight attempt, from the job row)", got, want)
+	}
+	if n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution"); n != 0 {
+		t.Fatalf("job_execution rows while every attempt is in flight = %d, want 0", n)
+	}
+	if err := proc.Process.Kill(); err != nil { // SIGKILL
+		t.Fatalf("kill -9: %v", err)
+	}
+	_ = proc.Wait()
+
+	reg := scheduler.NewRegistry()
+	reg.Register("sleep", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	cfgB := fastConfig("b")
+	cfgB.Lease = lease
+	cfgB.RescueInterval = rescueInterval
+	b := startScheduler(t, st, st.DB(), reg, cfgB)
+	waitFor(t, 30*time.Second, "every job SUCCESS on B", func() (bool, error) {
+		n, err := countStatus(st, jobq.StateSuccess)
+		return n == jobs, err
+	})
+	if err := b.Stop(); err != nil {
+		t.Fatalf("stop B: %v", err)
+	}
+	bad := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_queue q
+		WHERE q.attempt <> (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id)
+		   OR q.attempt <> (SELECT COALESCE(MAX(e.attempt), 0) FROM job_execution e WHERE e.job_id = q.id)`)
+	if bad != 0 {
+		logOutcomes(t, st)
+		t.Fatalf("%d jobs without exactly one execution row per attempt", bad)
+	}
+	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE owner = 'proc-a' AND outcome = 'LEASE_EXPIRED'"); got != workersA {
+		t.Fatalf("proc-a's LEASE_EXPIRED rows = %d, want %d", got, workersA)
+	}
+	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE owner = 'b' AND outcome = 'SUCCESS'"); got != jobs {
+		t.Fatalf("b's SUCCESS rows = %d, want %d", got, jobs)
+	}
+}

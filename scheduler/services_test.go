@@ -115,14 +115,15 @@ func TestCompleterWritesFencedOutcomes(t *testing.T) {
 	}
 	finished := make(chan finish, len(claimed))
 	c := newCompleter(completerParams{
-		Store: st, Batch: 10, Linger: -1, Lease: time.Minute, QueueSize: 10, Work: newWorkTracker(),
+		Store: st, Batch: 10, Linger: -1, QueueSize: 10, Work: newWorkTracker(),
 		FinishFunc: func(c jobq.Completion, applied bool, err error) {
 			if err != nil {
 				t.Errorf("completion %+v: %v", c.Fence, err)
 			}
 			finished <- finish{c.Fence, applied}
 		},
-		Retry: testRetrier(), Log: discardLog(),
+		Writer: outcomeWriter{Runs: newRunTable(), Lease: time.Minute, Retry: testRetrier(), Log: discardLog()},
+		Log:    discardLog(),
 	})
 	c.testSignals.flushed.init()
 	startService(t, c)

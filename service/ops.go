@@ -25,6 +25,7 @@ const (
 	MaxCronRunes         = 128             // cron: 1–128 characters
 	MinPurgeAge          = time.Minute     // older_than: at least 1m
 	StatsWindowDefault   = time.Minute     // window: default 1m
+	MaxActivityMinutes   = 60              // activity: 1–60 minutes
 	MaxStatsWindow       = time.Hour       // window: 1s – 1h
 	MinStatsWindow       = time.Second     //
 	purgeBatch           = 500             // jobs per purge transaction
@@ -47,6 +48,7 @@ type OpsStore interface {
 	JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64, error)
 	JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error)
 	QueueStats(ctx context.Context, window time.Duration) (jobq.QueueStats, error)
+	Activity(ctx context.Context, minutes int) (jobq.Activity, error)
 }
 
 var _ OpsStore = (*store.Store)(nil)
@@ -369,6 +371,18 @@ func (o *Ops) Stats(ctx context.Context, window string) (jobq.QueueStats, error)
 	}
 	st, err := retryV(ctx, o.retry, "stats", func() (jobq.QueueStats, error) { return o.store.QueueStats(ctx, w) })
 	return st, err
+}
+
+// Activity returns the cluster's last `minutes` minutes (1–60): attempts
+// started with their pickup latency, attempts finished by outcome, and the
+// replicas seen (see jobq.Activity).
+func (o *Ops) Activity(ctx context.Context, minutes int) (jobq.Activity, error) {
+	if minutes < 1 || minutes > MaxActivityMinutes {
+		return jobq.Activity{}, invalid("minutes", "must be an integer in [1, %d], got %d", MaxActivityMinutes, minutes)
+	}
+	var a jobq.Activity
+	err := o.retry.Do(ctx, "activity", func() error { var e error; a, e = o.store.Activity(ctx, minutes); return e })
+	return a, err
 }
 
 // ParsePeriodicSpec parses a schedule given on the command line or in a

@@ -70,6 +70,7 @@ var (
 // Store is what the service needs from persistence.
 type Store interface {
 	JobSubmit(ctx context.Context, p jobq.SubmitParams) (jobq.Job, bool, error)
+	JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jobq.SubmitOutcome, error)
 	JobGet(ctx context.Context, id uint64) (jobq.Job, error)
 	JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uint64, error)
 	JobCancel(ctx context.Context, id uint64) (jobq.Job, error)
@@ -479,6 +480,181 @@ func (s *Service) Submit(ctx context.Context, req apitype.SubmitRequest) (job jo
 	return job, created, nil
 }
 
+// BatchItem is one job of a batch submit as its transport decoded it: Req,
+// or Err (a *ValidationError naming the field) when the job could not be
+// decoded.
+type BatchItem struct {
+	Req apitype.SubmitRequest
+	Err error
+}
+
+// SubmitMany validates each job of a batch and creates the valid ones with
+// one multi-row insert (store.JobSubmitMany) and one commit. Each job gets
+// the answer a single Submit would have given it, at its index: created,
+// existing (same job_key and request), conflict (same job_key, different
+// request; nothing written) or invalid (nothing written; the error names
+// the field). A job_key repeated within the batch is submitted once: a
+// later copy with the same request is existing, with another request a
+// conflict. The whole call fails (nothing is reported as written) only
+// when items is empty or longer than apitype.MaxBatchJobs
+// (*ValidationError on "jobs") or the database is unavailable; the insert
+// is atomic, so a retry after such an error is safe.
+func (s *Service) SubmitMany(ctx context.Context, items []BatchItem) (apitype.SubmitBatchResponse, error) {
+	var resp apitype.SubmitBatchResponse
+	if len(items) == 0 || len(items) > apitype.MaxBatchJobs {
+		return resp, invalid("jobs", "must hold 1–%d jobs, got %d", apitype.MaxBatchJobs, len(items))
+	}
+	resp.Results = make([]apitype.SubmitBatchResult, len(items))
+	var ps []jobq.SubmitParams
+	var at []int                           // at[k]: the item index of ps[k]
+	first := map[string]int{}              // job_key → k
+	repeats := map[int]jobq.SubmitParams{} // item index → params of a repeated job_key
+	for i, it := range items {
+		err := it.Err
+		var p jobq.SubmitParams
+		if err == nil {
+			p, err = s.ValidateSubmit(it.Req)
+		}
+		if err != nil {
+			resp.Results[i] = invalidResult(err)
+			continue
+		}
+		if _, ok := first[p.JobKey]; ok {
+			repeats[i] = p
+			continue
+		}
+		first[p.JobKey] = len(ps)
+		ps = append(ps, p)
+		at = append(at, i)
+	}
+	var outs []jobq.SubmitOutcome
+	if len(ps) > 0 {
+		err := retryDo(ctx, s.retry, "submit batch", func() error {
+			var e error
+			outs, e = s.store.JobSubmitMany(ctx, ps)
+			return e
+		})
+		if err != nil {
+			return apitype.SubmitBatchResponse{}, err
+		}
+	}
+	created := false
+	for k, o := range outs {
+		resp.Results[at[k]] = outcomeResult(o)
+		created = created || o.Created
+	}
+	for i, p := range repeats {
+		k := first[p.JobKey]
+		o := outs[k]
+		switch {
+		case !o.Conflict && p.RequestHash == ps[k].RequestHash:
+			o.Created = false
+		case !o.Conflict:
+			o.Conflict = true
+		default:
+			// The stored job differs from the first copy; this copy may
+			// match it: ask as a single submit would.
+			job, _, err := s.store.JobSubmit(ctx, p)
+			switch {
+			case errors.Is(err, jobq.ErrKeyConflict):
+				o = jobq.SubmitOutcome{ID: job.ID, Conflict: true}
+			case err != nil:
+				return apitype.SubmitBatchResponse{}, err
+			default:
+				o = jobq.SubmitOutcome{ID: job.ID}
+			}
+		}
+		resp.Results[i] = outcomeResult(o)
+	}
+	resp.Count()
+	if created && s.wake != nil {
+		s.wake()
+	}
+	return resp, nil
+}
+
+func outcomeResult(o jobq.SubmitOutcome) apitype.SubmitBatchResult {
+	switch {
+	case o.Conflict:
+		return apitype.SubmitBatchResult{Status: apitype.BatchConflict, ID: o.ID, Error: &apitype.ErrorDetail{Code: "conflict", Field: "job_key",
+			Message: fmt.Sprintf("job_key: already used by job %d with a different request", o.ID)}}
+	case o.Created:
+		return apitype.SubmitBatchResult{Status: apitype.BatchCreated, ID: o.ID}
+	default:
+		return apitype.SubmitBatchResult{Status: apitype.BatchExisting, ID: o.ID}
+	}
+}
+
+func invalidResult(err error) apitype.SubmitBatchResult {
+	d := &apitype.ErrorDetail{Code: "invalid_argument", Message: err.Error()}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		d.Field = ve.Field
+	}
+	return apitype.SubmitBatchResult{Status: apitype.BatchInvalid, Error: d}
+}
+
+// DecodeSubmitBatch parses a POST /v1/jobs:batch body: a JSON object with
+// exactly one field, "jobs", an array of 1–apitype.MaxBatchJobs submit
+// bodies. An envelope error fails the whole request (*ValidationError on
+// "body" or "jobs"); a job that does not decode is an invalid item carrying
+// DecodeSubmit's error (results are positional, so it names the field alone).
+func DecodeSubmitBatch(body []byte) ([]BatchItem, error) {
+	if !utf8.Valid(body) {
+		return nil, invalid("body", "must be valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, invalid("body", `must be a JSON object {"jobs": [ … ]}`)
+	}
+	var raws []json.RawMessage
+	seen := false
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, invalid("body", "must be a JSON object: %v", err)
+		}
+		if key, _ := kt.(string); key != "jobs" {
+			return nil, invalid(fieldName(key), `unknown field (the only field is "jobs")`)
+		}
+		if seen {
+			return nil, invalid("jobs", "is given more than once")
+		}
+		seen = true
+		tok, err := dec.Token()
+		if err != nil || tok != json.Delim('[') {
+			return nil, invalid("jobs", "must be a JSON array of submit objects")
+		}
+		for dec.More() {
+			if len(raws) == apitype.MaxBatchJobs {
+				return nil, invalid("jobs", "must hold at most %d jobs", apitype.MaxBatchJobs)
+			}
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return nil, invalid("jobs", "must be a JSON array of submit objects: %v", err)
+			}
+			raws = append(raws, raw)
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return nil, invalid("jobs", "must be a JSON array of submit objects: %v", err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, invalid("body", "must be a JSON object: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, invalid("body", "must hold exactly one JSON object and nothing after it")
+	}
+	if !seen || len(raws) == 0 {
+		return nil, invalid("jobs", "is required: 1–%d submit objects", apitype.MaxBatchJobs)
+	}
+	items := make([]BatchItem, len(raws))
+	for i, raw := range raws {
+		items[i].Req, items[i].Err = DecodeSubmit(raw)
+	}
+	return items, nil
+}
+
 // ParseID parses a job id path parameter.
 func ParseID(v string) (uint64, error) {
 	id, err := strconv.ParseUint(v, 10, 64)
@@ -497,16 +673,17 @@ func (s *Service) Get(ctx context.Context, id uint64) (jobq.Job, error) {
 // ListRequest filters GET /v1/jobs. Cursor is the next_cursor of the
 // previous page ("" for the first).
 type ListRequest struct {
-	Status  string
-	JobType string
-	Limit   string
-	Cursor  string
+	Status    string
+	JobType   string
+	KeyPrefix string // jobs whose job_key starts with it; "" for any
+	Limit     string
+	Cursor    string
 }
 
 // List validates the filters and returns one page of jobs, newest first,
 // and the cursor of the next page ("" on the last page).
 func (s *Service) List(ctx context.Context, req ListRequest) (jobs []jobq.Job, nextCursor string, err error) {
-	p := jobq.ListParams{Status: jobq.JobState(req.Status), JobType: req.JobType, Limit: ListLimitDefault}
+	p := jobq.ListParams{Status: jobq.JobState(req.Status), JobType: req.JobType, KeyPrefix: req.KeyPrefix, Limit: ListLimitDefault}
 	if p.Status != "" {
 		if !p.Status.Valid() {
 			return nil, "", invalid("status", "must be one of %s, got %q", joinStates(Statuses), p.Status)
@@ -514,6 +691,11 @@ func (s *Service) List(ctx context.Context, req ListRequest) (jobs []jobq.Job, n
 	}
 	if p.JobType != "" {
 		if err := checkText("job_type", p.JobType, MaxJobTypeRunes); err != nil {
+			return nil, "", err
+		}
+	}
+	if p.KeyPrefix != "" {
+		if err := checkText("key_prefix", p.KeyPrefix, MaxJobKeyRunes); err != nil {
 			return nil, "", err
 		}
 	}

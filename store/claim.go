@@ -27,8 +27,9 @@ func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, 
 // JobClaimSkipLocked claims up to p.Limit due jobs in one transaction:
 // SELECT … FOR UPDATE SKIP LOCKED returning the rows, one UPDATE … WHERE id
 // IN (…) stamping started_at and the lease from its own NOW(6) (so the stamp
-// is taken while the rows are held), a primary-key read of that stamp, and
-// one INSERT … SELECT into job_execution.
+// is taken while the rows are held) and a primary-key read of that stamp.
+// The claim writes no job_execution row: each attempt's row is written once,
+// when its outcome is known (completion, rescue), from the claimed job row.
 // Returns ErrSkipLockedUnsupported on servers without SKIP LOCKED.
 func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
 	if !s.Server.SkipLocked {
@@ -62,9 +63,6 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 			return err
 		}
 		now := started.Time.UTC()
-		if _, err := q.ExecutionStartMany(ctx, jobqdb.ExecutionStartManyParams{Ids: ids, Owner: owner}); err != nil {
-			return err
-		}
 		claimed = make([]jobq.ClaimedJob, len(rows))
 		for i, r := range rows {
 			claimed[i] = jobq.ClaimedJob{
@@ -115,13 +113,12 @@ func (s *Store) claimRows(ctx context.Context, q *jobqdb.Queries, p jobq.ClaimPa
 	if _, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), Ids: ids}); err != nil {
 		return nil, err
 	}
-	return s.startExecutions(ctx, q, owner, ids)
+	return s.readClaimed(ctx, q, owner, ids)
 }
 
-func (s *Store) startExecutions(ctx context.Context, q *jobqdb.Queries, owner sql.NullString, ids []uint64) ([]jobq.ClaimedJob, error) {
-	if _, err := q.ExecutionStartMany(ctx, jobqdb.ExecutionStartManyParams{Ids: ids, Owner: owner}); err != nil {
-		return nil, err
-	}
+// readClaimed reads back the rows a cas or limited claim won (ids, locked
+// by this transaction).
+func (s *Store) readClaimed(ctx context.Context, q *jobqdb.Queries, owner sql.NullString, ids []uint64) ([]jobq.ClaimedJob, error) {
 	rows, err := q.JobGetClaimed(ctx, jobqdb.JobGetClaimedParams{Ids: ids, Owner: owner})
 	if err != nil {
 		return nil, err
@@ -139,7 +136,7 @@ func (s *Store) startExecutions(ctx context.Context, q *jobqdb.Queries, owner sq
 }
 
 // JobClaimCAS runs the per-row compare-and-set for each candidate in one
-// transaction, records executions for the rows it won and reads them back.
+// transaction and reads back the rows it won.
 // lost counts candidates another replica took first (claim conflicts).
 func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) (claimed []jobq.ClaimedJob, lost int, err error) {
 	owner := sql.NullString{String: p.Owner, Valid: true}
@@ -169,7 +166,7 @@ func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) (claimed
 			return nil
 		}
 		var err error
-		claimed, err = s.startExecutions(ctx, q, owner, won)
+		claimed, err = s.readClaimed(ctx, q, owner, won)
 		return err
 	})
 	if err != nil {

@@ -15,14 +15,16 @@ import (
 // JobCompleteMany writes a batch of completions in one transaction (one
 // commit for the batch). applied[i] is false when completion i was stale: its
 // attempt no longer owned the job, so job_queue was not touched and the
-// attempt's execution row was marked STALE.
+// attempt's execution row (written by the rescue that took the job) was
+// marked STALE.
 //
-// Successes (fenced ones) are written with two statements for the whole
-// batch (JobCompleteFencedMany, ExecutionFinishSuccessMany), each row still
-// fenced by its attempt; other outcomes row by row. When the batched update
-// matches fewer rows than successes, some run was stale: the transaction
-// rolls back and the batch is written row by row, which tells stale runs
-// apart exactly.
+// Each applied completion writes its attempt's one job_execution row and
+// updates its job row. Successes (fenced ones) are written with two
+// statements for the whole batch (ExecutionRecordSuccessMany,
+// JobCompleteFencedMany), each row still fenced by its attempt; other
+// outcomes row by row. When the batched statements match fewer rows than
+// successes, some run was stale: the transaction rolls back and the batch is
+// written row by row, which tells stale runs apart exactly.
 func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
 	applied = make([]bool, len(cs))
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
@@ -83,12 +85,19 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	if int(n) != len(ids) {
 		return errStaleInBatch
 	}
-	_, err = q.ExecutionFinishSuccessMany(ctx, jobqdb.ExecutionFinishSuccessManyParams{Ids: ids, Fences: fences.String()})
-	return err
+	n, err = q.ExecutionRecordSuccessMany(ctx, jobqdb.ExecutionRecordSuccessManyParams{Ids: ids, Fences: fences.String()})
+	if err != nil {
+		return err
+	}
+	if int(n) != len(ids) {
+		return errFenceMoved
+	}
+	return nil
 }
 
 // JobCompleteTx is transactional completion: in one transaction it writes
-// the fenced completion c first (locking the job row) and then, only if the
+// the fenced completion c first (the execution row, then the job row, both
+// locked) and then, only if the
 // run still owns the job, runs fn with the same transaction, so fn's writes
 // commit exactly when the completion does. If fn fails the transaction rolls
 // back and the error is returned (the caller records a failed attempt). A
@@ -97,7 +106,7 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 	var stale bool
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
-		ok, err := s.completeJobRow(ctx, q, c)
+		ok, err := s.recordOutcome(ctx, q, c)
 		if err != nil {
 			return err
 		}
@@ -108,8 +117,7 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 		if err := fn(ctx, tx); err != nil {
 			return &txFuncError{err}
 		}
-		_, err = q.ExecutionFinish(ctx, executionFinishParams(c))
-		return err
+		return nil
 	})
 	if errors.Is(err, errStaleRollback) {
 		if done, aerr := alreadyApplied(ctx, s.q, c); aerr != nil {
@@ -145,7 +153,7 @@ func (e *txFuncError) Error() string { return e.err.Error() }
 func (e *txFuncError) Unwrap() error { return e.err }
 
 func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
-	ok, err := s.completeJobRow(ctx, q, c)
+	ok, err := s.recordOutcome(ctx, q, c)
 	if err != nil {
 		return false, err
 	}
@@ -161,8 +169,53 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Compl
 		})
 		return false, err
 	}
-	_, err = q.ExecutionFinish(ctx, executionFinishParams(c))
-	return true, err
+	return true, nil
+}
+
+// errFenceMoved means a job row changed between the two statements of one
+// completion although the first locked it; it cannot happen while the
+// statements lock as documented, and rolls the transaction back if it does.
+var errFenceMoved = errors.New("job row changed under its lock")
+
+// recordOutcome writes c's fenced job_queue update and its attempt's
+// execution row, in the caller's transaction; false means stale (nothing
+// was written). The job update goes first, so the job row is locked by one
+// statement that also locks its secondary index entries (a cancel locks
+// idx_due before the row: taking the row alone first, across a round trip,
+// invites a deadlock with it). A failure that retries is the exception: its
+// update moves run_at, which the execution row keeps as due_at, so the row
+// is written first (ExecutionRecordBeforeRetry, which locks the job row and
+// is itself the fence).
+func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
+	p := jobqdb.ExecutionRecordParams{
+		Outcome: string(c.Outcome), Error: nullStr(jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)),
+		ID: c.ID, Attempt: int32(c.Attempt),
+	}
+	retry := c.Retry && (c.Outcome == jobq.OutcomeFailed || c.Outcome == jobq.OutcomeCanceled)
+	if retry && !c.Unfenced {
+		n, err := q.ExecutionRecordBeforeRetry(ctx, jobqdb.ExecutionRecordBeforeRetryParams(p))
+		if err != nil || n == 0 {
+			return false, err
+		}
+		ok, err := s.completeJobRow(ctx, q, c)
+		if err == nil && !ok {
+			err = errFenceMoved
+		}
+		return ok, err
+	}
+	ok, err := s.completeJobRow(ctx, q, c)
+	if err != nil || !ok {
+		return false, err
+	}
+	if c.Unfenced {
+		_, err = q.ExecutionRecordUnfenced(ctx, jobqdb.ExecutionRecordUnfencedParams(p))
+		return true, err
+	}
+	n, err := q.ExecutionRecord(ctx, p)
+	if err == nil && n != 1 {
+		err = errFenceMoved
+	}
+	return err == nil, err
 }
 
 // alreadyApplied reports whether c's attempt already carries c's own
@@ -180,13 +233,6 @@ func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (
 		return false, err
 	}
 	return out.Valid && (out.String == string(c.Outcome) || out.String == string(jobq.OutcomeCanceled)), nil
-}
-
-func executionFinishParams(c jobq.Completion) jobqdb.ExecutionFinishParams {
-	return jobqdb.ExecutionFinishParams{
-		Outcome: nullStr(string(c.Outcome)), Error: nullStr(jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)),
-		JobID: c.ID, Attempt: int32(c.Attempt),
-	}
 }
 
 // completeJobRow applies the fenced job_queue update; false means stale.
@@ -236,25 +282,27 @@ func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]jobq.Fenc
 
 // JobRescueExpired returns one expired run to WAITING (retry_times+1), or
 // FAILED when retries are exhausted, or CANCELED when a cancel was
-// requested, and closes its execution row as LEASE_EXPIRED — only if the job
-// is still RUNNING with that attempt and an expired lease. false means the
-// run completed, renewed or was rescued meanwhile; nothing was written.
+// requested, and writes the run's execution row as LEASE_EXPIRED (the run
+// never finished, so this is its only row) — only if the job is still
+// RUNNING with that attempt and an expired lease. false means the run
+// completed, renewed or was rescued meanwhile; nothing was written.
 func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error) {
 	var ok bool
 	err := s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
-		n, err := q.JobRescueExpired(ctx, jobqdb.JobRescueExpiredParams{ID: f.ID, Attempt: int32(f.Attempt)})
+		n, err := q.ExecutionRecordRescue(ctx, jobqdb.ExecutionRecordRescueParams{ID: f.ID, Attempt: int32(f.Attempt)})
+		if err != nil || n == 0 {
+			return err
+		}
+		n, err = q.JobRescueExpired(ctx, jobqdb.JobRescueExpiredParams{ID: f.ID, Attempt: int32(f.Attempt)})
 		if err != nil {
 			return err
 		}
-		ok = n > 0
-		if !ok {
-			return nil
+		if n == 0 {
+			return errFenceMoved
 		}
-		_, err = q.ExecutionFinish(ctx, jobqdb.ExecutionFinishParams{
-			Outcome: nullStr(string(jobq.OutcomeLeaseExpired)), Error: nullStr("lease expired"), JobID: f.ID, Attempt: int32(f.Attempt),
-		})
-		return err
+		ok = true
+		return nil
 	})
 	if err != nil {
 		return false, errorf("rescue: %w", err)

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -90,6 +92,9 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 	var rows []jobqdb.JobQueue
 	var err error
 	switch {
+	case p.KeyPrefix != "":
+		rows, err = s.q.JobListByKeyPrefix(ctx, jobqdb.JobListByKeyPrefixParams{KeyLike: likePrefix(p.KeyPrefix),
+			Status: string(p.Status), JobType: p.JobType, BeforeID: before, Limit: lim})
 	case p.Status != "" && p.JobType != "":
 		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, Status: string(p.Status), BeforeID: before, Limit: lim})
 	case p.Status != "":
@@ -112,6 +117,12 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 		jobs[i] = jobFromRow(r)
 	}
 	return jobs, next, nil
+}
+
+// likePrefix makes a LIKE pattern matching strings that start with prefix:
+// its wildcards and the escape character are escaped, then '%' appended.
+func likePrefix(prefix string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(prefix) + "%"
 }
 
 // JobCancel cancels a job: a WAITING or SCHEDULED job becomes CANCELED at once; a RUNNING
@@ -162,18 +173,26 @@ func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
 }
 
 // JobExecutions returns a job's attempts in order; ErrNotFound if no such job.
+// job_execution holds the attempts whose outcome is known (a row is written
+// once, when the attempt ends); the attempt of a RUNNING job is in flight and
+// has no row yet, so it is read from the job row (owner, started_at) and
+// listed last, with no finished_at and no outcome.
 func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
-	if _, err := s.JobGet(ctx, id); err != nil {
+	job, err := s.JobGet(ctx, id)
+	if err != nil {
 		return nil, err
 	}
 	rows, err := s.q.ExecutionListByJob(ctx, id)
 	if err != nil {
 		return nil, errorf("executions: %w", err)
 	}
-	out := make([]jobq.Execution, len(rows))
+	out := make([]jobq.Execution, len(rows), len(rows)+1)
 	for i, r := range rows {
 		out[i] = jobq.Execution{JobID: r.JobID, Attempt: int(r.Attempt), Owner: r.Owner, StartedAt: r.StartedAt.UTC(),
 			FinishedAt: nullTimePtr(r.FinishedAt), Outcome: jobq.Outcome(r.Outcome.String), Error: r.Error.String}
+	}
+	if job.Status == jobq.StateRunning && job.StartedAt != nil && (len(out) == 0 || out[len(out)-1].Attempt < job.Attempt) {
+		out = append(out, jobq.Execution{JobID: job.ID, Attempt: job.Attempt, Owner: job.Owner, StartedAt: *job.StartedAt})
 	}
 	return out, nil
 }
@@ -218,9 +237,18 @@ func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error
 
 // JobPromoteDue moves up to limit SCHEDULED jobs whose run_at has come
 // (database clock) to WAITING, earliest first, and returns how many it
-// moved. Safe to run on every replica at once.
+// moved. Safe to run on every replica at once. It runs at READ COMMITTED
+// where the server allows it (see claimTx): the UPDATE then locks only the
+// rows it changes, not the gap after the last due entry of idx_due, so it
+// never blocks a completion that parks a retry SCHEDULED, and it skips
+// rows another transaction holds whose committed version is not due.
 func (s *Store) JobPromoteDue(ctx context.Context, limit int) (int, error) {
-	n, err := s.q.JobPromoteDue(ctx, int32(limit))
+	var n int64
+	err := s.claimTx(ctx, true, func(tx *sql.Tx) error {
+		var e error
+		n, e = s.q.WithTx(tx).JobPromoteDue(ctx, int32(limit))
+		return e
+	})
 	if err != nil {
 		return 0, errorf("promote: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -437,4 +439,77 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.Queu
 		st.FinishedPerSecond = float64(finished) / window.Seconds()
 	}
 	return st, nil
+}
+
+// Activity reads the cluster's last `minutes` minutes (1–60) from the newest
+// jobq.ActivityRecentRows job_execution rows: attempts started and their
+// pickup latency, attempts finished by outcome, and the replicas that started
+// attempts or hold RUNNING jobs. Four statements, each bounded by primary
+// key or by idx_lease.
+func (s *Store) Activity(ctx context.Context, minutes int) (jobq.Activity, error) {
+	a := jobq.Activity{Minutes: make([]jobq.MinuteActivity, minutes), Replicas: []jobq.ReplicaActivity{}}
+	for i := range a.Minutes {
+		a.Minutes[i] = jobq.MinuteActivity{MinutesAgo: i, Finished: map[jobq.Outcome]int64{}}
+	}
+	now, err := s.DBNow(ctx)
+	if err != nil {
+		return a, errorf("activity: %w", err)
+	}
+	a.DBNow = now
+	maxIDs, err := s.q.StatsMaxIDs(ctx)
+	if err != nil {
+		return a, errorf("activity: max ids: %w", err)
+	}
+	minID := uint64(max(maxIDs.MaxExecutionID-jobq.ActivityRecentRows, 0))
+	a.Bounded = minID > 0
+	started, err := s.q.ActivityStarted(ctx, jobqdb.ActivityStartedParams{MinID: minID, Minutes: minutes})
+	if err != nil {
+		return a, errorf("activity: started: %w", err)
+	}
+	for _, r := range started {
+		if r.MinutesAgo >= 0 && int(r.MinutesAgo) < minutes {
+			m := &a.Minutes[r.MinutesAgo]
+			m.Started = r.Started
+			m.PickupAvg = time.Duration(r.PickupAvgUs) * time.Microsecond
+			m.PickupMax = time.Duration(r.PickupMaxUs) * time.Microsecond
+		}
+	}
+	finished, err := s.q.ActivityFinished(ctx, jobqdb.ActivityFinishedParams{MinID: minID, Minutes: minutes})
+	if err != nil {
+		return a, errorf("activity: finished: %w", err)
+	}
+	for _, r := range finished {
+		if r.MinutesAgo >= 0 && int(r.MinutesAgo) < minutes {
+			a.Minutes[r.MinutesAgo].Finished[jobq.Outcome(r.Outcome)] += r.N
+		}
+	}
+	owners, err := s.q.ActivityOwners(ctx, jobqdb.ActivityOwnersParams{MinID: minID, Minutes: minutes})
+	if err != nil {
+		return a, errorf("activity: owners: %w", err)
+	}
+	byOwner := map[string]int{}
+	for _, r := range owners {
+		ls, lf := r.LastStarted.UTC(), r.LastFinished.UTC()
+		ra := jobq.ReplicaActivity{Owner: r.Owner, Attempts: r.Attempts, LastStarted: &ls}
+		if !lf.Equal(ls) {
+			ra.LastFinished = &lf
+		}
+		byOwner[r.Owner] = len(a.Replicas)
+		a.Replicas = append(a.Replicas, ra)
+	}
+	running, err := s.q.ActivityRunningOwners(ctx)
+	if err != nil {
+		return a, errorf("activity: running owners: %w", err)
+	}
+	for _, r := range running {
+		lu := r.LeaseUntil.UTC()
+		i, ok := byOwner[r.Owner]
+		if !ok {
+			i = len(a.Replicas)
+			a.Replicas = append(a.Replicas, jobq.ReplicaActivity{Owner: r.Owner})
+		}
+		a.Replicas[i].Running, a.Replicas[i].LeaseUntil = r.Running, &lu
+	}
+	slices.SortFunc(a.Replicas, func(x, y jobq.ReplicaActivity) int { return strings.Compare(x.Owner, y.Owner) })
+	return a, nil
 }

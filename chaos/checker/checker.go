@@ -42,6 +42,11 @@ const (
 	// dropped the outcome (for example, a lost connection or a deadlock on
 	// the completion that was not retried).
 	CheckUnexplainedRescue = "unexplained_rescues"
+	// CheckMissingExecution: the execution rows of a job are not exactly one
+	// per attempt that started — attempts 1 … attempt, less the in-flight
+	// attempt of a RUNNING job (its row is written when its outcome is
+	// known: completion, failure, release, rescue or stale refusal).
+	CheckMissingExecution = "missing_executions"
 	// CheckStatusVsLastExecution: a terminal job's status contradicts its
 	// last execution's outcome (see statusVsLastExecution for the mapping) —
 	// the audit trail says something the job row does not.
@@ -150,6 +155,9 @@ type Counts struct {
 	// UnexplainedRescues is LEASE_EXPIRED executions that no fault explains
 	// (see CheckUnexplainedRescue).
 	UnexplainedRescues int `json:"unexplained_rescues"`
+	// MissingExecutions is jobs whose execution rows are not exactly one per
+	// started attempt.
+	MissingExecutions int `json:"missing_executions"`
 	// StatusVsLastExecution is terminal jobs whose last execution's outcome
 	// contradicts their status (see CheckStatusVsLastExecution).
 	StatusVsLastExecution int `json:"status_vs_last_execution"`
@@ -268,7 +276,7 @@ func Check(h History) *Result {
 	}
 
 	var lost, missing, stuck, txDup, overlap, stale, phantom, poison []string
-	var early, afterLoss, unexplained, disagree, rerun, failedAfter []string
+	var early, afterLoss, unexplained, noExecRow, disagree, rerun, failedAfter []string
 	submitted := map[string]bool{}
 	for _, s := range h.Submits {
 		submitted[s.Key] = true
@@ -368,6 +376,9 @@ func Check(h History) *Result {
 		if len(why) > 0 {
 			stale = append(stale, fmt.Sprintf("job %d: %s", id, why[0]))
 		}
+		if m := missingExecutions(j, ex); m != "" {
+			noExecRow = append(noExecRow, m)
+		}
 		if d := statusVsLastExecution(j, ex); d != "" {
 			disagree = append(disagree, d)
 		}
@@ -421,6 +432,7 @@ func Check(h History) *Result {
 	c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates = len(lost), len(missing), len(stuck), len(txDup)
 	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
 	c.ClaimedBeforeDue, c.WorkAfterLeaseLost, c.UnexplainedRescues = len(early), len(afterLoss), len(unexplained)
+	c.MissingExecutions = len(noExecRow)
 	c.StatusVsLastExecution = len(disagree)
 	c.RerunAfterSuccess, c.FailedAfterSuccess = len(rerun), len(failedAfter)
 	for _, v := range []struct {
@@ -430,6 +442,7 @@ func Check(h History) *Result {
 		{CheckLost, lost}, {CheckAckedMissing, missing}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
 		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom}, {CheckPoison, poison},
 		{CheckClaimedEarly, early}, {CheckWorkAfterLoss, afterLoss}, {CheckUnexplainedRescue, unexplained},
+		{CheckMissingExecution, noExecRow},
 		{CheckStatusVsLastExecution, disagree}, {CheckRerunAfterSuccess, rerun}, {CheckFailedAfterSuccess, failedAfter},
 	} {
 		if len(v.ex) > 0 {
@@ -451,6 +464,27 @@ func Check(h History) *Result {
 // (Lease/3) of a rescue it did not foresee, and an end marker it sent just
 // before may still be in flight.
 const WorkAfterLossTolerance = 0.5
+
+// missingExecutions describes how one job's execution rows (sorted by
+// attempt) differ from one row per started attempt, or returns "".
+func missingExecutions(j *Job, ex []Execution) string {
+	want := j.Attempt
+	if j.Status == StatusRunning {
+		want-- // in flight: no row until its outcome is known
+	}
+	for i, e := range ex {
+		if e.Attempt != i+1 {
+			return fmt.Sprintf("job %d: attempt %d (%s) has row %d of %d; want attempts 1…%d once each", j.ID, e.Attempt, e.Owner, i+1, len(ex), want)
+		}
+	}
+	if len(ex) < want {
+		return fmt.Sprintf("job %d: %s at attempt %d, but only attempts 1…%d have an execution row", j.ID, j.Status, j.Attempt, len(ex))
+	}
+	if len(ex) > j.Attempt {
+		return fmt.Sprintf("job %d: %d execution rows for %d attempts", j.ID, len(ex), j.Attempt)
+	}
+	return ""
+}
 
 // statusVsLastExecution describes how terminal job j contradicts ex, its
 // executions in attempt order; "" when they agree. The mapping:

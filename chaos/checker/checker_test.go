@@ -576,6 +576,54 @@ func TestExplainedRescuesAreValid(t *testing.T) {
 	}
 }
 
+// Every started attempt has exactly one execution row: a gap, a repeat or
+// a terminal job missing its last attempt's row is a violation; the
+// in-flight attempt of a RUNNING job has none yet and is not one.
+func TestMissingExecutions(t *testing.T) {
+	cases := []struct {
+		name  string
+		build func(b *builder)
+		want  int
+	}{
+		{"rescued then succeeded", func(b *builder) {
+			b.job(1, 0, StatusSuccess, 2, 3000)
+			b.exec(1, 1, "a", 10, 2500, OutcomeLeaseExpired)
+			b.exec(1, 2, "b", 2600, 3000, OutcomeSuccess)
+		}, 0},
+		{"last attempt without a row", func(b *builder) {
+			b.job(1, 0, StatusSuccess, 2, 3000)
+			b.exec(1, 2, "b", 2600, 3000, OutcomeSuccess)
+		}, 1},
+		{"rescued attempt without a row", func(b *builder) {
+			b.job(1, 0, StatusSuccess, 2, 3000)
+			b.exec(1, 1, "a", 10, 2500, OutcomeLeaseExpired)
+		}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder()
+			tc.build(b)
+			r := Check(b.h)
+			if r.Counts.MissingExecutions != tc.want {
+				t.Fatalf("missing executions = %d, want %d (%+v)", r.Counts.MissingExecutions, tc.want, r.Violations)
+			}
+			if tc.want > 0 {
+				if v := violation(r, CheckMissingExecution); v == nil || v.Count != tc.want {
+					t.Fatalf("violation = %+v, want %s × %d", v, CheckMissingExecution, tc.want)
+				}
+			}
+		})
+	}
+	t.Run("running job in flight", func(t *testing.T) {
+		b := newBuilder()
+		b.job(1, 0, StatusRunning, 2, -1)
+		b.exec(1, 1, "a", 10, 2500, OutcomeLeaseExpired)
+		if m := missingExecutions(&b.h.Jobs[0], b.h.Executions); m != "" {
+			t.Fatalf("missingExecutions = %q, want none", m)
+		}
+	})
+}
+
 // The audit trail contradicting the job row is reported: a job CANCELED by
 // a cancel that reached its run (execution closed after the job's
 // finished_at) whose execution says SUCCESS or FAILED, a FAILED job whose

@@ -41,21 +41,31 @@ func (f ServerFlags) client() jobAPI {
 	return c
 }
 
-// SubmitCmd submits a job.
+// SubmitCmd submits a job, or with --file every job of an NDJSON file.
 type SubmitCmd struct {
 	ServerFlags
 	OutputFlags
-	Key       string  `help:"job_key: 1–64 characters, unique; resubmitting the same request returns the same job." required:""`
-	Type      string  `help:"job_type: a registered type (built-in: noop, sleep, flaky, effect)." required:""`
+	Key       string  `help:"job_key: 1–64 characters, unique; resubmitting the same request returns the same job. Required without --file."`
+	Type      string  `help:"job_type: a registered type (built-in: noop, sleep, flaky, effect). Required without --file."`
 	Params    string  `help:"params: a JSON object." default:"{}"`
 	Priority  *int    `help:"priority 0–1000, higher runs first (default 0)."`
 	MaxRetry  *int    `help:"max_retry 0–100 (default 3)."`
 	RunAt     *string `help:"run_at: RFC 3339 time with offset; the job does not start before it."`
 	TimeoutMs *int    `help:"timeout_ms: per-attempt timeout, 0 = none."`
+	SubmitFileFlags
 }
 
-// Run submits the job and prints it.
+// Run submits the job and prints it (or the file: see SubmitFileFlags).
 func (c *SubmitCmd) Run(g *Globals) error {
+	if c.File != "" {
+		if c.Key != "" || c.Type != "" || c.Params != "{}" || c.Priority != nil || c.MaxRetry != nil || c.RunAt != nil || c.TimeoutMs != nil {
+			return errors.New("--file: the jobs come from the file; drop --key, --type and the other job flags")
+		}
+		return c.SubmitFileFlags.run(g, c.ServerFlags)
+	}
+	if c.Key == "" || c.Type == "" {
+		return errors.New("--key and --type are required (or --file jobs.ndjson)")
+	}
 	if !json.Valid([]byte(c.Params)) {
 		return fmt.Errorf("--params: must be a JSON object, e.g. '{\"ms\": 100}'; got %q", c.Params)
 	}
@@ -92,7 +102,7 @@ func (c *GetCmd) Run(g *Globals) error {
 type ListCmd struct {
 	ServerFlags
 	OutputFlags
-	Status string `help:"Only this status (WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
+	Status string `help:"Only this status (SCHEDULED, WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
 	Type   string `help:"Only this job_type."`
 	Limit  int    `help:"Page size 1–1000." default:"50"`
 	Cursor string `help:"next_cursor of the previous page."`

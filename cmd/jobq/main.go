@@ -27,7 +27,7 @@ type CLI struct {
 	Submit     SubmitCmd     `cmd:"" help:"Submit a job."`
 	Get        GetCmd        `cmd:"" help:"Show one job."`
 	List       ListCmd       `cmd:"" help:"List jobs, newest first."`
-	Cancel     CancelCmd     `cmd:"" help:"Cancel a job (WAITING at once; RUNNING via its handler's context)."`
+	Cancel     CancelCmd     `cmd:"" help:"Cancel a job (WAITING or SCHEDULED at once; RUNNING via its handler's context)."`
 	Retry      RetryCmd      `cmd:"" help:"Re-queue a FAILED or CANCELED job."`
 	Executions ExecutionsCmd `cmd:"" help:"List a job's attempts."`
 	Stats      StatsCmd      `cmd:"" help:"Counts by status and type, oldest waiting age, recent rates."`

@@ -8,7 +8,7 @@ import (
 
 // MetricsFlags configure the replica's /metrics.
 type MetricsFlags struct {
-	MetricsBacklogInterval time.Duration `help:"How often /metrics' backlog sampler counts WAITING and RUNNING jobs with one statement (negative: never)." default:"15s" env:"JOBQ_METRICS_BACKLOG_INTERVAL" group:"API"`
+	MetricsBacklogInterval time.Duration `help:"How often /metrics' backlog sampler counts SCHEDULED, WAITING and RUNNING jobs with one statement (negative: never)." default:"15s" env:"JOBQ_METRICS_BACKLOG_INTERVAL" group:"API"`
 }
 
 // MetricsOptions maps the flags to metrics.Options.

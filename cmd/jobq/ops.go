@@ -123,7 +123,10 @@ func (c *StatsCmd) Run(g *Globals) error {
 		return printJSON(st)
 	}
 	fmt.Printf("database clock  %s\n", st.DBNow.Format(time.RFC3339Nano))
-	statuses := []string{string(jobq.StateWaiting), string(jobq.StateRunning), string(jobq.StateSuccess), string(jobq.StateFailed), string(jobq.StateCanceled)}
+	statuses := make([]string, len(jobq.JobStates))
+	for i, s := range jobq.JobStates {
+		statuses[i] = string(s)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "TYPE\t"+strings.Join(statuses, "\t")+"\t")
 	byType := map[string]map[string]int64{}

@@ -39,6 +39,7 @@ type ServeCmd struct {
 	RetryBackoff    time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"1s" group:"Scheduler"`
 	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN" group:"API"`
 	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api" group:"API"`
+	NoUI            bool          `help:"Do not serve the web console at /ui/ on the API listener (it is on by default, behind the same bearer tokens)." name:"no-ui" group:"API"`
 	MaxBodyBytes    int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576" group:"API"`
 	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
 	MetricsFlags
@@ -104,7 +105,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 		return err
 	}
 	r, err := app.Start(g.Ctx, app.Config{
-		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, Migrate: c.Migrate,
+		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, Scheduler: sc, Logger: g.Log,
 		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})
@@ -114,6 +115,9 @@ func (c *ServeCmd) Run(g *Globals) error {
 	// Tell a supervising harness where the API listens.
 	if r.Addr != "" {
 		fmt.Printf("jobq: listening on http://%s\n", r.Addr)
+		if !c.NoUI {
+			fmt.Printf("jobq: console on http://%s/ui/\n", r.Addr)
+		}
 	}
 	select {
 	case <-g.Ctx.Done():

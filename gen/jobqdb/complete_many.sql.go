@@ -10,24 +10,28 @@ import (
 	"strings"
 )
 
-const executionFinishSuccessMany = `-- name: ExecutionFinishSuccessMany :execrows
-UPDATE job_execution
-SET finished_at = NOW(6),
-    outcome = IF((SELECT q.status FROM job_queue AS q WHERE q.id = job_execution.job_id) = 'CANCELED', 'CANCELED', 'SUCCESS'),
-    error = NULL
-WHERE job_id IN (/*SLICE:ids*/?) AND finished_at IS NULL
-  AND FIND_IN_SET(CONCAT(job_id, ':', attempt), CAST(? AS CHAR)) > 0
+const executionRecordSuccessMany = `-- name: ExecutionRecordSuccessMany :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL
+FROM job_queue AS q
+WHERE q.id IN (/*SLICE:ids*/?)
+  AND FIND_IN_SET(CONCAT(q.id, ':', q.attempt), CAST(? AS CHAR)) > 0
 `
 
-type ExecutionFinishSuccessManyParams struct {
+type ExecutionRecordSuccessManyParams struct {
 	Ids    []uint64
 	Fences interface{}
 }
 
-// Closes the execution rows of the runs JobCompleteFencedMany completed:
-// SUCCESS, or CANCELED for a job that ended CANCELED (see ExecutionFinish).
-func (q *Queries) ExecutionFinishSuccessMany(ctx context.Context, arg ExecutionFinishSuccessManyParams) (int64, error) {
-	query := executionFinishSuccessMany
+// Writes the execution rows of the runs JobCompleteFencedMany just completed
+// in this transaction (the only write of job_execution per attempt), from
+// the claimed job rows, which the update holds; it runs only when the
+// update matched every run, so id:attempt picks exactly those rows. A job
+// whose cancel was requested ended CANCELED, and so does its attempt's row:
+// the audit trail says what the job row says.
+func (q *Queries) ExecutionRecordSuccessMany(ctx context.Context, arg ExecutionRecordSuccessManyParams) (int64, error) {
+	query := executionRecordSuccessMany
 	var queryParams []interface{}
 	if len(arg.Ids) > 0 {
 		for _, v := range arg.Ids {
@@ -61,7 +65,9 @@ type JobCompleteFencedManyParams struct {
 	Fences interface{}
 }
 
-// Batched success completion: the completer's fast path (store.JobCompleteMany).
+// Batched success completion: the completer's fast path (store.JobCompleteMany):
+// JobCompleteFencedMany then ExecutionRecordSuccessMany, one statement per
+// table for the whole batch.
 // Each row is still fenced by its own attempt: fences lists "id:attempt" of
 // every run in the batch, comma-separated (FIND_IN_SET), and a row matches
 // only when it is still RUNNING with the listed attempt. The id list reaches

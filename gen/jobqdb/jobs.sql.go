@@ -71,43 +71,6 @@ func (q *Queries) EffectInsertAgo(ctx context.Context, arg EffectInsertAgoParams
 	return err
 }
 
-const executionFinish = `-- name: ExecutionFinish :execrows
-UPDATE job_execution
-SET finished_at = NOW(6),
-    outcome = CASE WHEN ? <> 'LEASE_EXPIRED'
-                        AND (SELECT q.status FROM job_queue AS q WHERE q.id = job_execution.job_id) = 'CANCELED'
-                   THEN 'CANCELED' ELSE ? END,
-    error = ?
-WHERE job_execution.job_id = ? AND job_execution.attempt = ?
-  AND job_execution.finished_at IS NULL
-`
-
-type ExecutionFinishParams struct {
-	Outcome sql.NullString
-	Error   sql.NullString
-	JobID   uint64
-	Attempt int32
-}
-
-// Closes one attempt's execution row. A run's own outcome (SUCCESS, FAILED,
-// RELEASED) is recorded as CANCELED when the fenced job update just before
-// it in the same transaction ended the job CANCELED (a cancel requested
-// before the heartbeat saw it): the audit trail says what the job row says.
-// LEASE_EXPIRED (the rescuer) is kept as it is.
-func (q *Queries) ExecutionFinish(ctx context.Context, arg ExecutionFinishParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, executionFinish,
-		arg.Outcome,
-		arg.Outcome,
-		arg.Error,
-		arg.JobID,
-		arg.Attempt,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
 const executionGetOutcome = `-- name: ExecutionGetOutcome :one
 SELECT outcome FROM job_execution WHERE job_id = ? AND attempt = ?
 `
@@ -178,7 +141,8 @@ type ExecutionMarkStaleParams struct {
 }
 
 // A completion arrived after the run lost its lease: the job row is not
-// touched; the attempt's audit row records that the late write was refused.
+// touched; the attempt's audit row, written by the rescue that took the job
+// from it (LEASE_EXPIRED), records that the late write was refused.
 // An outcome the run itself already committed is never overwritten.
 func (q *Queries) ExecutionMarkStale(ctx context.Context, arg ExecutionMarkStaleParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionMarkStale, arg.Error, arg.JobID, arg.Attempt)
@@ -188,35 +152,131 @@ func (q *Queries) ExecutionMarkStale(ctx context.Context, arg ExecutionMarkStale
 	return result.RowsAffected()
 }
 
-const executionStartMany = `-- name: ExecutionStartMany :execrows
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at)
-SELECT q.id, q.attempt, q.owner, q.started_at, q.run_at FROM job_queue AS q
-WHERE q.id IN (/*SLICE:ids*/?) AND q.owner = ?
+const executionRecord = `-- name: ExecutionRecord :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
+FROM job_queue AS q
+WHERE q.id = ? AND q.attempt = ?
 `
 
-type ExecutionStartManyParams struct {
-	Ids   []uint64
-	Owner sql.NullString
+type ExecutionRecordParams struct {
+	Outcome interface{}
+	Error   sql.NullString
+	ID      uint64
+	Attempt int32
 }
 
-// Records one job_execution row per run this owner just claimed, with the
-// time the job was due (the claim does not change run_at). Runs in the
-// claim's transaction, which holds every row in ids and just set it RUNNING:
-// the filter is on the primary key only (a status term would lead the
-// optimizer to idx_lease and every RUNNING row).
-func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartManyParams) (int64, error) {
-	query := executionStartMany
-	var queryParams []interface{}
-	if len(arg.Ids) > 0 {
-		for _, v := range arg.Ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+// Writes the execution row of one run when its outcome is known: the only
+// write of job_execution per attempt (the claim writes none). It runs just
+// after the run's fenced job update matched, in the same transaction, which
+// holds the row: owner, started_at and due_at (run_at, which the claim and
+// this outcome left unchanged) come from the claimed job row. A run's own
+// outcome (SUCCESS, FAILED, RELEASED) is recorded as CANCELED when a cancel
+// was requested, as the fenced update then ended the job CANCELED: the audit
+// trail says what the job row says. A failure that retries moves run_at and
+// uses ExecutionRecordBeforeRetry instead.
+func (q *Queries) ExecutionRecord(ctx context.Context, arg ExecutionRecordParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, executionRecord,
+		arg.Outcome,
+		arg.Error,
+		arg.ID,
+		arg.Attempt,
+	)
+	if err != nil {
+		return 0, err
 	}
-	queryParams = append(queryParams, arg.Owner)
-	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	return result.RowsAffected()
+}
+
+const executionRecordBeforeRetry = `-- name: ExecutionRecordBeforeRetry :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
+FROM job_queue AS q
+WHERE q.id = ? AND q.attempt = ? AND q.status = 'RUNNING'
+FOR UPDATE
+`
+
+type ExecutionRecordBeforeRetryParams struct {
+	Outcome interface{}
+	Error   sql.NullString
+	ID      uint64
+	Attempt int32
+}
+
+// ExecutionRecord for a failed run that will be retried, written before its
+// fenced job update (which moves run_at by the backoff) in the same
+// transaction: it locks the job row and matches only while the run still
+// owns the job (RUNNING with that attempt), so 0 rows means stale.
+func (q *Queries) ExecutionRecordBeforeRetry(ctx context.Context, arg ExecutionRecordBeforeRetryParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, executionRecordBeforeRetry,
+		arg.Outcome,
+		arg.Error,
+		arg.ID,
+		arg.Attempt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const executionRecordRescue = `-- name: ExecutionRecordRescue :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), 'LEASE_EXPIRED', 'lease expired'
+FROM job_queue AS q
+WHERE q.id = ? AND q.attempt = ?
+  AND q.status = 'RUNNING' AND q.lease_until < NOW(6)
+FOR UPDATE
+`
+
+type ExecutionRecordRescueParams struct {
+	ID      uint64
+	Attempt int32
+}
+
+// The execution row of a run whose lease expired (its replica died, hung or
+// lost the database), written by the rescuer just before JobRescueExpired in
+// the same transaction and under the same conditions: the run never
+// finished, so this is its only row. owner, started_at and due_at come from
+// the job row, which this statement locks.
+func (q *Queries) ExecutionRecordRescue(ctx context.Context, arg ExecutionRecordRescueParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, executionRecordRescue, arg.ID, arg.Attempt)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const executionRecordUnfenced = `-- name: ExecutionRecordUnfenced :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
+FROM job_queue AS q
+WHERE q.id = ? AND q.attempt = ?
+FOR UPDATE
+ON DUPLICATE KEY UPDATE job_id = job_execution.job_id
+`
+
+type ExecutionRecordUnfencedParams struct {
+	Outcome interface{}
+	Error   sql.NullString
+	ID      uint64
+	Attempt int32
+}
+
+// Sabotage only (chaos --sabotage fencing): the execution row of an
+// unfenced completion, by id and attempt whatever the status; an attempt
+// that already has a row keeps it.
+func (q *Queries) ExecutionRecordUnfenced(ctx context.Context, arg ExecutionRecordUnfencedParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, executionRecordUnfenced,
+		arg.Outcome,
+		arg.Error,
+		arg.ID,
+		arg.Attempt,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -224,7 +284,7 @@ func (q *Queries) ExecutionStartMany(ctx context.Context, arg ExecutionStartMany
 }
 
 const jobCancelRunning = `-- name: JobCancelRunning :execrows
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET cancel_requested = 1, update_time = NOW(6)
 WHERE id = ? AND status = 'RUNNING'
 `
@@ -238,13 +298,16 @@ func (q *Queries) JobCancelRunning(ctx context.Context, id uint64) (int64, error
 }
 
 const jobCancelWaiting = `-- name: JobCancelWaiting :execrows
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
 WHERE id = ? AND status IN ('WAITING', 'SCHEDULED')
 `
 
-// Cancels a job no replica holds: WAITING or SCHEDULED.
+// Cancels a job no replica holds: WAITING or SCHEDULED. Both cancels reach
+// the row through the primary key (FORCE INDEX): by idx_due (status, run_at)
+// they would lock its index entry before the row, the reverse of every
+// completion and rescue, which lock the row first — a deadlock.
 func (q *Queries) JobCancelWaiting(ctx context.Context, id uint64) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobCancelWaiting, id)
 	if err != nil {
@@ -640,7 +703,10 @@ type JobGetClaimedRow struct {
 	CreateTime time.Time
 }
 
-// Same transaction and primary-key-only filter as ExecutionStartMany.
+// Reads back the rows a cas or limited claim just won, in the claim's
+// transaction, which holds every row in ids: the filter is on the primary
+// key only (a status term would lead the optimizer to idx_lease and every
+// RUNNING row).
 func (q *Queries) JobGetClaimed(ctx context.Context, arg JobGetClaimedParams) ([]JobGetClaimedRow, error) {
 	query := jobGetClaimed
 	var queryParams []interface{}
@@ -772,6 +838,53 @@ func (q *Queries) JobInsertAt(ctx context.Context, arg JobInsertAtParams) (int64
 	return result.LastInsertId()
 }
 
+const jobKeysLookup = `-- name: JobKeysLookup :many
+SELECT id, job_key, request_hash FROM job_queue WHERE job_key IN (/*SLICE:job_keys*/?)
+`
+
+type JobKeysLookupRow struct {
+	ID          uint64
+	JobKey      string
+	RequestHash string
+}
+
+// A batch submit's read of the keys that already exist (uk_job_key), and of
+// the ids of the jobs it just inserted. The batch's multi-row INSERT itself
+// is built in store/submit_many.go: sqlc cannot express a VALUES list of
+// variable length. It has JobInsert's columns and defaults.
+func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKeysLookupRow, error) {
+	query := jobKeysLookup
+	var queryParams []interface{}
+	if len(jobKeys) > 0 {
+		for _, v := range jobKeys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:job_keys*/?", strings.Repeat(",?", len(jobKeys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:job_keys*/?", "NULL", 1)
+	}
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobKeysLookupRow
+	for rows.Next() {
+		var i JobKeysLookupRow
+		if err := rows.Scan(&i.ID, &i.JobKey, &i.RequestHash); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobList = `-- name: JobList :many
 SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
 WHERE id < ?
@@ -786,6 +899,79 @@ type JobListParams struct {
 
 func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, error) {
 	rows, err := q.db.QueryContext(ctx, jobList, arg.BeforeID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobQueue
+	for rows.Next() {
+		var i JobQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobKey,
+			&i.JobType,
+			&i.Params,
+			&i.RequestHash,
+			&i.Status,
+			&i.Priority,
+			&i.RetryTimes,
+			&i.MaxRetry,
+			&i.TimeoutMs,
+			&i.RunAt,
+			&i.Attempt,
+			&i.Owner,
+			&i.LeaseUntil,
+			&i.LastError,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.CancelRequested,
+			&i.CreateTime,
+			&i.UpdateTime,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+WHERE job_key LIKE ?
+  AND (? = '' OR status = ?)
+  AND (? = '' OR job_type = ?)
+  AND id < ?
+ORDER BY id DESC
+LIMIT ?
+`
+
+type JobListByKeyPrefixParams struct {
+	KeyLike  string
+	Status   string
+	JobType  string
+	BeforeID uint64
+	Limit    int32
+}
+
+// Jobs whose job_key starts with a prefix: key_like is the prefix with LIKE's
+// wildcards escaped, then '%', so the range is read from uk_job_key. Status
+// and job_type ” match any.
+func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefixParams) ([]JobQueue, error) {
+	rows, err := q.db.QueryContext(ctx, jobListByKeyPrefix,
+		arg.KeyLike,
+		arg.Status,
+		arg.Status,
+		arg.JobType,
+		arg.JobType,
+		arg.BeforeID,
+		arg.Limit,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,13 @@ INSERT INTO job_queue (
     sqlc.arg(run_at), NOW(6), NOW(6)
 );
 
+-- name: JobKeysLookup :many
+-- A batch submit's read of the keys that already exist (uk_job_key), and of
+-- the ids of the jobs it just inserted. The batch's multi-row INSERT itself
+-- is built in store/submit_many.go: sqlc cannot express a VALUES list of
+-- variable length. It has JobInsert's columns and defaults.
+SELECT id, job_key, request_hash FROM job_queue WHERE job_key IN (sqlc.slice(job_keys));
+
 -- name: JobGetByID :one
 SELECT * FROM job_queue WHERE id = ?;
 
@@ -51,6 +58,18 @@ LIMIT ?;
 -- name: JobListByTypeStatus :many
 SELECT * FROM job_queue
 WHERE job_type = sqlc.arg(job_type) AND status = sqlc.arg(status) AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
+-- name: JobListByKeyPrefix :many
+-- Jobs whose job_key starts with a prefix: key_like is the prefix with LIKE's
+-- wildcards escaped, then '%', so the range is read from uk_job_key. Status
+-- and job_type '' match any.
+SELECT * FROM job_queue
+WHERE job_key LIKE sqlc.arg(key_like)
+  AND (sqlc.arg(status) = '' OR status = sqlc.arg(status))
+  AND (sqlc.arg(job_type) = '' OR job_type = sqlc.arg(job_type))
+  AND id < sqlc.arg(before_id)
 ORDER BY id DESC
 LIMIT ?;
 
@@ -128,20 +147,13 @@ SET status = 'RUNNING',
     update_time = NOW(6)
 WHERE id = sqlc.arg(id) AND status IN ('WAITING', 'SCHEDULED');
 
--- name: ExecutionStartMany :execrows
--- Records one job_execution row per run this owner just claimed, with the
--- time the job was due (the claim does not change run_at). Runs in the
--- claim's transaction, which holds every row in ids and just set it RUNNING:
--- the filter is on the primary key only (a status term would lead the
--- optimizer to idx_lease and every RUNNING row).
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at)
-SELECT q.id, q.attempt, q.owner, q.started_at, q.run_at FROM job_queue AS q
-WHERE q.id IN (sqlc.slice(ids)) AND q.owner = sqlc.arg(owner);
-
 -- name: JobGetClaimed :many
+-- Reads back the rows a cas or limited claim just won, in the claim's
+-- transaction, which holds every row in ids: the filter is on the primary
+-- key only (a status term would lead the optimizer to idx_lease and every
+-- RUNNING row).
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
        timeout_ms, run_at, attempt, lease_until, started_at, create_time
--- Same transaction and primary-key-only filter as ExecutionStartMany.
 FROM job_queue
 WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 
@@ -208,24 +220,50 @@ SET status = IF(cancel_requested = 1, 'CANCELED', 'WAITING'),
     update_time = NOW(6)
 WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'RUNNING';
 
--- name: ExecutionFinish :execrows
--- Closes one attempt's execution row. A run's own outcome (SUCCESS, FAILED,
--- RELEASED) is recorded as CANCELED when the fenced job update just before
--- it in the same transaction ended the job CANCELED (a cancel requested
--- before the heartbeat saw it): the audit trail says what the job row says.
--- LEASE_EXPIRED (the rescuer) is kept as it is.
-UPDATE job_execution
-SET finished_at = NOW(6),
-    outcome = CASE WHEN sqlc.arg(outcome) <> 'LEASE_EXPIRED'
-                        AND (SELECT q.status FROM job_queue AS q WHERE q.id = job_execution.job_id) = 'CANCELED'
-                   THEN 'CANCELED' ELSE sqlc.arg(outcome) END,
-    error = sqlc.arg(error)
-WHERE job_execution.job_id = sqlc.arg(job_id) AND job_execution.attempt = sqlc.arg(attempt)
-  AND job_execution.finished_at IS NULL;
+-- name: ExecutionRecord :execrows
+-- Writes the execution row of one run when its outcome is known: the only
+-- write of job_execution per attempt (the claim writes none). It runs just
+-- after the run's fenced job update matched, in the same transaction, which
+-- holds the row: owner, started_at and due_at (run_at, which the claim and
+-- this outcome left unchanged) come from the claimed job row. A run's own
+-- outcome (SUCCESS, FAILED, RELEASED) is recorded as CANCELED when a cancel
+-- was requested, as the fenced update then ended the job CANCELED: the audit
+-- trail says what the job row says. A failure that retries moves run_at and
+-- uses ExecutionRecordBeforeRetry instead.
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error)
+FROM job_queue AS q
+WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt);
+
+-- name: ExecutionRecordBeforeRetry :execrows
+-- ExecutionRecord for a failed run that will be retried, written before its
+-- fenced job update (which moves run_at by the backoff) in the same
+-- transaction: it locks the job row and matches only while the run still
+-- owns the job (RUNNING with that attempt), so 0 rows means stale.
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error)
+FROM job_queue AS q
+WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt) AND q.status = 'RUNNING'
+FOR UPDATE;
+
+-- name: ExecutionRecordUnfenced :execrows
+-- Sabotage only (chaos --sabotage fencing): the execution row of an
+-- unfenced completion, by id and attempt whatever the status; an attempt
+-- that already has a row keeps it.
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error)
+FROM job_queue AS q
+WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt)
+FOR UPDATE
+ON DUPLICATE KEY UPDATE job_id = job_execution.job_id;
 
 -- name: ExecutionMarkStale :execrows
 -- A completion arrived after the run lost its lease: the job row is not
--- touched; the attempt's audit row records that the late write was refused.
+-- touched; the attempt's audit row, written by the rescue that took the job
+-- from it (LEASE_EXPIRED), records that the late write was refused.
 -- An outcome the run itself already committed is never overwritten.
 UPDATE job_execution
 SET outcome = 'STALE', error = sqlc.arg(error), finished_at = COALESCE(finished_at, NOW(6))
@@ -243,6 +281,20 @@ SELECT id, attempt FROM job_queue
 WHERE status = 'RUNNING' AND lease_until < NOW(6)
 ORDER BY lease_until
 LIMIT ?;
+
+-- name: ExecutionRecordRescue :execrows
+-- The execution row of a run whose lease expired (its replica died, hung or
+-- lost the database), written by the rescuer just before JobRescueExpired in
+-- the same transaction and under the same conditions: the run never
+-- finished, so this is its only row. owner, started_at and due_at come from
+-- the job row, which this statement locks.
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), 'LEASE_EXPIRED', 'lease expired'
+FROM job_queue AS q
+WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt)
+  AND q.status = 'RUNNING' AND q.lease_until < NOW(6)
+FOR UPDATE;
 
 -- name: JobRescueExpired :execrows
 -- Returns one expired run to WAITING (retry_times+1) or FAILED (retry_times
@@ -264,14 +316,17 @@ WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt)
   AND status = 'RUNNING' AND lease_until < NOW(6);
 
 -- name: JobCancelWaiting :execrows
--- Cancels a job no replica holds: WAITING or SCHEDULED.
-UPDATE job_queue
+-- Cancels a job no replica holds: WAITING or SCHEDULED. Both cancels reach
+-- the row through the primary key (FORCE INDEX): by idx_due (status, run_at)
+-- they would lock its index entry before the row, the reverse of every
+-- completion and rescue, which lock the row first — a deadlock.
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
 WHERE id = ? AND status IN ('WAITING', 'SCHEDULED');
 
 -- name: JobCancelRunning :execrows
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET cancel_requested = 1, update_time = NOW(6)
 WHERE id = ? AND status = 'RUNNING';
 

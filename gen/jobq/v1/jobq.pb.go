@@ -51,7 +51,9 @@ type Job struct {
 	JobType string `protobuf:"bytes,3,opt,name=job_type,json=jobType,proto3" json:"job_type,omitempty"`
 	// params is the job's parameters as the text of a JSON object, e.g. "{\"ms\":300}".
 	Params string `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
-	// status is one of WAITING, RUNNING, SUCCESS, FAILED, CANCELED.
+	// status is one of SCHEDULED (run_at still ahead of the database clock;
+	// the promoter makes it WAITING when due), WAITING (due, waiting for a
+	// claim), RUNNING, SUCCESS, FAILED, CANCELED.
 	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
 	// priority is 0–1000; higher runs first.
 	Priority int32 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
@@ -457,6 +459,209 @@ func (x *SubmitJobRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+// SubmitJobsRequest mirrors the body of POST /v1/jobs:batch.
+type SubmitJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// jobs holds 1–1,000 submits, each as in SubmitJob.
+	Jobs          []*SubmitJobRequest `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitJobsRequest) Reset() {
+	*x = SubmitJobsRequest{}
+	mi := &file_jobq_v1_jobq_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitJobsRequest) ProtoMessage() {}
+
+func (x *SubmitJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobq_v1_jobq_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitJobsRequest.ProtoReflect.Descriptor instead.
+func (*SubmitJobsRequest) Descriptor() ([]byte, []int) {
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SubmitJobsRequest) GetJobs() []*SubmitJobRequest {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+// SubmitJobsResult is what happened to one job of a batch.
+type SubmitJobsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status is "created", "existing" (same job_key and request), "conflict"
+	// (same job_key, different request) or "invalid".
+	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// id is the created or existing job, or the conflicting one; 0 when invalid.
+	Id uint64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	// field names the invalid field ("job_key" for a conflict); empty otherwise.
+	Field string `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
+	// message says why the job is invalid or conflicting; empty otherwise.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitJobsResult) Reset() {
+	*x = SubmitJobsResult{}
+	mi := &file_jobq_v1_jobq_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitJobsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitJobsResult) ProtoMessage() {}
+
+func (x *SubmitJobsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_jobq_v1_jobq_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitJobsResult.ProtoReflect.Descriptor instead.
+func (*SubmitJobsResult) Descriptor() ([]byte, []int) {
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SubmitJobsResult) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *SubmitJobsResult) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SubmitJobsResult) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *SubmitJobsResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// SubmitJobsResponse has one result per job, in request order, and the
+// count of each status.
+type SubmitJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results are in the order of SubmitJobsRequest.jobs.
+	Results []*SubmitJobsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// created counts results with status "created".
+	Created int32 `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	// existing counts results with status "existing".
+	Existing int32 `protobuf:"varint,3,opt,name=existing,proto3" json:"existing,omitempty"`
+	// conflict counts results with status "conflict".
+	Conflict int32 `protobuf:"varint,4,opt,name=conflict,proto3" json:"conflict,omitempty"`
+	// invalid counts results with status "invalid".
+	Invalid       int32 `protobuf:"varint,5,opt,name=invalid,proto3" json:"invalid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitJobsResponse) Reset() {
+	*x = SubmitJobsResponse{}
+	mi := &file_jobq_v1_jobq_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitJobsResponse) ProtoMessage() {}
+
+func (x *SubmitJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobq_v1_jobq_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitJobsResponse.ProtoReflect.Descriptor instead.
+func (*SubmitJobsResponse) Descriptor() ([]byte, []int) {
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SubmitJobsResponse) GetResults() []*SubmitJobsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *SubmitJobsResponse) GetCreated() int32 {
+	if x != nil {
+		return x.Created
+	}
+	return 0
+}
+
+func (x *SubmitJobsResponse) GetExisting() int32 {
+	if x != nil {
+		return x.Existing
+	}
+	return 0
+}
+
+func (x *SubmitJobsResponse) GetConflict() int32 {
+	if x != nil {
+		return x.Conflict
+	}
+	return 0
+}
+
+func (x *SubmitJobsResponse) GetInvalid() int32 {
+	if x != nil {
+		return x.Invalid
+	}
+	return 0
+}
+
 // SubmitJobResponse holds the job.
 type SubmitJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -471,7 +676,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[3]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +688,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[3]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +701,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{3}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubmitJobResponse) GetJob() *Job {
@@ -524,7 +729,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[4]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +741,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[4]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +754,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{4}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetJobRequest) GetId() uint64 {
@@ -570,7 +775,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[5]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +787,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[5]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +800,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{5}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -608,8 +813,8 @@ func (x *GetJobResponse) GetJob() *Job {
 // ListJobsRequest mirrors GET /v1/jobs?status=&job_type=&limit=&cursor=.
 type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// status keeps only jobs in this status (WAITING, RUNNING, SUCCESS,
-	// FAILED, CANCELED); empty means any.
+	// status keeps only jobs in this status (SCHEDULED, WAITING, RUNNING,
+	// SUCCESS, FAILED, CANCELED); empty means any.
 	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	// job_type keeps only jobs of this type; empty means any.
 	JobType string `protobuf:"bytes,2,opt,name=job_type,json=jobType,proto3" json:"job_type,omitempty"`
@@ -623,7 +828,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[6]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +840,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[6]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +853,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{6}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListJobsRequest) GetStatus() string {
@@ -692,7 +897,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[7]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +909,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[7]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +922,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{7}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -745,7 +950,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[8]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +962,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[8]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +975,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{8}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelJobRequest) GetId() uint64 {
@@ -791,7 +996,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[9]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +1008,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[9]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +1021,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{9}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -837,7 +1042,7 @@ type RetryJobRequest struct {
 
 func (x *RetryJobRequest) Reset() {
 	*x = RetryJobRequest{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[10]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +1054,7 @@ func (x *RetryJobRequest) String() string {
 func (*RetryJobRequest) ProtoMessage() {}
 
 func (x *RetryJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[10]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +1067,7 @@ func (x *RetryJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{10}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RetryJobRequest) GetId() uint64 {
@@ -883,7 +1088,7 @@ type RetryJobResponse struct {
 
 func (x *RetryJobResponse) Reset() {
 	*x = RetryJobResponse{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[11]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1100,7 @@ func (x *RetryJobResponse) String() string {
 func (*RetryJobResponse) ProtoMessage() {}
 
 func (x *RetryJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[11]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1113,7 @@ func (x *RetryJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{11}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RetryJobResponse) GetJob() *Job {
@@ -929,7 +1134,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[12]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1146,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[12]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1159,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{12}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListExecutionsRequest) GetId() uint64 {
@@ -975,7 +1180,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[13]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1192,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[13]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1205,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{13}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -1021,7 +1226,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[14]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1238,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[14]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1251,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{14}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchJobRequest) GetId() uint64 {
@@ -1067,7 +1272,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_jobq_v1_jobq_proto_msgTypes[15]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1284,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_jobq_proto_msgTypes[15]
+	mi := &file_jobq_v1_jobq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1297,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{15}
+	return file_jobq_v1_jobq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchJobResponse) GetJob() *Job {
@@ -1158,7 +1363,20 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\t_priorityB\f\n" +
 	"\n" +
 	"_max_retryB\r\n" +
-	"\v_timeout_ms\"M\n" +
+	"\v_timeout_ms\"B\n" +
+	"\x11SubmitJobsRequest\x12-\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x19.jobq.v1.SubmitJobRequestR\x04jobs\"j\n" +
+	"\x10SubmitJobsResult\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05field\x18\x03 \x01(\tR\x05field\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xb5\x01\n" +
+	"\x12SubmitJobsResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.jobq.v1.SubmitJobsResultR\aresults\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\x05R\acreated\x12\x1a\n" +
+	"\bexisting\x18\x03 \x01(\x05R\bexisting\x12\x1a\n" +
+	"\bconflict\x18\x04 \x01(\x05R\bconflict\x12\x18\n" +
+	"\ainvalid\x18\x05 \x01(\x05R\ainvalid\"M\n" +
 	"\x11SubmitJobResponse\x12\x1e\n" +
 	"\x03job\x18\x01 \x01(\v2\f.jobq.v1.JobR\x03job\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"\x1f\n" +
@@ -1193,10 +1411,12 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\x0fWatchJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"2\n" +
 	"\x10WatchJobResponse\x12\x1e\n" +
-	"\x03job\x18\x01 \x01(\v2\f.jobq.v1.JobR\x03job2\xe7\x03\n" +
+	"\x03job\x18\x01 \x01(\v2\f.jobq.v1.JobR\x03job2\xae\x04\n" +
 	"\n" +
 	"JobService\x12B\n" +
-	"\tSubmitJob\x12\x19.jobq.v1.SubmitJobRequest\x1a\x1a.jobq.v1.SubmitJobResponse\x129\n" +
+	"\tSubmitJob\x12\x19.jobq.v1.SubmitJobRequest\x1a\x1a.jobq.v1.SubmitJobResponse\x12E\n" +
+	"\n" +
+	"SubmitJobs\x12\x1a.jobq.v1.SubmitJobsRequest\x1a\x1b.jobq.v1.SubmitJobsResponse\x129\n" +
 	"\x06GetJob\x12\x16.jobq.v1.GetJobRequest\x1a\x17.jobq.v1.GetJobResponse\x12?\n" +
 	"\bListJobs\x12\x18.jobq.v1.ListJobsRequest\x1a\x19.jobq.v1.ListJobsResponse\x12B\n" +
 	"\tCancelJob\x12\x19.jobq.v1.CancelJobRequest\x1a\x1a.jobq.v1.CancelJobResponse\x12?\n" +
@@ -1216,61 +1436,68 @@ func file_jobq_v1_jobq_proto_rawDescGZIP() []byte {
 	return file_jobq_v1_jobq_proto_rawDescData
 }
 
-var file_jobq_v1_jobq_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_jobq_v1_jobq_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_jobq_v1_jobq_proto_goTypes = []any{
 	(*Job)(nil),                    // 0: jobq.v1.Job
 	(*Execution)(nil),              // 1: jobq.v1.Execution
 	(*SubmitJobRequest)(nil),       // 2: jobq.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),      // 3: jobq.v1.SubmitJobResponse
-	(*GetJobRequest)(nil),          // 4: jobq.v1.GetJobRequest
-	(*GetJobResponse)(nil),         // 5: jobq.v1.GetJobResponse
-	(*ListJobsRequest)(nil),        // 6: jobq.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 7: jobq.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),       // 8: jobq.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),      // 9: jobq.v1.CancelJobResponse
-	(*RetryJobRequest)(nil),        // 10: jobq.v1.RetryJobRequest
-	(*RetryJobResponse)(nil),       // 11: jobq.v1.RetryJobResponse
-	(*ListExecutionsRequest)(nil),  // 12: jobq.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil), // 13: jobq.v1.ListExecutionsResponse
-	(*WatchJobRequest)(nil),        // 14: jobq.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),       // 15: jobq.v1.WatchJobResponse
-	(*timestamppb.Timestamp)(nil),  // 16: google.protobuf.Timestamp
+	(*SubmitJobsRequest)(nil),      // 3: jobq.v1.SubmitJobsRequest
+	(*SubmitJobsResult)(nil),       // 4: jobq.v1.SubmitJobsResult
+	(*SubmitJobsResponse)(nil),     // 5: jobq.v1.SubmitJobsResponse
+	(*SubmitJobResponse)(nil),      // 6: jobq.v1.SubmitJobResponse
+	(*GetJobRequest)(nil),          // 7: jobq.v1.GetJobRequest
+	(*GetJobResponse)(nil),         // 8: jobq.v1.GetJobResponse
+	(*ListJobsRequest)(nil),        // 9: jobq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 10: jobq.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),       // 11: jobq.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),      // 12: jobq.v1.CancelJobResponse
+	(*RetryJobRequest)(nil),        // 13: jobq.v1.RetryJobRequest
+	(*RetryJobResponse)(nil),       // 14: jobq.v1.RetryJobResponse
+	(*ListExecutionsRequest)(nil),  // 15: jobq.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil), // 16: jobq.v1.ListExecutionsResponse
+	(*WatchJobRequest)(nil),        // 17: jobq.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),       // 18: jobq.v1.WatchJobResponse
+	(*timestamppb.Timestamp)(nil),  // 19: google.protobuf.Timestamp
 }
 var file_jobq_v1_jobq_proto_depIdxs = []int32{
-	16, // 0: jobq.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	16, // 1: jobq.v1.Job.lease_until:type_name -> google.protobuf.Timestamp
-	16, // 2: jobq.v1.Job.started_at:type_name -> google.protobuf.Timestamp
-	16, // 3: jobq.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	16, // 4: jobq.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	16, // 5: jobq.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	16, // 6: jobq.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
-	16, // 7: jobq.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 8: jobq.v1.SubmitJobResponse.job:type_name -> jobq.v1.Job
-	0,  // 9: jobq.v1.GetJobResponse.job:type_name -> jobq.v1.Job
-	0,  // 10: jobq.v1.ListJobsResponse.jobs:type_name -> jobq.v1.Job
-	0,  // 11: jobq.v1.CancelJobResponse.job:type_name -> jobq.v1.Job
-	0,  // 12: jobq.v1.RetryJobResponse.job:type_name -> jobq.v1.Job
-	1,  // 13: jobq.v1.ListExecutionsResponse.executions:type_name -> jobq.v1.Execution
-	0,  // 14: jobq.v1.WatchJobResponse.job:type_name -> jobq.v1.Job
-	2,  // 15: jobq.v1.JobService.SubmitJob:input_type -> jobq.v1.SubmitJobRequest
-	4,  // 16: jobq.v1.JobService.GetJob:input_type -> jobq.v1.GetJobRequest
-	6,  // 17: jobq.v1.JobService.ListJobs:input_type -> jobq.v1.ListJobsRequest
-	8,  // 18: jobq.v1.JobService.CancelJob:input_type -> jobq.v1.CancelJobRequest
-	10, // 19: jobq.v1.JobService.RetryJob:input_type -> jobq.v1.RetryJobRequest
-	12, // 20: jobq.v1.JobService.ListExecutions:input_type -> jobq.v1.ListExecutionsRequest
-	14, // 21: jobq.v1.JobService.WatchJob:input_type -> jobq.v1.WatchJobRequest
-	3,  // 22: jobq.v1.JobService.SubmitJob:output_type -> jobq.v1.SubmitJobResponse
-	5,  // 23: jobq.v1.JobService.GetJob:output_type -> jobq.v1.GetJobResponse
-	7,  // 24: jobq.v1.JobService.ListJobs:output_type -> jobq.v1.ListJobsResponse
-	9,  // 25: jobq.v1.JobService.CancelJob:output_type -> jobq.v1.CancelJobResponse
-	11, // 26: jobq.v1.JobService.RetryJob:output_type -> jobq.v1.RetryJobResponse
-	13, // 27: jobq.v1.JobService.ListExecutions:output_type -> jobq.v1.ListExecutionsResponse
-	15, // 28: jobq.v1.JobService.WatchJob:output_type -> jobq.v1.WatchJobResponse
-	22, // [22:29] is the sub-list for method output_type
-	15, // [15:22] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	19, // 0: jobq.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	19, // 1: jobq.v1.Job.lease_until:type_name -> google.protobuf.Timestamp
+	19, // 2: jobq.v1.Job.started_at:type_name -> google.protobuf.Timestamp
+	19, // 3: jobq.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	19, // 4: jobq.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	19, // 5: jobq.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	19, // 6: jobq.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
+	19, // 7: jobq.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
+	2,  // 8: jobq.v1.SubmitJobsRequest.jobs:type_name -> jobq.v1.SubmitJobRequest
+	4,  // 9: jobq.v1.SubmitJobsResponse.results:type_name -> jobq.v1.SubmitJobsResult
+	0,  // 10: jobq.v1.SubmitJobResponse.job:type_name -> jobq.v1.Job
+	0,  // 11: jobq.v1.GetJobResponse.job:type_name -> jobq.v1.Job
+	0,  // 12: jobq.v1.ListJobsResponse.jobs:type_name -> jobq.v1.Job
+	0,  // 13: jobq.v1.CancelJobResponse.job:type_name -> jobq.v1.Job
+	0,  // 14: jobq.v1.RetryJobResponse.job:type_name -> jobq.v1.Job
+	1,  // 15: jobq.v1.ListExecutionsResponse.executions:type_name -> jobq.v1.Execution
+	0,  // 16: jobq.v1.WatchJobResponse.job:type_name -> jobq.v1.Job
+	2,  // 17: jobq.v1.JobService.SubmitJob:input_type -> jobq.v1.SubmitJobRequest
+	3,  // 18: jobq.v1.JobService.SubmitJobs:input_type -> jobq.v1.SubmitJobsRequest
+	7,  // 19: jobq.v1.JobService.GetJob:input_type -> jobq.v1.GetJobRequest
+	9,  // 20: jobq.v1.JobService.ListJobs:input_type -> jobq.v1.ListJobsRequest
+	11, // 21: jobq.v1.JobService.CancelJob:input_type -> jobq.v1.CancelJobRequest
+	13, // 22: jobq.v1.JobService.RetryJob:input_type -> jobq.v1.RetryJobRequest
+	15, // 23: jobq.v1.JobService.ListExecutions:input_type -> jobq.v1.ListExecutionsRequest
+	17, // 24: jobq.v1.JobService.WatchJob:input_type -> jobq.v1.WatchJobRequest
+	6,  // 25: jobq.v1.JobService.SubmitJob:output_type -> jobq.v1.SubmitJobResponse
+	5,  // 26: jobq.v1.JobService.SubmitJobs:output_type -> jobq.v1.SubmitJobsResponse
+	8,  // 27: jobq.v1.JobService.GetJob:output_type -> jobq.v1.GetJobResponse
+	10, // 28: jobq.v1.JobService.ListJobs:output_type -> jobq.v1.ListJobsResponse
+	12, // 29: jobq.v1.JobService.CancelJob:output_type -> jobq.v1.CancelJobResponse
+	14, // 30: jobq.v1.JobService.RetryJob:output_type -> jobq.v1.RetryJobResponse
+	16, // 31: jobq.v1.JobService.ListExecutions:output_type -> jobq.v1.ListExecutionsResponse
+	18, // 32: jobq.v1.JobService.WatchJob:output_type -> jobq.v1.WatchJobResponse
+	25, // [25:33] is the sub-list for method output_type
+	17, // [17:25] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_jobq_v1_jobq_proto_init() }
@@ -1279,14 +1506,14 @@ func file_jobq_v1_jobq_proto_init() {
 		return
 	}
 	file_jobq_v1_jobq_proto_msgTypes[2].OneofWrappers = []any{}
-	file_jobq_v1_jobq_proto_msgTypes[6].OneofWrappers = []any{}
+	file_jobq_v1_jobq_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobq_v1_jobq_proto_rawDesc), len(file_jobq_v1_jobq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

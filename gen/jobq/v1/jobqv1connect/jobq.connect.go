@@ -53,6 +53,8 @@ const (
 const (
 	// JobServiceSubmitJobProcedure is the fully-qualified name of the JobService's SubmitJob RPC.
 	JobServiceSubmitJobProcedure = "/jobq.v1.JobService/SubmitJob"
+	// JobServiceSubmitJobsProcedure is the fully-qualified name of the JobService's SubmitJobs RPC.
+	JobServiceSubmitJobsProcedure = "/jobq.v1.JobService/SubmitJobs"
 	// JobServiceGetJobProcedure is the fully-qualified name of the JobService's GetJob RPC.
 	JobServiceGetJobProcedure = "/jobq.v1.JobService/GetJob"
 	// JobServiceListJobsProcedure is the fully-qualified name of the JobService's ListJobs RPC.
@@ -74,11 +76,17 @@ type JobServiceClient interface {
 	// returns the existing job with created = false; with a different request
 	// it fails with ALREADY_EXISTS. Nothing is written unless the request is valid.
 	SubmitJob(context.Context, *connect.Request[v1.SubmitJobRequest]) (*connect.Response[v1.SubmitJobResponse], error)
+	// SubmitJobs creates up to 1,000 jobs with one multi-row insert (HTTP
+	// POST /v1/jobs:batch). Each job gets the answer SubmitJob would have
+	// given it, at its index: created, existing, conflict or invalid (nothing
+	// is written for a conflicting or invalid job). INVALID_ARGUMENT only for
+	// an empty or oversized batch (field "jobs").
+	SubmitJobs(context.Context, *connect.Request[v1.SubmitJobsRequest]) (*connect.Response[v1.SubmitJobsResponse], error)
 	// GetJob returns one job, or NOT_FOUND.
 	GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.GetJobResponse], error)
 	// ListJobs returns one page of jobs, newest (highest id) first.
 	ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error)
-	// CancelJob cancels a WAITING job at once (CANCELED) or asks a RUNNING one
+	// CancelJob cancels a WAITING or SCHEDULED job at once (CANCELED) or asks a RUNNING one
 	// to stop (cancel_requested = true; CANCELED when its handler returns).
 	// Cancelling a CANCELED job returns it unchanged; FAILED_PRECONDITION for
 	// a job that is SUCCESS or FAILED.
@@ -112,6 +120,12 @@ func NewJobServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			httpClient,
 			baseURL+JobServiceSubmitJobProcedure,
 			connect.WithSchema(jobServiceMethods.ByName("SubmitJob")),
+			connect.WithClientOptions(opts...),
+		),
+		submitJobs: connect.NewClient[v1.SubmitJobsRequest, v1.SubmitJobsResponse](
+			httpClient,
+			baseURL+JobServiceSubmitJobsProcedure,
+			connect.WithSchema(jobServiceMethods.ByName("SubmitJobs")),
 			connect.WithClientOptions(opts...),
 		),
 		getJob: connect.NewClient[v1.GetJobRequest, v1.GetJobResponse](
@@ -156,6 +170,7 @@ func NewJobServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 // jobServiceClient implements JobServiceClient.
 type jobServiceClient struct {
 	submitJob      *connect.Client[v1.SubmitJobRequest, v1.SubmitJobResponse]
+	submitJobs     *connect.Client[v1.SubmitJobsRequest, v1.SubmitJobsResponse]
 	getJob         *connect.Client[v1.GetJobRequest, v1.GetJobResponse]
 	listJobs       *connect.Client[v1.ListJobsRequest, v1.ListJobsResponse]
 	cancelJob      *connect.Client[v1.CancelJobRequest, v1.CancelJobResponse]
@@ -167,6 +182,11 @@ type jobServiceClient struct {
 // SubmitJob calls jobq.v1.JobService.SubmitJob.
 func (c *jobServiceClient) SubmitJob(ctx context.Context, req *connect.Request[v1.SubmitJobRequest]) (*connect.Response[v1.SubmitJobResponse], error) {
 	return c.submitJob.CallUnary(ctx, req)
+}
+
+// SubmitJobs calls jobq.v1.JobService.SubmitJobs.
+func (c *jobServiceClient) SubmitJobs(ctx context.Context, req *connect.Request[v1.SubmitJobsRequest]) (*connect.Response[v1.SubmitJobsResponse], error) {
+	return c.submitJobs.CallUnary(ctx, req)
 }
 
 // GetJob calls jobq.v1.JobService.GetJob.
@@ -205,11 +225,17 @@ type JobServiceHandler interface {
 	// returns the existing job with created = false; with a different request
 	// it fails with ALREADY_EXISTS. Nothing is written unless the request is valid.
 	SubmitJob(context.Context, *connect.Request[v1.SubmitJobRequest]) (*connect.Response[v1.SubmitJobResponse], error)
+	// SubmitJobs creates up to 1,000 jobs with one multi-row insert (HTTP
+	// POST /v1/jobs:batch). Each job gets the answer SubmitJob would have
+	// given it, at its index: created, existing, conflict or invalid (nothing
+	// is written for a conflicting or invalid job). INVALID_ARGUMENT only for
+	// an empty or oversized batch (field "jobs").
+	SubmitJobs(context.Context, *connect.Request[v1.SubmitJobsRequest]) (*connect.Response[v1.SubmitJobsResponse], error)
 	// GetJob returns one job, or NOT_FOUND.
 	GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.GetJobResponse], error)
 	// ListJobs returns one page of jobs, newest (highest id) first.
 	ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error)
-	// CancelJob cancels a WAITING job at once (CANCELED) or asks a RUNNING one
+	// CancelJob cancels a WAITING or SCHEDULED job at once (CANCELED) or asks a RUNNING one
 	// to stop (cancel_requested = true; CANCELED when its handler returns).
 	// Cancelling a CANCELED job returns it unchanged; FAILED_PRECONDITION for
 	// a job that is SUCCESS or FAILED.
@@ -239,6 +265,12 @@ func NewJobServiceHandler(svc JobServiceHandler, opts ...connect.HandlerOption) 
 		JobServiceSubmitJobProcedure,
 		svc.SubmitJob,
 		connect.WithSchema(jobServiceMethods.ByName("SubmitJob")),
+		connect.WithHandlerOptions(opts...),
+	)
+	jobServiceSubmitJobsHandler := connect.NewUnaryHandler(
+		JobServiceSubmitJobsProcedure,
+		svc.SubmitJobs,
+		connect.WithSchema(jobServiceMethods.ByName("SubmitJobs")),
 		connect.WithHandlerOptions(opts...),
 	)
 	jobServiceGetJobHandler := connect.NewUnaryHandler(
@@ -281,6 +313,8 @@ func NewJobServiceHandler(svc JobServiceHandler, opts ...connect.HandlerOption) 
 		switch r.URL.Path {
 		case JobServiceSubmitJobProcedure:
 			jobServiceSubmitJobHandler.ServeHTTP(w, r)
+		case JobServiceSubmitJobsProcedure:
+			jobServiceSubmitJobsHandler.ServeHTTP(w, r)
 		case JobServiceGetJobProcedure:
 			jobServiceGetJobHandler.ServeHTTP(w, r)
 		case JobServiceListJobsProcedure:
@@ -304,6 +338,10 @@ type UnimplementedJobServiceHandler struct{}
 
 func (UnimplementedJobServiceHandler) SubmitJob(context.Context, *connect.Request[v1.SubmitJobRequest]) (*connect.Response[v1.SubmitJobResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobq.v1.JobService.SubmitJob is not implemented"))
+}
+
+func (UnimplementedJobServiceHandler) SubmitJobs(context.Context, *connect.Request[v1.SubmitJobsRequest]) (*connect.Response[v1.SubmitJobsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobq.v1.JobService.SubmitJobs is not implemented"))
 }
 
 func (UnimplementedJobServiceHandler) GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.GetJobResponse], error) {

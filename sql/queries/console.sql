@@ -1,0 +1,47 @@
+-- Statements of the web console's overview (package console). Each reads
+-- only the newest rows by primary key (id > min_id), so its cost does not
+-- grow with the table.
+
+-- name: ActivityStarted :many
+-- Per minute of the last `minutes` (0 = the minute ending now), attempts
+-- started and their pickup latency (started_at − due_at, the job's run_at
+-- at the claim) in microseconds: average and maximum.
+SELECT CAST(TIMESTAMPDIFF(MINUTE, started_at, NOW(6)) AS SIGNED) AS minutes_ago,
+       COUNT(*) AS started,
+       CAST(COALESCE(AVG(GREATEST(TIMESTAMPDIFF(MICROSECOND, due_at, started_at), 0)), 0) AS SIGNED) AS pickup_avg_us,
+       CAST(COALESCE(MAX(GREATEST(TIMESTAMPDIFF(MICROSECOND, due_at, started_at), 0)), 0) AS SIGNED) AS pickup_max_us
+FROM job_execution
+WHERE id > sqlc.arg(min_id) AND started_at >= NOW(6) - INTERVAL sqlc.arg(minutes) MINUTE
+GROUP BY minutes_ago
+ORDER BY minutes_ago;
+
+-- name: ActivityFinished :many
+-- Per minute of the last `minutes`, attempts finished by outcome.
+SELECT CAST(TIMESTAMPDIFF(MINUTE, finished_at, NOW(6)) AS SIGNED) AS minutes_ago,
+       COALESCE(outcome, '') AS outcome, COUNT(*) AS n
+FROM job_execution
+WHERE id > sqlc.arg(min_id) AND finished_at >= NOW(6) - INTERVAL sqlc.arg(minutes) MINUTE
+GROUP BY minutes_ago, outcome
+ORDER BY minutes_ago, outcome;
+
+-- name: ActivityOwners :many
+-- Replicas (owners) that started attempts in the last `minutes`: how many,
+-- and the latest start and finish (the latest start when none finished).
+SELECT owner, COUNT(*) AS attempts,
+       CAST(MAX(started_at) AS DATETIME(6)) AS last_started,
+       CAST(COALESCE(MAX(finished_at), MAX(started_at)) AS DATETIME(6)) AS last_finished
+FROM job_execution
+WHERE id > sqlc.arg(min_id) AND started_at >= NOW(6) - INTERVAL sqlc.arg(minutes) MINUTE
+GROUP BY owner
+ORDER BY owner;
+
+-- name: ActivityRunningOwners :many
+-- Replicas holding RUNNING jobs now (idx_lease): how many, and the latest
+-- lease end (every heartbeat renews all of a replica's leases at once, so
+-- lease_until − lease is its last heartbeat).
+SELECT COALESCE(owner, '') AS owner, COUNT(*) AS running,
+       CAST(MAX(lease_until) AS DATETIME(6)) AS lease_until
+FROM job_queue
+WHERE status = 'RUNNING'
+GROUP BY owner
+ORDER BY owner;

@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jobq/jobq"
+)
+
+// submitManyChunkBytes caps the params bytes of one multi-row INSERT, so a
+// batch of large params stays well under max_allowed_packet (16 MiB by
+// default on MariaDB 10.11 and MySQL 8): a batch of small jobs is one
+// statement; a batch whose params add up to more is split, in the same
+// transaction.
+const submitManyChunkBytes = 4 << 20
+
+// JobSubmitMany inserts a batch of WAITING jobs with one multi-row INSERT
+// (split only when their params exceed submitManyChunkBytes) and one
+// commit. ps must have distinct job keys. out[i] says what happened to
+// ps[i]: created, or the job that already had its job_key — Conflict when
+// that job was submitted with a different request (the rules of JobSubmit).
+//
+// In one transaction it reads which keys exist (uk_job_key), inserts the
+// others and reads their ids back. A concurrent submit of one of the keys
+// between the read and the INSERT makes the INSERT fail as a whole (1062):
+// the transaction rolls back and the batch is submitted job by job with
+// JobSubmit, which tells each job's outcome exactly.
+func (s *Store) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jobq.SubmitOutcome, error) {
+	out := make([]jobq.SubmitOutcome, len(ps))
+	if len(ps) == 0 {
+		return out, nil
+	}
+	err := s.WithTx(ctx, func(tx *sql.Tx) error {
+		existing, err := s.keyLookup(ctx, tx, ps, func(int) bool { return true })
+		if err != nil {
+			return err
+		}
+		var fresh []int
+		for i, p := range ps {
+			if e, ok := existing[p.JobKey]; ok {
+				out[i] = jobq.SubmitOutcome{ID: e.id, Conflict: e.hash != p.RequestHash}
+				continue
+			}
+			fresh = append(fresh, i)
+		}
+		if len(fresh) == 0 {
+			return nil
+		}
+		for start := 0; start < len(fresh); {
+			end, size := start, 0
+			for end < len(fresh) && (end == start || size+len(ps[fresh[end]].Params) <= submitManyChunkBytes) {
+				size += len(ps[fresh[end]].Params)
+				end++
+			}
+			if err := insertMany(ctx, tx, ps, fresh[start:end]); err != nil {
+				return err
+			}
+			start = end
+		}
+		isFresh := make(map[int]bool, len(fresh))
+		for _, i := range fresh {
+			isFresh[i] = true
+		}
+		created, err := s.keyLookup(ctx, tx, ps, func(i int) bool { return isFresh[i] })
+		if err != nil {
+			return err
+		}
+		for _, i := range fresh {
+			e, ok := created[ps[i].JobKey]
+			if !ok {
+				return fmt.Errorf("job_key %q: inserted but not read back", ps[i].JobKey)
+			}
+			out[i] = jobq.SubmitOutcome{ID: e.id, Created: true}
+		}
+		return nil
+	})
+	if isDupKey(err) {
+		return s.submitOneByOne(ctx, ps)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("submit batch: %w", err)
+	}
+	return out, nil
+}
+
+// submitOneByOne is JobSubmitMany's fallback after a concurrent submit
+// took one of its keys.
+func (s *Store) submitOneByOne(ctx context.Context, ps []jobq.SubmitParams) ([]jobq.SubmitOutcome, error) {
+	out := make([]jobq.SubmitOutcome, len(ps))
+	for i, p := range ps {
+		job, created, err := s.JobSubmit(ctx, p)
+		switch {
+		case errors.Is(err, jobq.ErrKeyConflict):
+			out[i] = jobq.SubmitOutcome{ID: job.ID, Conflict: true}
+		case err != nil:
+			return nil, fmt.Errorf("submit batch: job %d: %w", i, err)
+		default:
+			out[i] = jobq.SubmitOutcome{ID: job.ID, Created: created}
+		}
+	}
+	return out, nil
+}
+
+type keyRow struct {
+	id   uint64
+	hash string
+}
+
+// keyLookup reads id and request_hash of the jobs whose job_key is one of
+// ps[i].JobKey for which pick(i) holds (JobKeysLookup, one statement).
+func (s *Store) keyLookup(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParams, pick func(int) bool) (map[string]keyRow, error) {
+	keys := make([]string, 0, len(ps))
+	for i, p := range ps {
+		if pick(i) {
+			keys = append(keys, p.JobKey)
+		}
+	}
+	rows, err := s.q.WithTx(tx).JobKeysLookup(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]keyRow, len(rows))
+	for _, r := range rows {
+		m[r.JobKey] = keyRow{id: r.ID, hash: r.RequestHash}
+	}
+	return m, nil
+}
+
+// insertMany inserts ps[i] for each i in idx with one multi-row INSERT (the
+// columns and defaults of JobInsert and JobInsertAt: no run_at means due
+// now, WAITING; a run_at ahead of the database clock is SCHEDULED).
+func insertMany(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParams, idx []int) error {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, priority, max_retry,
+    timeout_ms, run_at, create_time, update_time) VALUES `)
+	args := make([]any, 0, 8*len(idx))
+	for n, i := range idx {
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?, ?, ?, ?, IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?, COALESCE(?, NOW(6)), NOW(6), NOW(6))")
+		p := ps[i]
+		var runAt sql.NullTime
+		if p.RunAt != nil {
+			runAt = sql.NullTime{Time: p.RunAt.UTC(), Valid: true}
+		}
+		args = append(args, p.JobKey, p.JobType, p.Params, p.RequestHash, runAt, p.Priority, p.MaxRetry, p.TimeoutMs, runAt)
+	}
+	_, err := tx.ExecContext(ctx, b.String(), args...)
+	return err
+}
