@@ -138,7 +138,8 @@ func casRace(cfg *chaos.Config) {
 }
 
 // slowLink slows one replica's database link by 400 ms per round trip (a replica
-// in another zone) for the whole run, with a 6 s lease and jobs of 0.5–3 s:
+// in another zone) for the whole run, with a 6 s lease and jobs of 2–6 s (more than two replicas' workers can run, so
+// the slow replica claims too, and runs need renewals):
 // its peers must not wait on locks its transactions hold between round
 // trips, so none of their runs loses its lease (a rescue of theirs would be
 // unexplained: the latency fault excuses only the slow replica's runs).
@@ -148,7 +149,7 @@ func slowLink(cfg *chaos.Config) {
 	cfg.Schedule = "latency@0s:replica-1"
 	cfg.Latency = 200 * time.Millisecond // each way: +400 ms per round trip
 	cfg.LatencyFor = max(cfg.Duration, 10*time.Second)
-	cfg.Runtime = "uniform:500ms-3s"
+	cfg.Runtime = "uniform:2s-6s" // the queue backs up: the slow replica claims too, and runs need renewals
 	cfg.Workers = max(cfg.Workers, 100)
 }
 

@@ -381,7 +381,7 @@ func (q *Queries) JobClaimCASUnguarded(ctx context.Context, arg JobClaimCASUngua
 }
 
 const jobClaimMany = `-- name: JobClaimMany :execrows
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'RUNNING',
     attempt = attempt + 1,
     owner = ?,

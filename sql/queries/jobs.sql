@@ -104,7 +104,7 @@ FOR UPDATE SKIP LOCKED;
 -- after the locking read holds the rows: a locking read may return a row
 -- whose rescue committed after the read began, so its own NOW(6) can precede
 -- the previous holder's lease end and the rescue's finished_at.
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'RUNNING',
     attempt = attempt + 1,
     owner = sqlc.arg(owner),
