@@ -4,7 +4,7 @@ BIN       := bin/jobq
 PKGS      := ./...
 export GOFLAGS ?=
 
-.PHONY: help build demo test test-deps mutants generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
+.PHONY: help build build-testbed demo test test-deps mutants generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
 
 help: ## List targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
@@ -12,6 +12,11 @@ help: ## List targets.
 
 build: ## Build bin/jobq.
 	$(GO) build -o $(BIN) ./cmd/jobq
+
+TESTBED_BIN := bin/jobq-testbed
+
+build-testbed: ## Build bin/jobq-testbed: bin/jobq plus the testbed-only --sabotage switches (go build -tags testbed).
+	$(GO) build -tags testbed -o $(TESTBED_BIN) ./cmd/jobq
 
 ensure-db: ## Make sure a MySQL-compatible server can be provided (installs mariadb-server as root if none).
 	@scripts/ensure-db.sh
@@ -79,13 +84,13 @@ CHAOS_FLAGS ?= --jobs 2000 --duration 30s --seed 42
 chaos: ensure-db build ## Run every standard chaos scenario (3 replicas, faults, checker); print verdicts; fail on any violation (out/chaos/).
 	$(BIN) chaos --scenario standard $(CHAOS_FLAGS) --out out/chaos
 
-chaos-sabotage: ensure-db build ## Prove the checker can fail: sabotaged replicas must each produce a violation (out/chaos-sabotage/).
-	$(BIN) chaos --scenario zombie-pause --sabotage fencing --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/fencing
-	$(BIN) chaos --scenario kill-storm --sabotage rescuer --expect-invalid --jobs 500 --duration 15s --drain-timeout 10s --out out/chaos-sabotage/rescuer
-	$(BIN) chaos --scenario lease-loss --sabotage lease-cancel --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/lease-cancel
-	$(BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
-	$(BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
-	$(BIN) chaos --scenario read-only --sabotage outcome-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/outcome-retry
+chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged replicas must each produce a violation (out/chaos-sabotage/).
+	$(TESTBED_BIN) chaos --scenario zombie-pause --sabotage fencing --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/fencing
+	$(TESTBED_BIN) chaos --scenario kill-storm --sabotage rescuer --expect-invalid --jobs 500 --duration 15s --drain-timeout 10s --out out/chaos-sabotage/rescuer
+	$(TESTBED_BIN) chaos --scenario lease-loss --sabotage lease-cancel --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/lease-cancel
+	$(TESTBED_BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
+	$(TESTBED_BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
+	$(TESTBED_BIN) chaos --scenario read-only --sabotage outcome-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/outcome-retry
 
 # HA topologies (docs/chaos.md "Topologies"): a 3-node Galera cluster and a
 # primary-replica failover, both started by the harness on loopback.

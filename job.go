@@ -183,4 +183,9 @@ type Completion struct {
 	Backoff time.Duration
 	// Unfenced drops the attempt guard on success (sabotage switch).
 	Unfenced bool
+	// DueAt is the claimed job's run_at (ClaimedJob.RunAt), recorded as the
+	// attempt's due_at. A failure that retries moves run_at before its
+	// execution row is written, so it needs DueAt to write the row after
+	// the job update; zero writes the row first instead.
+	DueAt time.Time
 }

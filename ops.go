@@ -8,12 +8,12 @@ import (
 // TypeControl is the operations state of one job type (job_type_control).
 // A type without a row is neither paused nor limited.
 type TypeControl struct {
-	JobType string `json:"job_type"`
+	JobType string
 	// Paused types are not claimed; their RUNNING jobs finish normally.
-	Paused bool `json:"paused"`
+	Paused bool
 	// MaxRunning caps the type's RUNNING jobs across all replicas; 0 = no limit.
-	MaxRunning int       `json:"max_running"`
-	UpdateTime time.Time `json:"update_time"`
+	MaxRunning int
+	UpdateTime time.Time
 }
 
 // Misfire policies of a periodic schedule.
@@ -42,21 +42,21 @@ func PeriodicKey(name string, instant time.Time) string {
 
 // Periodic is one cron schedule (periodic_job). Times are UTC.
 type Periodic struct {
-	Name      string          `json:"name"`
-	Cron      string          `json:"cron"`
-	JobType   string          `json:"job_type"`
-	Params    json.RawMessage `json:"params"`
-	Priority  int             `json:"priority"`
-	MaxRetry  int             `json:"max_retry"`
-	TimeoutMs int             `json:"timeout_ms"`
-	Misfire   string          `json:"misfire"`
-	Source    string          `json:"source"`
+	Name      string
+	Cron      string
+	JobType   string
+	Params    json.RawMessage
+	Priority  int
+	MaxRetry  int
+	TimeoutMs int
+	Misfire   string
+	Source    string
 	// NextRunAt is the cursor: the first scheduled instant not yet enqueued.
-	NextRunAt time.Time `json:"next_run_at"`
+	NextRunAt time.Time
 	// LastRunAt is the latest instant enqueued, if any.
-	LastRunAt  *time.Time `json:"last_run_at,omitempty"`
-	CreateTime time.Time  `json:"create_time"`
-	UpdateTime time.Time  `json:"update_time"`
+	LastRunAt  *time.Time
+	CreateTime time.Time
+	UpdateTime time.Time
 }
 
 // PeriodicSpec is a validated schedule to create or replace. Params must be
@@ -107,10 +107,10 @@ type PurgeParams struct {
 
 // PurgeResult counts what a retention pass deleted.
 type PurgeResult struct {
-	Jobs       int64     `json:"jobs"`       // job_queue rows deleted
-	Executions int64     `json:"executions"` // job_execution rows deleted
-	Batches    int       `json:"batches"`    // delete transactions committed
-	Cutoff     time.Time `json:"cutoff"`     // NOW(6) − OlderThan, UTC
+	Jobs       int64     // job_queue rows deleted
+	Executions int64     // job_execution rows deleted
+	Batches    int       // delete transactions committed
+	Cutoff     time.Time // NOW(6) − OlderThan, UTC
 }
 
 // RetryBulkParams selects the jobs a bulk retry re-queues.
@@ -126,27 +126,27 @@ const StatsRecentRows = 100000
 
 // TypeStatusCount is the number of jobs of one type in one status.
 type TypeStatusCount struct {
-	JobType string   `json:"job_type"`
-	Status  JobState `json:"status"`
-	Count   int64    `json:"count"`
+	JobType string
+	Status  JobState
+	Count   int64
 }
 
 // QueueStats is a snapshot of the queue for `jobq stats`.
 type QueueStats struct {
-	DBNow time.Time `json:"db_now"`
+	DBNow time.Time
 	// ByStatus counts every job by status; ByTypeStatus by type and status.
-	ByStatus     map[string]int64  `json:"by_status"`
-	ByTypeStatus []TypeStatusCount `json:"by_type_status"`
+	ByStatus     map[string]int64
+	ByTypeStatus []TypeStatusCount
 	// OldestWaitingSeconds is how long the longest-due WAITING job has been
 	// due (NOW(6) − run_at); null when no job is due.
-	OldestWaitingSeconds *float64 `json:"oldest_waiting_seconds"`
+	OldestWaitingSeconds *float64
 	// WindowSeconds is the span of the recent counts below (ending now).
-	WindowSeconds float64 `json:"window_seconds"`
+	WindowSeconds float64
 	// Created counts jobs created in the window; Finished counts attempts
 	// finished in the window by outcome (SUCCESS, FAILED, CANCELED, …).
-	Created  int64            `json:"created"`
-	Finished map[string]int64 `json:"finished"`
+	Created  int64
+	Finished map[string]int64
 	// CreatedPerSecond and FinishedPerSecond are those counts over the window.
-	CreatedPerSecond  float64 `json:"created_per_second"`
-	FinishedPerSecond float64 `json:"finished_per_second"`
+	CreatedPerSecond  float64
+	FinishedPerSecond float64
 }

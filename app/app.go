@@ -66,6 +66,11 @@ type Config struct {
 	Scheduler scheduler.Config
 	// Registry holds the handlers; nil registers the built-in job types.
 	Registry *scheduler.Registry
+	// Testbed also registers the testbed's job types (effect, poison) and
+	// creates their job_effect table, after the migrations
+	// (jobtypes.RegisterTestbed). `jobq serve` sets it when its environment
+	// has JOBQ_TESTBED=1; the product never does.
+	Testbed bool
 	// Periodic are schedules from configuration (`--periodic`,
 	// `--periodic-file`), created or replaced at start with source "config";
 	// an unchanged cron expression keeps its cursor across restarts.
@@ -161,9 +166,15 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		return nil, err
 	}
 	r.ready = &store.ReadyCache{CheckFunc: st.Ready}
+	if cfg.Testbed {
+		if err := jobtypes.RegisterTestbed(ctx, cfg.Registry, st.DB()); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	var wake func()
 	if !cfg.NoScheduler {
-		s, err := scheduler.New(st, st.DB(), cfg.Registry, cfg.Scheduler, st.Server.SkipLocked)
+		s, err := scheduler.New(st, cfg.Registry, cfg.Scheduler, st.Server.SkipLocked)
 		if err != nil {
 			st.Close()
 			return nil, err
@@ -190,6 +201,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		refreshOps = r.Scheduler.RefreshOps
 	}
 	r.Ops = service.NewOps(st, known, refreshOps)
+	r.Ops.SetParamsValidator(cfg.Registry.ValidateParams)
 	for _, p := range cfg.Periodic {
 		if _, _, err := r.Ops.PutPeriodic(ctx, p, jobq.PeriodicSourceConfig); err != nil {
 			r.Stop(context.Background())

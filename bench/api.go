@@ -22,10 +22,15 @@ type apiServer struct {
 }
 
 // startAPI serves the jobq API over st on 127.0.0.1:0. wake (may be nil) is
-// the local wake-up called after each created job.
-func startAPI(st *store.Store, wake func()) (*apiServer, error) {
+// the local wake-up called after each created job, wakeAt (may be nil) the
+// promoter's after each job created SCHEDULED (as app wires them).
+func startAPI(st *store.Store, wake func(), wakeAt func(runAt, dbNow time.Time)) (*apiServer, error) {
 	known := func(t string) bool { return t == jobtypes.Noop }
-	h := httpapi.New(service.New(st, known, wake), httpapi.Options{ReadyFunc: st.Ping, Logger: quietLogger()})
+	svc := service.New(st, known, wake)
+	if wakeAt != nil {
+		svc.SetWakeAtFunc(wakeAt)
+	}
+	h := httpapi.New(svc, httpapi.Options{ReadyFunc: st.Ping, Logger: quietLogger()})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

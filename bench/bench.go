@@ -59,6 +59,11 @@ type Options struct {
 	Workers  []int
 	Jitters  []time.Duration
 	Polls    []time.Duration
+	// FutureJobs are the future-jobs axis: SCHEDULED jobs due in a day,
+	// loaded next to the smallest terminal-row table (future.go). Defaults
+	// to 0, 100k, 1M (CI: 0 and 100k). FutureOnly measures that axis alone.
+	FutureJobs []int
+	FutureOnly bool
 	// Rates are the open-model arrival rates (jobs/s) of the latency test.
 	// Defaults to 50, 100, 200, 400.
 	Rates []int
@@ -93,6 +98,12 @@ type Options struct {
 	Tune     bool
 	SLO      time.Duration
 	TuneRate int
+	// Throughput runs only the throughput report (issue #17, throughput.go):
+	// drain by jobq at its defaults and at its best flags against the raw
+	// SQL ceiling at its best claim size, enqueue rates against raw
+	// INSERTs, statements and rows written per job — Rounds interleaved
+	// rounds, at the smallest table size.
+	Throughput bool
 	// CI runs the ≤ 60 s subset and compares its ratios with Baseline
 	// (bench/baseline.json) within Tolerance (relative, default 0.35).
 	// WriteBaseline writes the measured ratios to Baseline instead.
@@ -117,6 +128,7 @@ func (o Options) WithDefaults() Options {
 	orDefault(&o.Workers, o.CI, []int{10, 50, 200}, []int{})
 	orDefault(&o.Jitters, o.CI, []time.Duration{0, 200 * time.Millisecond, 500 * time.Millisecond}, []time.Duration{})
 	orDefault(&o.Polls, o.CI, []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, time.Second}, []time.Duration{})
+	orDefault(&o.FutureJobs, o.CI, []int{0, 100000, 1000000}, []int{0, 100000})
 	orDefault(&o.Rates, o.CI, []int{50, 100, 200, 400}, []int{200})
 	zeroOr(&o.Rounds, o.CI, 3, 2)
 	zeroOr(&o.Backlog, o.CI, BacklogDefault, 30000)
@@ -161,19 +173,22 @@ func orDefault[T any](v *[]T, isCI bool, full, ci []T) {
 
 // Result is everything a run measured; bench.json is its JSON.
 type Result struct {
-	Started  time.Time      `json:"started"`
-	Server   string         `json:"server"`
-	Durable  string         `json:"durability"` // innodb_flush_log_at_trx_commit / sync_binlog
-	CPUs     int            `json:"cpus"`
-	Options  map[string]any `json:"options"`
-	Points   []Point        `json:"throughput"`
-	Latency  []LatencyPoint `json:"latency"`
-	Idle     []IdlePoint    `json:"idle"`
-	Plans    []Plan         `json:"explain"`
-	Tune     *TuneResult    `json:"tune,omitempty"`
-	Targets  []Target       `json:"targets"`
-	CI       *CIComparison  `json:"ci,omitempty"`
-	Duration float64        `json:"duration_s"`
+	Started time.Time      `json:"started"`
+	Server  string         `json:"server"`
+	Durable string         `json:"durability"` // innodb_flush_log_at_trx_commit / sync_binlog
+	CPUs    int            `json:"cpus"`
+	Options map[string]any `json:"options"`
+	Points  []Point        `json:"throughput"`
+	Latency []LatencyPoint `json:"latency"`
+	Idle    []IdlePoint    `json:"idle"`
+	Future  []FuturePoint  `json:"future,omitempty"`
+	Plans   []Plan         `json:"explain"`
+	Tune    *TuneResult    `json:"tune,omitempty"`
+	// Throughput is the throughput report (Options.Throughput).
+	Throughput *ThroughputResult `json:"throughput_report,omitempty"`
+	Targets    []Target          `json:"targets"`
+	CI         *CIComparison     `json:"ci,omitempty"`
+	Duration   float64           `json:"duration_s"`
 }
 
 // Harness runs the measurements against one bench database.
@@ -251,6 +266,12 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 	_ = h.env.Admin.QueryRowContext(ctx, "SELECT @@innodb_flush_log_at_trx_commit, @@sync_binlog").Scan(&flush, &binlog)
 	res.Durable = fmt.Sprintf("innodb_flush_log_at_trx_commit=%s sync_binlog=%s", flush, binlog)
 
+	if o.FutureOnly {
+		return res, h.runFutureOnly(ctx, res)
+	}
+	if o.Throughput {
+		return h.runThroughput(ctx, res)
+	}
 	specs := h.plan()
 	// One step per throughput point, per table size's EXPLAIN, per latency
 	// rate and strategy, and per idle strategy (CI: skiplocked only).
@@ -260,7 +281,7 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 		if o.CI {
 			strats = 1
 		}
-		steps += len(o.Rates)*strats + strats
+		steps += len(o.Rates)*strats + strats + len(o.FutureJobs)
 	} else {
 		steps += tuneMaxEvals
 	}
@@ -311,6 +332,11 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 			if err := h.afterSmallest(ctx, res); err != nil {
 				return res, err
 			}
+			if !o.Tune {
+				if err := h.futureAxis(ctx, res); err != nil {
+					return res, err
+				}
+			}
 		}
 	}
 	res.Points = MergeRounds(res.Points)
@@ -328,6 +354,27 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	return res, planErr
+}
+
+// runThroughput runs the throughput report alone (Options.Throughput).
+func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, error) {
+	o := h.opts
+	start := time.Now()
+	steps := o.Rounds * (len(ThroughputCeilingBatches) + 2 + len(BestFlagsCandidates()) + 4)
+	if o.Progress != nil {
+		h.bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(o.Progress), progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
+			progressbar.OptionSetDescription("bench --throughput"))
+		defer h.bar.Finish()
+	}
+	if err := h.env.Preload(ctx, slices.Min(o.TableSizes)); err != nil {
+		return res, err
+	}
+	tr, err := h.measureThroughputReport(ctx)
+	res.Throughput = tr
+	res.Targets = ThroughputTargets(tr)
+	res.Duration = time.Since(start).Seconds()
+	return res, err
 }
 
 // afterSmallest runs, on the smallest table, the latency test, the idle

@@ -133,7 +133,7 @@ func (c *ceiling) Completed() int64 { return c.completed.Load() }
 
 func (c *ceiling) Counters() Counters {
 	return Counters{Deadlocks: c.errs.deadlock.Load(), LockWaits: c.errs.lockWait.Load(),
-		OtherErrors: c.errs.other.Load(), Statements: c.counter.Load()}
+		OtherErrors: c.errs.other.Load(), Statements: c.counter.Load(), RowsWritten: c.counter.Rows()}
 }
 
 func (c *ceiling) APIs() []string { return nil }

@@ -61,7 +61,7 @@ func (c *classic) Start(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			a, err := startAPI(st, nil) // the classic design has no wake-up
+			a, err := startAPI(st, nil, nil) // the classic design has no wake-up
 			if err != nil {
 				return err
 			}
@@ -152,7 +152,7 @@ func (c *classic) Completed() int64 { return c.completed.Load() }
 
 func (c *classic) Counters() Counters {
 	return Counters{ClaimConflicts: c.lost.Load(), Deadlocks: c.errs.deadlock.Load(), LockWaits: c.errs.lockWait.Load(),
-		OtherErrors: c.errs.other.Load(), Statements: c.counter.Load()}
+		OtherErrors: c.errs.other.Load(), Statements: c.counter.Load(), RowsWritten: c.counter.Rows()}
 }
 
 func (c *classic) APIs() []string {

@@ -16,10 +16,23 @@ import (
 // query, exec, START TRANSACTION (BeginTx), COMMIT and ROLLBACK. It is how
 // the harness measures a replica's statements per job and its idle cost on
 // a server other clients share (SHOW GLOBAL STATUS counts everyone).
-type StmtCounter struct{ n atomic.Int64 }
+// It also sums the rows its writes changed (RowsAffected of every
+// successful exec: rows inserted, updated or deleted).
+type StmtCounter struct{ n, rows atomic.Int64 }
 
 // Load returns the statements counted so far.
 func (c *StmtCounter) Load() int64 { return c.n.Load() }
+
+// Rows returns the rows written so far (sum of RowsAffected).
+func (c *StmtCounter) Rows() int64 { return c.rows.Load() }
+
+func (c *StmtCounter) addRows(res driver.Result, err error) {
+	if err == nil && res != nil {
+		if n, e := res.RowsAffected(); e == nil {
+			c.rows.Add(n)
+		}
+	}
+}
 
 // OpenCountingDB opens a pool on dsn (normalised by store.NormalizeDSN, so
 // it behaves like store.Open's) whose statements are counted in c.
@@ -73,6 +86,7 @@ func (cn *countingConn) QueryContext(ctx context.Context, q string, args []drive
 func (cn *countingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
 	res, err := cn.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
 	cn.count(err)
+	cn.c.addRows(res, err)
 	return res, err
 }
 
@@ -131,7 +145,9 @@ type countingStmt struct {
 
 func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.c.n.Add(1)
-	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	res, err := s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	s.c.addRows(res, err)
+	return res, err
 }
 
 func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {

@@ -158,10 +158,10 @@ func (e *Env) waitPurge(ctx context.Context) {
 	}
 }
 
-// Remaining counts WAITING or RUNNING jobs above BaseID.
+// Remaining counts SCHEDULED, WAITING or RUNNING jobs above BaseID.
 func (e *Env) Remaining(ctx context.Context) (int, error) {
 	var n int
-	err := e.Admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status IN ('WAITING', 'RUNNING') AND id > ?`, e.BaseID).Scan(&n)
+	err := e.Admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status IN ('SCHEDULED', 'WAITING', 'RUNNING') AND id > ?`, e.BaseID).Scan(&n)
 	return n, err
 }
 
@@ -194,7 +194,7 @@ type GlobalStatus map[string]int64
 var statusNames = []string{"Questions", "Com_select", "Com_update", "Com_insert", "Com_insert_select", "Com_delete",
 	"Com_commit", "Com_begin", "Handler_read_first", "Handler_read_key", "Handler_read_next", "Handler_read_prev",
 	"Handler_read_rnd", "Handler_read_rnd_next", "Innodb_rows_read", "Handler_commit",
-	"Innodb_row_lock_waits", "Innodb_row_lock_time"}
+	"Innodb_row_lock_waits", "Innodb_row_lock_time", "Innodb_data_fsyncs"}
 
 // ReadStatus reads the global counters.
 func ReadStatus(ctx context.Context, db *sql.DB) (GlobalStatus, error) {

@@ -27,12 +27,13 @@ type ReplicaConfig struct {
 	BatchLimit   int           `json:"batch_limit"`      // scheduler.Config.BatchLimit (classic: scan LIMIT)
 	PollInterval time.Duration `json:"poll_interval_ns"` // scheduler.Config.PollInterval
 	PollJitter   time.Duration `json:"poll_jitter_ns"`   // 0 = NoJitter
+	RunQueue     int           `json:"run_queue"`        // scheduler.Config.RunQueue (0: default, < 0: off)
 }
 
 // schedulerConfig maps rc onto scheduler.Config, everything else default.
 func (rc ReplicaConfig) schedulerConfig(owner string) scheduler.Config {
 	return scheduler.Config{
-		Owner: owner, Strategy: rc.Strategy, Workers: rc.Workers, BatchLimit: rc.BatchLimit,
+		Owner: owner, Strategy: rc.Strategy, Workers: rc.Workers, BatchLimit: rc.BatchLimit, RunQueue: rc.RunQueue,
 		PollInterval: rc.PollInterval, PollJitter: rc.PollJitter, NoJitter: rc.PollJitter == 0,
 		ShutdownTimeout: 10 * time.Second, Logger: quietLogger(),
 	}
@@ -42,7 +43,7 @@ func (rc ReplicaConfig) schedulerConfig(owner string) scheduler.Config {
 func (rc ReplicaConfig) ServeFlags() []string {
 	return []string{"--strategy", rc.Strategy, "--workers", strconv.Itoa(rc.Workers),
 		"--batch-limit", strconv.Itoa(rc.BatchLimit), "--poll-interval", rc.PollInterval.String(),
-		"--poll-jitter", rc.PollJitter.String()}
+		"--poll-jitter", rc.PollJitter.String(), "--run-queue", strconv.Itoa(rc.RunQueue)}
 }
 
 // jobqInProc runs Replicas jobq schedulers in this process, each with its
@@ -94,7 +95,7 @@ func (j *jobqInProc) Start(ctx context.Context) error {
 				}
 			},
 		}
-		s, err := scheduler.New(st, db, reg, cfg, st.Server.SkipLocked)
+		s, err := scheduler.New(st, reg, cfg, st.Server.SkipLocked)
 		if err != nil {
 			return err
 		}
@@ -103,7 +104,7 @@ func (j *jobqInProc) Start(ctx context.Context) error {
 		}
 		j.scheds = append(j.scheds, s)
 		if j.withAPI {
-			a, err := startAPI(st, s.Wake)
+			a, err := startAPI(st, s.Wake, s.WakeAt)
 			if err != nil {
 				return err
 			}
@@ -120,7 +121,7 @@ func (j *jobqInProc) claimStats() (claims, jobs int64) { return j.claims.Load(),
 
 func (j *jobqInProc) Counters() Counters {
 	c := Counters{Deadlocks: j.errs.deadlock.Load(), LockWaits: j.errs.lockWait.Load(),
-		OtherErrors: j.errs.other.Load(), Statements: j.counter.Load()}
+		OtherErrors: j.errs.other.Load(), Statements: j.counter.Load(), RowsWritten: j.counter.Rows()}
 	for _, s := range j.scheds {
 		c.ClaimConflicts += s.Stats().ClaimConflicts
 	}
@@ -204,7 +205,7 @@ func (p *jobqProcs) Start(ctx context.Context) error {
 func (p *jobqProcs) Completed() int64 { return p.completed.Load() }
 
 func (p *jobqProcs) Counters() Counters {
-	return Counters{ClaimConflicts: -1, Deadlocks: -1, LockWaits: -1, OtherErrors: -1, Statements: -1}
+	return Counters{ClaimConflicts: -1, Deadlocks: -1, LockWaits: -1, OtherErrors: -1, Statements: -1, RowsWritten: -1}
 }
 
 func (p *jobqProcs) APIs() []string {

@@ -51,6 +51,9 @@ type Point struct {
 	// StatementsPerJob is the runner's own statements (StmtCounter) per
 	// completed job: exact.
 	StatementsPerJob float64 `json:"statements_per_job"`
+	// RowsWrittenPerJob is the rows the runner's writes changed (inserted,
+	// updated, deleted; StmtCounter.Rows) per completed job: exact.
+	RowsWrittenPerJob float64 `json:"rows_written_per_job"`
 	// Server* are SHOW GLOBAL STATUS deltas over the run per completed job:
 	// Questions, Handler_read_* (rows examined through indexes and table
 	// scans) and Innodb_rows_read. Server-wide: other clients of a shared
@@ -151,6 +154,7 @@ func (h *Harness) measureThroughput(ctx context.Context, spec PointSpec) (Point,
 	pt.Counters = r.Counters()
 	d := after.Sub(before)
 	pt.StatementsPerJob = perJob(pt.Counters.Statements, pt.Completed)
+	pt.RowsWrittenPerJob = perJob(pt.Counters.RowsWritten, pt.Completed)
 	pt.ServerQuestionsPerJob = perJob(d["Questions"], pt.Completed)
 	pt.ServerRowsExaminedPerJob = perJob(d.RowsExamined(), pt.Completed)
 	pt.ServerInnodbRowsPerJob = perJob(d["Innodb_rows_read"], pt.Completed)

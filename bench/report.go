@@ -301,6 +301,10 @@ func WriteMarkdown(w io.Writer, res *Result) {
 		}
 		fmt.Fprintln(w)
 	}
+	WriteFuture(w, res)
+	if res.Throughput != nil {
+		WriteThroughput(w, res.Throughput)
+	}
 	if res.Tune != nil {
 		WriteTune(w, res.Tune)
 	}

@@ -43,7 +43,8 @@ type Counters struct {
 	Deadlocks      int64 `json:"deadlocks"`       // MySQL error 1213
 	LockWaits      int64 `json:"lock_wait_timeouts"`
 	OtherErrors    int64 `json:"other_db_errors"`
-	Statements     int64 `json:"statements"` // sent by the runner's pools (StmtCounter)
+	Statements     int64 `json:"statements"`   // sent by the runner's pools (StmtCounter)
+	RowsWritten    int64 `json:"rows_written"` // rows its writes changed (StmtCounter.Rows)
 }
 
 // Sub returns c − before.
@@ -54,7 +55,7 @@ func (c Counters) Sub(before Counters) Counters {
 	return Counters{
 		ClaimConflicts: c.ClaimConflicts - before.ClaimConflicts, Deadlocks: c.Deadlocks - before.Deadlocks,
 		LockWaits: c.LockWaits - before.LockWaits, OtherErrors: c.OtherErrors - before.OtherErrors,
-		Statements: c.Statements - before.Statements,
+		Statements: c.Statements - before.Statements, RowsWritten: c.RowsWritten - before.RowsWritten,
 	}
 }
 

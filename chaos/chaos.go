@@ -200,6 +200,10 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	stopProgress()
 	close(stopSupervisor)
 	faults = append(faults, crashes()...)
+	var retried int64
+	if cl.topo != nil {
+		retried = cl.retriedConflicts(ctx)
+	}
 	slices.SortFunc(faults, func(a, b checker.Fault) int { return a.Start.Compare(b.Start) })
 	cl.stopAll(cfg.ShutdownTimeout + 10*time.Second)
 
@@ -208,6 +212,9 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	lctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := LoadHistory(lctx, db, &h); err != nil {
+		return nil, err
+	}
+	if h.SlowRenewals, err = SlowRenewals(logDir, toDB); err != nil {
 		return nil, err
 	}
 	res := checker.Check(h)
@@ -219,6 +226,7 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	}
 	if cl.topo != nil {
 		cl.topo.report(lctx, rf, &h)
+		rf.Topology.RetriedConflicts = retried
 	}
 	for _, f := range faults {
 		if f.Err != "" {

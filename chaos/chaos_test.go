@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	jobqBin = filepath.Join(dir, "jobq")
-	out, err := exec.Command("go", "build", "-o", jobqBin, "github.com/jobq/jobq/cmd/jobq").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", "testbed", "-o", jobqBin, "github.com/jobq/jobq/cmd/jobq").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build jobq: %v\n%s", err, out)
 		os.Exit(1)

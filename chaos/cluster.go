@@ -189,13 +189,15 @@ func (cl *cluster) startIncarnation(ctx context.Context, n *node) (*replica.Repl
 	return r, nil
 }
 
-// env is the replicas' extra environment: poison jobs are armed only when
-// the run submits some.
+// env is the replicas' extra environment: the testbed's job types (effect,
+// poison) are registered, and poison jobs are armed only when the run
+// submits some.
 func (cl *cluster) env() []string {
+	env := []string{jobtypes.TestbedEnv + "=1"}
 	if cl.cfg.PoisonJobs > 0 {
-		return []string{jobtypes.PoisonEnv + "=1"}
+		env = append(env, jobtypes.PoisonEnv+"=1")
 	}
-	return nil
+	return env
 }
 
 // supervise restarts, until stop is closed, every replica that exited on

@@ -102,6 +102,14 @@ type Config struct {
 	// FlakyFailures is how many first attempts each flaky job fails.
 	// Defaults to 1.
 	FlakyFailures int
+	// FutureFraction of the jobs are submitted with a run_at ahead of their
+	// send time, uniform in [FutureMaxDelay/6, FutureMaxDelay] (on the
+	// database clock): they wait SCHEDULED and must never start before it
+	// (claimed_before_due). Defaults to 0.
+	FutureFraction float64
+	// FutureMaxDelay is the longest run_at lead of a future job. Defaults
+	// to 3s.
+	FutureMaxDelay time.Duration
 	// PoisonJobs of the jobs are `poison` (each SIGKILLs the replica that
 	// claims it), spread evenly over the workload. The harness restarts a
 	// replica that died on its own and logs a "crash" fault. Defaults to 0.
@@ -214,6 +222,7 @@ func (c Config) WithDefaults() Config {
 	c.Runtime = cmp.Or(c.Runtime, RuntimeDefault)
 	c.MaxRetry = cmp.Or(c.MaxRetry, MaxRetryDefault)
 	c.FlakyFailures = cmp.Or(c.FlakyFailures, 1)
+	c.FutureMaxDelay = cmp.Or(c.FutureMaxDelay, 3*time.Second)
 	c.Rounds = cmp.Or(c.Rounds, 1)
 	c.Seed = cmp.Or(c.Seed, 1)
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
@@ -273,6 +282,12 @@ func (c Config) Validate() error {
 	}
 	if c.FlakyFraction < 0 || c.FlakyFraction > 1 {
 		errs = append(errs, fmt.Errorf("flaky fraction: must be in [0, 1], got %g", c.FlakyFraction))
+	}
+	if c.FutureFraction < 0 || c.FutureFraction > 1 {
+		errs = append(errs, fmt.Errorf("future fraction: must be in [0, 1], got %g", c.FutureFraction))
+	}
+	if c.FutureMaxDelay < 6*time.Millisecond {
+		errs = append(errs, fmt.Errorf("future max delay: must be at least 6ms, got %s", c.FutureMaxDelay))
 	}
 	for _, f := range c.Faults {
 		if !slices.Contains(FaultKinds, f) {

@@ -133,7 +133,7 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 	// Strike mid-job: wait up to midJobWait for the target to hold a run.
 	for deadline := time.Now().Add(midJobWait); ; {
 		f.RunningAtStart = in.runningOn(ctx, f.Owner)
-		if f.RunningAtStart > 0 || pf.Kind == FaultLatency || pf.Kind == FaultNodeIsolate || time.Now().After(deadline) || ctx.Err() != nil {
+		if f.RunningAtStart > 0 || pf.Kind == FaultLatency || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		sleepCtx(ctx, 20*time.Millisecond)

@@ -2,11 +2,13 @@ package chaos
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -138,4 +140,36 @@ func WriteHistory(path string, h *checker.History) error {
 		return err
 	}
 	return f.Close()
+}
+
+// SlowRenewals reads the replicas' logs (*.log in logDir, JSON lines) for
+// lease renewals that timed out waiting for the database ("lease renewal
+// failed" with "context deadline exceeded"), with times converted by toDB
+// to the database clock.
+func SlowRenewals(logDir string, toDB func(time.Time) time.Time) ([]checker.SlowRenewal, error) {
+	files, err := filepath.Glob(filepath.Join(logDir, "*.log"))
+	if err != nil {
+		return nil, err
+	}
+	var out []checker.SlowRenewal
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if !bytes.Contains(line, []byte(`"lease renewal failed"`)) || !bytes.Contains(line, []byte("context deadline exceeded")) {
+				continue
+			}
+			var e struct {
+				Time  time.Time `json:"time"`
+				Owner string    `json:"owner"`
+			}
+			if json.Unmarshal(line, &e) != nil || e.Owner == "" {
+				continue
+			}
+			out = append(out, checker.SlowRenewal{Owner: e.Owner, At: toDB(e.Time)})
+		}
+	}
+	return out, nil
 }

@@ -66,6 +66,7 @@ type ConfigJSON struct {
 	Runtime        string   `json:"runtime"`
 	FlakyFraction  float64  `json:"flaky_fraction"`
 	FlakyFailures  int      `json:"flaky_failures"`
+	FutureFraction float64  `json:"future_fraction,omitempty"`
 	MaxRetry       int      `json:"max_retry"`
 	Faults         []string `json:"faults"`
 	Rounds         int      `json:"rounds"`
@@ -95,7 +96,7 @@ type ConfigJSON struct {
 func configJSON(c Config) ConfigJSON {
 	cj := ConfigJSON{
 		Replicas: c.Replicas, Jobs: c.Jobs, DurationS: c.Duration.Seconds(), Rate: c.Rate, Runtime: c.Runtime,
-		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
+		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, FutureFraction: c.FutureFraction, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
 		Seed: c.Seed, Strategy: c.Strategy, Sabotage: nonNil(c.Sabotage), LeaseS: c.Lease.Seconds(), RescueS: c.RescueInterval.Seconds(),
 		Workers: c.Workers, PauseForS: c.PauseFor.Seconds(), KillRestartS: c.KillRestartDelay.Seconds(), DBDownS: c.DBDownFor.Seconds(),
 		PartitionS: c.PartitionFor.Seconds(), LatencyMs: float64(c.Latency.Milliseconds()), ResetMs: float64(c.ResetFor.Milliseconds()), ClockSkewS: c.ClockSkew.Seconds(),
@@ -177,6 +178,9 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	row("job status contradicts its last execution", c.StatusVsLastExecution, "0")
 	row("re-run after an attempt finished its work (no fault explains it)", c.RerunAfterSuccess, "0")
 	row("FAILED after an attempt finished its work (no fault explains it)", c.FailedAfterSuccess, "0")
+	if c.RescuesAfterSlowRenewal > 0 {
+		row("rescues after a renewal the database did not answer in time (machine load)", c.RescuesAfterSlowRenewal, "")
+	}
 	if c.PoisonJobs > 0 {
 		row(fmt.Sprintf("poison jobs FAILED after max_retry+1 claims (of %d)", c.PoisonJobs), c.PoisonFailed, fmt.Sprintf("= %d", c.PoisonJobs))
 	}
@@ -359,8 +363,8 @@ func writeTopology(w io.Writer, t *TopologyReport) {
 		fmt.Fprintf(w, "- %s\n", s)
 	}
 	if t.Kind == TopologyGalera3 {
-		fmt.Fprintf(w, "\nCertification conflicts: %d cert failures, %d brute-force aborts (wsrep_local_cert_failures, wsrep_local_bf_aborts summed over nodes and incarnations).\n",
-			t.CertFailures, t.BFAborts)
+		fmt.Fprintf(w, "\nCertification conflicts: %d cert failures, %d brute-force aborts (wsrep_local_cert_failures, wsrep_local_bf_aborts summed over nodes and incarnations); jobq retried %d deadlock/conflict errors (jobq_db_transient_errors_total{cause=\"deadlock\"}, replicas' last incarnations).\n",
+			t.CertFailures, t.BFAborts, t.RetriedConflicts)
 		for _, r := range t.Rejoins {
 			fmt.Fprintf(w, "- rejoin: %s\n", r)
 		}

@@ -177,7 +177,7 @@ func (pr *primaryReplica) close() {
 	if pr.repl != nil {
 		pr.repl.stop()
 	}
-	for _, s := range []*topoServer{pr.primary, pr.replica} {
+	for _, s := range []*topoServer{pr.primary, pr.replica, pr.demoted} {
 		if s != nil {
 			s.stop(20 * time.Second)
 		}

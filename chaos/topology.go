@@ -1,8 +1,13 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/jobq/jobq/chaos/checker"
 )
@@ -86,6 +91,10 @@ type TopologyReport struct {
 	// BFAborts is wsrep_local_bf_aborts summed likewise: local
 	// transactions aborted by a replicated one (also 1213 to the client).
 	BFAborts int64 `json:"bf_aborts,omitempty"`
+	// RetriedConflicts is jobq_db_transient_errors_total{cause="deadlock"}
+	// summed over the replicas' last incarnations at the end of the run:
+	// the 1213s (certification conflicts included) jobq retried.
+	RetriedConflicts int64 `json:"retried_conflicts"`
 	// Rejoins describes how each restarted Galera node rejoined (IST or
 	// SST).
 	Rejoins []string `json:"rejoins,omitempty"`
@@ -105,11 +114,48 @@ type FailoverReport struct {
 	// acknowledged or not.
 	OnOldPrimaryOnly int `json:"on_old_primary_only"`
 	// SuccessLost is jobs that had finished SUCCESS on the demoted primary
-	// but were not SUCCESS by that attempt on the new one.
+	// but were not SUCCESS by that attempt on the new one. With async
+	// replication the success may have been acknowledged to jobq; with
+	// semi-sync it was not (its commit was still waiting for the replica's
+	// acknowledgement when the failover killed its session).
 	SuccessLost int `json:"success_lost"`
 	// Rerun is jobs that had finished SUCCESS on the demoted primary and
 	// were claimed again on the new one: their work ran twice.
 	Rerun int `json:"rerun"`
 	// Examples lists a few of each.
 	Examples []string `json:"examples"`
+}
+
+// retriedConflicts sums jobq_db_transient_errors_total{cause="deadlock"}
+// over the live replicas' /metrics (0 for a replica that does not answer).
+func (cl *cluster) retriedConflicts(ctx context.Context) int64 {
+	hc := &http.Client{Timeout: 3 * time.Second}
+	var sum int64
+	for _, n := range cl.nodes {
+		r := n.current()
+		if r == nil || !r.Alive() {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL()+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "jobq_db_transient_errors_total{") || !strings.Contains(line, `cause="deadlock"`) {
+				continue
+			}
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				v, _ := strconv.ParseFloat(line[i+1:], 64)
+				sum += int64(v)
+			}
+		}
+		resp.Body.Close()
+	}
+	return sum
 }

@@ -34,6 +34,8 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 	rt, _ := ParseRuntime(cfg.Runtime)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x776f726b))
 	reqs := make([]apitype.SubmitRequest, cfg.Jobs)
+	// lead[i] > 0: job i is due that long after its send time.
+	lead := make([]time.Duration, cfg.Jobs)
 	poisoned := 0
 	for i := range reqs {
 		ms := rt.Sample(rng).Milliseconds()
@@ -46,6 +48,11 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 			req.Params = json.RawMessage(fmt.Sprintf(`{"failures":%d,"ms":%d}`, cfg.FlakyFailures, ms))
 		} else {
 			req.Params = json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms))
+		}
+		// Drawn only when asked for, so other workloads keep their seeds.
+		if cfg.FutureFraction > 0 && rng.Float64() < cfg.FutureFraction {
+			lo := cfg.FutureMaxDelay / 6
+			lead[i] = lo + time.Duration(rng.Int64N(int64(cfg.FutureMaxDelay-lo)+1))
 		}
 		reqs[i] = req
 	}
@@ -68,6 +75,10 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 		if ctx.Err() != nil {
 			log[i] = checker.Submit{Key: reqs[i].JobKey, Type: reqs[i].JobType, SentAt: toDB(due), Err: "not sent: run cancelled"}
 			continue
+		}
+		if lead[i] > 0 {
+			runAt := toDB(due).Add(lead[i]).UTC().Format(time.RFC3339Nano)
+			reqs[i].RunAt = &runAt
 		}
 		sem <- struct{}{}
 		wg.Add(1)
@@ -98,7 +109,9 @@ func (cl *cluster) submit(ctx context.Context, hc *http.Client, i int, req apity
 			err = e
 			var ae *client.APIError
 			if errors.As(e, &ae) && ae.Status < 500 {
-				s.Err = e.Error() // a 4xx will not change on another replica
+				// A 4xx will not change on another replica; Replica names
+				// the one that refused.
+				s.Err, s.Replica = e.Error(), n.name
 				return s
 			}
 		} else {

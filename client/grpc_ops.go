@@ -12,20 +12,20 @@ import (
 )
 
 // SetPaused pauses (paused=true) or resumes a job type.
-func (c *GRPCClient) SetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error) {
+func (c *GRPCClient) SetPaused(ctx context.Context, jobType string, paused bool) (apitype.TypeControl, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	var tc *jobqv1.TypeControl
 	if paused {
 		res, err := c.ops.PauseType(ctx, connect.NewRequest(&jobqv1.PauseTypeRequest{JobType: jobType}))
 		if err != nil {
-			return jobq.TypeControl{}, err
+			return apitype.TypeControl{}, err
 		}
 		tc = res.Msg.GetType()
 	} else {
 		res, err := c.ops.ResumeType(ctx, connect.NewRequest(&jobqv1.ResumeTypeRequest{JobType: jobType}))
 		if err != nil {
-			return jobq.TypeControl{}, err
+			return apitype.TypeControl{}, err
 		}
 		tc = res.Msg.GetType()
 	}
@@ -33,26 +33,26 @@ func (c *GRPCClient) SetPaused(ctx context.Context, jobType string, paused bool)
 }
 
 // SetLimit sets a job type's cluster-wide limit of RUNNING jobs (0 removes it).
-func (c *GRPCClient) SetLimit(ctx context.Context, jobType string, maxRunning int) (jobq.TypeControl, error) {
+func (c *GRPCClient) SetLimit(ctx context.Context, jobType string, maxRunning int) (apitype.TypeControl, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	n := int32(min(max(maxRunning, -1<<31), 1<<31-1))
 	res, err := c.ops.SetTypeLimit(ctx, connect.NewRequest(&jobqv1.SetTypeLimitRequest{JobType: jobType, MaxRunning: &n}))
 	if err != nil {
-		return jobq.TypeControl{}, err
+		return apitype.TypeControl{}, err
 	}
 	return typeControlFromProto(res.Msg.GetType()), nil
 }
 
 // Types lists the job types' control rows.
-func (c *GRPCClient) Types(ctx context.Context) ([]jobq.TypeControl, error) {
+func (c *GRPCClient) Types(ctx context.Context) ([]apitype.TypeControl, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.ops.ListTypes(ctx, connect.NewRequest(&jobqv1.ListTypesRequest{}))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]jobq.TypeControl, 0, len(res.Msg.GetTypes()))
+	out := make([]apitype.TypeControl, 0, len(res.Msg.GetTypes()))
 	for _, t := range res.Msg.GetTypes() {
 		out = append(out, typeControlFromProto(t))
 	}
@@ -60,25 +60,25 @@ func (c *GRPCClient) Types(ctx context.Context) ([]jobq.TypeControl, error) {
 }
 
 // PutPeriodic creates or replaces a schedule; created is true for a new one.
-func (c *GRPCClient) PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (jobq.Periodic, bool, error) {
+func (c *GRPCClient) PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (apitype.Periodic, bool, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.ops.PutPeriodic(ctx, connect.NewRequest(periodicRequestToProto(req)))
 	if err != nil {
-		return jobq.Periodic{}, false, err
+		return apitype.Periodic{}, false, err
 	}
 	return periodicFromProto(res.Msg.GetPeriodic()), res.Msg.GetCreated(), nil
 }
 
 // ListPeriodic lists the schedules.
-func (c *GRPCClient) ListPeriodic(ctx context.Context) ([]jobq.Periodic, error) {
+func (c *GRPCClient) ListPeriodic(ctx context.Context) ([]apitype.Periodic, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.ops.ListPeriodic(ctx, connect.NewRequest(&jobqv1.ListPeriodicRequest{}))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]jobq.Periodic, 0, len(res.Msg.GetPeriodic()))
+	out := make([]apitype.Periodic, 0, len(res.Msg.GetPeriodic()))
 	for _, p := range res.Msg.GetPeriodic() {
 		out = append(out, periodicFromProto(p))
 	}
@@ -105,23 +105,23 @@ func (c *GRPCClient) RetryBulk(ctx context.Context, req apitype.RetryBulkRequest
 }
 
 // Purge deletes terminal jobs finished more than olderThan ("7d", "36h") ago.
-func (c *GRPCClient) Purge(ctx context.Context, olderThan string) (jobq.PurgeResult, error) {
+func (c *GRPCClient) Purge(ctx context.Context, olderThan string) (apitype.PurgeResult, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.ops.PurgeJobs(ctx, connect.NewRequest(&jobqv1.PurgeJobsRequest{OlderThan: olderThan}))
 	if err != nil {
-		return jobq.PurgeResult{}, err
+		return apitype.PurgeResult{}, err
 	}
 	return purgeResultFromProto(res.Msg), nil
 }
 
 // Stats returns the queue snapshot; window "" means 1m.
-func (c *GRPCClient) Stats(ctx context.Context, window string) (jobq.QueueStats, error) {
+func (c *GRPCClient) Stats(ctx context.Context, window string) (apitype.QueueStats, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	res, err := c.ops.GetStats(ctx, connect.NewRequest(&jobqv1.GetStatsRequest{Window: window}))
 	if err != nil {
-		return jobq.QueueStats{}, err
+		return apitype.QueueStats{}, err
 	}
 	return statsFromProto(res.Msg), nil
 }
@@ -130,8 +130,8 @@ func (c *GRPCClient) Stats(ctx context.Context, window string) (jobq.QueueStats,
 // holds the server's half).
 
 // typeControlFromProto converts back (times in UTC).
-func typeControlFromProto(m *jobqv1.TypeControl) jobq.TypeControl {
-	return jobq.TypeControl{JobType: m.GetJobType(), Paused: m.GetPaused(), MaxRunning: int(m.GetMaxRunning()), UpdateTime: tsTime(m.GetUpdateTime())}
+func typeControlFromProto(m *jobqv1.TypeControl) apitype.TypeControl {
+	return apitype.TypeControl{JobType: m.GetJobType(), Paused: m.GetPaused(), MaxRunning: int(m.GetMaxRunning()), UpdateTime: tsTime(m.GetUpdateTime())}
 }
 
 // periodicRequestToProto is the inverse of grpcapi.PeriodicRequestFromProto.
@@ -141,23 +141,23 @@ func periodicRequestToProto(req apitype.PeriodicRequest) *jobqv1.PutPeriodicRequ
 }
 
 // periodicFromProto converts back (times in UTC).
-func periodicFromProto(m *jobqv1.Periodic) jobq.Periodic {
-	return jobq.Periodic{Name: m.GetName(), Cron: m.GetCron(), JobType: m.GetJobType(), Params: json.RawMessage(m.GetParams()),
+func periodicFromProto(m *jobqv1.Periodic) apitype.Periodic {
+	return apitype.Periodic{Name: m.GetName(), Cron: m.GetCron(), JobType: m.GetJobType(), Params: json.RawMessage(m.GetParams()),
 		Priority: int(m.GetPriority()), MaxRetry: int(m.GetMaxRetry()), TimeoutMs: int(m.GetTimeoutMs()), Misfire: m.GetMisfire(),
 		Source: m.GetSource(), NextRunAt: tsTime(m.GetNextRunAt()), LastRunAt: tsTimePtr(m.GetLastRunAt()),
 		CreateTime: tsTime(m.GetCreateTime()), UpdateTime: tsTime(m.GetUpdateTime())}
 }
 
 // purgeResultFromProto converts back.
-func purgeResultFromProto(m *jobqv1.PurgeJobsResponse) jobq.PurgeResult {
-	return jobq.PurgeResult{Jobs: m.GetJobs(), Executions: m.GetExecutions(), Batches: int(m.GetBatches()), Cutoff: tsTime(m.GetCutoff())}
+func purgeResultFromProto(m *jobqv1.PurgeJobsResponse) apitype.PurgeResult {
+	return apitype.PurgeResult{Jobs: m.GetJobs(), Executions: m.GetExecutions(), Batches: int(m.GetBatches()), Cutoff: tsTime(m.GetCutoff())}
 }
 
 // statsFromProto converts back; absent maps become empty ones.
-func statsFromProto(m *jobqv1.GetStatsResponse) jobq.QueueStats {
-	st := jobq.QueueStats{DBNow: tsTime(m.GetDbNow()), ByStatus: m.GetByStatus(), WindowSeconds: m.GetWindowSeconds(),
+func statsFromProto(m *jobqv1.GetStatsResponse) apitype.QueueStats {
+	st := apitype.QueueStats{DBNow: tsTime(m.GetDbNow()), ByStatus: m.GetByStatus(), WindowSeconds: m.GetWindowSeconds(),
 		Created: m.GetCreated(), Finished: m.GetFinished(), CreatedPerSecond: m.GetCreatedPerSecond(),
-		FinishedPerSecond: m.GetFinishedPerSecond(), ByTypeStatus: []jobq.TypeStatusCount{}}
+		FinishedPerSecond: m.GetFinishedPerSecond(), ByTypeStatus: []apitype.TypeStatusCount{}}
 	if m.OldestWaitingSeconds != nil {
 		v := m.GetOldestWaitingSeconds()
 		st.OldestWaitingSeconds = &v
@@ -169,7 +169,7 @@ func statsFromProto(m *jobqv1.GetStatsResponse) jobq.QueueStats {
 		st.Finished = map[string]int64{}
 	}
 	for _, c := range m.GetByTypeStatus() {
-		st.ByTypeStatus = append(st.ByTypeStatus, jobq.TypeStatusCount{JobType: c.GetJobType(), Status: jobq.JobState(c.GetStatus()), Count: c.GetCount()})
+		st.ByTypeStatus = append(st.ByTypeStatus, apitype.TypeStatusCount{JobType: c.GetJobType(), Status: jobq.JobState(c.GetStatus()), Count: c.GetCount()})
 	}
 	return st
 }

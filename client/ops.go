@@ -5,12 +5,11 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 )
 
 // SetPaused pauses (paused=true) or resumes a job type.
-func (c *Client) SetPaused(ctx context.Context, jobType string, paused bool) (tc jobq.TypeControl, err error) {
+func (c *Client) SetPaused(ctx context.Context, jobType string, paused bool) (tc apitype.TypeControl, err error) {
 	verb := "/resume"
 	if paused {
 		verb = "/pause"
@@ -20,30 +19,30 @@ func (c *Client) SetPaused(ctx context.Context, jobType string, paused bool) (tc
 }
 
 // SetLimit sets a job type's cluster-wide limit of RUNNING jobs (0 removes it).
-func (c *Client) SetLimit(ctx context.Context, jobType string, maxRunning int) (tc jobq.TypeControl, err error) {
+func (c *Client) SetLimit(ctx context.Context, jobType string, maxRunning int) (tc apitype.TypeControl, err error) {
 	_, err = c.do(ctx, http.MethodPut, "/v1/types/"+url.PathEscape(jobType)+"/limit", apitype.LimitRequest{MaxRunning: &maxRunning}, &tc)
 	return tc, err
 }
 
 // Types lists the job types' control rows.
-func (c *Client) Types(ctx context.Context) ([]jobq.TypeControl, error) {
+func (c *Client) Types(ctx context.Context) ([]apitype.TypeControl, error) {
 	var out struct {
-		Types []jobq.TypeControl `json:"types"`
+		Types []apitype.TypeControl `json:"types"`
 	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/types", nil, &out)
 	return out.Types, err
 }
 
 // PutPeriodic creates or replaces a schedule; created is true for a new one.
-func (c *Client) PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (p jobq.Periodic, created bool, err error) {
+func (c *Client) PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (p apitype.Periodic, created bool, err error) {
 	status, err := c.do(ctx, http.MethodPost, "/v1/periodic", req, &p)
 	return p, status == http.StatusCreated, err
 }
 
 // ListPeriodic lists the schedules.
-func (c *Client) ListPeriodic(ctx context.Context) ([]jobq.Periodic, error) {
+func (c *Client) ListPeriodic(ctx context.Context) ([]apitype.Periodic, error) {
 	var out struct {
-		Periodic []jobq.Periodic `json:"periodic"`
+		Periodic []apitype.Periodic `json:"periodic"`
 	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/periodic", nil, &out)
 	return out.Periodic, err
@@ -62,13 +61,13 @@ func (c *Client) RetryBulk(ctx context.Context, req apitype.RetryBulkRequest) (r
 }
 
 // Purge deletes terminal jobs finished more than olderThan ("7d", "36h") ago.
-func (c *Client) Purge(ctx context.Context, olderThan string) (res jobq.PurgeResult, err error) {
+func (c *Client) Purge(ctx context.Context, olderThan string) (res apitype.PurgeResult, err error) {
 	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/purge", apitype.PurgeRequest{OlderThan: olderThan}, &res)
 	return res, err
 }
 
 // Stats returns the queue snapshot; window "" means 1m.
-func (c *Client) Stats(ctx context.Context, window string) (st jobq.QueueStats, err error) {
+func (c *Client) Stats(ctx context.Context, window string) (st apitype.QueueStats, err error) {
 	path := "/v1/stats"
 	if window != "" {
 		path += "?window=" + url.QueryEscape(window)

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jobq/jobq/httpapi"
@@ -38,6 +39,10 @@ const (
 	RefreshIntervalDefault = 5 * time.Second // overview live refresh
 	ActivityMinutesDefault = 5               // minutes of throughput and pickup latency on the overview
 	PageSizeDefault        = 50              // jobs per page
+	// SnapshotMaxAge is how long the overview's counts and activity are
+	// reused: all browsers showing the overview of one replica cost one set
+	// of its statements per SnapshotMaxAge at most.
+	SnapshotMaxAge = 2 * time.Second
 )
 
 // CookieName is the session cookie holding the bearer token the login page
@@ -85,6 +90,8 @@ type Console struct {
 	pages    map[string]*template.Template
 	accepted func(string) bool // nil: no authentication
 	mux      *http.ServeMux
+	snapMu   sync.Mutex
+	snap     *overviewSnapshot // the overview's last read, see snapshot
 }
 
 // New returns the console handler; mount it at Path.

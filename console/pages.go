@@ -118,15 +118,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	d := overviewData{Refresh: c.opts.RefreshInterval, States: jobq.JobStates, Minutes: c.opts.ActivityMinutes}
 	p := &page{Title: "Overview", Nav: "overview", Data: &d}
 	status := http.StatusOK
-	var err error
-	if d.Stats, err = c.opts.Ops.Stats(r.Context(), "1m"); err != nil {
+	snap := c.snapshot(r.Context())
+	d.Stats, d.Activity = snap.stats, snap.activity
+	if err := cmpErr(snap.statsErr, snap.activityErr); err != nil {
 		p.Answer = c.errAnswer(err, "")
 		status = p.Answer.Status
-		d.StatsFailed = true
-	}
-	if d.Activity, err = c.opts.Ops.Activity(r.Context(), c.opts.ActivityMinutes); err != nil && p.Answer == nil {
-		p.Answer = c.errAnswer(err, "")
-		status = p.Answer.Status
+		d.StatsFailed = snap.statsErr != nil
 	}
 	d.Types = typeMatrix(d.Stats.ByTypeStatus, d.States)
 	if d.Stats.OldestWaitingSeconds != nil {
@@ -146,6 +143,44 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		d.Replicas = append(d.Replicas, row)
 	}
 	c.render(w, r, status, "overview", p)
+}
+
+// overviewSnapshot is what the overview reads from the database.
+type overviewSnapshot struct {
+	at                    time.Time
+	stats                 jobq.QueueStats
+	activity              jobq.Activity
+	statsErr, activityErr error
+}
+
+// snapshot returns the overview's data, read at most once per
+// SnapshotMaxAge however many browsers show the overview: the statements
+// scan an index of every job (counts by type and status) and up to
+// jobq.ActivityRecentRows executions, so each open page must not add a
+// scan every refresh. A failed read is not kept.
+func (c *Console) snapshot(ctx context.Context) overviewSnapshot {
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	if c.snap != nil && time.Since(c.snap.at) < SnapshotMaxAge {
+		return *c.snap
+	}
+	var s overviewSnapshot
+	s.stats, s.statsErr = c.opts.Ops.Stats(ctx, "1m")
+	s.activity, s.activityErr = c.opts.Ops.Activity(ctx, c.opts.ActivityMinutes)
+	s.at = time.Now() // the age counts from the end of the read
+	if s.statsErr == nil && s.activityErr == nil {
+		c.snap = &s
+	}
+	return s
+}
+
+func cmpErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // typeMatrix turns per-type-and-status counts into one row per type, in

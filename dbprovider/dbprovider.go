@@ -189,8 +189,13 @@ type LocalServer struct {
 	DataDir string
 	Port    int
 	ownsDir bool
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	// tmpDir is the server's own --tmpdir (with a temp datadir): servers
+	// and mariadb-install-db runs sharing /tmp collide on their temporary
+	// table files ("Error on delete of '/tmp/#sql-temptable-…'") when test
+	// binaries start several at once.
+	tmpDir string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // DSN returns root@tcp(127.0.0.1:port)/.
@@ -237,8 +242,12 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*LocalServer, error) {
 			return nil, err
 		}
 		l.DataDir, l.ownsDir = d, true
-		if err := l.initDataDir(ctx); err != nil {
+		if l.tmpDir, err = os.MkdirTemp("", "jobq-mariadb-tmp-"); err != nil {
 			os.RemoveAll(d)
+			return nil, err
+		}
+		if err := l.initDataDir(ctx); err != nil {
+			l.removeDirs()
 			return nil, err
 		}
 	}
@@ -250,9 +259,7 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*LocalServer, error) {
 		l.Port = p
 	}
 	if err := l.Start(ctx); err != nil {
-		if l.ownsDir {
-			os.RemoveAll(l.DataDir)
-		}
+		l.removeDirs()
 		return nil, err
 	}
 	return l, nil
@@ -271,12 +278,18 @@ func (l *LocalServer) initDataDir(ctx context.Context) error {
 			}
 		}
 		args := []string{"--no-defaults", "--datadir=" + l.DataDir, "--auth-root-authentication-method=normal", "--skip-test-db"}
+		if l.tmpDir != "" {
+			args = append(args, "--tmpdir="+l.tmpDir)
+		}
 		if os.Geteuid() == 0 {
 			args = append(args, "--user=root")
 		}
 		cmd = exec.CommandContext(ctx, install, args...)
 	} else {
 		args := []string{"--no-defaults", "--initialize-insecure", "--datadir=" + l.DataDir}
+		if l.tmpDir != "" {
+			args = append(args, "--tmpdir="+l.tmpDir)
+		}
 		if os.Geteuid() == 0 {
 			args = append(args, "--user=root")
 		}
@@ -296,6 +309,9 @@ func (l *LocalServer) Start(ctx context.Context) error {
 		"--bind-address=127.0.0.1", "--socket=" + filepath.Join(l.DataDir, "mysqld.sock"),
 		"--pid-file=" + filepath.Join(l.DataDir, "mysqld.pid"), "--log-error=" + filepath.Join(l.DataDir, "error.log"),
 		"--innodb-buffer-pool-size=256M", "--max-connections=1000", "--skip-name-resolve"}
+	if l.tmpDir != "" {
+		args = append(args, "--tmpdir="+l.tmpDir)
+	}
 	if l.mariadb() {
 		args = append(args, "--innodb-log-file-size=256M")
 	}
@@ -355,10 +371,19 @@ func (l *LocalServer) Stop() error {
 			<-l.exited
 		}
 	}
+	return l.removeDirs()
+}
+
+// removeDirs removes a temp datadir and tmpdir this process created.
+func (l *LocalServer) removeDirs() error {
+	var errs []error
 	if l.ownsDir {
-		return os.RemoveAll(l.DataDir)
+		errs = append(errs, os.RemoveAll(l.DataDir))
 	}
-	return nil
+	if l.tmpDir != "" {
+		errs = append(errs, os.RemoveAll(l.tmpDir))
+	}
+	return errors.Join(errs...)
 }
 
 func tail(s string, n int) string {

@@ -31,6 +31,7 @@ import (
 	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/internal/replica"
+	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/store"
 )
 
@@ -49,6 +50,11 @@ type Options struct {
 	// Binary is the jobq executable to start. Defaults to this process's.
 	Binary string
 	Out    io.Writer // summary; defaults to stdout
+	// Console, after a passing demo, submits two showcase jobs (a flaky job
+	// that fails twice and succeeds on its third attempt, and one that ends
+	// FAILED), prints the web console's URLs and keeps the replicas running
+	// until ctx ends (Ctrl-C).
+	Console bool
 }
 
 // Replica settings of the demo: short enough that a killed replica's jobs
@@ -112,7 +118,9 @@ type Replica = replica.Replica
 // StartReplica starts `jobq serve` with dsn (passed in the environment so
 // it never shows in ps) and waits for /readyz.
 func StartReplica(ctx context.Context, bin, dsn, name, logDir string, extra ...string) (*Replica, error) {
-	return replica.Start(ctx, replica.Spec{Binary: bin, DSN: dsn, Name: name, LogDir: logDir, Args: extra})
+	// The demo's effect jobs are the testbed's type: ask for it.
+	return replica.Start(ctx, replica.Spec{Binary: bin, DSN: dsn, Name: name, LogDir: logDir, Args: extra,
+		Env: []string{jobtypes.TestbedEnv + "=1"}})
 }
 
 // jobFor returns the i-th demo job: 40% noop, 40% sleep 100–1000 ms,
@@ -351,6 +359,56 @@ func Run(ctx context.Context, opts Options) (runErr error) {
 	if opts.Kill && ki == nil {
 		return errors.New("demo failed: the kill never happened (no replica held a running job)")
 	}
+	if opts.Console {
+		return holdForConsole(ctx, opts.Out, run, replicas)
+	}
+	return nil
+}
+
+// holdForConsole submits the console showcase jobs to a live replica, waits
+// until they are final, prints where to look, and waits for ctx to end.
+func holdForConsole(ctx context.Context, out io.Writer, run string, replicas []*Replica) error {
+	var live *Replica
+	for _, r := range replicas {
+		if r.Alive() {
+			live = r
+			break
+		}
+	}
+	if live == nil {
+		return errors.New("--console: no replica is running")
+	}
+	c := client.New(live.URL())
+	defer c.HTTP.CloseIdleConnections()
+	one := 1
+	showcase := []apitype.SubmitRequest{
+		{JobKey: "console-third-time-lucky-" + run, JobType: "flaky", Params: json.RawMessage(`{"failures":2,"ms":300}`)},
+		{JobKey: "console-always-fails-" + run, JobType: "flaky", Params: json.RawMessage(`{"failures":100,"ms":300}`), MaxRetry: &one},
+	}
+	var ids []uint64
+	for _, req := range showcase {
+		j, _, err := c.Submit(ctx, req)
+		if err != nil {
+			return fmt.Errorf("--console: submit %s: %w", req.JobKey, err)
+		}
+		ids = append(ids, j.ID)
+	}
+	fmt.Fprintf(os.Stderr, "console: waiting for the two showcase jobs to finish (a few seconds)\n")
+	for _, id := range ids {
+		for ctx.Err() == nil {
+			j, err := c.Get(ctx, id)
+			if err == nil && j.Status.Terminal() {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	base := live.URL() + "/ui/"
+	fmt.Fprintf(out, "\nconsole: %s (loopback, no authentication)\n", base)
+	fmt.Fprintf(out, "  job %d failed twice and succeeded on its third attempt: %sjobs/%d\n", ids[0], base, ids[0])
+	fmt.Fprintf(out, "  job %d ended FAILED (press Retry on its page):    %sjobs/%d\n", ids[1], base, ids[1])
+	fmt.Fprintf(out, "the replicas keep running until Ctrl-C\n")
+	<-ctx.Done()
 	return nil
 }
 

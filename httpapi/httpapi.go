@@ -179,11 +179,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	page := apitype.ListPage{Jobs: make([]apitype.Job, len(jobs)), NextCursor: next}
-	for i, j := range jobs {
-		page.Jobs[i] = apitype.JobFrom(j)
-	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, apitype.ListPage{Jobs: each(jobs, apitype.JobFrom), NextCursor: next})
 }
 
 func (a *api) withID(w http.ResponseWriter, r *http.Request, fn func(id uint64) (any, error)) {
@@ -194,7 +190,7 @@ func (a *api) withID(w http.ResponseWriter, r *http.Request, fn func(id uint64) 
 	}
 	out, err := fn(id)
 	if errors.Is(err, service.ErrNotFound) {
-		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Message: "job " + itoa(int64(id)) + " not found"}})
+		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Message: "job " + strconv.FormatUint(id, 10) + " not found"}})
 		return
 	}
 	if err != nil {
@@ -256,11 +252,7 @@ func (a *api) retry(w http.ResponseWriter, r *http.Request) {
 func (a *api) executions(w http.ResponseWriter, r *http.Request) {
 	a.withID(w, r, func(id uint64) (any, error) {
 		ex, err := a.svc.Executions(r.Context(), id)
-		out := apitype.ExecutionList{Executions: make([]apitype.Execution, len(ex))}
-		for i, e := range ex {
-			out.Executions[i] = apitype.ExecutionFrom(e)
-		}
-		return out, err
+		return apitype.ExecutionList{Executions: each(ex, apitype.ExecutionFrom)}, err
 	})
 }
 

@@ -87,13 +87,13 @@ func (o *opsAPI) types(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ts, err := o.ops.Types(r.Context())
-	o.reply(w, r, http.StatusOK, map[string]any{"types": ts}, err)
+	o.reply(w, r, http.StatusOK, apitype.TypeList{Types: each(ts, apitype.TypeControlFrom)}, err)
 }
 
 func (o *opsAPI) pause(paused bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tc, err := o.ops.SetPaused(r.Context(), r.PathValue("job_type"), paused)
-		o.reply(w, r, http.StatusOK, tc, err)
+		o.reply(w, r, http.StatusOK, apitype.TypeControlFrom(tc), err)
 	}
 }
 
@@ -103,7 +103,7 @@ func (o *opsAPI) limit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tc, err := o.ops.SetLimit(r.Context(), r.PathValue("job_type"), req)
-	o.reply(w, r, http.StatusOK, tc, err)
+	o.reply(w, r, http.StatusOK, apitype.TypeControlFrom(tc), err)
 }
 
 func (o *opsAPI) periodicList(w http.ResponseWriter, r *http.Request) {
@@ -111,7 +111,7 @@ func (o *opsAPI) periodicList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ps, err := o.ops.ListPeriodic(r.Context())
-	o.reply(w, r, http.StatusOK, map[string]any{"periodic": ps}, err)
+	o.reply(w, r, http.StatusOK, apitype.PeriodicList{Periodic: each(ps, apitype.PeriodicFrom)}, err)
 }
 
 func (o *opsAPI) periodicPut(w http.ResponseWriter, r *http.Request) {
@@ -125,12 +125,12 @@ func (o *opsAPI) periodicPut(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/periodic/"+p.Name)
 	}
-	o.reply(w, r, status, p, err)
+	o.reply(w, r, status, apitype.PeriodicFrom(p), err)
 }
 
 func (o *opsAPI) periodicGet(w http.ResponseWriter, r *http.Request) {
 	p, err := o.ops.GetPeriodic(r.Context(), r.PathValue("name"))
-	o.reply(w, r, http.StatusOK, p, err)
+	o.reply(w, r, http.StatusOK, apitype.PeriodicFrom(p), err)
 }
 
 func (o *opsAPI) periodicDelete(w http.ResponseWriter, r *http.Request) {
@@ -154,7 +154,7 @@ func (o *opsAPI) purge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := o.ops.Purge(r.Context(), req)
-	o.reply(w, r, http.StatusOK, res, err)
+	o.reply(w, r, http.StatusOK, apitype.PurgeResultFrom(res), err)
 }
 
 func (o *opsAPI) stats(w http.ResponseWriter, r *http.Request) {
@@ -174,7 +174,7 @@ func (o *opsAPI) stats(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	st, err := o.ops.Stats(r.Context(), q.Get("window"))
-	o.reply(w, r, http.StatusOK, st, err)
+	o.reply(w, r, http.StatusOK, apitype.QueueStatsFrom(st), err)
 }
 
 // noQuery rejects query parameters on routes that take none.
@@ -192,4 +192,14 @@ func noQuery(o *opsAPI, w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// each converts every element of in with from (an empty, non-nil result
+// for an empty input, so lists encode as []).
+func each[T, U any](in []T, from func(T) U) []U {
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = from(v)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,9 @@ func startBuiltinAPI(t *testing.T) *apiServer {
 	st := testdb.Store(t)
 	reg := scheduler.NewRegistry()
 	jobtypes.Register(reg)
+	if err := jobtypes.RegisterTestbed(context.Background(), reg, st.DB()); err != nil {
+		t.Fatal(err)
+	}
 	svc := service.New(st, func(typ string) bool { _, ok := reg.Lookup(typ); return ok }, nil)
 	svc.SetParamsValidator(reg.ValidateParams)
 	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))

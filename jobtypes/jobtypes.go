@@ -1,36 +1,26 @@
-// Package jobtypes holds jobq's built-in job types for demos and the
-// testbed: noop, sleep, flaky, effect and poison.
+// Package jobtypes holds jobq's built-in job types: noop, sleep and flaky,
+// which every replica registers (Register), and the testbed's effect and
+// poison (testbed.go), registered only where the testbed asks
+// (RegisterTestbed: `jobq serve` with JOBQ_TESTBED=1, as the chaos harness,
+// the demo and tests start it).
 package jobtypes
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // Built-in job type names.
 const (
-	Noop   = "noop"
-	Sleep  = "sleep"
-	Flaky  = "flaky"
-	Effect = "effect"
-	// Poison SIGKILLs the replica that runs it — the chaos testbed's
-	// poison-job scenario. It does so only when the replica's environment
-	// has PoisonEnv=1 (set by `jobq chaos`); elsewhere it fails at once,
-	// without retries.
-	Poison = "poison"
+	Noop  = "noop"
+	Sleep = "sleep"
+	Flaky = "flaky"
 )
-
-// PoisonEnv is the environment variable that arms the poison job type.
-const PoisonEnv = "JOBQ_CHAOS_POISON"
 
 // Params are the optional fields the built-in types read from params.
 type Params struct {
@@ -103,7 +93,7 @@ func sleep(ctx context.Context, ms int) error {
 	}
 }
 
-// Register adds noop, sleep, flaky and effect to reg.
+// Register adds noop, sleep and flaky to reg.
 func Register(reg *scheduler.Registry) {
 	reg.Register(Noop, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
 	reg.Register(Sleep, checked{func(ctx context.Context, job *scheduler.Job) error {
@@ -130,83 +120,4 @@ func Register(reg *scheduler.Registry) {
 		}
 		return nil
 	}})
-	reg.Register(Effect, EffectHandler{})
-	reg.Register(Poison, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
-		if os.Getenv(PoisonEnv) != "1" {
-			return fmt.Errorf("%w: poison jobs kill their replica and run only under jobq chaos (%s=1)", scheduler.ErrDiscard, PoisonEnv)
-		}
-		if err := syscall.Kill(os.Getpid(), syscall.SIGKILL); err != nil {
-			return fmt.Errorf("poison: kill own process: %w", err)
-		}
-		<-ctx.Done() // SIGKILL is not delivered synchronously
-		return context.Cause(ctx)
-	}))
-}
-
-// EffectHandler is the testbed's `effect` type. Work inserts one "non_tx"
-// row into job_effect outside any transaction (a side effect that can repeat
-// when a replica dies before completing), sleeps params.ms, then inserts one
-// "end" row (also outside any transaction) marking when its work ended — the
-// chaos checker compares it with the moment the run lost its lease. WorkTx
-// inserts one "tx" row inside the transactional completion (exactly once).
-type EffectHandler struct{}
-
-// Work records the non-transactional effect, runs for params.ms, and
-// records the end of its work. A run cancelled during its sleep (lease
-// lost, timeout, cancel) returns before the end marker.
-func (EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
-	p, err := parse(job)
-	if err != nil {
-		return err
-	}
-	if job.DB == nil {
-		return fmt.Errorf("%w: effect needs a database", scheduler.ErrDiscard)
-	}
-	if err := store.EffectInsert(ctx, job.DB, job.Fence(), "non_tx", job.Owner); err != nil {
-		return fmt.Errorf("effect non_tx: %w", err)
-	}
-	if err := sleep(ctx, p.Ms); err != nil {
-		return err
-	}
-	// The marker records a fact — the work is done — so a cancellation
-	// arriving now does not stop its write (nor the success it reports,
-	// which the fenced completion judges as before).
-	ended := time.Now()
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endMarkerTimeout)
-	defer cancel()
-	err = store.EffectInsert(ectx, job.DB, job.Fence(), "end", job.Owner)
-	if err != nil && store.IsRetryable(err) {
-		// The database refuses writes (read-only, a node not ready) or lost
-		// the connection: the work is done all the same and the handler
-		// succeeds — its outcome write is retried by the scheduler. The
-		// marker follows as soon as a write is accepted, back-dated to when
-		// the work ended.
-		go writeEndMarkerLate(job, ended)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("effect end: %w", err)
-	}
-	return nil
-}
-
-// writeEndMarkerLate retries the "end" marker of job's run with capped
-// backoff for up to endMarkerTimeout, created_at back-dated to ended.
-func writeEndMarkerLate(job *scheduler.Job, ended time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), endMarkerTimeout)
-	defer cancel()
-	_ = store.RetryPolicy{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}.Do(ctx, "effect.end", func() error {
-		return store.EffectInsertAgo(ctx, job.DB, job.Fence(), "end", job.Owner, time.Since(ended))
-	})
-}
-
-// ValidateParams implements scheduler.ParamsValidator.
-func (EffectHandler) ValidateParams(raw json.RawMessage) (string, string) { return ValidateParams(raw) }
-
-// endMarkerTimeout bounds the write of the effect type's "end" row.
-const endMarkerTimeout = 30 * time.Second
-
-// WorkTx records the transactional effect in the completion's transaction.
-func (EffectHandler) WorkTx(ctx context.Context, tx *sql.Tx, job *scheduler.Job) error {
-	return store.EffectInsert(ctx, tx, job.Fence(), "tx", job.Owner)
 }

@@ -55,7 +55,7 @@ func TestLeaseRenewalFailingCancelsBeforeExpiry(t *testing.T) {
 			}))
 			cfg := scheduler.Config{Owner: "renew-" + name, PollInterval: 50 * time.Millisecond, PollJitter: 10 * time.Millisecond,
 				Lease: 1500 * time.Millisecond, RescueInterval: time.Hour, Workers: 2, Logger: quiet(), ShutdownTimeout: 5 * time.Second}
-			s, err := scheduler.New(fs, st.DB(), reg, cfg, st.Server.SkipLocked)
+			s, err := scheduler.New(fs, reg, cfg, st.Server.SkipLocked)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,7 +23,7 @@ func TestPoolSmallerThanWorkers(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.DSN(t)
 	r, err := app.Start(context.Background(), app.Config{
-		DSN: dsn, Listen: "127.0.0.1:0", PoolMaxOpen: 2, Logger: quiet(),
+		DSN: dsn, Listen: "127.0.0.1:0", PoolMaxOpen: 2, Logger: quiet(), Testbed: true,
 		Scheduler: scheduler.Config{Workers: 20, PollInterval: 50 * time.Millisecond, PollJitter: 10 * time.Millisecond,
 			Lease: 5 * time.Second, RescueInterval: time.Second, RetryBackoffBase: 20 * time.Millisecond, Logger: quiet()},
 	})

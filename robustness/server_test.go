@@ -98,12 +98,12 @@ func TestServerSupport(t *testing.T) {
 
 	explicit := cfg
 	explicit.Strategy = scheduler.StrategySkipLocked
-	if _, err := scheduler.New(st, st.DB(), reg, explicit, false); !errors.Is(err, store.ErrSkipLockedUnsupported) ||
+	if _, err := scheduler.New(st, reg, explicit, false); !errors.Is(err, store.ErrSkipLockedUnsupported) ||
 		!strings.Contains(err.Error(), "--strategy cas") {
 		t.Fatalf("skiplocked on a server without SKIP LOCKED: err = %v, want ErrSkipLockedUnsupported naming --strategy cas", err)
 	}
 
-	s, err := scheduler.New(st, st.DB(), reg, cfg, false)
+	s, err := scheduler.New(st, reg, cfg, false)
 	if err != nil {
 		t.Fatalf("empty strategy without SKIP LOCKED: %v", err)
 	}
@@ -181,7 +181,7 @@ func TestFailedClaimIsAnError(t *testing.T) {
 						}
 					},
 				}}
-			s, err := scheduler.New(fs, st.DB(), reg, cfg, st.Server.SkipLocked)
+			s, err := scheduler.New(fs, reg, cfg, st.Server.SkipLocked)
 			if err != nil {
 				t.Fatal(err)
 			}

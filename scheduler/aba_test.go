@@ -65,13 +65,13 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 		default:
 		}
 	}
-	b := startScheduler(t, fsB, st.DB(), reg, cfgB)
+	b := startScheduler(t, fsB, reg, cfgB)
 	closed(t, held.Reached(), slowWait, "B held after its cas candidate read")
 
 	cfgA := fastConfig("a")
 	cfgA.Strategy = scheduler.StrategyCAS
 	cfgA.RetryBackoffBase = time.Second // re-queued run_at is 0.75–1.25 s ahead
-	a := startScheduler(t, st, st.DB(), reg, cfgA)
+	a := startScheduler(t, st, reg, cfgA)
 	requeued := waitJob(t, st, job.ID, slowWait, "attempt 1 failed and re-queued", func(j jobq.Job) bool {
 		return j.Status == jobq.StateScheduled && j.Attempt == 1
 	})

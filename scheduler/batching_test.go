@@ -56,8 +56,9 @@ func TestDrainClaimsFullBatches(t *testing.T) {
 			var sizes claimSizes
 			cfg := fastConfig("drain-" + c.name)
 			cfg.Workers, cfg.BatchLimit, cfg.DrainWait = workers, 200, c.drainWait
+			cfg.RunQueue = -1 // claims sized by free workers alone (TestRunQueue covers the queue)
 			cfg.Hooks.ClaimedFunc = sizes.hook
-			startScheduler(t, st, st.DB(), reg, cfg)
+			startScheduler(t, st, reg, cfg)
 			waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
 				got, err := countStatus(st, jobq.StateSuccess)
 				return got == n, err
@@ -118,7 +119,7 @@ func TestCompleteLingerBatchesCompletions(t *testing.T) {
 			first := submit(t, st, "first", "first", `{}`, 0)
 			cfg := fastConfig("linger-" + c.name)
 			cfg.CompleteLinger = c.linger
-			startScheduler(t, st, st.DB(), reg, cfg)
+			startScheduler(t, st, reg, cfg)
 			closed(t, noopStarted, slowWait, "the no-op job started")
 			if !c.sameBatch {
 				waitJob(t, st, first.ID, slowWait, "no-op job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
@@ -151,7 +152,7 @@ func TestLoneJobIsNotDelayedByBatching(t *testing.T) {
 	jobtypes.Register(reg)
 	cfg := fastConfig("lone")
 	cfg.DrainWait, cfg.CompleteLinger = time.Second, time.Second
-	s := startScheduler(t, st, st.DB(), reg, cfg)
+	s := startScheduler(t, st, reg, cfg)
 	j := submit(t, st, "lone", "noop", `{}`, 0)
 	s.Wake()
 	done := waitJob(t, st, j.ID, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
@@ -187,7 +188,7 @@ func TestDrainWaitIgnoresSlotsHeldByLongHandlers(t *testing.T) {
 	}
 	cfg := fastConfig("held")
 	cfg.Workers, cfg.DrainWait, cfg.ShutdownTimeout = 10, time.Second, 200*time.Millisecond
-	s := startScheduler(t, st, st.DB(), reg, cfg)
+	s := startScheduler(t, st, reg, cfg)
 	blocked.Wait()
 	const n = 100
 	for i := range n {

@@ -11,15 +11,16 @@ import (
 	"github.com/jobq/jobq/store"
 )
 
-// dispatch hands a claimed job to a worker. The scanner claimed at most the
-// free slots, so a slot is always available.
+// dispatch hands a claimed job to a worker, through the run queue when
+// every worker is busy. The scanner claimed at most the free slots
+// (workers + run queue), so a slot is always available.
 func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 	s.slots.take()
 	job := &Job{
 		ID: cj.ID, JobKey: cj.JobKey, JobType: cj.JobType, Params: cj.Params, Priority: cj.Priority,
 		RetryTimes: cj.RetryTimes, MaxRetry: cj.MaxRetry, Attempt: cj.Attempt, RunAt: cj.RunAt,
 		StartedAt: cj.StartedAt, CreateTime: cj.CreateTime,
-		Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner, DB: s.db,
+		Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner,
 	}
 	ctx, cancel := context.WithCancelCause(s.hardCtx)
 	r := &run{job: job, cancel: cancel, leaseDeadline: firstLeaseDeadline(s.cfg.Lease)}
@@ -34,6 +35,11 @@ func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool) {
 	defer s.handlers.Done()
 	job := r.job
+	if !s.awaitWorker(ctx) {
+		s.settle(r, h, s.queuedOutcome(ctx, job))
+		return
+	}
+	defer func() { <-s.workers }()
 	var err error
 	if !ok {
 		err = fmt.Errorf("%w: %q", ErrNoHandler, job.JobType)
@@ -55,7 +61,47 @@ func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool) 
 			}
 		}
 	}
-	c := s.outcome(ctx, job, err)
+	s.settle(r, h, s.outcome(ctx, job, err))
+}
+
+// awaitWorker takes a worker for a claimed job, waiting in the run queue
+// while every worker is busy; false when the job must not start: the
+// replica is stopping or the run ended first (lease lost, cancel requested).
+func (s *Scheduler) awaitWorker(ctx context.Context) bool {
+	select {
+	case s.workers <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case s.workers <- struct{}{}:
+		select { // stopping meanwhile: do not start
+		case <-s.queueStop:
+			<-s.workers
+			return false
+		default:
+			return true
+		}
+	case <-ctx.Done():
+	case <-s.queueStop:
+	}
+	return false
+}
+
+// queuedOutcome is the completion of a queued job that never started: at
+// shutdown it is released to WAITING without spending a retry; a run that
+// ended first (cancel requested, lease lost) ends as outcome says.
+func (s *Scheduler) queuedOutcome(ctx context.Context, job *Job) jobq.Completion {
+	if ctx.Err() == nil || errors.Is(context.Cause(ctx), ErrShutdown) {
+		return jobq.Completion{Fence: job.Fence(), Outcome: jobq.OutcomeReleased, Error: "released at shutdown: never started", DueAt: job.RunAt}
+	}
+	return s.outcome(ctx, job, context.Cause(ctx))
+}
+
+// settle hands a run's completion on (to the completer, or the handler's
+// transactional completion) and frees its slot.
+func (s *Scheduler) settle(r *run, h Handler, c jobq.Completion) {
+	job := r.job
 	s.runs.finish(r)
 	left := s.work.n.Add(-1)
 	if c.Outcome == jobq.OutcomeSuccess {
@@ -74,7 +120,7 @@ func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool) 
 
 // outcome turns a handler's return into a completion.
 func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) jobq.Completion {
-	c := jobq.Completion{Fence: job.Fence(), Unfenced: s.cfg.Sabotage.NoFencing}
+	c := jobq.Completion{Fence: job.Fence(), Unfenced: s.cfg.Sabotage.NoFencing, DueAt: job.RunAt}
 	cause := context.Cause(ctx)
 	switch {
 	case ctx.Err() != nil && errors.Is(cause, ErrCancelRequested):

@@ -68,7 +68,7 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 	cfgA := zombieConfig("a", noFencing)
 	hookA, doneA := completions()
 	cfgA.Hooks.CompletedFunc = hookA
-	a := startScheduler(t, fsA, st.DB(), regA, cfgA)
+	a := startScheduler(t, fsA, regA, cfgA)
 
 	waitJob(t, st, job.ID, slowWait, "A holds attempt 1", func(j jobq.Job) bool {
 		return j.Status == jobq.StateRunning && j.Attempt == 1 && j.Owner == "a"
@@ -83,7 +83,7 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 		calls.add(job)
 		return nil
 	}))
-	b := startScheduler(t, st, st.DB(), regB, rescuerConfig("b"))
+	b := startScheduler(t, st, regB, rescuerConfig("b"))
 	rescued := b.RescueNow(context.Background())
 	byB := waitJob(t, st, job.ID, slowWait, "B's attempt 2 SUCCESS", func(j jobq.Job) bool {
 		return j.Status == jobq.StateSuccess
@@ -173,14 +173,14 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 	cfgA := zombieConfig("a", false)
 	hookA, doneA := completions()
 	cfgA.Hooks.CompletedFunc = hookA
-	startScheduler(t, fsA, st.DB(), reg, cfgA)
+	startScheduler(t, fsA, reg, cfgA)
 	waitJob(t, st, job.ID, slowWait, "A holds attempt 1", func(j jobq.Job) bool { return j.Status == jobq.StateRunning })
 	waitFor(t, slowWait, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
 
 	fsB := faultstore.Wrap(st)
 	held := fsB.PauseOnce(faultstore.RescueCandidatesAfter, nil)
 	t.Cleanup(held.Release)
-	b := startScheduler(t, fsB, st.DB(), scheduler.NewRegistry(), rescuerConfig("b"))
+	b := startScheduler(t, fsB, scheduler.NewRegistry(), rescuerConfig("b"))
 	rescuedCh := make(chan []jobq.Fence, 1)
 	go func() { rescuedCh <- b.RescueNow(context.Background()) }()
 	closed(t, held.Reached(), slowWait, "B's rescuer held after reading its candidates")
@@ -217,7 +217,7 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 func runEffectZombie(t *testing.T, noFencing bool) (tx, nonTx int64, statsA scheduler.Stats, execs []jobq.Execution) {
 	st := testdb.Store(t)
 	reg := scheduler.NewRegistry()
-	jobtypes.Register(reg)
+	registerTestbedTypes(t, st, reg)
 	job := submit(t, st, "effect", jobtypes.Effect, `{"ms":0}`, 3)
 
 	fsA := faultstore.Wrap(st)
@@ -228,11 +228,11 @@ func runEffectZombie(t *testing.T, noFencing bool) (tx, nonTx int64, statsA sche
 	cfgA.Lease = 2 * time.Second // A's completion context lasts 2 leases: room for B's whole run
 	hookA, doneA := completions()
 	cfgA.Hooks.CompletedFunc = hookA
-	a := startScheduler(t, fsA, st.DB(), reg, cfgA)
+	a := startScheduler(t, fsA, reg, cfgA)
 	closed(t, held.Reached(), slowWait, "A held before its transactional completion")
 	waitFor(t, slowWait, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
 
-	b := startScheduler(t, st, st.DB(), reg, rescuerConfig("b"))
+	b := startScheduler(t, st, reg, rescuerConfig("b"))
 	if got := b.RescueNow(context.Background()); len(got) != 1 {
 		t.Fatalf("B rescued %v, want the one job", got)
 	}

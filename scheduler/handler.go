@@ -28,8 +28,6 @@ type Job struct {
 	CreateTime time.Time
 	Timeout    time.Duration // 0: no per-job timeout
 	Owner      string        // this replica
-	// DB is the pool, for handlers that record non-transactional effects.
-	DB *sql.DB
 }
 
 // Fence returns the run's fencing token.

@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
@@ -34,9 +35,9 @@ func fastConfig(owner string) scheduler.Config {
 	}
 }
 
-func startScheduler(t *testing.T, st scheduler.Store, db *sql.DB, reg *scheduler.Registry, cfg scheduler.Config) *scheduler.Scheduler {
+func startScheduler(t *testing.T, st scheduler.Store, reg *scheduler.Registry, cfg scheduler.Config) *scheduler.Scheduler {
 	t.Helper()
-	s, err := scheduler.New(st, db, reg, cfg, true)
+	s, err := scheduler.New(st, reg, cfg, true)
 	if err != nil {
 		t.Fatalf("new scheduler: %v", err)
 	}
@@ -301,4 +302,15 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 		b.buf.Write(p)
 	}
 	return len(p), nil
+}
+
+// registerTestbedTypes registers the built-in job types and the testbed's
+// (effect, poison), creating job_effect, as `jobq serve` does under the
+// testbed.
+func registerTestbedTypes(t *testing.T, st *store.Store, reg *scheduler.Registry) {
+	t.Helper()
+	jobtypes.Register(reg)
+	if err := jobtypes.RegisterTestbed(context.Background(), reg, st.DB()); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -97,7 +97,7 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 	cfgB.Lease = lease
 	cfgB.RescueInterval = rescueInterval
 	cfgB.Hooks.RescuedFunc = func(f []jobq.Fence) { rescuedCh <- f }
-	b := startScheduler(t, fsB, st.DB(), reg, cfgB)
+	b := startScheduler(t, fsB, reg, cfgB)
 
 	killedAt, err := st.DBNow(context.Background())
 	if err != nil {
@@ -207,7 +207,7 @@ func TestKilledReplicaEveryAttemptOneExecutionRow(t *testing.T) {
 	cfgB := fastConfig("b")
 	cfgB.Lease = lease
 	cfgB.RescueInterval = rescueInterval
-	b := startScheduler(t, st, st.DB(), reg, cfgB)
+	b := startScheduler(t, st, reg, cfgB)
 	waitFor(t, 30*time.Second, "every job SUCCESS on B", func() (bool, error) {
 		n, err := countStatus(st, jobq.StateSuccess)
 		return n == jobs, err

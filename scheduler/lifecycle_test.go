@@ -42,7 +42,7 @@ func TestCancelRunningJob(t *testing.T) {
 			cfg.HeartbeatInterval = 500 * time.Millisecond
 			hook, done := completions()
 			cfg.Hooks.CompletedFunc = hook
-			s := startScheduler(t, st, st.DB(), reg, cfg)
+			s := startScheduler(t, st, reg, cfg)
 			recv(t, started, slowWait, "handler started")
 
 			svc := service.New(st, nil, nil)
@@ -103,7 +103,7 @@ func TestStopWaitsForRunningHandler(t *testing.T) {
 	cfg := fastConfig("a")
 	cfg.Lease = time.Second // heartbeat every 333 ms
 	cfg.ShutdownTimeout = 30 * time.Second
-	s := startScheduler(t, st, st.DB(), reg, cfg)
+	s := startScheduler(t, st, reg, cfg)
 	recv(t, started, slowWait, "handler started")
 
 	stopped := make(chan error, 1)
@@ -156,7 +156,7 @@ func TestStopTimeoutReleasesJob(t *testing.T) {
 	job := submit(t, st, "released", "wait", `{}`, 3)
 	cfg := fastConfig("a")
 	cfg.ShutdownTimeout = 200 * time.Millisecond
-	s := startScheduler(t, st, st.DB(), reg, cfg)
+	s := startScheduler(t, st, reg, cfg)
 	recv(t, started, slowWait, "handler started")
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)

@@ -22,13 +22,13 @@ func TestLostCommitAckIsNotStale(t *testing.T) {
 			t.Parallel()
 			st := testdb.Store(t)
 			reg := scheduler.NewRegistry()
-			jobtypes.Register(reg)
+			registerTestbedTypes(t, st, reg)
 			fs := faultstore.Wrap(st)
 			// Both completion paths: the batched one (noop) and the
 			// transactional one (effect).
 			fs.FailNext("JobCompleteMany.after", 1, mysql.ErrInvalidConn)
 			fs.FailNext("JobCompleteTx.after", 1, mysql.ErrInvalidConn)
-			s := startScheduler(t, fs, st.DB(), reg, fastConfig("a"))
+			s := startScheduler(t, fs, reg, fastConfig("a"))
 			job := submit(t, st, "lost-ack-"+typ, typ, `{}`, 3)
 			got := waitJob(t, st, job.ID, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 			if got.Attempt != 1 {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/store"
 )
 
 // Defaults for OpsConfig.
@@ -95,10 +94,8 @@ func (c OpsConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// OpsStore is what the operations services need beyond Store. *store.Store
-// implements it, and so does faultstore.Store by delegation. A replica whose
-// store lacks it runs no limited claim, no periodic schedules and no cleaner
-// (and so never claims jobs of a limited type).
+// OpsStore is the part of Store the operations services use: the limited
+// claim, the periodic planner and the cleaner.
 type OpsStore interface {
 	TypeLimits(ctx context.Context) (map[string]int, error)
 	TypeClaimable(ctx context.Context, jobType string) (bool, error)
@@ -107,8 +104,6 @@ type OpsStore interface {
 	PeriodicFire(ctx context.Context, name string, plan jobq.PeriodicPlanFunc) (jobq.PeriodicFireResult, error)
 	JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error)
 }
-
-var _ OpsStore = (*store.Store)(nil)
 
 // limitedStore is what the limited claim needs from the store.
 type limitedStore interface {
@@ -147,19 +142,10 @@ func newLimitedClaimer(p limitedClaimerParams) *limitedClaimer {
 // RefreshOps makes this replica re-read the limited job types and periodic
 // schedules now instead of at its next RefreshInterval. It never blocks;
 // the service calls it after every change made through this replica.
-func (s *Scheduler) RefreshOps() {
-	if s.planner != nil {
-		s.planner.refreshNow()
-	}
-}
+func (s *Scheduler) RefreshOps() { s.planner.refreshNow() }
 
 // LimitedTypes returns this replica's current view of job type → max_running.
-func (s *Scheduler) LimitedTypes() map[string]int {
-	if s.limited == nil {
-		return map[string]int{}
-	}
-	return s.limited.snapshot()
-}
+func (s *Scheduler) LimitedTypes() map[string]int { return s.limited.snapshot() }
 
 func (l *limitedClaimer) snapshot() map[string]int {
 	l.mu.Lock()

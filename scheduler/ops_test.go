@@ -59,7 +59,7 @@ func TestOpsRunAtNeverEarlyStartsWithinOnePoll(t *testing.T) {
 	reg.Register("noop", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
 	cfg := fastConfig("runat")
 	cfg.PollInterval, cfg.PollJitter = 300*time.Millisecond, 50*time.Millisecond
-	startScheduler(t, st, st.DB(), reg, cfg)
+	startScheduler(t, st, reg, cfg)
 
 	runAt := opDBNow(t, st).Add(1500 * time.Millisecond).Truncate(time.Millisecond)
 	// An offset other than Z: stored in UTC, compared on the DB clock.
@@ -101,7 +101,7 @@ func TestOpsCancelRunningWithinOneHeartbeat(t *testing.T) {
 		return nil // "success" after the cancel: the job must still end CANCELED
 	}))
 	cfg := fastConfig("cancel")
-	s := startScheduler(t, st, st.DB(), reg, cfg)
+	s := startScheduler(t, st, reg, cfg)
 	hb := s.Config().HeartbeatInterval
 
 	job := submit(t, st, "c1", "wait", `{}`, 3)
@@ -151,7 +151,7 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 		time.Sleep(400 * time.Millisecond)
 		return nil
 	}))
-	startScheduler(t, st, st.DB(), reg, fastConfig("timeout"))
+	startScheduler(t, st, reg, fastConfig("timeout"))
 
 	obeys := opSubmit(t, st, apitype.SubmitRequest{JobKey: "obeys", JobType: "obeys", MaxRetry: ptr(1), TimeoutMs: ptr(200)})
 	ignores := opSubmit(t, st, apitype.SubmitRequest{JobKey: "ignores", JobType: "ignores", MaxRetry: ptr(0), TimeoutMs: ptr(100)})
@@ -207,7 +207,7 @@ func TestOpsPauseResume(t *testing.T) {
 		<-release
 		return nil
 	}))
-	s := startScheduler(t, st, st.DB(), reg, fastConfig("pause"))
+	s := startScheduler(t, st, reg, fastConfig("pause"))
 
 	first := submit(t, st, "report-0", "report", `{}`, 3)
 	if id := recv(t, running, slowWait, "first report job running"); id != first.ID {
@@ -302,7 +302,7 @@ func TestOpsConcurrencyLimitAcrossReplicas(t *testing.T) {
 		t.Fatalf("set limit: %v", err)
 	}
 	for _, owner := range []string{"r1", "r2", "r3"} {
-		s := startScheduler(t, st, st.DB(), reg, fastConfig(owner))
+		s := startScheduler(t, st, reg, fastConfig(owner))
 		if got := s.LimitedTypes(); len(got) != 1 || got["backup"] != 2 {
 			t.Fatalf("%s limited types = %v, want map[backup:2]", owner, got)
 		}
@@ -445,7 +445,7 @@ func TestOpsPeriodicThreeReplicasExactlyOnePerSecond(t *testing.T) {
 	for _, owner := range []string{"p1", "p2", "p3"} {
 		cfg := fastConfig(owner)
 		cfg.Ops.PeriodicFiredFunc = log.hook
-		reps = append(reps, startScheduler(t, st, st.DB(), reg, cfg))
+		reps = append(reps, startScheduler(t, st, reg, cfg))
 	}
 	end := first.Add(10 * time.Second) // instants first … first+9s
 	waitFor(t, slowWait, "the 10th instant enqueued and run", func() (bool, error) {
@@ -505,7 +505,7 @@ func TestOpsPeriodicMisfireSkipAndOnce(t *testing.T) {
 			cfg := fastConfig(owner)
 			cfg.Ops.MisfireThreshold = threshold
 			cfg.Ops.PeriodicFiredFunc = log.hook
-			reps = append(reps, startScheduler(t, st, st.DB(), reg, cfg))
+			reps = append(reps, startScheduler(t, st, reg, cfg))
 		}
 		return reps
 	}
@@ -639,7 +639,7 @@ func TestOpsRetentionCleaner(t *testing.T) {
 	cfg.Ops.CleanInterval = 100 * time.Millisecond
 	cfg.Ops.CleanBatch = 100
 	cfg.Ops.CleanedFunc = func(r jobq.PurgeResult) { passes <- r }
-	startScheduler(t, st, db, scheduler.NewRegistry(), cfg)
+	startScheduler(t, st, scheduler.NewRegistry(), cfg)
 
 	first := recv(t, passes, slowWait, "first cleaner pass")
 	if first.Jobs != old || first.Executions != old || first.Batches != old/100 {

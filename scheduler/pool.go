@@ -1,13 +1,27 @@
 package scheduler
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// runQueueHorizon is how far ahead the run queue claims: at most as many
+// jobs as this replica finished in the last runQueueHorizon, so a replica
+// whose handlers return quickly claims in batches sized by the backlog,
+// while one running long handlers claims no more than its free workers
+// (no job waits locally behind a long handler while another replica idles).
+const runQueueHorizon = 100 * time.Millisecond
 
 // slots is the worker pool's bookkeeping shared by the scanner (which
 // claims at most the free slots and waits for them while draining) and the
 // dispatcher (which takes a slot per run and frees it when the handler
 // returns).
 type slots struct {
-	free chan struct{} // a token per free worker slot
+	free chan struct{} // a token per free slot: Workers + RunQueue in all
+	// workers and queueMax are Config.Workers and the effective RunQueue.
+	workers, queueMax int
+	recent            recentCount // slots released within runQueueHorizon
 	// freed gets a token (if it has none) each time a slot is freed: a
 	// draining scan waits on it for a fuller batch (scanner.awaitSlots).
 	freed chan struct{}
@@ -19,16 +33,27 @@ type slots struct {
 	moreWaiting atomic.Bool
 }
 
-func newSlots(workers int) *slots {
-	s := &slots{free: make(chan struct{}, workers), freed: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
-	for range workers {
+func newSlots(workers, runQueue int) *slots {
+	s := &slots{free: make(chan struct{}, workers+runQueue), workers: workers, queueMax: runQueue,
+		freed: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+	for range workers + runQueue {
 		s.free <- struct{}{}
 	}
 	return s
 }
 
-// available returns the number of free slots.
-func (s *slots) available() int { return len(s.free) }
+// available returns how many jobs a claim may take now: the free workers,
+// plus as many run-queue places as jobs finished within runQueueHorizon
+// (at most RunQueue).
+func (s *slots) available() int {
+	free := len(s.free)
+	if s.queueMax == 0 {
+		return free
+	}
+	held := cap(s.free) - free
+	allowed := s.workers + min(s.queueMax, s.recent.count(time.Now()))
+	return max(0, min(free, allowed-held))
+}
 
 // take takes a free slot; the scanner claimed at most the free slots, so
 // one is always there.
@@ -37,6 +62,9 @@ func (s *slots) take() { <-s.free }
 // release frees a slot and, while more jobs wait, wakes the scanner (an
 // internal wake: drain works even when local wake-up on submit is off).
 func (s *slots) release() {
+	if s.queueMax > 0 {
+		s.recent.add(time.Now())
+	}
 	s.free <- struct{}{}
 	select {
 	case s.freed <- struct{}{}:
@@ -82,4 +110,37 @@ func (w *workTracker) signalIdle() {
 	case w.idle <- struct{}{}:
 	default:
 	}
+}
+
+// recentCount counts events over a sliding pair of runQueueHorizon buckets.
+type recentCount struct {
+	mu        sync.Mutex
+	start     time.Time // start of the current bucket
+	cur, prev int
+}
+
+func (r *recentCount) rotate(now time.Time) {
+	switch d := now.Sub(r.start); {
+	case d < runQueueHorizon:
+	case d < 2*runQueueHorizon:
+		r.prev, r.cur, r.start = r.cur, 0, r.start.Add(runQueueHorizon)
+	default:
+		r.prev, r.cur, r.start = 0, 0, now
+	}
+}
+
+func (r *recentCount) add(now time.Time) {
+	r.mu.Lock()
+	r.rotate(now)
+	r.cur++
+	r.mu.Unlock()
+}
+
+// count returns the events of the last full bucket or of the current one,
+// whichever is larger.
+func (r *recentCount) count(now time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rotate(now)
+	return max(r.prev, r.cur)
 }

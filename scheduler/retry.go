@@ -39,6 +39,16 @@ type dbRetrier struct {
 // withRetry runs fn under r with at most attempts tries (retryUntilDone:
 // until ctx ends).
 func withRetry(ctx context.Context, r dbRetrier, op string, attempts int, fn func() error) error {
+	return r.policyFor(attempts).Do(ctx, op, func() error {
+		err := fn()
+		r.report(op, err)
+		return err
+	})
+}
+
+// policyFor is the DBRetry policy with at most attempts tries, counting
+// and logging each retry.
+func (r dbRetrier) policyFor(attempts int) store.RetryPolicy {
 	p := r.policy
 	if attempts > 0 {
 		p.MaxAttempts = attempts
@@ -47,20 +57,23 @@ func withRetry(ctx context.Context, r dbRetrier, op string, attempts int, fn fun
 		r.retries.Add(1)
 		r.log.Debug("retrying database operation", "op", op, "cause", store.Cause(err), "err", err)
 	}
-	return p.Do(ctx, op, func() error {
-		err := fn()
-		if err != nil && r.errFunc != nil {
-			r.errFunc(op, err)
-		}
-		return err
-	})
+	return p
+}
+
+// report hands a database error to Hooks.DBErrorFunc.
+func (r dbRetrier) report(op string, err error) {
+	if err != nil && r.errFunc != nil {
+		r.errFunc(op, err)
+	}
 }
 
 // withRetryV is withRetry for an operation that returns a value.
 func withRetryV[T any](ctx context.Context, r dbRetrier, op string, attempts int, fn func() (T, error)) (T, error) {
-	var v T
-	err := withRetry(ctx, r, op, attempts, func() error { var e error; v, e = fn(); return e })
-	return v, err
+	return store.DoV(ctx, r.policyFor(attempts), op, func() (T, error) {
+		v, err := fn()
+		r.report(op, err)
+		return v, err
+	})
 }
 
 // logDBFailure logs a database operation that failed after its retries: at

@@ -81,10 +81,10 @@ func TestRetryBackoffSpreadsRequeues(t *testing.T) {
 	cfg.RetryBackoffBase = base
 	cfg.Workers = 200
 	cfg.Logger = bufferedLogger(t)
-	s := startScheduler(t, st, st.DB(), reg, cfg)
+	s := startScheduler(t, st, reg, cfg)
 	waitFor(t, slowWait, "all jobs re-queued once", func() (bool, error) {
 		var k int64
-		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE status = 'SCHEDULED' AND retry_times = 1").Scan(&k)
+		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE status IN ('SCHEDULED', 'WAITING') AND retry_times = 1").Scan(&k)
 		return k == n, err
 	})
 	if err := s.Stop(); err != nil {
@@ -181,7 +181,7 @@ func TestDeadlockRetried(t *testing.T) {
 			st := testdb.Store(t)
 			calls := newInvocations()
 			reg := scheduler.NewRegistry()
-			jobtypes.Register(reg)
+			registerTestbedTypes(t, st, reg)
 			reg.Register("count", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
 				calls.add(job)
 				return nil
@@ -196,7 +196,7 @@ func TestDeadlockRetried(t *testing.T) {
 			cfg.Hooks.DBErrorFunc = func(op string, err error) { dbErrs.add(fmt.Sprintf("%s:%d", op, store.ErrorNumber(err))) }
 			hook, done := completions()
 			cfg.Hooks.CompletedFunc = hook
-			s := startScheduler(t, fs, st.DB(), reg, cfg)
+			s := startScheduler(t, fs, reg, cfg)
 			comp := recv(t, done, slowWait, "the completion")
 			if err := s.Stop(); err != nil {
 				t.Fatalf("stop: %v", err)
@@ -244,7 +244,7 @@ func TestDeadlockNotRetriedWhenSabotaged(t *testing.T) {
 	cfg.Strategy = scheduler.StrategySkipLocked
 	cfg.Lease = time.Second
 	cfg.Sabotage.NoDeadlockRetry = true
-	s := startScheduler(t, fs, st.DB(), reg, cfg)
+	s := startScheduler(t, fs, reg, cfg)
 	j := waitJob(t, st, job.ID, slowWait, "job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)

@@ -12,7 +12,7 @@ import (
 // scannerParams configures the scanner.
 type scannerParams struct {
 	Claimer *claimer
-	// Limited, if set, claims the limited job types first, once per scan.
+	// Limited claims the limited job types first, once per scan (nil: none).
 	Limited *limitedClaimer
 	Slots   *slots
 	// DispatchFunc hands one claimed job to a worker (it takes a slot).

@@ -59,7 +59,7 @@ func TestPriorityOrder(t *testing.T) {
 			}))
 			cfg := fastConfig("a")
 			cfg.Strategy, cfg.Workers, cfg.BatchLimit = strategy, 1, 1
-			s := startScheduler(t, st, st.DB(), reg, cfg)
+			s := startScheduler(t, st, reg, cfg)
 			for range rows {
 				recv(t, done, slowWait, "a handler call")
 			}
@@ -103,7 +103,7 @@ func TestNoExecutionBeforeDue(t *testing.T) {
 			cfg := fastConfig("a")
 			cfg.Strategy = strategy
 			cfg.PollInterval, cfg.PollJitter = 200*time.Millisecond, 40*time.Millisecond
-			s := startScheduler(t, st, st.DB(), reg, cfg)
+			s := startScheduler(t, st, reg, cfg)
 			now, err := st.DBNow(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -111,7 +111,13 @@ func TestNoExecutionBeforeDue(t *testing.T) {
 			for i := range n {
 				runAt := now.Add(-time.Second)
 				if i%2 == 1 {
-					runAt = now.Add(time.Duration(i) * 10 * time.Millisecond) // up to 1.2 s ahead
+					// 0.3–1.2 s ahead of this submit's database clock (not of
+					// the loop's start: a loaded machine can take seconds for
+					// the 120 submits, and every job would be due at insert).
+					if now, err = st.DBNow(ctx); err != nil {
+						t.Fatal(err)
+					}
+					runAt = now.Add(300*time.Millisecond + time.Duration(i)*7*time.Millisecond)
 				}
 				j, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: key("due", i), JobType: "rec", Params: "{}", RequestHash: "h", RunAt: &runAt})
 				if err != nil {
@@ -177,7 +183,7 @@ func TestRetryBackoffGoesThroughScheduled(t *testing.T) {
 	cfg.RetryBackoffBase = 300 * time.Millisecond
 	cfg.PromoteInterval = time.Hour // only the completer's local hint can wake the promoter in time
 	cfg.Hooks.PromotedFunc = func(n int) { promoted <- n }
-	startScheduler(t, st, st.DB(), reg, cfg)
+	startScheduler(t, st, reg, cfg)
 	job := submit(t, st, "flaky", "flaky", `{}`, 3)
 	waitJob(t, st, job.ID, slowWait, "attempt 1 re-queued SCHEDULED", func(j jobq.Job) bool {
 		return j.Attempt == 1 && j.Status == jobq.StateScheduled

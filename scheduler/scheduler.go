@@ -11,7 +11,6 @@ package scheduler
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,16 +30,21 @@ type Scheduler struct {
 	cfg   Config
 	store Store
 	reg   *Registry
-	db    *sql.DB
 	log   *slog.Logger
 	retry dbRetrier
 	// outcomes writes completions with the outcome retry rule (outcome.go).
 	outcomes outcomeWriter
 	stats    stats
 
-	slots *slots       // worker slots, wake-up
-	work  *workTracker // handlers that have not handed their outcome on
-	runs  *runTable    // in-flight runs
+	slots *slots // claim capacity (workers + run queue), wake-up
+	// workers holds a token per running handler (at most Workers); a
+	// claimed job waits for one in the run queue.
+	workers chan struct{}
+	// queueStop is closed at Stop: queued jobs that have not started are
+	// released at once.
+	queueStop chan struct{}
+	work      *workTracker // handlers that have not handed their outcome on
+	runs      *runTable    // in-flight runs
 
 	hardCtx    context.Context // work (handlers)
 	hardCancel context.CancelCauseFunc
@@ -51,8 +55,7 @@ type Scheduler struct {
 	promoter  *promoter
 	heartbeat *heartbeat
 	completer *completer
-	// limited, planner and cleaner need OpsStore; nil without it (cleaner
-	// also without Retention).
+	// cleaner is nil without Retention.
 	limited *limitedClaimer
 	planner *periodicPlanner
 	cleaner *cleaner
@@ -62,10 +65,10 @@ type Scheduler struct {
 	stoppedErr error
 }
 
-// New returns a Scheduler over st with the handlers in reg. db, if non-nil,
-// is handed to handlers as Job.DB. cfg gets WithDefaults; a Strategy left
-// empty becomes skiplocked when skipLockedOK, else cas.
-func New(st Store, db *sql.DB, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, error) {
+// New returns a Scheduler over st with the handlers in reg. cfg gets
+// WithDefaults; a Strategy left empty becomes skiplocked when skipLockedOK,
+// else cas. A handler that needs the database holds its own handle.
+func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.Strategy == "" {
 		cfg.Strategy = StrategyCAS
@@ -85,9 +88,10 @@ func New(st Store, db *sql.DB, reg *Registry, cfg Config, skipLockedOK bool) (*S
 		reg = NewRegistry()
 	}
 	s := &Scheduler{
-		cfg: cfg, store: st, reg: reg, db: db,
+		cfg: cfg, store: st, reg: reg,
 		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
-		slots: newSlots(cfg.Workers), work: newWorkTracker(), runs: newRunTable(),
+		slots: newSlots(cfg.Workers, cfg.runQueue()), work: newWorkTracker(), runs: newRunTable(),
+		workers: make(chan struct{}, cfg.Workers), queueStop: make(chan struct{}),
 	}
 	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}
 	s.build()
@@ -116,26 +120,21 @@ func (s *Scheduler) build() {
 		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.slots.wakeUp,
 		Retry: s.retry, Log: s.log, Promoted: &s.stats.promoted, PromotedFunc: hooks.PromotedFunc,
 	})
-	ops, ok := s.store.(OpsStore)
-	if !ok {
-		s.log.Warn("store does not implement scheduler.OpsStore: limited job types, periodic schedules and retention are off on this replica")
-	} else {
-		s.limited = newLimitedClaimer(limitedClaimerParams{
-			Store: ops, Slots: s.slots, DispatchFunc: s.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
-			BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
-			Claimed: &s.stats.claimed, ClaimErrors: &s.stats.claimErrors, ClaimedFunc: hooks.ClaimedFunc,
+	s.limited = newLimitedClaimer(limitedClaimerParams{
+		Store: s.store, Slots: s.slots, DispatchFunc: s.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
+		BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
+		Claimed: &s.stats.claimed, ClaimErrors: &s.stats.claimErrors, ClaimedFunc: hooks.ClaimedFunc,
+	})
+	s.planner = newPeriodicPlanner(periodicPlannerParams{
+		Store: s.store, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
+		Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.slots.wakeUp,
+		FiredFunc: cfg.Ops.PeriodicFiredFunc, Retry: s.retry, Log: s.log,
+	})
+	if cfg.Ops.Retention > 0 {
+		s.cleaner = newCleaner(cleanerParams{
+			Store: s.store, Retention: cfg.Ops.Retention, Interval: cfg.Ops.CleanInterval, Batch: cfg.Ops.CleanBatch,
+			MaxPerPass: cfg.Ops.CleanMaxPerPass, CleanedFunc: cfg.Ops.CleanedFunc, Retry: s.retry, Log: s.log,
 		})
-		s.planner = newPeriodicPlanner(periodicPlannerParams{
-			Store: ops, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
-			Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.slots.wakeUp,
-			FiredFunc: cfg.Ops.PeriodicFiredFunc, Retry: s.retry, Log: s.log,
-		})
-		if cfg.Ops.Retention > 0 {
-			s.cleaner = newCleaner(cleanerParams{
-				Store: ops, Retention: cfg.Ops.Retention, Interval: cfg.Ops.CleanInterval, Batch: cfg.Ops.CleanBatch,
-				MaxPerPass: cfg.Ops.CleanMaxPerPass, CleanedFunc: cfg.Ops.CleanedFunc, Retry: s.retry, Log: s.log,
-			})
-		}
 	}
 	s.scanner = newScanner(scannerParams{
 		Claimer: newClaimer(claimerParams{
@@ -144,7 +143,7 @@ func (s *Scheduler) build() {
 			Claimed: &s.stats.claimed, Conflicts: &s.stats.claimConflicts, ClaimedFunc: hooks.ClaimedFunc,
 		}),
 		Limited: s.limited, Slots: s.slots, DispatchFunc: s.dispatch,
-		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers,
+		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
 		DrainWait: cfg.DrainWait, DisableDrain: cfg.DisableDrain, Log: s.log,
 		Scans: &s.stats.scans, ClaimErrors: &s.stats.claimErrors, ScanFunc: hooks.ScanFunc,
 	})
@@ -167,9 +166,7 @@ func (s *Scheduler) softServices() []interface {
 		Stop()
 	}
 	// The planner first: its first refresh reads the limits the scan uses.
-	if s.planner != nil {
-		out = append(out, s.planner)
-	}
+	out = append(out, s.planner)
 	if s.cleaner != nil {
 		out = append(out, s.cleaner)
 	}
@@ -199,7 +196,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		}
 	}
 	s.log.Info("scheduler started", "strategy", s.cfg.Strategy, "workers", s.cfg.Workers,
-		"batch_limit", s.cfg.BatchLimit, "poll_interval", s.cfg.PollInterval, "poll_jitter", s.cfg.PollJitter,
+		"batch_limit", s.cfg.BatchLimit, "run_queue", s.cfg.runQueue(), "poll_interval", s.cfg.PollInterval, "poll_jitter", s.cfg.PollJitter,
 		"lease", s.cfg.Lease, "types", s.reg.Types())
 	return nil
 }
@@ -224,6 +221,7 @@ func (s *Scheduler) Stop() error {
 		for _, svc := range s.softServices() {
 			svc.Stop()
 		}
+		close(s.queueStop) // queued jobs never start: released below
 		done := make(chan struct{})
 		go func() { s.handlers.Wait(); close(done) }()
 		t := time.NewTimer(s.cfg.ShutdownTimeout)
@@ -263,7 +261,7 @@ func (s *Scheduler) RescueNow(ctx context.Context) []jobq.Fence { return s.rescu
 
 // CleanNow runs one retention pass at once with the configured Retention
 // and returns what it deleted (tests and operators). It does nothing when
-// Retention is 0 or the store lacks OpsStore.
+// Retention is 0.
 func (s *Scheduler) CleanNow(ctx context.Context) jobq.PurgeResult {
 	if s.cleaner == nil {
 		return jobq.PurgeResult{}

@@ -25,7 +25,7 @@ func TestTwoReplicasRunEachJobOnce(t *testing.T) {
 			for _, owner := range []string{"a", "b"} {
 				cfg := fastConfig(owner)
 				cfg.Strategy = strategy
-				startScheduler(t, st, st.DB(), reg, cfg)
+				startScheduler(t, st, reg, cfg)
 			}
 			waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
 				n2, err := countStatus(st, jobq.StateSuccess)

@@ -23,6 +23,9 @@ type Store interface {
 	JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error)
 	JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error)
 	JobPromoteDue(ctx context.Context, limit int) (int, error)
+	// OpsStore: limited job types, periodic schedules, retention. Required,
+	// so that no store can switch them off by lacking a method.
+	OpsStore
 }
 
 var _ Store = (*store.Store)(nil)

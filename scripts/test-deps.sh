@@ -4,12 +4,13 @@
 # skipped: ensure-browser.sh comes with the console's browser tests). Each
 # says what it found or installed; the first that cannot provide its tool
 # stops this script with its one-line reason. make test and .ci/run (through
-# make test) run it. ensure-galera.sh is not listed: only `make chaos-galera`
-# needs Galera, no test does. A test that needs a new tool: write its
+# make test) run it. ensure-galera.sh is listed because the chaos package's
+# TestGaleraNodeKillIsValid starts a 3-node Galera cluster (about 50 s). A
+# test that needs a new tool: write its
 # ensure-NAME.sh (sourcing lib/apt.sh) and add NAME here.
 set -euo pipefail
 cd "$(dirname "$0")"
-for name in db prometheus node browser; do
+for name in db galera prometheus node browser; do
   if [ -f "ensure-$name.sh" ]; then
     bash "./ensure-$name.sh"
   fi

@@ -20,19 +20,19 @@ import (
 // Operations input limits. Each is enforced at the edge with a 400 naming
 // the field.
 const (
-	MaxRunningLimit      = 100000          // max_running: 0 (no limit) – 100,000
-	MaxPeriodicNameRunes = 40              // name: 1–40 of [A-Za-z0-9_.-], so '<name>@<instant>' fits job_key
-	MaxCronRunes         = 128             // cron: 1–128 characters
-	MinPurgeAge          = time.Minute     // older_than: at least 1m
-	StatsWindowDefault   = time.Minute     // window: default 1m
-	MaxActivityMinutes   = 60              // activity: 1–60 minutes
-	MaxStatsWindow       = time.Hour       // window: 1s – 1h
-	MinStatsWindow       = time.Second     //
-	purgeBatch           = 500             // jobs per purge transaction
-	retryBulkBatch       = 500             // jobs per bulk-retry UPDATE
-	day                  = 24 * time.Hour  //
-	maxAge               = 100 * 365 * day // older_than: at most ~100 years
-	opsRetryAttempts     = 5               // transient DB errors retried per call
+	MaxRunningLimit      = 100000           // max_running: 0 (no limit) – 100,000
+	MaxPeriodicNameRunes = 40               // name: 1–40 of [A-Za-z0-9_.-], so '<name>@<instant>' fits job_key
+	MaxCronRunes         = 128              // cron: 1–128 characters
+	MinPurgeAge          = time.Minute      // older_than: at least 1m
+	StatsWindowDefault   = time.Minute      // window: default 1m
+	MaxActivityMinutes   = 60               // activity: 1–60 minutes
+	MaxStatsWindow       = time.Hour        // window: 1s – 1h
+	MinStatsWindow       = time.Second      //
+	purgeBatch           = 500              // jobs per purge transaction
+	retryBulkBatch       = 500              // jobs per bulk-retry UPDATE
+	day                  = 24 * time.Hour   //
+	maxAge               = 100 * 365 * day  // older_than: at most ~100 years
+	opsRetryAttempts     = apiRetryAttempts // transient DB errors retried per call
 	periodicNameAlphabet = "letters, digits, '_', '.' and '-'"
 )
 
@@ -61,6 +61,16 @@ type Ops struct {
 	knownType func(string) bool
 	changed   func()
 	retry     store.RetryPolicy
+	// validateParams, if set, checks a schedule's params for its job type,
+	// as a submit's are (Service.SetParamsValidator).
+	validateParams func(jobType string, params json.RawMessage) (field, rule string)
+}
+
+// SetParamsValidator makes schedules check their params with f (the same
+// check a submit of that job type gets): a schedule whose every run would
+// be refused at submit is refused when it is put, naming the field.
+func (o *Ops) SetParamsValidator(f func(jobType string, params json.RawMessage) (field, rule string)) {
+	o.validateParams = f
 }
 
 // NewOps returns the operations service. knownType (may be nil) reports
@@ -217,6 +227,11 @@ func (o *Ops) ValidatePeriodic(req apitype.PeriodicRequest, source string) (jobq
 		return spec, err
 	}
 	spec.Params = params
+	if o.validateParams != nil {
+		if field, rule := o.validateParams(req.JobType, json.RawMessage(params)); field != "" {
+			return spec, invalid(field, "%s", rule)
+		}
+	}
 	if req.Priority != nil {
 		if *req.Priority < MinPriority || *req.Priority > MaxPriority {
 			return spec, invalid("priority", "must be an integer in [%d, %d], got %d", MinPriority, MaxPriority, *req.Priority)
@@ -256,10 +271,8 @@ func (o *Ops) PutPeriodic(ctx context.Context, req apitype.PeriodicRequest, sour
 	}
 	sched, _ := cronplan.Parse(spec.Cron)
 	first := func(now time.Time) time.Time { return sched.Next(now) }
-	err = retryDo(ctx, o.retry, "periodic.put", func() error {
-		var e error
-		p, created, e = o.store.PeriodicUpsert(ctx, spec, first)
-		return e
+	p, created, err = retryV2(ctx, o.retry, "periodic.put", func() (jobq.Periodic, bool, error) {
+		return o.store.PeriodicUpsert(ctx, spec, first)
 	})
 	if err == nil {
 		o.notify()
@@ -380,9 +393,7 @@ func (o *Ops) Activity(ctx context.Context, minutes int) (jobq.Activity, error) 
 	if minutes < 1 || minutes > MaxActivityMinutes {
 		return jobq.Activity{}, invalid("minutes", "must be an integer in [1, %d], got %d", MaxActivityMinutes, minutes)
 	}
-	var a jobq.Activity
-	err := o.retry.Do(ctx, "activity", func() error { var e error; a, e = o.store.Activity(ctx, minutes); return e })
-	return a, err
+	return retryV(ctx, o.retry, "activity", func() (jobq.Activity, error) { return o.store.Activity(ctx, minutes) })
 }
 
 // ParsePeriodicSpec parses a schedule given on the command line or in a

@@ -9,22 +9,40 @@ import (
 	"github.com/jobq/jobq/store"
 )
 
+// apiRetryAttempts bounds the tries of one API call's database operation
+// (the first included): a client waits for at most this many backoffs
+// before it gets 503 unavailable and retries itself.
+const apiRetryAttempts = 5
+
 // retryDo runs fn under p. A transient database error that outlasts the
 // retries comes back marked jobq.ErrUnavailable, which the transports map
 // to HTTP 503 and gRPC Unavailable without knowing the driver.
 func retryDo(ctx context.Context, p store.RetryPolicy, op string, fn func() error) error {
-	err := p.Do(ctx, op, fn)
+	return unavailable(p.Do(ctx, op, fn))
+}
+
+// retryV2 is retryV for an operation that returns two values.
+func retryV2[A, B any](ctx context.Context, p store.RetryPolicy, op string, fn func() (A, B, error)) (A, B, error) {
+	type pair struct {
+		a A
+		b B
+	}
+	r, err := retryV(ctx, p, op, func() (pair, error) { a, b, err := fn(); return pair{a, b}, err })
+	return r.a, r.b, err
+}
+
+// unavailable marks a transient error as jobq.ErrUnavailable.
+func unavailable(err error) error {
 	if store.IsRetryable(err) && !errors.Is(err, jobq.ErrUnavailable) {
-		err = fmt.Errorf("%w: %w", jobq.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", jobq.ErrUnavailable, err)
 	}
 	return err
 }
 
 // retryV is retryDo for an operation that returns a value.
 func retryV[T any](ctx context.Context, p store.RetryPolicy, op string, fn func() (T, error)) (T, error) {
-	var v T
-	err := retryDo(ctx, p, op, func() error { var e error; v, e = fn(); return e })
-	return v, err
+	v, err := store.DoV(ctx, p, op, fn)
+	return v, unavailable(err)
 }
 
 // Cause names a transient database error's cause for logs ("deadlock",

@@ -81,9 +81,9 @@ type Store interface {
 // Service validates requests and runs them against the store.
 type Service struct {
 	store Store
-	// KnownTypeFunc reports whether a job_type is registered.
+	// knownType reports whether a job_type is registered.
 	knownType func(string) bool
-	// WakeFunc, if set, is called after a job is created (local wake-up).
+	// wake, if set, is called after a job is created (local wake-up).
 	wake func()
 	// wakeAt, if set, is called after a SCHEDULED job is created with its
 	// run_at and the database clock of the insert (the promoter's hint).
@@ -108,7 +108,7 @@ func (s *Service) SetWakeAtFunc(f func(runAt, dbNow time.Time)) { s.wakeAt = f }
 // New returns a Service. knownType reports registered job types; wake (may
 // be nil) is called after each created job so the local scanner claims it at once.
 func New(st Store, knownType func(string) bool, wake func()) *Service {
-	return &Service{store: st, knownType: knownType, wake: wake, retry: store.RetryPolicy{MaxAttempts: 5}}
+	return &Service{store: st, knownType: knownType, wake: wake, retry: store.RetryPolicy{MaxAttempts: apiRetryAttempts}}
 }
 
 // submitFields are the fields of a submit body, exactly as spelled.
@@ -460,11 +460,7 @@ func (s *Service) Submit(ctx context.Context, req apitype.SubmitRequest) (job jo
 	if err != nil {
 		return jobq.Job{}, false, err
 	}
-	err = retryDo(ctx, s.retry, "submit", func() error {
-		var e error
-		job, created, e = s.store.JobSubmit(ctx, p)
-		return e
-	})
+	job, created, err = retryV2(ctx, s.retry, "submit", func() (jobq.Job, bool, error) { return s.store.JobSubmit(ctx, p) })
 	if err != nil {
 		return job, false, err
 	}
@@ -529,11 +525,8 @@ func (s *Service) SubmitMany(ctx context.Context, items []BatchItem) (apitype.Su
 	}
 	var outs []jobq.SubmitOutcome
 	if len(ps) > 0 {
-		err := retryDo(ctx, s.retry, "submit batch", func() error {
-			var e error
-			outs, e = s.store.JobSubmitMany(ctx, ps)
-			return e
-		})
+		var err error
+		outs, err = retryV(ctx, s.retry, "submit batch", func() ([]jobq.SubmitOutcome, error) { return s.store.JobSubmitMany(ctx, ps) })
 		if err != nil {
 			return apitype.SubmitBatchResponse{}, err
 		}
@@ -569,6 +562,12 @@ func (s *Service) SubmitMany(ctx context.Context, items []BatchItem) (apitype.Su
 	resp.Count()
 	if created && s.wake != nil {
 		s.wake()
+	}
+	if created && s.wakeAt != nil && slices.ContainsFunc(ps, func(p jobq.SubmitParams) bool { return p.RunAt != nil }) {
+		// Some jobs may be SCHEDULED: the promoter reads the earliest run_at
+		// at once and sleeps until it, rather than until its next interval.
+		now := time.Now()
+		s.wakeAt(now, now)
 	}
 	return resp, nil
 }
@@ -714,7 +713,7 @@ func (s *Service) List(ctx context.Context, req ListRequest) (jobs []jobq.Job, n
 		p.BeforeID = c
 	}
 	var next uint64
-	err = retryDo(ctx, s.retry, "list", func() error { var e error; jobs, next, e = s.store.JobList(ctx, p); return e })
+	jobs, next, err = retryV2(ctx, s.retry, "list", func() ([]jobq.Job, uint64, error) { return s.store.JobList(ctx, p) })
 	if err != nil {
 		return nil, "", err
 	}

@@ -196,16 +196,29 @@ var errFenceMoved = errors.New("job row changed under its lock")
 // was written). The job update goes first, so the job row is locked by one
 // statement that also locks its secondary index entries (a cancel locks
 // idx_due before the row: taking the row alone first, across a round trip,
-// invites a deadlock with it). A failure that retries is the exception: its
-// update moves run_at, which the execution row keeps as due_at, so the row
-// is written first (ExecutionRecordBeforeRetry, which locks the job row and
-// is itself the fence).
+// invites a deadlock with it). A failure that retries moves run_at, which
+// the execution row keeps as due_at: its row takes due_at from c.DueAt, or
+// without it is written first (ExecutionRecordBeforeRetry, which locks the
+// job row and is itself the fence).
 func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
 	p := jobqdb.ExecutionRecordParams{
 		Outcome: string(c.Outcome), Error: nullStr(jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)),
 		ID: c.ID, Attempt: int32(c.Attempt),
 	}
 	retry := c.Retry && (c.Outcome == jobq.OutcomeFailed || c.Outcome == jobq.OutcomeCanceled)
+	if retry && !c.Unfenced && !c.DueAt.IsZero() {
+		ok, err := s.completeJobRow(ctx, q, c)
+		if err != nil || !ok {
+			return false, err
+		}
+		n, err := q.ExecutionRecordAfterRetry(ctx, jobqdb.ExecutionRecordAfterRetryParams{
+			DueAt: sql.NullTime{Time: c.DueAt.UTC(), Valid: true}, Outcome: p.Outcome, Error: p.Error, ID: p.ID, Attempt: p.Attempt,
+		})
+		if err == nil && n != 1 {
+			err = errFenceMoved
+		}
+		return err == nil, err
+	}
 	if retry && !c.Unfenced {
 		n, err := q.ExecutionRecordBeforeRetry(ctx, jobqdb.ExecutionRecordBeforeRetryParams(p))
 		if err != nil || n == 0 {
@@ -322,18 +335,4 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 		return false, errorf("rescue: %w", err)
 	}
 	return ok, nil
-}
-
-// EffectInsert writes one testbed effect row (kind "tx" or "non_tx") with
-// the given executor (a *sql.DB or the completion's *sql.Tx).
-func EffectInsert(ctx context.Context, db jobqdb.DBTX, f jobq.Fence, kind, owner string) error {
-	return jobqdb.New(db).EffectInsert(ctx, jobqdb.EffectInsertParams{JobID: f.ID, Attempt: int32(f.Attempt), Kind: kind, Owner: owner})
-}
-
-// EffectInsertAgo writes a testbed effect row that happened ago before now
-// (created_at = NOW(6) − ago, on the database clock): an effect whose first
-// write the database refused.
-func EffectInsertAgo(ctx context.Context, db jobqdb.DBTX, f jobq.Fence, kind, owner string, ago time.Duration) error {
-	return wrapUnavailable(jobqdb.New(db).EffectInsertAgo(ctx, jobqdb.EffectInsertAgoParams{
-		JobID: f.ID, Attempt: int32(f.Attempt), Kind: kind, Owner: owner, AgoUs: ago.Microseconds()}))
 }

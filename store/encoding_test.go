@@ -81,7 +81,7 @@ func TestFailureAlwaysRecorded(t *testing.T) {
 	cfg := scheduler.Config{Owner: "enc", PollInterval: 50 * time.Millisecond, PollJitter: 10 * time.Millisecond,
 		Lease: time.Second, RescueInterval: 100 * time.Millisecond, RetryBackoffBase: 20 * time.Millisecond,
 		Workers: 8, Logger: quiet(), ShutdownTimeout: 5 * time.Second}
-	s, err := scheduler.New(st, st.DB(), reg, cfg, st.Server.SkipLocked)
+	s, err := scheduler.New(st, reg, cfg, st.Server.SkipLocked)
 	if err != nil {
 		t.Fatal(err)
 	}

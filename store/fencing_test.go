@@ -421,3 +421,60 @@ func TestCancelRaceJobAndAuditAgree(t *testing.T) {
 		}
 	}
 }
+
+// The cas claim's attempt guard: a candidate read at attempt 0 does not
+// claim the job once it was claimed and handed back (WAITING again at
+// attempt 1) meanwhile — the classic ABA race, closed in the store whatever
+// state the job went through.
+func TestCASClaimRefusesStaleCandidate(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	id := submitJob(t, st, "aba", "t", 3)
+	stale, err := st.JobScanAvailable(ctx, 10)
+	if err != nil || len(stale) != 1 || stale[0] != (jobq.Fence{ID: id, Attempt: 0}) {
+		t.Fatalf("scan = %v, %v; want the job at attempt 0", stale, err)
+	}
+	c := claimOne(t, st, "a", 30*time.Second)
+	if applied, err := st.JobCompleteMany(ctx, []jobq.Completion{{Fence: c.Fence(), Outcome: jobq.OutcomeReleased}}); err != nil || !applied[0] {
+		t.Fatalf("release: %v %v", applied, err)
+	}
+	before := jobRow(t, st, id)
+	claimed, lost, err := st.JobClaimCAS(ctx, jobq.ClaimCASParams{
+		ClaimParams: jobq.ClaimParams{Owner: "b", Limit: 1, Lease: 30 * time.Second}, Candidates: stale})
+	if err != nil || len(claimed) != 0 || lost != 1 {
+		t.Fatalf("cas claim with the stale candidate: %d claimed, %d lost, err %v; want 0 and 1", len(claimed), lost, err)
+	}
+	if got, want := rowDigest(jobRow(t, st, id)), rowDigest(before); got != want {
+		t.Fatalf("job row after the stale cas:\n got %s\nwant %s", got, want)
+	}
+}
+
+// A rescuer that read a run as expired does not take it back when the run
+// renewed its lease before the rescue's update: the update is conditioned
+// on the lease, not only on status and attempt.
+func TestRescueSkipsLeaseRenewedAfterTheRead(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	submitJob(t, st, "renewed", "t", 3)
+	c := claimOne(t, st, "a", 30*time.Second)
+	expireLease(t, st, c.ID)
+	cands, err := st.JobRescueCandidates(ctx, 10)
+	if err != nil || len(cands) != 1 || cands[0] != c.Fence() {
+		t.Fatalf("rescue candidates = %v, %v; want %v", cands, err, c.Fence())
+	}
+	if n, err := st.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: "a", Lease: 30 * time.Second, IDs: []uint64{c.ID}}); err != nil || n != 1 {
+		t.Fatalf("renew: %d, %v", n, err)
+	}
+	before := jobRow(t, st, c.ID)
+	if ok, err := st.JobRescueExpired(ctx, cands[0]); err != nil || ok {
+		t.Fatalf("rescue of a renewed run: ok=%v err=%v; want nothing done", ok, err)
+	}
+	if got, want := rowDigest(jobRow(t, st, c.ID)), rowDigest(before); got != want {
+		t.Fatalf("job row after the rescue:\n got %s\nwant %s", got, want)
+	}
+	if got, want := execSummary(t, st, c.ID), "1:a:- "; got != want {
+		t.Fatalf("executions = %q, want %q", got, want)
+	}
+}

@@ -55,3 +55,12 @@ func (p RetryPolicy) Do(ctx context.Context, op string, fn func() error) error {
 		backoff = min(backoff*2, maxB)
 	}
 }
+
+// DoV is Do for an operation that returns a value: it returns the value and
+// error of fn's last try. It is the one place a retried closure captures a
+// result, so callers write func() (T, error) { return st.X(ctx, …) }.
+func DoV[T any](ctx context.Context, p RetryPolicy, op string, fn func() (T, error)) (T, error) {
+	var v T
+	err := p.Do(ctx, op, func() error { var e error; v, e = fn(); return e })
+	return v, err
+}

@@ -166,6 +166,11 @@ type Counts struct {
 	// did, with no excusing fault (see CheckRerunAfterSuccess).
 	RerunAfterSuccess  int `json:"rerun_after_success"`
 	FailedAfterSuccess int `json:"failed_after_success"`
+	// RescuesAfterSlowRenewal is LEASE_EXPIRED executions no injected fault
+	// explains but whose replica logged a renewal the database did not
+	// answer in time while the run held the job (a loaded machine, not a
+	// dropped outcome): reported, not a violation.
+	RescuesAfterSlowRenewal int `json:"rescues_after_slow_renewal"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
 	// Executions is job_execution rows. Rescued of them had their lease
@@ -420,7 +425,11 @@ func Check(h History) *Result {
 			r.NonTx.InterruptedRuns++
 		}
 		if u := unexplainedRescue(h, e); u != "" {
-			unexplained = append(unexplained, u)
+			if slowRenewal(h, e) {
+				c.RescuesAfterSlowRenewal++
+			} else {
+				unexplained = append(unexplained, u)
+			}
 		}
 	}
 	for _, f := range h.Faults {
@@ -587,6 +596,17 @@ func unexplainedRescue(h History, e Execution) string {
 	}
 	return fmt.Sprintf("job %d: attempt %d (%s) claimed at %s was rescued at %s; no fault on its replica or the database explains it",
 		e.JobID, e.Attempt, e.Owner, e.StartedAt.Format(time.RFC3339Nano), e.FinishedAt.Format(time.RFC3339Nano))
+}
+
+// slowRenewal reports whether e's replica logged a renewal the database did
+// not answer in time between e's claim and its rescue.
+func slowRenewal(h History, e Execution) bool {
+	for _, r := range h.SlowRenewals {
+		if r.Owner == e.Owner && !r.At.Before(e.StartedAt) && e.FinishedAt != nil && !r.At.After(*e.FinishedAt) {
+			return true
+		}
+	}
+	return false
 }
 
 func latencies(h History, jobs map[uint64]*Job, execs map[uint64][]Execution) (pickup, e2e Percentiles) {

@@ -50,6 +50,11 @@ type History struct {
 	Effects []Effect `json:"effects"`
 	// Faults is the harness's fault log.
 	Faults []Fault `json:"faults"`
+	// SlowRenewals are the heartbeats whose lease renewal the database did
+	// not answer within the heartbeat's deadline, from the replicas' logs:
+	// on a loaded machine a live replica then gives its runs up before
+	// their leases end, and they are rescued with no injected fault.
+	SlowRenewals []SlowRenewal `json:"slow_renewals,omitempty"`
 	// Lease is the replicas' lease length.
 	Lease time.Duration `json:"lease"`
 	// RescueInterval is the replicas' rescue interval.
@@ -117,6 +122,14 @@ type Effect struct {
 	Kind      string    `json:"kind"` // EffectTx, EffectNonTx or EffectEnd
 	Owner     string    `json:"owner"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// SlowRenewal is one lease renewal of Owner that timed out waiting for the
+// database (its log's "lease renewal failed … context deadline exceeded")
+// at At, on the database clock.
+type SlowRenewal struct {
+	Owner string    `json:"owner"`
+	At    time.Time `json:"at"`
 }
 
 // Fault is one injected fault, as the harness logged it.

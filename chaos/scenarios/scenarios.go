@@ -41,6 +41,7 @@ var All = []Scenario{
 	{"lease-loss", "cut one replica's database link for 1.25 leases, twice, while jobs run up to 3 leases: its handlers must stop when their leases are lost", leaseLoss},
 	{"cas-race", "cas claims, half the jobs flaky and short, +100 ms each way on one replica's link, twice: a re-queued job must never be claimed before its retry is due", casRace},
 	{"conn-reset", "reset (TCP RST) every connection one replica sends on for lease/5, six times: every query is retried, no run is lost to it", faults(6, chaos.FaultReset)},
+	{"future-jobs", "a fifth of the jobs due 0.5–3 s after their submit and a fifth flaky (each retry waits SCHEDULED for its backoff), one replica SIGKILLed twice: no attempt may start before it is due", futureJobs},
 	{"poison-job", "one job SIGKILLs every replica that claims it: it must end FAILED after max_retry+1 claims while the others flow", poison},
 	{"read-only", "SET GLOBAL read_only=1 on the database for lease/3, three times (a demoted primary; replicas have no SUPER): finished runs retry their outcome and end with it — never re-run, never FAILED after success", faults(3, chaos.FaultReadOnly)},
 	{"slow-link", "+400 ms per round trip (200 ms each way) on one replica's database link for the whole run, lease 6 s: the replicas with a direct link lose no lease (no statement of theirs waits on the slow replica's locks), no overlap", slowLink},
@@ -49,16 +50,19 @@ var All = []Scenario{
 
 // Galera is the ha-galera set: a 3-node Galera cluster, one replica per
 // node through its own link, lease 6 s (a node that vanishes stalls
-// certification for up to evs.suspect_timeout, 2 s, on every node).
+// certification for up to evs.suspect_timeout, 2 s, on every node). Each
+// scenario injects one fault, half-way through the workload: a node's
+// rejoin (--wsrep-recover, start, IST) takes 10-25 s on a loaded 2-core
+// machine, so a second fault would strike a drained, idle cluster.
 var Galera = []Scenario{
 	{Name: "galera-baseline", Description: "galera3, no fault: multi-master claims collide at commit (certification conflicts) and are retried",
 		Apply: galera()},
-	{Name: "galera-node-kill", Description: "galera3: SIGKILL a replica's node twice; down 3 s, it rejoins by IST after mariadbd --wsrep-recover",
-		Apply: galera(chaos.FaultNodeKill, chaos.FaultNodeKill)},
-	{Name: "galera-node-restart", Description: "galera3: shut a replica's node down cleanly twice; down 3 s, it rejoins by IST",
-		Apply: galera(chaos.FaultNodeRestart, chaos.FaultNodeRestart)},
-	{Name: "galera-node-isolate", Description: "galera3: cut a replica's node off its peers (gmcast.isolate) for 2 leases, twice: it goes non-primary (1047) and resyncs",
-		Apply: galera(chaos.FaultNodeIsolate, chaos.FaultNodeIsolate)},
+	{Name: "galera-node-kill", Description: "galera3: SIGKILL a replica's node mid-run; down 3 s, it rejoins by IST after mariadbd --wsrep-recover",
+		Apply: galera(chaos.FaultNodeKill)},
+	{Name: "galera-node-restart", Description: "galera3: shut a replica's node down cleanly mid-run; down 3 s, it rejoins by IST",
+		Apply: galera(chaos.FaultNodeRestart)},
+	{Name: "galera-node-isolate", Description: "galera3: cut a replica's node off its peers (gmcast.isolate) for 2 leases mid-run: it goes non-primary (1047) and resyncs",
+		Apply: galera(chaos.FaultNodeIsolate)},
 }
 
 // Failover is the ha-failover set: two mariadbd with GTID replication, one
@@ -151,6 +155,16 @@ func slowLink(cfg *chaos.Config) {
 	cfg.LatencyFor = max(cfg.Duration, 10*time.Second)
 	cfg.Runtime = "uniform:2s-6s" // the queue backs up: the slow replica claims too, and runs need renewals
 	cfg.Workers = max(cfg.Workers, 100)
+}
+
+// futureJobs mixes due, future (SCHEDULED) and flaky jobs and kills a
+// replica, so the SCHEDULED jobs it accepted must be promoted by the
+// others: a claim or promoter that ignores run_at starts some before they
+// are due, which claimed_before_due reports.
+func futureJobs(cfg *chaos.Config) {
+	faults(2, chaos.FaultKill)(cfg)
+	cfg.FutureFraction = max(cfg.FutureFraction, 0.2)
+	cfg.FlakyFraction = max(cfg.FlakyFraction, 0.2)
 }
 
 func poison(cfg *chaos.Config) {

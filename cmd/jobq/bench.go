@@ -25,8 +25,11 @@ type BenchCmd struct {
 	Backlog         int             `help:"WAITING jobs seeded per throughput point (default 60000, CI 30000)."`
 	Window          time.Duration   `help:"Measurement window per throughput point (default 5s, CI 3s)."`
 	LatencyDuration time.Duration   `help:"How long each arrival rate is submitted (default 4s)." name:"latency-duration"`
+	FutureJobs      []int           `help:"The future-jobs axis: SCHEDULED jobs due in a day loaded next to the smallest table (default 0,100000,1000000; CI 0,100000)." name:"future-jobs"`
+	FutureOnly      bool            `help:"Measure only the future-jobs axis (rows examined, idle cost, drain of 10,000 due jobs)." name:"future-only"`
 	IdleWindow      time.Duration   `help:"How long an idle replica's statements are counted (default 21s, CI 6s)." name:"idle-window"`
 	Procs           bool            `help:"Run jobq replicas as 'jobq serve' processes instead of in-process."`
+	Throughput      bool            `help:"Only the throughput report (#17): jobq at its defaults and at its best-flag candidates against the raw SQL ceiling at its best claim size, enqueue rates (single submits from 32 clients, batch API, raw INSERTs), statements and rows written per job; --rounds interleaved rounds."`
 	Tune            bool            `help:"Search batch limit, poll interval and jitter for the highest throughput within --slo; print 'jobq serve' flags."`
 	SLO             time.Duration   `help:"Pickup p99 SLO for --tune." default:"50ms" name:"slo"`
 	TuneRate        int             `help:"Arrival rate (jobs/s) at which --tune measures p99." default:"200" name:"tune-rate"`
@@ -53,7 +56,7 @@ func (c *BenchCmd) Run(g *Globals) error {
 	opts := bench.Options{
 		Out: c.Out, TableSizes: c.TableSizes, Batches: c.Batches, Replicas: c.Replicas, Workers: c.Workers,
 		Jitters: c.Jitters, Polls: c.Polls, Rates: c.Rates, Rounds: c.Rounds, Backlog: c.Backlog, Window: c.Window,
-		LatencyDuration: c.LatencyDuration, IdleWindow: c.IdleWindow, Procs: c.Procs, Tune: c.Tune, SLO: c.SLO,
+		LatencyDuration: c.LatencyDuration, IdleWindow: c.IdleWindow, FutureJobs: c.FutureJobs, FutureOnly: c.FutureOnly, Procs: c.Procs, Throughput: c.Throughput, Tune: c.Tune, SLO: c.SLO,
 		TuneRate: c.TuneRate, CI: c.CI, Baseline: c.Baseline, Tolerance: c.Tolerance, WriteBaseline: c.WriteBaseline,
 		Logger: g.Log, DSN: c.DSN,
 	}

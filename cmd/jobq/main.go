@@ -111,7 +111,7 @@ func main() {
 	parser, err := kong.New(&cli,
 		kong.Name("jobq"),
 		kong.Description("jobq — a highly available job scheduler whose queue is a MySQL/MariaDB table."),
-		kong.Vars{"version": version()},
+		kong.Vars{"version": version()}, defaultVars(),
 	)
 	if err != nil {
 		panic(err)

@@ -24,9 +24,9 @@ type OpsFlags struct {
 	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip)." sep:"none" placeholder:"SPEC" group:"Operations"`
 	PeriodicFile     string        `help:"File of periodic schedules, one SPEC per line (# comments)." type:"existingfile" placeholder:"FILE" group:"Operations"`
 	Retention        string        `help:"Delete SUCCESS/FAILED/CANCELED jobs (and their executions) finished longer ago than this, e.g. 7d or 36h; empty keeps every job." placeholder:"AGE" group:"Operations"`
-	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"1m" group:"Operations"`
-	OpsRefresh       time.Duration `help:"How often limited job types and periodic schedules are re-read from the database." default:"30s" group:"Operations"`
-	MisfireThreshold time.Duration `help:"How late a periodic instant may fire and still count as on time." default:"1s" group:"Operations"`
+	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"${clean_interval}" group:"Operations"`
+	OpsRefresh       time.Duration `help:"How often limited job types and periodic schedules are re-read from the database." default:"${ops_refresh}" group:"Operations"`
+	MisfireThreshold time.Duration `help:"How late a periodic instant may fire and still count as on time." default:"${misfire_threshold}" group:"Operations"`
 }
 
 // OpsConfig maps the flags to scheduler.OpsConfig.
@@ -75,15 +75,15 @@ func (f OpsFlags) PeriodicRequests() ([]apitype.PeriodicRequest, error) {
 // opsAPI is what the operations commands call: *client.Client (HTTP
 // routes) or *client.GRPCClient (OpsService).
 type opsAPI interface {
-	SetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error)
-	SetLimit(ctx context.Context, jobType string, maxRunning int) (jobq.TypeControl, error)
-	Types(ctx context.Context) ([]jobq.TypeControl, error)
-	PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (jobq.Periodic, bool, error)
-	ListPeriodic(ctx context.Context) ([]jobq.Periodic, error)
+	SetPaused(ctx context.Context, jobType string, paused bool) (apitype.TypeControl, error)
+	SetLimit(ctx context.Context, jobType string, maxRunning int) (apitype.TypeControl, error)
+	Types(ctx context.Context) ([]apitype.TypeControl, error)
+	PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (apitype.Periodic, bool, error)
+	ListPeriodic(ctx context.Context) ([]apitype.Periodic, error)
 	DeletePeriodic(ctx context.Context, name string) error
 	RetryBulk(ctx context.Context, req apitype.RetryBulkRequest) (apitype.RetryBulkResult, error)
-	Purge(ctx context.Context, olderThan string) (jobq.PurgeResult, error)
-	Stats(ctx context.Context, window string) (jobq.QueueStats, error)
+	Purge(ctx context.Context, olderThan string) (apitype.PurgeResult, error)
+	Stats(ctx context.Context, window string) (apitype.QueueStats, error)
 }
 
 // opsClient returns the operations client of the chosen transport.
@@ -210,7 +210,7 @@ func setPaused(g *Globals, f ServerFlags, o OutputFlags, jobType string, paused 
 	if err != nil {
 		return err
 	}
-	return o.show(tc, func(w io.Writer) { typesTable(w, []jobq.TypeControl{tc}) })
+	return o.show(tc, func(w io.Writer) { typesTable(w, []apitype.TypeControl{tc}) })
 }
 
 // LimitCmd sets a job type's cluster-wide concurrency limit.
@@ -231,7 +231,7 @@ func (c *LimitCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return c.show(tc, func(w io.Writer) { typesTable(w, []jobq.TypeControl{tc}) })
+	return c.show(tc, func(w io.Writer) { typesTable(w, []apitype.TypeControl{tc}) })
 }
 
 // TypesCmd lists every job type ever paused or limited.
@@ -288,7 +288,7 @@ func (c *PeriodicAddCmd) Run(g *Globals) error {
 	if !created {
 		fmt.Fprintln(os.Stderr, "replaced the existing schedule")
 	}
-	return c.show(p, func(w io.Writer) { periodicTable(w, []jobq.Periodic{p}) })
+	return c.show(p, func(w io.Writer) { periodicTable(w, []apitype.Periodic{p}) })
 }
 
 // PeriodicListCmd lists schedules.

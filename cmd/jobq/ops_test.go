@@ -64,7 +64,7 @@ var stdoutMu sync.Mutex // runCLI swaps os.Stdout
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var cli CLI
-	parser, err := kong.New(&cli, kong.Name("jobq"), kong.Exit(func(int) { t.Fatalf("kong exited on %v", args) }))
+	parser, err := kong.New(&cli, kong.Name("jobq"), defaultVars(), kong.Exit(func(int) { t.Fatalf("kong exited on %v", args) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	}
 	var before int
 	_ = db.QueryRow("SELECT COUNT(*) FROM job_queue").Scan(&before)
-	res := decode[jobq.PurgeResult](t, mustCLI(t, "purge", "--older-than", "7d", srv, tr))
+	res := decode[apitype.PurgeResult](t, mustCLI(t, "purge", "--older-than", "7d", srv, tr))
 	if res.Jobs != 3 || res.Executions != 3 || res.Batches != 1 {
 		t.Fatalf("purge = %+v, want 3 jobs, 3 executions, 1 batch", res)
 	}
@@ -184,7 +184,7 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	}
 
 	// pause: a due sleep job is not claimed; stats sees it waiting.
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "pause", "sleep", srv, tr)); !tc.Paused || tc.JobType != "sleep" {
+	if tc := decode[apitype.TypeControl](t, mustCLI(t, "pause", "sleep", srv, tr)); !tc.Paused || tc.JobType != "sleep" {
 		t.Fatalf("pause printed %+v", tc)
 	}
 	waiting := submitJob(t, c, apitype.SubmitRequest{JobKey: "paused-1", JobType: "sleep",
@@ -193,10 +193,10 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	if j, _ := c.Get(ctx, waiting.ID); j.Status != jobq.StateWaiting || j.Attempt != 0 {
 		t.Fatalf("job of a paused type: status=%s attempt=%d, want WAITING 0", j.Status, j.Attempt)
 	}
-	st := decode[jobq.QueueStats](t, mustCLI(t, "stats", "--json", srv, tr))
+	st := decode[apitype.QueueStats](t, mustCLI(t, "stats", "--json", srv, tr))
 	if st.ByStatus[string(jobq.StateWaiting)] != 1 || st.ByStatus[string(jobq.StateSuccess)] != 1 || len(st.ByTypeStatus) != 2 ||
-		st.ByTypeStatus[0] != (jobq.TypeStatusCount{JobType: "noop", Status: "SUCCESS", Count: 1}) ||
-		st.ByTypeStatus[1] != (jobq.TypeStatusCount{JobType: "sleep", Status: "WAITING", Count: 1}) {
+		st.ByTypeStatus[0] != (apitype.TypeStatusCount{JobType: "noop", Status: "SUCCESS", Count: 1}) ||
+		st.ByTypeStatus[1] != (apitype.TypeStatusCount{JobType: "sleep", Status: "WAITING", Count: 1}) {
 		t.Fatalf("stats counts = %v %v, want noop SUCCESS 1 and sleep WAITING 1", st.ByStatus, st.ByTypeStatus)
 	}
 	if st.OldestWaitingSeconds == nil || *st.OldestWaitingSeconds < 10 || *st.OldestWaitingSeconds > 60 {
@@ -208,17 +208,17 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	if out := mustCLI(t, "stats", "-o", "table", srv, tr); !strings.Contains(out, "oldest waiting") || !strings.Contains(out, "sleep") {
 		t.Fatalf("stats table:\n%s", out)
 	}
-	types := decode[[]jobq.TypeControl](t, mustCLI(t, "types", srv, tr))
+	types := decode[[]apitype.TypeControl](t, mustCLI(t, "types", srv, tr))
 	if len(types) != 1 || !types[0].Paused || types[0].MaxRunning != 0 {
 		t.Fatalf("types = %+v", types)
 	}
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "resume", "sleep", srv, tr)); tc.Paused {
+	if tc := decode[apitype.TypeControl](t, mustCLI(t, "resume", "sleep", srv, tr)); tc.Paused {
 		t.Fatalf("resume printed %+v", tc)
 	}
 	waitJob(t, c, waiting.ID, jobq.StateSuccess, 5*time.Second)
 
 	// limit
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "2", srv, tr)); tc.MaxRunning != 2 {
+	if tc := decode[apitype.TypeControl](t, mustCLI(t, "limit", "sleep", "2", srv, tr)); tc.MaxRunning != 2 {
 		t.Fatalf("limit printed %+v", tc)
 	}
 	// The replica that took the call re-reads its limits at once, not after
@@ -234,7 +234,7 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	}
 	limited := submitJob(t, c, apitype.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
 	waitJob(t, c, limited.ID, jobq.StateSuccess, 5*time.Second)
-	if tc := decode[jobq.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv, tr)); tc.MaxRunning != 0 {
+	if tc := decode[apitype.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv, tr)); tc.MaxRunning != 0 {
 		t.Fatalf("limit 0 printed %+v", tc)
 	}
 
@@ -273,11 +273,11 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	}
 
 	// periodic add, list and rm over the same transport.
-	p := decode[jobq.Periodic](t, mustCLI(t, "periodic", "add", "--name", "hourly", "--cron", "@hourly", "--type", "noop", srv, tr))
+	p := decode[apitype.Periodic](t, mustCLI(t, "periodic", "add", "--name", "hourly", "--cron", "@hourly", "--type", "noop", srv, tr))
 	if p.Name != "hourly" || p.Source != jobq.PeriodicSourceAPI || p.MaxRetry != 3 {
 		t.Fatalf("periodic add printed %+v", p)
 	}
-	if list := decode[[]jobq.Periodic](t, mustCLI(t, "periodic", "list", srv, tr)); len(list) != 1 || list[0].Name != "hourly" {
+	if list := decode[[]apitype.Periodic](t, mustCLI(t, "periodic", "list", srv, tr)); len(list) != 1 || list[0].Name != "hourly" {
 		t.Fatalf("periodic list = %+v", list)
 	}
 	if out := mustCLI(t, "periodic", "rm", "hourly", srv, tr); out != "deleted hourly\n" {
@@ -301,12 +301,12 @@ func TestOpsCLIPeriodic(t *testing.T) {
 	srv := "--server=http://" + r.Addr
 	ctx := context.Background()
 
-	list := decode[[]jobq.Periodic](t, mustCLI(t, "periodic", "list", srv))
+	list := decode[[]apitype.Periodic](t, mustCLI(t, "periodic", "list", srv))
 	if len(list) != 1 || list[0].Name != "cfg" || list[0].Source != jobq.PeriodicSourceConfig ||
 		list[0].Misfire != jobq.MisfireOnce || compact(t, list[0].Params) != `{"a":"x;y"}` || list[0].Cron != "*/1 * * * * *" {
 		t.Fatalf("configured schedule = %+v", list)
 	}
-	p := decode[jobq.Periodic](t, mustCLI(t, "periodic", "add", "--name", "tick", "--cron", "* * * * * *", "--type", "noop", "--params", `{"n":1}`, srv))
+	p := decode[apitype.Periodic](t, mustCLI(t, "periodic", "add", "--name", "tick", "--cron", "* * * * * *", "--type", "noop", "--params", `{"n":1}`, srv))
 	if p.Name != "tick" || p.Source != jobq.PeriodicSourceAPI || p.Misfire != jobq.MisfireSkip || p.MaxRetry != 3 {
 		t.Fatalf("periodic add printed %+v", p)
 	}
@@ -444,7 +444,7 @@ func TestParseAgeAndPeriodicSpec(t *testing.T) {
 // expression (no list splitting) and --retention takes days.
 func TestServeOpsFlags(t *testing.T) {
 	var cli CLI
-	parser, err := kong.New(&cli, kong.Name("jobq"), kong.Exit(func(int) { t.Fatal("kong exited") }))
+	parser, err := kong.New(&cli, kong.Name("jobq"), defaultVars(), kong.Exit(func(int) { t.Fatal("kong exited") }))
 	if err != nil {
 		t.Fatal(err)
 	}

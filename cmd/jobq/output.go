@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 )
 
@@ -119,7 +118,7 @@ func executionsTable(w io.Writer, ex []apitype.Execution) {
 	}
 }
 
-func typesTable(w io.Writer, ts []jobq.TypeControl) {
+func typesTable(w io.Writer, ts []apitype.TypeControl) {
 	fmt.Fprintln(w, "TYPE\tPAUSED\tMAX_RUNNING\tUPDATED")
 	for _, t := range ts {
 		limit := "none"
@@ -130,7 +129,7 @@ func typesTable(w io.Writer, ts []jobq.TypeControl) {
 	}
 }
 
-func periodicTable(w io.Writer, ps []jobq.Periodic) {
+func periodicTable(w io.Writer, ps []apitype.Periodic) {
 	fmt.Fprintln(w, "NAME\tCRON\tTYPE\tMISFIRE\tNEXT_RUN\tLAST_RUN\tSOURCE")
 	for _, p := range ps {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Cron, p.JobType, p.Misfire, fmtTime(&p.NextRunAt), fmtTime(p.LastRunAt), p.Source)

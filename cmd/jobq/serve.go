@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/httpapi"
+	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
 )
@@ -26,17 +29,18 @@ type ServeCmd struct {
 	NoScheduler     bool          `help:"Run only the HTTP API (no claiming)." name:"no-scheduler" group:"Scheduler"`
 	Owner           string        `help:"Replica id written to job_queue.owner (default <hostname>-<pid>-<random>)." env:"JOBQ_OWNER" group:"Scheduler"`
 	Strategy        string        `help:"Claim strategy: skiplocked or cas (default skiplocked where the server supports it)." enum:"skiplocked,cas," default:"" group:"Scheduler"`
-	Workers         int           `help:"Worker pool size." default:"50" group:"Scheduler"`
-	BatchLimit      int           `help:"Most jobs one claim takes." default:"200" group:"Scheduler"`
-	PollInterval    time.Duration `help:"Idle scan interval." default:"1s" group:"Scheduler"`
-	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. 200ms for 1s)." default:"0s" group:"Scheduler"`
+	Workers         int           `help:"Worker pool size." default:"${workers}" group:"Scheduler"`
+	BatchLimit      int           `help:"Most jobs one claim takes." default:"${batch_limit}" group:"Scheduler"`
+	RunQueue        int           `help:"Claimed jobs a replica may hold beyond its busy workers, queued locally (leases renewed; released at shutdown without spending a retry), so claims are sized by the backlog; adaptive: at most as many as the replica finished in the last 100ms (0 = default ${run_queue}; negative disables)." default:"${run_queue}" group:"Scheduler"`
+	PollInterval    time.Duration `help:"Idle scan interval." default:"${poll_interval}" group:"Scheduler"`
+	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. ${poll_jitter} for ${poll_interval})." default:"0s" group:"Scheduler"`
 	NoJitter        bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)." group:"Scheduler"`
-	DrainWait       time.Duration `help:"While a long queue drains, how long a scan waits for as many free worker slots as the last claim took before claiming fewer (0 = default 3ms; negative disables)." default:"3ms" group:"Scheduler"`
-	CompleteLinger  time.Duration `help:"How long the completer waits for running handlers to join a completion batch (0 = default 2ms; negative disables; a lone job is never held)." default:"2ms" group:"Scheduler"`
-	Lease           time.Duration `help:"Lease length on the database clock." default:"30s" group:"Scheduler"`
-	RescueInterval  time.Duration `help:"How often expired leases are rescued." default:"10s" group:"Scheduler"`
-	ShutdownTimeout time.Duration `help:"How long SIGTERM waits for in-flight handlers." default:"30s" group:"Scheduler"`
-	RetryBackoff    time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"1s" group:"Scheduler"`
+	DrainWait       time.Duration `help:"While a long queue drains, how long a scan waits for as many free worker slots as the last claim took before claiming fewer (0 = default ${drain_wait}; negative disables)." default:"${drain_wait}" group:"Scheduler"`
+	CompleteLinger  time.Duration `help:"How long the completer waits for running handlers to join a completion batch (0 = default ${complete_linger}; negative disables; a lone job is never held)." default:"${complete_linger}" group:"Scheduler"`
+	Lease           time.Duration `help:"Lease length on the database clock." default:"${lease}" group:"Scheduler"`
+	RescueInterval  time.Duration `help:"How often expired leases are rescued." default:"${rescue_interval}" group:"Scheduler"`
+	ShutdownTimeout time.Duration `help:"How long SIGTERM waits for in-flight handlers." default:"${shutdown_timeout}" group:"Scheduler"`
+	RetryBackoff    time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"${retry_backoff}" group:"Scheduler"`
 	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN" group:"API"`
 	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api" group:"API"`
 	NoUI            bool          `help:"Do not serve the web console at /ui/ on the API listener (it is on by default, behind the same bearer tokens)." name:"no-ui" group:"API"`
@@ -44,13 +48,13 @@ type ServeCmd struct {
 	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
 	MetricsFlags
 	OpsFlags
-	Sabotage []string `help:"Testbed only: disable a guarantee (fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel,outcome-retry"`
+	SabotageFlags
 }
 
 // SchedulerConfig maps flags to scheduler.Config.
 func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 	cfg := scheduler.Config{
-		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit,
+		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit, RunQueue: c.RunQueue,
 		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.NoJitter, Lease: c.Lease,
 		RescueInterval: c.RescueInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
 		DrainWait: c.DrainWait, CompleteLinger: c.CompleteLinger,
@@ -60,23 +64,8 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 		return cfg, err
 	}
 	cfg.Ops = ops
-	for _, s := range c.Sabotage {
-		switch s {
-		case "fencing":
-			cfg.Sabotage.NoFencing = true
-		case "cas-guard":
-			cfg.Sabotage.NoCASGuard = true
-		case "rescuer":
-			cfg.Sabotage.NoRescuer = true
-		case "deadlock-retry":
-			cfg.Sabotage.NoDeadlockRetry = true
-		case "lease-cancel":
-			cfg.Sabotage.NoLeaseCancel = true
-		case "outcome-retry":
-			cfg.Sabotage.NoOutcomeRetry = true
-		default:
-			return cfg, fmt.Errorf("--sabotage: unknown switch %q", s)
-		}
+	if err := applySabotage(c.switches(), &cfg.Sabotage); err != nil {
+		return cfg, err
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = scheduler.DefaultOwner() // the one owner id draw: app and scheduler keep it
@@ -93,8 +82,8 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if len(c.Sabotage) > 0 {
-		g.Log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", strings.Join(c.Sabotage, ","))
+	if sb := c.switches(); len(sb) > 0 {
+		g.Log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", strings.Join(sb, ","))
 	}
 	tokens, err := httpapi.LoadAuthTokens(c.AuthTokenFile, os.Getenv(httpapi.AuthTokensEnv))
 	if err != nil {
@@ -107,6 +96,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	r, err := app.Start(g.Ctx, app.Config{
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, Scheduler: sc, Logger: g.Log,
+		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1",
 		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})
 	if err != nil {
@@ -208,4 +198,26 @@ func (c *MigrateStatusCmd) Run(g *Globals) error {
 		fmt.Printf("%03d_%s\t%s\n", m.Version, m.Name, state)
 	}
 	return nil
+}
+
+// defaultVars are the scheduler's defaults as the flags spell them
+// (default:"${workers}" …), so each default is written once: in the
+// scheduler's XxxDefault constants.
+func defaultVars() kong.Vars {
+	return kong.Vars{
+		"workers":           strconv.Itoa(scheduler.WorkersDefault),
+		"batch_limit":       strconv.Itoa(scheduler.BatchLimitDefault),
+		"run_queue":         strconv.Itoa(scheduler.RunQueueDefault),
+		"poll_interval":     scheduler.PollIntervalDefault.String(),
+		"poll_jitter":       scheduler.PollJitterDefault.String(),
+		"drain_wait":        scheduler.DrainWaitDefault.String(),
+		"complete_linger":   scheduler.CompleteLingerDefault.String(),
+		"lease":             scheduler.LeaseDefault.String(),
+		"rescue_interval":   scheduler.RescueIntervalDefault.String(),
+		"shutdown_timeout":  scheduler.ShutdownTimeoutDefault.String(),
+		"retry_backoff":     scheduler.RetryBackoffBaseDefault.String(),
+		"clean_interval":    scheduler.CleanIntervalDefault.String(),
+		"ops_refresh":       scheduler.OpsRefreshIntervalDefault.String(),
+		"misfire_threshold": scheduler.MisfireThresholdDefault.String(),
+	}
 }

@@ -23,54 +23,6 @@ func (q *Queries) DBNow(ctx context.Context) (time.Time, error) {
 	return now, err
 }
 
-const effectInsert = `-- name: EffectInsert :exec
-INSERT INTO job_effect (job_id, attempt, kind, owner, created_at)
-VALUES (?, ?, ?, ?, NOW(6))
-`
-
-type EffectInsertParams struct {
-	JobID   uint64
-	Attempt int32
-	Kind    string
-	Owner   string
-}
-
-func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) error {
-	_, err := q.db.ExecContext(ctx, effectInsert,
-		arg.JobID,
-		arg.Attempt,
-		arg.Kind,
-		arg.Owner,
-	)
-	return err
-}
-
-const effectInsertAgo = `-- name: EffectInsertAgo :exec
-INSERT INTO job_effect (job_id, attempt, kind, owner, created_at)
-VALUES (?, ?, ?, ?, NOW(6) - INTERVAL CAST(? AS SIGNED) MICROSECOND)
-`
-
-type EffectInsertAgoParams struct {
-	JobID   uint64
-	Attempt int32
-	Kind    string
-	Owner   string
-	AgoUs   int64
-}
-
-// A testbed effect recorded late (its first write was refused): created_at
-// is back-dated by ago_us, the time since the effect happened.
-func (q *Queries) EffectInsertAgo(ctx context.Context, arg EffectInsertAgoParams) error {
-	_, err := q.db.ExecContext(ctx, effectInsertAgo,
-		arg.JobID,
-		arg.Attempt,
-		arg.Kind,
-		arg.Owner,
-		arg.AgoUs,
-	)
-	return err
-}
-
 const executionGetOutcome = `-- name: ExecutionGetOutcome :one
 SELECT outcome FROM job_execution WHERE job_id = ? AND attempt = ?
 `
@@ -175,9 +127,42 @@ type ExecutionRecordParams struct {
 // outcome (SUCCESS, FAILED, RELEASED) is recorded as CANCELED when a cancel
 // was requested, as the fenced update then ended the job CANCELED: the audit
 // trail says what the job row says. A failure that retries moves run_at and
-// uses ExecutionRecordBeforeRetry instead.
+// uses ExecutionRecordAfterRetry (or ExecutionRecordBeforeRetry) instead.
 func (q *Queries) ExecutionRecord(ctx context.Context, arg ExecutionRecordParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionRecord,
+		arg.Outcome,
+		arg.Error,
+		arg.ID,
+		arg.Attempt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const executionRecordAfterRetry = `-- name: ExecutionRecordAfterRetry :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), ?,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
+FROM job_queue AS q
+WHERE q.id = ? AND q.attempt = ?
+`
+
+type ExecutionRecordAfterRetryParams struct {
+	DueAt   sql.NullTime
+	Outcome interface{}
+	Error   sql.NullString
+	ID      uint64
+	Attempt int32
+}
+
+// ExecutionRecord for a failed run that will be retried, just after its
+// fenced job update moved run_at by the backoff: due_at is the run_at the
+// run was claimed at, which the caller kept (jobq.Completion.DueAt).
+func (q *Queries) ExecutionRecordAfterRetry(ctx context.Context, arg ExecutionRecordAfterRetryParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, executionRecordAfterRetry,
+		arg.DueAt,
 		arg.Outcome,
 		arg.Error,
 		arg.ID,
@@ -205,10 +190,11 @@ type ExecutionRecordBeforeRetryParams struct {
 	Attempt int32
 }
 
-// ExecutionRecord for a failed run that will be retried, written before its
-// fenced job update (which moves run_at by the backoff) in the same
-// transaction: it locks the job row and matches only while the run still
-// owns the job (RUNNING with that attempt), so 0 rows means stale.
+// ExecutionRecord for a failed run that will be retried when the caller did
+// not keep the claimed run_at: written before its fenced job update (which
+// moves run_at by the backoff) in the same transaction, it locks the job row
+// and matches only while the run still owns the job (RUNNING with that
+// attempt), so 0 rows means stale.
 func (q *Queries) ExecutionRecordBeforeRetry(ctx context.Context, arg ExecutionRecordBeforeRetryParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionRecordBeforeRetry,
 		arg.Outcome,
@@ -777,8 +763,8 @@ type JobInsertParams struct {
 	TimeoutMs   int32
 }
 
-// Every statement the scheduler and the API run against job_queue,
-// job_execution and job_effect. sqlc generates gen/jobqdb from this file.
+// Every statement the scheduler and the API run against job_queue and
+// job_execution. sqlc generates gen/jobqdb from this file.
 // All times come from the database clock (NOW(6)).
 func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobInsert,
@@ -1360,10 +1346,10 @@ type JobRescueExpiredParams struct {
 // unchanged, as a failed last attempt leaves it), or CANCELED when a cancel
 // was requested. retry_times is assigned last: the terms before it read its
 // old value. Conditioned on status, attempt and lease, so it
-// can never overwrite a run that completed or renewed meanwhile. It touches
-// the row by primary key only (FORCE INDEX: with few expired leases the
-// optimizer would range-scan idx_lease instead, and at REPEATABLE READ lock
-// its gaps, where peers' renewals and claims insert).
+// can never overwrite a run that completed or renewed meanwhile.
+// It touches the row by primary key only (FORCE INDEX: with few expired
+// leases the optimizer would range-scan idx_lease instead, and at
+// REPEATABLE READ lock its gaps, where peers' renewals and claims insert).
 func (q *Queries) JobRescueExpired(ctx context.Context, arg JobRescueExpiredParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobRescueExpired, arg.ID, arg.Attempt)
 	if err != nil {

@@ -9,15 +9,6 @@ import (
 	"time"
 )
 
-type JobEffect struct {
-	ID        uint64
-	JobID     uint64
-	Attempt   int32
-	Kind      string
-	Owner     string
-	CreatedAt time.Time
-}
-
 type JobExecution struct {
 	ID         uint64
 	JobID      uint64

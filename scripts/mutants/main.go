@@ -9,6 +9,9 @@
 // tree. A mutant whose edits no longer match, or that does not compile, is
 // reported as such, never as caught. The worktree is removed at the end.
 //
+// A mutant is caught by the first of its checks that fails; later ones run
+// only when the earlier ones pass.
+//
 // Usage: go run ./scripts/mutants [-run REGEXP] [-v]
 package main
 
@@ -43,7 +46,7 @@ var mutants = []mutant{
 	{
 		Name: "renew-by-id", Bug: "1: lease renewal by id alone (owner condition dropped)",
 		Edits:  []edit{{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0"}},
-		Checks: []check{{"./store/", "^TestLeaseRenewOfLostRunMatchesNothing$"}},
+		Checks: []check{{"./store/", "^TestLeaseRenewOfLostRunMatchesNothing$"}, {"./scheduler/", "^TestLostRunIsNotRenewedAndItsHandlerCancelled$"}},
 	},
 	{
 		Name: "claim-replica-clock", Bug: "2: skiplocked claim stamps started_at and lease_until from the replica's clock",
@@ -118,8 +121,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "cancel-outcome-success", Bug: "audit: batched success records SUCCESS for a job that ended CANCELED",
-		Edits: []edit{{"gen/jobqdb/complete_many.sql.go", "outcome = IF((SELECT q.status FROM job_queue AS q WHERE q.id = job_execution.job_id) = 'CANCELED', 'CANCELED', 'SUCCESS'),",
-			"outcome = 'SUCCESS',"}},
+		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL", "NOW(6), 'SUCCESS', NULL"}},
 		Checks: []check{{"./store/", "^TestCancel(BeforeCompletionRecordsCanceled|RaceJobAndAuditAgree)$"}},
 	},
 	{
@@ -130,12 +132,15 @@ var mutants = []mutant{
 	{
 		Name: "cas-unguarded", Bug: "sabotage cas-guard: cas claim on status alone (ABA)",
 		Edits:  []edit{{gen, "WHERE id = ? AND status = 'WAITING' AND attempt = ?\n`\n\ntype JobClaimCASParams", "WHERE id = ? AND status = 'WAITING' AND ? IS NOT NULL\n`\n\ntype JobClaimCASParams"}},
-		Checks: []check{{"./scheduler/", "^TestCASClaimAttemptGuardClosesABA$"}},
+		Checks: []check{{"./store/", "^TestCASClaimRefusesStaleCandidate$"}},
 	},
 	{
 		Name: "rescue-ignores-lease", Bug: "sabotage rescuer: rescue without the lease condition",
-		Edits:  []edit{{gen, "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING' AND lease_until < NOW(6)", "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING'"}},
-		Checks: []check{{"./scheduler/", "^TestRescuerDoesNotOverwriteCompletedRun$"}},
+		Edits: []edit{
+			{gen, "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING' AND lease_until < NOW(6)", "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING'"},
+			{gen, "  AND q.status = 'RUNNING' AND q.lease_until < NOW(6)\nFOR UPDATE", "  AND q.status = 'RUNNING'\nFOR UPDATE"},
+		},
+		Checks: []check{{"./store/", "^TestRescueSkipsLeaseRenewedAfterTheRead$"}},
 	},
 }
 

@@ -1,5 +1,5 @@
--- Every statement the scheduler and the API run against job_queue,
--- job_execution and job_effect. sqlc generates gen/jobqdb from this file.
+-- Every statement the scheduler and the API run against job_queue and
+-- job_execution. sqlc generates gen/jobqdb from this file.
 -- All times come from the database clock (NOW(6)).
 
 -- name: JobInsert :execlastid
@@ -230,18 +230,29 @@ WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'RUNNING';
 -- outcome (SUCCESS, FAILED, RELEASED) is recorded as CANCELED when a cancel
 -- was requested, as the fenced update then ended the job CANCELED: the audit
 -- trail says what the job row says. A failure that retries moves run_at and
--- uses ExecutionRecordBeforeRetry instead.
+-- uses ExecutionRecordAfterRetry (or ExecutionRecordBeforeRetry) instead.
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
        NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error)
 FROM job_queue AS q
 WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt);
 
+-- name: ExecutionRecordAfterRetry :execrows
+-- ExecutionRecord for a failed run that will be retried, just after its
+-- fenced job update moved run_at by the backoff: due_at is the run_at the
+-- run was claimed at, which the caller kept (jobq.Completion.DueAt).
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), sqlc.arg(due_at),
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error)
+FROM job_queue AS q
+WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt);
+
 -- name: ExecutionRecordBeforeRetry :execrows
--- ExecutionRecord for a failed run that will be retried, written before its
--- fenced job update (which moves run_at by the backoff) in the same
--- transaction: it locks the job row and matches only while the run still
--- owns the job (RUNNING with that attempt), so 0 rows means stale.
+-- ExecutionRecord for a failed run that will be retried when the caller did
+-- not keep the claimed run_at: written before its fenced job update (which
+-- moves run_at by the backoff) in the same transaction, it locks the job row
+-- and matches only while the run still owns the job (RUNNING with that
+-- attempt), so 0 rows means stale.
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
        NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error)
@@ -302,10 +313,10 @@ FOR UPDATE;
 -- unchanged, as a failed last attempt leaves it), or CANCELED when a cancel
 -- was requested. retry_times is assigned last: the terms before it read its
 -- old value. Conditioned on status, attempt and lease, so it
--- can never overwrite a run that completed or renewed meanwhile. It touches
--- the row by primary key only (FORCE INDEX: with few expired leases the
--- optimizer would range-scan idx_lease instead, and at REPEATABLE READ lock
--- its gaps, where peers' renewals and claims insert).
+-- can never overwrite a run that completed or renewed meanwhile.
+-- It touches the row by primary key only (FORCE INDEX: with few expired
+-- leases the optimizer would range-scan idx_lease instead, and at
+-- REPEATABLE READ lock its gaps, where peers' renewals and claims insert).
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = CASE WHEN cancel_requested = 1 THEN 'CANCELED'
                   WHEN retry_times < max_retry THEN 'WAITING'
@@ -366,16 +377,6 @@ LIMIT ?;
 
 -- name: ExecutionListByJob :many
 SELECT * FROM job_execution WHERE job_id = ? ORDER BY attempt;
-
--- name: EffectInsert :exec
-INSERT INTO job_effect (job_id, attempt, kind, owner, created_at)
-VALUES (?, ?, ?, ?, NOW(6));
-
--- name: EffectInsertAgo :exec
--- A testbed effect recorded late (its first write was refused): created_at
--- is back-dated by ago_us, the time since the effect happened.
-INSERT INTO job_effect (job_id, attempt, kind, owner, created_at)
-VALUES (sqlc.arg(job_id), sqlc.arg(attempt), sqlc.arg(kind), sqlc.arg(owner), NOW(6) - INTERVAL CAST(sqlc.arg(ago_us) AS SIGNED) MICROSECOND);
 
 -- name: JobCountByStatus :many
 SELECT status, COUNT(*) AS n FROM job_queue GROUP BY status;

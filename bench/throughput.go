@@ -1,0 +1,469 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
+)
+
+// The throughput report (`jobq bench --throughput`, issue #17) measures in
+// one run, in interleaved rounds:
+//
+//   - drain of a backlog of no-op jobs by the raw SQL ceiling at each claim
+//     size in ThroughputCeilingBatches (4 loops), the best of which is the
+//     table's physical limit in that round; by jobq at its defaults (3
+//     replicas); and by jobq at the "best flags" candidates;
+//   - enqueue: raw single-row INSERTs from N connections against single
+//     POST /v1/jobs from N concurrent HTTP clients (with p99), and raw
+//     1,000-row INSERTs against POST /v1/jobs:batch;
+//   - statements and rows written per job of every drain point.
+//
+// Every jobq figure is a ratio to its raw-SQL counterpart of the same round;
+// the reported ratio is the median of the rounds' ratios.
+
+// ThroughputCeilingBatches are the claim sizes the ceiling is measured at;
+// its best is the physical limit jobq is compared with.
+var ThroughputCeilingBatches = []int{200, 1000, 2000}
+
+// throughputCeilingLoops is the ceiling's claimers (as in the issue).
+const throughputCeilingLoops = 4
+
+// EnqueueClients is the concurrency of the single-submit comparison.
+const EnqueueClients = 32
+
+// enqueueBatchClients is the concurrency of the batch comparison.
+const enqueueBatchClients = 4
+
+// enqueueWindow is how long each enqueue point submits.
+const enqueueWindow = 3 * time.Second
+
+// BestFlagsCandidates are the jobq configurations tried as "best flags";
+// the report names the best one and its `jobq serve` flags.
+func BestFlagsCandidates() []ReplicaConfig {
+	base := func(replicas, workers, batch, queue int) ReplicaConfig {
+		rc := defaultReplicaConfig(scheduler.StrategySkipLocked)
+		rc.Replicas, rc.Workers, rc.BatchLimit, rc.RunQueue = replicas, workers, batch, queue
+		return rc
+	}
+	return []ReplicaConfig{
+		base(1, 2000, 1000, -1), // the issue's River-like config
+		base(1, 200, 1000, 2000),
+		base(2, 200, 1000, 2000),
+	}
+}
+
+// DrainPoint is one drain configuration over the rounds.
+type DrainPoint struct {
+	Name   string `json:"name"`
+	Flags  string `json:"flags,omitempty"` // `jobq serve` flags (jobq points)
+	Spec   PointSpec
+	Rounds []float64 `json:"rounds_jobs_per_s"`
+	// Throughput is the median of Rounds; VsCeiling the median of the
+	// per-round ratios to that round's best ceiling.
+	Throughput        float64 `json:"jobs_per_s"`
+	VsCeiling         float64 `json:"vs_best_ceiling"`
+	StatementsPerJob  float64 `json:"statements_per_job"`
+	RowsWrittenPerJob float64 `json:"rows_written_per_job"`
+	JobsPerClaim      float64 `json:"jobs_per_claim"`
+}
+
+// EnqueuePoint is one enqueue path over the rounds.
+type EnqueuePoint struct {
+	Name    string    `json:"name"`
+	Clients int       `json:"clients"`
+	Rounds  []float64 `json:"rounds_jobs_per_s"`
+	// JobsPerSecond is the median of Rounds; P50Ms/P99Ms the request
+	// latency of the median round (single submits only).
+	JobsPerSecond float64 `json:"jobs_per_s"`
+	P50Ms         float64 `json:"p50_ms,omitempty"`
+	P99Ms         float64 `json:"p99_ms,omitempty"`
+	// VsRaw is the median per-round ratio to its raw-SQL counterpart.
+	VsRaw float64 `json:"vs_raw,omitempty"`
+	// FsyncsPerJob is the server's Innodb_data_fsyncs delta per job
+	// (server-wide: other clients inflate it): how many jobs share a
+	// durable commit.
+	FsyncsPerJob float64 `json:"fsyncs_per_job"`
+	Errors       int64   `json:"errors"`
+}
+
+// ThroughputResult is the throughput report.
+type ThroughputResult struct {
+	Rounds   int          `json:"rounds"`
+	Ceilings []DrainPoint `json:"ceilings"`
+	Best     DrainPoint   `json:"best_ceiling"` // the ceiling with the highest median
+	Defaults DrainPoint   `json:"jobq_defaults"`
+	// NoRunQueue is the defaults with --run-queue -1 (claims sized by free
+	// workers, as before the run queue).
+	NoRunQueue DrainPoint     `json:"jobq_defaults_without_run_queue"`
+	BestFlags  []DrainPoint   `json:"jobq_best_flag_candidates"`
+	Enqueue    []EnqueuePoint `json:"enqueue"`
+}
+
+// measureThroughputReport runs the rounds.
+func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResult, error) {
+	o := h.opts
+	tr := &ThroughputResult{Rounds: o.Rounds}
+	ceil := make([]DrainPoint, len(ThroughputCeilingBatches))
+	for i, b := range ThroughputCeilingBatches {
+		rc := defaultReplicaConfig(StrategyCeiling)
+		rc.Strategy, rc.PollJitter, rc.Replicas, rc.BatchLimit, rc.Workers = "", 0, throughputCeilingLoops, b, b
+		ceil[i] = DrainPoint{Name: fmt.Sprintf("raw SQL ceiling, %d loops, %d-job claims", throughputCeilingLoops, b),
+			Spec: PointSpec{Group: "throughput", Strategy: StrategyCeiling, ReplicaConfig: rc, TableRows: h.env.TableRows}}
+	}
+	def := DrainPoint{Name: "jobq defaults, 3 replicas", Spec: h.headline(StrategySkip, h.env.TableRows)}
+	def.Spec.Group = "throughput"
+	def.Flags = "(defaults)"
+	// The defaults without the run queue: what the run queue is worth.
+	noQueue := def
+	noQueue.Spec.RunQueue, noQueue.Flags = -1, "--run-queue -1"
+	var best []DrainPoint
+	for _, rc := range BestFlagsCandidates() {
+		p := PointSpec{Group: "throughput", Strategy: StrategySkip, ReplicaConfig: rc, TableRows: h.env.TableRows, Procs: o.Procs}
+		best = append(best, DrainPoint{Name: fmt.Sprintf("jobq, %d replica(s)", rc.Replicas), Spec: p,
+			Flags: fmt.Sprintf("--workers %d --batch-limit %d --run-queue %d", rc.Workers, rc.BatchLimit, rc.RunQueue)})
+	}
+	enq := []EnqueuePoint{
+		{Name: "raw single-row INSERT (autocommit)", Clients: EnqueueClients},
+		{Name: "POST /v1/jobs (1 replica)", Clients: EnqueueClients},
+		{Name: "raw 1,000-row INSERT", Clients: enqueueBatchClients},
+		{Name: "POST /v1/jobs:batch, 1,000 jobs (1 replica)", Clients: enqueueBatchClients},
+	}
+	ratios := map[string][]float64{}
+	lat := map[int][][2]float64{}
+	fs := map[int][]float64{}
+	measure := func(dp *DrainPoint) (Point, error) {
+		h.step("throughput: " + dp.Name)
+		pt, err := h.measureThroughput(ctx, dp.Spec)
+		h.done()
+		if err != nil {
+			return pt, err
+		}
+		o.Logger.Info("bench throughput point", "name", dp.Name, "flags", dp.Flags, "jobs_per_s", fmt.Sprintf("%.0f", pt.Throughput),
+			"statements_per_job", fmt.Sprintf("%.3f", pt.StatementsPerJob), "rows_written_per_job", fmt.Sprintf("%.3f", pt.RowsWrittenPerJob),
+			"jobs_per_claim", fmt.Sprintf("%.1f", pt.Diagnosis.JobsPerClaim))
+		dp.Rounds = append(dp.Rounds, pt.Throughput)
+		dp.StatementsPerJob, dp.RowsWrittenPerJob, dp.JobsPerClaim = pt.StatementsPerJob, pt.RowsWrittenPerJob, pt.Diagnosis.JobsPerClaim
+		return pt, nil
+	}
+	for range o.Rounds {
+		bestRound := 0.0
+		for i := range ceil {
+			pt, err := measure(&ceil[i])
+			if err != nil {
+				return tr, err
+			}
+			bestRound = max(bestRound, pt.Throughput)
+		}
+		for _, dp := range append([]*DrainPoint{&def, &noQueue}, ptrs(best)...) {
+			pt, err := measure(dp)
+			if err != nil {
+				return tr, err
+			}
+			ratios[dp.Name+dp.Flags] = append(ratios[dp.Name+dp.Flags], Ratio(pt.Throughput, bestRound))
+		}
+		var rates [4]float64
+		for i := range enq {
+			h.step("throughput: enqueue " + enq[i].Name)
+			r, p50, p99, fsync, errs, err := h.measureEnqueue(ctx, i)
+			h.done()
+			if err != nil {
+				return tr, err
+			}
+			o.Logger.Info("bench enqueue point", "name", enq[i].Name, "clients", enq[i].Clients, "jobs_per_s", fmt.Sprintf("%.0f", r),
+				"p50_ms", fmt.Sprintf("%.2f", p50), "p99_ms", fmt.Sprintf("%.2f", p99), "fsyncs_per_job", fmt.Sprintf("%.3f", fsync), "errors", errs)
+			rates[i] = r
+			enq[i].Rounds = append(enq[i].Rounds, r)
+			enq[i].Errors += errs
+			lat[i] = append(lat[i], [2]float64{p50, p99})
+			fs[i] = append(fs[i], fsync)
+		}
+		ratios["enq1"] = append(ratios["enq1"], Ratio(rates[1], rates[0]))
+		ratios["enq3"] = append(ratios["enq3"], Ratio(rates[3], rates[2]))
+	}
+	for i := range ceil {
+		ceil[i].Throughput = median(ceil[i].Rounds)
+	}
+	tr.Ceilings = ceil
+	tr.Best = slices.MaxFunc(ceil, func(a, b DrainPoint) int { return cmpFloat(a.Throughput, b.Throughput) })
+	for _, dp := range append([]*DrainPoint{&def, &noQueue}, ptrs(best)...) {
+		dp.Throughput = median(dp.Rounds)
+		dp.VsCeiling = median(ratios[dp.Name+dp.Flags])
+	}
+	tr.Defaults, tr.NoRunQueue, tr.BestFlags = def, noQueue, best
+	for i := range enq {
+		enq[i].JobsPerSecond = median(enq[i].Rounds)
+		m := medianIndex(enq[i].Rounds)
+		enq[i].P50Ms, enq[i].P99Ms = lat[i][m][0], lat[i][m][1]
+		enq[i].FsyncsPerJob = median(fs[i])
+	}
+	enq[1].VsRaw, enq[3].VsRaw = median(ratios["enq1"]), median(ratios["enq3"])
+	tr.Enqueue = enq
+	return tr, nil
+}
+
+// BestFlagsPoint returns the candidate with the highest ratio to the ceiling.
+func (tr *ThroughputResult) BestFlagsPoint() DrainPoint {
+	if len(tr.BestFlags) == 0 {
+		return DrainPoint{}
+	}
+	return slices.MaxFunc(tr.BestFlags, func(a, b DrainPoint) int { return cmpFloat(a.VsCeiling, b.VsCeiling) })
+}
+
+func ptrs(ds []DrainPoint) []*DrainPoint {
+	out := make([]*DrainPoint, len(ds))
+	for i := range ds {
+		out[i] = &ds[i]
+	}
+	return out
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+// medianIndex is the index in xs of the value median(xs) returns.
+func medianIndex(xs []float64) int {
+	m := median(xs)
+	return max(0, slices.Index(xs, m))
+}
+
+// measureEnqueue runs enqueue path i (see measureThroughputReport's enq)
+// for enqueueWindow and returns jobs/s, request p50/p99 (ms), log fsyncs
+// per job and failed requests. The table is reset before and after.
+func (h *Harness) measureEnqueue(ctx context.Context, i int) (jobsPerS, p50, p99, fsyncs float64, errs int64, err error) {
+	if err := h.env.Reset(ctx); err != nil {
+		return 0, 0, 0, 0, 0, err
+	}
+	defer func() {
+		if rerr := h.env.Reset(ctx); err == nil {
+			err = rerr
+		}
+	}()
+	h.env.seq++
+	prefix := fmt.Sprintf("e%d-", h.env.seq)
+	var (
+		done    atomic.Int64
+		failed  atomic.Int64
+		errOnce sync.Once
+		seq     atomic.Int64
+		mu      sync.Mutex
+		hist    = hdrhistogram.New(1, 60_000_000, 3) // µs
+		clients int
+		work    func(ctx context.Context) error
+		cleanup func()
+	)
+	record := func(d time.Duration) {
+		mu.Lock()
+		_ = hist.RecordValue(max(1, d.Microseconds()))
+		mu.Unlock()
+	}
+	key := func() string { return prefix + fmt.Sprint(seq.Add(1)) }
+	switch i {
+	case 0, 2: // raw SQL
+		rows := 1
+		clients = EnqueueClients
+		if i == 2 {
+			rows, clients = 1000, enqueueBatchClients
+		}
+		db, err := OpenCountingDB(h.env.DSN, clients, &StmtCounter{})
+		if err != nil {
+			return 0, 0, 0, 0, 0, err
+		}
+		cleanup = func() { db.Close() }
+		work = func(ctx context.Context) error {
+			var b strings.Builder
+			b.WriteString(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, priority, max_retry,
+    timeout_ms, run_at, create_time, update_time) VALUES `)
+			args := make([]any, 0, rows*3)
+			for r := range rows {
+				if r > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString("(?, 'noop', ?, ?, IF(? > NOW(6), 'SCHEDULED', 'WAITING'), 0, 3, 0, COALESCE(?, NOW(6)), NOW(6), NOW(6))")
+				args = append(args, key(), `{"n":1}`, strings.Repeat("0", 64), sql.NullTime{}, sql.NullTime{})
+			}
+			t0 := time.Now()
+			_, err := db.ExecContext(ctx, b.String(), args...)
+			if err == nil {
+				record(time.Since(t0))
+				done.Add(int64(rows))
+			}
+			return err
+		}
+	default: // the API
+		st, err := store.Open(ctx, h.env.DSN, store.PoolConfig{MaxOpen: scheduler.WorkersDefault/2 + 10})
+		if err != nil {
+			return 0, 0, 0, 0, 0, err
+		}
+		api, err := startAPI(st, nil, nil)
+		if err != nil {
+			st.Close()
+			return 0, 0, 0, 0, 0, err
+		}
+		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * EnqueueClients}, Timeout: 30 * time.Second}
+		cleanup = func() { api.stop(); st.Close(); hc.CloseIdleConnections() }
+		clients = EnqueueClients
+		n, path := 1, "/v1/jobs"
+		if i == 3 {
+			clients, n, path = enqueueBatchClients, 1000, "/v1/jobs:batch"
+		}
+		work = func(ctx context.Context) error {
+			var body []byte
+			if n == 1 {
+				body, _ = json.Marshal(apitype.SubmitRequest{JobKey: key(), JobType: "noop", Params: json.RawMessage(`{"n":1}`)})
+			} else {
+				jobs := make([]apitype.SubmitRequest, n)
+				for j := range jobs {
+					jobs[j] = apitype.SubmitRequest{JobKey: key(), JobType: "noop", Params: json.RawMessage(`{"n":1}`)}
+				}
+				body, _ = json.Marshal(apitype.SubmitBatchRequest{Jobs: jobs})
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, api.url+path, bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", "application/json")
+			t0 := time.Now()
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
+			}
+			record(time.Since(t0))
+			done.Add(int64(n))
+			return nil
+		}
+	}
+	defer cleanup()
+	before, err := ReadStatus(ctx, h.env.Admin)
+	if err != nil {
+		return 0, 0, 0, 0, 0, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, enqueueWindow)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				if err := work(wctx); err != nil && wctx.Err() == nil {
+					failed.Add(1)
+					errOnce.Do(func() { h.opts.Logger.Warn("bench enqueue: request failed", "path", i, "err", err) })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	after, err := ReadStatus(ctx, h.env.Admin)
+	if err != nil {
+		return 0, 0, 0, 0, 0, err
+	}
+	d := after.Sub(before)
+	mu.Lock()
+	p50, p99 = float64(hist.ValueAtQuantile(50))/1000, float64(hist.ValueAtQuantile(99))/1000
+	mu.Unlock()
+	return rate(done.Load(), elapsed), p50, p99, perJob(d["Innodb_data_fsyncs"], done.Load()), failed.Load(), nil
+}
+
+// ThroughputTargets are the done-when ratios of issue #17, from one run.
+func ThroughputTargets(tr *ThroughputResult) []Target {
+	if tr == nil || len(tr.BestFlags) == 0 {
+		return nil
+	}
+	var ts []Target
+	add := func(name, goal string, v, want float64, lessIsBetter bool, unit string) {
+		met := v >= want
+		if lessIsBetter {
+			met = v <= want && v > 0
+		}
+		t := Target{Name: name, Goal: goal, Value: v, Shown: fmt.Sprintf("%.2f%s", v, unit), Met: met, Measured: v > 0}
+		if !met && v > 0 {
+			t.Shortfall = shortfall(v, want, unit)
+		}
+		ts = append(ts, t)
+	}
+	add("jobq defaults (3 replicas) vs best ceiling", "≥ 0.60×", tr.Defaults.VsCeiling, 0.6, false, "×")
+	bf := tr.BestFlagsPoint()
+	add("jobq best flags ("+bf.Flags+", "+fmt.Sprint(bf.Spec.Replicas)+" replica(s)) vs best ceiling", "≥ 0.80×", bf.VsCeiling, 0.8, false, "×")
+	if len(tr.Enqueue) == 4 {
+		add("POST /v1/jobs:batch vs raw 1,000-row INSERT", "≥ 0.35×", tr.Enqueue[3].VsRaw, 0.35, false, "×")
+		add(fmt.Sprintf("POST /v1/jobs, %d clients, vs raw single-row INSERT", EnqueueClients), "≥ 0.70×", tr.Enqueue[1].VsRaw, 0.7, false, "×")
+		add(fmt.Sprintf("POST /v1/jobs, %d clients, p99", EnqueueClients), "≤ 50 ms", tr.Enqueue[1].P99Ms, 50, true, " ms")
+	}
+	return ts
+}
+
+// WriteThroughput renders the throughput report.
+func WriteThroughput(w io.Writer, tr *ThroughputResult) {
+	fmt.Fprintf(w, "## Throughput against the raw SQL at its best claim size (#17)\n\n")
+	fmt.Fprintf(w, "%d interleaved rounds; each jobq ratio is the median of its per-round ratios to that round's best ceiling.\n\n", tr.Rounds)
+	fmt.Fprintf(w, "| drain | flags | rounds (jobs/s) | median jobs/s | × best ceiling | jobs/claim | stmts/job | rows written/job |\n|---|---|---|--:|--:|--:|--:|--:|\n")
+	row := func(d DrainPoint, ratio string) {
+		rs := make([]string, len(d.Rounds))
+		for i, r := range d.Rounds {
+			rs[i] = fmt.Sprintf("%.0f", r)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.0f | %s | %.1f | %s | %s |\n", d.Name, d.Flags, strings.Join(rs, " / "), d.Throughput, ratio,
+			d.JobsPerClaim, fmtPerJob(d.StatementsPerJob), fmtPerJob(d.RowsWrittenPerJob))
+	}
+	for _, c := range tr.Ceilings {
+		mark := ""
+		if c.Name == tr.Best.Name {
+			mark = "best"
+		}
+		row(c, mark)
+	}
+	row(tr.Defaults, fmtRatio(tr.Defaults.VsCeiling))
+	row(tr.NoRunQueue, fmtRatio(tr.NoRunQueue.VsCeiling))
+	for _, b := range tr.BestFlags {
+		row(b, fmtRatio(b.VsCeiling))
+	}
+	fmt.Fprintf(w, "\nstmts/job and rows written/job: the runner's own statements (BEGIN and COMMIT included) and the rows its writes changed (RowsAffected: inserted, updated, deleted), per completed job, from the last round.\n\n")
+	fmt.Fprintf(w, "| enqueue | clients | rounds (jobs/s) | median jobs/s | × raw | request p50 | request p99 | fsyncs/job | failed requests |\n|---|--:|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, e := range tr.Enqueue {
+		rs := make([]string, len(e.Rounds))
+		for i, r := range e.Rounds {
+			rs[i] = fmt.Sprintf("%.0f", r)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %.0f | %s | %.2f ms | %.2f ms | %.3f | %d |\n", e.Name, e.Clients, strings.Join(rs, " / "),
+			e.JobsPerSecond, fmtRatio(e.VsRaw), e.P50Ms, e.P99Ms, e.FsyncsPerJob, e.Errors)
+	}
+	fmt.Fprintf(w, "\nEnqueue: %s each, closed loop (each client sends its next request when the last is answered), no scheduler claiming; request latency is per INSERT or per HTTP request. fsyncs/job: Innodb_data_fsyncs delta per job (server-wide; MariaDB counts redo log flushes there) — below 1 means concurrent commits share a flush (group commit).\n\n", enqueueWindow)
+}

@@ -1,0 +1,31 @@
+package chaos
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The replicas' logs give the checker the renewals the database did not
+// answer in time; other warnings, and renewals that failed otherwise, are
+// not such.
+func TestSlowRenewalsFromLogs(t *testing.T) {
+	dir := t.TempDir()
+	log := `{"time":"2026-12-01T02:57:15.317817841Z","level":"WARN","msg":"lease renewal failed","component":"scheduler","owner":"replica-1.1","component":"heartbeat","runs":16,"err":"lease renew: context deadline exceeded"}
+{"time":"2026-12-01T02:57:16.1Z","level":"WARN","msg":"lease renewal failed","owner":"replica-1.1","err":"lease renew: Error 1213 (40001): Deadlock found"}
+{"time":"2026-12-01T02:57:16.2Z","level":"WARN","msg":"run lost its lease; cancelling its handler","owner":"replica-1.1","err":"context deadline exceeded"}
+not json
+`
+	if err := os.WriteFile(filepath.Join(dir, "replica-1.1.log"), []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := SlowRenewals(dir, func(t time.Time) time.Time { return t.Add(time.Second) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2026, 12, 1, 2, 57, 16, 317817841, time.UTC)
+	if len(got) != 1 || got[0].Owner != "replica-1.1" || !got[0].At.Equal(want) {
+		t.Fatalf("slow renewals = %+v, want one of replica-1.1 at %s", got, want)
+	}
+}

@@ -1,0 +1,157 @@
+package jobtypes
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
+)
+
+// The testbed's job types. They are not part of the product: a replica
+// registers them only when the testbed asks (RegisterTestbed).
+const (
+	// Effect records its side effects in job_effect (EffectHandler).
+	Effect = "effect"
+	// Poison SIGKILLs the replica that runs it — the chaos testbed's
+	// poison-job scenario. It does so only when the replica's environment
+	// has PoisonEnv=1 (set by `jobq chaos`); elsewhere it fails at once,
+	// without retries.
+	Poison = "poison"
+)
+
+// TestbedEnv, set to "1" in a replica's environment, makes `jobq serve`
+// register the testbed's job types (RegisterTestbed). The chaos harness and
+// the demo set it on the replicas they start.
+const TestbedEnv = "JOBQ_TESTBED"
+
+// PoisonEnv is the environment variable that arms the poison job type.
+const PoisonEnv = "JOBQ_CHAOS_POISON"
+
+// effectTableDDL creates the testbed's effect table: the effect type writes
+// one 'tx' row inside its transactional completion and one 'non_tx' row
+// outside it (and an 'end' marker), so both kinds of duplicate can be
+// counted. It is the testbed's, not the product schema's (migration 008
+// drops it from the product schema).
+const effectTableDDL = `CREATE TABLE IF NOT EXISTS job_effect (
+    id         BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+    job_id     BIGINT UNSIGNED NOT NULL,
+    attempt    INT          NOT NULL,
+    kind       VARCHAR(8)   CHARACTER SET ascii NOT NULL,
+    owner      VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    created_at DATETIME(6)  NOT NULL,
+    PRIMARY KEY (id),
+    KEY idx_job (job_id, kind)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+
+// RegisterTestbed creates job_effect in db if it is missing and adds the
+// effect type (writing to db) and the poison type to reg. Call it after the
+// migrations ran.
+func RegisterTestbed(ctx context.Context, reg *scheduler.Registry, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, effectTableDDL); err != nil {
+		return fmt.Errorf("testbed: create job_effect: %w", err)
+	}
+	reg.Register(Effect, EffectHandler{DB: db})
+	reg.Register(Poison, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		if os.Getenv(PoisonEnv) != "1" {
+			return fmt.Errorf("%w: poison jobs kill their replica and run only under jobq chaos (%s=1)", scheduler.ErrDiscard, PoisonEnv)
+		}
+		if err := syscall.Kill(os.Getpid(), syscall.SIGKILL); err != nil {
+			return fmt.Errorf("poison: kill own process: %w", err)
+		}
+		<-ctx.Done() // SIGKILL is not delivered synchronously
+		return context.Cause(ctx)
+	}))
+	return nil
+}
+
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// effectInsert writes one effect row of kind ("tx", "non_tx" or "end") for
+// run f, stamped with the database clock.
+func effectInsert(ctx context.Context, db execer, f jobq.Fence, kind, owner string) error {
+	_, err := db.ExecContext(ctx, "INSERT INTO job_effect (job_id, attempt, kind, owner, created_at) VALUES (?, ?, ?, ?, NOW(6))",
+		f.ID, f.Attempt, kind, owner)
+	return err
+}
+
+// EffectHandler is the testbed's `effect` type. Work inserts one "non_tx"
+// row into job_effect outside any transaction (a side effect that can repeat
+// when a replica dies before completing), sleeps params.ms, then inserts one
+// "end" row (also outside any transaction) marking when its work ended — the
+// chaos checker compares it with the moment the run lost its lease. WorkTx
+// inserts one "tx" row inside the transactional completion (exactly once).
+type EffectHandler struct {
+	// DB is where the non-transactional rows are written.
+	DB *sql.DB
+}
+
+// Work records the non-transactional effect, runs for params.ms, and
+// records the end of its work. A run cancelled during its sleep (lease
+// lost, timeout, cancel) returns before the end marker.
+func (h EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
+	p, err := parse(job)
+	if err != nil {
+		return err
+	}
+	if err := effectInsert(ctx, h.DB, job.Fence(), "non_tx", job.Owner); err != nil {
+		return fmt.Errorf("effect non_tx: %w", err)
+	}
+	if err := sleep(ctx, p.Ms); err != nil {
+		return err
+	}
+	// The marker records a fact — the work is done — so a cancellation
+	// arriving now does not stop its write (nor the success it reports,
+	// which the fenced completion judges as before).
+	ended := time.Now()
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endMarkerTimeout)
+	defer cancel()
+	err = effectInsert(ectx, h.DB, job.Fence(), "end", job.Owner)
+	if err != nil && store.IsRetryable(err) {
+		// The database refuses writes (read-only, a node not ready) or lost
+		// the connection: the work is done all the same and the handler
+		// succeeds — the scheduler retries its outcome write. The marker
+		// follows as soon as a write is accepted, back-dated to when the
+		// work ended.
+		go h.writeEndMarkerLate(job, ended)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("effect end: %w", err)
+	}
+	return nil
+}
+
+// writeEndMarkerLate retries the "end" row of job's run with capped backoff
+// for up to endMarkerTimeout, created_at back-dated to ended on the
+// database clock (NOW(6) minus the time since).
+func (h EffectHandler) writeEndMarkerLate(job *scheduler.Job, ended time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), endMarkerTimeout)
+	defer cancel()
+	f := job.Fence()
+	_ = store.RetryPolicy{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}.Do(ctx, "effect.end", func() error {
+		_, err := h.DB.ExecContext(ctx, "INSERT INTO job_effect (job_id, attempt, kind, owner, created_at) VALUES (?, ?, 'end', ?, NOW(6) - INTERVAL ? MICROSECOND)",
+			f.ID, f.Attempt, job.Owner, time.Since(ended).Microseconds())
+		return err
+	})
+}
+
+// ValidateParams implements scheduler.ParamsValidator.
+func (EffectHandler) ValidateParams(raw json.RawMessage) (string, string) { return ValidateParams(raw) }
+
+// endMarkerTimeout bounds the write of the effect type's "end" row.
+const endMarkerTimeout = 30 * time.Second
+
+// WorkTx records the transactional effect in the completion's transaction.
+func (EffectHandler) WorkTx(ctx context.Context, tx *sql.Tx, job *scheduler.Job) error {
+	return effectInsert(ctx, tx, job.Fence(), "tx", job.Owner)
+}
