@@ -776,10 +776,17 @@ func finishedWork(ex []Execution, effects []Effect) (attempts []Execution, endAt
 }
 
 // excusedBetween reports whether a fault that can cost a live run of owner
-// its lease overlapped [from, to] (or ended less than a lease before from).
+// its lease overlapped [from, to] (or ended less than a lease before from),
+// or owner logged a renewal the database did not answer in time within
+// [from, to] (a loaded machine, as for rescues: slowRenewal).
 func excusedBetween(h History, owner string, from, to time.Time) bool {
 	for _, f := range h.Faults {
 		if f.excuses(h.Lease) && f.hits(owner) && !f.Start.After(to) && !f.End.Add(h.Lease).Before(from) {
+			return true
+		}
+	}
+	for _, r := range h.SlowRenewals {
+		if r.Owner == owner && !r.At.Before(from) && !r.At.After(to) {
 			return true
 		}
 	}
