@@ -38,6 +38,9 @@ const (
 	ErrNumReplHookBefore   = 3100 // ER_RUN_HOOK_ERROR / replication hook refused the commit (Group Replication)
 	ErrNumReplHookRollback = 3101 // ER_TRANSACTION_ROLLBACK_DURING_COMMIT (Group Replication conflict)
 	ErrNumBinlogStmtMode   = 1665 // ER_BINLOG_STMT_MODE_AND_ROW_ENGINE (READ COMMITTED write with binlog_format=STATEMENT)
+	ErrNumTooManyConns     = 1040 // ER_CON_COUNT_ERROR (max_connections reached)
+	ErrNumTooManyUserConns = 1203 // ER_TOO_MANY_USER_CONNECTIONS (max_user_connections, MySQL)
+	ErrNumUserLimit        = 1226 // ER_USER_LIMIT_REACHED (MariaDB's max_user_connections; per-hour user limits)
 )
 
 // Kind is how jobq treats a database error.
@@ -57,7 +60,8 @@ const (
 	// soon: read-only (1290, 1836, 1792), a Galera node not ready (1047) or
 	// shutting down (1053), a connection killed or lost (1927, 2006, 2013,
 	// 1159, 1161, driver.ErrBadConn, mysql.ErrInvalidConn, network errors), a
-	// replication hook refusing the commit (3100, 3101). The store returns
+	// replication hook refusing the commit (3100, 3101), no connection to be
+	// had (1040 max_connections, 1203/1226 the user's connection limits). The store returns
 	// them wrapped so that errors.Is(err, jobq.ErrUnavailable) holds; the API
 	// answers 503 unavailable / gRPC Unavailable.
 	KindUnavailable
@@ -96,7 +100,7 @@ func Classify(err error) Kind {
 			return KindConflict
 		case ErrNumReadOnly, ErrNumInnoDBReadOnly, ErrNumReadOnlyTx, ErrNumUnknownCommand, ErrNumShutdown,
 			ErrNumConnKilled, ErrNumServerGone, ErrNumServerLost, ErrNumNetReadTimeout, ErrNumNetWriteTimeout,
-			ErrNumReplHookBefore, ErrNumReplHookRollback:
+			ErrNumReplHookBefore, ErrNumReplHookRollback, ErrNumTooManyConns, ErrNumTooManyUserConns, ErrNumUserLimit:
 			return KindUnavailable
 		}
 		return KindPermanent
@@ -128,7 +132,8 @@ func IsRetryable(err error) bool {
 // Cause names a transient error's cause for logs and the
 // jobq_db_retries_total metric: "deadlock", "lock_wait_timeout",
 // "read_only", "wsrep_not_ready", "shutdown", "connection_lost",
-// "replication_refused", "query_killed"; "" for other errors.
+// "replication_refused", "query_killed", "too_many_connections"; "" for
+// other errors.
 func Cause(err error) string {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
@@ -147,6 +152,8 @@ func Cause(err error) string {
 			return "shutdown"
 		case ErrNumReplHookBefore, ErrNumReplHookRollback:
 			return "replication_refused"
+		case ErrNumTooManyConns, ErrNumTooManyUserConns, ErrNumUserLimit:
+			return "too_many_connections"
 		case ErrNumConnKilled, ErrNumServerGone, ErrNumServerLost, ErrNumNetReadTimeout, ErrNumNetWriteTimeout:
 			return "connection_lost"
 		}
