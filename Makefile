@@ -34,7 +34,7 @@ vendor: ## Re-vendor the console's htmx.min.js from the npm registry at the vers
 demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, narrated; verdict line; fails on a lost or stuck job or a duplicated tx effect.
 	$(BIN) demo
 
-test-deps: ## Find or install what the tests need (scripts/test-deps.sh: MariaDB, Prometheus, node, browser); says what it installed.
+test-deps: ## Find or install what the tests need (scripts/test-deps.sh: MariaDB, Galera, Prometheus, node, browser); says what it installed.
 	@scripts/test-deps.sh
 
 # TESTFORMAT is gotestsum's --format: testname prints each test (package.Test,

@@ -43,6 +43,7 @@ func TestClassify(t *testing.T) {
 		{"1159 net read timeout", my(1159), store.KindUnavailable, "connection_lost"},
 		{"1161 net write timeout", my(1161), store.KindUnavailable, "connection_lost"},
 		{"1040 too many connections", my(1040), store.KindUnavailable, "too_many_connections"},
+		{"1180 error during commit (Galera node left the primary component)", my(1180), store.KindUnavailable, "wsrep_not_ready"},
 		{"1203 max_user_connections (MySQL)", my(1203), store.KindUnavailable, "too_many_connections"},
 		{"1226 max_user_connections (MariaDB)", my(1226), store.KindUnavailable, "too_many_connections"},
 		{"3100 replication hook", my(3100), store.KindUnavailable, "replication_refused"},
