@@ -34,7 +34,7 @@ vendor: ## Re-vendor the console's htmx.min.js from the npm registry at the vers
 demo: ensure-db build ## Run the demo: 3 replicas, 1,000 jobs, one SIGKILL, narrated; verdict line; fails on a lost or stuck job or a duplicated tx effect.
 	$(BIN) demo
 
-test-deps: ## Find or install what the tests need (scripts/test-deps.sh: MariaDB, Prometheus, node, browser); says what it installed.
+test-deps: ## Find or install what the tests need (scripts/test-deps.sh: MariaDB, Galera, Prometheus, node, browser); says what it installed.
 	@scripts/test-deps.sh
 
 # TESTFORMAT is gotestsum's --format: testname prints each test (package.Test,
@@ -90,6 +90,7 @@ chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged
 	$(TESTBED_BIN) chaos --scenario lease-loss --sabotage lease-cancel --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/lease-cancel
 	$(TESTBED_BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
 	$(TESTBED_BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
+	$(TESTBED_BIN) chaos --scenario read-only --sabotage outcome-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/outcome-retry
 
 # HA topologies (docs/chaos.md "Topologies"): a 3-node Galera cluster and a
 # primary-replica failover, both started by the harness on loopback.

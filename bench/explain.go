@@ -74,7 +74,7 @@ var SteadyState = []struct{ Name, Role string }{
 	{"JobClaimCAS", RoleClaim}, {"JobGetClaimed", RoleOther},
 	{"LeaseRenewMany", RoleOther}, {"JobCompleteFenced", RoleOther}, {"JobFailFenced", RoleOther},
 	{"ExecutionRecord", RoleOther}, {"JobRescueCandidates", RoleOther}, {"ExecutionRecordRescue", RoleOther},
-	{"JobRescueExpired", RoleOther},
+	{"JobRescueExpired", RoleOther}, {"JobScheduledNext", RoleScan}, {"JobPromoteDue", RoleOther},
 }
 
 // Roles of steady-state statements.

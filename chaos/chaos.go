@@ -109,8 +109,16 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	}
 	toDB := func(t time.Time) time.Time { return t.Add(offset).UTC().Round(time.Microsecond) }
 
-	// Links and replicas.
-	mc, err := mysql.ParseDSN(dsn)
+	// Links and replicas. On the run's own server the replicas connect as
+	// a user without SUPER (or READ_ONLY ADMIN), as production replicas do,
+	// so that read_only refuses their writes as it would a demoted primary's.
+	replicaDSN := dsn
+	if cl.local != nil {
+		if replicaDSN, err = createReplicaUser(ctx, db, dsn); err != nil {
+			return nil, err
+		}
+	}
+	mc, err := mysql.ParseDSN(replicaDSN)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 			cl.stopAll(time.Second)
 			return nil, err
 		}
-		pdsn, err := proxiedDSN(dsn, l.Addr())
+		pdsn, err := proxiedDSN(replicaDSN, l.Addr())
 		if err != nil {
 			l.stop()
 			cl.stopAll(time.Second)
@@ -303,4 +311,28 @@ func progress(ctx context.Context, log interface{ Info(string, ...any) }, db *sq
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// replicaUser is the account replicas use on the run's own server: all
+// privileges on the run's database and no global ones (no SUPER, no
+// READ_ONLY ADMIN), so read_only applies to it.
+const replicaUser, replicaPassword = "jobq_replica", "jobq-replica"
+
+// createReplicaUser creates replicaUser with every privilege on dsn's
+// database and returns dsn rewritten to use it.
+func createReplicaUser(ctx context.Context, db *sql.DB, dsn string) (string, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	for _, q := range []string{
+		"CREATE USER IF NOT EXISTS '" + replicaUser + "'@'%' IDENTIFIED BY '" + replicaPassword + "'",
+		"GRANT ALL PRIVILEGES ON `" + c.DBName + "`.* TO '" + replicaUser + "'@'%'",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return "", fmt.Errorf("replica user: %w", err)
+		}
+	}
+	c.User, c.Passwd = replicaUser, replicaPassword
+	return c.FormatDSN(), nil
 }

@@ -247,12 +247,58 @@ func TestSabotageCASGuardCaught(t *testing.T) {
 
 // With --sabotage deadlock-retry a brief connection reset on a live replica
 // (the conn-reset scenario) makes its completions fail for good: the runs
-// are rescued although no excusing fault explains it.
+// are rescued although no excusing fault explains it (and re-run after
+// their work was done).
 func TestSabotageDeadlockRetryCaught(t *testing.T) {
 	cfg := quick(t, "conn-reset-deadlock-retry")
 	cfg.Jobs, cfg.Duration = 200, 6*time.Second
 	cfg.Schedule, cfg.Sabotage = "reset@1500ms:replica-1,reset@3s:replica-2,reset@4500ms:replica-3", []string{"deadlock-retry"}
 	rf, err := Run(context.Background(), cfg)
-	n := onlyViolation(t, rf, err, checker.CheckUnexplainedRescue)
-	t.Logf("unexplained rescues: %d", n)
+	// The dropped completions' runs had finished their work: their re-runs
+	// are reruns after success too.
+	n := onlyViolation(t, rf, err, checker.CheckUnexplainedRescue, checker.CheckRerunAfterSuccess, checker.CheckFailedAfterSuccess)
+	t.Logf("unexplained rescues: %d (re-run after success %d)", n, rf.Result.Counts.RerunAfterSuccess)
+}
+
+// The read-only scenario, short: the database refuses writes (read_only=1;
+// the replicas connect without SUPER) for lease/3 while jobs finish. Every
+// finished run retries its outcome until writes are accepted and ends with
+// it: valid, and no job re-run or FAILED after its work was done.
+func TestReadOnlyScenarioIsValid(t *testing.T) {
+	cfg := quick(t, "read-only")
+	cfg.Jobs, cfg.Duration, cfg.Runtime, cfg.MaxRetry = 300, 6*time.Second, "uniform:200ms-800ms", 3
+	cfg.Schedule = "read-only@1500ms,read-only@3500ms"
+	rf, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rf.Valid {
+		t.Fatalf("violations %+v", rf.Result.Violations)
+	}
+	c := rf.Result.Counts
+	if c.RerunAfterSuccess != 0 || c.FailedAfterSuccess != 0 || c.Lost != 0 {
+		t.Fatalf("rerun after success %d, failed after success %d, lost %d; want 0", c.RerunAfterSuccess, c.FailedAfterSuccess, c.Lost)
+	}
+	for _, f := range rf.Result.Faults {
+		if f.Kind != FaultReadOnly || f.Err != "" {
+			t.Fatalf("fault %+v, want two read-only faults without error", f)
+		}
+	}
+	if len(rf.Result.Faults) != 2 {
+		t.Fatalf("%d faults, want 2", len(rf.Result.Faults))
+	}
+}
+
+// With --sabotage outcome-retry a finished run's outcome write is tried
+// once: a completion refused by the read-only database is dropped, the
+// lease expires and the job is rescued — re-run after its work was done (or
+// FAILED with no retry left), which no fault explains.
+func TestSabotageOutcomeRetryCaught(t *testing.T) {
+	cfg := quick(t, "read-only-outcome-retry")
+	cfg.Jobs, cfg.Duration, cfg.Runtime, cfg.MaxRetry = 300, 6*time.Second, "uniform:200ms-800ms", 3
+	cfg.Schedule, cfg.Sabotage = "read-only@1500ms,read-only@3500ms", []string{"outcome-retry"}
+	rf, err := Run(context.Background(), cfg)
+	n := onlyViolation(t, rf, err, checker.CheckRerunAfterSuccess, checker.CheckFailedAfterSuccess, checker.CheckUnexplainedRescue)
+	t.Logf("re-run after success: %d jobs (failed after success %d, unexplained rescues %d)",
+		n, rf.Result.Counts.FailedAfterSuccess, rf.Result.Counts.UnexplainedRescues)
 }

@@ -32,6 +32,7 @@ const (
 	FaultLatency   = "latency"    // add Latency to one replica's database link for LatencyFor
 	FaultClockSkew = "clock-skew" // restart one replica in a time namespace offset by ClockSkew
 	FaultReset     = "reset"      // reset every connection one replica sends on for ResetFor (TCP RST)
+	FaultReadOnly  = "read-only"  // SET GLOBAL read_only=1 on the run's own database for ReadOnlyFor (replicas connect without SUPER)
 	// Topology faults (see topology.go).
 	FaultNodeKill    = "node-kill"    // galera3: SIGKILL the targeted replica's node, rejoin it (IST) after NodeDownFor
 	FaultNodeRestart = "node-restart" // galera3: shut the targeted replica's node down cleanly, rejoin it after NodeDownFor
@@ -40,7 +41,7 @@ const (
 )
 
 // FaultKinds lists every fault kind.
-var FaultKinds = []string{FaultKill, FaultPause, FaultTerm, FaultDBRestart, FaultPartition, FaultLatency, FaultClockSkew, FaultReset,
+var FaultKinds = []string{FaultKill, FaultPause, FaultTerm, FaultDBRestart, FaultPartition, FaultLatency, FaultClockSkew, FaultReset, FaultReadOnly,
 	FaultNodeKill, FaultNodeRestart, FaultNodeIsolate, FaultFailover}
 
 // topologyFaults maps each topology fault kind to the topology it needs.
@@ -51,7 +52,13 @@ var topologyFaults = map[string]string{
 
 // databaseFault reports whether kind targets the database rather than a
 // replica (its planned Target is -1).
-func databaseFault(kind string) bool { return kind == FaultDBRestart || kind == FaultFailover }
+func databaseFault(kind string) bool {
+	return kind == FaultDBRestart || kind == FaultFailover || kind == FaultReadOnly
+}
+
+// ownDBFault reports whether kind needs the run's own mariadbd (it kills
+// the server or changes its global settings).
+func ownDBFault(kind string) bool { return kind == FaultDBRestart || kind == FaultReadOnly }
 
 // Defaults for Config.
 const (
@@ -143,6 +150,11 @@ type Config struct {
 	PauseFor time.Duration
 	// DBDownFor is how long the database stays down. Defaults to 3s.
 	DBDownFor time.Duration
+	// ReadOnlyFor is how long a read-only fault keeps the database
+	// refusing writes (read_only=1, a demoted primary). Defaults to Lease/3,
+	// short of the 7·Lease/15 (Lease − Lease/3 − Lease/5) after which a
+	// refusal may cost a running handler its lease.
+	ReadOnlyFor time.Duration
 	// PartitionFor is how long a cut link stays cut. Defaults to 2·Lease.
 	PartitionFor time.Duration
 	// Latency is the delay added to one link, each way. Defaults to 200ms.
@@ -163,7 +175,9 @@ type Config struct {
 	// DSN is a server-level DSN (the --dsn flag); empty lets dbprovider
 	// choose (JOBQ_DSN, Docker, a local server). Ignored with OwnDB.
 	DSN string
-	// OwnDB starts a throwaway mariadbd for the run (implied by db-restart).
+	// OwnDB starts a throwaway mariadbd for the run (implied by db-restart
+	// and read-only); its replicas connect as a user without SUPER, so
+	// read_only applies to them.
 	OwnDB bool
 	// Topology is the database: single (the provider's server, or OwnDB),
 	// galera3 or primary-replica (both started by the harness as the
@@ -218,6 +232,7 @@ func (c Config) WithDefaults() Config {
 	c.KillRestartDelay = cmp.Or(c.KillRestartDelay, KillRestartDefault)
 	c.PauseFor = cmp.Or(c.PauseFor, c.Lease*5/2+2*c.RescueInterval)
 	c.DBDownFor = cmp.Or(c.DBDownFor, DBDownDefault)
+	c.ReadOnlyFor = cmp.Or(c.ReadOnlyFor, c.Lease/3)
 	c.PartitionFor = cmp.Or(c.PartitionFor, 2*c.Lease)
 	c.Latency = cmp.Or(c.Latency, LatencyDefault)
 	c.LatencyFor = cmp.Or(c.LatencyFor, 3*c.Lease)
@@ -236,8 +251,10 @@ func (c Config) WithDefaults() Config {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
-	if c.Topology == TopologySingle && (slices.Contains(c.Faults, FaultDBRestart) || strings.Contains(c.Schedule, FaultDBRestart)) {
-		c.OwnDB = true
+	for _, k := range []string{FaultDBRestart, FaultReadOnly} {
+		if c.Topology == TopologySingle && (slices.Contains(c.Faults, k) || strings.Contains(c.Schedule, k)) {
+			c.OwnDB = true
+		}
 	}
 	return c
 }
@@ -305,8 +322,8 @@ func (c Config) Validate() error {
 		if want, ok := topologyFaults[k]; ok && c.Topology != want {
 			errs = append(errs, fmt.Errorf("faults: %s needs --topology %s, got %s", k, want, c.Topology))
 		}
-		if k == FaultDBRestart && c.Topology != TopologySingle {
-			errs = append(errs, fmt.Errorf("faults: db-restart needs the single topology; %s has node faults", c.Topology))
+		if ownDBFault(k) && c.Topology != TopologySingle {
+			errs = append(errs, fmt.Errorf("faults: %s needs the single topology; %s has node faults", k, c.Topology))
 		}
 	}
 	if c.Topology == TopologyGalera3 && c.Replicas != 3 {

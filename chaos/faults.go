@@ -102,6 +102,22 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		f.End = in.toDB(time.Now())
 		return f
 	}
+	if pf.Kind == FaultReadOnly {
+		f.Detail = fmt.Sprintf("SET GLOBAL read_only=1 for %s", cfg.ReadOnlyFor)
+		if in.cl.local == nil {
+			return fail(fmt.Errorf("fault %s needs the run's own database", pf.Kind))
+		}
+		f.Start = in.toDB(time.Now())
+		if _, err := in.db.ExecContext(ctx, "SET GLOBAL read_only = 1"); err != nil {
+			return fail(fmt.Errorf("set read_only: %w", err))
+		}
+		sleepCtx(ctx, cfg.ReadOnlyFor)
+		if _, err := in.db.ExecContext(context.WithoutCancel(ctx), "SET GLOBAL read_only = 0"); err != nil {
+			return fail(fmt.Errorf("clear read_only: %w", err))
+		}
+		f.End = in.toDB(time.Now())
+		return f
+	}
 	if pf.Target < 0 {
 		f.Target = "" // the database
 		if in.cl.topo == nil || !in.cl.topo.inject(ctx, in, pf, &f) {

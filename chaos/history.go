@@ -143,9 +143,10 @@ func WriteHistory(path string, h *checker.History) error {
 }
 
 // SlowRenewals reads the replicas' logs (*.log in logDir, JSON lines) for
-// lease renewals that timed out waiting for the database ("lease renewal
-// failed" with "context deadline exceeded"), with times converted by toDB
-// to the database clock.
+// lease renewals the database did not answer in time: one that timed out
+// ("lease renewal failed" with "context deadline exceeded"), or none that
+// completed before the lease guard gave a run up ("no lease renewal
+// succeeded in time"). Times are converted by toDB to the database clock.
 func SlowRenewals(logDir string, toDB func(time.Time) time.Time) ([]checker.SlowRenewal, error) {
 	files, err := filepath.Glob(filepath.Join(logDir, "*.log"))
 	if err != nil {
@@ -158,7 +159,8 @@ func SlowRenewals(logDir string, toDB func(time.Time) time.Time) ([]checker.Slow
 			return nil, err
 		}
 		for _, line := range bytes.Split(b, []byte("\n")) {
-			if !bytes.Contains(line, []byte(`"lease renewal failed"`)) || !bytes.Contains(line, []byte("context deadline exceeded")) {
+			timedOut := bytes.Contains(line, []byte(`"lease renewal failed"`)) && bytes.Contains(line, []byte("context deadline exceeded"))
+			if !timedOut && !bytes.Contains(line, []byte(`"no lease renewal succeeded in time;`)) {
 				continue
 			}
 			var e struct {

@@ -19,9 +19,11 @@ import (
 	"github.com/jobq/jobq/dbprovider"
 )
 
-// serverUser is the system user the topology servers run as. Galera's rsync
-// state transfer runs an rsync daemon as the server's user and refuses to do
-// it as root, so a root harness starts them as Debian's `mysql` user.
+// serverUser is the system user the topology servers run as when the
+// harness is root: Debian's `mysql`, the user its packaging and Galera's
+// rsync state-transfer script (which starts an rsync daemon as the server's
+// user) are made for. Note that the change of user clears the parent-death
+// signal, so the harness stops these servers itself.
 const serverUser = "mysql"
 
 // topoServer is one mariadbd of a multi-server topology (galera3,

@@ -176,6 +176,8 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	row("unexplained rescues (no fault on the replica or database)", c.UnexplainedRescues, "0")
 	row("jobs without exactly one execution row per started attempt", c.MissingExecutions, "0")
 	row("job status contradicts its last execution", c.StatusVsLastExecution, "0")
+	row("re-run after an attempt finished its work (no fault explains it)", c.RerunAfterSuccess, "0")
+	row("FAILED after an attempt finished its work (no fault explains it)", c.FailedAfterSuccess, "0")
 	if c.RescuesAfterSlowRenewal > 0 {
 		row("rescues after a renewal the database did not answer in time (machine load)", c.RescuesAfterSlowRenewal, "")
 	}
@@ -342,7 +344,7 @@ func faultColor(kind string) color.Color {
 		return color.NRGBA{R: 230, G: 60, B: 60, A: 60}
 	case FaultPause:
 		return color.NRGBA{R: 240, G: 170, B: 30, A: 70}
-	case FaultDBRestart:
+	case FaultDBRestart, FaultReadOnly:
 		return color.NRGBA{R: 120, G: 60, B: 200, A: 60}
 	case FaultPartition, FaultLatency, FaultReset:
 		return color.NRGBA{R: 30, G: 160, B: 160, A: 60}

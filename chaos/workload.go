@@ -109,7 +109,9 @@ func (cl *cluster) submit(ctx context.Context, hc *http.Client, i int, req apity
 			err = e
 			var ae *client.APIError
 			if errors.As(e, &ae) && ae.Status < 500 {
-				s.Err = e.Error() // a 4xx will not change on another replica
+				// A 4xx will not change on another replica; Replica names
+				// the one that refused.
+				s.Err, s.Replica = e.Error(), n.name
 				return s
 			}
 		} else {

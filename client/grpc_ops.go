@@ -95,7 +95,7 @@ func (c *GRPCClient) DeletePeriodic(ctx context.Context, name string) error {
 
 // RetryBulk re-queues every FAILED or CANCELED job (of one type, if set).
 func (c *GRPCClient) RetryBulk(ctx context.Context, req apitype.RetryBulkRequest) (apitype.RetryBulkResult, error) {
-	ctx, cancel := c.ctx(ctx)
+	ctx, cancel := c.bulkCtx(ctx)
 	defer cancel()
 	res, err := c.ops.RetryJobs(ctx, connect.NewRequest(&jobqv1.RetryJobsRequest{Status: req.Status, JobType: req.JobType}))
 	if err != nil {
@@ -106,7 +106,7 @@ func (c *GRPCClient) RetryBulk(ctx context.Context, req apitype.RetryBulkRequest
 
 // Purge deletes terminal jobs finished more than olderThan ("7d", "36h") ago.
 func (c *GRPCClient) Purge(ctx context.Context, olderThan string) (apitype.PurgeResult, error) {
-	ctx, cancel := c.ctx(ctx)
+	ctx, cancel := c.bulkCtx(ctx)
 	defer cancel()
 	res, err := c.ops.PurgeJobs(ctx, connect.NewRequest(&jobqv1.PurgeJobsRequest{OlderThan: olderThan}))
 	if err != nil {
@@ -172,4 +172,12 @@ func statsFromProto(m *jobqv1.GetStatsResponse) apitype.QueueStats {
 		st.ByTypeStatus = append(st.ByTypeStatus, apitype.TypeStatusCount{JobType: c.GetJobType(), Status: jobq.JobState(c.GetStatus()), Count: c.GetCount()})
 	}
 	return st
+}
+
+// bulkCtx bounds a bulk operation by BulkTimeout when c.Timeout is shorter.
+func (c *GRPCClient) bulkCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.Timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, max(c.Timeout, BulkTimeout))
 }

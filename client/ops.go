@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/jobq/jobq/apitype"
 )
@@ -56,14 +57,32 @@ func (c *Client) DeletePeriodic(ctx context.Context, name string) error {
 
 // RetryBulk re-queues every FAILED or CANCELED job (of one type, if set).
 func (c *Client) RetryBulk(ctx context.Context, req apitype.RetryBulkRequest) (res apitype.RetryBulkResult, err error) {
-	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/retry", req, &res)
+	_, err = c.bulk().do(ctx, http.MethodPost, "/v1/jobs/retry", req, &res)
 	return res, err
 }
 
 // Purge deletes terminal jobs finished more than olderThan ("7d", "36h") ago.
 func (c *Client) Purge(ctx context.Context, olderThan string) (res apitype.PurgeResult, err error) {
-	_, err = c.do(ctx, http.MethodPost, "/v1/jobs/purge", apitype.PurgeRequest{OlderThan: olderThan}, &res)
+	_, err = c.bulk().do(ctx, http.MethodPost, "/v1/jobs/purge", apitype.PurgeRequest{OlderThan: olderThan}, &res)
 	return res, err
+}
+
+// BulkTimeout bounds a bulk operation (purge, bulk retry) instead of the
+// client's per-request timeout: on a large table it takes longer than 30 s,
+// and a client that gives up leaves it half done (the server stops between
+// batches). The server gives these routes as long to answer.
+const BulkTimeout = 10 * time.Minute
+
+// bulk returns c with its HTTP timeout raised to BulkTimeout when shorter.
+func (c *Client) bulk() *Client {
+	if c.HTTP == nil || c.HTTP.Timeout == 0 || c.HTTP.Timeout >= BulkTimeout {
+		return c
+	}
+	hc := *c.HTTP
+	hc.Timeout = BulkTimeout
+	cc := *c
+	cc.HTTP = &hc
+	return &cc
 }
 
 // Stats returns the queue snapshot; window "" means 1m.

@@ -360,14 +360,43 @@ func Run(ctx context.Context, opts Options) (runErr error) {
 		return errors.New("demo failed: the kill never happened (no replica held a running job)")
 	}
 	if opts.Console {
-		return holdForConsole(ctx, opts.Out, run, replicas)
+		rescued, err := RescuedExample(ctx, st.DB())
+		if err != nil {
+			return err
+		}
+		return holdForConsole(ctx, opts.Out, run, replicas, rescued)
 	}
 	return nil
 }
 
+// Rescued is one job whose run was cut by a dead replica: attempt Attempt
+// on Killed ended LEASE_EXPIRED, and a later attempt on Survivor succeeded.
+type Rescued struct {
+	JobID    uint64
+	Attempt  int
+	Killed   string
+	Survivor string
+}
+
+// RescuedExample finds the lowest-id job with a LEASE_EXPIRED attempt
+// followed by a SUCCESS one, for the console's showcase; nil when none.
+func RescuedExample(ctx context.Context, db *sql.DB) (*Rescued, error) {
+	var r Rescued
+	err := db.QueryRowContext(ctx, `SELECT e.job_id, e.attempt, e.owner, s.owner
+		FROM job_execution e JOIN job_execution s ON s.job_id = e.job_id AND s.attempt > e.attempt AND s.outcome = 'SUCCESS'
+		WHERE e.outcome = 'LEASE_EXPIRED' ORDER BY e.job_id LIMIT 1`).Scan(&r.JobID, &r.Attempt, &r.Killed, &r.Survivor)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // holdForConsole submits the console showcase jobs to a live replica, waits
 // until they are final, prints where to look, and waits for ctx to end.
-func holdForConsole(ctx context.Context, out io.Writer, run string, replicas []*Replica) error {
+func holdForConsole(ctx context.Context, out io.Writer, run string, replicas []*Replica, rescued *Rescued) error {
 	var live *Replica
 	for _, r := range replicas {
 		if r.Alive() {
@@ -407,6 +436,10 @@ func holdForConsole(ctx context.Context, out io.Writer, run string, replicas []*
 	fmt.Fprintf(out, "\nconsole: %s (loopback, no authentication)\n", base)
 	fmt.Fprintf(out, "  job %d failed twice and succeeded on its third attempt: %sjobs/%d\n", ids[0], base, ids[0])
 	fmt.Fprintf(out, "  job %d ended FAILED (press Retry on its page):    %sjobs/%d\n", ids[1], base, ids[1])
+	if rescued != nil {
+		fmt.Fprintf(out, "  job %d was running on %s when it was SIGKILLed (attempt %d LEASE_EXPIRED), then succeeded on %s: %sjobs/%d\n",
+			rescued.JobID, rescued.Killed, rescued.Attempt, rescued.Survivor, base, rescued.JobID)
+	}
 	fmt.Fprintf(out, "the replicas keep running until Ctrl-C\n")
 	<-ctx.Done()
 	return nil

@@ -190,7 +190,7 @@ func (a *api) withID(w http.ResponseWriter, r *http.Request, fn func(id uint64) 
 	}
 	out, err := fn(id)
 	if errors.Is(err, service.ErrNotFound) {
-		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Message: "job " + itoa(int64(id)) + " not found"}})
+		writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found", Message: "job " + strconv.FormatUint(id, 10) + " not found"}})
 		return
 	}
 	if err != nil {

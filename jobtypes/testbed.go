@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
 )
 
 // The testbed's job types. They are not part of the product: a replica
@@ -111,12 +112,37 @@ func (h EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
 	// The marker records a fact — the work is done — so a cancellation
 	// arriving now does not stop its write (nor the success it reports,
 	// which the fenced completion judges as before).
+	ended := time.Now()
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endMarkerTimeout)
 	defer cancel()
-	if err := effectInsert(ectx, h.DB, job.Fence(), "end", job.Owner); err != nil {
+	err = effectInsert(ectx, h.DB, job.Fence(), "end", job.Owner)
+	if err != nil && store.IsRetryable(err) {
+		// The database refuses writes (read-only, a node not ready) or lost
+		// the connection: the work is done all the same and the handler
+		// succeeds — the scheduler retries its outcome write. The marker
+		// follows as soon as a write is accepted, back-dated to when the
+		// work ended.
+		go h.writeEndMarkerLate(job, ended)
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("effect end: %w", err)
 	}
 	return nil
+}
+
+// writeEndMarkerLate retries the "end" row of job's run with capped backoff
+// for up to endMarkerTimeout, created_at back-dated to ended on the
+// database clock (NOW(6) minus the time since).
+func (h EffectHandler) writeEndMarkerLate(job *scheduler.Job, ended time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), endMarkerTimeout)
+	defer cancel()
+	f := job.Fence()
+	_ = store.RetryPolicy{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}.Do(ctx, "effect.end", func() error {
+		_, err := h.DB.ExecContext(ctx, "INSERT INTO job_effect (job_id, attempt, kind, owner, created_at) VALUES (?, ?, 'end', ?, NOW(6) - INTERVAL ? MICROSECOND)",
+			f.ID, f.Attempt, job.Owner, time.Since(ended).Microseconds())
+		return err
+	})
 }
 
 // ValidateParams implements scheduler.ParamsValidator.

@@ -168,7 +168,7 @@ func New(opts Options) *Metrics {
 		`Database errors on scheduler paths, retried or not, by operation and MySQL error number ("1213", "1205", …; "conn" for errors without a number such as a lost connection, "timeout" for a deadline).`,
 		"op", "errno")
 	m.dbTransient = f.counterVec("jobq_db_transient_errors_total",
-		`Transient database errors on scheduler paths (each one is retried), by operation and cause: "deadlock" (1213, also a Galera certification conflict at commit), "lock_wait_timeout", "query_killed", "read_only", "wsrep_not_ready", "shutdown", "connection_lost", "replication_refused".`,
+		`Transient database errors on scheduler paths (each one is retried), by operation and cause: "deadlock" (1213, also a Galera certification conflict at commit), "lock_wait_timeout", "query_killed", "read_only", "wsrep_not_ready", "shutdown", "connection_lost", "replication_refused", "too_many_connections" (1040, 1203, 1226: no connection to be had)`,
 		"op", "cause")
 	m.httpRequests = f.counterVec("jobq_http_requests_total", "API requests answered, by method and status code.", "method", "code")
 	m.httpDuration = f.histogramVec("jobq_http_request_duration_seconds", "API request latency.", HTTPBuckets, "method")

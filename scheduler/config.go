@@ -300,8 +300,15 @@ func (c Config) Validate() error {
 	if c.CompleteLinger > time.Second {
 		errs = append(errs, fmt.Errorf("complete linger: must be at most 1s (negative disables), got %s", c.CompleteLinger))
 	}
-	if c.RescueInterval <= 0 {
-		errs = append(errs, fmt.Errorf("rescue interval: must be positive, got %s", c.RescueInterval))
+	if c.RescueInterval < time.Millisecond {
+		// A 1ns interval was accepted and ran the rescue query back to back.
+		errs = append(errs, fmt.Errorf("rescue interval: must be at least 1ms, got %s", c.RescueInterval))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shutdown timeout: must not be negative, got %s", c.ShutdownTimeout))
+	}
+	if c.RetryBackoffBase < 0 {
+		errs = append(errs, fmt.Errorf("retry backoff: must not be negative, got %s", c.RetryBackoffBase))
 	}
 	if c.PromoteInterval < time.Millisecond {
 		errs = append(errs, fmt.Errorf("promote interval: must be at least 1ms, got %s", c.PromoteInterval))

@@ -119,6 +119,11 @@ func (h *heartbeat) beat(ctx context.Context) int {
 		st, ok := byID[r.job.ID]
 		holds := ok && st.Status == jobq.StateRunning && st.Owner == p.Owner && st.Attempt == r.job.Attempt
 		switch {
+		case !holds && p.Runs.isFinished(r):
+			// Its handler returned and its outcome is being written: the
+			// write just committed (a race with this read), or it will be
+			// refused as stale. Nothing to cancel, and no lease was lost
+			// while it worked; stop renewing it.
 		case !holds:
 			h.lose(r)
 		case st.CancelRequested:

@@ -61,6 +61,16 @@ type Ops struct {
 	knownType func(string) bool
 	changed   func()
 	retry     store.RetryPolicy
+	// validateParams, if set, checks a schedule's params for its job type,
+	// as a submit's are (Service.SetParamsValidator).
+	validateParams func(jobType string, params json.RawMessage) (field, rule string)
+}
+
+// SetParamsValidator makes schedules check their params with f (the same
+// check a submit of that job type gets): a schedule whose every run would
+// be refused at submit is refused when it is put, naming the field.
+func (o *Ops) SetParamsValidator(f func(jobType string, params json.RawMessage) (field, rule string)) {
+	o.validateParams = f
 }
 
 // NewOps returns the operations service. knownType (may be nil) reports
@@ -217,6 +227,11 @@ func (o *Ops) ValidatePeriodic(req apitype.PeriodicRequest, source string) (jobq
 		return spec, err
 	}
 	spec.Params = params
+	if o.validateParams != nil {
+		if field, rule := o.validateParams(req.JobType, json.RawMessage(params)); field != "" {
+			return spec, invalid(field, "%s", rule)
+		}
+	}
 	if req.Priority != nil {
 		if *req.Priority < MinPriority || *req.Priority > MaxPriority {
 			return spec, invalid("priority", "must be an integer in [%d, %d], got %d", MinPriority, MaxPriority, *req.Priority)

@@ -95,10 +95,26 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 // (binlog_format=STATEMENT: error 1665) gets its claims at the session's
 // level from then on.
 func (s *Store) claimTx(ctx context.Context, readCommitted bool, fn func(tx *sql.Tx) error) error {
-	if readCommitted && !s.claimDefaultIso.Load() {
+	if readCommitted {
+		return s.readCommittedTx(ctx, fn)
+	}
+	return s.WithTx(ctx, fn)
+}
+
+// readCommittedTx runs fn in a READ COMMITTED transaction: its locking
+// statements lock only the rows they touch (no gap locks), and an INSERT …
+// SELECT reads its source rows without locking them. Outcome writes and
+// rescues use it — every one of their statements is fenced on the row it
+// writes, by primary key, so the level does not change what they write — so
+// that over a slow link the locks they hold between round trips never
+// cover a gap where a peer's renewal, claim or completion inserts an index
+// entry. A server that refuses READ COMMITTED writes (binlog_format=STATEMENT:
+// error 1665) gets the session's level from then on.
+func (s *Store) readCommittedTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if !s.claimDefaultIso.Load() {
 		err := s.withTxOptions(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, fn)
 		if ErrorNumber(err) != ErrNumBinlogStmtMode {
-			return err
+			return wrapUnavailable(err)
 		}
 		s.claimDefaultIso.Store(true)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
@@ -26,11 +27,20 @@ import (
 // written row by row, which tells stale runs apart exactly.
 func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
 	applied = make([]bool, len(cs))
-	err = s.WithTx(ctx, func(tx *sql.Tx) error {
+	// Over a slow link (the last completion took SlowTx or more) the
+	// transaction runs at READ COMMITTED, so the locks it holds between
+	// round trips cover no gap where peers insert (readCommittedTx).
+	txFunc := s.WithTx
+	if s.slowCompletion.Load() {
+		txFunc = s.readCommittedTx
+	}
+	began := time.Now()
+	defer func() { s.slowCompletion.Store(time.Since(began) >= SlowTx) }()
+	err = txFunc(ctx, func(tx *sql.Tx) error {
 		return s.completeBatched(ctx, s.q.WithTx(tx), cs, applied)
 	})
 	if errors.Is(err, errStaleInBatch) {
-		err = s.WithTx(ctx, func(tx *sql.Tx) error {
+		err = txFunc(ctx, func(tx *sql.Tx) error {
 			q := s.q.WithTx(tx)
 			for i, c := range cs {
 				ok, err := s.completeOne(ctx, q, c)
@@ -47,6 +57,11 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 	}
 	return applied, nil
 }
+
+// SlowTx is how long a completion transaction may take before the next ones
+// run at READ COMMITTED: 300 ms, several round trips of a slow link (a local
+// one takes milliseconds).
+const SlowTx = 300 * time.Millisecond
 
 // errStaleInBatch rolls back a batched completion that met a stale run.
 var errStaleInBatch = errors.New("stale run in batch: completing row by row")
@@ -300,7 +315,7 @@ func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]jobq.Fenc
 // completed, renewed or was rescued meanwhile; nothing was written.
 func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error) {
 	var ok bool
-	err := s.WithTx(ctx, func(tx *sql.Tx) error {
+	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		n, err := q.ExecutionRecordRescue(ctx, jobqdb.ExecutionRecordRescueParams{ID: f.ID, Attempt: int32(f.Attempt)})
 		if err != nil || n == 0 {

@@ -21,23 +21,27 @@ var ErrSkipLockedUnsupported = errors.New("jobq: server does not support SKIP LO
 
 // MySQL and MariaDB error numbers jobq branches on.
 const (
-	ErrNumDeadlock         = 1213 // ER_LOCK_DEADLOCK (also a Galera certification conflict at commit)
-	ErrNumLockWaitTimeout  = 1205 // ER_LOCK_WAIT_TIMEOUT
-	ErrNumDupEntry         = 1062 // ER_DUP_ENTRY
-	ErrNumUnknownCommand   = 1047 // ER_UNKNOWN_COM_ERROR: "WSREP has not yet prepared node for application use"
-	ErrNumShutdown         = 1053 // ER_SERVER_SHUTDOWN
-	ErrNumNetReadTimeout   = 1159 // ER_NET_READ_INTERRUPTED
-	ErrNumNetWriteTimeout  = 1161 // ER_NET_WRITE_INTERRUPTED
-	ErrNumReadOnly         = 1290 // ER_OPTION_PREVENTS_STATEMENT (--read-only, --super-read-only)
-	ErrNumQueryKilled      = 1317 // ER_QUERY_INTERRUPTED (KILL QUERY, as failover tools and proxies send)
-	ErrNumReadOnlyTx       = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
-	ErrNumInnoDBReadOnly   = 1836 // ER_READ_ONLY_MODE (innodb_read_only)
-	ErrNumConnKilled       = 1927 // ER_CONNECTION_KILLED (MariaDB)
-	ErrNumServerGone       = 2006 // CR_SERVER_GONE_ERROR
-	ErrNumServerLost       = 2013 // CR_SERVER_LOST
-	ErrNumReplHookBefore   = 3100 // ER_RUN_HOOK_ERROR / replication hook refused the commit (Group Replication)
-	ErrNumReplHookRollback = 3101 // ER_TRANSACTION_ROLLBACK_DURING_COMMIT (Group Replication conflict)
-	ErrNumBinlogStmtMode   = 1665 // ER_BINLOG_STMT_MODE_AND_ROW_ENGINE (READ COMMITTED write with binlog_format=STATEMENT)
+	ErrNumDeadlock          = 1213 // ER_LOCK_DEADLOCK (also a Galera certification conflict at commit)
+	ErrNumLockWaitTimeout   = 1205 // ER_LOCK_WAIT_TIMEOUT
+	ErrNumDupEntry          = 1062 // ER_DUP_ENTRY
+	ErrNumUnknownCommand    = 1047 // ER_UNKNOWN_COM_ERROR: "WSREP has not yet prepared node for application use"
+	ErrNumShutdown          = 1053 // ER_SERVER_SHUTDOWN
+	ErrNumNetReadTimeout    = 1159 // ER_NET_READ_INTERRUPTED
+	ErrNumNetWriteTimeout   = 1161 // ER_NET_WRITE_INTERRUPTED
+	ErrNumReadOnly          = 1290 // ER_OPTION_PREVENTS_STATEMENT (--read-only, --super-read-only)
+	ErrNumQueryKilled       = 1317 // ER_QUERY_INTERRUPTED (KILL QUERY, as failover tools and proxies send)
+	ErrNumReadOnlyTx        = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+	ErrNumInnoDBReadOnly    = 1836 // ER_READ_ONLY_MODE (innodb_read_only)
+	ErrNumConnKilled        = 1927 // ER_CONNECTION_KILLED (MariaDB)
+	ErrNumServerGone        = 2006 // CR_SERVER_GONE_ERROR
+	ErrNumServerLost        = 2013 // CR_SERVER_LOST
+	ErrNumReplHookBefore    = 3100 // ER_RUN_HOOK_ERROR / replication hook refused the commit (Group Replication)
+	ErrNumReplHookRollback  = 3101 // ER_TRANSACTION_ROLLBACK_DURING_COMMIT (Group Replication conflict)
+	ErrNumBinlogStmtMode    = 1665 // ER_BINLOG_STMT_MODE_AND_ROW_ENGINE (READ COMMITTED write with binlog_format=STATEMENT)
+	ErrNumTooManyConns      = 1040 // ER_CON_COUNT_ERROR (max_connections reached)
+	ErrNumErrorDuringCommit = 1180 // ER_ERROR_DURING_COMMIT (Galera: the node left the primary component while committing)
+	ErrNumTooManyUserConns  = 1203 // ER_TOO_MANY_USER_CONNECTIONS (max_user_connections, MySQL)
+	ErrNumUserLimit         = 1226 // ER_USER_LIMIT_REACHED (MariaDB's max_user_connections; per-hour user limits)
 )
 
 // Kind is how jobq treats a database error.
@@ -55,9 +59,11 @@ const (
 	KindConflict
 	// KindUnavailable errors mean the server cannot serve writes now but may
 	// soon: read-only (1290, 1836, 1792), a Galera node not ready (1047) or
+	// out of the primary component mid-commit (1180), or
 	// shutting down (1053), a connection killed or lost (1927, 2006, 2013,
 	// 1159, 1161, driver.ErrBadConn, mysql.ErrInvalidConn, network errors), a
-	// replication hook refusing the commit (3100, 3101). The store returns
+	// replication hook refusing the commit (3100, 3101), no connection to be
+	// had (1040 max_connections, 1203/1226 the user's connection limits). The store returns
 	// them wrapped so that errors.Is(err, jobq.ErrUnavailable) holds; the API
 	// answers 503 unavailable / gRPC Unavailable.
 	KindUnavailable
@@ -96,7 +102,8 @@ func Classify(err error) Kind {
 			return KindConflict
 		case ErrNumReadOnly, ErrNumInnoDBReadOnly, ErrNumReadOnlyTx, ErrNumUnknownCommand, ErrNumShutdown,
 			ErrNumConnKilled, ErrNumServerGone, ErrNumServerLost, ErrNumNetReadTimeout, ErrNumNetWriteTimeout,
-			ErrNumReplHookBefore, ErrNumReplHookRollback:
+			ErrNumReplHookBefore, ErrNumReplHookRollback, ErrNumTooManyConns, ErrNumTooManyUserConns, ErrNumUserLimit,
+			ErrNumErrorDuringCommit:
 			return KindUnavailable
 		}
 		return KindPermanent
@@ -128,7 +135,8 @@ func IsRetryable(err error) bool {
 // Cause names a transient error's cause for logs and the
 // jobq_db_retries_total metric: "deadlock", "lock_wait_timeout",
 // "read_only", "wsrep_not_ready", "shutdown", "connection_lost",
-// "replication_refused", "query_killed"; "" for other errors.
+// "replication_refused", "query_killed", "too_many_connections"; "" for
+// other errors.
 func Cause(err error) string {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
@@ -141,12 +149,14 @@ func Cause(err error) string {
 			return "query_killed"
 		case ErrNumReadOnly, ErrNumInnoDBReadOnly, ErrNumReadOnlyTx:
 			return "read_only"
-		case ErrNumUnknownCommand:
+		case ErrNumUnknownCommand, ErrNumErrorDuringCommit:
 			return "wsrep_not_ready"
 		case ErrNumShutdown:
 			return "shutdown"
 		case ErrNumReplHookBefore, ErrNumReplHookRollback:
 			return "replication_refused"
+		case ErrNumTooManyConns, ErrNumTooManyUserConns, ErrNumUserLimit:
+			return "too_many_connections"
 		case ErrNumConnKilled, ErrNumServerGone, ErrNumServerLost, ErrNumNetReadTimeout, ErrNumNetWriteTimeout:
 			return "connection_lost"
 		}

@@ -63,6 +63,9 @@ func (s *Store) Ready(ctx context.Context) error {
 		return err
 	}
 	if err := s.SchemaCheck(ctx); err != nil {
+		if Cause(err) == "wsrep_not_ready" { // wsrep_reject_queries, a node that is not ready
+			return &NotReadyError{Check: "wsrep_ready", Detail: "wsrep not ready: " + err.Error(), Err: err}
+		}
 		return &NotReadyError{Check: "schema", Detail: err.Error(), Err: err}
 	}
 	return nil

@@ -29,9 +29,12 @@ import (
 type Store struct {
 	db *sql.DB
 	q  *jobqdb.Queries
-	// claimDefaultIso is set once the server refused a READ COMMITTED claim
-	// (see claimTx).
+	// claimDefaultIso is set once the server refused a READ COMMITTED
+	// write (see readCommittedTx).
 	claimDefaultIso atomic.Bool
+	// slowCompletion is set while completions take SlowTx or more: the
+	// next ones run at READ COMMITTED (JobCompleteMany).
+	slowCompletion atomic.Bool
 	// Server is what DetectServer found at Open.
 	Server ServerInfo
 }

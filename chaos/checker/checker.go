@@ -51,7 +51,27 @@ const (
 	// last execution's outcome (see statusVsLastExecution for the mapping) —
 	// the audit trail says something the job row does not.
 	CheckStatusVsLastExecution = "status_vs_last_execution"
+	// CheckRerunAfterSuccess: an attempt finished its work successfully —
+	// its "end" effect exists and its execution did not end FAILED or
+	// CANCELED — and yet a later attempt of the job was claimed after that,
+	// while no fault that can cost a live run its lease (Fault.excuses) hit
+	// its replica or the database between the two claims. The finished
+	// run's outcome write was dropped: a read-only database or a lost
+	// connection that was not retried until the lease deadline.
+	CheckRerunAfterSuccess = "rerun_after_success"
+	// CheckFailedAfterSuccess: a job ended FAILED although one of its
+	// attempts finished its work successfully (as above) before the job
+	// ended, with no excusing fault between that attempt's claim and the end.
+	CheckFailedAfterSuccess = "failed_after_success"
 )
+
+// ReadOnlyExcuse is how long a read-only fault must last, as a fraction
+// of the lease, before it may cost a run its lease and so excuse a rescue
+// or a re-run: 7·Lease/15 = Lease − Lease/3 (a run's last renewal may be a
+// heartbeat interval old) − Lease/5 (the guard's margin). Shorter refusals
+// are ridden out: outcome writes and renewals are retried until the lease
+// deadline minus the margin.
+func ReadOnlyExcuse(lease time.Duration) time.Duration { return lease * 7 / 15 }
 
 // PoisonType is the job type that kills its replica (jobtypes.Poison).
 const PoisonType = "poison"
@@ -141,6 +161,11 @@ type Counts struct {
 	// StatusVsLastExecution is terminal jobs whose last execution's outcome
 	// contradicts their status (see CheckStatusVsLastExecution).
 	StatusVsLastExecution int `json:"status_vs_last_execution"`
+	// RerunAfterSuccess is jobs re-run after an attempt finished its work
+	// successfully, FailedAfterSuccess jobs that ended FAILED although one
+	// did, with no excusing fault (see CheckRerunAfterSuccess).
+	RerunAfterSuccess  int `json:"rerun_after_success"`
+	FailedAfterSuccess int `json:"failed_after_success"`
 	// RescuesAfterSlowRenewal is LEASE_EXPIRED executions no injected fault
 	// explains but whose replica logged a renewal the database did not
 	// answer in time while the run held the job (a loaded machine, not a
@@ -256,7 +281,7 @@ func Check(h History) *Result {
 	}
 
 	var lost, missing, stuck, txDup, overlap, stale, phantom, poison []string
-	var early, afterLoss, unexplained, noExecRow, disagree []string
+	var early, afterLoss, unexplained, noExecRow, disagree, rerun, failedAfter []string
 	submitted := map[string]bool{}
 	for _, s := range h.Submits {
 		submitted[s.Key] = true
@@ -362,6 +387,12 @@ func Check(h History) *Result {
 		if d := statusVsLastExecution(j, ex); d != "" {
 			disagree = append(disagree, d)
 		}
+		if s := rerunAfterSuccess(h, j, ex, effects[id]); s != "" {
+			rerun = append(rerun, s)
+		}
+		if s := failedAfterSuccess(h, j, ex, effects[id]); s != "" {
+			failedAfter = append(failedAfter, s)
+		}
 		early = append(early, claimedEarly(id, ex)...)
 		afterLoss = append(afterLoss, workAfterLoss(h, id, ex, effects[id])...)
 		// Non-transactional duplicates.
@@ -412,6 +443,7 @@ func Check(h History) *Result {
 	c.ClaimedBeforeDue, c.WorkAfterLeaseLost, c.UnexplainedRescues = len(early), len(afterLoss), len(unexplained)
 	c.MissingExecutions = len(noExecRow)
 	c.StatusVsLastExecution = len(disagree)
+	c.RerunAfterSuccess, c.FailedAfterSuccess = len(rerun), len(failedAfter)
 	for _, v := range []struct {
 		check string
 		ex    []string
@@ -420,7 +452,7 @@ func Check(h History) *Result {
 		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom}, {CheckPoison, poison},
 		{CheckClaimedEarly, early}, {CheckWorkAfterLoss, afterLoss}, {CheckUnexplainedRescue, unexplained},
 		{CheckMissingExecution, noExecRow},
-		{CheckStatusVsLastExecution, disagree},
+		{CheckStatusVsLastExecution, disagree}, {CheckRerunAfterSuccess, rerun}, {CheckFailedAfterSuccess, failedAfter},
 	} {
 		if len(v.ex) > 0 {
 			r.Violations = append(r.Violations, Violation{Check: v.check, Count: len(v.ex), Examples: v.ex[:min(len(v.ex), maxExamples)]})
@@ -558,7 +590,7 @@ func unexplainedRescue(h History, e Execution) string {
 		return ""
 	}
 	for _, f := range h.Faults {
-		if f.Excuses() && f.hits(e.Owner) && !f.Start.After(*e.FinishedAt) && !f.End.Add(h.Lease).Before(e.StartedAt) {
+		if f.excuses(h.Lease) && f.hits(e.Owner) && !f.Start.After(*e.FinishedAt) && !f.End.Add(h.Lease).Before(e.StartedAt) {
 			return ""
 		}
 	}
@@ -723,4 +755,77 @@ func timeline(h History, bl *backlog) []Point {
 			return pts
 		}
 	}
+}
+
+// finishedWork returns the attempts of ex that finished their work
+// successfully: their "end" effect exists (its time by attempt) and their
+// execution did not end FAILED or CANCELED.
+func finishedWork(ex []Execution, effects []Effect) (attempts []Execution, endAt map[int]time.Time) {
+	endAt = map[int]time.Time{}
+	for _, e := range effects {
+		if e.Kind == EffectEnd {
+			endAt[e.Attempt] = e.CreatedAt
+		}
+	}
+	for _, x := range ex {
+		if _, ok := endAt[x.Attempt]; ok && x.Outcome != OutcomeFailed && x.Outcome != OutcomeCanceled {
+			attempts = append(attempts, x)
+		}
+	}
+	return attempts, endAt
+}
+
+// excusedBetween reports whether a fault that can cost a live run of owner
+// its lease overlapped [from, to] (or ended less than a lease before from),
+// or owner logged a renewal the database did not answer in time within
+// [from, to] (a loaded machine, as for rescues: slowRenewal).
+func excusedBetween(h History, owner string, from, to time.Time) bool {
+	for _, f := range h.Faults {
+		if f.excuses(h.Lease) && f.hits(owner) && !f.Start.After(to) && !f.End.Add(h.Lease).Before(from) {
+			return true
+		}
+	}
+	for _, r := range h.SlowRenewals {
+		if r.Owner == owner && !r.At.Before(from) && !r.At.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// rerunAfterSuccess describes job j's first re-run after an attempt that
+// finished its work successfully (CheckRerunAfterSuccess), or "".
+func rerunAfterSuccess(h History, j *Job, ex []Execution, effects []Effect) string {
+	done, endAt := finishedWork(ex, effects)
+	for _, a := range done {
+		for _, b := range ex {
+			if b.Attempt <= a.Attempt || b.StartedAt.Before(endAt[a.Attempt]) || excusedBetween(h, a.Owner, a.StartedAt, b.StartedAt) {
+				continue
+			}
+			return fmt.Sprintf("job %d: attempt %d (%s) finished its work at %s (execution %q), yet attempt %d (%s) was claimed at %s; no fault explains it",
+				j.ID, a.Attempt, a.Owner, endAt[a.Attempt].Format(time.RFC3339Nano), a.Outcome, b.Attempt, b.Owner, b.StartedAt.Format(time.RFC3339Nano))
+		}
+	}
+	return ""
+}
+
+// failedAfterSuccess describes job j when it ended FAILED after an attempt
+// finished its work successfully (CheckFailedAfterSuccess), or "".
+func failedAfterSuccess(h History, j *Job, ex []Execution, effects []Effect) string {
+	if j.Status != StatusFailed {
+		return ""
+	}
+	end := h.End
+	if j.FinishedAt != nil {
+		end = *j.FinishedAt
+	}
+	done, endAt := finishedWork(ex, effects)
+	for _, a := range done {
+		if endAt[a.Attempt].After(end) || excusedBetween(h, a.Owner, a.StartedAt, end) {
+			continue
+		}
+		return fmt.Sprintf("job %d: FAILED (%q) at %s although attempt %d (%s) finished its work at %s (execution %q); no fault explains it",
+			j.ID, j.LastError, end.Format(time.RFC3339Nano), a.Attempt, a.Owner, endAt[a.Attempt].Format(time.RFC3339Nano), a.Outcome)
+	}
+	return ""
 }

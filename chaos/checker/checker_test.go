@@ -85,6 +85,18 @@ func wantOnly(t *testing.T, r *Result, check string, count int) *Violation {
 	return v
 }
 
+// wantExactly checks that r's violations are exactly counts (check → count).
+func wantExactly(t *testing.T, r *Result, counts map[string]int) {
+	t.Helper()
+	got := map[string]int{}
+	for _, v := range r.Violations {
+		got[v.Check] = v.Count
+	}
+	if fmt.Sprint(got) != fmt.Sprint(counts) {
+		t.Fatalf("violations %v, want %v (%+v)", got, counts, r.Violations)
+	}
+}
+
 func TestCleanHistoryIsValid(t *testing.T) {
 	b := newBuilder()
 	for i := uint64(1); i <= 10; i++ {
@@ -455,22 +467,92 @@ func rescueHistory() *builder {
 
 // A rescue no fault explains — the replica was alive and connected (a
 // brief connection reset is no excuse: it must be retried) — is reported.
+// Its run had finished its work (end effect at 400), so the re-run that
+// followed is a rerun_after_success too.
 func TestUnexplainedRescueReported(t *testing.T) {
-	v := wantOnly(t, Check(rescueHistory().h), CheckUnexplainedRescue, 1)
+	r := Check(rescueHistory().h)
+	wantExactly(t, r, map[string]int{CheckUnexplainedRescue: 1, CheckRerunAfterSuccess: 1})
+	v := violation(r, CheckUnexplainedRescue)
 	if !strings.Contains(v.Examples[0], "job 1: attempt 1 (replica-1.1) claimed at") || !strings.Contains(v.Examples[0], "no fault on its replica or the database explains it") {
 		t.Fatalf("example = %q", v.Examples[0])
 	}
+	both := map[string]int{CheckUnexplainedRescue: 1, CheckRerunAfterSuccess: 1}
 	b := rescueHistory()
 	b.h.Faults = []Fault{{Kind: "reset", Target: "replica-1", Owner: "replica-1.1", Start: at(390), End: at(700)}}
-	wantOnly(t, Check(b.h), CheckUnexplainedRescue, 1)
+	wantExactly(t, Check(b.h), both)
 	// A fault on another replica, or one that ended more than a lease
 	// before the run was claimed, explains nothing.
 	b.h.Faults = []Fault{{Kind: "kill", Target: "replica-3", Owner: "replica-3.1", Start: at(390), End: at(700)}}
-	wantOnly(t, Check(b.h), CheckUnexplainedRescue, 1)
+	wantExactly(t, Check(b.h), both)
 	b.h.Executions[1].StartedAt = at(2800) // claimed 2.1 s after the fault below ended
 	b.h.Faults = []Fault{{Kind: "kill", Target: "replica-1", Owner: "replica-1.0", Start: at(0), End: at(700)}}
 	b.h.Executions[1].Owner = "replica-1.0"
-	wantOnly(t, Check(b.h), CheckUnexplainedRescue, 1)
+	wantExactly(t, Check(b.h), both)
+}
+
+// A read-only database (a demoted primary) shorter than ReadOnlyExcuse
+// (7·Lease/15, 933 ms for the 2 s lease) must cost no run: a run that
+// finished its work during it and was rescued and re-run is reported as
+// rerun_after_success (and its rescue as unexplained). A longer one may
+// cost leases and explains both. A re-run after an attempt that failed
+// (FAILED, a retry) is the normal retry.
+func TestRerunAfterSuccessReported(t *testing.T) {
+	short := Fault{Kind: "read-only", Start: at(300), End: at(1000), Detail: "read_only=1 for 700ms"}
+	b := rescueHistory()
+	b.h.Faults = []Fault{short}
+	r := Check(b.h)
+	wantExactly(t, r, map[string]int{CheckUnexplainedRescue: 1, CheckRerunAfterSuccess: 1})
+	if v := violation(r, CheckRerunAfterSuccess); !strings.Contains(v.Examples[0],
+		`job 1: attempt 1 (replica-1.1) finished its work at 2026-01-02T03:04:05.4Z (execution "LEASE_EXPIRED"), yet attempt 2 (replica-2.1) was claimed at 2026-01-02T03:04:08Z`) {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+	// A stale refusal instead of a rescue: the same re-run, no rescue to explain.
+	b = rescueHistory()
+	b.h.Faults = []Fault{short}
+	b.h.Executions[1].Outcome = OutcomeStale // job 1, attempt 1
+	wantOnly(t, Check(b.h), CheckRerunAfterSuccess, 1)
+	// Read-only for 1.5 s (≥ 933 ms): explained.
+	b = rescueHistory()
+	b.h.Faults = []Fault{{Kind: "read-only", Start: at(300), End: at(1800)}}
+	if r := Check(b.h); !r.Valid {
+		t.Fatalf("long read-only: violations = %+v", r.Violations)
+	}
+	// Attempt 1 failed (its handler returned an error after its work): a retry.
+	b = newBuilder()
+	b.job(1, 100, StatusSuccess, 2, 3300)
+	b.exec(1, 1, "replica-1.1", 110, 450, OutcomeFailed)
+	b.exec(1, 2, "replica-2.1", 3000, 3300, OutcomeSuccess)
+	b.effect(1, 1, EffectEnd, "replica-1.1", 400)
+	b.effect(1, 2, EffectEnd, "replica-2.1", 3290)
+	b.effect(1, 2, EffectTx, "replica-2.1", 3300)
+	if r := Check(b.h); !r.Valid {
+		t.Fatalf("retry after a failure: violations = %+v", r.Violations)
+	}
+}
+
+// A job whose only attempt finished its work but whose outcome was never
+// written ends FAILED "lease expired" when it has no retry left: reported
+// as failed_after_success unless a fault explains the lost lease.
+func TestFailedAfterSuccessReported(t *testing.T) {
+	build := func(faults ...Fault) History {
+		b := newBuilder()
+		j := b.job(1, 100, StatusFailed, 1, 2600)
+		j.MaxRetry, j.LastError = 0, "lease expired"
+		b.exec(1, 1, "replica-1.1", 110, 2600, OutcomeLeaseExpired)
+		b.effect(1, 1, EffectNonTx, "replica-1.1", 120)
+		b.effect(1, 1, EffectEnd, "replica-1.1", 400)
+		b.h.Faults = faults
+		return b.h
+	}
+	r := Check(build(Fault{Kind: "read-only", Start: at(300), End: at(1000)}))
+	wantExactly(t, r, map[string]int{CheckUnexplainedRescue: 1, CheckFailedAfterSuccess: 1})
+	if v := violation(r, CheckFailedAfterSuccess); v.Examples[0] !=
+		`job 1: FAILED ("lease expired") at 2026-01-02T03:04:07.6Z although attempt 1 (replica-1.1) finished its work at 2026-01-02T03:04:05.4Z (execution "LEASE_EXPIRED"); no fault explains it` {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+	if r := Check(build(Fault{Kind: "kill", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(1500)})); !r.Valid {
+		t.Fatalf("killed replica: violations = %+v", r.Violations)
+	}
 }
 
 // Every fault that can cost a live run its lease explains its rescue: on
@@ -621,7 +703,7 @@ func TestOverlappingLeasesIsStrict(t *testing.T) {
 // A rescue of a live replica whose lease renewal the database did not
 // answer in time (a loaded machine) is counted, not a violation; one
 // outside the run's claim-to-rescue window, or of another replica, excuses
-// nothing.
+// nothing (and the finished run's re-run is then a rerun_after_success too).
 func TestRescueAfterSlowRenewalIsExcused(t *testing.T) {
 	b := rescueHistory()
 	b.h.SlowRenewals = []SlowRenewal{{Owner: "replica-1.1", At: at(1500)}}
@@ -630,8 +712,8 @@ func TestRescueAfterSlowRenewalIsExcused(t *testing.T) {
 		t.Fatalf("valid %v, rescues after slow renewal %d, unexplained %d; want true, 1, 0 (%+v)",
 			r.Valid, r.Counts.RescuesAfterSlowRenewal, r.Counts.UnexplainedRescues, r.Violations)
 	}
-	for _, sr := range []SlowRenewal{{Owner: "replica-1.1", At: at(2700)}, {Owner: "replica-2.1", At: at(1500)}} {
+	for _, sr := range []SlowRenewal{{Owner: "replica-1.1", At: at(3100)}, {Owner: "replica-2.1", At: at(1500)}} {
 		b.h.SlowRenewals = []SlowRenewal{sr}
-		wantOnly(t, Check(b.h), CheckUnexplainedRescue, 1)
+		wantExactly(t, Check(b.h), map[string]int{CheckUnexplainedRescue: 1, CheckRerunAfterSuccess: 1})
 	}
 }

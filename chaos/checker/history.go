@@ -134,7 +134,7 @@ type SlowRenewal struct {
 
 // Fault is one injected fault, as the harness logged it.
 type Fault struct {
-	// Kind is kill, pause, term, db-restart, partition, latency, reset,
+	// Kind is kill, pause, term, db-restart, read-only, partition, latency, reset,
 	// clock-skew, node-kill, node-restart, node-isolate or failover — or crash, a replica that exited on its own (a poison
 	// job) and that the harness restarted.
 	Kind string `json:"kind"`
@@ -185,6 +185,12 @@ func (f Fault) ClusterWide() bool {
 // late). A reset is not an excuse: lost connections are retried on every
 // path, so a brief reset must cost no run.
 func (f Fault) Excuses() bool { return f.Interrupts() || f.Kind == "latency" }
+
+// excuses is Excuses, plus a read-only fault that lasted at least
+// ReadOnlyExcuse(lease): a shorter one must cost no run its lease.
+func (f Fault) excuses(lease time.Duration) bool {
+	return f.Excuses() || (f.Kind == "read-only" && f.End.Sub(f.Start) >= ReadOnlyExcuse(lease))
+}
 
 // hits reports whether the fault concerns runs of owner: faults on the
 // owner's replica incarnation, and database-wide faults (Target "").

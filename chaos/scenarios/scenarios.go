@@ -43,6 +43,8 @@ var All = []Scenario{
 	{"conn-reset", "reset (TCP RST) every connection one replica sends on for lease/5, six times: every query is retried, no run is lost to it", faults(6, chaos.FaultReset)},
 	{"future-jobs", "a fifth of the jobs due 0.5–3 s after their submit and a fifth flaky (each retry waits SCHEDULED for its backoff), one replica SIGKILLed twice: no attempt may start before it is due", futureJobs},
 	{"poison-job", "one job SIGKILLs every replica that claims it: it must end FAILED after max_retry+1 claims while the others flow", poison},
+	{"read-only", "SET GLOBAL read_only=1 on the database for lease/3, three times (a demoted primary; replicas have no SUPER): finished runs retry their outcome and end with it — never re-run, never FAILED after success", faults(3, chaos.FaultReadOnly)},
+	{"slow-link", "+400 ms per round trip (200 ms each way) on one replica's database link for the whole run, lease 6 s: the replicas with a direct link lose no lease (no statement of theirs waits on the slow replica's locks), no overlap", slowLink},
 	{"ci", "kill + pause + db-restart: the short CI scenario", faults(1, chaos.FaultKill, chaos.FaultPause, chaos.FaultDBRestart)},
 }
 
@@ -137,6 +139,22 @@ func casRace(cfg *chaos.Config) {
 	cfg.Runtime = "uniform:0ms-20ms"
 	cfg.Latency = 100 * time.Millisecond
 	cfg.LatencyFor = 4 * cmp.Or(cfg.Lease, chaos.LeaseDefault)
+}
+
+// slowLink slows one replica's database link by 400 ms per round trip (a replica
+// in another zone) for the whole run, with a 6 s lease and jobs of 2–6 s (more than two replicas' workers can run, so
+// the slow replica claims too, and runs need renewals):
+// its peers must not wait on locks its transactions hold between round
+// trips, so none of their runs loses its lease (a rescue of theirs would be
+// unexplained: the latency fault excuses only the slow replica's runs).
+func slowLink(cfg *chaos.Config) {
+	cfg.Lease = max(cfg.Lease, 6*time.Second)
+	cfg.Faults, cfg.Rounds = []string{chaos.FaultLatency}, 1
+	cfg.Schedule = "latency@0s:replica-1"
+	cfg.Latency = 200 * time.Millisecond // each way: +400 ms per round trip
+	cfg.LatencyFor = max(cfg.Duration, 10*time.Second)
+	cfg.Runtime = "uniform:2s-6s" // the queue backs up: the slow replica claims too, and runs need renewals
+	cfg.Workers = max(cfg.Workers, 100)
 }
 
 // futureJobs mixes due, future (SCHEDULED) and flaky jobs and kills a

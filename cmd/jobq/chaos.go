@@ -19,7 +19,7 @@ import (
 type ChaosCmd struct {
 	DSN      string        `help:"Server-level DSN to create the run's database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld. Runs with db-restart always start their own mariadbd (they kill it)." placeholder:"DSN"`
 	Scenario string        `help:"Scenario name, or 'standard' for every standard scenario in turn (overrides --faults/--schedule)." default:""`
-	Faults   []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, partition, latency, clock-skew, reset." sep:","`
+	Faults   []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset." sep:","`
 	Rounds   int           `help:"Repeat --faults this many times over --duration." default:"1"`
 	Schedule string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
 	Seed     uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
@@ -138,7 +138,7 @@ func Caught(rf *chaos.ResultFile) string {
 // Caught), then the figures reported alongside.
 func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\trerun after success\tfailed after success\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
 	for _, rf := range results {
 		r := rf.Result
 		c := r.Counts
@@ -150,9 +150,9 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		for _, f := range r.Faults {
 			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
 			c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
-			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.StaleCompletionsRefused,
+			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.RerunAfterSuccess, c.FailedAfterSuccess, c.StaleCompletionsRefused,
 			c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)
 	}
 	tw.Flush()

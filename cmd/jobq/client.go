@@ -46,7 +46,7 @@ type SubmitCmd struct {
 	ServerFlags
 	OutputFlags
 	Key       string  `help:"job_key: 1–64 characters, unique; resubmitting the same request returns the same job. Required without --file."`
-	Type      string  `help:"job_type: a registered type (built-in: noop, sleep, flaky, effect). Required without --file."`
+	Type      string  `help:"job_type: a registered type (built-in: noop, sleep, flaky; effect and poison only on replicas run with JOBQ_TESTBED=1). Required without --file."`
 	Params    string  `help:"params: a JSON object." default:"{}"`
 	Priority  *int    `help:"priority 0–1000, higher runs first (default 0)."`
 	MaxRetry  *int    `help:"max_retry 0–100 (default 3)."`

@@ -97,6 +97,9 @@ func usageError(err error) {
 	fmt.Fprintln(os.Stderr, "jobq: error:", err)
 	var pe *kong.ParseError
 	if errors.As(err, &pe) && pe.Context != nil {
+		for _, h := range envHints(err, pe.Context.Flags()) {
+			fmt.Fprintln(os.Stderr, "jobq: hint:", h)
+		}
 		if n := pe.Context.Selected(); n != nil {
 			fmt.Fprintf(os.Stderr, "usage: jobq %s\nRun 'jobq help %s' for every flag.\n", n.Summary(), n.Path())
 			os.Exit(2)
@@ -135,6 +138,9 @@ func main() {
 	err = kctx.Run(&Globals{Log: logger, Ctx: ctx}, parser)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jobq:", err)
+		if h := serverHint(err, kctx); h != "" {
+			fmt.Fprintln(os.Stderr, "jobq: hint:", h)
+		}
 		os.Exit(1)
 	}
 }

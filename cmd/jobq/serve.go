@@ -39,6 +39,7 @@ type ServeCmd struct {
 	CompleteLinger  time.Duration `help:"How long the completer waits for running handlers to join a completion batch (0 = default ${complete_linger}; negative disables; a lone job is never held)." default:"${complete_linger}" group:"Scheduler"`
 	Lease           time.Duration `help:"Lease length on the database clock." default:"${lease}" group:"Scheduler"`
 	RescueInterval  time.Duration `help:"How often expired leases are rescued." default:"${rescue_interval}" group:"Scheduler"`
+	PromoteInterval time.Duration `help:"Longest wait between two reads of the earliest SCHEDULED run_at; the promoter also wakes at that run_at and on a local submit or retry due sooner (0 = 5 × poll-interval)." default:"0s" group:"Scheduler"`
 	ShutdownTimeout time.Duration `help:"How long SIGTERM waits for in-flight handlers." default:"${shutdown_timeout}" group:"Scheduler"`
 	RetryBackoff    time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"${retry_backoff}" group:"Scheduler"`
 	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN" group:"API"`
@@ -56,7 +57,7 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 	cfg := scheduler.Config{
 		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit, RunQueue: c.RunQueue,
 		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.NoJitter, Lease: c.Lease,
-		RescueInterval: c.RescueInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
+		RescueInterval: c.RescueInterval, PromoteInterval: c.PromoteInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
 		DrainWait: c.DrainWait, CompleteLinger: c.CompleteLinger,
 	}
 	ops, err := c.OpsConfig()

@@ -367,7 +367,7 @@ func (q *Queries) JobClaimCASUnguarded(ctx context.Context, arg JobClaimCASUngua
 }
 
 const jobClaimMany = `-- name: JobClaimMany :execrows
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'RUNNING',
     attempt = attempt + 1,
     owner = ?,
@@ -1323,7 +1323,7 @@ func (q *Queries) JobRescueCandidates(ctx context.Context, limit int32) ([]JobRe
 }
 
 const jobRescueExpired = `-- name: JobRescueExpired :execrows
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = CASE WHEN cancel_requested = 1 THEN 'CANCELED'
                   WHEN retry_times < max_retry THEN 'WAITING'
                   ELSE 'FAILED' END,
@@ -1347,6 +1347,9 @@ type JobRescueExpiredParams struct {
 // was requested. retry_times is assigned last: the terms before it read its
 // old value. Conditioned on status, attempt and lease, so it
 // can never overwrite a run that completed or renewed meanwhile.
+// It touches the row by primary key only (FORCE INDEX: with few expired
+// leases the optimizer would range-scan idx_lease instead, and at
+// REPEATABLE READ lock its gaps, where peers' renewals and claims insert).
 func (q *Queries) JobRescueExpired(ctx context.Context, arg JobRescueExpiredParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobRescueExpired, arg.ID, arg.Attempt)
 	if err != nil {
@@ -1435,7 +1438,7 @@ func (q *Queries) JobScheduledNext(ctx context.Context) (JobScheduledNextRow, er
 }
 
 const leaseRenewMany = `-- name: LeaseRenewMany :execrows
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET lease_until = NOW(6) + INTERVAL ? MICROSECOND
 WHERE id IN (/*SLICE:ids*/?)
   AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0
@@ -1447,7 +1450,8 @@ type LeaseRenewManyParams struct {
 	Owner   sql.NullString
 }
 
-// The heartbeat: one statement renews every in-flight run of this owner. A
+// The heartbeat: one statement renews every in-flight run of this owner, by
+// primary key only (FORCE INDEX), so it never locks a gap of idx_lease. A
 // run whose job was rescued, re-claimed elsewhere or asked to cancel does not
 // match; the caller compares the row count with its in-flight runs and, when
 // fewer matched, reads JobFenceStates to fence by attempt exactly.

@@ -10,7 +10,7 @@
 -- told apart exactly as before.
 
 -- name: JobCompleteFencedMany :execrows
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
     lease_until = NULL,
     finished_at = NOW(6),
@@ -28,6 +28,6 @@ WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING'
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
        NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL
-FROM job_queue AS q
+FROM job_queue AS q FORCE INDEX (PRIMARY)
 WHERE q.id IN (sqlc.slice(ids))
   AND FIND_IN_SET(CONCAT(q.id, ':', q.attempt), CAST(sqlc.arg(fences) AS CHAR)) > 0;

@@ -104,7 +104,7 @@ FOR UPDATE SKIP LOCKED;
 -- after the locking read holds the rows: a locking read may return a row
 -- whose rescue committed after the read began, so its own NOW(6) can precede
 -- the previous holder's lease end and the rescue's finished_at.
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'RUNNING',
     attempt = attempt + 1,
     owner = sqlc.arg(owner),
@@ -158,11 +158,12 @@ FROM job_queue
 WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 
 -- name: LeaseRenewMany :execrows
--- The heartbeat: one statement renews every in-flight run of this owner. A
+-- The heartbeat: one statement renews every in-flight run of this owner, by
+-- primary key only (FORCE INDEX), so it never locks a gap of idx_lease. A
 -- run whose job was rescued, re-claimed elsewhere or asked to cancel does not
 -- match; the caller compares the row count with its in-flight runs and, when
 -- fewer matched, reads JobFenceStates to fence by attempt exactly.
-UPDATE job_queue
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND
 WHERE id IN (sqlc.slice(ids))
   AND status = 'RUNNING' AND owner = sqlc.arg(owner) AND cancel_requested = 0;
@@ -313,7 +314,10 @@ FOR UPDATE;
 -- was requested. retry_times is assigned last: the terms before it read its
 -- old value. Conditioned on status, attempt and lease, so it
 -- can never overwrite a run that completed or renewed meanwhile.
-UPDATE job_queue
+-- It touches the row by primary key only (FORCE INDEX: with few expired
+-- leases the optimizer would range-scan idx_lease instead, and at
+-- REPEATABLE READ lock its gaps, where peers' renewals and claims insert).
+UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = CASE WHEN cancel_requested = 1 THEN 'CANCELED'
                   WHEN retry_times < max_retry THEN 'WAITING'
                   ELSE 'FAILED' END,
