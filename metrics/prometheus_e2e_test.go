@@ -143,10 +143,17 @@ func TestPrometheusEndToEnd(t *testing.T) {
 			r3.Signal(syscall.SIGCONT)
 		}
 	}()
+	// What r3 holds once stopped: a run may have finished between the count
+	// above and the signal (on a loaded machine, several).
+	_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status='RUNNING' AND owner='r3'`).Scan(&held)
+	if held == 0 {
+		t.Fatal("r3 finished every run before it was stopped: the experiment did not happen")
+	}
 	waitFor(t, ctx, "r3's runs to be rescued", func() bool {
-		var n int
-		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_execution WHERE owner='r3' AND outcome='LEASE_EXPIRED'`).Scan(&n)
-		return n >= 5
+		var running, rescued int
+		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status='RUNNING' AND owner='r3'`).Scan(&running)
+		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_execution WHERE owner='r3' AND outcome='LEASE_EXPIRED'`).Scan(&rescued)
+		return running == 0 && rescued >= 1
 	})
 	time.Sleep(2 * time.Second) // two scrapes of the rescue
 	r3.Signal(syscall.SIGCONT)
