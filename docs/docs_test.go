@@ -31,6 +31,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -305,7 +306,17 @@ func runPage(t *testing.T, e env, page string, bs []block) {
 		"MYSQL_PWD="+e.server.Passwd,
 	)
 	cmd.WaitDelay = 10 * time.Second
+	// The script and everything it starts (background blocks run `jobq
+	// serve` inside a subshell, which the script's EXIT trap does not reach)
+	// share one process group, ended when the script is done.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		time.Sleep(200 * time.Millisecond)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	if err != nil {
 		logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 		var tails []string
