@@ -171,6 +171,12 @@ type Counts struct {
 	// answer in time while the run held the job (a loaded machine, not a
 	// dropped outcome): reported, not a violation.
 	RescuesAfterSlowRenewal int `json:"rescues_after_slow_renewal"`
+	// RescuesAfterStall is LEASE_EXPIRED executions no injected fault or
+	// slow renewal explains but whose replica incarnation logged a stall
+	// (its heartbeat was not run in time: a CPU-starved machine) that
+	// overlapped the run's claim-to-rescue window: reported, not a
+	// violation.
+	RescuesAfterStall int `json:"rescues_after_stall"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
 	// Executions is job_execution rows. Rescued of them had their lease
@@ -425,9 +431,12 @@ func Check(h History) *Result {
 			r.NonTx.InterruptedRuns++
 		}
 		if u := unexplainedRescue(h, e); u != "" {
-			if slowRenewal(h, e) {
+			switch {
+			case slowRenewal(h, e):
 				c.RescuesAfterSlowRenewal++
-			} else {
+			case stalled(h, e.Owner, e.StartedAt, *e.FinishedAt):
+				c.RescuesAfterStall++
+			default:
 				unexplained = append(unexplained, u)
 			}
 		}
@@ -609,6 +618,16 @@ func slowRenewal(h History, e Execution) bool {
 	return false
 }
 
+// stalled reports whether owner logged a stall that overlapped [from, to].
+func stalled(h History, owner string, from, to time.Time) bool {
+	for _, st := range h.Stalls {
+		if st.Owner == owner && !st.From.After(to) && !st.To.Before(from) {
+			return true
+		}
+	}
+	return false
+}
+
 func latencies(h History, jobs map[uint64]*Job, execs map[uint64][]Execution) (pickup, e2e Percentiles) {
 	hp := hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
 	he := hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
@@ -778,8 +797,12 @@ func finishedWork(ex []Execution, effects []Effect) (attempts []Execution, endAt
 // excusedBetween reports whether a fault that can cost a live run of owner
 // its lease overlapped [from, to] (or ended less than a lease before from),
 // or owner logged a renewal the database did not answer in time within
-// [from, to] (a loaded machine, as for rescues: slowRenewal).
+// [from, to], or a stall overlapping it (a loaded machine, as for rescues:
+// slowRenewal, stalled).
 func excusedBetween(h History, owner string, from, to time.Time) bool {
+	if stalled(h, owner, from, to) {
+		return true
+	}
 	for _, f := range h.Faults {
 		if f.excuses(h.Lease) && f.hits(owner) && !f.Start.After(to) && !f.End.Add(h.Lease).Before(from) {
 			return true
