@@ -149,7 +149,9 @@ func WriteHistory(path string, h *checker.History) error {
 //   - slow renewals: a lease renewal that timed out ("lease renewal
 //     failed" with "context deadline exceeded"), or none that completed
 //     before the lease guard gave a run up ("no lease renewal succeeded in
-//     time");
+//     time"), or an outcome write retried until its runs' lease deadline
+//     passed without the database committing it ("completion failed past
+//     the runs' lease deadline" — not "failed, not retried");
 //   - stalls: a heartbeat that began late ("heartbeat ran late", late_ms):
 //     the process was not run for late_ms before the line's time.
 func ReplicaLogEvidence(logDir string, toDB func(time.Time) time.Time) (slow []checker.SlowRenewal, stalls []checker.Stall, err error) {
@@ -164,7 +166,8 @@ func ReplicaLogEvidence(logDir string, toDB func(time.Time) time.Time) (slow []c
 		}
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			timedOut := bytes.Contains(line, []byte(`"lease renewal failed"`)) && bytes.Contains(line, []byte("context deadline exceeded"))
-			guard := bytes.Contains(line, []byte(`"no lease renewal succeeded in time;`))
+			guard := bytes.Contains(line, []byte(`"no lease renewal succeeded in time;`)) ||
+				bytes.Contains(line, []byte(`completion failed past the runs' lease deadline;`))
 			stall := bytes.Contains(line, []byte(`"heartbeat ran late:`))
 			if !timedOut && !guard && !stall {
 				continue

@@ -3,12 +3,15 @@ package scheduler
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobq/jobq"
 )
@@ -122,5 +125,29 @@ func TestCheckStallThreshold(t *testing.T) {
 	h.checkStall(leaseGuardMargin(lease) + time.Millisecond)
 	if n := h.p.Stalls.Load(); n != 1 {
 		t.Fatalf("Stalls = %d past the threshold, want 1", n)
+	}
+}
+
+// An outcome write given up because its runs' lease deadline passed while
+// it retried a transient error says so (pastLeaseDeadlineError, which the
+// chaos checker reads as "the database did not commit it in time"); one
+// not retried at all (retries disabled, the deadlock-retry sabotage) does
+// not.
+func TestOutcomeWriteGivenUpPastTheDeadlineSaysSo(t *testing.T) {
+	t.Parallel()
+	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}
+	runs := newRunTable()
+	f := jobq.Fence{ID: 1, Attempt: 1}
+	runs.add(&run{job: &Job{ID: 1, Attempt: 1}, cancel: func(error) {}, leaseDeadline: time.Now().Add(300 * time.Millisecond)}, time.Hour, func() {})
+	w := outcomeWriter{Runs: runs, Lease: time.Second, Retry: testRetrier(), Log: discardLog()}
+	err := w.write("complete", []jobq.Fence{f}, func(context.Context) error { return deadlock })
+	var pd *pastLeaseDeadlineError
+	if !errors.As(err, &pd) || pd.tries < 2 || !errors.Is(err, deadlock) {
+		t.Fatalf("err = %v (%T), want a pastLeaseDeadlineError after several tries wrapping the deadlock", err, err)
+	}
+	w.NoRetry = true
+	err = w.write("complete", []jobq.Fence{f}, func(context.Context) error { return deadlock })
+	if errors.As(err, &pd) || !errors.Is(err, deadlock) {
+		t.Fatalf("err = %v (%T) without retries, want the deadlock itself", err, err)
 	}
 }

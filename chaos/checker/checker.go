@@ -559,7 +559,8 @@ func claimedEarly(id uint64, ex []Execution) []string {
 // frozen (pause) or cut off (partition, database down) at that moment
 // could not act on the loss before the fault ended — and an end marker it
 // sent before the cut can arrive at the heal — so the clock starts at the
-// fault's end.
+// fault's end; likewise at the end of a stall the replica logged (its
+// heartbeat was not run: CPU starvation) that spanned the loss.
 func workAfterLoss(h History, id uint64, ex []Execution, effects []Effect) []string {
 	tol := time.Duration(WorkAfterLossTolerance * float64(h.Lease))
 	var out []string
@@ -578,6 +579,13 @@ func workAfterLoss(h History, id uint64, ex []Execution, effects []Effect) []str
 		for _, f := range h.Faults {
 			if f.hits(e.Owner) && !f.Start.After(lostAt) && !f.End.Before(e.StartedAt) && f.End.After(from) {
 				from = f.End
+			}
+		}
+		// A replica that logged a stall spanning the loss was not run: it
+		// could not cancel the handler before the stall ended.
+		for _, st := range h.Stalls {
+			if st.Owner == e.Owner && !st.From.After(lostAt) && !st.To.Before(lostAt) && st.To.After(from) {
+				from = st.To
 			}
 		}
 		for _, ef := range effects {

@@ -755,3 +755,23 @@ func TestRescueAfterStallIsExcused(t *testing.T) {
 		}
 	}
 }
+
+// A replica that logged a stall spanning its run's loss (rescued at 2600)
+// could not cancel the handler before the stall ended: an end marker right
+// after the stall's end is no violation, one well after it is, and a stall
+// of another replica, or one that ended before the loss, moves nothing.
+func TestWorkAfterLeaseLostCountsFromStallEnd(t *testing.T) {
+	b := leaseLossHistory(6100)
+	b.h.Stalls = []Stall{{Owner: "replica-1.1", From: at(2000), To: at(6000)}}
+	if r := Check(b.h); !r.Valid {
+		t.Fatalf("violations = %+v", r.Violations)
+	}
+	b = leaseLossHistory(8000)
+	b.h.Stalls = []Stall{{Owner: "replica-1.1", From: at(2000), To: at(6000)}}
+	wantOnly(t, Check(b.h), CheckWorkAfterLoss, 1)
+	for _, st := range []Stall{{Owner: "replica-2.1", From: at(2000), To: at(6000)}, {Owner: "replica-1.1", From: at(1000), To: at(2500)}} {
+		b = leaseLossHistory(6100)
+		b.h.Stalls = []Stall{st}
+		wantOnly(t, Check(b.h), CheckWorkAfterLoss, 1)
+	}
+}
