@@ -238,13 +238,13 @@ func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error
 // JobPromoteDue moves up to limit SCHEDULED jobs whose run_at has come
 // (database clock) to WAITING, earliest first, and returns how many it
 // moved. Safe to run on every replica at once. It runs at READ COMMITTED
-// where the server allows it (see claimTx): the UPDATE then locks only the
+// where the server allows it (see readCommittedTx): the UPDATE then locks only the
 // rows it changes, not the gap after the last due entry of idx_due, so it
 // never blocks a completion that parks a retry SCHEDULED, and it skips
 // rows another transaction holds whose committed version is not due.
 func (s *Store) JobPromoteDue(ctx context.Context, limit int) (int, error) {
 	var n int64
-	err := s.claimTx(ctx, true, func(tx *sql.Tx) error {
+	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		var e error
 		n, e = s.q.WithTx(tx).JobPromoteDue(ctx, int32(limit))
 		return e

@@ -1437,6 +1437,60 @@ func (q *Queries) JobScheduledNext(ctx context.Context) (JobScheduledNextRow, er
 	return i, err
 }
 
+const leaseLockRenewable = `-- name: LeaseLockRenewable :many
+SELECT id FROM job_queue FORCE INDEX (PRIMARY)
+WHERE id IN (/*SLICE:ids*/?)
+  AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0
+FOR UPDATE SKIP LOCKED
+`
+
+type LeaseLockRenewableParams struct {
+	Ids   []uint64
+	Owner sql.NullString
+}
+
+// The heartbeat's first statement (store.LeaseRenewMany, a READ COMMITTED
+// transaction on the heartbeat's own session): locks the rows of this
+// owner's in-flight runs that no other transaction holds, by primary key
+// only. A row another transaction holds — most often the run's own outcome
+// write, or a rescuer — is skipped, never waited for: the renewal of every
+// other run does not wait with it. A run whose job was rescued, re-claimed
+// elsewhere or asked to cancel does not match (and at READ COMMITTED its
+// row is not kept locked).
+func (q *Queries) LeaseLockRenewable(ctx context.Context, arg LeaseLockRenewableParams) ([]uint64, error) {
+	query := leaseLockRenewable
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Owner)
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const leaseRenewMany = `-- name: LeaseRenewMany :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET lease_until = NOW(6) + INTERVAL ? MICROSECOND
@@ -1450,11 +1504,10 @@ type LeaseRenewManyParams struct {
 	Owner   sql.NullString
 }
 
-// The heartbeat: one statement renews every in-flight run of this owner, by
-// primary key only (FORCE INDEX), so it never locks a gap of idx_lease. A
-// run whose job was rescued, re-claimed elsewhere or asked to cancel does not
-// match; the caller compares the row count with its in-flight runs and, when
-// fewer matched, reads JobFenceStates to fence by attempt exactly.
+// The heartbeat: renews the rows LeaseLockRenewable locked, in one statement,
+// by primary key only (FORCE INDEX), so it never locks a gap of idx_lease.
+// The caller compares the renewed ids with its in-flight runs and reads
+// JobFenceStates for the others, to fence by attempt exactly.
 func (q *Queries) LeaseRenewMany(ctx context.Context, arg LeaseRenewManyParams) (int64, error) {
 	query := leaseRenewMany
 	var queryParams []interface{}

@@ -157,12 +157,25 @@ SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
 FROM job_queue
 WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 
+-- name: LeaseLockRenewable :many
+-- The heartbeat's first statement (store.LeaseRenewMany, a READ COMMITTED
+-- transaction on the heartbeat's own session): locks the rows of this
+-- owner's in-flight runs that no other transaction holds, by primary key
+-- only. A row another transaction holds — most often the run's own outcome
+-- write, or a rescuer — is skipped, never waited for: the renewal of every
+-- other run does not wait with it. A run whose job was rescued, re-claimed
+-- elsewhere or asked to cancel does not match (and at READ COMMITTED its
+-- row is not kept locked).
+SELECT id FROM job_queue FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids))
+  AND status = 'RUNNING' AND owner = sqlc.arg(owner) AND cancel_requested = 0
+FOR UPDATE SKIP LOCKED;
+
 -- name: LeaseRenewMany :execrows
--- The heartbeat: one statement renews every in-flight run of this owner, by
--- primary key only (FORCE INDEX), so it never locks a gap of idx_lease. A
--- run whose job was rescued, re-claimed elsewhere or asked to cancel does not
--- match; the caller compares the row count with its in-flight runs and, when
--- fewer matched, reads JobFenceStates to fence by attempt exactly.
+-- The heartbeat: renews the rows LeaseLockRenewable locked, in one statement,
+-- by primary key only (FORCE INDEX), so it never locks a gap of idx_lease.
+-- The caller compares the renewed ids with its in-flight runs and reads
+-- JobFenceStates for the others, to fence by attempt exactly.
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND
 WHERE id IN (sqlc.slice(ids))
