@@ -99,6 +99,21 @@ type EnqueuePoint struct {
 	// durable commit.
 	FsyncsPerJob float64 `json:"fsyncs_per_job"`
 	Errors       int64   `json:"errors"`
+	// StatementsPerJob is the statements the path's own pool sent per job
+	// (exact: a counting connector); BenchCPUMicrosPerJob this process's
+	// CPU per job (client and, for the API, the in-process server);
+	// ServerCPUMicrosPerJob the local database server's (-1 when it
+	// cannot be told). Medians of the rounds.
+	StatementsPerJob      float64 `json:"statements_per_job"`
+	BenchCPUMicrosPerJob  float64 `json:"bench_cpu_us_per_job"`
+	ServerCPUMicrosPerJob float64 `json:"server_cpu_us_per_job"`
+}
+
+// enqueueRound is one enqueue path's measurement in one round.
+type enqueueRound struct {
+	jobsPerS, p50, p99, fsyncs float64
+	errs                       int64
+	stmts, benchCPU, serverCPU float64 // per job; serverCPU -1 when unknown
 }
 
 // ThroughputResult is the throughput report.
@@ -144,8 +159,7 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 		{Name: "POST /v1/jobs:batch, 1,000 jobs (1 replica)", Clients: enqueueBatchClients},
 	}
 	ratios := map[string][]float64{}
-	lat := map[int][][2]float64{}
-	fs := map[int][]float64{}
+	got := map[int][]enqueueRound{}
 	measure := func(dp *DrainPoint) (Point, error) {
 		h.step("throughput: " + dp.Name)
 		pt, err := h.measureThroughput(ctx, dp.Spec)
@@ -179,18 +193,19 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 		var rates [4]float64
 		for i := range enq {
 			h.step("throughput: enqueue " + enq[i].Name)
-			r, p50, p99, fsync, errs, err := h.measureEnqueue(ctx, i)
+			er, err := h.measureEnqueue(ctx, i)
 			h.done()
 			if err != nil {
 				return tr, err
 			}
-			o.Logger.Info("bench enqueue point", "name", enq[i].Name, "clients", enq[i].Clients, "jobs_per_s", fmt.Sprintf("%.0f", r),
-				"p50_ms", fmt.Sprintf("%.2f", p50), "p99_ms", fmt.Sprintf("%.2f", p99), "fsyncs_per_job", fmt.Sprintf("%.3f", fsync), "errors", errs)
-			rates[i] = r
-			enq[i].Rounds = append(enq[i].Rounds, r)
-			enq[i].Errors += errs
-			lat[i] = append(lat[i], [2]float64{p50, p99})
-			fs[i] = append(fs[i], fsync)
+			o.Logger.Info("bench enqueue point", "name", enq[i].Name, "clients", enq[i].Clients, "jobs_per_s", fmt.Sprintf("%.0f", er.jobsPerS),
+				"p50_ms", fmt.Sprintf("%.2f", er.p50), "p99_ms", fmt.Sprintf("%.2f", er.p99), "fsyncs_per_job", fmt.Sprintf("%.3f", er.fsyncs),
+				"statements_per_job", fmt.Sprintf("%.2f", er.stmts), "bench_cpu_us_per_job", fmt.Sprintf("%.0f", er.benchCPU),
+				"server_cpu_us_per_job", fmt.Sprintf("%.0f", er.serverCPU), "errors", er.errs)
+			rates[i] = er.jobsPerS
+			enq[i].Rounds = append(enq[i].Rounds, er.jobsPerS)
+			enq[i].Errors += er.errs
+			got[i] = append(got[i], er)
 		}
 		ratios["enq1"] = append(ratios["enq1"], Ratio(rates[1], rates[0]))
 		ratios["enq3"] = append(ratios["enq3"], Ratio(rates[3], rates[2]))
@@ -208,8 +223,18 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 	for i := range enq {
 		enq[i].JobsPerSecond = median(enq[i].Rounds)
 		m := medianIndex(enq[i].Rounds)
-		enq[i].P50Ms, enq[i].P99Ms = lat[i][m][0], lat[i][m][1]
-		enq[i].FsyncsPerJob = median(fs[i])
+		enq[i].P50Ms, enq[i].P99Ms = got[i][m].p50, got[i][m].p99
+		field := func(f func(enqueueRound) float64) float64 {
+			xs := make([]float64, len(got[i]))
+			for j, r := range got[i] {
+				xs[j] = f(r)
+			}
+			return median(xs)
+		}
+		enq[i].FsyncsPerJob = field(func(r enqueueRound) float64 { return r.fsyncs })
+		enq[i].StatementsPerJob = field(func(r enqueueRound) float64 { return r.stmts })
+		enq[i].BenchCPUMicrosPerJob = field(func(r enqueueRound) float64 { return r.benchCPU })
+		enq[i].ServerCPUMicrosPerJob = field(func(r enqueueRound) float64 { return r.serverCPU })
 	}
 	enq[1].VsRaw, enq[3].VsRaw = median(ratios["enq1"]), median(ratios["enq3"])
 	tr.Enqueue = enq
@@ -259,10 +284,11 @@ func medianIndex(xs []float64) int {
 
 // measureEnqueue runs enqueue path i (see measureThroughputReport's enq)
 // for enqueueWindow and returns jobs/s, request p50/p99 (ms), log fsyncs
-// per job and failed requests. The table is reset before and after.
-func (h *Harness) measureEnqueue(ctx context.Context, i int) (jobsPerS, p50, p99, fsyncs float64, errs int64, err error) {
+// per job, failed requests, statements and CPU per job. The table is reset
+// before and after.
+func (h *Harness) measureEnqueue(ctx context.Context, i int) (er enqueueRound, err error) {
 	if err := h.env.Reset(ctx); err != nil {
-		return 0, 0, 0, 0, 0, err
+		return er, err
 	}
 	defer func() {
 		if rerr := h.env.Reset(ctx); err == nil {
@@ -278,6 +304,7 @@ func (h *Harness) measureEnqueue(ctx context.Context, i int) (jobsPerS, p50, p99
 		seq     atomic.Int64
 		mu      sync.Mutex
 		hist    = hdrhistogram.New(1, 60_000_000, 3) // µs
+		stmts   StmtCounter
 		clients int
 		work    func(ctx context.Context) error
 		cleanup func()
@@ -295,9 +322,9 @@ func (h *Harness) measureEnqueue(ctx context.Context, i int) (jobsPerS, p50, p99
 		if i == 2 {
 			rows, clients = 1000, enqueueBatchClients
 		}
-		db, err := OpenCountingDB(h.env.DSN, clients, &StmtCounter{})
+		db, err := OpenCountingDB(h.env.DSN, clients, &stmts)
 		if err != nil {
-			return 0, 0, 0, 0, 0, err
+			return er, err
 		}
 		cleanup = func() { db.Close() }
 		work = func(ctx context.Context) error {
@@ -321,14 +348,20 @@ func (h *Harness) measureEnqueue(ctx context.Context, i int) (jobsPerS, p50, p99
 			return err
 		}
 	default: // the API
-		st, err := store.Open(ctx, h.env.DSN, store.PoolConfig{MaxOpen: scheduler.WorkersDefault/2 + 10})
+		// The pool `jobq serve` opens by default (--pool-max-open), counted.
+		db, err := OpenCountingDB(h.env.DSN, scheduler.WorkersDefault/2+10, &stmts)
 		if err != nil {
-			return 0, 0, 0, 0, 0, err
+			return er, err
+		}
+		st, err := store.OpenDB(ctx, db)
+		if err != nil {
+			db.Close()
+			return er, err
 		}
 		api, err := startAPI(st, nil, nil)
 		if err != nil {
 			st.Close()
-			return 0, 0, 0, 0, 0, err
+			return er, err
 		}
 		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * EnqueueClients}, Timeout: 30 * time.Second}
 		cleanup = func() { api.stop(); st.Close(); hc.CloseIdleConnections() }
@@ -371,8 +404,9 @@ func (h *Harness) measureEnqueue(ctx context.Context, i int) (jobsPerS, p50, p99
 	defer cleanup()
 	before, err := ReadStatus(ctx, h.env.Admin)
 	if err != nil {
-		return 0, 0, 0, 0, 0, err
+		return er, err
 	}
+	stmts0, cpu0 := stmts.Load(), takeCPU(0)
 	wctx, cancel := context.WithTimeout(ctx, enqueueWindow)
 	defer cancel()
 	start := time.Now()
@@ -391,15 +425,25 @@ func (h *Harness) measureEnqueue(ctx context.Context, i int) (jobsPerS, p50, p99
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, stmts1 := takeCPU(cpu0.serverPID), stmts.Load()
 	after, err := ReadStatus(ctx, h.env.Admin)
 	if err != nil {
-		return 0, 0, 0, 0, 0, err
+		return er, err
 	}
 	d := after.Sub(before)
+	n := done.Load()
 	mu.Lock()
-	p50, p99 = float64(hist.ValueAtQuantile(50))/1000, float64(hist.ValueAtQuantile(99))/1000
+	er.p50, er.p99 = float64(hist.ValueAtQuantile(50))/1000, float64(hist.ValueAtQuantile(99))/1000
 	mu.Unlock()
-	return rate(done.Load(), elapsed), p50, p99, perJob(d["Innodb_data_fsyncs"], done.Load()), failed.Load(), nil
+	er.jobsPerS, er.fsyncs, er.errs = rate(n, elapsed), perJob(d["Innodb_data_fsyncs"], n), failed.Load()
+	er.stmts, er.serverCPU = perJob(stmts1-stmts0, n), -1
+	if n > 0 {
+		er.benchCPU = 1e6 * (cpu1.self - cpu0.self) / float64(n)
+		if cpu0.serve >= 0 && cpu1.serve >= 0 && cpu0.serverPID == cpu1.serverPID {
+			er.serverCPU = 1e6 * (cpu1.serve - cpu0.serve) / float64(n)
+		}
+	}
+	return er, nil
 }
 
 // ThroughputTargets are the done-when ratios of issue #17, from one run.
@@ -456,14 +500,18 @@ func WriteThroughput(w io.Writer, tr *ThroughputResult) {
 		row(b, fmtRatio(b.VsCeiling))
 	}
 	fmt.Fprintf(w, "\nstmts/job and rows written/job: the runner's own statements (BEGIN and COMMIT included) and the rows its writes changed (RowsAffected: inserted, updated, deleted), per completed job, from the last round.\n\n")
-	fmt.Fprintf(w, "| enqueue | clients | rounds (jobs/s) | median jobs/s | × raw | request p50 | request p99 | fsyncs/job | failed requests |\n|---|--:|---|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "| enqueue | clients | rounds (jobs/s) | median jobs/s | × raw | request p50 | request p99 | fsyncs/job | stmts/job | bench CPU/job | DB CPU/job | failed requests |\n|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, e := range tr.Enqueue {
 		rs := make([]string, len(e.Rounds))
 		for i, r := range e.Rounds {
 			rs[i] = fmt.Sprintf("%.0f", r)
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %.0f | %s | %.2f ms | %.2f ms | %.3f | %d |\n", e.Name, e.Clients, strings.Join(rs, " / "),
-			e.JobsPerSecond, fmtRatio(e.VsRaw), e.P50Ms, e.P99Ms, e.FsyncsPerJob, e.Errors)
+		dbCPU := "–"
+		if e.ServerCPUMicrosPerJob >= 0 {
+			dbCPU = fmt.Sprintf("%.0f µs", e.ServerCPUMicrosPerJob)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %.0f | %s | %.2f ms | %.2f ms | %.3f | %s | %.0f µs | %s | %d |\n", e.Name, e.Clients, strings.Join(rs, " / "),
+			e.JobsPerSecond, fmtRatio(e.VsRaw), e.P50Ms, e.P99Ms, e.FsyncsPerJob, fmtPerJob(e.StatementsPerJob), e.BenchCPUMicrosPerJob, dbCPU, e.Errors)
 	}
-	fmt.Fprintf(w, "\nEnqueue: %s each, closed loop (each client sends its next request when the last is answered), no scheduler claiming; request latency is per INSERT or per HTTP request. fsyncs/job: Innodb_data_fsyncs delta per job (server-wide; MariaDB counts redo log flushes there) — below 1 means concurrent commits share a flush (group commit).\n\n", enqueueWindow)
+	fmt.Fprintf(w, "\nEnqueue: %s each, closed loop (each client sends its next request when the last is answered), no scheduler claiming; request latency is per INSERT or per HTTP request. fsyncs/job: Innodb_data_fsyncs delta per job (server-wide; MariaDB counts redo log flushes there) — below 1 means concurrent commits share a flush (group commit). stmts/job: the statements the path's own pool sent (exact). bench CPU/job: this process's CPU (user+sys) per job — the clients and, for the API, the in-process server; DB CPU/job: the local mariadbd/mysqld's (– when it cannot be told: remote, or several on the host); medians of the rounds.\n\n", enqueueWindow)
 }

@@ -214,7 +214,7 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	if err := LoadHistory(lctx, db, &h); err != nil {
 		return nil, err
 	}
-	if h.SlowRenewals, err = SlowRenewals(logDir, toDB); err != nil {
+	if h.SlowRenewals, h.Stalls, err = ReplicaLogEvidence(logDir, toDB); err != nil {
 		return nil, err
 	}
 	res := checker.Check(h)

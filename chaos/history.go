@@ -142,36 +142,54 @@ func WriteHistory(path string, h *checker.History) error {
 	return f.Close()
 }
 
-// SlowRenewals reads the replicas' logs (*.log in logDir, JSON lines) for
-// lease renewals the database did not answer in time: one that timed out
-// ("lease renewal failed" with "context deadline exceeded"), or none that
-// completed before the lease guard gave a run up ("no lease renewal
-// succeeded in time"). Times are converted by toDB to the database clock.
-func SlowRenewals(logDir string, toDB func(time.Time) time.Time) ([]checker.SlowRenewal, error) {
+// ReplicaLogEvidence reads the replicas' logs (*.log in logDir, JSON
+// lines) for what a live replica says when the machine, not an injected
+// fault, cost it a lease — times converted by toDB to the database clock:
+//
+//   - slow renewals: a lease renewal that timed out ("lease renewal
+//     failed" with "context deadline exceeded"), or none that completed
+//     before the lease guard gave a run up ("no lease renewal succeeded in
+//     time"), or an outcome write retried until its runs' lease deadline
+//     passed without the database committing it ("completion failed past
+//     the runs' lease deadline" — not "failed, not retried");
+//   - stalls: a heartbeat that began late ("heartbeat ran late", late_ms):
+//     the process was not run for late_ms before the line's time.
+func ReplicaLogEvidence(logDir string, toDB func(time.Time) time.Time) (slow []checker.SlowRenewal, stalls []checker.Stall, err error) {
 	files, err := filepath.Glob(filepath.Join(logDir, "*.log"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []checker.SlowRenewal
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			timedOut := bytes.Contains(line, []byte(`"lease renewal failed"`)) && bytes.Contains(line, []byte("context deadline exceeded"))
-			if !timedOut && !bytes.Contains(line, []byte(`"no lease renewal succeeded in time;`)) {
+			guard := bytes.Contains(line, []byte(`"no lease renewal succeeded in time;`)) ||
+				bytes.Contains(line, []byte(`completion failed past the runs' lease deadline;`))
+			stall := bytes.Contains(line, []byte(`"heartbeat ran late:`))
+			if !timedOut && !guard && !stall {
 				continue
 			}
 			var e struct {
-				Time  time.Time `json:"time"`
-				Owner string    `json:"owner"`
+				Time   time.Time `json:"time"`
+				Owner  string    `json:"owner"`
+				LateMS *int64    `json:"late_ms"`
 			}
 			if json.Unmarshal(line, &e) != nil || e.Owner == "" {
 				continue
 			}
-			out = append(out, checker.SlowRenewal{Owner: e.Owner, At: toDB(e.Time)})
+			if !stall {
+				slow = append(slow, checker.SlowRenewal{Owner: e.Owner, At: toDB(e.Time)})
+				continue
+			}
+			if e.LateMS == nil || *e.LateMS <= 0 {
+				continue
+			}
+			stalls = append(stalls, checker.Stall{Owner: e.Owner,
+				From: toDB(e.Time.Add(-time.Duration(*e.LateMS) * time.Millisecond)), To: toDB(e.Time)})
 		}
 	}
-	return out, nil
+	return slow, stalls, nil
 }

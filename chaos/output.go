@@ -181,6 +181,9 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	if c.RescuesAfterSlowRenewal > 0 {
 		row("rescues after a renewal the database did not answer in time (machine load)", c.RescuesAfterSlowRenewal, "")
 	}
+	if c.RescuesAfterStall > 0 {
+		row("rescues after a replica stall (its heartbeat was not run in time: machine load)", c.RescuesAfterStall, "")
+	}
 	if c.PoisonJobs > 0 {
 		row(fmt.Sprintf("poison jobs FAILED after max_retry+1 claims (of %d)", c.PoisonJobs), c.PoisonFailed, fmt.Sprintf("= %d", c.PoisonJobs))
 	}

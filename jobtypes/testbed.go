@@ -98,6 +98,14 @@ type EffectHandler struct {
 // Work records the non-transactional effect, runs for params.ms, and
 // records the end of its work. A run cancelled during its sleep (lease
 // lost, timeout, cancel) returns before the end marker.
+//
+// The end marker's created_at is when the sleep ended on the database
+// clock, not when the marker's INSERT ran: it is read as NOW(6) just
+// before the sleep (the anchor) plus the local monotonic time from the
+// anchor's answer to the sleep's end. So a slow INSERT — a busy database,
+// a wait for a pooled connection, a starved replica — does not move it, and
+// no replica clock reading is sent (only a duration). It is never later
+// than the true end, and earlier by at most the anchor's round trip.
 func (h EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
 	p, err := parse(job)
 	if err != nil {
@@ -106,23 +114,27 @@ func (h EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
 	if err := effectInsert(ctx, h.DB, job.Fence(), "non_tx", job.Owner); err != nil {
 		return fmt.Errorf("effect non_tx: %w", err)
 	}
+	var anchor time.Time
+	if err := h.DB.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&anchor); err != nil {
+		return fmt.Errorf("effect clock anchor: %w", err)
+	}
+	anchoredAt := time.Now()
 	if err := sleep(ctx, p.Ms); err != nil {
 		return err
 	}
 	// The marker records a fact — the work is done — so a cancellation
 	// arriving now does not stop its write (nor the success it reports,
 	// which the fenced completion judges as before).
-	ended := time.Now()
+	endedDB := anchor.Add(time.Since(anchoredAt))
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endMarkerTimeout)
 	defer cancel()
-	err = effectInsert(ectx, h.DB, job.Fence(), "end", job.Owner)
+	err = h.insertEnd(ectx, job, endedDB)
 	if err != nil && store.IsRetryable(err) {
 		// The database refuses writes (read-only, a node not ready) or lost
 		// the connection: the work is done all the same and the handler
 		// succeeds — the scheduler retries its outcome write. The marker
-		// follows as soon as a write is accepted, back-dated to when the
-		// work ended.
-		go h.writeEndMarkerLate(job, ended)
+		// follows as soon as a write is accepted, with the same time.
+		go h.writeEndMarkerLate(job, endedDB)
 		return nil
 	}
 	if err != nil {
@@ -131,17 +143,22 @@ func (h EffectHandler) Work(ctx context.Context, job *scheduler.Job) error {
 	return nil
 }
 
+// insertEnd writes the "end" row of job's run with created_at endedDB (a
+// database-clock time, see Work).
+func (h EffectHandler) insertEnd(ctx context.Context, job *scheduler.Job, endedDB time.Time) error {
+	f := job.Fence()
+	_, err := h.DB.ExecContext(ctx, "INSERT INTO job_effect (job_id, attempt, kind, owner, created_at) VALUES (?, ?, 'end', ?, ?)",
+		f.ID, f.Attempt, job.Owner, endedDB)
+	return err
+}
+
 // writeEndMarkerLate retries the "end" row of job's run with capped backoff
-// for up to endMarkerTimeout, created_at back-dated to ended on the
-// database clock (NOW(6) minus the time since).
-func (h EffectHandler) writeEndMarkerLate(job *scheduler.Job, ended time.Time) {
+// for up to endMarkerTimeout.
+func (h EffectHandler) writeEndMarkerLate(job *scheduler.Job, endedDB time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), endMarkerTimeout)
 	defer cancel()
-	f := job.Fence()
 	_ = store.RetryPolicy{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}.Do(ctx, "effect.end", func() error {
-		_, err := h.DB.ExecContext(ctx, "INSERT INTO job_effect (job_id, attempt, kind, owner, created_at) VALUES (?, ?, 'end', ?, NOW(6) - INTERVAL ? MICROSECOND)",
-			f.ID, f.Attempt, job.Owner, time.Since(ended).Microseconds())
-		return err
+		return h.insertEnd(ctx, job, endedDB)
 	})
 }
 

@@ -117,8 +117,11 @@ func TestSearchRates(t *testing.T) {
 
 // TestRunAgainstReplica runs 2 s of 40 submits/s against a real in-process
 // replica on its own database and checks what is read back: every job
-// picked up and finished, pickup ≥ 0 and bounded, the clock offset near 0
-// (same host) and consistent with every job's create_time, and the outputs.
+// picked up and finished, 0 < pickup ≤ finish, the clock offset 0 (same
+// host, one CLOCK_REALTIME) within the probe's own uncertainty and
+// consistent with every job's create_time, and the outputs. Latencies are
+// logged, not asserted beyond a 2-minute hang bound: their size is the
+// bench's business.
 func TestRunAgainstReplica(t *testing.T) {
 	dsn := testdb.DSN(t)
 	ctx := context.Background()
@@ -131,7 +134,7 @@ func TestRunAgainstReplica(t *testing.T) {
 	var progress []Progress
 	cfg := Config{Targets: []string{"http://" + rep.Addr}, DSN: dsn, Stages: []Stage{{Rate: 40, Duration: 2 * time.Second}},
 		Name: "test", ProgressFunc: func(p Progress) { progress = append(progress, p) }}
-	th, _ := ParseThresholds([]string{"pickup.p99<10s", "unstarted.count==0", "errors.rate<0.001"})
+	th, _ := ParseThresholds([]string{"pickup.p99<2m", "unstarted.count==0", "errors.rate<0.001"})
 	r, err := Run(ctx, cfg, th)
 	if err != nil {
 		t.Fatal(err)
@@ -143,12 +146,14 @@ func TestRunAgainstReplica(t *testing.T) {
 	if !r.Pass {
 		t.Errorf("thresholds failed: %+v", r.Thresholds)
 	}
-	if r.Pickup.Min <= 0 || r.Pickup.P["p50"] > 5*time.Second || r.Finish.P["p50"] < r.Pickup.P["p50"] {
+	t.Logf("pickup p50 %s p99 %s, finish p50 %s, clock %+v", r.Pickup.P["p50"], r.Pickup.P["p99"], r.Finish.P["p50"], r.Clock)
+	if r.Pickup.Min <= 0 || r.Finish.P["p50"] < r.Pickup.P["p50"] {
 		t.Errorf("pickup min %s p50 %s, finish p50 %s: want 0 < pickup ≤ finish", r.Pickup.Min, r.Pickup.P["p50"], r.Finish.P["p50"])
 	}
 	c := r.Clock
-	if math.Abs(float64(c.Offset)) > float64(20*time.Millisecond) || !c.OffsetInBounds || c.BoundsJobs != 80 || c.BoundsLow > c.BoundsHigh {
-		t.Errorf("clock %+v: want offset ≈ 0 on one host, inside the create_time bounds of 80 jobs", c)
+	// DB times are microseconds: 1µs of rounding on top of the probe's own uncertainty.
+	if math.Abs(float64(c.Offset)) > float64(c.Uncertainty+time.Microsecond) || !c.OffsetInBounds || c.BoundsJobs != 80 || c.BoundsLow > c.BoundsHigh {
+		t.Errorf("clock %+v: want offset 0 ± its uncertainty on one host, inside the create_time bounds of 80 jobs", c)
 	}
 	if r.Throughput <= 0 || len(r.Series) < 2 || r.Series[0].Sent == 0 {
 		t.Errorf("throughput %v, series %+v", r.Throughput, r.Series)

@@ -333,6 +333,8 @@ func (m *Metrics) ObserveScheduler(s *scheduler.Scheduler) {
 	f.gaugeFunc("jobq_worker_slots_free", "Idle workers of this replica.", func() float64 { return float64(s.FreeSlots()) })
 	f.counterFunc("jobq_heartbeat_failures_total", "Lease renewals (heartbeats) that failed after retries.",
 		func() float64 { return float64(s.Stats().HeartbeatFails) })
+	f.counterFunc("jobq_heartbeat_stalls_total", "Heartbeats that began later than scheduled by more than lease/5: the process was not run in time (CPU starvation, SIGSTOP, a long pause).",
+		func() float64 { return float64(s.Stats().HeartbeatStalls) })
 	f.counterFunc("jobq_claim_errors_total", "Scans whose claim failed after retries (never taken for an empty queue).",
 		func() float64 { return float64(s.Stats().ClaimErrors) })
 	f.counterFunc("jobq_jobs_promoted_total", "SCHEDULED jobs this replica's promoter made WAITING when their run_at came.",

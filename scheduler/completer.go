@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/store"
 )
 
 // completerStore is what the completer needs from the store.
@@ -125,8 +124,11 @@ func (c *completer) flush(batch []jobq.Completion) {
 		return e
 	})
 	if err != nil {
-		p.Log.Error("completion failed past the runs' lease deadline; the leases will expire and the jobs will be rescued",
-			"component", "completer", "jobs", len(batch), "cause", store.Cause(err), "err", err)
+		jobIDs := make([]uint64, len(batch))
+		for i, comp := range batch {
+			jobIDs[i] = comp.Fence.ID
+		}
+		outcomeFailureLog(p.Log, "completion", err, "component", "completer", "jobs", len(batch), "job_ids", jobIDs)
 		for _, comp := range batch {
 			p.FinishFunc(comp, false, err)
 		}

@@ -166,8 +166,7 @@ func (s *Scheduler) completeTx(c jobq.Completion, h TxHandler, job *Job) {
 	case workErr != nil:
 		s.completer.submit(s.outcome(context.Background(), job, fmt.Errorf("transactional completion: %w", workErr)))
 	case err != nil:
-		s.log.Error("transactional completion failed past the run's lease deadline; the lease will expire and the job will be rescued",
-			"component", "completer", "job_id", job.ID, "attempt", job.Attempt, "cause", store.Cause(err), "err", err)
+		outcomeFailureLog(s.log, "transactional completion", err, "component", "completer", "job_id", job.ID, "attempt", job.Attempt)
 		s.finishRun(c, false, err)
 	default:
 		s.finishRun(c, applied, nil)

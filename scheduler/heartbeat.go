@@ -29,14 +29,16 @@ type heartbeatParams struct {
 	Retry         dbRetrier
 	Log           *slog.Logger
 	Fails         *atomic.Int64 // Stats.HeartbeatFails
+	Stalls        *atomic.Int64 // Stats.HeartbeatStalls
 	LeaseLost     *atomic.Int64 // Stats.LeaseLost
 	LeaseLostFunc func(jobq.Fence)
 }
 
 // heartbeatSignals are the heartbeat's test signals.
 type heartbeatSignals struct {
-	beat testSignal[int]        // a beat ended; the runs it renewed
-	lost testSignal[jobq.Fence] // a run lost its lease
+	beat  testSignal[int]           // a beat ended; the runs it renewed
+	lost  testSignal[jobq.Fence]    // a run lost its lease
+	stall testSignal[time.Duration] // a beat began late by this much (checkStall)
 }
 
 // heartbeat renews every in-flight lease in one statement each Interval. A
@@ -50,6 +52,9 @@ type heartbeat struct {
 	loopService
 	p           heartbeatParams
 	testSignals heartbeatSignals
+	// testHold, when set, runs before each wait for the next beat: a test
+	// holds the loop there as a starved CPU would.
+	testHold func()
 }
 
 func newHeartbeat(p heartbeatParams) *heartbeat { return &heartbeat{p: p} }
@@ -61,16 +66,50 @@ func (h *heartbeat) Start(ctx context.Context) error {
 }
 
 func (h *heartbeat) run(ctx context.Context) {
-	t := time.NewTicker(h.p.Interval)
+	// A timer to an instant of its own, not a ticker: a beat that runs
+	// later than that instant measures how long this process was not run
+	// (checkStall).
+	due := time.Now().Add(h.p.Interval)
+	t := time.NewTimer(h.p.Interval)
 	defer t.Stop()
 	for {
+		if h.testHold != nil {
+			h.testHold()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			began := time.Now()
+			h.checkStall(began.Sub(due))
 			h.testSignals.beat.signal(h.beat(context.WithoutCancel(ctx)))
+			// The next beat is due an Interval after this one began, or at
+			// once when this one took longer (a slow database is not a
+			// stall: it is the renewal deadline's business).
+			due = began.Add(h.p.Interval)
+			if now := time.Now(); due.Before(now) {
+				due = now
+			}
+			t.Reset(time.Until(due))
 		}
 	}
+}
+
+// checkStall reports a beat that began late by more than
+// heartbeatStallThreshold: the Go runtime did not run the heartbeat when
+// its timer was due — a CPU-starved machine, a stopped process (SIGSTOP,
+// a VM pause) or a long stop-the-world pause. Such a stall can cost runs
+// their leases with no database trouble at all, so it is logged (with the
+// measured delay; the stall is the interval of that length ending at the
+// log line) and counted (jobq_heartbeat_stalls_total).
+func (h *heartbeat) checkStall(late time.Duration) {
+	if late <= heartbeatStallThreshold(h.p.Lease) {
+		return
+	}
+	h.p.Stalls.Add(1)
+	h.p.Log.Warn("heartbeat ran late: this process was not scheduled in time (CPU starvation, a stop or a long pause); leases may have expired meanwhile",
+		"component", "heartbeat", "late_ms", late.Milliseconds(), "lease_ms", h.p.Lease.Milliseconds(), "runs", h.p.Runs.len())
+	h.testSignals.stall.signal(late)
 }
 
 // beat renews the live runs' leases and returns how many it renewed.

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -55,7 +56,7 @@ func (w outcomeWriter) write(op string, fences []jobq.Fence, fn func(ctx context
 	if backoff <= 0 {
 		backoff = 10 * time.Millisecond
 	}
-	start := time.Now()
+	start, tries := time.Now(), 1
 	for {
 		deadline := w.Runs.outcomeDeadline(fences, leaseGuardMargin(w.Lease))
 		ctx, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now()).Add(completionWriteTimeout(w.Lease)))
@@ -70,13 +71,41 @@ func (w outcomeWriter) write(op string, fences []jobq.Fence, fn func(ctx context
 		now := time.Now()
 		if now.After(w.Runs.outcomeDeadline(fences, leaseGuardMargin(w.Lease))) &&
 			!(refusesWrites(err) && now.Sub(start) < outcomeRefusalLimit*w.Lease) {
-			return err
+			return &pastLeaseDeadlineError{err: err, tries: tries, retried: now.Sub(start)}
 		}
+		tries++
 		w.Retry.retries.Add(1)
 		w.Log.Debug("retrying outcome write", "op", op, "runs", len(fences), "cause", store.Cause(err), "err", err)
 		time.Sleep(time.Duration(rand.Int64N(int64(backoff))) + 1)
 		backoff = min(2*backoff, OutcomeRetryMaxBackoff)
 	}
+}
+
+// pastLeaseDeadlineError is an outcome write given up because its runs'
+// lease deadline passed while its transient errors were being retried (the
+// database did not commit it in time), as opposed to one not retried at all
+// (a permanent error, or retries disabled). It unwraps to the last error.
+type pastLeaseDeadlineError struct {
+	err     error
+	tries   int
+	retried time.Duration
+}
+
+func (e *pastLeaseDeadlineError) Error() string { return e.err.Error() }
+func (e *pastLeaseDeadlineError) Unwrap() error { return e.err }
+
+// outcomeFailureLog logs an outcome write that failed for good: "… failed
+// past the lease deadline" (with its tries) only when it was retried until
+// the runs' lease deadline passed, "… failed, not retried" otherwise.
+func outcomeFailureLog(log *slog.Logger, what string, err error, attrs ...any) {
+	attrs = append(attrs, "cause", store.Cause(err), "err", err)
+	var pd *pastLeaseDeadlineError
+	if errors.As(err, &pd) {
+		log.Error(what+" failed past the runs' lease deadline; the leases will expire and the jobs will be rescued",
+			append(attrs, "tries", pd.tries, "retried_ms", pd.retried.Milliseconds())...)
+		return
+	}
+	log.Error(what+" failed, not retried; the leases will expire and the jobs will be rescued", attrs...)
 }
 
 // refusesWrites reports whether err says the server is up but refuses

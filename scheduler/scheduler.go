@@ -104,7 +104,7 @@ func (s *Scheduler) build() {
 	s.heartbeat = newHeartbeat(heartbeatParams{
 		Store: s.store, Runs: s.runs, Owner: cfg.Owner, Lease: cfg.Lease, Interval: cfg.HeartbeatInterval,
 		NoLeaseCancel: cfg.Sabotage.NoLeaseCancel, Retry: s.retry, Log: s.log,
-		Fails: &s.stats.heartbeatFails, LeaseLost: &s.stats.leaseLost, LeaseLostFunc: hooks.LeaseLostFunc,
+		Fails: &s.stats.heartbeatFails, Stalls: &s.stats.heartbeatStalls, LeaseLost: &s.stats.leaseLost, LeaseLostFunc: hooks.LeaseLostFunc,
 	})
 	s.outcomes = outcomeWriter{Runs: s.runs, Lease: cfg.Lease, NoRetry: cfg.Sabotage.NoOutcomeRetry || cfg.DBRetry.Disabled,
 		Retry: s.retry, Log: s.log}
@@ -284,13 +284,16 @@ type Stats struct {
 	Released       int64 // runs handed back at shutdown
 	DBRetries      int64 // database operations retried
 	HeartbeatFails int64 // heartbeats that failed after retries
-	Scans          int64
-	Promoted       int64 // SCHEDULED jobs this replica's promoter made WAITING
+	// HeartbeatStalls is heartbeats that began later than scheduled by
+	// more than Lease/5: the process was not run in time.
+	HeartbeatStalls int64
+	Scans           int64
+	Promoted        int64 // SCHEDULED jobs this replica's promoter made WAITING
 }
 
 type stats struct {
 	claimed, claimConflicts, claimErrors, completed, succeeded, failed, retried,
-	stale, rescued, leaseLost, released, dbRetries, heartbeatFails, scans, promoted atomic.Int64
+	stale, rescued, leaseLost, released, dbRetries, heartbeatFails, heartbeatStalls, scans, promoted atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -301,7 +304,7 @@ func (s *Scheduler) Stats() Stats {
 		Succeeded: s.stats.succeeded.Load(), Failed: s.stats.failed.Load(), Retried: s.stats.retried.Load(),
 		Stale: s.stats.stale.Load(), Rescued: s.stats.rescued.Load(), LeaseLost: s.stats.leaseLost.Load(),
 		Released: s.stats.released.Load(), DBRetries: s.stats.dbRetries.Load(),
-		HeartbeatFails: s.stats.heartbeatFails.Load(), Scans: s.stats.scans.Load(),
+		HeartbeatFails: s.stats.heartbeatFails.Load(), HeartbeatStalls: s.stats.heartbeatStalls.Load(), Scans: s.stats.scans.Load(),
 		Promoted: s.stats.promoted.Load(),
 	}
 }

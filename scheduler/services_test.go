@@ -77,7 +77,7 @@ func TestHeartbeatRenewsAndLosesRuns(t *testing.T) {
 	r := &run{job: &Job{ID: cj.ID, Attempt: cj.Attempt}, cancel: cancel, leaseDeadline: firstLeaseDeadline(2 * time.Second)}
 	h := newHeartbeat(heartbeatParams{
 		Store: st, Runs: runs, Owner: "hb-owner", Lease: 2 * time.Second, Interval: 250 * time.Millisecond,
-		Retry: testRetrier(), Log: discardLog(), Fails: new(atomic.Int64), LeaseLost: new(atomic.Int64),
+		Retry: testRetrier(), Log: discardLog(), Fails: new(atomic.Int64), Stalls: new(atomic.Int64), LeaseLost: new(atomic.Int64),
 	})
 	runs.add(r, time.Hour, func() {})
 	h.testSignals.beat.init()

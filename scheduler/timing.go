@@ -21,6 +21,13 @@ func heartbeatIntervalFor(lease time.Duration) time.Duration { return lease / 3 
 // notice its cancelled context.
 func leaseGuardMargin(lease time.Duration) time.Duration { return lease / 5 }
 
+// heartbeatStallThreshold is how late a heartbeat may begin before the
+// replica reports a stall: leaseGuardMargin. Rule: a beat later than that
+// eats into the margin that keeps a run's handler inside its lease, so a
+// lease lost with no database trouble is always preceded, or followed, by
+// the replica saying it was not run in time.
+func heartbeatStallThreshold(lease time.Duration) time.Duration { return leaseGuardMargin(lease) }
+
 // completionWriteTimeout bounds one try of an outcome write past the runs'
 // retry deadline (outcomeWriter.write): 2×Lease. Rule: a statement hung that
 // long is moot — the lease expired and a rescuer has returned the job, so

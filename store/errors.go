@@ -24,6 +24,7 @@ const (
 	ErrNumDeadlock          = 1213 // ER_LOCK_DEADLOCK (also a Galera certification conflict at commit)
 	ErrNumLockWaitTimeout   = 1205 // ER_LOCK_WAIT_TIMEOUT
 	ErrNumDupEntry          = 1062 // ER_DUP_ENTRY
+	ErrNumParseError        = 1064 // ER_PARSE_ERROR (INSERT … RETURNING on a server without it)
 	ErrNumUnknownCommand    = 1047 // ER_UNKNOWN_COM_ERROR: "WSREP has not yet prepared node for application use"
 	ErrNumShutdown          = 1053 // ER_SERVER_SHUTDOWN
 	ErrNumNetReadTimeout    = 1159 // ER_NET_READ_INTERRUPTED

@@ -28,38 +28,103 @@ func jobFromRow(r jobqdb.JobQueue) jobq.Job {
 // clock, else WAITING. When job_key already exists it returns
 // that job with created=false if its RequestHash matches, or ErrKeyConflict.
 // Concurrent submits of one key yield exactly one row (UNIQUE uk_job_key).
+//
+// A new job costs one autocommitted statement on MariaDB ≥ 10.5 (INSERT …
+// RETURNING gives back the stored row); elsewhere the INSERT and a read-back
+// by id. A job_key that already exists costs one more read (by key).
 func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Job, created bool, err error) {
-	var id int64
-	if p.RunAt == nil {
-		id, err = s.q.JobInsert(ctx, jobqdb.JobInsertParams{
-			JobKey: p.JobKey, JobType: p.JobType, Params: p.Params, RequestHash: p.RequestHash,
-			Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs),
-		})
+	if s.Server.InsertReturning && !s.noReturning.Load() {
+		job, err = s.jobInsertReturning(ctx, p)
+		if ErrorNumber(err) == ErrNumParseError {
+			// The server did not take RETURNING after all (a proxy
+			// reporting another server's version): nothing was inserted;
+			// use the INSERT and read-back from now on.
+			s.noReturning.Store(true)
+			return s.JobSubmit(ctx, p)
+		}
+		if err == nil {
+			return job, true, nil
+		}
 	} else {
-		id, err = s.q.JobInsertAt(ctx, jobqdb.JobInsertAtParams{
+		var id int64
+		id, err = s.jobInsert(ctx, p)
+		if err == nil {
+			job, err = s.JobGet(ctx, uint64(id))
+			if err != nil {
+				return jobq.Job{}, false, errorf("submit: read back: %w", err)
+			}
+			return job, true, nil
+		}
+	}
+	if !isDupKey(err) {
+		return jobq.Job{}, false, errorf("submit: %w", err)
+	}
+	existing, gerr := s.JobGetByKey(ctx, p.JobKey)
+	if gerr != nil {
+		return jobq.Job{}, false, errorf("submit: read existing key: %w", gerr)
+	}
+	if existing.RequestHash != p.RequestHash {
+		return existing, false, jobq.ErrKeyConflict
+	}
+	return existing, false, nil
+}
+
+// jobInsert runs JobInsert or JobInsertAt and returns the new id.
+func (s *Store) jobInsert(ctx context.Context, p jobq.SubmitParams) (int64, error) {
+	if p.RunAt == nil {
+		return s.q.JobInsert(ctx, jobqdb.JobInsertParams{
 			JobKey: p.JobKey, JobType: p.JobType, Params: p.Params, RequestHash: p.RequestHash,
 			Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs),
-			RunAt: p.RunAt.UTC(),
 		})
 	}
-	if err != nil {
-		if !isDupKey(err) {
-			return jobq.Job{}, false, errorf("submit: %w", err)
-		}
-		existing, gerr := s.JobGetByKey(ctx, p.JobKey)
-		if gerr != nil {
-			return jobq.Job{}, false, errorf("submit: read existing key: %w", gerr)
-		}
-		if existing.RequestHash != p.RequestHash {
-			return existing, false, jobq.ErrKeyConflict
-		}
-		return existing, false, nil
+	return s.q.JobInsertAt(ctx, jobqdb.JobInsertAtParams{
+		JobKey: p.JobKey, JobType: p.JobType, Params: p.Params, RequestHash: p.RequestHash,
+		Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs),
+		RunAt: p.RunAt.UTC(),
+	})
+}
+
+// jobColumns is every job_queue column in the order of jobqdb.JobQueue
+// (what sqlc expands SELECT * to in JobGetByID).
+const jobColumns = `id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time`
+
+// jobInsertReturningSQL and jobInsertAtReturningSQL are JobInsert and
+// JobInsertAt (sql/queries/jobs.sql: same columns, values and status rule)
+// with MariaDB's RETURNING of the stored row. sqlc's MySQL parser does not
+// know RETURNING, so they are written here, like submit_many.go's
+// multi-row INSERT.
+const (
+	jobInsertReturningSQL = `INSERT INTO job_queue (
+    job_key, job_type, params, request_hash, status, priority, max_retry,
+    timeout_ms, run_at, create_time, update_time
+) VALUES (?, ?, ?, ?, 'WAITING', ?, ?, ?, NOW(6), NOW(6), NOW(6))
+RETURNING ` + jobColumns
+	jobInsertAtReturningSQL = `INSERT INTO job_queue (
+    job_key, job_type, params, request_hash, status, priority, max_retry,
+    timeout_ms, run_at, create_time, update_time
+) VALUES (?, ?, ?, ?, IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?, ?, NOW(6), NOW(6))
+RETURNING ` + jobColumns
+)
+
+// jobInsertReturning inserts p with one statement and returns the stored
+// row (MariaDB ≥ 10.5).
+func (s *Store) jobInsertReturning(ctx context.Context, p jobq.SubmitParams) (jobq.Job, error) {
+	var row *sql.Row
+	if p.RunAt == nil {
+		row = s.db.QueryRowContext(ctx, jobInsertReturningSQL, p.JobKey, p.JobType, p.Params, p.RequestHash,
+			int32(p.Priority), int32(p.MaxRetry), int32(p.TimeoutMs))
+	} else {
+		runAt := p.RunAt.UTC()
+		row = s.db.QueryRowContext(ctx, jobInsertAtReturningSQL, p.JobKey, p.JobType, p.Params, p.RequestHash,
+			runAt, int32(p.Priority), int32(p.MaxRetry), int32(p.TimeoutMs), runAt)
 	}
-	job, err = s.JobGet(ctx, uint64(id))
-	if err != nil {
-		return jobq.Job{}, false, errorf("submit: read back: %w", err)
+	var r jobqdb.JobQueue
+	if err := row.Scan(&r.ID, &r.JobKey, &r.JobType, &r.Params, &r.RequestHash, &r.Status, &r.Priority, &r.RetryTimes,
+		&r.MaxRetry, &r.TimeoutMs, &r.RunAt, &r.Attempt, &r.Owner, &r.LeaseUntil, &r.LastError, &r.StartedAt,
+		&r.FinishedAt, &r.CancelRequested, &r.CreateTime, &r.UpdateTime); err != nil {
+		return jobq.Job{}, err
 	}
-	return job, true, nil
+	return jobFromRow(r), nil
 }
 
 // JobGet returns the job with id, or ErrNotFound.

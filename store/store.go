@@ -34,6 +34,9 @@ type Store struct {
 	claimDefaultIso atomic.Bool
 	// renew is the heartbeat's own session (LeaseRenewMany).
 	renew renewSession
+	// noReturning is set once the server refused INSERT … RETURNING
+	// although Server.InsertReturning said it takes it (JobSubmit).
+	noReturning atomic.Bool
 	// Server is what DetectServer found at Open.
 	Server ServerInfo
 }
@@ -47,6 +50,10 @@ type ServerInfo struct {
 	Patch       int
 	SkipLocked  bool // SELECT ... FOR UPDATE SKIP LOCKED is available
 	Description string
+	// InsertReturning: INSERT … RETURNING is available (MariaDB ≥ 10.5;
+	// MySQL has none), so a submit reads its new row back in the same
+	// statement.
+	InsertReturning bool
 }
 
 // NormalizeDSN parses a go-sql-driver/mysql DSN and forces what jobq relies
@@ -208,6 +215,7 @@ func ParseServerVersion(v string) ServerInfo {
 	ver := info.Major*10000 + info.Minor*100 + info.Patch
 	if info.MariaDB {
 		info.SkipLocked = ver >= 100600
+		info.InsertReturning = ver >= 100500
 		info.Description = fmt.Sprintf("MariaDB %d.%d.%d", info.Major, info.Minor, info.Patch)
 	} else {
 		info.SkipLocked = ver >= 80001

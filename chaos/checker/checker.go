@@ -171,6 +171,12 @@ type Counts struct {
 	// answer in time while the run held the job (a loaded machine, not a
 	// dropped outcome): reported, not a violation.
 	RescuesAfterSlowRenewal int `json:"rescues_after_slow_renewal"`
+	// RescuesAfterStall is LEASE_EXPIRED executions no injected fault or
+	// slow renewal explains but whose replica incarnation logged a stall
+	// (its heartbeat was not run in time: a CPU-starved machine) that
+	// overlapped the run's claim-to-rescue window: reported, not a
+	// violation.
+	RescuesAfterStall int `json:"rescues_after_stall"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
 	// Executions is job_execution rows. Rescued of them had their lease
@@ -425,9 +431,12 @@ func Check(h History) *Result {
 			r.NonTx.InterruptedRuns++
 		}
 		if u := unexplainedRescue(h, e); u != "" {
-			if slowRenewal(h, e) {
+			switch {
+			case slowRenewal(h, e):
 				c.RescuesAfterSlowRenewal++
-			} else {
+			case stalled(h, e.Owner, e.StartedAt, *e.FinishedAt):
+				c.RescuesAfterStall++
+			default:
 				unexplained = append(unexplained, u)
 			}
 		}
@@ -550,7 +559,8 @@ func claimedEarly(id uint64, ex []Execution) []string {
 // frozen (pause) or cut off (partition, database down) at that moment
 // could not act on the loss before the fault ended — and an end marker it
 // sent before the cut can arrive at the heal — so the clock starts at the
-// fault's end.
+// fault's end; likewise at the end of a stall the replica logged (its
+// heartbeat was not run: CPU starvation) that spanned the loss.
 func workAfterLoss(h History, id uint64, ex []Execution, effects []Effect) []string {
 	tol := time.Duration(WorkAfterLossTolerance * float64(h.Lease))
 	var out []string
@@ -569,6 +579,13 @@ func workAfterLoss(h History, id uint64, ex []Execution, effects []Effect) []str
 		for _, f := range h.Faults {
 			if f.hits(e.Owner) && !f.Start.After(lostAt) && !f.End.Before(e.StartedAt) && f.End.After(from) {
 				from = f.End
+			}
+		}
+		// A replica that logged a stall spanning the loss was not run: it
+		// could not cancel the handler before the stall ended.
+		for _, st := range h.Stalls {
+			if st.Owner == e.Owner && !st.From.After(lostAt) && !st.To.Before(lostAt) && st.To.After(from) {
+				from = st.To
 			}
 		}
 		for _, ef := range effects {
@@ -603,6 +620,16 @@ func unexplainedRescue(h History, e Execution) string {
 func slowRenewal(h History, e Execution) bool {
 	for _, r := range h.SlowRenewals {
 		if r.Owner == e.Owner && !r.At.Before(e.StartedAt) && e.FinishedAt != nil && !r.At.After(*e.FinishedAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// stalled reports whether owner logged a stall that overlapped [from, to].
+func stalled(h History, owner string, from, to time.Time) bool {
+	for _, st := range h.Stalls {
+		if st.Owner == owner && !st.From.After(to) && !st.To.Before(from) {
 			return true
 		}
 	}
@@ -778,8 +805,12 @@ func finishedWork(ex []Execution, effects []Effect) (attempts []Execution, endAt
 // excusedBetween reports whether a fault that can cost a live run of owner
 // its lease overlapped [from, to] (or ended less than a lease before from),
 // or owner logged a renewal the database did not answer in time within
-// [from, to] (a loaded machine, as for rescues: slowRenewal).
+// [from, to], or a stall overlapping it (a loaded machine, as for rescues:
+// slowRenewal, stalled).
 func excusedBetween(h History, owner string, from, to time.Time) bool {
+	if stalled(h, owner, from, to) {
+		return true
+	}
 	for _, f := range h.Faults {
 		if f.excuses(h.Lease) && f.hits(owner) && !f.Start.After(to) && !f.End.Add(h.Lease).Before(from) {
 			return true

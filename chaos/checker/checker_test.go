@@ -717,3 +717,61 @@ func TestRescueAfterSlowRenewalIsExcused(t *testing.T) {
 		wantExactly(t, Check(b.h), map[string]int{CheckUnexplainedRescue: 1, CheckRerunAfterSuccess: 1})
 	}
 }
+
+// A rescue of a replica incarnation that logged a stall — its heartbeat
+// was not run in time, a CPU-starved machine — overlapping the run's
+// claim-to-rescue window is counted apart, not a violation (and excuses
+// the re-run that followed). No stall, a stall outside the window, or one
+// of another replica or another incarnation of the same replica, excuses
+// nothing.
+func TestRescueAfterStallIsExcused(t *testing.T) {
+	b := rescueHistory() // attempt 1 on replica-1.1, claimed at 110, rescued at 2600
+	for _, st := range []Stall{
+		{Owner: "replica-1.1", From: at(900), To: at(2900)},  // began inside, noticed after the rescue
+		{Owner: "replica-1.1", From: at(50), To: at(200)},    // overlaps the claim
+		{Owner: "replica-1.1", From: at(2600), To: at(2700)}, // begins at the rescue instant
+	} {
+		b.h.Stalls = []Stall{st}
+		r := Check(b.h)
+		if !r.Valid || r.Counts.RescuesAfterStall != 1 || r.Counts.UnexplainedRescues != 0 || r.Counts.RescuesAfterSlowRenewal != 0 {
+			t.Fatalf("stall %+v: valid %v, rescues after stall %d, unexplained %d; want true, 1, 0 (%+v)",
+				st, r.Valid, r.Counts.RescuesAfterStall, r.Counts.UnexplainedRescues, r.Violations)
+		}
+	}
+	both := map[string]int{CheckUnexplainedRescue: 1, CheckRerunAfterSuccess: 1}
+	b.h.Stalls = nil
+	wantExactly(t, Check(b.h), both)
+	for _, st := range []Stall{
+		{Owner: "replica-2.1", From: at(900), To: at(2900)},  // another replica stalled
+		{Owner: "replica-1.2", From: at(900), To: at(2900)},  // another incarnation
+		{Owner: "replica-1.1", From: at(0), To: at(100)},     // ended before the claim
+		{Owner: "replica-1.1", From: at(3100), To: at(3500)}, // began after the re-claim
+	} {
+		b.h.Stalls = []Stall{st}
+		r := Check(b.h)
+		wantExactly(t, r, both)
+		if r.Counts.RescuesAfterStall != 0 {
+			t.Fatalf("stall %+v: rescues after stall = %d, want 0", st, r.Counts.RescuesAfterStall)
+		}
+	}
+}
+
+// A replica that logged a stall spanning its run's loss (rescued at 2600)
+// could not cancel the handler before the stall ended: an end marker right
+// after the stall's end is no violation, one well after it is, and a stall
+// of another replica, or one that ended before the loss, moves nothing.
+func TestWorkAfterLeaseLostCountsFromStallEnd(t *testing.T) {
+	b := leaseLossHistory(6100)
+	b.h.Stalls = []Stall{{Owner: "replica-1.1", From: at(2000), To: at(6000)}}
+	if r := Check(b.h); !r.Valid {
+		t.Fatalf("violations = %+v", r.Violations)
+	}
+	b = leaseLossHistory(8000)
+	b.h.Stalls = []Stall{{Owner: "replica-1.1", From: at(2000), To: at(6000)}}
+	wantOnly(t, Check(b.h), CheckWorkAfterLoss, 1)
+	for _, st := range []Stall{{Owner: "replica-2.1", From: at(2000), To: at(6000)}, {Owner: "replica-1.1", From: at(1000), To: at(2500)}} {
+		b = leaseLossHistory(6100)
+		b.h.Stalls = []Stall{st}
+		wantOnly(t, Check(b.h), CheckWorkAfterLoss, 1)
+	}
+}

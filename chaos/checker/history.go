@@ -55,6 +55,11 @@ type History struct {
 	// on a loaded machine a live replica then gives its runs up before
 	// their leases end, and they are rescued with no injected fault.
 	SlowRenewals []SlowRenewal `json:"slow_renewals,omitempty"`
+	// Stalls are the intervals in which a replica's heartbeat was not run
+	// although due (its log's "heartbeat ran late", late_ms before the
+	// line): a CPU-starved replica whose leases expired meanwhile, rescued
+	// with no injected fault and no database trouble.
+	Stalls []Stall `json:"stalls,omitempty"`
 	// Lease is the replicas' lease length.
 	Lease time.Duration `json:"lease"`
 	// RescueInterval is the replicas' rescue interval.
@@ -130,6 +135,15 @@ type Effect struct {
 type SlowRenewal struct {
 	Owner string    `json:"owner"`
 	At    time.Time `json:"at"`
+}
+
+// Stall is an interval [From, To] in which replica incarnation Owner was
+// not run although its heartbeat was due (it logged "heartbeat ran late" at
+// To, late_ms = To − From), on the database clock.
+type Stall struct {
+	Owner string    `json:"owner"`
+	From  time.Time `json:"from"`
+	To    time.Time `json:"to"`
 }
 
 // Fault is one injected fault, as the harness logged it.

@@ -1,0 +1,153 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/jobq/jobq"
+)
+
+// stallWait bounds the waits below (a hang, not a timing assertion).
+const stallWait = 2 * time.Minute
+
+// slowRenewStore renews every lease it is asked to, the first time after
+// holding the call for hold (a slow database), then at once.
+type slowRenewStore struct {
+	hold  time.Duration
+	calls atomic.Int64
+}
+
+func (s *slowRenewStore) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]uint64, error) {
+	if s.calls.Add(1) == 1 {
+		select {
+		case <-time.After(s.hold):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return p.IDs, nil
+}
+
+func (s *slowRenewStore) JobFenceStates(context.Context, []uint64) ([]jobq.FenceState, error) {
+	return nil, nil
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+func stallHeartbeat(st heartbeatStore, lease, interval time.Duration, log *slog.Logger) *heartbeat {
+	runs := newRunTable()
+	_, cancel := context.WithCancelCause(context.Background())
+	r := &run{job: &Job{ID: 1, Attempt: 1}, cancel: cancel, leaseDeadline: firstLeaseDeadline(lease)}
+	runs.add(r, time.Hour, func() {})
+	h := newHeartbeat(heartbeatParams{
+		Store: st, Runs: runs, Owner: "stall-owner", Lease: lease, Interval: interval,
+		Retry: testRetrier(), Log: log, Fails: new(atomic.Int64), Stalls: new(atomic.Int64), LeaseLost: new(atomic.Int64),
+	})
+	h.testSignals.beat.init()
+	h.testSignals.stall.init()
+	return h
+}
+
+// A heartbeat the runtime did not run when its timer was due — held here
+// for a second, past the Lease/5 threshold plus an interval, as a starved
+// CPU or a SIGSTOP would hold it — says so: it counts the stall and logs a
+// WARN with the measured delay, which is at least the hold less one
+// interval (a slower machine only makes it later).
+func TestHeartbeatReportsItsOwnStall(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	const lease, interval, hold = 2 * time.Second, 250 * time.Millisecond, time.Second
+	h := stallHeartbeat(&slowRenewStore{}, lease, interval, slog.New(slog.NewJSONHandler(&logs, nil)))
+	var once sync.Once
+	h.testHold = func() { once.Do(func() { time.Sleep(hold) }) }
+	startService(t, h)
+	late := h.testSignals.stall.wait(t, stallWait)
+	if late < hold-interval {
+		t.Fatalf("stall measured %s, want at least %s (held %s, interval %s)", late, hold-interval, hold, interval)
+	}
+	if n := h.p.Stalls.Load(); n < 1 {
+		t.Fatalf("Stalls = %d, want ≥ 1", n)
+	}
+	h.testSignals.beat.wait(t, stallWait) // the late beat still renews
+	out := logs.String()
+	if !strings.Contains(out, `"msg":"heartbeat ran late`) || !strings.Contains(out, `"late_ms":`) || !strings.Contains(out, `"runs":1`) {
+		t.Fatalf("log = %s; want a WARN 'heartbeat ran late' with late_ms and runs", out)
+	}
+	t.Logf("stall measured %s", late)
+}
+
+// A beat that takes long because the database is slow is not a stall: the
+// next beat is due when the slow one ends, not an interval after it began.
+// The renewal here takes 3 s against a 2 s stall threshold (lease 10 s):
+// measuring from the slow beat's start would report a stall of about 3 s.
+func TestSlowRenewalIsNotAStall(t *testing.T) {
+	t.Parallel()
+	const lease, interval = 10 * time.Second, 100 * time.Millisecond
+	st := &slowRenewStore{hold: 3 * time.Second}
+	h := stallHeartbeat(st, lease, interval, discardLog())
+	startService(t, h)
+	for st.calls.Load() < 3 {
+		h.testSignals.beat.wait(t, stallWait)
+	}
+	if n := h.p.Stalls.Load(); n != 0 {
+		t.Fatalf("Stalls = %d after a slow renewal, want 0 (threshold %s)", n, heartbeatStallThreshold(lease))
+	}
+}
+
+// The threshold is the lease guard's margin, and a beat late by exactly
+// that much is not yet a stall.
+func TestCheckStallThreshold(t *testing.T) {
+	const lease = 2 * time.Second
+	h := stallHeartbeat(&slowRenewStore{}, lease, time.Second, discardLog())
+	h.checkStall(leaseGuardMargin(lease))
+	if n := h.p.Stalls.Load(); n != 0 {
+		t.Fatalf("Stalls = %d at the threshold, want 0", n)
+	}
+	h.checkStall(leaseGuardMargin(lease) + time.Millisecond)
+	if n := h.p.Stalls.Load(); n != 1 {
+		t.Fatalf("Stalls = %d past the threshold, want 1", n)
+	}
+}
+
+// An outcome write given up because its runs' lease deadline passed while
+// it retried a transient error says so (pastLeaseDeadlineError, which the
+// chaos checker reads as "the database did not commit it in time"); one
+// not retried at all (retries disabled, the deadlock-retry sabotage) does
+// not.
+func TestOutcomeWriteGivenUpPastTheDeadlineSaysSo(t *testing.T) {
+	t.Parallel()
+	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}
+	runs := newRunTable()
+	f := jobq.Fence{ID: 1, Attempt: 1}
+	runs.add(&run{job: &Job{ID: 1, Attempt: 1}, cancel: func(error) {}, leaseDeadline: time.Now().Add(300 * time.Millisecond)}, time.Hour, func() {})
+	w := outcomeWriter{Runs: runs, Lease: time.Second, Retry: testRetrier(), Log: discardLog()}
+	err := w.write("complete", []jobq.Fence{f}, func(context.Context) error { return deadlock })
+	var pd *pastLeaseDeadlineError
+	if !errors.As(err, &pd) || pd.tries < 2 || !errors.Is(err, deadlock) {
+		t.Fatalf("err = %v (%T), want a pastLeaseDeadlineError after several tries wrapping the deadlock", err, err)
+	}
+	w.NoRetry = true
+	err = w.write("complete", []jobq.Fence{f}, func(context.Context) error { return deadlock })
+	if errors.As(err, &pd) || !errors.Is(err, deadlock) {
+		t.Fatalf("err = %v (%T) without retries, want the deadlock itself", err, err)
+	}
+}
