@@ -375,18 +375,27 @@ SELECT MIN(run_at) AS next_run_at, CAST(NOW(6) AS DATETIME(6)) AS db_now
 FROM job_queue
 WHERE status = 'SCHEDULED';
 
--- name: JobPromoteDue :execrows
--- The promoter: up to LIMIT SCHEDULED jobs whose run_at has come on the
--- database clock become WAITING, earliest first, walking idx_due. One
--- statement, conditioned on status, so any number of replicas may run it at
--- once: a row is promoted by exactly one of them; the others wait for its
--- row lock, see it WAITING and pass over it. run_at is kept, so the scan
--- orders promoted jobs by when they were due.
-UPDATE job_queue
-SET status = 'WAITING', update_time = NOW(6)
+-- name: JobLockDue :many
+-- The promoter (store.JobPromoteDue, one READ COMMITTED transaction): locks
+-- up to LIMIT SCHEDULED jobs whose run_at has come on the database clock,
+-- earliest first, walking idx_due, skipping rows another transaction holds
+-- — another replica's promoter (which promotes them), or a completion that
+-- is parking a retry there, round trips long over a slow link — instead of
+-- waiting for them. Any number of replicas may run it at once: a row is
+-- locked, then promoted, by exactly one of them.
+SELECT id FROM job_queue
 WHERE status = 'SCHEDULED' AND run_at <= NOW(6)
 ORDER BY run_at
-LIMIT ?;
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: JobPromoteLocked :execrows
+-- The write half of the promotion, on the rows JobLockDue locked, by
+-- primary key only. run_at is kept, so the scan orders promoted jobs by
+-- when they were due.
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = 'WAITING', update_time = NOW(6)
+WHERE id IN (sqlc.slice(ids)) AND status = 'SCHEDULED';
 
 -- name: ExecutionListByJob :many
 SELECT * FROM job_execution WHERE job_id = ? ORDER BY attempt;
