@@ -215,7 +215,7 @@ SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q
 FROM job_queue AS q
 WHERE q.id = ? AND q.attempt = ?
   AND q.status = 'RUNNING' AND q.lease_until < NOW(6)
-FOR UPDATE
+FOR UPDATE SKIP LOCKED
 `
 
 type ExecutionRecordRescueParams struct {
@@ -227,7 +227,11 @@ type ExecutionRecordRescueParams struct {
 // lost the database), written by the rescuer just before JobRescueExpired in
 // the same transaction and under the same conditions: the run never
 // finished, so this is its only row. owner, started_at and due_at come from
-// the job row, which this statement locks.
+// the job row, which this statement locks — unless another transaction
+// holds it (SKIP LOCKED): the run's own outcome write, another replica's
+// rescue of it, round trips long over a slow link. Then nothing is written
+// and the rescuer moves on instead of waiting; a run still expired is
+// rescued by a later pass.
 func (q *Queries) ExecutionRecordRescue(ctx context.Context, arg ExecutionRecordRescueParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionRecordRescue, arg.ID, arg.Attempt)
 	if err != nil {

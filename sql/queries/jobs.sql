@@ -312,14 +312,18 @@ LIMIT ?;
 -- lost the database), written by the rescuer just before JobRescueExpired in
 -- the same transaction and under the same conditions: the run never
 -- finished, so this is its only row. owner, started_at and due_at come from
--- the job row, which this statement locks.
+-- the job row, which this statement locks — unless another transaction
+-- holds it (SKIP LOCKED): the run's own outcome write, another replica's
+-- rescue of it, round trips long over a slow link. Then nothing is written
+-- and the rescuer moves on instead of waiting; a run still expired is
+-- rescued by a later pass.
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
        NOW(6), 'LEASE_EXPIRED', 'lease expired'
 FROM job_queue AS q
 WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt)
   AND q.status = 'RUNNING' AND q.lease_until < NOW(6)
-FOR UPDATE;
+FOR UPDATE SKIP LOCKED;
 
 -- name: JobRescueExpired :execrows
 -- Returns one expired run to WAITING (retry_times+1) or FAILED (retry_times
