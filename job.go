@@ -138,8 +138,6 @@ type ClaimParams struct {
 	Owner string        // replica id written to job_queue.owner
 	Limit int           // at most this many jobs (the free worker slots, ≤ BatchLimit)
 	Lease time.Duration // lease_until = NOW(6) + Lease
-	// ReadCommitted runs a skiplocked claim at READ COMMITTED (see claimTx).
-	ReadCommitted bool
 }
 
 // ClaimCASParams configures the write half of a cas claim.

@@ -191,12 +191,12 @@ func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) ([]jobq.
 }
 
 // LeaseRenewMany implements scheduler.Store.
-func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) (int64, error) {
+func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]uint64, error) {
 	if err := s.at(ctx, LeaseRenewBefore); err != nil {
-		return 0, err
+		return nil, err
 	}
-	n, err := s.inner.LeaseRenewMany(ctx, p)
-	return n, after(s, ctx, "LeaseRenewMany.after", err)
+	ids, err := s.inner.LeaseRenewMany(ctx, p)
+	return ids, after(s, ctx, "LeaseRenewMany.after", err)
 }
 
 // JobFenceStates implements scheduler.Store.

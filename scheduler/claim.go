@@ -36,17 +36,7 @@ type claimer struct {
 	lastEmpty bool
 	lastFull  bool // the last claim filled its batch: the queue is long
 	lastSize  int  // jobs the last claim took
-	lastSlow  bool // the last claim took at least slowClaimFor(Lease)
 }
-
-// slowClaimFor is how long a claim transaction may take before the next
-// claims run at READ COMMITTED: Lease/20, at least 100 ms. Rule: at
-// REPEATABLE READ the locking read also locks the gap after the due rows,
-// where peers' completions and rescues insert index entries; a claim that
-// holds it for round trips over a slow link (each of its four statements
-// after the locking read waits one) makes healthy peers' completions and
-// renewals wait with it. At READ COMMITTED it locks only the rows it takes.
-func slowClaimFor(lease time.Duration) time.Duration { return max(lease/20, 100*time.Millisecond) }
 
 func newClaimer(p claimerParams) *claimer { return &claimer{p: p, lastEmpty: true} }
 
@@ -89,15 +79,9 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 				break
 			}
 		}
-		// A short queue, or a slow link: claim at READ COMMITTED so the
-		// claim does not lock the gap where submits, and peers' completions
-		// and rescues, insert (store.claimTx, slowClaimFor).
-		claim.ReadCommitted = !c.lastFull || c.lastSlow
-		began := time.Now()
 		got.jobs, err = withRetryV(ctx, p.Retry, "claim.skiplocked", claimMaxAttempts, func() ([]jobq.ClaimedJob, error) {
 			return p.Store.JobClaimSkipLocked(ctx, claim)
 		})
-		c.lastSlow = time.Since(began) >= slowClaimFor(p.Lease)
 	}
 	if err != nil {
 		return nil, err

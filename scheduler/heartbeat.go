@@ -12,7 +12,7 @@ import (
 
 // heartbeatStore is what the heartbeat needs from the store.
 type heartbeatStore interface {
-	LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) (int64, error)
+	LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]uint64, error)
 	JobFenceStates(ctx context.Context, ids []uint64) ([]jobq.FenceState, error)
 }
 
@@ -127,7 +127,7 @@ func (h *heartbeat) beat(ctx context.Context) int {
 	// the guards cancel handlers in time meanwhile.
 	ctx, cancel := context.WithDeadline(ctx, p.Runs.latestDeadline(runs, leaseGuardMargin(p.Lease), sent.Add(p.Interval)))
 	defer cancel()
-	n, err := withRetryV(ctx, p.Retry, "lease.renew", retryUntilDone, func() (int64, error) {
+	renewedIDs, err := withRetryV(ctx, p.Retry, "lease.renew", retryUntilDone, func() ([]uint64, error) {
 		return p.Store.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: p.Owner, Lease: p.Lease, IDs: ids})
 	})
 	if err != nil {
@@ -136,25 +136,42 @@ func (h *heartbeat) beat(ctx context.Context) int {
 		h.expireUnrenewed(runs)
 		return 0
 	}
-	if int(n) == len(runs) {
+	if len(renewedIDs) == len(runs) {
 		h.renewed(runs, sent)
 		return len(runs)
 	}
+	// Runs the renewal left out were lost, asked to cancel, or busy: their
+	// row was held by another transaction (most often the run's own outcome
+	// write), which the renewal skips instead of waiting for. Read who holds
+	// them to tell which.
+	done := make(map[uint64]bool, len(renewedIDs))
+	for _, id := range renewedIDs {
+		done[id] = true
+	}
+	var kept, rest []*run
+	var restIDs []uint64
+	for _, r := range runs {
+		if done[r.job.ID] {
+			kept = append(kept, r)
+		} else {
+			rest, restIDs = append(rest, r), append(restIDs, r.job.ID)
+		}
+	}
 	states, err := withRetryV(ctx, p.Retry, "lease.fence_states", retryUntilDone, func() ([]jobq.FenceState, error) {
-		return p.Store.JobFenceStates(ctx, ids)
+		return p.Store.JobFenceStates(ctx, restIDs)
 	})
 	if err != nil {
 		p.Fails.Add(1)
 		p.Log.Warn("fence state read failed", "component", "heartbeat", "err", err)
-		h.expireUnrenewed(runs)
-		return 0
+		h.renewed(kept, sent)
+		h.expireUnrenewed(rest)
+		return len(kept)
 	}
 	byID := make(map[uint64]jobq.FenceState, len(states))
 	for _, st := range states {
 		byID[st.ID] = st
 	}
-	var kept []*run
-	for _, r := range runs {
+	for _, r := range rest {
 		st, ok := byID[r.job.ID]
 		holds := ok && st.Status == jobq.StateRunning && st.Owner == p.Owner && st.Attempt == r.job.Attempt
 		switch {
@@ -168,7 +185,9 @@ func (h *heartbeat) beat(ctx context.Context) int {
 		case st.CancelRequested:
 			r.cancel(ErrCancelRequested)
 		default:
-			kept = append(kept, r)
+			// Still held, but its row was busy: not renewed by this beat
+			// (its lease deadline and guard stay as they were); the next
+			// beat tries again.
 		}
 	}
 	h.renewed(kept, sent)

@@ -26,15 +26,15 @@ type slowRenewStore struct {
 	calls atomic.Int64
 }
 
-func (s *slowRenewStore) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) (int64, error) {
+func (s *slowRenewStore) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]uint64, error) {
 	if s.calls.Add(1) == 1 {
 		select {
 		case <-time.After(s.hold):
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
-	return int64(len(p.IDs)), nil
+	return p.IDs, nil
 }
 
 func (s *slowRenewStore) JobFenceStates(context.Context, []uint64) ([]jobq.FenceState, error) {

@@ -15,7 +15,7 @@ type Store interface {
 	JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, error)
 	JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
 	JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) ([]jobq.ClaimedJob, int, error)
-	LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) (int64, error)
+	LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]uint64, error)
 	JobFenceStates(ctx context.Context, ids []uint64) ([]jobq.FenceState, error)
 	JobCompleteMany(ctx context.Context, cs []jobq.Completion) ([]bool, error)
 	JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx *sql.Tx) error) (bool, error)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
@@ -27,20 +26,14 @@ import (
 // written row by row, which tells stale runs apart exactly.
 func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
 	applied = make([]bool, len(cs))
-	// Over a slow link (the last completion took SlowTx or more) the
-	// transaction runs at READ COMMITTED, so the locks it holds between
-	// round trips cover no gap where peers insert (readCommittedTx).
-	txFunc := s.WithTx
-	if s.slowCompletion.Load() {
-		txFunc = s.readCommittedTx
-	}
-	began := time.Now()
-	defer func() { s.slowCompletion.Store(time.Since(began) >= SlowTx) }()
-	err = txFunc(ctx, func(tx *sql.Tx) error {
+	// READ COMMITTED (readCommittedTx): the locks the transaction holds
+	// between round trips cover only the rows it completes, no gap where
+	// peers insert, and its INSERT … SELECT reads job rows without locking.
+	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		return s.completeBatched(ctx, s.q.WithTx(tx), cs, applied)
 	})
 	if errors.Is(err, errStaleInBatch) {
-		err = txFunc(ctx, func(tx *sql.Tx) error {
+		err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 			q := s.q.WithTx(tx)
 			for i, c := range cs {
 				ok, err := s.completeOne(ctx, q, c)
@@ -57,11 +50,6 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 	}
 	return applied, nil
 }
-
-// SlowTx is how long a completion transaction may take before the next ones
-// run at READ COMMITTED: 300 ms, several round trips of a slow link (a local
-// one takes milliseconds).
-const SlowTx = 300 * time.Millisecond
 
 // errStaleInBatch rolls back a batched completion that met a stale run.
 var errStaleInBatch = errors.New("stale run in batch: completing row by row")
@@ -312,7 +300,9 @@ func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]jobq.Fenc
 // requested, and writes the run's execution row as LEASE_EXPIRED (the run
 // never finished, so this is its only row) — only if the job is still
 // RUNNING with that attempt and an expired lease. false means the run
-// completed, renewed or was rescued meanwhile; nothing was written.
+// completed, renewed or was rescued meanwhile, or its row is held by another
+// transaction (skipped, not waited for: its own outcome write, another
+// rescuer); nothing was written.
 func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error) {
 	var ok bool
 	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {

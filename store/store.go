@@ -32,9 +32,8 @@ type Store struct {
 	// claimDefaultIso is set once the server refused a READ COMMITTED
 	// write (see readCommittedTx).
 	claimDefaultIso atomic.Bool
-	// slowCompletion is set while completions take SlowTx or more: the
-	// next ones run at READ COMMITTED (JobCompleteMany).
-	slowCompletion atomic.Bool
+	// renew is the heartbeat's own session (LeaseRenewMany).
+	renew renewSession
 	// noReturning is set once the server refused INSERT … RETURNING
 	// although Server.InsertReturning said it takes it (JobSubmit).
 	noReturning atomic.Bool
@@ -180,7 +179,10 @@ func OpenDB(ctx context.Context, db *sql.DB) (*Store, error) {
 func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.closeRenewSession()
+	return s.db.Close()
+}
 
 // Ping checks that the database answers; /readyz uses it.
 func (s *Store) Ping(ctx context.Context) error { return wrapUnavailable(s.db.PingContext(ctx)) }

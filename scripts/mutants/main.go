@@ -45,7 +45,10 @@ const gen = "gen/jobqdb/jobs.sql.go"
 var mutants = []mutant{
 	{
 		Name: "renew-by-id", Bug: "1: lease renewal by id alone (owner condition dropped)",
-		Edits:  []edit{{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0"}},
+		Edits: []edit{
+			{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0\nFOR UPDATE SKIP LOCKED", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0\nFOR UPDATE SKIP LOCKED"},
+			{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0\n`", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0\n`"},
+		},
 		Checks: []check{{"./store/", "^TestLeaseRenewOfLostRunMatchesNothing$"}, {"./scheduler/", "^TestLostRunIsNotRenewedAndItsHandlerCancelled$"}},
 	},
 	{
