@@ -72,9 +72,10 @@ func SchedulerQueries() ([]Query, error) {
 var SteadyState = []struct{ Name, Role string }{
 	{"JobScanAvailable", RoleScan}, {"JobLockAvailable", RoleClaim}, {"JobClaimMany", RoleClaim},
 	{"JobClaimCAS", RoleClaim}, {"JobGetClaimed", RoleOther},
-	{"LeaseRenewMany", RoleOther}, {"JobCompleteFenced", RoleOther}, {"JobFailFenced", RoleOther},
+	{"LeaseLockRenewable", RoleOther}, {"LeaseRenewMany", RoleOther}, {"JobCompleteFenced", RoleOther}, {"JobFailFenced", RoleOther},
 	{"ExecutionRecord", RoleOther}, {"JobRescueCandidates", RoleOther}, {"ExecutionRecordRescue", RoleOther},
-	{"JobRescueExpired", RoleOther}, {"JobScheduledNext", RoleScan}, {"JobPromoteDue", RoleOther},
+	{"JobRescueExpired", RoleOther}, {"JobScheduledNext", RoleScan}, {"JobLockDue", RoleOther},
+	{"JobPromoteLocked", RoleOther},
 }
 
 // Roles of steady-state statements.

@@ -140,6 +140,12 @@ func (pr *promoter) pass(ctx context.Context) (next time.Time, promoted int) {
 		}
 		total, err := pr.promoteDue(ctx)
 		promoted += total
+		if err == nil && total == 0 {
+			// Due rows exist but another transaction holds them (the
+			// promotion skips locked rows): whoever holds them promotes
+			// them, or the next pass does; probing again at once would spin.
+			return idle(), promoted
+		}
 		if total > 0 {
 			p.WakeFunc() // promoted jobs are due: scan at once
 			if p.PromotedFunc != nil {

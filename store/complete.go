@@ -300,7 +300,9 @@ func (s *Store) JobRescueCandidates(ctx context.Context, limit int) ([]jobq.Fenc
 // requested, and writes the run's execution row as LEASE_EXPIRED (the run
 // never finished, so this is its only row) — only if the job is still
 // RUNNING with that attempt and an expired lease. false means the run
-// completed, renewed or was rescued meanwhile; nothing was written.
+// completed, renewed or was rescued meanwhile, or its row is held by another
+// transaction (skipped, not waited for: its own outcome write, another
+// rescuer); nothing was written.
 func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error) {
 	var ok bool
 	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {

@@ -513,3 +513,32 @@ func TestLeaseRenewSkipsHeldRowsWithoutWaiting(t *testing.T) {
 		t.Fatalf("renew once the row is free: %v, %v; want both", ids, err)
 	}
 }
+
+// A rescue never waits for a lock: an expired run whose row another
+// transaction holds (its own outcome write, another replica's rescue, round
+// trips long over a slow link) is skipped at once, and rescued by a later
+// pass once the row is free.
+func TestRescueSkipsHeldRowWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	submitJob(t, st, "held", "t", 3)
+	c := claimOne(t, st, "a", 30*time.Second)
+	expireLease(t, st, c.ID)
+	tx, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT id FROM job_queue WHERE id = ? FOR UPDATE`, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if ok, err := st.JobRescueExpired(ctx, c.Fence()); err != nil || ok || time.Since(began) > 500*time.Millisecond {
+		t.Fatalf("rescue of a held row: ok=%v err=%v after %s; want skipped at once", ok, err, time.Since(began))
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	rescue(t, st, c.Fence())
+}

@@ -302,17 +302,28 @@ func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error
 
 // JobPromoteDue moves up to limit SCHEDULED jobs whose run_at has come
 // (database clock) to WAITING, earliest first, and returns how many it
-// moved. Safe to run on every replica at once. It runs at READ COMMITTED
-// where the server allows it (see readCommittedTx): the UPDATE then locks only the
-// rows it changes, not the gap after the last due entry of idx_due, so it
-// never blocks a completion that parks a retry SCHEDULED, and it skips
-// rows another transaction holds whose committed version is not due.
+// moved. Safe to run on every replica at once. It is one READ COMMITTED
+// transaction (readCommittedTx): a locking read that skips rows another
+// transaction holds (JobLockDue), then one UPDATE of the rows it locked by
+// primary key. So a promotion never waits for a lock — not for another
+// replica's promotion of the same rows, not for a completion that is
+// parking a retry in idx_due over a slow link (which made peers' promoters,
+// and the rescuers queued behind them, wait seconds) — and it locks no gap
+// of idx_due, so it never blocks a completion that parks a retry SCHEDULED.
+// Rows it skipped are promoted by whoever holds them or by a later pass.
 func (s *Store) JobPromoteDue(ctx context.Context, limit int) (int, error) {
 	var n int64
 	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {
-		var e error
-		n, e = s.q.WithTx(tx).JobPromoteDue(ctx, int32(limit))
-		return e
+		q := s.q.WithTx(tx)
+		ids, err := q.JobLockDue(ctx, int32(limit))
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		n, err = q.JobPromoteLocked(ctx, ids)
+		if err == nil && int(n) != len(ids) {
+			err = errFenceMoved
+		}
+		return err
 	})
 	if err != nil {
 		return 0, errorf("promote: %w", err)

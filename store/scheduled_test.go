@@ -184,3 +184,43 @@ func TestMigration005MovesFutureJobs(t *testing.T) {
 		t.Fatalf("after up: %s, want SCHEDULED WAITING", got)
 	}
 }
+
+// A promotion never waits for a lock: a due SCHEDULED row another
+// transaction holds (another replica's promotion, a completion parking a
+// retry over a slow link) is skipped at once and the other due rows are
+// promoted; the held row is promoted once it is free.
+func TestPromoteSkipsHeldRowsWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testdb.Store(t)
+	now, err := st.DBNow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := submitAt(t, st, "held", now.Add(time.Hour))
+	free := submitAt(t, st, "free", now.Add(time.Hour))
+	if _, err := st.DB().Exec("UPDATE job_queue SET run_at = NOW(6) - INTERVAL 1 SECOND WHERE id IN (?, ?)", held.ID, free.ID); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "SELECT id FROM job_queue WHERE id = ? FOR UPDATE", held.ID); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if n, err := st.JobPromoteDue(ctx, 10); err != nil || n != 1 || time.Since(began) > 500*time.Millisecond {
+		t.Fatalf("promote with job %d held: n=%d err=%v after %s; want 1 at once", held.ID, n, err, time.Since(began))
+	}
+	if got, _ := st.JobGet(ctx, free.ID); got.Status != jobq.StateWaiting {
+		t.Fatalf("free job is %s, want WAITING", got.Status)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.JobPromoteDue(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("promote once the row is free: n=%d err=%v, want 1", n, err)
+	}
+}

@@ -215,7 +215,7 @@ SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q
 FROM job_queue AS q
 WHERE q.id = ? AND q.attempt = ?
   AND q.status = 'RUNNING' AND q.lease_until < NOW(6)
-FOR UPDATE
+FOR UPDATE SKIP LOCKED
 `
 
 type ExecutionRecordRescueParams struct {
@@ -227,7 +227,11 @@ type ExecutionRecordRescueParams struct {
 // lost the database), written by the rescuer just before JobRescueExpired in
 // the same transaction and under the same conditions: the run never
 // finished, so this is its only row. owner, started_at and due_at come from
-// the job row, which this statement locks.
+// the job row, which this statement locks — unless another transaction
+// holds it (SKIP LOCKED): the run's own outcome write, another replica's
+// rescue of it, round trips long over a slow link. Then nothing is written
+// and the rescuer moves on instead of waiting; a run still expired is
+// rescued by a later pass.
 func (q *Queries) ExecutionRecordRescue(ctx context.Context, arg ExecutionRecordRescueParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionRecordRescue, arg.ID, arg.Attempt)
 	if err != nil {
@@ -1241,22 +1245,65 @@ func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockA
 	return items, nil
 }
 
-const jobPromoteDue = `-- name: JobPromoteDue :execrows
-UPDATE job_queue
-SET status = 'WAITING', update_time = NOW(6)
+const jobLockDue = `-- name: JobLockDue :many
+SELECT id FROM job_queue
 WHERE status = 'SCHEDULED' AND run_at <= NOW(6)
 ORDER BY run_at
 LIMIT ?
+FOR UPDATE SKIP LOCKED
 `
 
-// The promoter: up to LIMIT SCHEDULED jobs whose run_at has come on the
-// database clock become WAITING, earliest first, walking idx_due. One
-// statement, conditioned on status, so any number of replicas may run it at
-// once: a row is promoted by exactly one of them; the others wait for its
-// row lock, see it WAITING and pass over it. run_at is kept, so the scan
-// orders promoted jobs by when they were due.
-func (q *Queries) JobPromoteDue(ctx context.Context, limit int32) (int64, error) {
-	result, err := q.db.ExecContext(ctx, jobPromoteDue, limit)
+// The promoter (store.JobPromoteDue, one READ COMMITTED transaction): locks
+// up to LIMIT SCHEDULED jobs whose run_at has come on the database clock,
+// earliest first, walking idx_due, skipping rows another transaction holds
+// — another replica's promoter (which promotes them), or a completion that
+// is parking a retry there, round trips long over a slow link — instead of
+// waiting for them. Any number of replicas may run it at once: a row is
+// locked, then promoted, by exactly one of them.
+func (q *Queries) JobLockDue(ctx context.Context, limit int32) ([]uint64, error) {
+	rows, err := q.db.QueryContext(ctx, jobLockDue, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobPromoteLocked = `-- name: JobPromoteLocked :execrows
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = 'WAITING', update_time = NOW(6)
+WHERE id IN (/*SLICE:ids*/?) AND status = 'SCHEDULED'
+`
+
+// The write half of the promotion, on the rows JobLockDue locked, by
+// primary key only. run_at is kept, so the scan orders promoted jobs by
+// when they were due.
+func (q *Queries) JobPromoteLocked(ctx context.Context, ids []uint64) (int64, error) {
+	query := jobPromoteLocked
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err
 	}

@@ -312,14 +312,18 @@ LIMIT ?;
 -- lost the database), written by the rescuer just before JobRescueExpired in
 -- the same transaction and under the same conditions: the run never
 -- finished, so this is its only row. owner, started_at and due_at come from
--- the job row, which this statement locks.
+-- the job row, which this statement locks — unless another transaction
+-- holds it (SKIP LOCKED): the run's own outcome write, another replica's
+-- rescue of it, round trips long over a slow link. Then nothing is written
+-- and the rescuer moves on instead of waiting; a run still expired is
+-- rescued by a later pass.
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
        NOW(6), 'LEASE_EXPIRED', 'lease expired'
 FROM job_queue AS q
 WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt)
   AND q.status = 'RUNNING' AND q.lease_until < NOW(6)
-FOR UPDATE;
+FOR UPDATE SKIP LOCKED;
 
 -- name: JobRescueExpired :execrows
 -- Returns one expired run to WAITING (retry_times+1) or FAILED (retry_times
@@ -375,18 +379,27 @@ SELECT MIN(run_at) AS next_run_at, CAST(NOW(6) AS DATETIME(6)) AS db_now
 FROM job_queue
 WHERE status = 'SCHEDULED';
 
--- name: JobPromoteDue :execrows
--- The promoter: up to LIMIT SCHEDULED jobs whose run_at has come on the
--- database clock become WAITING, earliest first, walking idx_due. One
--- statement, conditioned on status, so any number of replicas may run it at
--- once: a row is promoted by exactly one of them; the others wait for its
--- row lock, see it WAITING and pass over it. run_at is kept, so the scan
--- orders promoted jobs by when they were due.
-UPDATE job_queue
-SET status = 'WAITING', update_time = NOW(6)
+-- name: JobLockDue :many
+-- The promoter (store.JobPromoteDue, one READ COMMITTED transaction): locks
+-- up to LIMIT SCHEDULED jobs whose run_at has come on the database clock,
+-- earliest first, walking idx_due, skipping rows another transaction holds
+-- — another replica's promoter (which promotes them), or a completion that
+-- is parking a retry there, round trips long over a slow link — instead of
+-- waiting for them. Any number of replicas may run it at once: a row is
+-- locked, then promoted, by exactly one of them.
+SELECT id FROM job_queue
 WHERE status = 'SCHEDULED' AND run_at <= NOW(6)
 ORDER BY run_at
-LIMIT ?;
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: JobPromoteLocked :execrows
+-- The write half of the promotion, on the rows JobLockDue locked, by
+-- primary key only. run_at is kept, so the scan orders promoted jobs by
+-- when they were due.
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = 'WAITING', update_time = NOW(6)
+WHERE id IN (sqlc.slice(ids)) AND status = 'SCHEDULED';
 
 -- name: ExecutionListByJob :many
 SELECT * FROM job_execution WHERE job_id = ? ORDER BY attempt;
