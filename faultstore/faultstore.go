@@ -12,6 +12,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -25,6 +26,8 @@ const (
 	ScanAfter             = "JobScanAvailable.after" // the cas claim has read its candidates
 	ClaimSkipLocked       = "JobClaimSkipLocked.before"
 	ClaimCASBefore        = "JobClaimCAS.before"
+	ClaimSkipLockedAfter  = "JobClaimSkipLocked.after" // the claim committed; an error here is a lost answer
+	HeldByBefore          = "JobHeldBy.before"
 	LeaseRenewBefore      = "LeaseRenewMany.before"
 	FenceStatesBefore     = "JobFenceStates.before"
 	CompleteBefore        = "JobCompleteMany.before"
@@ -179,6 +182,15 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 	}
 	r, err := s.inner.JobClaimSkipLocked(ctx, p)
 	return r, after(s, ctx, "JobClaimSkipLocked.after", err)
+}
+
+// JobHeldBy implements scheduler.Store.
+func (s *Store) JobHeldBy(ctx context.Context, owner string, within time.Duration) ([]jobq.ClaimedJob, error) {
+	if err := s.at(ctx, HeldByBefore); err != nil {
+		return nil, err
+	}
+	r, err := s.inner.JobHeldBy(ctx, owner, within)
+	return r, after(s, ctx, "JobHeldBy.after", err)
 }
 
 // JobClaimCAS implements scheduler.Store.

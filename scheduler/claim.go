@@ -27,6 +27,7 @@ type claimerParams struct {
 	Claimed     *atomic.Int64 // Stats.Claimed
 	Conflicts   *atomic.Int64 // Stats.ClaimConflicts
 	ClaimedFunc func(jobs []jobq.ClaimedJob, conflicts int)
+	Lost        *lostClaims // failed tries, for the scanner to reconcile
 }
 
 // claimer runs the configured claim strategy. It is the scanner's, and not
@@ -65,7 +66,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 		}
 		got, err = withRetryV(ctx, p.Retry, "claim.cas", claimMaxAttempts, func() (casClaim, error) {
 			var conflicts int
-			jobs, e := claimStamped(func() (jobs []jobq.ClaimedJob, e error) {
+			jobs, e := p.Lost.try(func() (jobs []jobq.ClaimedJob, e error) {
 				jobs, conflicts, e = p.Store.JobClaimCAS(ctx, jobq.ClaimCASParams{
 					ClaimParams: claim, Candidates: cands, Unguarded: p.NoCASGuard,
 				})
@@ -84,7 +85,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 			}
 		}
 		got.jobs, err = withRetryV(ctx, p.Retry, "claim.skiplocked", claimMaxAttempts, func() ([]jobq.ClaimedJob, error) {
-			return claimStamped(func() ([]jobq.ClaimedJob, error) { return p.Store.JobClaimSkipLocked(ctx, claim) })
+			return p.Lost.try(func() ([]jobq.ClaimedJob, error) { return p.Store.JobClaimSkipLocked(ctx, claim) })
 		})
 	}
 	if err != nil {

@@ -125,6 +125,7 @@ type limitedClaimerParams struct {
 	Claimed      *atomic.Int64 // Stats.Claimed
 	ClaimErrors  *atomic.Int64 // Stats.ClaimErrors
 	ClaimedFunc  func(jobs []jobq.ClaimedJob, conflicts int)
+	Lost         *lostClaims // failed tries, for the scanner to reconcile
 }
 
 // limitedClaimer keeps this replica's view of the limited job types
@@ -196,7 +197,7 @@ func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
 			continue
 		}
 		jobs, err := withRetryV(ctx, p.Retry, "claim.limited", claimMaxAttempts, func() ([]jobq.ClaimedJob, error) {
-			return claimStamped(func() ([]jobq.ClaimedJob, error) {
+			return p.Lost.try(func() ([]jobq.ClaimedJob, error) {
 				return p.Store.JobClaimLimited(ctx, typ, jobq.ClaimParams{Owner: p.Owner, Limit: min(free, p.BatchLimit), Lease: p.Lease})
 			})
 		})

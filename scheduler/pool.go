@@ -55,6 +55,10 @@ func (s *slots) available() int {
 	return max(0, min(free, allowed-held))
 }
 
+// anyFree reports whether take would not block (the scanner's goroutine is
+// the only taker).
+func (s *slots) anyFree() bool { return len(s.free) > 0 }
+
 // take takes a free slot; the scanner claimed at most the free slots, so
 // one is always there.
 func (s *slots) take() { <-s.free }

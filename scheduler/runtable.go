@@ -56,6 +56,25 @@ func (t *runTable) remove(f jobq.Fence) *run {
 	return r
 }
 
+// fences returns the fences of every run in the table.
+func (t *runTable) fences() map[jobq.Fence]struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fs := make(map[jobq.Fence]struct{}, len(t.runs))
+	for f := range t.runs {
+		fs[f] = struct{}{}
+	}
+	return fs
+}
+
+// holds reports whether the run of f is in the table.
+func (t *runTable) holds(f jobq.Fence) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.runs[f]
+	return ok
+}
+
 // len returns the number of in-flight runs.
 func (t *runTable) len() int {
 	t.mu.Lock()

@@ -17,6 +17,10 @@ type scannerParams struct {
 	Slots   *slots
 	// DispatchFunc hands one claimed job to a worker (it takes a slot).
 	DispatchFunc func(jobq.ClaimedJob)
+	// Lost are the claim tries that failed after they may have committed;
+	// AdoptFunc takes on the runs they left (Scheduler.adoptLost).
+	Lost         *lostClaims
+	AdoptFunc    func(ctx context.Context, since time.Time) (int, error)
 	PollInterval time.Duration
 	PollJitter   time.Duration
 	BatchLimit   int
@@ -77,6 +81,8 @@ func (sc *scanner) run(ctx context.Context) {
 // claim leaves them out.
 func (sc *scanner) scan(ctx context.Context) (dispatched int) {
 	p := sc.p
+	defer func() { dispatched += p.Lost.reconcile(ctx, p.AdoptFunc) }()
+	dispatched += p.Lost.reconcile(ctx, p.AdoptFunc)
 	if p.Limited != nil {
 		dispatched += p.Limited.claim(ctx)
 	}

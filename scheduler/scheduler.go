@@ -45,6 +45,7 @@ type Scheduler struct {
 	queueStop chan struct{}
 	work      *workTracker // handlers that have not handed their outcome on
 	runs      *runTable    // in-flight runs
+	lost      *lostClaims  // claim tries whose answer was lost (the scanner's)
 
 	hardCtx    context.Context // work (handlers)
 	hardCancel context.CancelCauseFunc
@@ -101,6 +102,7 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 // build creates the services from the configuration.
 func (s *Scheduler) build() {
 	cfg, hooks := s.cfg, s.cfg.Hooks
+	s.lost = &lostClaims{}
 	s.heartbeat = newHeartbeat(heartbeatParams{
 		Store: s.store, Runs: s.runs, Owner: cfg.Owner, Lease: cfg.Lease, Interval: cfg.HeartbeatInterval,
 		NoLeaseCancel: cfg.Sabotage.NoLeaseCancel, Retry: s.retry, Log: s.log,
@@ -123,7 +125,7 @@ func (s *Scheduler) build() {
 	s.limited = newLimitedClaimer(limitedClaimerParams{
 		Store: s.store, Slots: s.slots, DispatchFunc: s.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
 		BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
-		Claimed: &s.stats.claimed, ClaimErrors: &s.stats.claimErrors, ClaimedFunc: hooks.ClaimedFunc,
+		Claimed: &s.stats.claimed, ClaimErrors: &s.stats.claimErrors, ClaimedFunc: hooks.ClaimedFunc, Lost: s.lost,
 	})
 	s.planner = newPeriodicPlanner(periodicPlannerParams{
 		Store: s.store, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
@@ -140,9 +142,9 @@ func (s *Scheduler) build() {
 		Claimer: newClaimer(claimerParams{
 			Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
 			NoCASGuard: cfg.Sabotage.NoCASGuard, Retry: s.retry,
-			Claimed: &s.stats.claimed, Conflicts: &s.stats.claimConflicts, ClaimedFunc: hooks.ClaimedFunc,
+			Claimed: &s.stats.claimed, Conflicts: &s.stats.claimConflicts, ClaimedFunc: hooks.ClaimedFunc, Lost: s.lost,
 		}),
-		Limited: s.limited, Slots: s.slots, DispatchFunc: s.dispatch,
+		Limited: s.limited, Slots: s.slots, DispatchFunc: s.dispatch, Lost: s.lost, AdoptFunc: s.adoptLost,
 		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
 		DrainWait: cfg.DrainWait, DisableDrain: cfg.DisableDrain, Log: s.log,
 		Scans: &s.stats.scans, ClaimErrors: &s.stats.claimErrors, ScanFunc: hooks.ScanFunc,
@@ -282,6 +284,9 @@ type Stats struct {
 	Rescued        int64 // expired leases returned by this replica's rescuer
 	LeaseLost      int64 // handlers cancelled because their run lost its lease
 	Released       int64 // runs handed back at shutdown
+	// Adopted is runs whose claim committed although its answer was lost,
+	// found by JobHeldBy and dispatched.
+	Adopted        int64
 	DBRetries      int64 // database operations retried
 	HeartbeatFails int64 // heartbeats that failed after retries
 	// HeartbeatStalls is heartbeats that began later than scheduled by
@@ -293,7 +298,7 @@ type Stats struct {
 
 type stats struct {
 	claimed, claimConflicts, claimErrors, completed, succeeded, failed, retried,
-	stale, rescued, leaseLost, released, dbRetries, heartbeatFails, heartbeatStalls, scans, promoted atomic.Int64
+	stale, rescued, leaseLost, released, adopted, dbRetries, heartbeatFails, heartbeatStalls, scans, promoted atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -303,7 +308,7 @@ func (s *Scheduler) Stats() Stats {
 		ClaimErrors: s.stats.claimErrors.Load(), Completed: s.stats.completed.Load(),
 		Succeeded: s.stats.succeeded.Load(), Failed: s.stats.failed.Load(), Retried: s.stats.retried.Load(),
 		Stale: s.stats.stale.Load(), Rescued: s.stats.rescued.Load(), LeaseLost: s.stats.leaseLost.Load(),
-		Released: s.stats.released.Load(), DBRetries: s.stats.dbRetries.Load(),
+		Released: s.stats.released.Load(), Adopted: s.stats.adopted.Load(), DBRetries: s.stats.dbRetries.Load(),
 		HeartbeatFails: s.stats.heartbeatFails.Load(), HeartbeatStalls: s.stats.heartbeatStalls.Load(), Scans: s.stats.scans.Load(),
 		Promoted: s.stats.promoted.Load(),
 	}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/store"
@@ -15,6 +16,7 @@ type Store interface {
 	JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, error)
 	JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
 	JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) ([]jobq.ClaimedJob, int, error)
+	JobHeldBy(ctx context.Context, owner string, within time.Duration) ([]jobq.ClaimedJob, error)
 	LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]uint64, error)
 	JobFenceStates(ctx context.Context, ids []uint64) ([]jobq.FenceState, error)
 	JobCompleteMany(ctx context.Context, cs []jobq.Completion) ([]bool, error)

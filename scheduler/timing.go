@@ -1,10 +1,6 @@
 package scheduler
 
-import (
-	"time"
-
-	"github.com/jobq/jobq"
-)
+import "time"
 
 // The timings below are all derived from the lease, and each encodes one
 // rule of the lease design (docs/architecture.md, "The scheduler loop"). They are named
@@ -59,15 +55,4 @@ func firstLeaseDeadline(base time.Time, lease time.Duration) time.Time {
 		base = time.Now()
 	}
 	return base.Add(lease)
-}
-
-// claimStamped runs one claim try and stamps the jobs it returns with when
-// the try began (ClaimedJob.LeaseBase).
-func claimStamped(fn func() ([]jobq.ClaimedJob, error)) ([]jobq.ClaimedJob, error) {
-	began := time.Now()
-	jobs, err := fn()
-	for i := range jobs {
-		jobs[i].LeaseBase = began
-	}
-	return jobs, err
 }

@@ -193,3 +193,28 @@ func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) (claimed
 	}
 	return claimed, lost, nil
 }
+
+// JobHeldBy returns the runs owner holds on the database that were claimed
+// within the last `within` (database clock) — its recent RUNNING rows —
+// shaped as a claim returns them (Attempt is the run's attempt). A replica
+// reads them after a claim whose answer was lost, to find claims that
+// committed although it never heard of them. Errors: ErrUnavailable when the
+// database cannot answer.
+func (s *Store) JobHeldBy(ctx context.Context, owner string, within time.Duration) ([]jobq.ClaimedJob, error) {
+	rows, err := s.q.JobHeldBy(ctx, jobqdb.JobHeldByParams{
+		Owner: sql.NullString{String: owner, Valid: true}, WithinUs: within.Microseconds(),
+	})
+	if err != nil {
+		return nil, errorf("held by %q: %w", owner, err)
+	}
+	held := make([]jobq.ClaimedJob, len(rows))
+	for i, r := range rows {
+		held[i] = jobq.ClaimedJob{
+			ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
+			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
+			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt),
+			LeaseUntil: r.LeaseUntil.Time.UTC(), StartedAt: r.StartedAt.Time.UTC(), CreateTime: r.CreateTime.UTC(),
+		}
+	}
+	return held, nil
+}

@@ -418,7 +418,7 @@ SELECT started_at FROM job_queue WHERE id = ?
 `
 
 // The started_at JobClaimMany wrote (one NOW(6) for every row of the claim),
-// read back by primary key in the claim's transaction.
+// read back by primary key after the claim's COMMIT.
 func (q *Queries) JobClaimedStartedAt(ctx context.Context, id uint64) (sql.NullTime, error) {
 	row := q.db.QueryRowContext(ctx, jobClaimedStartedAt, id)
 	var started_at sql.NullTime
@@ -731,6 +731,81 @@ func (q *Queries) JobGetClaimed(ctx context.Context, arg JobGetClaimedParams) ([
 			&i.LeaseUntil,
 			&i.StartedAt,
 			&i.CreateTime,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobHeldBy = `-- name: JobHeldBy :many
+SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
+       run_at, attempt, create_time, started_at, lease_until
+FROM job_queue FORCE INDEX (idx_lease)
+WHERE status = 'RUNNING' AND owner = ?
+  AND started_at >= NOW(6) - INTERVAL ? MICROSECOND
+`
+
+type JobHeldByParams struct {
+	Owner    sql.NullString
+	WithinUs interface{}
+}
+
+type JobHeldByRow struct {
+	ID         uint64
+	JobKey     string
+	JobType    string
+	Params     string
+	Priority   int32
+	RetryTimes int32
+	MaxRetry   int32
+	TimeoutMs  int32
+	RunAt      time.Time
+	Attempt    int32
+	CreateTime time.Time
+	StartedAt  sql.NullTime
+	LeaseUntil sql.NullTime
+}
+
+// The runs an owner holds on the database: its RUNNING rows. A replica
+// compares them with its run table after a claim whose answer was lost (the
+// connection dropped after the COMMIT reached the server), so a committed
+// claim it never heard of is taken on at once instead of waiting, unrenewed,
+// for a rescue. Only runs claimed within the last within_us microseconds
+// (since the lost claim was sent) are returned: an older run of the owner's
+// that is still RUNNING is one whose outcome write was given up, and belongs
+// to the rescuer. RUNNING rows are few (one per in-flight run on every
+// replica): idx_lease (status, lease_until) bounds the read to them.
+func (q *Queries) JobHeldBy(ctx context.Context, arg JobHeldByParams) ([]JobHeldByRow, error) {
+	rows, err := q.db.QueryContext(ctx, jobHeldBy, arg.Owner, arg.WithinUs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobHeldByRow
+	for rows.Next() {
+		var i JobHeldByRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobKey,
+			&i.JobType,
+			&i.Params,
+			&i.Priority,
+			&i.RetryTimes,
+			&i.MaxRetry,
+			&i.TimeoutMs,
+			&i.RunAt,
+			&i.Attempt,
+			&i.CreateTime,
+			&i.StartedAt,
+			&i.LeaseUntil,
 		); err != nil {
 			return nil, err
 		}

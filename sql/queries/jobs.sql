@@ -116,8 +116,24 @@ WHERE id IN (sqlc.slice(ids)) AND status = 'WAITING';
 
 -- name: JobClaimedStartedAt :one
 -- The started_at JobClaimMany wrote (one NOW(6) for every row of the claim),
--- read back by primary key in the claim's transaction.
+-- read back by primary key after the claim's COMMIT.
 SELECT started_at FROM job_queue WHERE id = ?;
+
+-- name: JobHeldBy :many
+-- The runs an owner holds on the database: its RUNNING rows. A replica
+-- compares them with its run table after a claim whose answer was lost (the
+-- connection dropped after the COMMIT reached the server), so a committed
+-- claim it never heard of is taken on at once instead of waiting, unrenewed,
+-- for a rescue. Only runs claimed within the last within_us microseconds
+-- (since the lost claim was sent) are returned: an older run of the owner's
+-- that is still RUNNING is one whose outcome write was given up, and belongs
+-- to the rescuer. RUNNING rows are few (one per in-flight run on every
+-- replica): idx_lease (status, lease_until) bounds the read to them.
+SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
+       run_at, attempt, create_time, started_at, lease_until
+FROM job_queue FORCE INDEX (idx_lease)
+WHERE status = 'RUNNING' AND owner = sqlc.arg(owner)
+  AND started_at >= NOW(6) - INTERVAL sqlc.arg(within_us) MICROSECOND;
 
 -- name: JobClaimCAS :execrows
 -- The per-row compare-and-set of the cas claim. The attempt guard closes the

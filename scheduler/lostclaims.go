@@ -1,0 +1,90 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// lostClaimSlack widens the window of JobHeldBy past the time since the lost
+// claim was sent, for the difference between the local monotonic clock and
+// the database's: the read must never miss the lost claim's rows.
+const lostClaimSlack = time.Second
+
+// lostClaims remembers claim tries that failed after they may have
+// committed. A claim's COMMIT can reach the database while its answer is
+// lost with the connection (a reset, a proxy dropping it, a failover): its
+// rows are RUNNING under this replica's owner id, yet no handler runs them
+// and no heartbeat renews them, so they would wait for a rescue after their
+// lease — a run lost to a connection the replica itself retried. After such
+// a failure the scanner reads the owner's recent RUNNING rows (JobHeldBy)
+// and takes on those its run table does not know (Scheduler.adoptLost).
+// Used by the scanner's goroutine only (the scanner and the limited claimer).
+type lostClaims struct {
+	since time.Time // when the earliest unreconciled failed try was sent; zero: none
+}
+
+// try runs one claim try, stamps the jobs it returns with when it was sent
+// (ClaimedJob.LeaseBase: the database stamped lease_until after that, so a
+// lease counted from it ends no later than the database's), and remembers a
+// failed try: whether it committed is unknown.
+func (l *lostClaims) try(fn func() ([]jobq.ClaimedJob, error)) ([]jobq.ClaimedJob, error) {
+	began := time.Now()
+	jobs, err := fn()
+	for i := range jobs {
+		jobs[i].LeaseBase = began
+	}
+	if err != nil && l != nil && (l.since.IsZero() || began.Before(l.since)) {
+		l.since = began
+	}
+	return jobs, err
+}
+
+// reconcile runs adopt for the remembered failed tries, if any, and forgets
+// them once adopt succeeded (a failed read is tried again at the next scan).
+// It returns the runs adopt dispatched.
+func (l *lostClaims) reconcile(ctx context.Context, adopt func(ctx context.Context, since time.Time) (int, error)) int {
+	if l == nil || l.since.IsZero() || adopt == nil || ctx.Err() != nil {
+		return 0
+	}
+	n, err := adopt(ctx, l.since)
+	if err != nil {
+		return 0
+	}
+	l.since = time.Time{}
+	return n
+}
+
+// adoptLost takes on the runs that failed claim tries sent since `since`
+// committed without this replica hearing of it: every RUNNING row of its
+// owner id claimed after since that its run table did not hold before the
+// read. Each is dispatched like a fresh claim, its local lease counted from
+// since (never later than the database's lease_until); while no worker slot
+// is free it is left to the rescuer, as before. Errors: the read's.
+func (s *Scheduler) adoptLost(ctx context.Context, since time.Time) (int, error) {
+	known := s.runs.fences() // before the read: a run that ends meanwhile is still known
+	held, err := s.store.JobHeldBy(ctx, s.cfg.Owner, time.Since(since)+lostClaimSlack)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, cj := range held {
+		f := cj.Fence()
+		if _, ok := known[f]; ok || s.runs.holds(f) {
+			continue
+		}
+		if !s.slots.anyFree() {
+			s.log.Warn("a claim committed although its answer was lost; no worker slot is free, so the run is left to the rescuer",
+				"component", "scanner", "job_id", cj.ID, "attempt", cj.Attempt)
+			continue
+		}
+		cj.LeaseBase = since
+		s.log.Warn("took on a run whose claim committed although its answer was lost",
+			"component", "scanner", "job_id", cj.ID, "attempt", cj.Attempt)
+		s.stats.adopted.Add(1)
+		s.dispatch(cj)
+		n++
+	}
+	return n, nil
+}
