@@ -128,6 +128,11 @@ type ClaimedJob struct {
 	LeaseUntil time.Time // database clock
 	StartedAt  time.Time // database clock, set by the claim
 	CreateTime time.Time
+	// LeaseBase is when the claim that took the job began, on the
+	// replica's clock (set by the scheduler): the database stamped the lease
+	// later, so LeaseBase + Lease is never later than lease_until, however
+	// long the claim took to return.
+	LeaseBase time.Time
 }
 
 // Fence returns the run's fencing token.

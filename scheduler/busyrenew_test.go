@@ -43,7 +43,7 @@ func TestBusyRowIsNotRenewedNorLost(t *testing.T) {
 	t.Parallel()
 	const lease = 6 * time.Second
 	runs := newRunTable()
-	start := firstLeaseDeadline(lease)
+	start := firstLeaseDeadline(time.Time{}, lease)
 	var cancelled atomic.Int64
 	mk := func(id uint64) *run {
 		r := &run{job: &Job{ID: id, Attempt: 1}, cancel: func(error) { cancelled.Add(1) }, leaseDeadline: start}

@@ -64,8 +64,12 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 			break
 		}
 		got, err = withRetryV(ctx, p.Retry, "claim.cas", claimMaxAttempts, func() (casClaim, error) {
-			jobs, conflicts, e := p.Store.JobClaimCAS(ctx, jobq.ClaimCASParams{
-				ClaimParams: claim, Candidates: cands, Unguarded: p.NoCASGuard,
+			var conflicts int
+			jobs, e := claimStamped(func() (jobs []jobq.ClaimedJob, e error) {
+				jobs, conflicts, e = p.Store.JobClaimCAS(ctx, jobq.ClaimCASParams{
+					ClaimParams: claim, Candidates: cands, Unguarded: p.NoCASGuard,
+				})
+				return jobs, e
 			})
 			return casClaim{jobs, conflicts}, e
 		})
@@ -80,7 +84,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 			}
 		}
 		got.jobs, err = withRetryV(ctx, p.Retry, "claim.skiplocked", claimMaxAttempts, func() ([]jobq.ClaimedJob, error) {
-			return p.Store.JobClaimSkipLocked(ctx, claim)
+			return claimStamped(func() ([]jobq.ClaimedJob, error) { return p.Store.JobClaimSkipLocked(ctx, claim) })
 		})
 	}
 	if err != nil {

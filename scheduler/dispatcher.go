@@ -23,7 +23,7 @@ func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 		Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner,
 	}
 	ctx, cancel := context.WithCancelCause(s.hardCtx)
-	r := &run{job: job, cancel: cancel, leaseDeadline: firstLeaseDeadline(s.cfg.Lease)}
+	r := &run{job: job, cancel: cancel, leaseDeadline: firstLeaseDeadline(cj.LeaseBase, s.cfg.Lease)}
 	s.runs.add(r, s.heartbeat.guardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })
 	h, ok := s.reg.Lookup(job.JobType)
 	s.handlers.Add(1)

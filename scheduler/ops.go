@@ -196,7 +196,9 @@ func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
 			continue
 		}
 		jobs, err := withRetryV(ctx, p.Retry, "claim.limited", claimMaxAttempts, func() ([]jobq.ClaimedJob, error) {
-			return p.Store.JobClaimLimited(ctx, typ, jobq.ClaimParams{Owner: p.Owner, Limit: min(free, p.BatchLimit), Lease: p.Lease})
+			return claimStamped(func() ([]jobq.ClaimedJob, error) {
+				return p.Store.JobClaimLimited(ctx, typ, jobq.ClaimParams{Owner: p.Owner, Limit: min(free, p.BatchLimit), Lease: p.Lease})
+			})
 		})
 		if err != nil {
 			if ctx.Err() == nil {

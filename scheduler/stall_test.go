@@ -56,7 +56,7 @@ func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return 
 func stallHeartbeat(st heartbeatStore, lease, interval time.Duration, log *slog.Logger) *heartbeat {
 	runs := newRunTable()
 	_, cancel := context.WithCancelCause(context.Background())
-	r := &run{job: &Job{ID: 1, Attempt: 1}, cancel: cancel, leaseDeadline: firstLeaseDeadline(lease)}
+	r := &run{job: &Job{ID: 1, Attempt: 1}, cancel: cancel, leaseDeadline: firstLeaseDeadline(time.Time{}, lease)}
 	runs.add(r, time.Hour, func() {})
 	h := newHeartbeat(heartbeatParams{
 		Store: st, Runs: runs, Owner: "stall-owner", Lease: lease, Interval: interval,

@@ -1,6 +1,10 @@
 package scheduler
 
-import "time"
+import (
+	"time"
+
+	"github.com/jobq/jobq"
+)
 
 // The timings below are all derived from the lease, and each encodes one
 // rule of the lease design (docs/architecture.md, "The scheduler loop"). They are named
@@ -16,9 +20,10 @@ func heartbeatIntervalFor(lease time.Duration) time.Duration { return lease / 3 
 // guard timer cancels the handler when no renewal moved the deadline:
 // Lease/5. Rule: a handler stops while its lease is still valid, so no
 // other replica can hold the job while this one still works on it. The
-// margin covers the claim's own latency (the local deadline is counted from
-// dispatch, after the database set lease_until) and the handler's time to
-// notice its cancelled context.
+// margin covers the gap between the local clock and the database's stamp
+// (the local deadline counts from when the claim or renewal was sent, before
+// the database set lease_until) and the handler's time to notice its
+// cancelled context.
 func leaseGuardMargin(lease time.Duration) time.Duration { return lease / 5 }
 
 // heartbeatStallThreshold is how late a heartbeat may begin before the
@@ -40,8 +45,29 @@ func completionWriteTimeout(lease time.Duration) time.Duration { return 2 * leas
 // Stop returns an error instead of waiting for it forever.
 func shutdownCancelWait(lease time.Duration) time.Duration { return lease }
 
-// firstLeaseDeadline is a freshly claimed run's local lease deadline: now +
-// Lease. Rule: the local estimate must never be later than the database's
-// lease_until; counting from dispatch (after the claim returned) keeps it
-// earlier.
-func firstLeaseDeadline(lease time.Duration) time.Time { return time.Now().Add(lease) }
+// firstLeaseDeadline is a freshly claimed run's local lease deadline: the
+// moment its claim began (base; now when unknown) + Lease. Rule: the local
+// estimate must never be later than the database's lease_until, which the
+// claim's UPDATE stamped after base. Counting from dispatch instead made a
+// claim that took long to return — a cas claim waiting on a slow peer's
+// locks for seconds after winning a row — keep a local deadline seconds
+// past lease_until: the run worked on after its lease expired and was
+// rescued meanwhile. Now its guard fires in time (at once, when the claim
+// took longer than the lease less the guard's margin).
+func firstLeaseDeadline(base time.Time, lease time.Duration) time.Time {
+	if base.IsZero() {
+		base = time.Now()
+	}
+	return base.Add(lease)
+}
+
+// claimStamped runs one claim try and stamps the jobs it returns with when
+// the try began (ClaimedJob.LeaseBase).
+func claimStamped(fn func() ([]jobq.ClaimedJob, error)) ([]jobq.ClaimedJob, error) {
+	began := time.Now()
+	jobs, err := fn()
+	for i := range jobs {
+		jobs[i].LeaseBase = began
+	}
+	return jobs, err
+}
