@@ -606,7 +606,7 @@ func unexplainedRescue(h History, e Execution) string {
 	if e.Outcome != OutcomeLeaseExpired || e.FinishedAt == nil {
 		return ""
 	}
-	for _, f := range h.Faults {
+	for _, f := range excusingFaults(h) {
 		if f.excuses(h.Lease) && f.hits(e.Owner) && !f.Start.After(*e.FinishedAt) && !f.End.Add(h.Lease).Before(e.StartedAt) {
 			return ""
 		}
@@ -811,7 +811,7 @@ func excusedBetween(h History, owner string, from, to time.Time) bool {
 	if stalled(h, owner, from, to) {
 		return true
 	}
-	for _, f := range h.Faults {
+	for _, f := range excusingFaults(h) {
 		if f.excuses(h.Lease) && f.hits(owner) && !f.Start.After(to) && !f.End.Add(h.Lease).Before(from) {
 			return true
 		}

@@ -517,6 +517,17 @@ func TestRerunAfterSuccessReported(t *testing.T) {
 	if r := Check(b.h); !r.Valid {
 		t.Fatalf("long read-only: violations = %+v", r.Violations)
 	}
+	// Three short refusals less than Lease/3 apart (0.7 s each, 0.3 s gaps:
+	// no heartbeat can renew in between) are one 2.7 s refusal: explained.
+	// The same three spread a heartbeat interval or more apart are not.
+	b = rescueHistory()
+	b.h.Faults = []Fault{short, {Kind: "read-only", Start: at(1300), End: at(2000)}, {Kind: "read-only", Start: at(2300), End: at(3000)}}
+	if r := Check(b.h); !r.Valid {
+		t.Fatalf("back-to-back read-only faults: violations = %+v", r.Violations)
+	}
+	b = rescueHistory()
+	b.h.Faults = []Fault{short, {Kind: "read-only", Start: at(1700), End: at(2400)}, {Kind: "read-only", Start: at(3100), End: at(3800)}}
+	wantExactly(t, Check(b.h), map[string]int{CheckUnexplainedRescue: 1, CheckRerunAfterSuccess: 1})
 	// Attempt 1 failed (its handler returned an error after its work): a retry.
 	b = newBuilder()
 	b.job(1, 100, StatusSuccess, 2, 3300)

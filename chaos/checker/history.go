@@ -10,6 +10,7 @@
 package checker
 
 import (
+	"slices"
 	"time"
 )
 
@@ -204,6 +205,37 @@ func (f Fault) Excuses() bool { return f.Interrupts() || f.Kind == "latency" }
 // ReadOnlyExcuse(lease): a shorter one must cost no run its lease.
 func (f Fault) excuses(lease time.Duration) bool {
 	return f.Excuses() || (f.Kind == "read-only" && f.End.Sub(f.Start) >= ReadOnlyExcuse(lease))
+}
+
+// excusingFaults is h.Faults with read-only faults that follow each other
+// closely merged into one: two refusals less than a heartbeat interval
+// (Lease/3) apart leave no beat that can renew in between, so for a run
+// they are one refusal as long as both and the gap (three 0.7 s refusals
+// 0.3 s apart with a 2 s lease refuse renewals for 2.4 s). The merged fault
+// is then held to ReadOnlyExcuse like any other.
+func excusingFaults(h History) []Fault {
+	out := make([]Fault, 0, len(h.Faults))
+	var ro []Fault
+	for _, f := range h.Faults {
+		if f.Kind == "read-only" && f.Target == "" {
+			ro = append(ro, f)
+			continue
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(ro, func(a, b Fault) int { return a.Start.Compare(b.Start) })
+	for i := 0; i < len(ro); {
+		m := ro[i]
+		j := i + 1
+		for ; j < len(ro) && ro[j].Start.Sub(m.End) < h.Lease/3; j++ {
+			if ro[j].End.After(m.End) {
+				m.End = ro[j].End
+			}
+		}
+		out = append(out, m)
+		i = j
+	}
+	return out
 }
 
 // hits reports whether the fault concerns runs of owner: faults on the
