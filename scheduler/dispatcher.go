@@ -16,6 +16,7 @@ import (
 // (workers + run queue), so a slot is always available.
 func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 	s.slots.take()
+	s.lost.noteDispatch(cj.Fence(), 4*s.cfg.Lease)
 	job := &Job{
 		ID: cj.ID, JobKey: cj.JobKey, JobType: cj.JobType, Params: cj.Params, Priority: cj.Priority,
 		RetryTimes: cj.RetryTimes, MaxRetry: cj.MaxRetry, Attempt: cj.Attempt, RunAt: cj.RunAt,

@@ -23,6 +23,29 @@ const lostClaimSlack = time.Second
 // Used by the scanner's goroutine only (the scanner and the limited claimer).
 type lostClaims struct {
 	since time.Time // when the earliest unreconciled failed try was sent; zero: none
+	// dispatched is every fence this replica dispatched within the last
+	// keep (4 leases): such a run is never adopted, even when its row is
+	// still RUNNING after the run left the run table (an outcome write that
+	// was given up) — adopting it would run the same attempt twice.
+	dispatched map[jobq.Fence]time.Time
+	adds       int
+}
+
+// noteDispatch records that f was dispatched now, forgetting fences older
+// than keep every 1,024 notes.
+func (l *lostClaims) noteDispatch(f jobq.Fence, keep time.Duration) {
+	now := time.Now()
+	if l.dispatched == nil {
+		l.dispatched = map[jobq.Fence]time.Time{}
+	}
+	l.dispatched[f] = now
+	if l.adds++; l.adds%1024 == 0 {
+		for g, at := range l.dispatched {
+			if now.Sub(at) > keep {
+				delete(l.dispatched, g)
+			}
+		}
+	}
 }
 
 // try runs one claim try, stamps the jobs it returns with when it was sent
@@ -73,6 +96,9 @@ func (s *Scheduler) adoptLost(ctx context.Context, since time.Time) (int, error)
 		f := cj.Fence()
 		if _, ok := known[f]; ok || s.runs.holds(f) {
 			continue
+		}
+		if _, ok := s.lost.dispatched[f]; ok {
+			continue // dispatched before and gone from the run table: its outcome write was given up; the rescuer's
 		}
 		if !s.slots.anyFree() {
 			s.log.Warn("a claim committed although its answer was lost; no worker slot is free, so the run is left to the rescuer",
