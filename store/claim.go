@@ -75,8 +75,13 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 	// this replica's for a lease, and no statement but a rescue after the
 	// lease (or this replica's own outcome write, once a handler ran) can
 	// change them. A failed read is retried: the claim has committed.
-	started, err := DoV(ctx, claimReadBack, "claim.started_at", func() (sql.NullTime, error) {
-		return s.q.JobClaimedStartedAt(ctx, ids[0])
+	// Not under ctx: the claim has committed, and a stopping replica (ctx
+	// cancelled by Stop) must still get its rows back to release them —
+	// failing here would strand them RUNNING until a rescue.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(p.Lease/2, time.Second))
+	defer cancel()
+	started, err := DoV(rctx, claimReadBack, "claim.started_at", func() (sql.NullTime, error) {
+		return s.q.JobClaimedStartedAt(rctx, ids[0])
 	})
 	if err != nil {
 		return nil, errorf("claim skiplocked: read started_at of committed claim: %w", err)

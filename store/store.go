@@ -196,7 +196,21 @@ func (s *Store) DetectServer(ctx context.Context) (ServerInfo, error) {
 	if err := s.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
 		return ServerInfo{}, errorf("detect server: %w", err)
 	}
-	return ParseServerVersion(v), nil
+	info := ParseServerVersion(v)
+	if info.InsertReturning {
+		// Galera (wsrep_on): submits keep INSERT + read-back, whose OK
+		// follows the replicated commit. With INSERT … RETURNING,
+		// TestGaleraNodeKillIsValid found 2–3 acknowledged submits missing
+		// after a node kill (2 of 2 runs; 0 before RETURNING): the row
+		// reached the client although the killed node's commit never
+		// reached the cluster. Not investigated further; RETURNING stays
+		// off on Galera until it is.
+		var on int
+		if err := s.db.QueryRowContext(ctx, "SELECT @@global.wsrep_on").Scan(&on); err == nil && on == 1 {
+			info.InsertReturning = false
+		}
+	}
+	return info, nil
 }
 
 // ParseServerVersion interprets a VERSION() string. MariaDB's handshake
