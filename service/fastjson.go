@@ -3,8 +3,6 @@ package service
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
-	"unicode/utf8"
 )
 
 // Allocation-free pre-checks for the common, well-formed submit. Each one
@@ -156,59 +154,4 @@ func skipValue(b []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// canonicalAsIs reports whether compact (params as canonicalParams returns
-// them) is already what requestHash's decode and
-// re-encode would write: no escape anywhere, no U+2028/U+2029 (which the
-// encoder escapes), and every object's keys in strictly increasing byte
-// order (the encoder sorts them). false means "re-encode to know".
-func canonicalAsIs(compact []byte) bool {
-	if !json.Valid(compact) || bytes.IndexByte(compact, '\\') >= 0 || bytes.Contains(compact, []byte("\u2028")) || bytes.Contains(compact, []byte("\u2029")) {
-		return false
-	}
-	var (
-		lastBuf [16][]byte // the last key of each open container (nil: none yet, or an array)
-		last    = lastBuf[:0]
-	)
-	for i := 0; i < len(compact); {
-		switch compact[i] {
-		case '{', '[':
-			last = append(last, nil)
-			i++
-		case '}', ']':
-			last = last[:len(last)-1]
-			i++
-		case '"':
-			end := stringEnd(compact, i)
-			if end < len(compact) && compact[end] == ':' {
-				key := compact[i+1 : end-1]
-				if prev := last[len(last)-1]; prev != nil && bytes.Compare(prev, key) >= 0 {
-					return false
-				}
-				last[len(last)-1] = key
-			}
-			i = end
-		case ' ', '\t', '\n', '\r':
-			return false // not compact: the encoder drops it
-		default:
-			i++
-		}
-	}
-	return len(compact) > 0
-}
-
-// plainJSONString reports whether encoding/json writes s as `"` + s + `"`
-// (with SetEscapeHTML(false)): valid UTF-8 without '"', '\\', control
-// bytes, U+2028 or U+2029.
-func plainJSONString(s string) bool {
-	if !utf8.ValidString(s) || strings.Contains(s, "\u2028") || strings.Contains(s, "\u2029") {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }

@@ -5,15 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
-
-	"github.com/jobq/jobq"
 )
-
-func jobqSubmitParams(params, jobType string) jobq.SubmitParams {
-	return jobq.SubmitParams{JobKey: "k", JobType: jobType, Params: params, Priority: 3, MaxRetry: 2, TimeoutMs: 100}
-}
 
 var fastJSONSeeds = []string{
 	`{"job_key":"k","job_type":"noop"}`,
@@ -71,45 +64,6 @@ func TestFastJSONTakesPlainRequests(t *testing.T) {
 	for _, s := range []string{`{"a":1,"a":2}`, `{"x":{"a":1,"b":2,"a":3}}`, strings.Repeat(`[`, 101) + strings.Repeat(`]`, 101)} {
 		if plainParamsShape([]byte(s)) {
 			t.Errorf("plainParamsShape(%s) = true, want false", s)
-		}
-	}
-}
-
-// requestHash's direct path hashes the bytes the re-encode would write.
-func FuzzRequestHashAgrees(f *testing.F) {
-	for _, s := range append(fastJSONSeeds, `{"a":1,"b":[true,null,"x",{"c":1.50,"d":-0}]}`, `{"b":1,"a":2}`, `{"a":"\u2028"}`, `{"é":"<&>","z":{}}`, `{"a": 1}`) {
-		f.Add([]byte(s), "noop", "")
-	}
-	f.Add([]byte(`{"n":1}`), "type\"q", "2030-01-02T03:04:05.123456Z")
-	f.Fuzz(func(t *testing.T, params []byte, jobType, runAt string) {
-		if !utf8.Valid(params) {
-			return
-		}
-		p := jobqSubmitParams(string(params), jobType)
-		var at *time.Time
-		if ts, err := time.Parse(time.RFC3339Nano, runAt); err == nil {
-			at = &ts
-		}
-		p.RunAt = at
-		ra := ""
-		if at != nil {
-			ra = at.Format(time.RFC3339Nano)
-		}
-		if got, want := requestHash(p), requestHashReencoded(p, ra); got != want {
-			t.Fatalf("requestHash(%+v) = %s, re-encoded %s", p, got, want)
-		}
-	})
-}
-
-func TestRequestHashTakesPlainParams(t *testing.T) {
-	for _, s := range []string{`{}`, `{"n":1}`, `{"a":[1,{"b":null}],"c":"x y","d":{"a":1}}`} {
-		if !canonicalAsIs([]byte(s)) {
-			t.Errorf("canonicalAsIs(%s) = false, want true", s)
-		}
-	}
-	for _, s := range []string{`{"b":1,"a":2}`, `{"a":1,"a":1}`, `{"a":"\n"}`, `{"a": 1}`, `{"x":{"b":1,"a":2}}`, ``, "{\"a\":\"\u2028\"}"} {
-		if canonicalAsIs([]byte(s)) {
-			t.Errorf("canonicalAsIs(%q) = true, want false", s)
 		}
 	}
 }

@@ -409,28 +409,6 @@ func checkParamsShapeTokens(compact []byte) error {
 // job_key can be told apart: same hash → same job (200), else 409. Params
 // are compared canonically (key order and whitespace do not matter).
 func requestHash(p jobq.SubmitParams) string {
-	runAt := ""
-	if p.RunAt != nil {
-		runAt = p.RunAt.Format(time.RFC3339Nano)
-	}
-	if canonicalAsIs([]byte(p.Params)) && plainJSONString(p.JobType) && plainJSONString(runAt) {
-		// What the re-encode below would write, written directly.
-		b := make([]byte, 0, len(p.Params)+len(p.JobType)+len(runAt)+48)
-		b = append(append(append(b, `["`...), p.JobType...), `",`...)
-		b = append(append(b, p.Params...), ',')
-		b = append(strconv.AppendInt(b, int64(p.Priority), 10), ',')
-		b = append(strconv.AppendInt(b, int64(p.MaxRetry), 10), ',')
-		b = append(strconv.AppendInt(b, int64(p.TimeoutMs), 10), ',')
-		b = append(append(append(b, '"'), runAt...), "\"]\n"...)
-		sum := sha256.Sum256(b)
-		return hex.EncodeToString(sum[:])
-	}
-	return requestHashReencoded(p, runAt)
-}
-
-// requestHashReencoded is requestHash by decoding params and re-encoding
-// the request canonically (object keys sorted, strings re-escaped).
-func requestHashReencoded(p jobq.SubmitParams, runAt string) string {
 	var params any
 	dec := json.NewDecoder(strings.NewReader(markLoneSurrogates(p.Params)))
 	dec.UseNumber()
@@ -438,6 +416,10 @@ func requestHashReencoded(p jobq.SubmitParams, runAt string) string {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	runAt := ""
+	if p.RunAt != nil {
+		runAt = p.RunAt.Format(time.RFC3339Nano)
+	}
 	_ = enc.Encode([]any{p.JobType, params, p.Priority, p.MaxRetry, p.TimeoutMs, runAt})
 	sum := sha256.Sum256(buf.Bytes())
 	return hex.EncodeToString(sum[:])
