@@ -135,10 +135,41 @@ func DecodeSubmit(body []byte) (apitype.SubmitRequest, error) {
 	if !utf8.Valid(body) {
 		return req, invalid("body", "must be valid UTF-8")
 	}
-	if !plainSubmitObject(body) {
-		if err := checkSubmitObject(body); err != nil {
-			return req, err
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err == io.EOF {
+		return req, invalid("body", "is empty; must be a JSON object")
+	}
+	if err != nil {
+		return req, invalid("body", "must be a JSON object: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return req, invalid("body", "must be a JSON object, got %s", tokenKind(tok))
+	}
+	seen := make(map[string]bool, len(submitFields))
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return req, invalid("body", "must be a JSON object: %v", err)
 		}
+		key, _ := kt.(string)
+		if !slices.Contains(submitFields, key) {
+			return req, invalid(fieldName(key), "unknown field (the fields are %s)", strings.Join(submitFields, ", "))
+		}
+		if seen[key] {
+			return req, invalid(key, "is given more than once")
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return req, invalid("body", "must be a JSON object: %v", err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return req, invalid("body", "must be a JSON object: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, invalid("body", "must hold exactly one JSON object and nothing after it")
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		var ute *json.UnmarshalTypeError
@@ -148,49 +179,6 @@ func DecodeSubmit(body []byte) (apitype.SubmitRequest, error) {
 		return apitype.SubmitRequest{}, invalid("body", "must be a JSON object: %v", err)
 	}
 	return req, nil
-}
-
-// checkSubmitObject is DecodeSubmit's token walk: exactly one JSON object
-// holding only the submit fields spelled exactly, each at most once, and
-// nothing after it. plainSubmitObject accepts the common case without it.
-func checkSubmitObject(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if err == io.EOF {
-		return invalid("body", "is empty; must be a JSON object")
-	}
-	if err != nil {
-		return invalid("body", "must be a JSON object: %v", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return invalid("body", "must be a JSON object, got %s", tokenKind(tok))
-	}
-	seen := make(map[string]bool, len(submitFields))
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return invalid("body", "must be a JSON object: %v", err)
-		}
-		key, _ := kt.(string)
-		if !slices.Contains(submitFields, key) {
-			return invalid(fieldName(key), "unknown field (the fields are %s)", strings.Join(submitFields, ", "))
-		}
-		if seen[key] {
-			return invalid(key, "is given more than once")
-		}
-		seen[key] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return invalid("body", "must be a JSON object: %v", err)
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return invalid("body", "must be a JSON object: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return invalid("body", "must hold exactly one JSON object and nothing after it")
-	}
-	return nil
 }
 
 // fieldName makes an unknown key printable as an error's field: quoted
@@ -346,15 +334,6 @@ func canonicalParams(raw json.RawMessage) (string, error) {
 // MaxParamsDepth and keys repeated within one object (which would make two
 // different params hash alike and decode ambiguously).
 func checkParamsShape(compact []byte) error {
-	if plainParamsShape(compact) {
-		return nil
-	}
-	return checkParamsShapeTokens(compact)
-}
-
-// checkParamsShapeTokens is checkParamsShape's token walk, which names the
-// rule broken; plainParamsShape accepts the common case without it.
-func checkParamsShapeTokens(compact []byte) error {
 	type frame struct {
 		object bool
 		keys   map[string]struct{}
