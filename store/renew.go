@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"sync"
 	"time"
@@ -48,17 +49,27 @@ func (s *Store) renewConn(ctx context.Context, lease time.Duration) (*sql.Conn, 
 	}
 	if !s.claimDefaultIso.Load() {
 		if _, err := c.ExecContext(ctx, setSessionReadCommitted); err != nil {
-			_ = c.Close()
+			discardConn(c)
 			return nil, err
 		}
 	}
 	wait := max(int64((lease/3+time.Second-1)/time.Second), 1)
 	if _, err := c.ExecContext(ctx, setSessionLockWait, wait); err != nil {
-		_ = c.Close()
+		discardConn(c)
 		return nil, err
 	}
 	s.renew.conn = c
 	return c, nil
+}
+
+// discardConn closes the heartbeat's session for good: its session settings
+// (READ COMMITTED, a short lock wait) must not reach the pool, which
+// sql.Conn.Close would return it to — a handler's transaction or a claim
+// would then run with them. Raw returning driver.ErrBadConn makes
+// database/sql drop the connection instead.
+func discardConn(c *sql.Conn) {
+	_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	_ = c.Close()
 }
 
 const (
@@ -95,7 +106,7 @@ func (s *Store) onRenewSession(ctx context.Context, lease time.Duration, fn func
 		if ErrorNumber(err) == ErrNumBinlogStmtMode {
 			s.claimDefaultIso.Store(true)
 		}
-		_ = c.Close()
+		discardConn(c)
 		s.renew.conn = nil
 	}
 	return err
@@ -111,12 +122,12 @@ func (s *Store) roomForRenewSession() bool {
 	return n == 0 || n >= minPoolForRenewSession
 }
 
-// closeRenewSession returns the heartbeat's session to the pool (Close).
+// closeRenewSession closes the heartbeat's session (discardConn).
 func (s *Store) closeRenewSession() {
 	s.renew.mu.Lock()
 	defer s.renew.mu.Unlock()
 	if s.renew.conn != nil {
-		_ = s.renew.conn.Close()
+		discardConn(s.renew.conn)
 		s.renew.conn = nil
 	}
 }
