@@ -6,57 +6,47 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/testdb"
 )
-
-// busyRenewStore renews every run but busy, whose row another transaction
-// holds (store.LeaseRenewMany skips it), and reports every run still held
-// by owner.
-type busyRenewStore struct {
-	owner string
-	busy  uint64
-}
-
-func (s *busyRenewStore) LeaseRenewMany(_ context.Context, p jobq.LeaseRenewParams) ([]uint64, error) {
-	var out []uint64
-	for _, id := range p.IDs {
-		if id != s.busy {
-			out = append(out, id)
-		}
-	}
-	return out, nil
-}
-
-func (s *busyRenewStore) JobFenceStates(_ context.Context, ids []uint64) ([]jobq.FenceState, error) {
-	out := make([]jobq.FenceState, len(ids))
-	for i, id := range ids {
-		out[i] = jobq.FenceState{ID: id, Attempt: 1, Status: jobq.StateRunning, Owner: s.owner}
-	}
-	return out, nil
-}
 
 // A run whose row was busy during a beat (its own outcome write, a rescuer
 // holding it) is neither lost nor renewed: it keeps its lease deadline, so
 // its guard still fires in time if its row stays busy, while the other runs
-// are renewed.
+// are renewed. The busy row is held here by a real transaction's FOR UPDATE.
 func TestBusyRowIsNotRenewedNorLost(t *testing.T) {
 	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
 	const lease = 6 * time.Second
+	submitJob(t, st, "busy")
+	submitJob(t, st, "free")
+	claimed := claimAll(t, st, "o", lease)
+	if len(claimed) != 2 {
+		t.Fatalf("claimed %d jobs, want 2", len(claimed))
+	}
 	runs := newRunTable()
-	start := firstLeaseDeadline(time.Time{}, lease)
+	// A deadline counted from a second ago: any renewal sent now moves it.
+	start := firstLeaseDeadline(time.Now().Add(-time.Second), lease)
 	var cancelled atomic.Int64
-	mk := func(id uint64) *run {
-		r := &run{job: &Job{ID: id, Attempt: 1}, cancel: func(error) { cancelled.Add(1) }, leaseDeadline: start}
+	mk := func(i int) *run {
+		r := &run{job: &Job{ID: claimed[i].ID, Attempt: claimed[i].Attempt}, cancel: func(error) { cancelled.Add(1) }, leaseDeadline: start}
 		runs.add(r, time.Hour, func() {})
 		return r
 	}
-	busy, free := mk(1), mk(2)
+	busy, free := mk(0), mk(1)
+	tx, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "SELECT id FROM job_queue WHERE id = ? FOR UPDATE", busy.job.ID); err != nil {
+		t.Fatal(err)
+	}
 	h := newHeartbeat(heartbeatParams{
-		Store: &busyRenewStore{owner: "o", busy: busy.job.ID}, Runs: runs, Owner: "o", Lease: lease, Interval: lease / 3,
+		Store: st, Runs: runs, Owner: "o", Lease: lease, Interval: lease / 3,
 		Retry: testRetrier(), Log: discardLog(), Fails: new(atomic.Int64), Stalls: new(atomic.Int64), LeaseLost: new(atomic.Int64),
 	})
-	time.Sleep(10 * time.Millisecond)
-	if n := h.beat(context.Background()); n != 1 {
+	if n := h.beat(ctx); n != 1 {
 		t.Fatalf("beat renewed %d runs, want 1 (the free one)", n)
 	}
 	if lost, c := h.p.LeaseLost.Load(), cancelled.Load(); lost != 0 || c != 0 {
@@ -67,5 +57,14 @@ func TestBusyRowIsNotRenewedNorLost(t *testing.T) {
 	}
 	if !free.leaseDeadline.After(start) {
 		t.Errorf("free run's deadline %v; want renewed past %v", free.leaseDeadline, start)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.beat(ctx); n != 2 {
+		t.Fatalf("beat after the row was freed renewed %d runs, want 2", n)
+	}
+	if !busy.leaseDeadline.After(start) {
+		t.Errorf("busy run's deadline %v after its row was freed; want renewed past %v", busy.leaseDeadline, start)
 	}
 }

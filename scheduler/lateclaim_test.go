@@ -63,7 +63,7 @@ func TestLateClaimAnswerCountsLeaseFromClaimStart(t *testing.T) {
 	}))
 	cfg := fastConfig("late")
 	cfg.Lease = lease
-	s := startScheduler(t, late, reg, cfg)
+	startScheduler(t, late, reg, cfg)
 	job := submit(t, st, "late-claim", "hold", `{}`, 3)
 
 	v := recv(t, first, slowWait, "attempt 1's handler ended")
@@ -82,5 +82,4 @@ func TestLateClaimAnswerCountsLeaseFromClaimStart(t *testing.T) {
 	} else {
 		t.Logf("executions %v", got)
 	}
-	_ = s
 }

@@ -14,14 +14,16 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/testdb"
 )
 
 // stallWait bounds the waits below (a hang, not a timing assertion).
 const stallWait = 2 * time.Minute
 
-// slowRenewStore renews every lease it is asked to, the first time after
-// holding the call for hold (a slow database), then at once.
+// slowRenewStore is the real store whose first renewal answers only after
+// hold (a slow database); later ones at once.
 type slowRenewStore struct {
+	heartbeatStore
 	hold  time.Duration
 	calls atomic.Int64
 }
@@ -34,11 +36,7 @@ func (s *slowRenewStore) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewPa
 			return nil, ctx.Err()
 		}
 	}
-	return p.IDs, nil
-}
-
-func (s *slowRenewStore) JobFenceStates(context.Context, []uint64) ([]jobq.FenceState, error) {
-	return nil, nil
+	return s.heartbeatStore.LeaseRenewMany(ctx, p)
 }
 
 type syncBuffer struct {
@@ -53,10 +51,17 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 }
 func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
 
-func stallHeartbeat(st heartbeatStore, lease, interval time.Duration, log *slog.Logger) *heartbeat {
+// stallHeartbeat is a heartbeat over one run claimed on a real database,
+// renewing through a slowRenewStore that holds its first renewal for hold.
+func stallHeartbeat(t *testing.T, hold, lease, interval time.Duration, log *slog.Logger) (*heartbeat, *slowRenewStore) {
+	t.Helper()
+	db := testdb.Store(t)
+	submitJob(t, db, "stall")
+	cj := claimAll(t, db, "stall-owner", lease)[0]
+	st := &slowRenewStore{heartbeatStore: db, hold: hold}
 	runs := newRunTable()
 	_, cancel := context.WithCancelCause(context.Background())
-	r := &run{job: &Job{ID: 1, Attempt: 1}, cancel: cancel, leaseDeadline: firstLeaseDeadline(time.Time{}, lease)}
+	r := &run{job: &Job{ID: cj.ID, Attempt: cj.Attempt}, cancel: cancel, leaseDeadline: firstLeaseDeadline(time.Time{}, lease)}
 	runs.add(r, time.Hour, func() {})
 	h := newHeartbeat(heartbeatParams{
 		Store: st, Runs: runs, Owner: "stall-owner", Lease: lease, Interval: interval,
@@ -64,7 +69,7 @@ func stallHeartbeat(st heartbeatStore, lease, interval time.Duration, log *slog.
 	})
 	h.testSignals.beat.init()
 	h.testSignals.stall.init()
-	return h
+	return h, st
 }
 
 // A heartbeat the runtime did not run when its timer was due — held here
@@ -76,7 +81,7 @@ func TestHeartbeatReportsItsOwnStall(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
 	const lease, interval, hold = 2 * time.Second, 250 * time.Millisecond, time.Second
-	h := stallHeartbeat(&slowRenewStore{}, lease, interval, slog.New(slog.NewJSONHandler(&logs, nil)))
+	h, _ := stallHeartbeat(t, 0, lease, interval, slog.New(slog.NewJSONHandler(&logs, nil)))
 	var once sync.Once
 	h.testHold = func() { once.Do(func() { time.Sleep(hold) }) }
 	startService(t, h)
@@ -102,8 +107,7 @@ func TestHeartbeatReportsItsOwnStall(t *testing.T) {
 func TestSlowRenewalIsNotAStall(t *testing.T) {
 	t.Parallel()
 	const lease, interval = 10 * time.Second, 100 * time.Millisecond
-	st := &slowRenewStore{hold: 3 * time.Second}
-	h := stallHeartbeat(st, lease, interval, discardLog())
+	h, st := stallHeartbeat(t, 3*time.Second, lease, interval, discardLog())
 	startService(t, h)
 	for st.calls.Load() < 3 {
 		h.testSignals.beat.wait(t, stallWait)
@@ -117,7 +121,7 @@ func TestSlowRenewalIsNotAStall(t *testing.T) {
 // that much is not yet a stall.
 func TestCheckStallThreshold(t *testing.T) {
 	const lease = 2 * time.Second
-	h := stallHeartbeat(&slowRenewStore{}, lease, time.Second, discardLog())
+	h, _ := stallHeartbeat(t, 0, lease, time.Second, discardLog())
 	h.checkStall(leaseGuardMargin(lease))
 	if n := h.p.Stalls.Load(); n != 0 {
 		t.Fatalf("Stalls = %d at the threshold, want 0", n)
