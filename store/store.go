@@ -51,8 +51,8 @@ type ServerInfo struct {
 	SkipLocked  bool // SELECT ... FOR UPDATE SKIP LOCKED is available
 	Description string
 	// InsertReturning: INSERT … RETURNING is available (MariaDB ≥ 10.5;
-	// MySQL has none), so a submit reads its new row back in the same
-	// statement.
+	// MySQL has none) and safe (not a Galera node, see DetectServer), so a
+	// submit reads its new row back in the same statement.
 	InsertReturning bool
 }
 
@@ -198,13 +198,13 @@ func (s *Store) DetectServer(ctx context.Context) (ServerInfo, error) {
 	}
 	info := ParseServerVersion(v)
 	if info.InsertReturning {
-		// Galera (wsrep_on): submits keep INSERT + read-back, whose OK
-		// follows the replicated commit. With INSERT … RETURNING,
-		// TestGaleraNodeKillIsValid found 2–3 acknowledged submits missing
-		// after a node kill (2 of 2 runs; 0 before RETURNING): the row
-		// reached the client although the killed node's commit never
-		// reached the cluster. Not investigated further; RETURNING stays
-		// off on Galera until it is.
+		// Galera (wsrep_on): submits keep INSERT + read-back. Galera
+		// re-runs an autocommit statement a replicated write set aborted
+		// (wsrep_retry_autocommit), but the rows INSERT … RETURNING had
+		// sent before the abort still reach the client, ahead of the
+		// retry's: the first row's id was rolled back. A plain INSERT's
+		// OK packet comes only from the attempt that committed.
+		// TestGaleraRetriedInsertReturningSendsRolledBackRow shows it.
 		var on int
 		if err := s.db.QueryRowContext(ctx, "SELECT @@global.wsrep_on").Scan(&on); err == nil && on == 1 {
 			info.InsertReturning = false
