@@ -39,6 +39,9 @@ type Store struct {
 	noReturning atomic.Bool
 	// Server is what DetectServer found at Open.
 	Server ServerInfo
+	// IdleTxTimeout is the server's idle_transaction_timeout on every
+	// pooled session (see PoolConfig.IdleTxTimeout); 0 when not set.
+	IdleTxTimeout time.Duration
 }
 
 // ServerInfo describes the database server.
@@ -87,6 +90,18 @@ func NormalizeDSN(dsn string) (*mysql.Config, error) {
 type PoolConfig struct {
 	MaxOpen int // Defaults to 20.
 	MaxIdle int // Defaults to MaxOpen.
+	// IdleTxTimeout, when > 0, has the server end a session that sits idle
+	// inside a transaction for longer (MariaDB ≥ 10.3's
+	// idle_transaction_timeout, whole seconds, rounded up; at least 1 s).
+	// A process frozen mid-transaction (SIGSTOP, a paused VM, a partition
+	// without a TCP reset) otherwise keeps its row locks — and so blocks
+	// the rescue of its jobs, which skips locked rows — until the server's
+	// wait_timeout (8 h by default). The server rolls the transaction
+	// back; the frozen process's next statement fails with a lost
+	// connection (a transient error). MySQL has no such variable: the
+	// setting is ignored there (Store.IdleTxTimeout stays 0). jobq serve
+	// sets it to Lease/5. Default 0: off.
+	IdleTxTimeout time.Duration
 }
 
 // Open connects to dsn, checks the connection and detects the server.
@@ -123,6 +138,28 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 		return nil, err
 	}
 	s.Server = info
+	if pool.IdleTxTimeout > 0 && info.MariaDB && info.Major*100+info.Minor >= 1003 {
+		// Reopen the pool with the session variable set at connect (one
+		// SET per new connection, none per transaction).
+		secs := int((pool.IdleTxTimeout + time.Second - 1) / time.Second)
+		cfg.Params["idle_transaction_timeout"] = strconv.Itoa(secs)
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			db.Close()
+			return nil, errorf("open %s: %w", redact.DSN(dsn), err)
+		}
+		db.Close()
+		db = sql.OpenDB(conn)
+		db.SetMaxOpenConns(pool.MaxOpen)
+		db.SetMaxIdleConns(pool.MaxIdle)
+		db.SetConnMaxLifetime(10 * time.Minute)
+		if err := db.PingContext(pctx); err != nil {
+			db.Close()
+			return nil, errorf("connect %s with idle_transaction_timeout=%d: %w", redact.DSN(dsn), secs, err)
+		}
+		s.db, s.q = db, jobqdb.New(db)
+		s.IdleTxTimeout = time.Duration(secs) * time.Second
+	}
 	return s, nil
 }
 
