@@ -362,6 +362,9 @@ func (m *Metrics) ObserveScheduler(s *scheduler.Scheduler) {
 	for _, t := range s.Registry().Types() {
 		m.submitted.WithLabelValues(t)
 		m.claimed.WithLabelValues(t)
+		// The pickup SLO alert is a rate over the buckets: a type's first
+		// pickups must not be its series' first sample.
+		m.pickup.WithLabelValues(t)
 		m.stale.WithLabelValues(t)
 		for _, o := range Outcomes {
 			m.completed.WithLabelValues(t, o)

@@ -88,3 +88,35 @@ func TestPickupOfPastRunAtCountsFromSubmit(t *testing.T) {
 		t.Errorf("jobq_pickup_latency_seconds: %d observations summing %vs, want 1 of %vs", count, sumSeconds, want.Seconds())
 	}
 }
+
+// Every registered job type has its pickup histogram at zero from the
+// start, like its counters: rate() over a series sees no increase in the
+// series' first sample, so a type whose first pickups (a backlog after a
+// restart, a paused type resumed) all land within one scrape would be
+// invisible to the pickup SLO alert (histogram_quantile over rate of the
+// buckets). Before, the series appeared with its first observation.
+func TestPickupSeriesExistBeforeTheFirstPickup(t *testing.T) {
+	r := startReplica(t, testdb.DSN(t), "p-zero")
+	fams, err := r.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]bool{}
+	for _, f := range fams {
+		if f.GetName() != "jobq_pickup_latency_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "job_type" && m.GetHistogram().GetSampleCount() == 0 {
+					types[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	for _, typ := range []string{"noop", "sleep", "flaky"} {
+		if !types[typ] {
+			t.Errorf("no jobq_pickup_latency_seconds{job_type=%q} series at zero before any pickup (have %v)", typ, types)
+		}
+	}
+}

@@ -121,7 +121,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	start := time.Now()
 
 	// Load: 300 sleep jobs of 300ms (about 9s of work for r1+r2), 20 flaky
-	// jobs that fail once (retries), 5 that fail for good, 10 overdue.
+	// jobs that fail once (retries), 5 that fail for good, 10 held back.
 	var reqs []apitype.SubmitRequest
 	for i := range 300 {
 		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("s-%d", i), JobType: "sleep", Params: json.RawMessage(`{"ms":300}`)})
@@ -133,17 +133,24 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	for i := range 5 {
 		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("x-%d", i), JobType: "flaky", Params: json.RawMessage(`{"failures":5}`), MaxRetry: &zero})
 	}
-	// 10 jobs already a minute overdue (a backlog after an outage): over 1%
-	// of pickups wait more than the 5s pickup SLO, so its alert expression
-	// (p99 > 5s) has data whatever the machine's speed. Without them it
-	// depended on the rescue's phase: r3's runs rescued less than 5s after
-	// they were due left every pickup under 5s (on main it failed so 2 of 2
-	// loaded runs).
-	overdue := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano)
+	// 10 noop jobs held back by pausing their type for at least heldBack
+	// after their submit: over 1% of pickups (counted from when a job was
+	// due and submitted) wait more than the 5s pickup SLO, so its alert
+	// expression (p99 > 5s) has data whatever the machine's speed. Without
+	// them it depended on the rescue's phase: r3's runs rescued less than
+	// 5s after they were due left every pickup under 5s (it failed so 2 of
+	// 2 loaded runs). heldBack is a floor; load only lengthens the wait.
+	const heldBack = 6 * time.Second
+	ops := client.New(reps[0].URL())
+	ops.HTTP = httpClient
+	if _, err := ops.SetPaused(ctx, "noop", true); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 10 {
-		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("o-%d", i), JobType: "sleep", Params: json.RawMessage(`{"ms":10}`), RunAt: &overdue})
+		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("held-%d", i), JobType: "noop"})
 	}
 	submitAll(t, ctx, []string{reps[0].URL(), reps[1].URL()}, reqs)
+	heldSince := time.Now()
 
 	// Stall r3 while it holds runs: its leases expire, r1/r2 rescue them
 	// (JobqRescueRateHigh wants 5 rescues: r3 holds its 10 workers' runs,
@@ -186,14 +193,16 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		_ = tx.Rollback()
 	}
 	// r1 and r2 rescue r3's expired runs within a rescue interval (~12s)
-	// after the lease — all but those whose row r3's own open transaction
-	// locks: stopped mid-transaction (a completion batch between its UPDATE
-	// and COMMIT — likelier the slower the machine), r3 keeps those row
-	// locks until SIGCONT, and a rescue skips locked rows (SKIP LOCKED), so
-	// waiting for every run to be rescued can wait for ever. The scenario
-	// needs rescues of r3 scraped (rescue panels, and stale completions once
-	// r3 wakes); it waits until the rescuable runs are rescued: every r3
-	// RUNNING row left is one a locking read skips.
+	// after the lease — but not a row r3's own open transaction locks:
+	// stopped mid-transaction (a completion batch between its UPDATE and
+	// COMMIT — likelier the slower the machine), r3 holds those row locks
+	// until the server ends its frozen session (idle_transaction_timeout,
+	// which jobq serve sets where the server has it) or SIGCONT, and a
+	// rescue skips locked rows (SKIP LOCKED): waiting for every run to be
+	// rescued could wait for ever. The scenario needs rescues of r3 scraped
+	// (rescue panels, and stale completions once r3 wakes); it waits until
+	// the rescuable runs are rescued: every r3 RUNNING row left is one a
+	// locking read skips.
 	rescueWait := time.Now()
 	var rescued, lockedByR3 int
 	waitForDiag(t, "r3's runs to be rescued", func() bool {
@@ -211,6 +220,10 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		return ok && v >= 1
 	})
 	scrapedSince(t, promURL, time.Now()) // one more scrape of every target
+	time.Sleep(time.Until(heldSince.Add(heldBack)))
+	if _, err := ops.SetPaused(ctx, "noop", false); err != nil {
+		t.Fatal(err)
+	}
 	r3.Signal(syscall.SIGCONT)
 	stopped = false
 	waitFor(t, ctx, "every job to finish", func() bool {
