@@ -42,6 +42,8 @@ const (
 	RescueBatchDefault    = 1000
 	PromoteBatchDefault   = 1000
 	CompleteBatchDefault  = 100
+	// CompleteFlushersDefault is the default Config.CompleteFlushers.
+	CompleteFlushersDefault = 4
 	// DrainWaitDefault and CompleteLingerDefault trade a few milliseconds
 	// under load for fewer, fuller transactions: on the 2-core bench machine
 	// they cut the statements per no-op job from 0.25 to 0.15 (claims of
@@ -124,6 +126,11 @@ type Config struct {
 	// CompleteBatch caps the completions written in one transaction.
 	// Defaults to 100.
 	CompleteBatch int
+	// CompleteFlushers is how many completion batches this replica writes
+	// at once, each in its own transaction, so that a replica draining a
+	// long queue is not held to one commit at a time. Defaults to
+	// CompleteFlushersDefault; 1 writes one batch at a time.
+	CompleteFlushers int
 	// DrainWait is how long a draining scan (the last claim filled its
 	// batch, so the queue is long) waits for as many free worker slots as
 	// the last claim took (at most min(Workers, BatchLimit)) before it claims
@@ -248,6 +255,7 @@ func (c Config) WithDefaults() Config {
 	c.PromoteInterval = cmp.Or(c.PromoteInterval, 5*c.PollInterval)
 	c.PromoteBatch = cmp.Or(c.PromoteBatch, PromoteBatchDefault)
 	c.CompleteBatch = cmp.Or(c.CompleteBatch, CompleteBatchDefault)
+	c.CompleteFlushers = cmp.Or(c.CompleteFlushers, CompleteFlushersDefault)
 	c.DrainWait = cmp.Or(c.DrainWait, DrainWaitDefault)
 	c.CompleteLinger = cmp.Or(c.CompleteLinger, CompleteLingerDefault)
 	c.RetryBackoffBase = cmp.Or(c.RetryBackoffBase, RetryBackoffBaseDefault)
@@ -293,6 +301,9 @@ func (c Config) Validate() error {
 	}
 	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.Lease {
 		errs = append(errs, fmt.Errorf("heartbeat interval: must be in (0, lease), got %s", c.HeartbeatInterval))
+	}
+	if c.CompleteFlushers < 1 || c.CompleteFlushers > 64 {
+		errs = append(errs, fmt.Errorf("complete flushers: must be in [1, 64], got %d", c.CompleteFlushers))
 	}
 	if c.DrainWait > time.Second {
 		errs = append(errs, fmt.Errorf("drain wait: must be at most 1s (negative disables), got %s", c.DrainWait))
