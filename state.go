@@ -51,6 +51,6 @@ const (
 	OutcomeFailed       Outcome = "FAILED"        // handler returned an error (or timed out)
 	OutcomeCanceled     Outcome = "CANCELED"      // cancel requested while running
 	OutcomeLeaseExpired Outcome = "LEASE_EXPIRED" // the rescuer took the job back
-	OutcomeReleased     Outcome = "RELEASED"      // shutdown handed the job back unfinished
+	OutcomeReleased     Outcome = "RELEASED"      // handed back unfinished, no retry spent: at shutdown, or a run that never started
 	OutcomeStale        Outcome = "STALE"         // the run completed after losing its lease; its write was refused
 )

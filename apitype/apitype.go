@@ -224,7 +224,7 @@ type ErrorBody struct {
 
 // ErrorDetail says what went wrong; Field is set for invalid input.
 type ErrorDetail struct {
-	Code    string `json:"code"` // invalid_argument, not_found, conflict, failed_precondition, too_large, unavailable, internal
+	Code    string `json:"code"` // invalid_argument, not_found, method_not_allowed, conflict, failed_precondition, too_large, unavailable, internal
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
 }

@@ -149,12 +149,16 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if pool <= 0 {
 		pool = cfg.Scheduler.Workers/2 + 10
 	}
-	st, err := store.Open(ctx, cfg.DSN, store.PoolConfig{MaxOpen: pool})
+	// A session idle inside a transaction for Lease/5 (the heartbeat's
+	// safety margin) belongs to a frozen or lost process: the server ends
+	// it, so its row locks cannot hold off the rescue of its jobs.
+	st, err := store.Open(ctx, cfg.DSN, store.PoolConfig{MaxOpen: pool, IdleTxTimeout: cfg.Scheduler.Lease / 5})
 	if err != nil {
 		return nil, err
 	}
 	r := &Replica{Store: st, log: cfg.Logger.With("component", "app")}
-	r.log.Info("connected", "server", st.Server.Description, "skip_locked", st.Server.SkipLocked)
+	r.log.Info("connected", "server", st.Server.Description, "skip_locked", st.Server.SkipLocked,
+		"idle_transaction_timeout", st.IdleTxTimeout)
 	if cfg.Migrate {
 		applied, err := st.MigrateUp(ctx)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -241,12 +242,11 @@ func Run(ctx context.Context, opts Options) (runErr error) {
 			defer killWG.Done()
 			for ctx.Err() == nil {
 				if submitted.Load() >= int64(opts.Jobs*3/10) {
-					var n int
-					_ = st.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM job_queue WHERE status='RUNNING' AND owner=?", victim.Name).Scan(&n)
-					if n > 0 {
+					held, _ := runningRuns(ctx, st.DB(), victim.Name)
+					if n := len(held); n > 0 {
 						victim.Signal(syscall.SIGKILL)
 						<-victim.Exited()
-						ki := &killInfo{name: victim.Name, running: n, at: time.Now()}
+						ki := &killInfo{name: victim.Name, running: n, held: held, at: time.Now()}
 						killed.Store(ki)
 						sub.say(">> SIGKILL %s at +%s: it held %d RUNNING jobs. Their leases run out within %s; then a survivor's rescuer (every %s) puts them back to WAITING and they run again.",
 							victim.Name, ki.at.Sub(start).Round(10*time.Millisecond), n, demoLease, demoRescueInterval)
@@ -351,6 +351,11 @@ func Run(ctx context.Context, opts Options) (runErr error) {
 	if err != nil {
 		return err
 	}
+	if ki != nil {
+		if err := ki.account(ctx, st.DB()); err != nil {
+			return err
+		}
+	}
 	sum.Flaky = flaky
 	sum.Print(opts.Out, ki)
 	if sum.Lost > 0 || sum.NonTerminal > 0 || sum.TxEffectDups > 0 {
@@ -447,8 +452,103 @@ func holdForConsole(ctx context.Context, out io.Writer, run string, replicas []*
 
 type killInfo struct {
 	name    string
-	running int
+	running int          // RUNNING jobs it held when counted, just before the kill
+	held    []jobq.Fence // those runs
 	at      time.Time
+	// What became of its runs (account): the held runs its death cut
+	// short (rescued once their lease expired), the held runs that ended
+	// otherwise — their completion committed between the count and the
+	// kill — by outcome, and the runs it claimed in that gap, also rescued.
+	heldRescued  int
+	heldEnded    map[string]int
+	claimedAfter int
+}
+
+// runningRuns returns the runs owner holds now (RUNNING jobs and their attempts).
+func runningRuns(ctx context.Context, db *sql.DB, owner string) ([]jobq.Fence, error) {
+	rows, err := db.QueryContext(ctx, "SELECT id, attempt FROM job_queue WHERE status='RUNNING' AND owner=?", owner)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []jobq.Fence
+	for rows.Next() {
+		var f jobq.Fence
+		if err := rows.Scan(&f.ID, &f.Attempt); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// account reads, from the killed replica's job_execution rows, what became
+// of the runs it held when counted and of the runs it claimed after the
+// count: the count and the kill are two steps, so the rescued leases need
+// not equal the RUNNING jobs counted.
+func (k *killInfo) account(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, "SELECT job_id, attempt, COALESCE(outcome, '') FROM job_execution WHERE owner=?", k.name)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	outcome := map[jobq.Fence]string{}
+	for rows.Next() {
+		var f jobq.Fence
+		var o string
+		if err := rows.Scan(&f.ID, &f.Attempt, &o); err != nil {
+			return err
+		}
+		outcome[f] = o
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	k.heldRescued, k.heldEnded, k.claimedAfter = 0, map[string]int{}, 0
+	held := map[jobq.Fence]bool{}
+	for _, f := range k.held {
+		held[f] = true
+		switch o := outcome[f]; o {
+		case "LEASE_EXPIRED":
+			k.heldRescued++
+		case "":
+			k.heldEnded["no outcome yet"]++
+		default:
+			k.heldEnded[o]++
+		}
+	}
+	for f, o := range outcome {
+		if o == "LEASE_EXPIRED" && !held[f] {
+			k.claimedAfter++
+		}
+	}
+	return nil
+}
+
+// difference explains why the leases rescued from the killed replica
+// differ from the RUNNING jobs it was counted with: "" when they are the
+// same runs, else e.g. "1 of the 63 finished (SUCCESS) between that count
+// and the kill".
+func (k *killInfo) difference() string {
+	var parts []string
+	ended := 0
+	var outs []string
+	for o, n := range k.heldEnded {
+		ended += n
+		outs = append(outs, fmt.Sprintf("%d %s", n, o))
+	}
+	sort.Strings(outs)
+	if ended > 0 {
+		parts = append(parts, fmt.Sprintf("%d of the %d ended (%s) between that count and the kill", ended, k.running, strings.Join(outs, ", ")))
+	}
+	if k.claimedAfter > 0 {
+		verb := "were"
+		if k.claimedAfter == 1 {
+			verb = "was"
+		}
+		parts = append(parts, fmt.Sprintf("%d run claimed between that count and the kill %s rescued too", k.claimedAfter, verb))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Summary is the demo's verdict, read from the database.
@@ -586,6 +686,9 @@ func (s *Summary) Print(w io.Writer, ki *killInfo) {
 	fmt.Fprintf(tw, "stuck\t%d\t(not SUCCESS, FAILED or CANCELED at the end; must be 0)\n", s.NonTerminal)
 	if ki != nil {
 		fmt.Fprintf(tw, "killed\t%s\t(SIGKILL; it held %d RUNNING jobs just before)\n", ki.name, ki.running)
+		if d := ki.difference(); d != "" {
+			fmt.Fprintf(tw, "  of those, rescued\t%d\t(%s)\n", ki.heldRescued, d)
+		}
 	}
 	fmt.Fprintln(tw, "executions per replica\t\t(attempts each replica ran)")
 	for _, o := range s.PerOwner {
@@ -614,6 +717,9 @@ func (s *Summary) Verdict(ki *killInfo) string {
 	line := fmt.Sprintf("%s: %d lost, %d stuck, %d duplicate effects (transactional)", head, s.Lost, s.NonTerminal, s.TxEffectDups)
 	if ki != nil {
 		line += fmt.Sprintf("; %s SIGKILLed with %d jobs running, %d leases rescued", ki.name, ki.running, s.Rescued)
+		if d := ki.difference(); d != "" {
+			line += " (" + d + ")"
+		}
 	} else {
 		line += "; no replica was killed"
 	}

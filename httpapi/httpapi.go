@@ -4,11 +4,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -76,11 +78,56 @@ func New(svc *service.Service, opts Options) http.Handler {
 	if opts.Ops != nil {
 		a.routeOps(mux, opts.Ops)
 	}
+	var h http.Handler = jsonRouteErrors(mux)
 	if len(opts.AuthTokens) > 0 {
-		return requireBearer(opts.AuthTokens, a.log, mux)
+		h = requireBearer(opts.AuthTokens, a.log, h)
 	}
-	return mux
+	return h
 }
+
+// jsonRouteErrors answers the requests mux has no route for in the API's
+// error format instead of ServeMux's plain text: 404 not_found for an
+// unknown path, 405 method_not_allowed (with Allow) for a known path asked
+// with another method. Requests that match a route go straight to mux.
+func jsonRouteErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// The mux's own answer tells 404 from 405 and lists the allowed
+		// methods; anything else (a redirect to a cleaned path) is passed on.
+		rec := &recorder{header: http.Header{}, status: http.StatusOK}
+		mux.ServeHTTP(rec, r)
+		route := r.Method + " " + r.URL.Path
+		switch rec.status {
+		case http.StatusNotFound:
+			writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found",
+				Message: route + ": no such route (the API is under /v1/, see docs/api.md)"}})
+		case http.StatusMethodNotAllowed:
+			allow := rec.header.Get("Allow")
+			w.Header().Set("Allow", allow)
+			writeJSON(w, http.StatusMethodNotAllowed, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "method_not_allowed",
+				Field: "method", Message: route + ": method not allowed; allowed: " + allow}})
+		default:
+			maps.Copy(w.Header(), rec.header)
+			w.WriteHeader(rec.status)
+			_, _ = w.Write(rec.body.Bytes())
+		}
+	})
+}
+
+// recorder keeps a response in memory (jsonRouteErrors' look at the mux's
+// answer for an unrouted request: a few bytes of plain text).
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) WriteHeader(status int)      { r.status = status }
+func (r *recorder) Write(p []byte) (int, error) { return r.body.Write(p) }
 
 type api struct {
 	svc  *service.Service

@@ -57,7 +57,7 @@ const (
 	OutcomeRetry    = "retry"    // attempt failed, job back to WAITING after backoff (a retry)
 	OutcomeFailed   = "failed"   // attempt failed with no retry left (or discarded) → FAILED
 	OutcomeCanceled = "canceled" // cancel requested while running → CANCELED
-	OutcomeReleased = "released" // handed back unfinished at shutdown → WAITING, no retry spent
+	OutcomeReleased = "released" // handed back unfinished (at shutdown, or never started) → WAITING, no retry spent
 )
 
 // Outcomes lists every outcome label value, in that order.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -77,15 +78,19 @@ func TestPromtool(t *testing.T) {
 // exports is used by some panel or alert.
 func TestPrometheusEndToEnd(t *testing.T) {
 	prom := findTool(t, "prometheus")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	// No budget for the whole test: the build and each wait have their
+	// own (slowWait), so a loaded machine that spends minutes building
+	// leaves the scenario's waits their full time.
+	ctx := t.Context()
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "jobq")
+	buildStart := time.Now()
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/jobq")
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	t.Logf("built jobq in %s", time.Since(buildStart).Round(time.Millisecond))
 	dsn := testdb.DSN(t)
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
@@ -116,7 +121,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	start := time.Now()
 
 	// Load: 300 sleep jobs of 300ms (about 9s of work for r1+r2), 20 flaky
-	// jobs that fail once (retries), 5 that fail for good.
+	// jobs that fail once (retries), 5 that fail for good, 10 overdue.
 	var reqs []apitype.SubmitRequest
 	for i := range 300 {
 		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("s-%d", i), JobType: "sleep", Params: json.RawMessage(`{"ms":300}`)})
@@ -128,13 +133,25 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	for i := range 5 {
 		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("x-%d", i), JobType: "flaky", Params: json.RawMessage(`{"failures":5}`), MaxRetry: &zero})
 	}
+	// 10 jobs already a minute overdue (a backlog after an outage): over 1%
+	// of pickups wait more than the 5s pickup SLO, so its alert expression
+	// (p99 > 5s) has data whatever the machine's speed. Without them it
+	// depended on the rescue's phase: r3's runs rescued less than 5s after
+	// they were due left every pickup under 5s (on main it failed so 2 of 2
+	// loaded runs).
+	overdue := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano)
+	for i := range 10 {
+		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("o-%d", i), JobType: "sleep", Params: json.RawMessage(`{"ms":10}`), RunAt: &overdue})
+	}
 	submitAll(t, ctx, []string{reps[0].URL(), reps[1].URL()}, reqs)
 
-	// Stall r3 while it holds runs: its leases expire, r1/r2 rescue them.
+	// Stall r3 while it holds runs: its leases expire, r1/r2 rescue them
+	// (JobqRescueRateHigh wants 5 rescues: r3 holds its 10 workers' runs,
+	// some of which its stopped transaction may keep from the rescue).
 	var held int
-	waitFor(t, ctx, "r3 to hold 5 runs", func() bool {
+	waitFor(t, ctx, "r3 to hold 10 runs", func() bool {
 		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status='RUNNING' AND owner='r3'`).Scan(&held)
-		return held >= 5
+		return held >= 10
 	})
 	r3.Signal(syscall.SIGSTOP)
 	stopped := true
@@ -149,19 +166,73 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	if held == 0 {
 		t.Fatal("r3 finished every run before it was stopped: the experiment did not happen")
 	}
-	waitFor(t, ctx, "r3's runs to be rescued", func() bool {
-		var running, rescued int
-		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status='RUNNING' AND owner='r3'`).Scan(&running)
-		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_execution WHERE owner='r3' AND outcome='LEASE_EXPIRED'`).Scan(&rescued)
-		return running == 0 && rescued >= 1
+	// An expired lease must be sampled (jobq_backlog_lease_expired_jobs,
+	// JobqStuckJobs) before it is rescued; how long r3's leases stay expired
+	// unrescued is the rescuers' phase (0 to ~12s after expiry). The test
+	// holds one of r3's rows locked (a rescue skips locked rows, the backlog
+	// sample reads without locking) until Prometheus has scraped it expired.
+	if tx, err := db.BeginTx(ctx, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		var id int64
+		err := tx.QueryRowContext(ctx, `SELECT id FROM job_queue WHERE status='RUNNING' AND owner='r3' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id)
+		if err != nil && err != sql.ErrNoRows { // none: r3's own stopped transaction holds them all
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "an expired lease of r3 to be scraped", func() bool {
+			v, ok := scalar(t, promURL, `max(max_over_time(jobq_backlog_lease_expired_jobs{job="jobq"}[1m]))`)
+			return ok && v > 0
+		})
+		_ = tx.Rollback()
+	}
+	// r1 and r2 rescue r3's expired runs within a rescue interval (~12s)
+	// after the lease — all but those whose row r3's own open transaction
+	// locks: stopped mid-transaction (a completion batch between its UPDATE
+	// and COMMIT — likelier the slower the machine), r3 keeps those row
+	// locks until SIGCONT, and a rescue skips locked rows (SKIP LOCKED), so
+	// waiting for every run to be rescued can wait for ever. The scenario
+	// needs rescues of r3 scraped (rescue panels, and stale completions once
+	// r3 wakes); it waits until the rescuable runs are rescued: every r3
+	// RUNNING row left is one a locking read skips.
+	rescueWait := time.Now()
+	var rescued, lockedByR3 int
+	waitForDiag(t, "r3's runs to be rescued", func() bool {
+		if db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_execution WHERE owner='r3' AND outcome='LEASE_EXPIRED'`).Scan(&rescued) != nil || rescued == 0 {
+			return false
+		}
+		running, unlocked, ok := r3Running(ctx, db)
+		lockedByR3 = running - unlocked
+		return ok && unlocked == 0
+	}, func() string { return r3Diagnosis(ctx, db) })
+	t.Logf("%d of r3's runs rescued %s after the stop; %d left RUNNING under r3's own open transaction",
+		rescued, time.Since(rescueWait).Round(time.Millisecond), lockedByR3)
+	waitFor(t, ctx, "the rescues to be scraped", func() bool {
+		v, ok := scalar(t, promURL, `sum(jobq_leases_rescued_total{job="jobq"})`)
+		return ok && v >= 1
 	})
-	time.Sleep(2 * time.Second) // two scrapes of the rescue
+	scrapedSince(t, promURL, time.Now()) // one more scrape of every target
 	r3.Signal(syscall.SIGCONT)
 	stopped = false
 	waitFor(t, ctx, "every job to finish", func() bool {
 		var n int
 		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status IN ('WAITING','RUNNING')`).Scan(&n)
 		return n == 0
+	})
+	// The stop is a heartbeat stall (JobqReplicaStalled) only if it caught
+	// r3's heartbeat waiting for its next beat: stopped mid-beat (a renewal
+	// in flight), the beat merely ends late, which is a slow database, not a
+	// stall. Then stop r3 again while it is idle — with no run, a beat makes
+	// no database call — for longer than a heartbeat interval plus the
+	// stall threshold (Lease/3 + Lease/5 with the 2s lease).
+	if replicaCounter(t, r3, "jobq_heartbeat_stalls_total") == 0 {
+		t.Log("r3 was stopped mid-beat: no stall recorded; stopping it again while idle")
+		r3.Signal(syscall.SIGSTOP)
+		time.Sleep(1500 * time.Millisecond)
+		r3.Signal(syscall.SIGCONT)
+	}
+	waitFor(t, ctx, "r3's heartbeat stall to be scraped", func() bool {
+		v, ok := scalar(t, promURL, `sum(jobq_heartbeat_stalls_total{job="jobq",instance="`+r3.Addr+`"})`)
+		return ok && v >= 1
 	})
 	// A schema this binary does not know makes every replica unready
 	// (jobq_db_writable 0, JobqDatabaseNotWritable's expression) until it goes.
@@ -179,7 +250,9 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		v, ok := scalar(t, promURL, `sum(jobq_completions_stale_total{job="jobq"})`)
 		return ok && v >= 1
 	})
-	time.Sleep(2 * time.Second) // final samples and scrapes
+	// The final samples: two scrapes of every target after the last event.
+	scrapedSince(t, promURL, time.Now())
+	scrapedSince(t, promURL, time.Now())
 	end := time.Now()
 	t.Logf("scenario: %s, r3 held %d runs when stopped", end.Sub(start).Round(time.Second), held)
 
@@ -490,16 +563,126 @@ func apiGet(t *testing.T, u string, out any) {
 	}
 }
 
-// waitFor polls cond every 100ms until it holds, failing the test when ctx ends.
+// slowWait bounds each wait for a state (a passing wait returns as soon as
+// its condition holds): long enough for a loaded machine.
+const slowWait = 2 * time.Minute
+
+// waitFor polls cond every 100ms until it holds, failing the test after
+// slowWait or when ctx ends.
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
+	waitForDiag(t, what, func() bool { return ctx.Err() == nil && cond() }, nil)
+}
+
+// waitForDiag polls cond every 100ms for up to slowWait; on timeout it
+// fails the test with diag's account of the state, if any.
+func waitForDiag(t *testing.T, what string, cond func() bool, diag func() string) {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(slowWait)
 	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(100 * time.Millisecond):
+		if time.Now().After(deadline) {
+			msg := ""
+			if diag != nil {
+				msg = "\n" + diag()
+			}
+			t.Fatalf("timed out after %s waiting for %s%s", slowWait, what, msg)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Logf("waited %s for %s", d.Round(time.Millisecond), what)
+	}
+}
+
+// scrapedSince waits until Prometheus has scraped every jobq target after t0
+// (the latest sample of up is newer than t0 for each).
+func scrapedSince(t *testing.T, promURL string, t0 time.Time) {
+	t.Helper()
+	waitForDiag(t, "a scrape of every target after "+t0.Format(time.RFC3339Nano), func() bool {
+		v, ok := scalar(t, promURL, `min(timestamp(up{job="jobq"}))`)
+		return ok && v > float64(t0.UnixNano())/1e9
+	}, nil)
+}
+
+// replicaCounter reads the value of an unlabelled metric from r's /metrics.
+func replicaCounter(t *testing.T, r *demo.Replica, name string) float64 {
+	t.Helper()
+	resp, err := httpClient.Get(r.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", name, line, err)
+			}
+			return f
 		}
 	}
+	t.Fatalf("%s not exported by %s", name, r.Addr)
+	return 0
+}
+
+// r3Running counts r3's RUNNING rows, and those of them no other
+// transaction locks (a locking read that skips locked rows returns them;
+// it holds them for the length of one statement).
+func r3Running(ctx context.Context, db *sql.DB) (running, unlocked int, ok bool) {
+	if db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status='RUNNING' AND owner='r3'`).Scan(&running) != nil {
+		return 0, 0, false
+	}
+	if running == 0 {
+		return 0, 0, true
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM job_queue WHERE status='RUNNING' AND owner='r3' FOR UPDATE SKIP LOCKED`)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer rows.Close()
+	for rows.Next() {
+		unlocked++
+	}
+	return running, unlocked, rows.Err() == nil
+}
+
+// r3Diagnosis describes r3's RUNNING rows and the open transactions, for a
+// wait that timed out.
+func r3Diagnosis(ctx context.Context, db *sql.DB) string {
+	var b strings.Builder
+	rows, err := db.QueryContext(ctx, `SELECT id, attempt, TIMESTAMPDIFF(MICROSECOND, lease_until, NOW(6))/1e6 FROM job_queue WHERE status='RUNNING' AND owner='r3'`)
+	if err == nil {
+		for rows.Next() {
+			var id, attempt int64
+			var expired float64
+			if rows.Scan(&id, &attempt, &expired) == nil {
+				fmt.Fprintf(&b, "r3 RUNNING: job %d attempt %d, lease expired %.1fs ago\n", id, attempt, expired)
+			}
+		}
+		rows.Close()
+	}
+	rows, err = db.QueryContext(ctx, `SELECT trx_mysql_thread_id, trx_state, trx_rows_locked, TIMESTAMPDIFF(SECOND, trx_started, NOW()) FROM information_schema.innodb_trx`)
+	if err == nil {
+		for rows.Next() {
+			var thread, locked, age int64
+			var state string
+			if rows.Scan(&thread, &state, &locked, &age) == nil {
+				fmt.Fprintf(&b, "open transaction: thread %d %s, %d rows locked, %ds old\n", thread, state, locked, age)
+			}
+		}
+		rows.Close()
+	}
+	return b.String()
 }
 
 // submitAll submits reqs over the given APIs with a few concurrent clients.

@@ -52,3 +52,62 @@ func TestClaimWithLostAnswerIsAdoptedNotRescued(t *testing.T) {
 	default:
 	}
 }
+
+// A lost-answer claim found when no worker slot (and no run-queue place) is
+// free is released at once, like a queued run at shutdown: WAITING, fenced
+// by its attempt, no retry spent, its one execution row RELEASED. It is not
+// left RUNNING, unrenewed, for the rescuer to expire after the lease (which
+// spent a retry and wrote LEASE_EXPIRED for a run that never started).
+//
+// One worker, no run queue, two due jobs: the first claim try commits job A
+// and loses its answer; its retry claims job B, whose handler holds the only
+// worker; the reconciliation after the failed try then finds A held and
+// nowhere to run it.
+func TestLostClaimWithoutFreeSlotIsReleased(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	fs := faultstore.Wrap(st)
+	fs.FailNext(faultstore.ClaimSkipLockedAfter, 1, mysql.ErrInvalidConn)
+	started := make(chan uint64, 4)
+	unblock := make(chan struct{})
+	reg := scheduler.NewRegistry()
+	reg.Register("hold", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		started <- job.ID
+		select {
+		case <-unblock:
+		case <-ctx.Done():
+		}
+		return nil
+	}))
+	a := submit(t, st, "lost-full-a", "hold", `{}`, 3)
+	b := submit(t, st, "lost-full-b", "hold", `{}`, 3)
+	cfg := fastConfig("lost-full")
+	cfg.Workers, cfg.RunQueue, cfg.BatchLimit = 1, -1, 1
+	s := startScheduler(t, fs, reg, cfg)
+
+	first := recv(t, started, slowWait, "a handler started")
+	lost := a.ID
+	if first == a.ID {
+		lost = b.ID
+	}
+	// The lost claim committed before the retry that started `first`.
+	j := waitJob(t, st, lost, slowWait, "the lost claim's job to leave RUNNING", func(j jobq.Job) bool { return j.Status != jobq.StateRunning })
+	ex := executions(t, st, lost)
+	if j.Status != jobq.StateWaiting || j.RetryTimes != 0 || len(ex) != 1 || ex[0].Attempt != 1 || ex[0].Outcome != jobq.OutcomeReleased {
+		t.Fatalf("lost claim's job: %s, retry_times %d, executions %v; want WAITING, 0, [1 RELEASED]", j.Status, j.RetryTimes, execSummary(ex))
+	}
+	close(unblock)
+	for _, id := range []uint64{a.ID, b.ID} {
+		waitJob(t, st, id, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	}
+	final := getJob(t, st, lost)
+	if got := execSummary(executions(t, st, lost)); final.Attempt != 2 || final.RetryTimes != 0 || len(got) != 2 {
+		t.Fatalf("lost claim's job: attempt %d, retry_times %d, executions %v; want attempt 2, 0, [RELEASED SUCCESS]", final.Attempt, final.RetryTimes, got)
+	}
+	if got := execSummary(executions(t, st, first)); len(got) != 1 {
+		t.Fatalf("the other job's executions %v, want one SUCCESS", got)
+	}
+	if stats := s.Stats(); stats.Released != 1 || stats.Adopted != 0 || stats.Rescued != 0 {
+		t.Fatalf("stats: released %d adopted %d rescued %d; want 1, 0, 0", stats.Released, stats.Adopted, stats.Rescued)
+	}
+}

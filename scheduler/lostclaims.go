@@ -84,7 +84,8 @@ func (l *lostClaims) reconcile(ctx context.Context, adopt func(ctx context.Conte
 // owner id claimed after since that its run table did not hold before the
 // read. Each is dispatched like a fresh claim, its local lease counted from
 // since (never later than the database's lease_until); while no worker slot
-// is free it is left to the rescuer, as before. Errors: the read's.
+// is free it is released (WAITING, no retry spent, fenced by its attempt)
+// instead. Errors: the read's.
 func (s *Scheduler) adoptLost(ctx context.Context, since time.Time) (int, error) {
 	known := s.runs.fences() // before the read: a run that ends meanwhile is still known
 	held, err := s.store.JobHeldBy(ctx, s.cfg.Owner, time.Since(since)+lostClaimSlack)
@@ -101,8 +102,15 @@ func (s *Scheduler) adoptLost(ctx context.Context, since time.Time) (int, error)
 			continue // dispatched before and gone from the run table: its outcome write was given up; the rescuer's
 		}
 		if !s.slots.anyFree() {
-			s.log.Warn("a claim committed although its answer was lost; no worker slot is free, so the run is left to the rescuer",
+			// Never started, so handed back like a run released at
+			// shutdown: WAITING at once, no retry spent, its one execution
+			// row RELEASED — not left unrenewed for a rescue after its
+			// lease, which would spend a retry on a run that never began.
+			s.log.Warn("a claim committed although its answer was lost; no worker slot is free, so the job is released",
 				"component", "scanner", "job_id", cj.ID, "attempt", cj.Attempt)
+			s.lost.noteDispatch(f, 4*s.cfg.Lease) // handled: a later reconcile must not release it again
+			s.completer.submit(jobq.Completion{Fence: f, Outcome: jobq.OutcomeReleased,
+				Error: "released: its claim's answer was lost and no worker slot was free", DueAt: cj.RunAt})
 			continue
 		}
 		cj.LeaseBase = since

@@ -283,7 +283,7 @@ type Stats struct {
 	Stale          int64 // completions refused because the run lost its lease
 	Rescued        int64 // expired leases returned by this replica's rescuer
 	LeaseLost      int64 // handlers cancelled because their run lost its lease
-	Released       int64 // runs handed back at shutdown
+	Released       int64 // runs handed back without spending a retry: at shutdown, or never started
 	// Adopted is runs whose claim committed although its answer was lost,
 	// found by JobHeldBy and dispatched.
 	Adopted        int64

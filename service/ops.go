@@ -164,7 +164,7 @@ func DecodeStrict(body []byte, v any) error {
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			return invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "unknown field")
 		default:
-			return invalid("body", "must be a JSON object: %v", err)
+			return invalid("body", "%s", jsonRule(body, err))
 		}
 	}
 	if dec.More() {

@@ -141,7 +141,7 @@ func DecodeSubmit(body []byte) (apitype.SubmitRequest, error) {
 		return req, invalid("body", "is empty; must be a JSON object")
 	}
 	if err != nil {
-		return req, invalid("body", "must be a JSON object: %v", err)
+		return req, invalid("body", "%s", jsonRule(body, err))
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return req, invalid("body", "must be a JSON object, got %s", tokenKind(tok))
@@ -150,7 +150,7 @@ func DecodeSubmit(body []byte) (apitype.SubmitRequest, error) {
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return req, invalid("body", "must be a JSON object: %v", err)
+			return req, invalid("body", "%s", jsonRule(body, err))
 		}
 		key, _ := kt.(string)
 		if !slices.Contains(submitFields, key) {
@@ -162,11 +162,11 @@ func DecodeSubmit(body []byte) (apitype.SubmitRequest, error) {
 		seen[key] = true
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return req, invalid("body", "must be a JSON object: %v", err)
+			return req, invalid("body", "%s", jsonRule(body, err))
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing '}'
-		return req, invalid("body", "must be a JSON object: %v", err)
+		return req, invalid("body", "%s", jsonRule(body, err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return req, invalid("body", "must hold exactly one JSON object and nothing after it")
@@ -176,9 +176,29 @@ func DecodeSubmit(body []byte) (apitype.SubmitRequest, error) {
 		if errors.As(err, &ute) && fieldRules[ute.Field] != "" {
 			return apitype.SubmitRequest{}, invalid(ute.Field, "%s, got %s", fieldRules[ute.Field], ute.Value)
 		}
-		return apitype.SubmitRequest{}, invalid("body", "must be a JSON object: %v", err)
+		return apitype.SubmitRequest{}, invalid("body", "%s", jsonRule(body, err))
 	}
 	return req, nil
+}
+
+// jsonRule says what is wrong with a body the JSON decoder refused: that
+// it ends too early, or at which byte (counted from 1) its syntax breaks;
+// encoding/json alone says "EOF" or "invalid character 'o' in literal null".
+// The position comes from scanning the whole body again, because the
+// streaming decoder's offsets are one short after it peeks ahead.
+func jsonRule(body []byte, err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		var raw json.RawMessage
+		if errors.As(json.Unmarshal(body, &raw), &se) && se.Error() != "unexpected end of JSON input" {
+			return fmt.Sprintf("not valid JSON at byte %d: %s", se.Offset, se.Error())
+		}
+		err = io.ErrUnexpectedEOF
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "not valid JSON: unexpected end of input"
+	}
+	return "must be a JSON object: " + err.Error()
 }
 
 // fieldName makes an unknown key printable as an error's field: quoted
@@ -584,6 +604,20 @@ func outcomeResult(o jobq.SubmitOutcome) apitype.SubmitBatchResult {
 	}
 }
 
+// tooManyJobs is the error for a "jobs" array longer than
+// apitype.MaxBatchJobs: it counts the rest of the array (the body is
+// bounded by the batch body limit) so the caller learns how many it sent.
+func tooManyJobs(body []byte, dec *json.Decoder, n int) error {
+	for dec.More() {
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return invalid("jobs", "must hold at most %d jobs, got more than %d (then %s)", apitype.MaxBatchJobs, n, jsonRule(body, err))
+		}
+		n++
+	}
+	return invalid("jobs", "must hold at most %d jobs, got %d", apitype.MaxBatchJobs, n)
+}
+
 func invalidResult(err error) apitype.SubmitBatchResult {
 	d := &apitype.ErrorDetail{Code: "invalid_argument", Message: err.Error()}
 	var ve *ValidationError
@@ -603,15 +637,19 @@ func DecodeSubmitBatch(body []byte) ([]BatchItem, error) {
 		return nil, invalid("body", "must be valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, invalid("body", `must be a JSON object {"jobs": [ … ]}`)
+	if tok, err := dec.Token(); err == io.EOF {
+		return nil, invalid("body", `is empty; must be a JSON object {"jobs": [ … ]}`)
+	} else if err != nil {
+		return nil, invalid("body", `%s; must be a JSON object {"jobs": [ … ]}`, jsonRule(body, err))
+	} else if tok != json.Delim('{') {
+		return nil, invalid("body", `must be a JSON object {"jobs": [ … ]}, got %s`, tokenKind(tok))
 	}
 	var raws []json.RawMessage
 	seen := false
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return nil, invalid("body", "must be a JSON object: %v", err)
+			return nil, invalid("body", "%s", jsonRule(body, err))
 		}
 		if key, _ := kt.(string); key != "jobs" {
 			return nil, invalid(fieldName(key), `unknown field (the only field is "jobs")`)
@@ -626,20 +664,20 @@ func DecodeSubmitBatch(body []byte) ([]BatchItem, error) {
 		}
 		for dec.More() {
 			if len(raws) == apitype.MaxBatchJobs {
-				return nil, invalid("jobs", "must hold at most %d jobs", apitype.MaxBatchJobs)
+				return nil, tooManyJobs(body, dec, len(raws))
 			}
 			var raw json.RawMessage
 			if err := dec.Decode(&raw); err != nil {
-				return nil, invalid("jobs", "must be a JSON array of submit objects: %v", err)
+				return nil, invalid("jobs", "must be a JSON array of submit objects; %s", jsonRule(body, err))
 			}
 			raws = append(raws, raw)
 		}
 		if _, err := dec.Token(); err != nil { // ']'
-			return nil, invalid("jobs", "must be a JSON array of submit objects: %v", err)
+			return nil, invalid("jobs", "must be a JSON array of submit objects; %s", jsonRule(body, err))
 		}
 	}
 	if _, err := dec.Token(); err != nil { // '}'
-		return nil, invalid("body", "must be a JSON object: %v", err)
+		return nil, invalid("body", "%s", jsonRule(body, err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, invalid("body", "must hold exactly one JSON object and nothing after it")

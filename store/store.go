@@ -39,6 +39,9 @@ type Store struct {
 	noReturning atomic.Bool
 	// Server is what DetectServer found at Open.
 	Server ServerInfo
+	// IdleTxTimeout is the server's idle_transaction_timeout on every
+	// pooled session (see PoolConfig.IdleTxTimeout); 0 when not set.
+	IdleTxTimeout time.Duration
 }
 
 // ServerInfo describes the database server.
@@ -51,8 +54,8 @@ type ServerInfo struct {
 	SkipLocked  bool // SELECT ... FOR UPDATE SKIP LOCKED is available
 	Description string
 	// InsertReturning: INSERT … RETURNING is available (MariaDB ≥ 10.5;
-	// MySQL has none), so a submit reads its new row back in the same
-	// statement.
+	// MySQL has none) and safe (not a Galera node, see DetectServer), so a
+	// submit reads its new row back in the same statement.
 	InsertReturning bool
 }
 
@@ -87,6 +90,18 @@ func NormalizeDSN(dsn string) (*mysql.Config, error) {
 type PoolConfig struct {
 	MaxOpen int // Defaults to 20.
 	MaxIdle int // Defaults to MaxOpen.
+	// IdleTxTimeout, when > 0, has the server end a session that sits idle
+	// inside a transaction for longer (MariaDB ≥ 10.3's
+	// idle_transaction_timeout, whole seconds, rounded up; at least 1 s).
+	// A process frozen mid-transaction (SIGSTOP, a paused VM, a partition
+	// without a TCP reset) otherwise keeps its row locks — and so blocks
+	// the rescue of its jobs, which skips locked rows — until the server's
+	// wait_timeout (8 h by default). The server rolls the transaction
+	// back; the frozen process's next statement fails with a lost
+	// connection (a transient error). MySQL has no such variable: the
+	// setting is ignored there (Store.IdleTxTimeout stays 0). jobq serve
+	// sets it to Lease/5. Default 0: off.
+	IdleTxTimeout time.Duration
 }
 
 // Open connects to dsn, checks the connection and detects the server.
@@ -123,6 +138,28 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 		return nil, err
 	}
 	s.Server = info
+	if pool.IdleTxTimeout > 0 && info.MariaDB && info.Major*100+info.Minor >= 1003 {
+		// Reopen the pool with the session variable set at connect (one
+		// SET per new connection, none per transaction).
+		secs := int((pool.IdleTxTimeout + time.Second - 1) / time.Second)
+		cfg.Params["idle_transaction_timeout"] = strconv.Itoa(secs)
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			db.Close()
+			return nil, errorf("open %s: %w", redact.DSN(dsn), err)
+		}
+		db.Close()
+		db = sql.OpenDB(conn)
+		db.SetMaxOpenConns(pool.MaxOpen)
+		db.SetMaxIdleConns(pool.MaxIdle)
+		db.SetConnMaxLifetime(10 * time.Minute)
+		if err := db.PingContext(pctx); err != nil {
+			db.Close()
+			return nil, errorf("connect %s with idle_transaction_timeout=%d: %w", redact.DSN(dsn), secs, err)
+		}
+		s.db, s.q = db, jobqdb.New(db)
+		s.IdleTxTimeout = time.Duration(secs) * time.Second
+	}
 	return s, nil
 }
 
@@ -198,13 +235,13 @@ func (s *Store) DetectServer(ctx context.Context) (ServerInfo, error) {
 	}
 	info := ParseServerVersion(v)
 	if info.InsertReturning {
-		// Galera (wsrep_on): submits keep INSERT + read-back, whose OK
-		// follows the replicated commit. With INSERT … RETURNING,
-		// TestGaleraNodeKillIsValid found 2–3 acknowledged submits missing
-		// after a node kill (2 of 2 runs; 0 before RETURNING): the row
-		// reached the client although the killed node's commit never
-		// reached the cluster. Not investigated further; RETURNING stays
-		// off on Galera until it is.
+		// Galera (wsrep_on): submits keep INSERT + read-back. Galera
+		// re-runs an autocommit statement a replicated write set aborted
+		// (wsrep_retry_autocommit), but the rows INSERT … RETURNING had
+		// sent before the abort still reach the client, ahead of the
+		// retry's: the first row's id was rolled back. A plain INSERT's
+		// OK packet comes only from the attempt that committed.
+		// TestGaleraRetriedInsertReturningSendsRolledBackRow shows it.
 		var on int
 		if err := s.db.QueryRowContext(ctx, "SELECT @@global.wsrep_on").Scan(&on); err == nil && on == 1 {
 			info.InsertReturning = false

@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -109,6 +111,31 @@ func usageError(err error) {
 	os.Exit(2)
 }
 
+// negativeNumber is a flag value kong would take for a short flag: a
+// negative number or duration (-1, -0.5, -1ms).
+var negativeNumber = regexp.MustCompile(`^-[0-9.]`)
+
+// negativeValues lets a long flag take a negative number as its next
+// argument (`--max-retry -1`, `--drain-wait -1ms`) by joining the two as
+// `--max-retry=-1`, the only form kong accepts: it reads "-1" as a short
+// flag. No jobq short flag is a digit. Arguments after "--" are left alone.
+func negativeValues(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if strings.HasPrefix(a, "--") && !strings.Contains(a, "=") && i+1 < len(args) && negativeNumber.MatchString(args[i+1]) {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
 func main() {
 	var cli CLI
 	parser, err := kong.New(&cli,
@@ -122,7 +149,7 @@ func main() {
 	if len(os.Args) == 1 {
 		_, _ = parser.Parse([]string{"--help"})
 	}
-	kctx, err := parser.Parse(os.Args[1:])
+	kctx, err := parser.Parse(negativeValues(os.Args[1:]))
 	if err != nil {
 		usageError(err)
 	}
