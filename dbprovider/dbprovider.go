@@ -107,7 +107,12 @@ func Provide(ctx context.Context, opts Options) (*Server, error) {
 	if err == nil {
 		s := &Server{Kind: KindLocal, DSN: ls.DSN(), Local: ls, close: ls.Stop,
 			Description: fmt.Sprintf("throwaway local %s on 127.0.0.1:%d (datadir %s)", filepath.Base(ls.Binary), ls.Port, ls.DataDir)}
-		fmt.Fprintf(logw, "database provider: %s\n", s.Description)
+		// Say why not Docker, the provider tried before this one.
+		why := ""
+		if len(reasons) > 0 {
+			why = "; not Docker: " + strings.Join(reasons, "; ")
+		}
+		fmt.Fprintf(logw, "database provider: %s%s\n", s.Description, why)
 		return s, nil
 	}
 	reasons = append(reasons, "local: "+err.Error())
@@ -124,11 +129,11 @@ func provideDocker(ctx context.Context) (s *Server, err error) {
 	defer cancel()
 	p, err := testcontainers.NewDockerProvider()
 	if err != nil {
-		return nil, fmt.Errorf("no Docker engine: %w", err)
+		return nil, fmt.Errorf("daemon not reachable: %w", err)
 	}
 	defer p.Close()
 	if err := p.Health(hctx); err != nil {
-		return nil, fmt.Errorf("no Docker engine: %w", err)
+		return nil, fmt.Errorf("daemon not reachable: %w", err)
 	}
 	c, err := tcmysql.Run(ctx, "mysql:8.4", tcmysql.WithDatabase("jobq"), tcmysql.WithUsername("root"), tcmysql.WithPassword("jobq"))
 	if err != nil {

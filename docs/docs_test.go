@@ -44,7 +44,8 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 
 // block is one fenced code block of a page.
 type block struct {
-	line       int // 1-based line of the opening fence
+	line       int    // 1-based line of the opening fence
+	lang       string // the info string's first word ("sh", "go", …)
 	runnable   bool
 	background bool
 	text       string
@@ -69,6 +70,9 @@ func blocks(path string) ([]block, error) {
 			if m := fence.FindString(line); m != "" {
 				info := strings.Fields(strings.TrimPrefix(line, m))
 				cur, marker = &block{line: n}, m
+				if len(info) > 0 {
+					cur.lang = info[0]
+				}
 				for _, w := range info {
 					cur.runnable = cur.runnable || w == "runnable"
 					cur.background = cur.background || w == "background"
@@ -332,4 +336,51 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "…" + s[len(s)-n:]
+}
+
+// exampleFiles hold the Example functions the pages' Go blocks quote.
+var exampleFiles = []string{"../app/example_test.go", "../client/example_test.go"}
+
+// dedent drops each line's leading tabs and spaces, so a block quoted out
+// of a function body matches its source.
+func dedent(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimLeft(l, "\t ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestGoBlocksAreExamples: every ```go block of a page is quoted from an
+// Example function (compiled by go vet and go test; app's runs against a
+// real database and checks its output), so the Go shown cannot drift from
+// code that compiles and runs.
+func TestGoBlocksAreExamples(t *testing.T) {
+	var src strings.Builder
+	for _, f := range exampleFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.WriteString(dedent(string(b)) + "\n")
+	}
+	n := 0
+	for _, page := range pages(t) {
+		bs, err := blocks(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bs {
+			if b.lang != "go" {
+				continue
+			}
+			n++
+			if !strings.Contains(src.String(), dedent(b.text)) {
+				t.Errorf("%s:%d: this Go block is not quoted from %v; copy it from there (or change the example and quote it again)", page, b.line, exampleFiles)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no Go blocks found: the check would pass anything")
+	}
 }

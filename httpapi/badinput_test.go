@@ -1,15 +1,19 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/httpapi"
@@ -214,5 +218,62 @@ func TestBodyLimitConfigurable(t *testing.T) {
 	}
 	if rec := do(h, "POST", "/v1/jobs", mk(limit), nil); rec.Code != http.StatusCreated {
 		t.Fatalf("body of exactly %d bytes: status %d, want 201; %s", limit, rec.Code, rec.Body.String())
+	}
+}
+
+// A client that declares a body over the limit and waits for "100
+// Continue" before sending it (curl does for bodies over 1 MiB) gets the 413
+// at once: the server refuses on Content-Length, before any read. Reading
+// first sent "100 Continue" and then closed the connection with the body
+// unread, which such clients saw as a reset, not a 413. Single and batch
+// submit (the ops API reads through the same readLimited).
+func TestDeclaredOversizeBodyRefusedBeforeContinue(t *testing.T) {
+	const limit = 1024
+	h, st := newRobustAPI(t, httpapi.Options{MaxBodyBytes: limit})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, path := range []string{"/v1/jobs", "/v1/jobs:batch"} {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The bound only keeps a broken build from hanging the suite.
+		_ = conn.SetDeadline(time.Now().Add(time.Minute))
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", path, 64<<20)
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if err != nil {
+			t.Fatalf("%s: reading the answer: %v", path, err)
+		}
+		if !strings.HasPrefix(line, "HTTP/1.1 413") {
+			t.Fatalf("%s: first answer line %q, want HTTP/1.1 413 before any 100 Continue", path, strings.TrimSpace(line))
+		}
+	}
+	if n := jobRows(t, st); n != 0 {
+		t.Fatalf("413 wrote %d rows", n)
+	}
+}
+
+// A browser's cross-site POST (a text/plain form post, which needs no CORS
+// preflight) is refused with 403 and writes nothing; the same body from a
+// client that is not a browser, or from the same origin, is accepted.
+func TestCrossOriginBrowserPostRefused(t *testing.T) {
+	h, st := newRobustAPI(t, httpapi.Options{})
+	body := []byte(`{"job_key":"csrf","job_type":"noop"}`)
+	rec := do(h, "POST", "/v1/jobs", body, http.Header{"Content-Type": {"text/plain"}, "Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://evil.example"}})
+	if rec.Code != http.StatusForbidden {
+		t.Fatalf("cross-site browser POST: status %d, want 403; %s", rec.Code, rec.Body.String())
+	}
+	if e := decodeError(t, rec); e.Code != "forbidden" || e.Field != "Origin" {
+		t.Fatalf("403 error = %+v, want code forbidden, field Origin", e)
+	}
+	if n := jobRows(t, st); n != 0 {
+		t.Fatalf("the refused request wrote %d rows", n)
+	}
+	if rec := do(h, "POST", "/v1/jobs", body, http.Header{"Sec-Fetch-Site": {"same-origin"}}); rec.Code != http.StatusCreated {
+		t.Fatalf("same-origin POST: status %d, want 201; %s", rec.Code, rec.Body.String())
+	}
+	if rec := do(h, "GET", "/v1/jobs", nil, http.Header{"Sec-Fetch-Site": {"cross-site"}}); rec.Code != http.StatusOK {
+		t.Fatalf("cross-site GET: status %d, want 200", rec.Code)
 	}
 }

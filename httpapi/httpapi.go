@@ -82,8 +82,25 @@ func New(svc *service.Service, opts Options) http.Handler {
 	if len(opts.AuthTokens) > 0 {
 		h = requireBearer(opts.AuthTokens, a.log, h)
 	}
-	return h
+	return crossOrigin.Handler(h)
 }
+
+// crossOrigin refuses state-changing requests (POST …) that a browser sends
+// from another origin (net/http's CrossOriginProtection: Sec-Fetch-Site, or
+// Origin against Host). The API reads any Content-Type as JSON, so without
+// it a page on another site could submit or cancel jobs through a
+// text/plain form post to a jobq listening on the visitor's machine.
+// Clients that are not browsers (curl, the Go client, k6) send neither
+// header and pass; GET, HEAD and OPTIONS always pass. Refusals are 403
+// forbidden in the API's error format.
+var crossOrigin = func() *http.CrossOriginProtection {
+	p := http.NewCrossOriginProtection()
+	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusForbidden, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "forbidden", Field: "Origin",
+			Message: "Origin: cross-origin " + r.Method + " requests from a browser are refused"}})
+	}))
+	return p
+}()
 
 // jsonRouteErrors answers the requests mux has no route for in the API's
 // error format instead of ServeMux's plain text: 404 not_found for an
@@ -187,15 +204,11 @@ func (a *api) submitBatch(w http.ResponseWriter, r *http.Request) {
 // readBody reads a request body of at most limit bytes; on failure it has
 // answered (413 or 400) and returns false.
 func (a *api) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readLimited(w, r, limit)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
-				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
-			return nil, false
+		if !errors.Is(err, errTooLarge) {
+			a.fail(w, &service.ValidationError{Field: "body", Rule: "could not be read: " + err.Error()})
 		}
-		a.fail(w, &service.ValidationError{Field: "body", Rule: "could not be read: " + err.Error()})
 		return nil, false
 	}
 	return body, true
@@ -385,3 +398,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// errTooLarge: readLimited has answered 413.
+var errTooLarge = errors.New("body too large")
+
+// readLimited reads a request body of at most limit bytes. A body over the
+// limit gets 413 too_large naming the limit, and errTooLarge. A declared
+// Content-Length over the limit is refused before any read: reading is what
+// makes the server send "100 Continue" to a client that asked for it
+// (curl does for bodies over 1 MiB), and a connection closed after that,
+// with the body unread, reached such clients as a reset instead of the 413.
+func readLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		writeTooLarge(w, limit)
+		return nil, errTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeTooLarge(w, mbe.Limit)
+		return nil, errTooLarge
+	}
+	return body, err
+}
+
+func writeTooLarge(w http.ResponseWriter, limit int64) {
+	writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
+		Message: "body: must be at most " + itoa(limit) + " bytes"}})
+}

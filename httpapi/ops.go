@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -50,15 +49,11 @@ func (a *api) routeOps(mux *http.ServeMux, ops *service.Ops) {
 // decodeBody reads a body of at most MaxBodyBytes and decodes it strictly
 // into v; false means an error response was written.
 func (o *opsAPI) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.opts.MaxBodyBytes))
+	body, err := readLimited(w, r, o.opts.MaxBodyBytes)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "too_large", Field: "body",
-				Message: "body: must be at most " + itoa(mbe.Limit) + " bytes"}})
-			return false
+		if !errors.Is(err, errTooLarge) {
+			o.fail(w, &service.ValidationError{Field: "body", Rule: "could not be read: " + err.Error()})
 		}
-		o.fail(w, &service.ValidationError{Field: "body", Rule: "could not be read: " + err.Error()})
 		return false
 	}
 	if err := service.DecodeStrict(body, v); err != nil {

@@ -159,7 +159,7 @@ func New(opts Options) *Metrics {
 	m.writeFailures = f.counter("jobq_completion_write_failures_total",
 		"Completions that could not be written after retries; their leases expire and the jobs are rescued.")
 	m.pickup = f.histogramVec("jobq_pickup_latency_seconds",
-		"Time from a job being due (run_at) to its claim (started_at), both on the database clock.", PickupBuckets, "job_type")
+		"Time from a job being due and submitted (the later of run_at and create_time) to its claim (started_at), on the database clock.", PickupBuckets, "job_type")
 	m.runDuration = f.histogramVec("jobq_run_duration_seconds",
 		"Time from this replica's claim to the committed completion (handler time plus the completion write).", RunBuckets, "job_type", "outcome")
 	m.scanDuration = f.histogram("jobq_scan_duration_seconds", "Duration of one scan: the idle probe or the claim statements.", ScanBuckets)
@@ -272,8 +272,21 @@ func (m *Metrics) onClaimed(jobs []jobq.ClaimedJob, conflicts int) {
 	m.mu.Unlock()
 	for _, j := range jobs {
 		m.claimed.WithLabelValues(j.JobType).Inc()
-		m.pickup.WithLabelValues(j.JobType).Observe(max(0, j.StartedAt.Sub(j.RunAt).Seconds()))
+		m.pickup.WithLabelValues(j.JobType).Observe(PickupSeconds(j))
 	}
+}
+
+// PickupSeconds is a claimed job's pickup latency: from when it was both
+// due and submitted to its claim, StartedAt − max(RunAt, CreateTime), all
+// on the database clock. A submit may set run_at in the past (the job is
+// due at once): measured from run_at alone, its pickup would count the time
+// before it existed.
+func PickupSeconds(j jobq.ClaimedJob) float64 {
+	due := j.RunAt
+	if j.CreateTime.After(due) {
+		due = j.CreateTime
+	}
+	return max(0, j.StartedAt.Sub(due).Seconds())
 }
 
 // forget drops a run's record and returns it (ok false when this replica

@@ -41,6 +41,16 @@ func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool) 
 		return
 	}
 	defer func() { <-s.workers }()
+	if !s.cfg.Sabotage.NoLeaseCancel && !s.runs.startable(r, time.Now(), leaseGuardMargin(s.cfg.Lease)) {
+		// Its lease is lost or about to run out (a claim whose answer came
+		// back later than the lease less the guard's margin; a queued run no
+		// renewal reached): the guard would cancel the handler at once, so it
+		// never starts. The job goes back like a run released at shutdown.
+		s.log.Warn("lease ran out before the handler started; releasing the job", "component", "dispatcher",
+			"job_id", job.ID, "attempt", job.Attempt)
+		s.settle(r, h, releaseUnstarted(job, "released: its lease ran out before the handler started"))
+		return
+	}
 	var err error
 	if !ok {
 		err = fmt.Errorf("%w: %q", ErrNoHandler, job.JobType)
@@ -90,13 +100,26 @@ func (s *Scheduler) awaitWorker(ctx context.Context) bool {
 }
 
 // queuedOutcome is the completion of a queued job that never started: at
-// shutdown it is released to WAITING without spending a retry; a run that
-// ended first (cancel requested, lease lost) ends as outcome says.
+// shutdown, or when its lease was lost while it waited, it is released to
+// WAITING without spending a retry (fenced by its attempt: a run already
+// rescued is refused as stale); a run whose cancel was requested ends as
+// outcome says.
 func (s *Scheduler) queuedOutcome(ctx context.Context, job *Job) jobq.Completion {
-	if ctx.Err() == nil || errors.Is(context.Cause(ctx), ErrShutdown) {
-		return jobq.Completion{Fence: job.Fence(), Outcome: jobq.OutcomeReleased, Error: "released at shutdown: never started", DueAt: job.RunAt}
+	switch cause := context.Cause(ctx); {
+	case ctx.Err() == nil || errors.Is(cause, ErrShutdown):
+		return releaseUnstarted(job, "released at shutdown: never started")
+	case errors.Is(cause, ErrLeaseLost):
+		return releaseUnstarted(job, "released: its lease was lost before the handler started")
+	default:
+		return s.outcome(ctx, job, cause)
 	}
-	return s.outcome(ctx, job, context.Cause(ctx))
+}
+
+// releaseUnstarted is the completion of a run whose handler never started:
+// the job goes back to WAITING without spending a retry, fenced by the
+// run's attempt, and the attempt's one execution row says RELEASED.
+func releaseUnstarted(job *Job, why string) jobq.Completion {
+	return jobq.Completion{Fence: job.Fence(), Outcome: jobq.OutcomeReleased, Error: why, DueAt: job.RunAt}
 }
 
 // settle hands a run's completion on (to the completer, or the handler's

@@ -123,6 +123,14 @@ func (t *runTable) expiresBefore(r *run, t0 time.Time) bool {
 	return t0.After(r.leaseDeadline) && !r.finished
 }
 
+// startable reports whether r's handler may start at now: the run is not
+// lost and its lease deadline is more than margin (the guard's) away.
+func (t *runTable) startable(r *run, now time.Time, margin time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !r.lost && now.Before(r.leaseDeadline.Add(-margin))
+}
+
 // finish marks r's handler returned: its outcome is being written.
 func (t *runTable) finish(r *run) {
 	t.mu.Lock()

@@ -149,12 +149,13 @@ func (q *Queries) ActivityRunningOwners(ctx context.Context) ([]ActivityRunningO
 
 const activityStarted = `-- name: ActivityStarted :many
 
-SELECT CAST(TIMESTAMPDIFF(MINUTE, started_at, NOW(6)) AS SIGNED) AS minutes_ago,
+SELECT CAST(TIMESTAMPDIFF(MINUTE, e.started_at, NOW(6)) AS SIGNED) AS minutes_ago,
        COUNT(*) AS started,
-       CAST(COALESCE(AVG(GREATEST(TIMESTAMPDIFF(MICROSECOND, due_at, started_at), 0)), 0) AS SIGNED) AS pickup_avg_us,
-       CAST(COALESCE(MAX(GREATEST(TIMESTAMPDIFF(MICROSECOND, due_at, started_at), 0)), 0) AS SIGNED) AS pickup_max_us
-FROM job_execution
-WHERE id > ? AND started_at >= NOW(6) - INTERVAL ? MINUTE
+       CAST(COALESCE(AVG(GREATEST(TIMESTAMPDIFF(MICROSECOND, GREATEST(e.due_at, COALESCE(q.create_time, e.due_at)), e.started_at), 0)), 0) AS SIGNED) AS pickup_avg_us,
+       CAST(COALESCE(MAX(GREATEST(TIMESTAMPDIFF(MICROSECOND, GREATEST(e.due_at, COALESCE(q.create_time, e.due_at)), e.started_at), 0)), 0) AS SIGNED) AS pickup_max_us
+FROM job_execution AS e
+LEFT JOIN job_queue AS q ON q.id = e.job_id
+WHERE e.id > ? AND e.started_at >= NOW(6) - INTERVAL ? MINUTE
 GROUP BY minutes_ago
 ORDER BY minutes_ago
 `
@@ -175,8 +176,12 @@ type ActivityStartedRow struct {
 // only the newest rows by primary key (id > min_id), so its cost does not
 // grow with the table.
 // Per minute of the last `minutes` (0 = the minute ending now), attempts
-// started and their pickup latency (started_at − due_at, the job's run_at
-// at the claim) in microseconds: average and maximum.
+// started and their pickup latency in microseconds: average and maximum.
+// Pickup is measured from when the job was due and submitted, started_at −
+// GREATEST(due_at, create_time): due_at is the job's run_at at the claim,
+// which a submit may set in the past (due at once) — started_at − due_at
+// alone then counted the days before the submit. A purged job's attempt
+// (no job row) counts from due_at.
 func (q *Queries) ActivityStarted(ctx context.Context, arg ActivityStartedParams) ([]ActivityStartedRow, error) {
 	rows, err := q.db.QueryContext(ctx, activityStarted, arg.MinID, arg.Minutes)
 	if err != nil {

@@ -1007,7 +1007,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 }
 
 const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE ?
   AND (? = '' OR status = ?)
   AND (? = '' OR job_type = ?)
@@ -1026,7 +1026,11 @@ type JobListByKeyPrefixParams struct {
 
 // Jobs whose job_key starts with a prefix: key_like is the prefix with LIKE's
 // wildcards escaped, then '%', so the range is read from uk_job_key. Status
-// and job_type ” match any.
+// and job_type ” match any. FORCE INDEX: left alone, the optimizer takes
+// ORDER BY id DESC LIMIT as a reason to walk the primary key backwards,
+// which reads the whole table when the matching keys are few or old
+// (1M rows, prefix matching 11 %: 3.6 s; with the hint 0.6 s). The hint
+// bounds a page's cost by the number of keys with the prefix.
 func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefixParams) ([]JobQueue, error) {
 	rows, err := q.db.QueryContext(ctx, jobListByKeyPrefix,
 		arg.KeyLike,

@@ -34,7 +34,12 @@ func Main(m *testing.M, leakOpts ...goleak.Option) {
 // Run is Main without the exit: it returns the exit code for TestMain to
 // pass to os.Exit once its own cleanup is done.
 func Run(m *testing.M, leakOpts ...goleak.Option) int {
-	code := m.Run()
+	return finish(m.Run(), leakOpts)
+}
+
+// finish stops a server the provider started and, when the tests passed,
+// checks for leaked goroutines; it returns the exit code.
+func finish(code int, leakOpts []goleak.Option) int {
 	if srv != nil {
 		_ = srv.Close()
 	}
@@ -50,15 +55,45 @@ func Run(m *testing.M, leakOpts ...goleak.Option) int {
 // Server returns the shared server, failing the test when there is none.
 func Server(t testing.TB) *dbprovider.Server {
 	t.Helper()
+	if _, err := provide(); err != nil {
+		t.Fatalf("database provider: %v", err)
+	}
+	return srv
+}
+
+func provide() (*dbprovider.Server, error) {
 	once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		srv, srvErr = dbprovider.Provide(ctx, dbprovider.Options{})
 	})
-	if srvErr != nil {
-		t.Fatalf("database provider: %v", srvErr)
+	return srv, srvErr
+}
+
+// MainWithExampleDB is Main for a package whose Example functions read
+// their database from JOBQ_DSN, as a user's program would: it creates an
+// empty database jobq_example_<random> on the shared server, points
+// JOBQ_DSN at it (the provider ignores a DSN's database name, so the tests'
+// server is unchanged), runs the tests and examples, and drops it.
+func MainWithExampleDB(m *testing.M, leakOpts ...goleak.Option) {
+	s, err := provide()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "database provider: %v\n", err)
+		os.Exit(1)
 	}
-	return srv
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	dsn, drop, err := s.CreateDatabase(ctx, "jobq_example")
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "create example database: %v\n", err)
+		os.Exit(1)
+	}
+	os.Setenv("JOBQ_DSN", dsn)
+	code := m.Run()
+	if err := drop(); err != nil {
+		fmt.Fprintf(os.Stderr, "drop example database: %v\n", err)
+	}
+	os.Exit(finish(code, leakOpts))
 }
 
 // DSN creates a fresh database jobq_test_<random>, applies every

@@ -4,14 +4,19 @@
 
 -- name: ActivityStarted :many
 -- Per minute of the last `minutes` (0 = the minute ending now), attempts
--- started and their pickup latency (started_at − due_at, the job's run_at
--- at the claim) in microseconds: average and maximum.
-SELECT CAST(TIMESTAMPDIFF(MINUTE, started_at, NOW(6)) AS SIGNED) AS minutes_ago,
+-- started and their pickup latency in microseconds: average and maximum.
+-- Pickup is measured from when the job was due and submitted, started_at −
+-- GREATEST(due_at, create_time): due_at is the job's run_at at the claim,
+-- which a submit may set in the past (due at once) — started_at − due_at
+-- alone then counted the days before the submit. A purged job's attempt
+-- (no job row) counts from due_at.
+SELECT CAST(TIMESTAMPDIFF(MINUTE, e.started_at, NOW(6)) AS SIGNED) AS minutes_ago,
        COUNT(*) AS started,
-       CAST(COALESCE(AVG(GREATEST(TIMESTAMPDIFF(MICROSECOND, due_at, started_at), 0)), 0) AS SIGNED) AS pickup_avg_us,
-       CAST(COALESCE(MAX(GREATEST(TIMESTAMPDIFF(MICROSECOND, due_at, started_at), 0)), 0) AS SIGNED) AS pickup_max_us
-FROM job_execution
-WHERE id > sqlc.arg(min_id) AND started_at >= NOW(6) - INTERVAL sqlc.arg(minutes) MINUTE
+       CAST(COALESCE(AVG(GREATEST(TIMESTAMPDIFF(MICROSECOND, GREATEST(e.due_at, COALESCE(q.create_time, e.due_at)), e.started_at), 0)), 0) AS SIGNED) AS pickup_avg_us,
+       CAST(COALESCE(MAX(GREATEST(TIMESTAMPDIFF(MICROSECOND, GREATEST(e.due_at, COALESCE(q.create_time, e.due_at)), e.started_at), 0)), 0) AS SIGNED) AS pickup_max_us
+FROM job_execution AS e
+LEFT JOIN job_queue AS q ON q.id = e.job_id
+WHERE e.id > sqlc.arg(min_id) AND e.started_at >= NOW(6) - INTERVAL sqlc.arg(minutes) MINUTE
 GROUP BY minutes_ago
 ORDER BY minutes_ago;
 

@@ -64,8 +64,12 @@ LIMIT ?;
 -- name: JobListByKeyPrefix :many
 -- Jobs whose job_key starts with a prefix: key_like is the prefix with LIKE's
 -- wildcards escaped, then '%', so the range is read from uk_job_key. Status
--- and job_type '' match any.
-SELECT * FROM job_queue
+-- and job_type '' match any. FORCE INDEX: left alone, the optimizer takes
+-- ORDER BY id DESC LIMIT as a reason to walk the primary key backwards,
+-- which reads the whole table when the matching keys are few or old
+-- (1M rows, prefix matching 11 %: 3.6 s; with the hint 0.6 s). The hint
+-- bounds a page's cost by the number of keys with the prefix.
+SELECT * FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE sqlc.arg(key_like)
   AND (sqlc.arg(status) = '' OR status = sqlc.arg(status))
   AND (sqlc.arg(job_type) = '' OR job_type = sqlc.arg(job_type))

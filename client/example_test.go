@@ -1,0 +1,46 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+
+	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/client"
+)
+
+// Submitting to a running replica (`jobq serve`). Compiled by go vet and go
+// test, not run: it needs a replica on 127.0.0.1:8080 (app's
+// Example_ownJobType runs the same calls against one it starts).
+func ExampleClient_Submit() {
+	ctx := context.Background()
+	c := client.New("http://127.0.0.1:8080") // c.Token = "…" when the API wants a bearer token
+	job, created, err := c.Submit(ctx, apitype.SubmitRequest{
+		JobKey: "hello-1", JobType: "sleep", Params: json.RawMessage(`{"ms":3000}`)})
+	if err != nil {
+		log.Fatal(err) // *client.APIError for a 4xx/5xx: Status and Detail (code, field, message)
+	}
+	fmt.Println(job.ID, created, job.Status) // created false: the same job_key and body was submitted before
+}
+
+// A batch: up to apitype.MaxBatchJobs jobs in one request, one result per
+// job in request order.
+func ExampleClient_SubmitBatch() {
+	ctx := context.Background()
+	c := client.New("http://127.0.0.1:8080")
+	resp, err := c.SubmitBatch(ctx, []apitype.SubmitRequest{
+		{JobKey: "batch-1", JobType: "noop"},
+		{JobKey: "batch-2", JobType: "sleep", Params: json.RawMessage(`{"ms":100}`)},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, r := range resp.Results { // r.Status: created, existing, conflict (409) or invalid (400)
+		if r.Error != nil {
+			fmt.Println(i, r.Status, r.Error.Field, r.Error.Message)
+			continue
+		}
+		fmt.Println(i, r.Status, r.ID)
+	}
+}
