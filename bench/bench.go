@@ -104,6 +104,13 @@ type Options struct {
 	// INSERTs, statements and rows written per job — Rounds interleaved
 	// rounds, at the smallest table size.
 	Throughput bool
+	// DrainOnly (with Throughput) measures the drain points alone: no
+	// enqueue points, so no enqueue targets (faster iteration on drain).
+	DrainOnly bool
+	// ProfileDrain (with Throughput) writes a CPU profile of this process
+	// while each jobq drain point of the first round runs (in-process
+	// replicas only): cpu_drain_<n>.pprof in Out, n the point's index.
+	ProfileDrain bool
 	// CI runs the ≤ 60 s subset and compares its ratios with Baseline
 	// (bench/baseline.json) within Tolerance (relative, default 0.35).
 	// WriteBaseline writes the measured ratios to Baseline instead.
@@ -199,6 +206,9 @@ type Harness struct {
 	// profiled is set once the CPU profile of the first skiplocked
 	// headline point has been started.
 	profiled bool
+	// profileAs, when set, names the CPU profile file of the next
+	// measureThroughput (Options.ProfileDrain).
+	profileAs string
 }
 
 // ErrPlanViolation is returned when a scan or claim statement does a full
@@ -360,7 +370,11 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, error) {
 	o := h.opts
 	start := time.Now()
-	steps := o.Rounds * (len(ThroughputCeilingBatches) + 2 + len(BestFlagsCandidates()) + 4)
+	enqueue := 4
+	if o.DrainOnly {
+		enqueue = 0
+	}
+	steps := o.Rounds * (len(ThroughputCeilingBatches) + 2 + len(BestFlagsCandidates()) + enqueue)
 	if o.Progress != nil {
 		h.bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(o.Progress), progressbar.OptionShowCount(),
 			progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),

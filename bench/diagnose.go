@@ -115,14 +115,14 @@ func procCPUSeconds(pid int) (float64, bool) {
 // skiplocked headline point runs.
 const cpuProfileName = "cpu_skiplocked.pprof"
 
-// startCPUProfile starts the CPU profile into dir; the returned stop is a
+// startCPUProfile starts the CPU profile into dir/name; the returned stop is a
 // no-op when profiling could not start (e.g. go test -cpuprofile already
 // profiles the process).
-func startCPUProfile(dir string) (stop func()) {
+func startCPUProfile(dir, name string) (stop func()) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return func() {}
 	}
-	f, err := os.Create(filepath.Join(dir, cpuProfileName))
+	f, err := os.Create(filepath.Join(dir, name))
 	if err != nil {
 		return func() {}
 	}

@@ -110,8 +110,12 @@ func (h *Harness) measureThroughput(ctx context.Context, spec PointSpec) (Point,
 	r := h.newRunner(spec, false)
 	if spec.Group == "headline" && spec.Strategy == StrategySkip && !spec.Procs && !h.profiled {
 		h.profiled = true
-		defer startCPUProfile(h.opts.Out)()
+		defer startCPUProfile(h.opts.Out, cpuProfileName)()
 	}
+	if h.profileAs != "" && !spec.Procs {
+		defer startCPUProfile(h.opts.Out, h.profileAs)()
+	}
+	h.profileAs = ""
 	cpu0 := takeCPU(0)
 	start := time.Now()
 	if err := r.Start(ctx); err != nil {

@@ -62,6 +62,7 @@ func BestFlagsCandidates() []ReplicaConfig {
 	}
 	return []ReplicaConfig{
 		base(1, 2000, 1000, -1), // the River-like config
+		base(1, 2000, 2000, -1), // the ceiling's best claim size
 		base(1, 200, 1000, 2000),
 		base(2, 200, 1000, 2000),
 	}
@@ -160,8 +161,16 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 	}
 	ratios := map[string][]float64{}
 	got := map[int][]enqueueRound{}
+	profiles := map[string]string{} // jobq point → its profile file (first round)
 	measure := func(dp *DrainPoint) (Point, error) {
 		h.step("throughput: " + dp.Name)
+		if o.ProfileDrain && dp.Spec.Strategy != StrategyCeiling {
+			if _, done := profiles[dp.Name+dp.Flags]; !done {
+				h.profileAs = fmt.Sprintf("cpu_drain_%d.pprof", len(profiles))
+				profiles[dp.Name+dp.Flags] = h.profileAs
+				o.Logger.Info("bench throughput CPU profile", "name", dp.Name, "flags", dp.Flags, "file", h.profileAs)
+			}
+		}
 		pt, err := h.measureThroughput(ctx, dp.Spec)
 		h.done()
 		if err != nil {
@@ -169,7 +178,9 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 		}
 		o.Logger.Info("bench throughput point", "name", dp.Name, "flags", dp.Flags, "jobs_per_s", fmt.Sprintf("%.0f", pt.Throughput),
 			"statements_per_job", fmt.Sprintf("%.3f", pt.StatementsPerJob), "rows_written_per_job", fmt.Sprintf("%.3f", pt.RowsWrittenPerJob),
-			"jobs_per_claim", fmt.Sprintf("%.1f", pt.Diagnosis.JobsPerClaim))
+			"jobs_per_claim", fmt.Sprintf("%.1f", pt.Diagnosis.JobsPerClaim),
+			"bench_cpu_cores", fmt.Sprintf("%.2f", pt.Diagnosis.BenchCPUCores), "server_cpu_cores", fmt.Sprintf("%.2f", pt.Diagnosis.ServerCPUCores),
+			"row_lock_ms_per_1000_jobs", fmt.Sprintf("%.0f", pt.Diagnosis.RowLockMsPer1000))
 		dp.Rounds = append(dp.Rounds, pt.Throughput)
 		dp.StatementsPerJob, dp.RowsWrittenPerJob, dp.JobsPerClaim = pt.StatementsPerJob, pt.RowsWrittenPerJob, pt.Diagnosis.JobsPerClaim
 		return pt, nil
@@ -189,6 +200,9 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 				return tr, err
 			}
 			ratios[dp.Name+dp.Flags] = append(ratios[dp.Name+dp.Flags], Ratio(pt.Throughput, bestRound))
+		}
+		if o.DrainOnly {
+			continue
 		}
 		var rates [4]float64
 		for i := range enq {
@@ -220,6 +234,9 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 		dp.VsCeiling = median(ratios[dp.Name+dp.Flags])
 	}
 	tr.Defaults, tr.NoRunQueue, tr.BestFlags = def, noQueue, best
+	if o.DrainOnly {
+		return tr, nil
+	}
 	for i := range enq {
 		enq[i].JobsPerSecond = median(enq[i].Rounds)
 		m := medianIndex(enq[i].Rounds)
@@ -500,6 +517,9 @@ func WriteThroughput(w io.Writer, tr *ThroughputResult) {
 		row(b, fmtRatio(b.VsCeiling))
 	}
 	fmt.Fprintf(w, "\nstmts/job and rows written/job: the runner's own statements (BEGIN and COMMIT included) and the rows its writes changed (RowsAffected: inserted, updated, deleted), per completed job, from the last round.\n\n")
+	if len(tr.Enqueue) == 0 {
+		return
+	}
 	fmt.Fprintf(w, "| enqueue | clients | rounds (jobs/s) | median jobs/s | × raw | request p50 | request p99 | fsyncs/job | stmts/job | bench CPU/job | DB CPU/job | failed requests |\n|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, e := range tr.Enqueue {
 		rs := make([]string, len(e.Rounds))

@@ -30,7 +30,9 @@ type completerParams struct {
 	FinishFunc func(c jobq.Completion, applied bool, err error)
 	// Writer retries each batch's write while its runs hold their leases.
 	Writer outcomeWriter
-	Log    *slog.Logger
+	// Flushers is how many batches may be written at once (< 1: one).
+	Flushers int
+	Log      *slog.Logger
 }
 
 // completerSignals are the completer's test signals.
@@ -40,18 +42,26 @@ type completerSignals struct {
 
 // completer writes outcomes in batches: every completion waiting when a
 // batch starts (up to Batch), plus those of handlers that return within
-// Linger, commits in one transaction, each row fenced by its attempt.
+// Linger, commits in one transaction, each row fenced by its attempt. Up to
+// Flushers batches are written at once, each in its own transaction: one
+// replica's completions are not held behind a single commit at a time (the
+// batches hold distinct runs, and every row is fenced on its own, so their
+// order does not matter); while every flusher is busy, the next batch keeps
+// filling.
 type completer struct {
 	p           completerParams
 	ch          chan jobq.Completion
 	done        chan struct{}
+	flushers    chan struct{} // a token per batch being written
+	flushing    sync.WaitGroup
 	started     atomic.Bool
 	stopOnce    sync.Once
 	testSignals completerSignals
 }
 
 func newCompleter(p completerParams) *completer {
-	return &completer{p: p, ch: make(chan jobq.Completion, p.QueueSize), done: make(chan struct{})}
+	return &completer{p: p, ch: make(chan jobq.Completion, p.QueueSize), done: make(chan struct{}),
+		flushers: make(chan struct{}, max(1, p.Flushers))}
 }
 
 // Start runs the completer until Stop. Cancelling ctx does not stop it:
@@ -79,9 +89,10 @@ func (c *completer) submit(comp jobq.Completion) { c.ch <- comp }
 
 func (c *completer) run() {
 	defer close(c.done)
-	batch := make([]jobq.Completion, 0, c.p.Batch)
+	defer c.flushing.Wait()
 	for comp := range c.ch {
-		batch = append(batch[:0], comp)
+		batch := make([]jobq.Completion, 0, min(c.p.Batch, 1+len(c.ch)))
+		batch = append(batch, comp)
 		open := true
 	fill:
 		for len(batch) < c.p.Batch {
@@ -99,11 +110,42 @@ func (c *completer) run() {
 		if open {
 			batch, open = c.linger(batch)
 		}
-		c.flush(batch)
+		if open && len(batch) < c.p.Batch {
+			// Every flusher busy: the batch goes on filling meanwhile.
+			batch, open = c.awaitFlusher(batch)
+		} else {
+			c.flushers <- struct{}{}
+		}
+		c.flushing.Add(1)
+		go func() {
+			defer c.flushing.Done()
+			defer func() { <-c.flushers }()
+			c.flush(batch)
+		}()
 		if !open {
 			return
 		}
 	}
+}
+
+// awaitFlusher takes a flusher token for batch, adding to it the
+// completions that arrive while every flusher is busy (up to Batch). open
+// is false once the channel is closed.
+func (c *completer) awaitFlusher(batch []jobq.Completion) (_ []jobq.Completion, open bool) {
+	for len(batch) < c.p.Batch {
+		select {
+		case c.flushers <- struct{}{}:
+			return batch, true
+		case next, ok := <-c.ch:
+			if !ok {
+				c.flushers <- struct{}{}
+				return batch, false
+			}
+			batch = append(batch, next)
+		}
+	}
+	c.flushers <- struct{}{}
+	return batch, true
 }
 
 func (c *completer) flush(batch []jobq.Completion) {

@@ -32,16 +32,22 @@ const (
 	// PollJitterDefault is the jitter WithDefaults gives the default
 	// PollInterval: PollInterval/5 (pollJitterFor), 200ms.
 	PollJitterDefault = PollIntervalDefault / 5
-	BatchLimitDefault = 200
-	WorkersDefault    = 50
-	// RunQueueDefault is the default Config.RunQueue (see docs/bench.md for
-	// the measurement behind it).
-	RunQueueDefault       = 150
+	// BatchLimitDefault and RunQueueDefault let a replica at its defaults
+	// claim up to 500 jobs under a backlog of short jobs (the run queue is
+	// adaptive: it offers no more places than the replica finished in the
+	// last 100ms); see docs/bench.md for the measurement behind them.
+	BatchLimitDefault     = 500
+	WorkersDefault        = 50
+	RunQueueDefault       = 500
 	LeaseDefault          = 30 * time.Second
 	RescueIntervalDefault = 10 * time.Second
 	RescueBatchDefault    = 1000
 	PromoteBatchDefault   = 1000
-	CompleteBatchDefault  = 100
+	// CompleteBatchDefault is the default Config.CompleteBatch: a 500-job
+	// claim of no-op jobs is written in two completion transactions.
+	CompleteBatchDefault = 250
+	// CompleteFlushersDefault is the default Config.CompleteFlushers.
+	CompleteFlushersDefault = 4
 	// DrainWaitDefault and CompleteLingerDefault trade a few milliseconds
 	// under load for fewer, fuller transactions: on the 2-core bench machine
 	// they cut the statements per no-op job from 0.25 to 0.15 (claims of
@@ -77,7 +83,8 @@ type Config struct {
 	// NoJitter disables PollJitter (for the classic-design baseline).
 	NoJitter bool
 	// BatchLimit caps the jobs one claim takes; a claim never takes more than
-	// the free worker slots either. Defaults to 200.
+	// the free worker slots (workers and run-queue places) either. Defaults
+	// to 500.
 	BatchLimit int
 	// RunQueue is how many claimed jobs a replica may hold beyond its busy
 	// workers, queued locally until a worker frees, so that a long queue is
@@ -122,8 +129,13 @@ type Config struct {
 	// WAITING; a pass repeats it while batches come back full. Defaults to 1000.
 	PromoteBatch int
 	// CompleteBatch caps the completions written in one transaction.
-	// Defaults to 100.
+	// Defaults to 250.
 	CompleteBatch int
+	// CompleteFlushers is how many completion batches this replica writes
+	// at once, each in its own transaction, so that a replica draining a
+	// long queue is not held to one commit at a time. Defaults to
+	// CompleteFlushersDefault; 1 writes one batch at a time.
+	CompleteFlushers int
 	// DrainWait is how long a draining scan (the last claim filled its
 	// batch, so the queue is long) waits for as many free worker slots as
 	// the last claim took (at most min(Workers, BatchLimit)) before it claims
@@ -248,6 +260,7 @@ func (c Config) WithDefaults() Config {
 	c.PromoteInterval = cmp.Or(c.PromoteInterval, 5*c.PollInterval)
 	c.PromoteBatch = cmp.Or(c.PromoteBatch, PromoteBatchDefault)
 	c.CompleteBatch = cmp.Or(c.CompleteBatch, CompleteBatchDefault)
+	c.CompleteFlushers = cmp.Or(c.CompleteFlushers, CompleteFlushersDefault)
 	c.DrainWait = cmp.Or(c.DrainWait, DrainWaitDefault)
 	c.CompleteLinger = cmp.Or(c.CompleteLinger, CompleteLingerDefault)
 	c.RetryBackoffBase = cmp.Or(c.RetryBackoffBase, RetryBackoffBaseDefault)
@@ -293,6 +306,9 @@ func (c Config) Validate() error {
 	}
 	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.Lease {
 		errs = append(errs, fmt.Errorf("heartbeat interval: must be in (0, lease), got %s", c.HeartbeatInterval))
+	}
+	if c.CompleteFlushers < 1 || c.CompleteFlushers > 64 {
+		errs = append(errs, fmt.Errorf("complete flushers: must be in [1, 64], got %d", c.CompleteFlushers))
 	}
 	if c.DrainWait > time.Second {
 		errs = append(errs, fmt.Errorf("drain wait: must be at most 1s (negative disables), got %s", c.DrainWait))

@@ -112,7 +112,7 @@ func (s *Scheduler) build() {
 		Retry: s.retry, Log: s.log}
 	s.completer = newCompleter(completerParams{
 		Store: s.store, Batch: cfg.CompleteBatch, Linger: cfg.CompleteLinger,
-		QueueSize: cfg.Workers + cfg.CompleteBatch, Work: s.work, FinishFunc: s.finishRun, Writer: s.outcomes, Log: s.log,
+		QueueSize: cfg.Workers + cfg.CompleteBatch, Work: s.work, FinishFunc: s.finishRun, Writer: s.outcomes, Flushers: cfg.CompleteFlushers, Log: s.log,
 	})
 	s.rescuer = newRescuer(rescuerParams{
 		Store: s.store, Runs: s.runs, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,

@@ -30,6 +30,8 @@ type BenchCmd struct {
 	IdleWindow      time.Duration   `help:"How long an idle replica's statements are counted (default 21s, CI 6s)." name:"idle-window"`
 	Procs           bool            `help:"Run jobq replicas as 'jobq serve' processes instead of in-process."`
 	Throughput      bool            `help:"Only the throughput report (#17): jobq at its defaults and at its best-flag candidates against the raw SQL ceiling at its best claim size, enqueue rates (single submits from 32 clients, batch API, raw INSERTs), statements and rows written per job; --rounds interleaved rounds."`
+	DrainOnly       bool            `help:"With --throughput: only the drain points (no enqueue points and targets)." name:"drain-only"`
+	ProfileDrain    bool            `help:"With --throughput: write a CPU profile of each jobq drain point's first round (in-process replicas) to --out/cpu_drain_<n>.pprof." name:"profile-drain"`
 	Tune            bool            `help:"Search batch limit, poll interval and jitter for the highest throughput within --slo; print 'jobq serve' flags."`
 	SLO             time.Duration   `help:"Pickup p99 SLO for --tune." default:"50ms" name:"slo"`
 	TuneRate        int             `help:"Arrival rate (jobs/s) at which --tune measures p99." default:"200" name:"tune-rate"`
@@ -56,7 +58,7 @@ func (c *BenchCmd) Run(g *Globals) error {
 	opts := bench.Options{
 		Out: c.Out, TableSizes: c.TableSizes, Batches: c.Batches, Replicas: c.Replicas, Workers: c.Workers,
 		Jitters: c.Jitters, Polls: c.Polls, Rates: c.Rates, Rounds: c.Rounds, Backlog: c.Backlog, Window: c.Window,
-		LatencyDuration: c.LatencyDuration, IdleWindow: c.IdleWindow, FutureJobs: c.FutureJobs, FutureOnly: c.FutureOnly, Procs: c.Procs, Throughput: c.Throughput, Tune: c.Tune, SLO: c.SLO,
+		LatencyDuration: c.LatencyDuration, IdleWindow: c.IdleWindow, FutureJobs: c.FutureJobs, FutureOnly: c.FutureOnly, Procs: c.Procs, Throughput: c.Throughput, DrainOnly: c.DrainOnly, ProfileDrain: c.ProfileDrain, Tune: c.Tune, SLO: c.SLO,
 		TuneRate: c.TuneRate, CI: c.CI, Baseline: c.Baseline, Tolerance: c.Tolerance, WriteBaseline: c.WriteBaseline,
 		Logger: g.Log, DSN: c.DSN,
 	}
