@@ -186,6 +186,8 @@ type LocalOptions struct {
 	Port int
 	// DataDir to use; "" makes a temp dir removed by Stop.
 	DataDir string
+	// Args are extra server options (e.g. --log-bin), given at every start.
+	Args []string
 }
 
 // LocalServer is a throwaway mariadbd/mysqld process.
@@ -199,6 +201,7 @@ type LocalServer struct {
 	// table files ("Error on delete of '/tmp/#sql-temptable-…'") when test
 	// binaries start several at once.
 	tmpDir string
+	args   []string // LocalOptions.Args
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
@@ -240,7 +243,7 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*LocalServer, error) {
 	if bin == "" {
 		return nil, errors.New("no mariadbd or mysqld binary found")
 	}
-	l := &LocalServer{Binary: bin, DataDir: opts.DataDir, Port: opts.Port}
+	l := &LocalServer{Binary: bin, DataDir: opts.DataDir, Port: opts.Port, args: opts.Args}
 	if l.DataDir == "" {
 		d, err := os.MkdirTemp("", "jobq-mariadb-")
 		if err != nil {
@@ -323,6 +326,7 @@ func (l *LocalServer) Start(ctx context.Context) error {
 	if os.Geteuid() == 0 {
 		args = append(args, "--user=root")
 	}
+	args = append(args, l.args...)
 	cmd := exec.Command(l.Binary, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

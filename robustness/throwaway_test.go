@@ -17,14 +17,15 @@ import (
 
 // TestThrowawayServer runs the tests that change a server's global state
 // or stop it, on a throwaway mariadbd of their own (never the shared one):
-// first time zones, then a 30 s outage.
+// first time zones, then binlog_format=STATEMENT (the server keeps a binary
+// log for it), then a 30 s outage.
 func TestThrowawayServer(t *testing.T) {
 	t.Parallel()
 	if dbprovider.FindServerBinary() == "" {
 		t.Fatal("no mariadbd or mysqld binary: these tests need a throwaway server (apt-get install mariadb-server)")
 	}
 	ctx := context.Background()
-	ls, err := dbprovider.StartLocal(ctx, dbprovider.LocalOptions{})
+	ls, err := dbprovider.StartLocal(ctx, dbprovider.LocalOptions{Args: []string{"--log-bin", "--server-id=1"}})
 	if err != nil {
 		t.Fatalf("start a throwaway server: %v", err)
 	}
@@ -47,7 +48,94 @@ func TestThrowawayServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("time zones", func(t *testing.T) { testTimeZones(t, root, st, dsn) })
+	t.Run("binlog statement format", func(t *testing.T) { testBinlogStatementFormat(t, root, ls.DSN()) })
 	t.Run("outage", func(t *testing.T) { testOutage(t, ls, st, dsn) })
+}
+
+// testBinlogStatementFormat sets the server's binlog_format to STATEMENT,
+// under which it refuses READ COMMITTED writes to InnoDB (error 1665), and
+// runs each claim path on a store opened afterwards: each must fall back
+// to the session's isolation level and claim its job, not fail for good.
+// The limited-type claim (JobClaimLimited) had no fallback.
+func testBinlogStatementFormat(t *testing.T, root *sql.DB, serverDSN string) {
+	ctx := context.Background()
+	if _, err := root.Exec("CREATE DATABASE jobq_binlog CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		t.Fatal(err)
+	}
+	dsn := serverDSN + "jobq_binlog"
+	mig, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mig.Close()
+	if _, err := mig.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Exec("SET GLOBAL binlog_format = 'STATEMENT'"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := root.Exec("SET GLOBAL binlog_format = 'MIXED'"); err != nil {
+			t.Error(err)
+		}
+	}()
+	// The refusal is real: a READ COMMITTED write on a new session fails
+	// with 1665.
+	probe, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	tx, err := probe.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec("UPDATE job_queue SET priority = priority WHERE id = 0")
+	_ = tx.Rollback()
+	if store.ErrorNumber(err) != store.ErrNumBinlogStmtMode {
+		t.Fatalf("a READ COMMITTED write under binlog_format=STATEMENT: err %v, want error %d", err, store.ErrNumBinlogStmtMode)
+	}
+
+	const lease = 30 * time.Second
+	claims := []struct {
+		name  string
+		claim func(st *store.Store) ([]jobq.ClaimedJob, error)
+	}{
+		{"limited", func(st *store.Store) ([]jobq.ClaimedJob, error) {
+			if _, err := st.TypeSetLimit(ctx, "binlog-limited", 5); err != nil {
+				return nil, err
+			}
+			return st.JobClaimLimited(ctx, "binlog-limited", jobq.ClaimParams{Owner: "r", Limit: 5, Lease: lease})
+		}},
+		{"skiplocked", func(st *store.Store) ([]jobq.ClaimedJob, error) {
+			return st.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "r", Limit: 5, Lease: lease})
+		}},
+		{"cas", func(st *store.Store) ([]jobq.ClaimedJob, error) {
+			cands, err := st.JobScanAvailable(ctx, 5)
+			if err != nil {
+				return nil, err
+			}
+			cs, _, err := st.JobClaimCAS(ctx, jobq.ClaimCASParams{ClaimParams: jobq.ClaimParams{Owner: "r", Limit: 5, Lease: lease}, Candidates: cands})
+			return cs, err
+		}},
+	}
+	for _, c := range claims { // one after the other: each claims the one WAITING job
+		// A store of its own: the fallback is remembered per store.
+		st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ := "binlog-" + c.name
+		job, created, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: typ, JobType: typ, Params: "{}", RequestHash: typ})
+		if err != nil || !created {
+			t.Fatalf("%s: submit: created %v, err %v", c.name, created, err)
+		}
+		got, err := c.claim(st)
+		st.Close()
+		if err != nil || len(got) != 1 || got[0].ID != job.ID {
+			t.Errorf("%s claim under binlog_format=STATEMENT: %d jobs, err %v; want job %d claimed", c.name, len(got), err, job.ID)
+		}
+	}
 }
 
 // testTimeZones sets the server's global time_zone to +09:00 and runs a

@@ -100,19 +100,19 @@ func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error)
 // and claims at most min(p.Limit, max_running − running) due jobs in
 // priority order (skipping rows another transaction holds, where SKIP LOCKED
 // exists). It claims nothing when the type is paused, has no limit
-// any more (the ordinary scan serves it then) or is at its limit.
+// any more (the ordinary scan serves it then) or is at its limit. Like the
+// other claims it runs in readCommittedTx, so a server that refuses READ
+// COMMITTED writes (binlog_format=STATEMENT: error 1665) gets it at the
+// session's level instead of a claim that fails for good.
 func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	var claimed []jobq.ClaimedJob
+	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		claimed, err = s.claimLimited(ctx, s.q.WithTx(tx), jobType, p)
+		return err
+	})
 	if err != nil {
-		return nil, errorf("claim limited: %w", err)
-	}
-	claimed, err := s.claimLimited(ctx, s.q.WithTx(tx), jobType, p)
-	if err != nil {
-		_ = tx.Rollback()
 		return nil, errorf("claim limited %q: %w", jobType, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, errorf("claim limited %q: commit: %w", jobType, err)
 	}
 	return claimed, nil
 }
