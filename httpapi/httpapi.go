@@ -4,7 +4,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"time"
@@ -114,37 +114,25 @@ func jsonRouteErrors(mux *http.ServeMux) http.Handler {
 		}
 		// The mux's own answer tells 404 from 405 and lists the allowed
 		// methods; anything else (a redirect to a cleaned path) is passed on.
-		rec := &recorder{header: http.Header{}, status: http.StatusOK}
+		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, r)
 		route := r.Method + " " + r.URL.Path
-		switch rec.status {
+		switch rec.Code {
 		case http.StatusNotFound:
 			writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found",
 				Message: route + ": no such route (the API is under /v1/, see docs/api.md)"}})
 		case http.StatusMethodNotAllowed:
-			allow := rec.header.Get("Allow")
+			allow := rec.Header().Get("Allow")
 			w.Header().Set("Allow", allow)
 			writeJSON(w, http.StatusMethodNotAllowed, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "method_not_allowed",
 				Field: "method", Message: route + ": method not allowed; allowed: " + allow}})
 		default:
-			maps.Copy(w.Header(), rec.header)
-			w.WriteHeader(rec.status)
-			_, _ = w.Write(rec.body.Bytes())
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
 		}
 	})
 }
-
-// recorder keeps a response in memory (jsonRouteErrors' look at the mux's
-// answer for an unrouted request: a few bytes of plain text).
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) WriteHeader(status int)      { r.status = status }
-func (r *recorder) Write(p []byte) (int, error) { return r.body.Write(p) }
 
 type api struct {
 	svc  *service.Service
