@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -28,6 +29,8 @@ type ReplicaConfig struct {
 	PollInterval time.Duration `json:"poll_interval_ns"` // scheduler.Config.PollInterval
 	PollJitter   time.Duration `json:"poll_jitter_ns"`   // 0 = NoJitter
 	RunQueue     int           `json:"run_queue"`        // scheduler.Config.RunQueue (0: default, < 0: off)
+	// ClaimsInFlight is scheduler.Config.ClaimsInFlight (0: default).
+	ClaimsInFlight int `json:"claims_in_flight,omitempty"`
 }
 
 // schedulerConfig maps rc onto scheduler.Config, everything else default.
@@ -35,7 +38,7 @@ func (rc ReplicaConfig) schedulerConfig(owner string) scheduler.Config {
 	return scheduler.Config{
 		Owner: owner, Strategy: rc.Strategy, Workers: rc.Workers, BatchLimit: rc.BatchLimit, RunQueue: rc.RunQueue,
 		PollInterval: rc.PollInterval, PollJitter: rc.PollJitter, NoJitter: rc.PollJitter == 0,
-		ShutdownTimeout: 10 * time.Second, Logger: quietLogger(),
+		ClaimsInFlight: rc.ClaimsInFlight, ShutdownTimeout: 10 * time.Second, Logger: quietLogger(),
 	}
 }
 
@@ -43,7 +46,8 @@ func (rc ReplicaConfig) schedulerConfig(owner string) scheduler.Config {
 func (rc ReplicaConfig) ServeFlags() []string {
 	return []string{"--strategy", rc.Strategy, "--workers", strconv.Itoa(rc.Workers),
 		"--batch-limit", strconv.Itoa(rc.BatchLimit), "--poll-interval", rc.PollInterval.String(),
-		"--poll-jitter", rc.PollJitter.String(), "--run-queue", strconv.Itoa(rc.RunQueue)}
+		"--poll-jitter", rc.PollJitter.String(), "--run-queue", strconv.Itoa(rc.RunQueue),
+		"--claims-in-flight", strconv.Itoa(cmp.Or(rc.ClaimsInFlight, scheduler.ClaimsInFlightDefault))}
 }
 
 // jobqInProc runs Replicas jobq schedulers in this process, each with its

@@ -30,8 +30,8 @@ type claimerParams struct {
 	Lost        *lostClaims // failed tries, for the scanner to reconcile
 }
 
-// claimer runs the configured claim strategy. It is the scanner's, and not
-// safe for concurrent use.
+// claimer runs the configured claim strategy. It is not safe for concurrent
+// use: each claim the scanner keeps in flight has its own.
 type claimer struct {
 	p         claimerParams
 	lastEmpty bool
@@ -40,6 +40,13 @@ type claimer struct {
 }
 
 func newClaimer(p claimerParams) *claimer { return &claimer{p: p, lastEmpty: true} }
+
+// startDrainLike sets c up as a further claim lane of a drain that first
+// claimed with first: the queue is known to be long, so c claims without
+// probing and waits for as many slots as first's last claim took.
+func (c *claimer) startDrainLike(first *claimer) {
+	c.lastEmpty, c.lastFull, c.lastSize = false, true, first.lastSize
+}
 
 // casClaim is one cas claim's answer.
 type casClaim struct {

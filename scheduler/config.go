@@ -48,6 +48,10 @@ const (
 	CompleteBatchDefault = 250
 	// CompleteFlushersDefault is the default Config.CompleteFlushers.
 	CompleteFlushersDefault = 4
+	// ClaimsInFlightDefault is the default Config.ClaimsInFlight: a
+	// draining replica keeps 2 claims running (docs/bench.md, "a second
+	// claim in flight").
+	ClaimsInFlightDefault = 2
 	// DrainWaitDefault and CompleteLingerDefault trade a few milliseconds
 	// under load for fewer, fuller transactions: on the 2-core bench machine
 	// they cut the statements per no-op job from 0.25 to 0.15 (claims of
@@ -136,6 +140,15 @@ type Config struct {
 	// long queue is not held to one commit at a time. Defaults to
 	// CompleteFlushersDefault; 1 writes one batch at a time.
 	CompleteFlushers int
+	// ClaimsInFlight is how many claims a draining replica (its last claim
+	// filled its batch: the queue is long) keeps running at once, each on
+	// its own connection and its own reservation of worker and run-queue
+	// slots, so its handlers are not held to one claim round trip at a
+	// time. A replica that is not draining sends one claim per scan, and
+	// the idle cost is unchanged. The cas strategy always claims one at a
+	// time (concurrent cas claims of one replica would race for the same
+	// candidates). 0 means ClaimsInFlightDefault; must be in [1, 16].
+	ClaimsInFlight int
 	// DrainWait is how long a draining scan (the last claim filled its
 	// batch, so the queue is long) waits for as many free worker slots as
 	// the last claim took (at most min(Workers, BatchLimit)) before it claims
@@ -203,8 +216,10 @@ func (s Sabotage) Any() bool {
 	return s.NoFencing || s.NoCASGuard || s.NoRescuer || s.NoDeadlockRetry || s.NoLeaseCancel || s.NoOutcomeRetry
 }
 
-// Hooks are optional callbacks. They run on scheduler goroutines and must
-// not block for long.
+// Hooks are optional callbacks. They run on scheduler goroutines, may be
+// called concurrently (ClaimedFunc and ScanFunc too: a draining replica
+// keeps up to ClaimsInFlight claims running at once), and must not block
+// for long.
 type Hooks struct {
 	// ClaimedFunc is called after each claim with the jobs claimed (possibly
 	// none) and the claim conflicts (cas rows another replica won).
@@ -225,7 +240,8 @@ type Hooks struct {
 	// DBErrorFunc is called for every database error (retried or not) with
 	// the operation name.
 	DBErrorFunc func(op string, err error)
-	// ScanFunc is called after each scan with its duration and batch size.
+	// ScanFunc is called after each claim a scan sends, with the claim's
+	// duration and the jobs it took.
 	ScanFunc func(d time.Duration, batch int)
 	// PromotedFunc is called after a promoter pass that made n SCHEDULED
 	// jobs WAITING (n > 0).
@@ -262,6 +278,7 @@ func (c Config) WithDefaults() Config {
 	c.CompleteBatch = cmp.Or(c.CompleteBatch, CompleteBatchDefault)
 	c.CompleteFlushers = cmp.Or(c.CompleteFlushers, CompleteFlushersDefault)
 	c.DrainWait = cmp.Or(c.DrainWait, DrainWaitDefault)
+	c.ClaimsInFlight = cmp.Or(c.ClaimsInFlight, ClaimsInFlightDefault)
 	c.CompleteLinger = cmp.Or(c.CompleteLinger, CompleteLingerDefault)
 	c.RetryBackoffBase = cmp.Or(c.RetryBackoffBase, RetryBackoffBaseDefault)
 	c.RetryBackoffMax = cmp.Or(c.RetryBackoffMax, RetryBackoffMaxDefault)
@@ -275,6 +292,14 @@ func (c Config) WithDefaults() Config {
 	c.DBRetry.Disabled = c.DBRetry.Disabled || c.Sabotage.NoDeadlockRetry
 	c.Ops = c.Ops.WithDefaults()
 	return c
+}
+
+// claimsInFlight is the effective ClaimsInFlight: 1 for the cas strategy.
+func (c Config) claimsInFlight() int {
+	if c.Strategy == StrategyCAS {
+		return 1
+	}
+	return max(c.ClaimsInFlight, 1)
 }
 
 // runQueue is the effective RunQueue (0 when disabled).
@@ -309,6 +334,9 @@ func (c Config) Validate() error {
 	}
 	if c.CompleteFlushers < 1 || c.CompleteFlushers > 64 {
 		errs = append(errs, fmt.Errorf("complete flushers: must be in [1, 64], got %d", c.CompleteFlushers))
+	}
+	if c.ClaimsInFlight < 1 || c.ClaimsInFlight > 16 {
+		errs = append(errs, fmt.Errorf("claims in flight: must be in [1, 16], got %d", c.ClaimsInFlight))
 	}
 	if c.DrainWait > time.Second {
 		errs = append(errs, fmt.Errorf("drain wait: must be at most 1s (negative disables), got %s", c.DrainWait))

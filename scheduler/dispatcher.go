@@ -12,10 +12,9 @@ import (
 )
 
 // dispatch hands a claimed job to a worker, through the run queue when
-// every worker is busy. The scanner claimed at most the free slots
-// (workers + run queue), so a slot is always available.
+// every worker is busy. The job runs in a slot its claim reserved
+// (slots.reserve) before it was sent, which settle frees.
 func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
-	s.slots.take()
 	s.lost.noteDispatch(cj.Fence(), 4*s.cfg.Lease)
 	job := &Job{
 		ID: cj.ID, JobKey: cj.JobKey, JobType: cj.JobType, Params: cj.Params, Priority: cj.Priority,

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -20,8 +21,10 @@ const lostClaimSlack = time.Second
 // lease — a run lost to a connection the replica itself retried. After such
 // a failure the scanner reads the owner's recent RUNNING rows (JobHeldBy)
 // and takes on those its run table does not know (Scheduler.adoptLost).
-// Used by the scanner's goroutine only (the scanner and the limited claimer).
+// Safe for concurrent use: a draining scanner's claims in flight each try
+// and dispatch on their own goroutine.
 type lostClaims struct {
+	mu    sync.Mutex
 	since time.Time // when the earliest unreconciled failed try was sent; zero: none
 	// dispatched is every fence this replica dispatched within the last
 	// keep (4 leases): such a run is never adopted, even when its row is
@@ -35,6 +38,8 @@ type lostClaims struct {
 // than keep every 1,024 notes.
 func (l *lostClaims) noteDispatch(f jobq.Fence, keep time.Duration) {
 	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.dispatched == nil {
 		l.dispatched = map[jobq.Fence]time.Time{}
 	}
@@ -58,24 +63,52 @@ func (l *lostClaims) try(fn func() ([]jobq.ClaimedJob, error)) ([]jobq.ClaimedJo
 	for i := range jobs {
 		jobs[i].LeaseBase = began
 	}
-	if err != nil && l != nil && (l.since.IsZero() || began.Before(l.since)) {
-		l.since = began
+	if err != nil && l != nil {
+		l.mu.Lock()
+		if l.since.IsZero() || began.Before(l.since) {
+			l.since = began
+		}
+		l.mu.Unlock()
 	}
 	return jobs, err
 }
 
+// wasDispatched reports whether f was dispatched within the last keep.
+func (l *lostClaims) wasDispatched(f jobq.Fence) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.dispatched[f]
+	return ok
+}
+
+// failedSince returns when the earliest unreconciled failed try was sent
+// (zero: none).
+func (l *lostClaims) failedSince() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.since
+}
+
 // reconcile runs adopt for the remembered failed tries, if any, and forgets
 // them once adopt succeeded (a failed read is tried again at the next scan).
-// It returns the runs adopt dispatched.
+// It returns the runs adopt dispatched. The scanner calls it while no claim
+// of its own is in flight (before and after each scan's claims), so no
+// failed try can come in between the read and the forgetting.
 func (l *lostClaims) reconcile(ctx context.Context, adopt func(ctx context.Context, since time.Time) (int, error)) int {
-	if l == nil || l.since.IsZero() || adopt == nil || ctx.Err() != nil {
+	if l == nil || adopt == nil || ctx.Err() != nil {
 		return 0
 	}
-	n, err := adopt(ctx, l.since)
+	since := l.failedSince()
+	if since.IsZero() {
+		return 0
+	}
+	n, err := adopt(ctx, since)
 	if err != nil {
 		return 0
 	}
+	l.mu.Lock()
 	l.since = time.Time{}
+	l.mu.Unlock()
 	return n
 }
 
@@ -98,10 +131,10 @@ func (s *Scheduler) adoptLost(ctx context.Context, since time.Time) (int, error)
 		if _, ok := known[f]; ok || s.runs.holds(f) {
 			continue
 		}
-		if _, ok := s.lost.dispatched[f]; ok {
+		if s.lost.wasDispatched(f) {
 			continue // dispatched before and gone from the run table: its outcome write was given up; the rescuer's
 		}
-		if !s.slots.anyFree() {
+		if s.slots.reserve(1) == 0 {
 			// Never started, so handed back like a run released at
 			// shutdown: WAITING at once, no retry spent, its one execution
 			// row RELEASED — not left unrenewed for a rescue after its

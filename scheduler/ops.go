@@ -173,7 +173,7 @@ func (l *limitedClaimer) reload(ctx context.Context) {
 
 // claim runs the limited claim for each limited job type that the probe
 // finds claimable (not paused, under its limit, with due work), taking at
-// most the free worker slots, dispatches what it claimed and returns how
+// most the slots it reserved (slots.reserve), dispatches what it claimed and returns how
 // many. It costs nothing when no type is limited, and one lock-free read
 // per limited type otherwise.
 func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
@@ -182,8 +182,7 @@ func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
 	types := slices.Sorted(maps.Keys(l.limits))
 	l.mu.Unlock()
 	for _, typ := range types {
-		free := p.Slots.available()
-		if free == 0 || ctx.Err() != nil {
+		if ctx.Err() != nil || p.Slots.available() == 0 {
 			return dispatched
 		}
 		due, err := withRetryV(ctx, p.Retry, "claim.limited.probe", claimMaxAttempts, func() (bool, error) {
@@ -196,12 +195,17 @@ func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
 			}
 			continue
 		}
+		n := p.Slots.reserve(p.BatchLimit)
+		if n == 0 {
+			return dispatched
+		}
 		jobs, err := withRetryV(ctx, p.Retry, "claim.limited", claimMaxAttempts, func() ([]jobq.ClaimedJob, error) {
 			return p.Lost.try(func() ([]jobq.ClaimedJob, error) {
-				return p.Store.JobClaimLimited(ctx, typ, jobq.ClaimParams{Owner: p.Owner, Limit: min(free, p.BatchLimit), Lease: p.Lease})
+				return p.Store.JobClaimLimited(ctx, typ, jobq.ClaimParams{Owner: p.Owner, Limit: n, Lease: p.Lease})
 			})
 		})
 		if err != nil {
+			p.Slots.unreserve(n)
 			if ctx.Err() == nil {
 				p.ClaimErrors.Add(1)
 				logDBFailure(p.Log, "limited claim failed", err, "component", "scanner", "job_type", typ)
@@ -215,6 +219,7 @@ func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
 		for i := range jobs {
 			p.DispatchFunc(jobs[i])
 		}
+		p.Slots.unreserve(n - len(jobs))
 		dispatched += len(jobs)
 	}
 	return dispatched

@@ -13,17 +13,23 @@ import (
 // (no job waits locally behind a long handler while another replica idles).
 const runQueueHorizon = 100 * time.Millisecond
 
-// slots is the worker pool's bookkeeping shared by the scanner (which
-// claims at most the free slots and waits for them while draining) and the
-// dispatcher (which takes a slot per run and frees it when the handler
-// returns).
+// slots is the worker pool's bookkeeping shared by the claims (which
+// reserve the slots of the jobs they may take before they claim, and wait
+// for them while draining) and the dispatcher (which runs a claimed job in
+// a reserved slot and frees it when the handler returns). Every method is
+// safe for concurrent use: a draining replica keeps up to ClaimsInFlight
+// claims running at once, each on its own reservation.
 type slots struct {
-	free chan struct{} // a token per free slot: Workers + RunQueue in all
+	free chan struct{} // a token per unreserved slot: Workers + RunQueue in all
 	// workers and queueMax are Config.Workers and the effective RunQueue.
 	workers, queueMax int
 	recent            recentCount // slots released within runQueueHorizon
+	// reserveMu makes a reservation's look at available() and its taking
+	// of tokens one step, so concurrent claims never reserve more than the
+	// run queue allows between them.
+	reserveMu sync.Mutex
 	// freed gets a token (if it has none) each time a slot is freed: a
-	// draining scan waits on it for a fuller batch (scanner.awaitSlots).
+	// draining scan waits on it for a fuller batch (scanner.reserveDrain).
 	freed chan struct{}
 	// wake asks the scanner to scan now: local wake-up on submit, a periodic
 	// fire, or a slot freed while more jobs wait.
@@ -44,7 +50,7 @@ func newSlots(workers, runQueue int) *slots {
 
 // available returns how many jobs a claim may take now: the free workers,
 // plus as many run-queue places as jobs finished within runQueueHorizon
-// (at most RunQueue).
+// (at most RunQueue), less the slots reserved or held.
 func (s *slots) available() int {
 	free := len(s.free)
 	if s.queueMax == 0 {
@@ -55,13 +61,54 @@ func (s *slots) available() int {
 	return max(0, min(free, allowed-held))
 }
 
-// anyFree reports whether take would not block (the scanner's goroutine is
-// the only taker).
-func (s *slots) anyFree() bool { return len(s.free) > 0 }
+// reserve takes up to n of the available slots for a claim about to run
+// and returns how many it took (0..n, never blocking). The claim dispatches
+// at most that many jobs, each into one of the reserved slots, and hands
+// the rest back with unreserve.
+func (s *slots) reserve(n int) int {
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	return s.takeLocked(min(n, s.available()))
+}
 
-// take takes a free slot; the scanner claimed at most the free slots, so
-// one is always there.
-func (s *slots) take() { <-s.free }
+// takeLocked takes n free tokens (fewer if they are not there) under
+// reserveMu and returns how many it took.
+func (s *slots) takeLocked(n int) int {
+	for i := range n {
+		select {
+		case <-s.free:
+		default: // not reached: available() counts only free tokens
+			return i
+		}
+	}
+	return n
+}
+
+// reserveAtLeast is reserve(limit) when at least want slots are available,
+// and reserves nothing (0) otherwise; the look and the taking are one step.
+func (s *slots) reserveAtLeast(want, limit int) int {
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	if s.available() < want {
+		return 0
+	}
+	return s.takeLocked(min(limit, s.available()))
+}
+
+// unreserve hands back n reserved slots that no job took (a claim that came
+// back short or failed). Unlike release it does not count as a finished job
+// for the run queue.
+func (s *slots) unreserve(n int) {
+	for range n {
+		s.free <- struct{}{}
+	}
+	if n > 0 {
+		select {
+		case s.freed <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // release frees a slot and, while more jobs wait, wakes the scanner (an
 // internal wake: drain works even when local wake-up on submit is off).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
 )
 
 // With a run queue, a replica whose handlers return quickly claims more
@@ -106,5 +109,110 @@ func submitPriority(t *testing.T, st interface {
 	if _, _, err := st.JobSubmit(context.Background(), jobq.SubmitParams{JobKey: k, JobType: typ, Params: "{}",
 		RequestHash: fmt.Sprint(k), Priority: prio, MaxRetry: 3}); err != nil {
 		t.Fatalf("submit %s: %v", k, err)
+	}
+}
+
+// heldClaims is the real store with every SKIP LOCKED claim after the
+// first held for hold (the claim then runs on the database whatever
+// happened to its context meanwhile, as a claim whose answer arrives after
+// a stop began), recording the most claims in flight at once.
+type heldClaims struct {
+	*store.Store
+	hold atomic.Int64 // time.Duration
+	// answeredAfterStop counts claims whose context ended while held.
+	answeredAfterStop atomic.Int64
+	mu                sync.Mutex
+	sent              int
+	running           int
+	most              int
+}
+
+func (h *heldClaims) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
+	h.mu.Lock()
+	h.sent++
+	first := h.sent == 1
+	h.running++
+	h.most = max(h.most, h.running)
+	h.mu.Unlock()
+	defer func() { h.mu.Lock(); h.running--; h.mu.Unlock() }()
+	if !first {
+		time.Sleep(time.Duration(h.hold.Load()))
+	}
+	if ctx.Err() != nil {
+		h.answeredAfterStop.Add(1)
+	}
+	return h.Store.JobClaimSkipLocked(context.WithoutCancel(ctx), p)
+}
+
+func (h *heldClaims) mostInFlight() int { h.mu.Lock(); defer h.mu.Unlock(); return h.most }
+
+// With two claims in flight, the runs of both claims keep their leases
+// (the heartbeat renews every run whatever claim took it: no rescue after
+// several leases) and are released at shutdown without spending a retry,
+// including the runs of claims still in flight when the stop began (the
+// stop waits for them; their runs are handled like every other at shutdown).
+func TestTwoClaimsInFlightHoldLeasesAndReleaseAtShutdown(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	reg := scheduler.NewRegistry()
+	reg.Register("hold", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}))
+	const workers, batch, n = 16, 4, 40
+	for i := range n {
+		submitPriority(t, st, key("inflight", i), "hold", 0)
+	}
+	hc := &heldClaims{Store: st}
+	hc.hold.Store(int64(300 * time.Millisecond))
+	cfg := fastConfig("inflight")
+	cfg.Workers, cfg.BatchLimit, cfg.RunQueue, cfg.ClaimsInFlight = workers, batch, -1, 2
+	cfg.Lease, cfg.ShutdownTimeout = time.Second, 100*time.Millisecond
+	s := startScheduler(t, hc, reg, cfg)
+	s.Wake()
+	waitFor(t, slowWait, "every worker holding a run", func() (bool, error) {
+		got, err := countStatus(st, jobq.StateRunning)
+		return got == workers, err
+	})
+	if m := hc.mostInFlight(); m != 2 {
+		t.Fatalf("at most %d claims in flight, want 2", m)
+	}
+	// Three leases later nothing was rescued: every run still holds its
+	// first attempt.
+	time.Sleep(3 * cfg.Lease)
+	if bad := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE status = 'RUNNING' AND attempt <> 1"); bad != 0 {
+		t.Fatalf("%d runs rescued while their replica renewed them", bad)
+	}
+	if got := s.Stats().Rescued; got != 0 {
+		t.Fatalf("rescued = %d, want 0", got)
+	}
+	// Free workers so that claims are in flight when the stop begins: the
+	// handlers of 8 runs return (cancel requested), and the scan claims
+	// again into the freed slots, each claim now held for 1.5s.
+	hc.hold.Store(int64(1500 * time.Millisecond))
+	if _, err := st.DB().Exec("UPDATE job_queue SET cancel_requested = 1 WHERE status = 'RUNNING' ORDER BY id LIMIT 8"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, slowWait, "claims in flight after the cancels", func() (bool, error) {
+		got, err := countStatus(st, jobq.StateCanceled)
+		return got >= 1, err
+	})
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if hc.answeredAfterStop.Load() == 0 {
+		t.Fatal("no claim was in flight when the stop began")
+	}
+	if bad := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE status NOT IN ('WAITING', 'CANCELED') OR retry_times <> 0"); bad != 0 {
+		logOutcomes(t, st)
+		t.Fatalf("%d jobs neither WAITING nor CANCELED with retry_times 0 after shutdown", bad)
+	}
+	if got := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_execution WHERE outcome NOT IN ('RELEASED', 'CANCELED')`); got != 0 {
+		logOutcomes(t, st)
+		t.Fatalf("%d executions neither RELEASED nor CANCELED", got)
+	}
+	if bad := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_queue q
+		WHERE q.attempt <> (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id)`); bad != 0 {
+		t.Fatalf("%d jobs without exactly one execution row per attempt", bad)
 	}
 }

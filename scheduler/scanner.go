@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,10 +13,14 @@ import (
 // scannerParams configures the scanner.
 type scannerParams struct {
 	Claimer *claimer
+	// Lanes are the claimers of the further claims a draining scan keeps in
+	// flight (Config.ClaimsInFlight - 1 of them; none: one at a time).
+	Lanes []*claimer
 	// Limited claims the limited job types first, once per scan (nil: none).
 	Limited *limitedClaimer
 	Slots   *slots
-	// DispatchFunc hands one claimed job to a worker (it takes a slot).
+	// DispatchFunc hands one claimed job to a worker, in a slot the claim
+	// reserved.
 	DispatchFunc func(jobq.ClaimedJob)
 	// Lost are the claim tries that failed after they may have committed;
 	// AdoptFunc takes on the runs they left (Scheduler.adoptLost).
@@ -76,9 +81,13 @@ func (sc *scanner) run(ctx context.Context) {
 
 // scan claims until a batch comes back short, slots run out or drain is off,
 // and returns the jobs it dispatched. While draining it first waits (at most
-// DrainWait) for as many free slots as the last claim took (awaitSlots).
+// DrainWait) for as many free slots as the last claim took (reserveDrain).
 // Limited job types are claimed first, once per scan (ops.go); the ordinary
-// claim leaves them out.
+// claim leaves them out. When the first claim fills its batch (the queue is
+// long) and drain is on, the scan keeps up to 1+len(Lanes) claims in flight:
+// each lane claims into its own slot reservation, so a replica is not held
+// to one claim round trip at a time. The scan returns once every lane has
+// stopped.
 func (sc *scanner) scan(ctx context.Context) (dispatched int) {
 	p := sc.p
 	defer func() { dispatched += p.Lost.reconcile(ctx, p.AdoptFunc) }()
@@ -86,74 +95,123 @@ func (sc *scanner) scan(ctx context.Context) (dispatched int) {
 	if p.Limited != nil {
 		dispatched += p.Limited.claim(ctx)
 	}
+	n, more := sc.claimOnce(ctx, p.Claimer)
+	dispatched += n
+	if !more {
+		return dispatched
+	}
+	if len(p.Lanes) == 0 {
+		return dispatched + sc.drain(ctx, p.Claimer)
+	}
+	var wg sync.WaitGroup
+	var laneJobs atomic.Int64
+	for _, lane := range p.Lanes {
+		lane.startDrainLike(p.Claimer)
+		wg.Go(func() { laneJobs.Add(int64(sc.drain(ctx, lane))) })
+	}
+	dispatched += sc.drain(ctx, p.Claimer)
+	wg.Wait()
+	return dispatched + int(laneJobs.Load())
+}
+
+// drain claims with c until claimOnce says stop; it returns the jobs it
+// dispatched.
+func (sc *scanner) drain(ctx context.Context, c *claimer) (dispatched int) {
 	for ctx.Err() == nil {
-		if sc.p.Claimer.lastFull && !p.DisableDrain {
-			sc.awaitSlots(ctx, p.Claimer.lastSize)
-			if ctx.Err() != nil {
-				return dispatched
-			}
-		}
-		free := p.Slots.available()
-		if free == 0 {
-			p.Slots.moreWaiting.Store(true) // a finishing worker will wake us
-			if p.Slots.available() == 0 {
-				return dispatched
-			}
-			continue // a slot freed before the flag was set: its wake-up was not sent
-		}
-		n := min(free, p.BatchLimit)
-		start := time.Now()
-		jobs, err := p.Claimer.claim(ctx, n)
-		p.Scans.Add(1)
-		if p.ScanFunc != nil {
-			p.ScanFunc(time.Since(start), len(jobs))
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				p.ClaimErrors.Add(1)
-				logDBFailure(p.Log, "claim failed; the queue is not known to be empty, the next scan retries", err, "component", "scanner")
-			}
-			return dispatched
-		}
-		for i := range jobs {
-			p.DispatchFunc(jobs[i])
-		}
-		dispatched += len(jobs)
-		full := len(jobs) == n
-		p.Slots.moreWaiting.Store(full)
-		if !full || p.DisableDrain {
+		n, more := sc.claimOnce(ctx, c)
+		dispatched += n
+		if !more {
 			return dispatched
 		}
 	}
 	return dispatched
 }
 
-// awaitSlots waits until as many worker slots are free as the last claim
-// took (capped at min(Workers, BatchLimit)), at most DrainWait (a negative
-// DrainWait returns at once). It is called only when the last claim filled
-// its batch — the queue is long — so waiting costs no job more than
-// DrainWait of pickup latency and saves claim transactions: handlers of a
-// claimed batch return one by one, and claiming at each free slot would take
-// batches of a few jobs at the price of a full claim each. Waiting for the
-// last claim's size, not for every slot, keeps slots held by long-running
-// handlers out of it: with 45 of 50 slots busy for good, claims of 5 go on
-// at the pace their handlers return. Only a claimed batch mixing short and
-// long handlers makes a claim wait the whole DrainWait.
-func (sc *scanner) awaitSlots(ctx context.Context, lastSize int) {
+// claimOnce runs one claim with c into a fresh slot reservation and
+// dispatches what it took; more is false when the scan should stop
+// claiming with c: the claim came back short or failed, no slot is free,
+// drain is off, or ctx ended.
+func (sc *scanner) claimOnce(ctx context.Context, c *claimer) (dispatched int, more bool) {
+	p := sc.p
+	for ctx.Err() == nil {
+		var n int
+		if c.lastFull && !p.DisableDrain {
+			n = sc.reserveDrain(ctx, c.lastSize)
+			if ctx.Err() != nil {
+				p.Slots.unreserve(n)
+				return 0, false
+			}
+		} else {
+			n = p.Slots.reserve(p.BatchLimit)
+		}
+		if n == 0 {
+			p.Slots.moreWaiting.Store(true) // a finishing worker will wake us
+			if p.Slots.available() == 0 {
+				return 0, false
+			}
+			continue // a slot freed before the flag was set: its wake-up was not sent
+		}
+		start := time.Now()
+		jobs, err := c.claim(ctx, n)
+		p.Scans.Add(1)
+		if p.ScanFunc != nil {
+			p.ScanFunc(time.Since(start), len(jobs))
+		}
+		if err != nil {
+			p.Slots.unreserve(n)
+			if ctx.Err() == nil {
+				p.ClaimErrors.Add(1)
+				logDBFailure(p.Log, "claim failed; the queue is not known to be empty, the next scan retries", err, "component", "scanner")
+			}
+			return 0, false
+		}
+		for i := range jobs {
+			p.DispatchFunc(jobs[i])
+		}
+		p.Slots.unreserve(n - len(jobs))
+		full := len(jobs) == n
+		p.Slots.moreWaiting.Store(full)
+		return len(jobs), full && !p.DisableDrain
+	}
+	return 0, false
+}
+
+// reserveDrain reserves the slots of a draining claim: it waits until as
+// many slots are available as the last claim took (capped at min(Workers,
+// BatchLimit)), at most DrainWait (a negative DrainWait does not wait), and
+// reserves up to BatchLimit of them; after the wait it takes what is there
+// (possibly none). It is called only when the last claim filled its batch —
+// the queue is long — so waiting costs no job more than DrainWait of pickup
+// latency and saves claim transactions: handlers of a claimed batch return
+// one by one, and claiming at each free slot would take batches of a few
+// jobs at the price of a full claim each. Waiting for the last claim's
+// size, not for every slot, keeps slots held by long-running handlers out
+// of it: with 45 of 50 slots busy for good, claims of 5 go on at the pace
+// their handlers return. Only a claimed batch mixing short and long
+// handlers makes a claim wait the whole DrainWait. The check and the
+// reservation are one step (slots.reserveAtLeast), so of two lanes waiting
+// for the same freed slots one takes them and the other waits on.
+func (sc *scanner) reserveDrain(ctx context.Context, lastSize int) int {
 	p := sc.p
 	want := min(lastSize, p.Workers, p.BatchLimit)
-	if p.DrainWait <= 0 || p.Slots.available() >= want {
-		return
+	if p.DrainWait <= 0 {
+		return p.Slots.reserve(p.BatchLimit)
+	}
+	if n := p.Slots.reserveAtLeast(want, p.BatchLimit); n > 0 {
+		return n
 	}
 	t := time.NewTimer(p.DrainWait)
 	defer t.Stop()
-	for p.Slots.available() < want {
+	for {
 		select {
 		case <-p.Slots.freed:
+			if n := p.Slots.reserveAtLeast(want, p.BatchLimit); n > 0 {
+				return n
+			}
 		case <-t.C:
-			return
+			return p.Slots.reserve(p.BatchLimit)
 		case <-ctx.Done():
-			return
+			return 0
 		}
 	}
 }

@@ -58,7 +58,9 @@ func TestPriorityOrder(t *testing.T) {
 				return nil
 			}))
 			cfg := fastConfig("a")
-			cfg.Strategy, cfg.Workers, cfg.BatchLimit = strategy, 1, 1
+			// One claim in flight: two claims running at once take the next
+			// jobs in order between them but may answer in either order.
+			cfg.Strategy, cfg.Workers, cfg.BatchLimit, cfg.ClaimsInFlight = strategy, 1, 1, 1
 			s := startScheduler(t, st, reg, cfg)
 			for range rows {
 				recv(t, done, slowWait, "a handler call")

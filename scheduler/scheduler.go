@@ -138,12 +138,17 @@ func (s *Scheduler) build() {
 			MaxPerPass: cfg.Ops.CleanMaxPerPass, CleanedFunc: cfg.Ops.CleanedFunc, Retry: s.retry, Log: s.log,
 		})
 	}
+	claims := claimerParams{
+		Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
+		NoCASGuard: cfg.Sabotage.NoCASGuard, Retry: s.retry,
+		Claimed: &s.stats.claimed, Conflicts: &s.stats.claimConflicts, ClaimedFunc: hooks.ClaimedFunc, Lost: s.lost,
+	}
+	var lanes []*claimer
+	for range cfg.claimsInFlight() - 1 {
+		lanes = append(lanes, newClaimer(claims))
+	}
 	s.scanner = newScanner(scannerParams{
-		Claimer: newClaimer(claimerParams{
-			Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
-			NoCASGuard: cfg.Sabotage.NoCASGuard, Retry: s.retry,
-			Claimed: &s.stats.claimed, Conflicts: &s.stats.claimConflicts, ClaimedFunc: hooks.ClaimedFunc, Lost: s.lost,
-		}),
+		Claimer: newClaimer(claims), Lanes: lanes,
 		Limited: s.limited, Slots: s.slots, DispatchFunc: s.dispatch, Lost: s.lost, AdoptFunc: s.adoptLost,
 		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
 		DrainWait: cfg.DrainWait, DisableDrain: cfg.DisableDrain, Log: s.log,

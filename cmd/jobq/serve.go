@@ -35,6 +35,7 @@ type ServeCmd struct {
 	PollInterval    time.Duration `help:"Idle scan interval." default:"${poll_interval}" group:"Scheduler"`
 	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. ${poll_jitter} for ${poll_interval})." default:"0s" group:"Scheduler"`
 	NoJitter        bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)." group:"Scheduler"`
+	ClaimsInFlight  int           `help:"Claims a replica keeps running at once while a long queue drains (its last claim filled its batch), each into its own reservation of slots; one claim per scan otherwise; the cas strategy always claims one at a time." default:"${claims_in_flight}" group:"Scheduler"`
 	DrainWait       time.Duration `help:"While a long queue drains, how long a scan waits for as many free worker slots as the last claim took before claiming fewer (0 = default ${drain_wait}; negative disables)." default:"${drain_wait}" group:"Scheduler"`
 	CompleteLinger  time.Duration `help:"How long the completer waits for running handlers to join a completion batch (0 = default ${complete_linger}; negative disables; a lone job is never held)." default:"${complete_linger}" group:"Scheduler"`
 	Lease           time.Duration `help:"Lease length on the database clock." default:"${lease}" group:"Scheduler"`
@@ -58,7 +59,7 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit, RunQueue: c.RunQueue,
 		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.NoJitter, Lease: c.Lease,
 		RescueInterval: c.RescueInterval, PromoteInterval: c.PromoteInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
-		DrainWait: c.DrainWait, CompleteLinger: c.CompleteLinger,
+		DrainWait: c.DrainWait, CompleteLinger: c.CompleteLinger, ClaimsInFlight: c.ClaimsInFlight,
 	}
 	ops, err := c.OpsConfig()
 	if err != nil {
@@ -212,6 +213,7 @@ func defaultVars() kong.Vars {
 		"poll_interval":     scheduler.PollIntervalDefault.String(),
 		"poll_jitter":       scheduler.PollJitterDefault.String(),
 		"drain_wait":        scheduler.DrainWaitDefault.String(),
+		"claims_in_flight":  strconv.Itoa(scheduler.ClaimsInFlightDefault),
 		"complete_linger":   scheduler.CompleteLingerDefault.String(),
 		"lease":             scheduler.LeaseDefault.String(),
 		"rescue_interval":   scheduler.RescueIntervalDefault.String(),
