@@ -60,11 +60,14 @@ func BestFlagsCandidates() []ReplicaConfig {
 		rc.Replicas, rc.Workers, rc.BatchLimit, rc.RunQueue = replicas, workers, batch, queue
 		return rc
 	}
+	twoClaims := base(1, 4000, 2000, -1) // two 2,000-job claims in flight
+	twoClaims.ClaimsInFlight = 2
 	return []ReplicaConfig{
 		base(1, 2000, 1000, -1), // the River-like config
 		base(1, 2000, 2000, -1), // the ceiling's best claim size
 		base(1, 200, 1000, 2000),
 		base(2, 200, 1000, 2000),
+		twoClaims,
 	}
 }
 
@@ -150,8 +153,11 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 	var best []DrainPoint
 	for _, rc := range BestFlagsCandidates() {
 		p := PointSpec{Group: "throughput", Strategy: StrategySkip, ReplicaConfig: rc, TableRows: h.env.TableRows, Procs: o.Procs}
-		best = append(best, DrainPoint{Name: fmt.Sprintf("jobq, %d replica(s)", rc.Replicas), Spec: p,
-			Flags: fmt.Sprintf("--workers %d --batch-limit %d --run-queue %d", rc.Workers, rc.BatchLimit, rc.RunQueue)})
+		flags := fmt.Sprintf("--workers %d --batch-limit %d --run-queue %d", rc.Workers, rc.BatchLimit, rc.RunQueue)
+		if rc.ClaimsInFlight > 1 {
+			flags += fmt.Sprintf(" --claims-in-flight %d", rc.ClaimsInFlight)
+		}
+		best = append(best, DrainPoint{Name: fmt.Sprintf("jobq, %d replica(s)", rc.Replicas), Spec: p, Flags: flags})
 	}
 	enq := []EnqueuePoint{
 		{Name: "raw single-row INSERT (autocommit)", Clients: EnqueueClients},

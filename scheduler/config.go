@@ -48,10 +48,11 @@ const (
 	CompleteBatchDefault = 250
 	// CompleteFlushersDefault is the default Config.CompleteFlushers.
 	CompleteFlushersDefault = 4
-	// ClaimsInFlightDefault is the default Config.ClaimsInFlight: a
-	// draining replica keeps 2 claims running (docs/bench.md, "a second
-	// claim in flight").
-	ClaimsInFlightDefault = 2
+	// ClaimsInFlightDefault is the default Config.ClaimsInFlight: one
+	// claim at a time. Two in flight lost or tied every interleaved A/B on
+	// the 2-core bench machine, whose database was the bottleneck
+	// (docs/bench.md, "A second claim in flight").
+	ClaimsInFlightDefault = 1
 	// DrainWaitDefault and CompleteLingerDefault trade a few milliseconds
 	// under load for fewer, fuller transactions: on the 2-core bench machine
 	// they cut the statements per no-op job from 0.25 to 0.15 (claims of
@@ -147,7 +148,9 @@ type Config struct {
 	// time. A replica that is not draining sends one claim per scan, and
 	// the idle cost is unchanged. The cas strategy always claims one at a
 	// time (concurrent cas claims of one replica would race for the same
-	// candidates). 0 means ClaimsInFlightDefault; must be in [1, 16].
+	// candidates). Claims in flight together take the next jobs in
+	// priority order between them but may answer in either order. 0 means
+	// ClaimsInFlightDefault (1); must be in [1, 16].
 	ClaimsInFlight int
 	// DrainWait is how long a draining scan (the last claim filled its
 	// batch, so the queue is long) waits for as many free worker slots as
