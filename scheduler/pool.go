@@ -65,34 +65,26 @@ func (s *slots) available() int {
 // and returns how many it took (0..n, never blocking). The claim dispatches
 // at most that many jobs, each into one of the reserved slots, and hands
 // the rest back with unreserve.
-func (s *slots) reserve(n int) int {
-	s.reserveMu.Lock()
-	defer s.reserveMu.Unlock()
-	return s.takeLocked(min(n, s.available()))
-}
-
-// takeLocked takes n free tokens (fewer if they are not there) under
-// reserveMu and returns how many it took.
-func (s *slots) takeLocked(n int) int {
-	for i := range n {
-		select {
-		case <-s.free:
-		default: // not reached: available() counts only free tokens
-			return i
-		}
-	}
-	return n
-}
+func (s *slots) reserve(n int) int { return s.reserveAtLeast(0, n) }
 
 // reserveAtLeast is reserve(limit) when at least want slots are available,
 // and reserves nothing (0) otherwise; the look and the taking are one step.
 func (s *slots) reserveAtLeast(want, limit int) int {
 	s.reserveMu.Lock()
 	defer s.reserveMu.Unlock()
-	if s.available() < want {
+	n := s.available()
+	if n < want {
 		return 0
 	}
-	return s.takeLocked(min(limit, s.available()))
+	n = min(n, limit)
+	for i := range n {
+		select {
+		case <-s.free:
+		default: // not reached: available() counts only free tokens, and only reservations take them
+			return i
+		}
+	}
+	return n
 }
 
 // unreserve hands back n reserved slots that no job took (a claim that came

@@ -112,19 +112,31 @@ func submitPriority(t *testing.T, st interface {
 	}
 }
 
-// heldClaims is the real store with every SKIP LOCKED claim after the
-// first held for hold (the claim then runs on the database whatever
-// happened to its context meanwhile, as a claim whose answer arrives after
-// a stop began), recording the most claims in flight at once.
+// heldClaims is the real store with its SKIP LOCKED claims held by
+// signals, never by sleeps: each claim after the first waits until a second
+// claim is running too (or pairWait passed), so two claims in flight are
+// seen at the database; once gate is set, a claim says so on entered and
+// waits until the gate opens or its context ends (a stop began). The claim
+// then runs on the database whatever happened to its context, as a claim
+// whose answer arrives after a stop began. It records the most claims in
+// flight at once.
 type heldClaims struct {
 	*store.Store
-	hold atomic.Int64 // time.Duration
-	// answeredAfterStop counts claims whose context ended while held.
+	pairWait time.Duration
+	paired   chan struct{} // closed once two claims ran at once
+	pairOnce sync.Once
+	gate     atomic.Pointer[chan struct{}]
+	entered  chan struct{} // a token per claim that reached the gate
+	// answeredAfterStop counts claims whose context ended at the gate.
 	answeredAfterStop atomic.Int64
 	mu                sync.Mutex
 	sent              int
 	running           int
 	most              int
+}
+
+func newHeldClaims(st *store.Store, pairWait time.Duration) *heldClaims {
+	return &heldClaims{Store: st, pairWait: pairWait, paired: make(chan struct{}), entered: make(chan struct{}, 16)}
 }
 
 func (h *heldClaims) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
@@ -133,13 +145,26 @@ func (h *heldClaims) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams)
 	first := h.sent == 1
 	h.running++
 	h.most = max(h.most, h.running)
+	if h.running >= 2 {
+		h.pairOnce.Do(func() { close(h.paired) })
+	}
 	h.mu.Unlock()
 	defer func() { h.mu.Lock(); h.running--; h.mu.Unlock() }()
-	if !first {
-		time.Sleep(time.Duration(h.hold.Load()))
-	}
-	if ctx.Err() != nil {
-		h.answeredAfterStop.Add(1)
+	if g := h.gate.Load(); g != nil {
+		select {
+		case h.entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-*g:
+		case <-ctx.Done():
+			h.answeredAfterStop.Add(1)
+		}
+	} else if !first {
+		select {
+		case <-h.paired:
+		case <-time.After(h.pairWait):
+		}
 	}
 	return h.Store.JobClaimSkipLocked(context.WithoutCancel(ctx), p)
 }
@@ -163,8 +188,7 @@ func TestTwoClaimsInFlightHoldLeasesAndReleaseAtShutdown(t *testing.T) {
 	for i := range n {
 		submitPriority(t, st, key("inflight", i), "hold", 0)
 	}
-	hc := &heldClaims{Store: st}
-	hc.hold.Store(int64(300 * time.Millisecond))
+	hc := newHeldClaims(st, slowWait)
 	cfg := fastConfig("inflight")
 	cfg.Workers, cfg.BatchLimit, cfg.RunQueue, cfg.ClaimsInFlight = workers, batch, -1, 2
 	cfg.Lease, cfg.ShutdownTimeout = time.Second, 100*time.Millisecond
@@ -186,17 +210,16 @@ func TestTwoClaimsInFlightHoldLeasesAndReleaseAtShutdown(t *testing.T) {
 	if got := s.Stats().Rescued; got != 0 {
 		t.Fatalf("rescued = %d, want 0", got)
 	}
-	// Free workers so that claims are in flight when the stop begins: the
-	// handlers of 8 runs return (cancel requested), and the scan claims
-	// again into the freed slots, each claim now held for 1.5s.
-	hc.hold.Store(int64(1500 * time.Millisecond))
+	// Free workers so that a claim is in flight when the stop begins: the
+	// handlers of 8 runs return (cancel requested), the scan claims again
+	// into the freed slots, and the claim waits at the gate, which only the
+	// stop (its context ending) lets it through.
+	gate := make(chan struct{})
+	hc.gate.Store(&gate)
 	if _, err := st.DB().Exec("UPDATE job_queue SET cancel_requested = 1 WHERE status = 'RUNNING' ORDER BY id LIMIT 8"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, slowWait, "claims in flight after the cancels", func() (bool, error) {
-		got, err := countStatus(st, jobq.StateCanceled)
-		return got >= 1, err
-	})
+	recv(t, hc.entered, slowWait, "a claim held at the gate after the cancels")
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
