@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"strings"
+	"maps"
+	"slices"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
@@ -18,10 +18,10 @@ import (
 // marked STALE.
 //
 // Each applied completion writes its attempt's one job_execution row and
-// updates its job row. Successes (fenced ones) are written with two
-// statements for the whole batch (ExecutionRecordSuccessMany,
-// JobCompleteFencedMany), each row still fenced by its attempt; other
-// outcomes row by row. When the batched statements match fewer rows than
+// updates its job row. Successes (fenced ones) are written with one
+// JobCompleteFencedMany per attempt number in the batch (nearly always one)
+// and one ExecutionRecordSuccessMany, each row still fenced by its attempt;
+// other outcomes row by row. When the batched statements match fewer rows than
 // successes, some run was stale: the transaction rolls back and the batch is
 // written row by row, which tells stale runs apart exactly.
 func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
@@ -54,11 +54,13 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 // errStaleInBatch rolls back a batched completion that met a stale run.
 var errStaleInBatch = errors.New("stale run in batch: completing row by row")
 
-// completeBatched writes fenced successes with one statement per table and
-// every other completion row by row; errStaleInBatch when a success was stale.
+// completeBatched writes fenced successes with one update per attempt
+// number in the batch (nearly always one) and one execution insert, and
+// every other completion row by row; errStaleInBatch when a success was
+// stale.
 func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool) error {
 	var ids []uint64
-	var fences strings.Builder
+	byAttempt := map[int][]uint64{}
 	seen := make(map[uint64]bool, len(cs))
 	for i, c := range cs {
 		if c.Outcome != jobq.OutcomeSuccess || c.Unfenced || seen[c.ID] {
@@ -71,23 +73,23 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 		}
 		seen[c.ID] = true
 		ids = append(ids, c.ID)
-		if fences.Len() > 0 {
-			fences.WriteByte(',')
-		}
-		fmt.Fprintf(&fences, "%d:%d", c.ID, c.Attempt)
+		byAttempt[c.Attempt] = append(byAttempt[c.Attempt], c.ID)
 		applied[i] = true
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	n, err := q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{Ids: ids, Fences: fences.String()})
-	if err != nil {
-		return err
+	for _, attempt := range slices.Sorted(maps.Keys(byAttempt)) {
+		group := byAttempt[attempt]
+		n, err := q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{Ids: group, Attempt: int32(attempt)})
+		if err != nil {
+			return err
+		}
+		if int(n) != len(group) {
+			return errStaleInBatch
+		}
 	}
-	if int(n) != len(ids) {
-		return errStaleInBatch
-	}
-	n, err = q.ExecutionRecordSuccessMany(ctx, jobqdb.ExecutionRecordSuccessManyParams{Ids: ids, Fences: fences.String()})
+	n, err := q.ExecutionRecordSuccessMany(ctx, ids)
 	if err != nil {
 		return err
 	}

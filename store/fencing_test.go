@@ -271,6 +271,54 @@ func TestLateSuccessRefusedWhileNextRunIsRunning(t *testing.T) {
 	}
 }
 
+// One batch of successes across attempt numbers (the batched path sends one
+// fenced update per attempt): a first attempt and a second (after a rescue)
+// both apply, each job gets its own attempt's SUCCESS row, and a stale first
+// attempt of a third job in the same batch is refused and leaves its row as
+// it was.
+func TestBatchedSuccessAcrossAttempts(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	_, x := reclaimedElsewhere(t, st, "second-attempt")
+	z, _ := reclaimedElsewhere(t, st, "stale-first")
+	submitJob(t, st, "first-attempt", "t", 3)
+	y := claimOne(t, st, "a", 30*time.Second)
+	if y.Attempt != 1 || x.Attempt != 2 {
+		t.Fatalf("attempts %d and %d, want 1 and 2", y.Attempt, x.Attempt)
+	}
+	zBefore := jobRow(t, st, z.ID)
+
+	applied, err := st.JobCompleteMany(context.Background(), []jobq.Completion{
+		{Fence: y.Fence(), Outcome: jobq.OutcomeSuccess},
+		{Fence: x.Fence(), Outcome: jobq.OutcomeSuccess},
+		{Fence: z.Fence(), Outcome: jobq.OutcomeSuccess},
+	})
+	if err != nil || fmt.Sprint(applied) != "[true true false]" {
+		t.Fatalf("JobCompleteMany = %v, %v; want [true true false]", applied, err)
+	}
+	for _, c := range []struct {
+		id      uint64
+		attempt int
+		execs   string
+	}{
+		{y.ID, 1, "1:a:SUCCESS "},
+		{x.ID, 2, "1:a:LEASE_EXPIRED 2:b:SUCCESS "},
+	} {
+		if j := jobRow(t, st, c.id); j.Status != jobq.StateSuccess || j.Attempt != c.attempt {
+			t.Errorf("job %d: status %s attempt %d, want SUCCESS at attempt %d", c.id, j.Status, j.Attempt, c.attempt)
+		}
+		if got := execSummary(t, st, c.id); got != c.execs {
+			t.Errorf("job %d: executions %q, want %q", c.id, got, c.execs)
+		}
+	}
+	if got, want := rowDigest(jobRow(t, st, z.ID)), rowDigest(zBefore); got != want {
+		t.Errorf("stale job's row:\n got %s\nwant %s", got, want)
+	}
+	if got, want := execSummary(t, st, z.ID), "1:a:STALE 2:b:- "; got != want {
+		t.Errorf("stale job's executions = %q, want %q", got, want)
+	}
+}
+
 // A job with max_retry 1 survives one rescue and fails at the second:
 // WAITING with retry_times 1, then FAILED with retry_times still 1 (the
 // second rescue spends no retry it does not grant).

@@ -16,32 +16,27 @@ SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q
        NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL
 FROM job_queue AS q FORCE INDEX (PRIMARY)
 WHERE q.id IN (/*SLICE:ids*/?)
-  AND FIND_IN_SET(CONCAT(q.id, ':', q.attempt), CAST(? AS CHAR)) > 0
 `
-
-type ExecutionRecordSuccessManyParams struct {
-	Ids    []uint64
-	Fences interface{}
-}
 
 // Writes the execution rows of the runs JobCompleteFencedMany just completed
 // in this transaction (the only write of job_execution per attempt), from
-// the claimed job rows, which the update holds; it runs only when the
-// update matched every run, so id:attempt picks exactly those rows. A job
+// the claimed job rows, for every attempt group at once. It runs only when
+// the updates matched every run, whose rows this transaction now holds
+// locked with the attempts they were fenced on: the ids alone pick exactly
+// those rows and attempts, so no fence is evaluated a second time. A job
 // whose cancel was requested ended CANCELED, and so does its attempt's row:
 // the audit trail says what the job row says.
-func (q *Queries) ExecutionRecordSuccessMany(ctx context.Context, arg ExecutionRecordSuccessManyParams) (int64, error) {
+func (q *Queries) ExecutionRecordSuccessMany(ctx context.Context, ids []uint64) (int64, error) {
 	query := executionRecordSuccessMany
 	var queryParams []interface{}
-	if len(arg.Ids) > 0 {
-		for _, v := range arg.Ids {
+	if len(ids) > 0 {
+		for _, v := range ids {
 			queryParams = append(queryParams, v)
 		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
 	} else {
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
-	queryParams = append(queryParams, arg.Fences)
 	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err
@@ -57,24 +52,28 @@ SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
     finished_at = NOW(6),
     update_time = NOW(6)
 WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'
-  AND FIND_IN_SET(CONCAT(id, ':', attempt), CAST(? AS CHAR)) > 0
+  AND attempt = ?
 `
 
 type JobCompleteFencedManyParams struct {
-	Ids    []uint64
-	Fences interface{}
+	Ids     []uint64
+	Attempt int32
 }
 
 // Batched success completion: the completer's fast path (store.JobCompleteMany):
 // JobCompleteFencedMany then ExecutionRecordSuccessMany, one statement per
 // table for the whole batch.
-// Each row is still fenced by its own attempt: fences lists "id:attempt" of
-// every run in the batch, comma-separated (FIND_IN_SET), and a row matches
-// only when it is still RUNNING with the listed attempt. The id list reaches
-// the rows through the primary key. When fewer rows match than runs were
-// sent, some run was stale: the caller rolls the transaction back and
-// completes that batch row by row (JobCompleteFenced), so stale runs are
-// told apart exactly as before.
+// Each row is still fenced by its own attempt: the caller groups the batch
+// by attempt and sends one JobCompleteFencedMany per attempt number (nearly
+// always one: a first attempt), so a row matches only when it is still
+// RUNNING with the attempt its run was claimed at. The ids reach the rows
+// through the primary key and the fence is one integer comparison per row.
+// (It was FIND_IN_SET over one "id:attempt,…" string, a scan of the string
+// per row — O(n²) for an n-run batch: measured 2.8× the raw-SQL completion's
+// time per job at 2,000-run batches, 1.2× at 250.) When fewer rows match
+// than runs were sent, some run was stale: the caller rolls the transaction
+// back and completes that batch row by row (JobCompleteFenced), so stale
+// runs are told apart exactly as before.
 func (q *Queries) JobCompleteFencedMany(ctx context.Context, arg JobCompleteFencedManyParams) (int64, error) {
 	query := jobCompleteFencedMany
 	var queryParams []interface{}
@@ -86,7 +85,7 @@ func (q *Queries) JobCompleteFencedMany(ctx context.Context, arg JobCompleteFenc
 	} else {
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
-	queryParams = append(queryParams, arg.Fences)
+	queryParams = append(queryParams, arg.Attempt)
 	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err

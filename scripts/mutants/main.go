@@ -98,7 +98,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "batched-success-fenced-by-status", Bug: "4: batched success completion fenced by status alone",
-		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "AND FIND_IN_SET(CONCAT(id, ':', attempt), CAST(? AS CHAR)) > 0", "AND ? IS NOT NULL"}},
+		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND attempt = ?", "WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND ? IS NOT NULL"}},
 		Checks: []check{{"./store/", "^TestLateSuccessRefusedWhileNextRunIsRunning$"}},
 	},
 	{

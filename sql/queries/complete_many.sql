@@ -1,13 +1,17 @@
 -- Batched success completion: the completer's fast path (store.JobCompleteMany):
 -- JobCompleteFencedMany then ExecutionRecordSuccessMany, one statement per
 -- table for the whole batch.
--- Each row is still fenced by its own attempt: fences lists "id:attempt" of
--- every run in the batch, comma-separated (FIND_IN_SET), and a row matches
--- only when it is still RUNNING with the listed attempt. The id list reaches
--- the rows through the primary key. When fewer rows match than runs were
--- sent, some run was stale: the caller rolls the transaction back and
--- completes that batch row by row (JobCompleteFenced), so stale runs are
--- told apart exactly as before.
+-- Each row is still fenced by its own attempt: the caller groups the batch
+-- by attempt and sends one JobCompleteFencedMany per attempt number (nearly
+-- always one: a first attempt), so a row matches only when it is still
+-- RUNNING with the attempt its run was claimed at. The ids reach the rows
+-- through the primary key and the fence is one integer comparison per row.
+-- (It was FIND_IN_SET over one "id:attempt,…" string, a scan of the string
+-- per row — O(n²) for an n-run batch: measured 2.8× the raw-SQL completion's
+-- time per job at 2,000-run batches, 1.2× at 250.) When fewer rows match
+-- than runs were sent, some run was stale: the caller rolls the transaction
+-- back and completes that batch row by row (JobCompleteFenced), so stale
+-- runs are told apart exactly as before.
 
 -- name: JobCompleteFencedMany :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)
@@ -16,18 +20,19 @@ SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
     finished_at = NOW(6),
     update_time = NOW(6)
 WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING'
-  AND FIND_IN_SET(CONCAT(id, ':', attempt), CAST(sqlc.arg(fences) AS CHAR)) > 0;
+  AND attempt = sqlc.arg(attempt);
 
 -- name: ExecutionRecordSuccessMany :execrows
 -- Writes the execution rows of the runs JobCompleteFencedMany just completed
 -- in this transaction (the only write of job_execution per attempt), from
--- the claimed job rows, which the update holds; it runs only when the
--- update matched every run, so id:attempt picks exactly those rows. A job
+-- the claimed job rows, for every attempt group at once. It runs only when
+-- the updates matched every run, whose rows this transaction now holds
+-- locked with the attempts they were fenced on: the ids alone pick exactly
+-- those rows and attempts, so no fence is evaluated a second time. A job
 -- whose cancel was requested ended CANCELED, and so does its attempt's row:
 -- the audit trail says what the job row says.
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
        NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL
 FROM job_queue AS q FORCE INDEX (PRIMARY)
-WHERE q.id IN (sqlc.slice(ids))
-  AND FIND_IN_SET(CONCAT(q.id, ':', q.attempt), CAST(sqlc.arg(fences) AS CHAR)) > 0;
+WHERE q.id IN (sqlc.slice(ids));
