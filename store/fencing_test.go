@@ -272,30 +272,34 @@ func TestLateSuccessRefusedWhileNextRunIsRunning(t *testing.T) {
 }
 
 // One batch of successes across attempt numbers (the batched path sends one
-// fenced update per attempt): a first attempt and a second (after a rescue)
-// both apply, each job gets its own attempt's SUCCESS row, and a stale first
-// attempt of a third job in the same batch is refused and leaves its row as
-// it was.
+// fenced update per attempt, then one execution insert for the batch): a
+// first attempt and a second (after a rescue) both apply, each job gets its
+// own attempt's SUCCESS row, and both rows come from the one insert (the same
+// finished_at; the row-by-row fallback writes each with its own statement).
+// A stale first attempt of a third job, batched with a live first attempt,
+// is refused and leaves its row as it was.
 func TestBatchedSuccessAcrossAttempts(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
+	ctx := context.Background()
 	_, x := reclaimedElsewhere(t, st, "second-attempt")
 	z, _ := reclaimedElsewhere(t, st, "stale-first")
 	submitJob(t, st, "first-attempt", "t", 3)
 	y := claimOne(t, st, "a", 30*time.Second)
-	if y.Attempt != 1 || x.Attempt != 2 {
-		t.Fatalf("attempts %d and %d, want 1 and 2", y.Attempt, x.Attempt)
+	submitJob(t, st, "live-first", "t", 3)
+	w := claimOne(t, st, "a", 30*time.Second)
+	if y.Attempt != 1 || x.Attempt != 2 || w.Attempt != 1 {
+		t.Fatalf("attempts %d, %d, %d; want 1, 2, 1", y.Attempt, x.Attempt, w.Attempt)
 	}
-	zBefore := jobRow(t, st, z.ID)
 
-	applied, err := st.JobCompleteMany(context.Background(), []jobq.Completion{
+	applied, err := st.JobCompleteMany(ctx, []jobq.Completion{
 		{Fence: y.Fence(), Outcome: jobq.OutcomeSuccess},
 		{Fence: x.Fence(), Outcome: jobq.OutcomeSuccess},
-		{Fence: z.Fence(), Outcome: jobq.OutcomeSuccess},
 	})
-	if err != nil || fmt.Sprint(applied) != "[true true false]" {
-		t.Fatalf("JobCompleteMany = %v, %v; want [true true false]", applied, err)
+	if err != nil || fmt.Sprint(applied) != "[true true]" {
+		t.Fatalf("JobCompleteMany(attempt 1, attempt 2) = %v, %v; want [true true]", applied, err)
 	}
+	var finished []time.Time
 	for _, c := range []struct {
 		id      uint64
 		attempt int
@@ -310,6 +314,26 @@ func TestBatchedSuccessAcrossAttempts(t *testing.T) {
 		if got := execSummary(t, st, c.id); got != c.execs {
 			t.Errorf("job %d: executions %q, want %q", c.id, got, c.execs)
 		}
+		ex, err := st.JobExecutions(ctx, c.id)
+		if err != nil || len(ex) == 0 || ex[len(ex)-1].FinishedAt == nil {
+			t.Fatalf("job %d: executions %+v, %v", c.id, ex, err)
+		}
+		finished = append(finished, *ex[len(ex)-1].FinishedAt)
+	}
+	if !finished[0].Equal(finished[1]) {
+		t.Errorf("execution rows finished at %v and %v: written by two statements, want the batch's one insert", finished[0], finished[1])
+	}
+
+	zBefore := jobRow(t, st, z.ID)
+	applied, err = st.JobCompleteMany(ctx, []jobq.Completion{
+		{Fence: w.Fence(), Outcome: jobq.OutcomeSuccess},
+		{Fence: z.Fence(), Outcome: jobq.OutcomeSuccess},
+	})
+	if err != nil || fmt.Sprint(applied) != "[true false]" {
+		t.Fatalf("JobCompleteMany(live attempt 1, stale attempt 1) = %v, %v; want [true false]", applied, err)
+	}
+	if j := jobRow(t, st, w.ID); j.Status != jobq.StateSuccess || execSummary(t, st, w.ID) != "1:a:SUCCESS " {
+		t.Errorf("live job %d: status %s, executions %q; want SUCCESS, \"1:a:SUCCESS \"", w.ID, j.Status, execSummary(t, st, w.ID))
 	}
 	if got, want := rowDigest(jobRow(t, st, z.ID)), rowDigest(zBefore); got != want {
 		t.Errorf("stale job's row:\n got %s\nwant %s", got, want)
