@@ -49,9 +49,12 @@ const (
 	// CompleteFlushersDefault is the default Config.CompleteFlushers.
 	CompleteFlushersDefault = 4
 	// ClaimsInFlightDefault is the default Config.ClaimsInFlight: one
-	// claim at a time. Two in flight lost or tied every interleaved A/B on
-	// the 2-core bench machine, whose database was the bottleneck
-	// (docs/bench.md, "A second claim in flight").
+	// claim at a time. At the default 50 workers two claims in flight split
+	// the slots: claims halved in size and the 3-replica drain fell by a
+	// third (docs/bench.md, "A second claim in flight"; measured before the
+	// completion's fence was made linear, not since). With twice the slots
+	// (--workers 4000 --batch-limit 2000) two in flight are the best
+	// measured flags since then (docs/bench.md, "Per-job database work").
 	ClaimsInFlightDefault = 1
 	// DrainWaitDefault and CompleteLingerDefault trade a few milliseconds
 	// under load for fewer, fuller transactions: on the 2-core bench machine
