@@ -114,6 +114,12 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	r3 := reps[2]
 
 	promURL := startPrometheus(t, prom, tmp, []string{reps[0].Addr, reps[1].Addr, reps[2].Addr})
+	// waitFor in this scenario: on a timeout, the queue, the open
+	// transactions and each replica's counters are printed with the failure.
+	waitFor := func(t *testing.T, ctx context.Context, what string, cond func() bool) {
+		t.Helper()
+		waitForDiag(t, what, func() bool { return ctx.Err() == nil && cond() }, func() string { return scenarioState(ctx, db, reps) })
+	}
 	waitFor(t, ctx, "all three targets up", func() bool {
 		v, ok := scalar(t, promURL, `sum(up{job="jobq"})`)
 		return ok && v == 3
@@ -212,7 +218,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		running, unlocked, ok := r3Running(ctx, db)
 		lockedByR3 = running - unlocked
 		return ok && unlocked == 0
-	}, func() string { return r3Diagnosis(ctx, db) })
+	}, func() string { return r3Diagnosis(ctx, db) + scenarioState(ctx, db, reps) })
 	t.Logf("%d of r3's runs rescued %s after the stop; %d left RUNNING under r3's own open transaction",
 		rescued, time.Since(rescueWait).Round(time.Millisecond), lockedByR3)
 	waitFor(t, ctx, "the rescues to be scraped", func() bool {
@@ -231,6 +237,17 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		_ = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status IN ('WAITING','RUNNING')`).Scan(&n)
 		return n == 0
 	})
+	// r3's stale completions come from its runs that were rescued while it
+	// was stopped: handlers that finish, or are cancelled as lost, on waking,
+	// and queued runs released. A stop that caught r3 with every run inside
+	// its own completion transaction leaves none: the server ended that
+	// frozen session (idle_transaction_timeout), and the write failed on
+	// waking, past its lease, so it was given up, not refused as stale. Then
+	// stop r3 once more while its handlers run long jobs.
+	if replicaCounter(t, r3, "jobq_completions_stale_total") == 0 {
+		t.Logf("r3 woke with no stale completion: %s; stopping it again in its handlers", strings.ReplaceAll(scenarioState(ctx, db, reps), "\n", "; "))
+		staleEpisode(t, ctx, db, waitFor, r3, []string{reps[0].URL(), reps[1].URL()})
+	}
 	// The stop is a heartbeat stall (JobqReplicaStalled) only if it caught
 	// r3's heartbeat waiting for its next beat: stopped mid-beat (a renewal
 	// in flight), the beat merely ends late, which is a slow database, not a
@@ -460,8 +477,23 @@ func startPrometheus(t *testing.T, prom, tmp string, targets []string) string {
 			<-exited
 		}
 		if t.Failed() {
+			// Only Prometheus's own warnings and errors from before the
+			// test stopped it: its shutdown lines would push the test's
+			// failure out of a CI log's tail.
 			b, _ := os.ReadFile(filepath.Join(tmp, "prometheus.log"))
-			t.Logf("prometheus log (tail):\n%s", tail(string(b), 20))
+			before := string(b)
+			if i := strings.Index(before, "Received SIGTERM"); i >= 0 {
+				before = before[:strings.LastIndexByte(before[:i], '\n')+1]
+			}
+			var warn []string
+			for _, l := range strings.Split(before, "\n") {
+				if strings.Contains(l, "level=warn") || strings.Contains(l, "level=error") {
+					warn = append(warn, l)
+				}
+			}
+			if len(warn) > 0 {
+				t.Logf("prometheus warnings and errors (tail):\n%s", tail(strings.Join(warn, "\n"), 10))
+			}
 		}
 	})
 	base := "http://" + addr
@@ -597,9 +629,10 @@ func waitForDiag(t *testing.T, what string, cond func() bool, diag func() string
 		if time.Now().After(deadline) {
 			msg := ""
 			if diag != nil {
-				msg = "\n" + diag()
+				msg = diag()
 			}
-			t.Fatalf("timed out after %s waiting for %s%s", slowWait, what, msg)
+			// The state first, the verdict last: a CI log's tail shows it.
+			t.Fatalf("%stimed out after %s waiting for %s", msg, slowWait, what)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -618,7 +651,8 @@ func scrapedSince(t *testing.T, promURL string, t0 time.Time) {
 	}, nil)
 }
 
-// replicaCounter reads the value of an unlabelled metric from r's /metrics.
+// replicaCounter reads a metric from r's /metrics: the sum of its series
+// (one, if it has no labels).
 func replicaCounter(t *testing.T, r *demo.Replica, name string) float64 {
 	t.Helper()
 	resp, err := httpClient.Get(r.URL() + "/metrics")
@@ -630,17 +664,25 @@ func replicaCounter(t *testing.T, r *demo.Replica, name string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var sum float64
+	found := false
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("%s: %q: %v", name, line, err)
-			}
-			return f
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' {
+			continue
 		}
+		v := rest[strings.LastIndexByte(rest, ' ')+1:]
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", name, line, err)
+		}
+		sum += f
+		found = true
 	}
-	t.Fatalf("%s not exported by %s", name, r.Addr)
-	return 0
+	if !found {
+		t.Fatalf("%s not exported by %s", name, r.Addr)
+	}
+	return sum
 }
 
 // r3Running counts r3's RUNNING rows, and those of them no other
@@ -694,6 +736,120 @@ func r3Diagnosis(ctx context.Context, db *sql.DB) string {
 			}
 		}
 		rows.Close()
+	}
+	return b.String()
+}
+
+// staleEpisode makes r3 complete runs that were rescued while it was
+// stopped: 20 one-second sleep jobs (r3 has 10 workers, r1 and r2 five each),
+// a SIGSTOP once r3 has run one of them for 200ms, a SIGCONT once r1 or r2
+// rescued one (lease 2s, rescue interval 12s), and a wait until every job
+// has finished. A run's handler ends on waking (its sleep is over) or is
+// cancelled as lost by the heartbeat's fence check; either way its outcome
+// write is fenced by the attempt and refused as stale.
+func staleEpisode(t *testing.T, ctx context.Context, db *sql.DB, waitFor func(*testing.T, context.Context, string, func() bool), r3 *demo.Replica, urls []string) {
+	t.Helper()
+	count := func(query string) int {
+		t.Helper()
+		var n int
+		if err := db.QueryRowContext(ctx, query).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		return n
+	}
+	var reqs []apitype.SubmitRequest
+	for i := range 20 {
+		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("stale-%d", i), JobType: "sleep", Params: json.RawMessage(`{"ms":1000}`)})
+	}
+	const rescuedQ = `SELECT COUNT(*) FROM job_execution WHERE owner='r3' AND outcome='LEASE_EXPIRED'`
+	before := count(rescuedQ)
+	submitAll(t, ctx, urls, reqs)
+	waitFor(t, ctx, "r3 to run a one-second job for 200ms", func() bool {
+		return count(`SELECT COUNT(*) FROM job_queue WHERE status='RUNNING' AND owner='r3'
+			AND started_at < NOW(6) - INTERVAL 200000 MICROSECOND`) > 0
+	})
+	r3.Signal(syscall.SIGSTOP)
+	stopped := true
+	defer func() {
+		if stopped {
+			r3.Signal(syscall.SIGCONT)
+		}
+	}()
+	waitFor(t, ctx, "a run of r3's to be rescued again", func() bool { return count(rescuedQ) > before })
+	r3.Signal(syscall.SIGCONT)
+	stopped = false
+	waitFor(t, ctx, "every job to finish after r3's second stop", func() bool {
+		return count(`SELECT COUNT(*) FROM job_queue WHERE status IN ('WAITING','RUNNING')`) == 0
+	})
+}
+
+// scenarioState describes, for a wait that timed out, the queue (jobs by
+// status and owner), the execution rows (by owner and outcome), the open
+// transactions and each replica's outcome counters, one line each.
+func scenarioState(ctx context.Context, db *sql.DB, reps []*demo.Replica) string {
+	var b strings.Builder
+	for _, q := range []struct{ what, query string }{
+		{"jobs", `SELECT CONCAT(status, '/', COALESCE(owner, '-')), COUNT(*) FROM job_queue GROUP BY 1 ORDER BY 1`},
+		{"executions", `SELECT CONCAT(COALESCE(owner, '-'), '/', outcome), COUNT(*) FROM job_execution GROUP BY 1 ORDER BY 1`},
+		{"paused types", `SELECT job_type, max_running FROM job_type_control WHERE paused`},
+		{"open transactions", `SELECT CONCAT('thread ', trx_mysql_thread_id, ' ', trx_state, ' ', TIMESTAMPDIFF(SECOND, trx_started, NOW()), 's'), trx_rows_locked FROM information_schema.innodb_trx`},
+	} {
+		fmt.Fprintf(&b, "%s:", q.what)
+		rows, err := db.QueryContext(ctx, q.query)
+		if err != nil {
+			fmt.Fprintf(&b, " (%v)\n", err)
+			continue
+		}
+		for rows.Next() {
+			var k string
+			var n int64
+			if rows.Scan(&k, &n) == nil {
+				fmt.Fprintf(&b, " %s=%d", k, n)
+			}
+		}
+		rows.Close()
+		b.WriteString("\n")
+	}
+	for _, r := range reps {
+		fmt.Fprintf(&b, "%s /metrics:", r.Name)
+		resp, err := httpClient.Get(r.URL() + "/metrics")
+		if err != nil {
+			fmt.Fprintf(&b, " (%v)\n", err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		sums := map[string]float64{}
+		for _, line := range strings.Split(string(body), "\n") {
+			for _, m := range []string{"jobq_completions_stale_total", "jobq_leases_rescued_total", "jobq_heartbeat_stalls_total",
+				"jobq_db_writable", "jobq_jobs_completed_total", "jobq_completion_write_failures_total", "jobq_leases_lost_total", "jobq_worker_slots_in_flight"} {
+				if rest, ok := strings.CutPrefix(line, m); ok && (rest[0] == ' ' || rest[0] == '{') {
+					f, _ := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+					sums[m] += f
+				}
+			}
+		}
+		keys := make([]string, 0, len(sums))
+		for k := range sums {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%g", strings.TrimPrefix(k, "jobq_"), sums[k])
+		}
+		b.WriteString("\n")
+		// The replica's last warnings and errors.
+		if log, err := os.ReadFile(r.Log); err == nil {
+			var warn []string
+			for _, l := range strings.Split(string(log), "\n") {
+				if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+					warn = append(warn, l)
+				}
+			}
+			if len(warn) > 0 {
+				fmt.Fprintf(&b, "%s log, last of %d warnings/errors:\n%s\n", r.Name, len(warn), tail(strings.Join(warn, "\n"), 3))
+			}
+		}
 	}
 	return b.String()
 }
