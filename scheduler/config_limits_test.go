@@ -31,3 +31,22 @@ func TestValidateRefusesDegenerateIntervals(t *testing.T) {
 		t.Errorf("rescue interval 1ms: %v", err)
 	}
 }
+
+// The completion batch follows the batch limit (a full claim of no-op jobs
+// is one completion transaction) within [CompleteBatchDefault,
+// CompleteBatchMax]; a CompleteBatch that is set is kept.
+func TestCompleteBatchFollowsBatchLimit(t *testing.T) {
+	for _, c := range []struct{ batchLimit, completeBatch, want int }{
+		{0, 0, 500}, // the default batch limit
+		{100, 0, 250},
+		{1000, 0, 1000},
+		{2000, 0, 2000},
+		{10000, 0, 2000},
+		{2000, 50, 50},
+	} {
+		got := Config{BatchLimit: c.batchLimit, CompleteBatch: c.completeBatch}.WithDefaults().CompleteBatch
+		if got != c.want {
+			t.Errorf("BatchLimit %d, CompleteBatch %d: default CompleteBatch %d, want %d", c.batchLimit, c.completeBatch, got, c.want)
+		}
+	}
+}

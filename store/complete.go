@@ -23,7 +23,13 @@ import (
 // and one ExecutionRecordSuccessMany, each row still fenced by its attempt;
 // other outcomes row by row. When the batched statements match fewer rows than
 // successes, some run was stale: the transaction rolls back and the batch is
-// written row by row, which tells stale runs apart exactly.
+// written again in a new one, split by a read of the jobs' fence states
+// (completeSplit): the successes whose job is still RUNNING at their attempt
+// batched as before, the others row by row, which tells stale runs apart
+// exactly — so one stale run costs its own row-by-row write, not one per
+// completion of a batch of up to Config.CompleteBatch. Only when a run turns
+// stale between that read and the write (a rescue in that window) is the
+// whole batch written row by row.
 func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
 	applied = make([]bool, len(cs))
 	// READ COMMITTED (readCommittedTx): the locks the transaction holds
@@ -32,6 +38,11 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		return s.completeBatched(ctx, s.q.WithTx(tx), cs, applied)
 	})
+	if errors.Is(err, errStaleInBatch) {
+		err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
+			return s.completeSplit(ctx, s.q.WithTx(tx), cs, applied)
+		})
+	}
 	if errors.Is(err, errStaleInBatch) {
 		err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 			q := s.q.WithTx(tx)
@@ -174,6 +185,55 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Compl
 		return false, err
 	}
 	return true, nil
+}
+
+// completeSplit writes a batch in which some fenced success was stale: it
+// reads the fence state of every fenced success's job (by primary key,
+// without locking), writes the successes whose job is RUNNING at their
+// attempt with completeBatched and every other completion row by row
+// (completeOne: a stale run gets its STALE mark). errStaleInBatch when a run
+// read as live turned stale before the batched write.
+func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool) error {
+	var ids []uint64
+	for _, c := range cs {
+		if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced {
+			ids = append(ids, c.ID)
+		}
+	}
+	states, err := q.JobFenceStates(ctx, ids)
+	if err != nil {
+		return err
+	}
+	live := make(map[jobq.Fence]bool, len(states))
+	for _, st := range states {
+		if jobq.JobState(st.Status) == jobq.StateRunning {
+			live[jobq.Fence{ID: st.ID, Attempt: int(st.Attempt)}] = true
+		}
+	}
+	if s.beforeSplitWrite != nil {
+		s.beforeSplitWrite()
+	}
+	var batch []jobq.Completion
+	var at []int
+	for i, c := range cs {
+		if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced && live[c.Fence] {
+			batch, at = append(batch, c), append(at, i)
+			continue
+		}
+		ok, err := s.completeOne(ctx, q, c)
+		if err != nil {
+			return err
+		}
+		applied[i] = ok
+	}
+	batchApplied := make([]bool, len(batch))
+	if err := s.completeBatched(ctx, q, batch, batchApplied); err != nil {
+		return err
+	}
+	for k, i := range at {
+		applied[i] = batchApplied[k]
+	}
+	return nil
 }
 
 // errFenceMoved means a job row changed between the two statements of one

@@ -677,3 +677,101 @@ func TestRescueSkipsHeldRowWithoutWaiting(t *testing.T) {
 	}
 	rescue(t, st, c.Fence())
 }
+
+// lastFinished is when the last execution row of job id finished.
+func lastFinished(t *testing.T, st *store.Store, id uint64) time.Time {
+	t.Helper()
+	ex, err := st.JobExecutions(context.Background(), id)
+	if err != nil || len(ex) == 0 || ex[len(ex)-1].FinishedAt == nil {
+		t.Fatalf("job %d: executions %+v, %v", id, ex, err)
+	}
+	return *ex[len(ex)-1].FinishedAt
+}
+
+// A stale success in a completion batch costs its own row-by-row write,
+// not one per completion: the batch is written again split by a read of
+// the fence states, the live successes still by one update and one
+// execution insert (one finished_at), the stale one row by row (its STALE
+// mark). It fails when the stale batch is written row by row throughout.
+func TestStaleSuccessSplitsTheBatch(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	z, _ := reclaimedElsewhere(t, st, "stale")
+	var live []jobq.ClaimedJob
+	for i := range 3 {
+		submitJob(t, st, fmt.Sprintf("live-%d", i), "t", 3)
+		live = append(live, claimOne(t, st, "a", 30*time.Second))
+	}
+	zBefore := jobRow(t, st, z.ID)
+	applied, err := st.JobCompleteMany(ctx, []jobq.Completion{
+		{Fence: live[0].Fence(), Outcome: jobq.OutcomeSuccess},
+		{Fence: z.Fence(), Outcome: jobq.OutcomeSuccess},
+		{Fence: live[1].Fence(), Outcome: jobq.OutcomeSuccess},
+		{Fence: live[2].Fence(), Outcome: jobq.OutcomeSuccess},
+	})
+	if err != nil || fmt.Sprint(applied) != "[true false true true]" {
+		t.Fatalf("JobCompleteMany(live, stale, live, live) = %v, %v; want [true false true true]", applied, err)
+	}
+	first := lastFinished(t, st, live[0].ID)
+	for _, j := range live {
+		if r := jobRow(t, st, j.ID); r.Status != jobq.StateSuccess || execSummary(t, st, j.ID) != "1:a:SUCCESS " {
+			t.Errorf("live job %d: status %s, executions %q; want SUCCESS, \"1:a:SUCCESS \"", j.ID, r.Status, execSummary(t, st, j.ID))
+		}
+		if f := lastFinished(t, st, j.ID); !f.Equal(first) {
+			t.Errorf("live job %d finished at %v, job %d at %v: written row by row, want the split batch's one insert", j.ID, f, live[0].ID, first)
+		}
+	}
+	if got, want := rowDigest(jobRow(t, st, z.ID)), rowDigest(zBefore); got != want {
+		t.Errorf("stale job's row:\n got %s\nwant %s", got, want)
+	}
+	if got, want := execSummary(t, st, z.ID), "1:a:STALE 2:b:- "; got != want {
+		t.Errorf("stale job's executions = %q, want %q", got, want)
+	}
+}
+
+// A run that turns stale between the split's fence-state read and its
+// batched write (rescued in that window) makes the batched write match
+// fewer rows: the batch is then written row by row, and every completion
+// gets its exact answer. Not parallel: the hook runs inside the store.
+func TestRunTurningStaleDuringTheSplitIsWrittenRowByRow(t *testing.T) {
+	st := testdb.Store(t)
+	ctx := context.Background()
+	z, _ := reclaimedElsewhere(t, st, "stale")
+	var live []jobq.ClaimedJob
+	for i := range 3 {
+		submitJob(t, st, fmt.Sprintf("live-%d", i), "t", 3)
+		live = append(live, claimOne(t, st, "a", 30*time.Second))
+	}
+	hooked := 0
+	store.SetBeforeSplitWrite(st, func() {
+		hooked++
+		if hooked == 1 {
+			expireLease(t, st, live[1].ID)
+			rescue(t, st, live[1].Fence())
+		}
+	})
+	applied, err := st.JobCompleteMany(ctx, []jobq.Completion{
+		{Fence: live[0].Fence(), Outcome: jobq.OutcomeSuccess},
+		{Fence: z.Fence(), Outcome: jobq.OutcomeSuccess},
+		{Fence: live[1].Fence(), Outcome: jobq.OutcomeSuccess},
+		{Fence: live[2].Fence(), Outcome: jobq.OutcomeSuccess},
+	})
+	if err != nil || fmt.Sprint(applied) != "[true false false true]" {
+		t.Fatalf("JobCompleteMany(live, stale, rescued during the split, live) = %v, %v; want [true false false true]", applied, err)
+	}
+	if hooked != 1 {
+		t.Fatalf("the split ran %d times, want 1", hooked)
+	}
+	for _, j := range []jobq.ClaimedJob{live[0], live[2]} {
+		if r := jobRow(t, st, j.ID); r.Status != jobq.StateSuccess || execSummary(t, st, j.ID) != "1:a:SUCCESS " {
+			t.Errorf("live job %d: status %s, executions %q; want SUCCESS, \"1:a:SUCCESS \"", j.ID, r.Status, execSummary(t, st, j.ID))
+		}
+	}
+	if r := jobRow(t, st, live[1].ID); r.Status != jobq.StateWaiting || execSummary(t, st, live[1].ID) != "1:a:STALE " {
+		t.Errorf("job rescued during the split: status %s, executions %q; want WAITING, \"1:a:STALE \"", r.Status, execSummary(t, st, live[1].ID))
+	}
+	if got, want := execSummary(t, st, z.ID), "1:a:STALE 2:b:- "; got != want {
+		t.Errorf("stale job's executions = %q, want %q", got, want)
+	}
+}

@@ -37,6 +37,9 @@ type Store struct {
 	// noReturning is set once the server refused INSERT … RETURNING
 	// although Server.InsertReturning said it takes it (JobSubmit).
 	noReturning atomic.Bool
+	// beforeSplitWrite, when set (tests only: export_test.go), runs in
+	// completeSplit between its fence-state read and its writes.
+	beforeSplitWrite func()
 	// Server is what DetectServer found at Open.
 	Server ServerInfo
 	// IdleTxTimeout is the server's idle_transaction_timeout on every
