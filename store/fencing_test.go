@@ -688,6 +688,22 @@ func lastFinished(t *testing.T, st *store.Store, id uint64) time.Time {
 	return *ex[len(ex)-1].FinishedAt
 }
 
+// liveAndStaleBatch: z is a stale run of owner a (its job re-claimed by b),
+// live three runs of a; batch completes all four with success, in the
+// order live[0], z, live[1], live[2].
+func liveAndStaleBatch(t *testing.T, st *store.Store) (z jobq.ClaimedJob, live []jobq.ClaimedJob, batch []jobq.Completion) {
+	t.Helper()
+	z, _ = reclaimedElsewhere(t, st, "stale")
+	for i := range 3 {
+		submitJob(t, st, fmt.Sprintf("live-%d", i), "t", 3)
+		live = append(live, claimOne(t, st, "a", 30*time.Second))
+	}
+	for _, j := range []jobq.ClaimedJob{live[0], z, live[1], live[2]} {
+		batch = append(batch, jobq.Completion{Fence: j.Fence(), Outcome: jobq.OutcomeSuccess})
+	}
+	return z, live, batch
+}
+
 // A stale success in a completion batch costs its own row-by-row write,
 // not one per completion: the batch is written again split by a read of
 // the fence states, the live successes still by one update and one
@@ -697,19 +713,9 @@ func TestStaleSuccessSplitsTheBatch(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
 	ctx := context.Background()
-	z, _ := reclaimedElsewhere(t, st, "stale")
-	var live []jobq.ClaimedJob
-	for i := range 3 {
-		submitJob(t, st, fmt.Sprintf("live-%d", i), "t", 3)
-		live = append(live, claimOne(t, st, "a", 30*time.Second))
-	}
+	z, live, batch := liveAndStaleBatch(t, st)
 	zBefore := jobRow(t, st, z.ID)
-	applied, err := st.JobCompleteMany(ctx, []jobq.Completion{
-		{Fence: live[0].Fence(), Outcome: jobq.OutcomeSuccess},
-		{Fence: z.Fence(), Outcome: jobq.OutcomeSuccess},
-		{Fence: live[1].Fence(), Outcome: jobq.OutcomeSuccess},
-		{Fence: live[2].Fence(), Outcome: jobq.OutcomeSuccess},
-	})
+	applied, err := st.JobCompleteMany(ctx, batch)
 	if err != nil || fmt.Sprint(applied) != "[true false true true]" {
 		t.Fatalf("JobCompleteMany(live, stale, live, live) = %v, %v; want [true false true true]", applied, err)
 	}
@@ -737,12 +743,7 @@ func TestStaleSuccessSplitsTheBatch(t *testing.T) {
 func TestRunTurningStaleDuringTheSplitIsWrittenRowByRow(t *testing.T) {
 	st := testdb.Store(t)
 	ctx := context.Background()
-	z, _ := reclaimedElsewhere(t, st, "stale")
-	var live []jobq.ClaimedJob
-	for i := range 3 {
-		submitJob(t, st, fmt.Sprintf("live-%d", i), "t", 3)
-		live = append(live, claimOne(t, st, "a", 30*time.Second))
-	}
+	z, live, batch := liveAndStaleBatch(t, st)
 	hooked := 0
 	store.SetBeforeSplitWrite(st, func() {
 		hooked++
@@ -751,12 +752,7 @@ func TestRunTurningStaleDuringTheSplitIsWrittenRowByRow(t *testing.T) {
 			rescue(t, st, live[1].Fence())
 		}
 	})
-	applied, err := st.JobCompleteMany(ctx, []jobq.Completion{
-		{Fence: live[0].Fence(), Outcome: jobq.OutcomeSuccess},
-		{Fence: z.Fence(), Outcome: jobq.OutcomeSuccess},
-		{Fence: live[1].Fence(), Outcome: jobq.OutcomeSuccess},
-		{Fence: live[2].Fence(), Outcome: jobq.OutcomeSuccess},
-	})
+	applied, err := st.JobCompleteMany(ctx, batch)
 	if err != nil || fmt.Sprint(applied) != "[true false false true]" {
 		t.Fatalf("JobCompleteMany(live, stale, rescued during the split, live) = %v, %v; want [true false false true]", applied, err)
 	}
