@@ -43,15 +43,15 @@ const (
 	RescueIntervalDefault = 10 * time.Second
 	RescueBatchDefault    = 1000
 	PromoteBatchDefault   = 1000
-	// CompleteBatchDefault and CompleteBatchMax bound the default
+	// CompleteBatchMin and CompleteBatchMax bound the default
 	// Config.CompleteBatch, which follows the batch limit: a full claim of
 	// no-op jobs is written in one completion transaction (500 at the
 	// default batch limit), at least 250 and at most 2,000 completions.
-	// Measured (docs/bench.md, 2026-12-01, 3 interleaved rounds): at
-	// --batch-limit 2000, 2,000-completion batches drained 8–19 % faster than
-	// 250 in each of 6 paired rounds; 4,000 was slower than 2,000.
-	CompleteBatchDefault = 250
-	CompleteBatchMax     = 2000
+	// Measured (docs/bench.md, "Completion batches that follow the batch
+	// limit"): at --batch-limit 2000, 2,000-completion batches drained
+	// 5–19 % faster than 250 in each of 6 paired rounds; 4,000 was slower.
+	CompleteBatchMin = 250
+	CompleteBatchMax = 2000
 	// CompleteFlushersDefault is the default Config.CompleteFlushers.
 	CompleteFlushersDefault = 4
 	// ClaimsInFlightDefault is the default Config.ClaimsInFlight: one
@@ -143,8 +143,8 @@ type Config struct {
 	// WAITING; a pass repeats it while batches come back full. Defaults to 1000.
 	PromoteBatch int
 	// CompleteBatch caps the completions written in one transaction.
-	// Defaults to BatchLimit, at least CompleteBatchDefault (250) and at
-	// most CompleteBatchMax (2,000).
+	// Defaults to BatchLimit, at least CompleteBatchMin (250) and at most
+	// CompleteBatchMax (2,000).
 	CompleteBatch int
 	// CompleteFlushers is how many completion batches this replica writes
 	// at once, each in its own transaction, so that a replica draining a
@@ -288,7 +288,7 @@ func (c Config) WithDefaults() Config {
 	c.RescueBatch = cmp.Or(c.RescueBatch, RescueBatchDefault)
 	c.PromoteInterval = cmp.Or(c.PromoteInterval, 5*c.PollInterval)
 	c.PromoteBatch = cmp.Or(c.PromoteBatch, PromoteBatchDefault)
-	c.CompleteBatch = cmp.Or(c.CompleteBatch, min(max(c.BatchLimit, CompleteBatchDefault), CompleteBatchMax))
+	c.CompleteBatch = cmp.Or(c.CompleteBatch, min(max(c.BatchLimit, CompleteBatchMin), CompleteBatchMax))
 	c.CompleteFlushers = cmp.Or(c.CompleteFlushers, CompleteFlushersDefault)
 	c.DrainWait = cmp.Or(c.DrainWait, DrainWaitDefault)
 	c.ClaimsInFlight = cmp.Or(c.ClaimsInFlight, ClaimsInFlightDefault)

@@ -33,7 +33,7 @@ func TestValidateRefusesDegenerateIntervals(t *testing.T) {
 }
 
 // The completion batch follows the batch limit (a full claim of no-op jobs
-// is one completion transaction) within [CompleteBatchDefault,
+// is one completion transaction) within [CompleteBatchMin,
 // CompleteBatchMax]; a CompleteBatch that is set is kept.
 func TestCompleteBatchFollowsBatchLimit(t *testing.T) {
 	for _, c := range []struct{ batchLimit, completeBatch, want int }{

@@ -29,7 +29,7 @@ import (
 // exactly — so one stale run costs its own row-by-row write, not one per
 // completion of a batch of up to Config.CompleteBatch. Only when a run turns
 // stale between that read and the write (a rescue in that window) is the
-// whole batch written row by row.
+// whole batch written row by row, in a third transaction.
 func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
 	applied = make([]bool, len(cs))
 	// READ COMMITTED (readCommittedTx): the locks the transaction holds
@@ -63,7 +63,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 }
 
 // errStaleInBatch rolls back a batched completion that met a stale run.
-var errStaleInBatch = errors.New("stale run in batch: completing row by row")
+var errStaleInBatch = errors.New("stale run in batch: writing it again split by fence state")
 
 // completeBatched writes fenced successes with one update per attempt
 // number in the batch (nearly always one) and one execution insert, and
@@ -189,10 +189,11 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Compl
 
 // completeSplit writes a batch in which some fenced success was stale: it
 // reads the fence state of every fenced success's job (by primary key,
-// without locking), writes the successes whose job is RUNNING at their
-// attempt with completeBatched and every other completion row by row
-// (completeOne: a stale run gets its STALE mark). errStaleInBatch when a run
-// read as live turned stale before the batched write.
+// without locking) and writes the successes whose job is RUNNING at their
+// attempt with completeBatched (each fence once), then every other
+// completion row by row (completeOne: a stale run gets its STALE mark, a
+// repeated fence finds its outcome already applied). errStaleInBatch when a
+// run read as live turned stale before the batched write.
 func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool) error {
 	var ids []uint64
 	for _, c := range cs {
@@ -214,17 +215,14 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 		s.beforeSplitWrite()
 	}
 	var batch []jobq.Completion
-	var at []int
+	var at, rest []int
 	for i, c := range cs {
 		if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced && live[c.Fence] {
+			live[c.Fence] = false // a repeat of this fence goes row by row, after the batch
 			batch, at = append(batch, c), append(at, i)
 			continue
 		}
-		ok, err := s.completeOne(ctx, q, c)
-		if err != nil {
-			return err
-		}
-		applied[i] = ok
+		rest = append(rest, i)
 	}
 	batchApplied := make([]bool, len(batch))
 	if err := s.completeBatched(ctx, q, batch, batchApplied); err != nil {
@@ -232,6 +230,13 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 	}
 	for k, i := range at {
 		applied[i] = batchApplied[k]
+	}
+	for _, i := range rest {
+		ok, err := s.completeOne(ctx, q, cs[i])
+		if err != nil {
+			return err
+		}
+		applied[i] = ok
 	}
 	return nil
 }

@@ -708,16 +708,18 @@ func liveAndStaleBatch(t *testing.T, st *store.Store) (z jobq.ClaimedJob, live [
 // not one per completion: the batch is written again split by a read of
 // the fence states, the live successes still by one update and one
 // execution insert (one finished_at), the stale one row by row (its STALE
-// mark). It fails when the stale batch is written row by row throughout.
+// mark); a fence sent twice is written once and answered applied twice. It
+// fails when the stale batch is written row by row throughout.
 func TestStaleSuccessSplitsTheBatch(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
 	ctx := context.Background()
 	z, live, batch := liveAndStaleBatch(t, st)
 	zBefore := jobRow(t, st, z.ID)
+	batch = append(batch, batch[3]) // a repeated fence: applied once, answered applied twice
 	applied, err := st.JobCompleteMany(ctx, batch)
-	if err != nil || fmt.Sprint(applied) != "[true false true true]" {
-		t.Fatalf("JobCompleteMany(live, stale, live, live) = %v, %v; want [true false true true]", applied, err)
+	if err != nil || fmt.Sprint(applied) != "[true false true true true]" {
+		t.Fatalf("JobCompleteMany(live, stale, live, live, the last again) = %v, %v; want [true false true true true]", applied, err)
 	}
 	first := lastFinished(t, st, live[0].ID)
 	for _, j := range live {

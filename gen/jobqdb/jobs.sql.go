@@ -561,7 +561,8 @@ type JobFenceStatesRow struct {
 }
 
 // Read after a heartbeat renewed fewer rows than expected, to tell lost runs
-// from cancel requests.
+// from cancel requests, and by a completion batch that met a stale run, to
+// split it into live runs (batched again) and the rest (row by row).
 func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceStatesRow, error) {
 	query := jobFenceStates
 	var queryParams []interface{}

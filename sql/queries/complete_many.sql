@@ -10,8 +10,9 @@
 -- per row — O(n²) for an n-run batch: BenchmarkCompleteMany ran at 0.30× of
 -- BenchmarkCompleteRawSQL's rate at 2,000-run batches, 0.49× at 250.) When fewer rows match
 -- than runs were sent, some run was stale: the caller rolls the transaction
--- back and completes that batch row by row (JobCompleteFenced), so stale
--- runs are told apart exactly as before.
+-- back and writes the batch again split by the jobs' fence states
+-- (JobFenceStates): the live runs batched, the others row by row
+-- (JobCompleteFenced), so stale runs are told apart exactly as before.
 
 -- name: JobCompleteFencedMany :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)

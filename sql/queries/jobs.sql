@@ -203,7 +203,8 @@ WHERE id IN (sqlc.slice(ids))
 
 -- name: JobFenceStates :many
 -- Read after a heartbeat renewed fewer rows than expected, to tell lost runs
--- from cancel requests.
+-- from cancel requests, and by a completion batch that met a stale run, to
+-- split it into live runs (batched again) and the rest (row by row).
 SELECT id, attempt, status, owner, cancel_requested FROM job_queue
 WHERE id IN (sqlc.slice(ids));
 
