@@ -27,9 +27,12 @@ import (
 // (completeSplit): the successes whose job is still RUNNING at their attempt
 // batched as before, the others row by row, which tells stale runs apart
 // exactly — so one stale run costs its own row-by-row write, not one per
-// completion of a batch of up to Config.CompleteBatch. Only when a run turns
-// stale between that read and the write (a rescue in that window) is the
-// whole batch written row by row, in a third transaction.
+// completion of a batch of up to Config.CompleteBatch. A run that turns
+// stale between that read and the write (a rescue in that window) rolls the
+// split back and it is tried again, up to splitTries times; only then is the
+// whole batch written row by row, in one more transaction (up to
+// CompleteBatch single-row writes: the slow path, kept for the case no read
+// can settle).
 func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
 	applied = make([]bool, len(cs))
 	// READ COMMITTED (readCommittedTx): the locks the transaction holds
@@ -38,7 +41,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		return s.completeBatched(ctx, s.q.WithTx(tx), cs, applied)
 	})
-	if errors.Is(err, errStaleInBatch) {
+	for try := 0; try < splitTries && errors.Is(err, errStaleInBatch); try++ {
 		err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 			return s.completeSplit(ctx, s.q.WithTx(tx), cs, applied)
 		})
@@ -61,6 +64,11 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 	}
 	return applied, nil
 }
+
+// splitTries bounds how many times a batch that met a stale run is written
+// split by fence state (completeSplit) before it is written row by row: each
+// failed try means a rescue landed between the split's read and its write.
+const splitTries = 3
 
 // errStaleInBatch rolls back a batched completion that met a stale run.
 var errStaleInBatch = errors.New("stale run in batch: writing it again split by fence state")

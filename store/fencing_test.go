@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -740,36 +741,61 @@ func TestStaleSuccessSplitsTheBatch(t *testing.T) {
 
 // A run that turns stale between the split's fence-state read and its
 // batched write (rescued in that window) makes the batched write match
-// fewer rows: the batch is then written row by row, and every completion
-// gets its exact answer. Not parallel: the hook runs inside the store.
-func TestRunTurningStaleDuringTheSplitIsWrittenRowByRow(t *testing.T) {
-	st := testdb.Store(t)
-	ctx := context.Background()
-	z, live, batch := liveAndStaleBatch(t, st)
-	hooked := 0
-	store.SetBeforeSplitWrite(st, func() {
-		hooked++
-		if hooked == 1 {
-			expireLease(t, st, live[1].ID)
-			rescue(t, st, live[1].Fence())
-		}
-	})
-	applied, err := st.JobCompleteMany(ctx, batch)
-	if err != nil || fmt.Sprint(applied) != "[true false false true]" {
-		t.Fatalf("JobCompleteMany(live, stale, rescued during the split, live) = %v, %v; want [true false false true]", applied, err)
-	}
-	if hooked != 1 {
-		t.Fatalf("the split ran %d times, want 1", hooked)
-	}
-	for _, j := range []jobq.ClaimedJob{live[0], live[2]} {
-		if r := jobRow(t, st, j.ID); r.Status != jobq.StateSuccess || execSummary(t, st, j.ID) != "1:a:SUCCESS " {
-			t.Errorf("live job %d: status %s, executions %q; want SUCCESS, \"1:a:SUCCESS \"", j.ID, r.Status, execSummary(t, st, j.ID))
-		}
-	}
-	if r := jobRow(t, st, live[1].ID); r.Status != jobq.StateWaiting || execSummary(t, st, live[1].ID) != "1:a:STALE " {
-		t.Errorf("job rescued during the split: status %s, executions %q; want WAITING, \"1:a:STALE \"", r.Status, execSummary(t, st, live[1].ID))
-	}
-	if got, want := execSummary(t, st, z.ID), "1:a:STALE 2:b:- "; got != want {
-		t.Errorf("stale job's executions = %q, want %q", got, want)
+// fewer rows: the split is rolled back and tried again, which settles it.
+// When every try is overtaken (here: a rescue at each of the three), the
+// batch is written row by row. Either way every completion gets its exact
+// answer. Not parallel: the hook runs inside the store.
+func TestRunTurningStaleDuringTheSplit(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		rescues  int // runs rescued, one per split try
+		splits   int
+		want     string
+		statuses string // live[0..2] after the batch
+	}{
+		{"one rescue: the second split settles it", 1, 2, "[false false true true]", "WAITING SUCCESS SUCCESS"},
+		{"a rescue at every split: row by row", 3, 3, "[false false false false]", "WAITING WAITING WAITING"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := testdb.Store(t)
+			ctx := context.Background()
+			z, live, batch := liveAndStaleBatch(t, st)
+			// live[0] (then live[2], live[1]) is rescued at a split's turn:
+			// the order puts a just-rescued run ahead of live ones.
+			order := []jobq.ClaimedJob{live[0], live[2], live[1]}
+			splits := 0
+			store.SetBeforeSplitWrite(st, func() {
+				if splits < c.rescues {
+					expireLease(t, st, order[splits].ID)
+					rescue(t, st, order[splits].Fence())
+				}
+				splits++
+			})
+			applied, err := st.JobCompleteMany(ctx, batch)
+			if err != nil || fmt.Sprint(applied) != c.want {
+				t.Fatalf("JobCompleteMany(live, stale, live, live) with %d rescues during the splits = %v, %v; want %s", c.rescues, applied, err, c.want)
+			}
+			if splits != c.splits {
+				t.Errorf("the split ran %d times, want %d", splits, c.splits)
+			}
+			var statuses []string
+			for k, j := range live {
+				r := jobRow(t, st, j.ID)
+				statuses = append(statuses, string(r.Status))
+				want := "1:a:SUCCESS "
+				if k == 0 || c.rescues == 3 { // rescued: refused, the rescue's row marked STALE
+					want = "1:a:STALE "
+				}
+				if got := execSummary(t, st, j.ID); got != want {
+					t.Errorf("job %d: executions %q, want %q", j.ID, got, want)
+				}
+			}
+			if got := strings.Join(statuses, " "); got != c.statuses {
+				t.Errorf("live jobs' statuses %q, want %q", got, c.statuses)
+			}
+			if got, want := execSummary(t, st, z.ID), "1:a:STALE 2:b:- "; got != want {
+				t.Errorf("stale job's executions = %q, want %q", got, want)
+			}
+		})
 	}
 }
