@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -21,6 +20,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
 	"github.com/jobq/jobq/apitype"
@@ -240,10 +242,11 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	// r3's stale completions come from its runs that were rescued while it
 	// was stopped: handlers that finish, or are cancelled as lost, on waking,
 	// and queued runs released. A stop that caught r3 with every run inside
-	// its own completion transaction leaves none: the server ended that
-	// frozen session (idle_transaction_timeout), and the write failed on
-	// waking, past its lease, so it was given up, not refused as stale. Then
-	// stop r3 once more while its handlers run long jobs.
+	// its own completion transaction can leave none: the server ends that
+	// frozen session (idle_transaction_timeout), and the write fails on
+	// waking, past its lease, so it is given up, not refused as stale (the
+	// likeliest reading of a CI timeout here; not reproduced). Then stop r3
+	// once more while its handlers run long jobs.
 	if replicaCounter(t, r3, "jobq_completions_stale_total") == 0 {
 		t.Logf("r3 woke with no stale completion: %s; stopping it again in its handlers", strings.ReplaceAll(scenarioState(ctx, db, reps), "\n", "; "))
 		staleEpisode(t, ctx, db, waitFor, r3, []string{reps[0].URL(), reps[1].URL()})
@@ -485,13 +488,7 @@ func startPrometheus(t *testing.T, prom, tmp string, targets []string) string {
 			if i := strings.Index(before, "Received SIGTERM"); i >= 0 {
 				before = before[:strings.LastIndexByte(before[:i], '\n')+1]
 			}
-			var warn []string
-			for _, l := range strings.Split(before, "\n") {
-				if strings.Contains(l, "level=warn") || strings.Contains(l, "level=error") {
-					warn = append(warn, l)
-				}
-			}
-			if len(warn) > 0 {
+			if warn := linesWith(before, "level=warn", "level=error"); len(warn) > 0 {
 				t.Logf("prometheus warnings and errors (tail):\n%s", tail(strings.Join(warn, "\n"), 10))
 			}
 		}
@@ -655,34 +652,49 @@ func scrapedSince(t *testing.T, promURL string, t0 time.Time) {
 // (one, if it has no labels).
 func replicaCounter(t *testing.T, r *demo.Replica, name string) float64 {
 	t.Helper()
-	resp, err := httpClient.Get(r.URL() + "/metrics")
+	mfs, err := replicaMetrics(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	found := false
-	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' {
-			continue
-		}
-		v := rest[strings.LastIndexByte(rest, ' ')+1:]
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			t.Fatalf("%s: %q: %v", name, line, err)
-		}
-		sum += f
-		found = true
-	}
-	if !found {
+	mf, ok := mfs[name]
+	if !ok {
 		t.Fatalf("%s not exported by %s", name, r.Addr)
 	}
+	return familySum(mf)
+}
+
+// replicaMetrics parses r's /metrics (the Prometheus text format).
+func replicaMetrics(r *demo.Replica) (map[string]*dto.MetricFamily, error) {
+	resp, err := httpClient.Get(r.URL() + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// familySum is the sum of a counter or gauge family's series.
+func familySum(mf *dto.MetricFamily) float64 {
+	var sum float64
+	for _, m := range mf.GetMetric() {
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+	}
 	return sum
+}
+
+// linesWith returns the lines of text that contain any of markers.
+func linesWith(text string, markers ...string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		for _, m := range markers {
+			if strings.Contains(l, m) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // r3Running counts r3's RUNNING rows, and those of them no other
@@ -812,41 +824,20 @@ func scenarioState(ctx context.Context, db *sql.DB, reps []*demo.Replica) string
 	}
 	for _, r := range reps {
 		fmt.Fprintf(&b, "%s /metrics:", r.Name)
-		resp, err := httpClient.Get(r.URL() + "/metrics")
-		if err != nil {
-			fmt.Fprintf(&b, " (%v)\n", err)
-			continue
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		sums := map[string]float64{}
-		for _, line := range strings.Split(string(body), "\n") {
-			for _, m := range []string{"jobq_completions_stale_total", "jobq_leases_rescued_total", "jobq_heartbeat_stalls_total",
-				"jobq_db_writable", "jobq_jobs_completed_total", "jobq_completion_write_failures_total", "jobq_leases_lost_total", "jobq_worker_slots_in_flight"} {
-				if rest, ok := strings.CutPrefix(line, m); ok && (rest[0] == ' ' || rest[0] == '{') {
-					f, _ := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
-					sums[m] += f
+		if mfs, err := replicaMetrics(r); err != nil {
+			fmt.Fprintf(&b, " (%v)", err)
+		} else {
+			for _, m := range []string{"jobq_completion_write_failures_total", "jobq_completions_stale_total", "jobq_db_writable",
+				"jobq_heartbeat_stalls_total", "jobq_jobs_completed_total", "jobq_leases_lost_total", "jobq_leases_rescued_total", "jobq_worker_slots_in_flight"} {
+				if mf, ok := mfs[m]; ok {
+					fmt.Fprintf(&b, " %s=%g", strings.TrimPrefix(m, "jobq_"), familySum(mf))
 				}
 			}
-		}
-		keys := make([]string, 0, len(sums))
-		for k := range sums {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(&b, " %s=%g", strings.TrimPrefix(k, "jobq_"), sums[k])
 		}
 		b.WriteString("\n")
 		// The replica's last warnings and errors.
 		if log, err := os.ReadFile(r.Log); err == nil {
-			var warn []string
-			for _, l := range strings.Split(string(log), "\n") {
-				if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
-					warn = append(warn, l)
-				}
-			}
-			if len(warn) > 0 {
+			if warn := linesWith(string(log), "level=WARN", "level=ERROR"); len(warn) > 0 {
 				fmt.Fprintf(&b, "%s log, last of %d warnings/errors:\n%s\n", r.Name, len(warn), tail(strings.Join(warn, "\n"), 3))
 			}
 		}

@@ -49,7 +49,7 @@ const (
 	// default batch limit), at least 250 and at most 2,000 completions.
 	// Measured (docs/bench.md, "Completion batches that follow the batch
 	// limit"): at --batch-limit 2000, 2,000-completion batches drained
-	// 5–19 % faster than 250 in each of 6 paired rounds; 4,000 was slower.
+	// 5–25 % faster than 250 in each of 6 paired rounds; 4,000 was slower.
 	CompleteBatchMin = 250
 	CompleteBatchMax = 2000
 	// CompleteFlushersDefault is the default Config.CompleteFlushers.
