@@ -46,8 +46,8 @@ test: test-deps ## Run every test with -race against a real server; prints each 
 	$(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) $(PKGS)
 
 
-mutants: ensure-db ## Plant each known bug (scripts/mutants) in a temp worktree of HEAD, run the tests that must catch it, print caught/survived (not in CI).
-	$(GO) run ./scripts/mutants
+mutants: ensure-db ## Plant each known bug (testbed/mutants) in a temp worktree of HEAD, run the tests that must catch it, print caught/survived (not in CI).
+	$(GO) run ./testbed/mutants
 
 generate: ## Regenerate gen/ from sql/ with sqlc and from api/ with buf (both pinned in go.mod).
 	$(GO) tool sqlc -f sql/sqlc.yaml generate
@@ -124,7 +124,7 @@ bench-ci: ensure-db build ## <= 60 s bench subset; fails when its ratios regress
 
 bench-go: ensure-db ## Go benchmarks of the claim and completion paths, 5 runs for benchstat (out/bench/gobench.txt).
 	mkdir -p out/bench
-	$(GO) test -run '^$$' -bench . -benchtime 100x -count 5 ./bench/ | tee out/bench/gobench.txt
+	$(GO) test -run '^$$' -bench . -benchtime 100x -count 5 ./testbed/bench/ | tee out/bench/gobench.txt
 
 FUZZTIME ?= 20s
 

@@ -38,7 +38,13 @@ var importRules = []struct {
 	},
 	{
 		name: "cronplan and dbprovider do not link the adapter",
-		from: []string{"cronplan", "dbprovider"}, forbidden: []string{"store", "scheduler", "service"},
+		from: []string{"cronplan", "testbed/dbprovider"}, forbidden: []string{"store", "scheduler", "service"},
+	},
+	{
+		name: "the product does not link the testbed",
+		from: []string{"", "apitype", "client", "cronplan", "store", "scheduler", "service", "httpapi", "grpcapi",
+			"console", "metrics", "app", "jobtypes"},
+		forbidden: []string{"testbed/..."}, transitive: true,
 	},
 }
 
@@ -69,6 +75,14 @@ func violations(direct, deps map[string][]string) []string {
 				verb = " links "
 			}
 			for _, f := range r.forbidden {
+				if prefix, ok := strings.CutSuffix(f, "/..."); ok {
+					for _, imp := range imports {
+						if strings.HasPrefix(imp, full(prefix)+"/") {
+							out = append(out, full(from)+verb+imp+": "+r.name)
+						}
+					}
+					continue
+				}
 				if slices.Contains(imports, full(f)) {
 					out = append(out, full(from)+verb+full(f)+": "+r.name)
 				}
@@ -116,12 +130,16 @@ func TestImportRules(t *testing.T) {
 // planted import must be reported.
 func TestImportRulesCatchPlantedViolations(t *testing.T) {
 	direct := map[string][]string{full("httpapi"): {full("service"), full("store")}}
-	deps := map[string][]string{full("client"): {full("apitype"), full("scheduler"), "github.com/go-sql-driver/mysql"}}
+	deps := map[string][]string{
+		full("client"):    {full("apitype"), full("scheduler"), "github.com/go-sql-driver/mysql"},
+		full("scheduler"): {full("store"), full("testbed/faultstore")},
+	}
 	got := violations(direct, deps)
 	want := []string{
 		full("httpapi") + " imports " + full("store") + ": " + importRules[0].name,
 		full("client") + " links " + full("scheduler") + ": " + importRules[1].name,
 		full("client") + " links github.com/go-sql-driver/mysql: " + importRules[1].name,
+		full("scheduler") + " links " + full("testbed/faultstore") + ": " + importRules[4].name,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("violations =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -19,8 +19,8 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
-	"github.com/jobq/jobq/internal/replica"
 	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/testbed/replica"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

@@ -28,8 +28,8 @@ import (
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/dashboards"
-	"github.com/jobq/jobq/demo"
 	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/testbed/demo"
 )
 
 // findTool returns the path of a Prometheus binary (prometheus, promtool):

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/testbed/faultstore"
 )
 
 // abaRun is what one run of the ABA scenario observed.

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/testbed/faultstore"
 )
 
 // zombieConfig is replica A of the zombie scenarios: a 1 s lease, one

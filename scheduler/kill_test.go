@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/testbed/faultstore"
 )
 
 // buildJobq builds cmd/jobq into a temporary directory.

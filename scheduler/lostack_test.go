@@ -6,10 +6,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/testbed/faultstore"
 )
 
 // A completion whose commit succeeded but whose acknowledgement was lost

@@ -7,9 +7,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/testbed/faultstore"
 )
 
 // A claim whose COMMIT reached the database while its answer was lost (the

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/testbed/faultstore"
 )
 
 // backoffSpread checks retry offsets (microseconds) against a base delay:

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/jobq/jobq/bench"
+	"github.com/jobq/jobq/testbed/bench"
 )
 
 // BenchCmd runs the throughput and pickup-latency harness (package bench).
@@ -36,7 +36,7 @@ type BenchCmd struct {
 	SLO             time.Duration   `help:"Pickup p99 SLO for --tune." default:"50ms" name:"slo"`
 	TuneRate        int             `help:"Arrival rate (jobs/s) at which --tune measures p99." default:"200" name:"tune-rate"`
 	CI              bool            `help:"Run the <= 60 s CI subset and compare with --baseline." name:"ci"`
-	Baseline        string          `help:"Baseline file for --ci." default:"bench/baseline.json"`
+	Baseline        string          `help:"Baseline file for --ci." default:"testbed/bench/baseline.json"`
 	Tolerance       float64         `help:"Relative tolerance of --ci comparisons." default:"0.35"`
 	WriteBaseline   bool            `help:"With --ci: write the measured ratios to --baseline instead of comparing." name:"write-baseline"`
 	NoProgress      bool            `help:"No progress bar (it is drawn only when stderr is a terminal)." name:"no-progress"`

@@ -10,9 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jobq/jobq/chaos"
-	"github.com/jobq/jobq/chaos/checker"
-	"github.com/jobq/jobq/chaos/scenarios"
+	"github.com/jobq/jobq/testbed/chaos"
+	"github.com/jobq/jobq/testbed/chaos/checker"
+	"github.com/jobq/jobq/testbed/chaos/scenarios"
 )
 
 // ChaosCmd runs the HA and exactly-once testbed.

@@ -1,6 +1,6 @@
 package main
 
-import "github.com/jobq/jobq/demo"
+import "github.com/jobq/jobq/testbed/demo"
 
 // DemoCmd runs the demo.
 type DemoCmd struct {

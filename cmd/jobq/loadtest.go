@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobq/jobq/loadtest"
+	"github.com/jobq/jobq/testbed/loadtest"
 )
 
 // LoadtestCmd is `jobq loadtest`: open-model submit load with

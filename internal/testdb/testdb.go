@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/testbed/dbprovider"
 )
 
 var (

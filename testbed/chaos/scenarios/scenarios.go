@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobq/jobq/chaos"
+	"github.com/jobq/jobq/testbed/chaos"
 )
 
 // Scenario is one named fault pattern.

@@ -12,10 +12,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/rs/zerolog"
 
-	"github.com/jobq/jobq/chaos/checker"
-	"github.com/jobq/jobq/dbprovider"
-	"github.com/jobq/jobq/internal/replica"
 	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/testbed/chaos/checker"
+	"github.com/jobq/jobq/testbed/dbprovider"
+	"github.com/jobq/jobq/testbed/replica"
 )
 
 // link is one replica's database link: an in-process toxiproxy proxy on

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/apitype"
-	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/testbed/faultstore"
 )
 
 // TestLeaseRenewalFailingCancelsBeforeExpiry makes every lease renewal fail

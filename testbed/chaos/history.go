@@ -12,7 +12,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jobq/jobq/chaos/checker"
+	"github.com/jobq/jobq/testbed/chaos/checker"
 )
 
 // LoadHistory reads the database's record of a run — every job_queue,

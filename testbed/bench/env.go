@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/testbed/dbprovider"
 )
 
 // Env is the harness's own database: created on the provided server,

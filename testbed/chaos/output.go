@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/jobq/jobq/chaos/checker"
+	"github.com/jobq/jobq/testbed/chaos/checker"
 )
 
 // SchemaVersion is result.json's schema version; it changes only when a

@@ -22,7 +22,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/testbed/dbprovider"
 )
 
 // Defaults for Options.
@@ -147,7 +147,7 @@ func (o Options) WithDefaults() Options {
 	zeroOr(&o.TuneRate, o.CI, TuneRateDefault, TuneRateDefault)
 	zeroOr(&o.Tolerance, o.CI, ToleranceDefault, ToleranceDefault)
 	if o.Baseline == "" {
-		o.Baseline = "bench/baseline.json"
+		o.Baseline = "testbed/bench/baseline.json"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -12,7 +12,7 @@
 // A mutant is caught by the first of its checks that fails; later ones run
 // only when the earlier ones pass.
 //
-// Usage: go run ./scripts/mutants [-run REGEXP] [-v]
+// Usage: go run ./testbed/mutants [-run REGEXP] [-v]
 package main
 
 import (

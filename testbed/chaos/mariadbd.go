@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jobq/jobq/dbprovider"
+	"github.com/jobq/jobq/testbed/dbprovider"
 )
 
 // serverUser is the system user the topology servers run as when the

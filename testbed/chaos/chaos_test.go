@@ -16,8 +16,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/jobq/jobq/chaos/checker"
 	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/testbed/chaos/checker"
 )
 
 // jobqBin is a jobq binary built once for the package's tests.

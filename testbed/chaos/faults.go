@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jobq/jobq/chaos/checker"
+	"github.com/jobq/jobq/testbed/chaos/checker"
 )
 
 // clockSkewWrap is the command prefix of a clock-skew replica: a new Linux

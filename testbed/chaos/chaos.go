@@ -16,10 +16,10 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/jobq/jobq/chaos/checker"
-	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/testbed/chaos/checker"
+	"github.com/jobq/jobq/testbed/dbprovider"
 )
 
 // ErrInvalid is returned (wrapped) by Run when the checker found a

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/internal/replica"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/testbed/replica"
 )
 
 // ReplicaConfig is what a jobq point varies.

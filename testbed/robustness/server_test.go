@@ -15,11 +15,11 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
-	"github.com/jobq/jobq/faultstore"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/testbed/faultstore"
 )
 
 // syncBuffer is a log sink safe for concurrent writers.

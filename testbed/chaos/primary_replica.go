@@ -13,7 +13,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/jobq/jobq/chaos/checker"
+	"github.com/jobq/jobq/testbed/chaos/checker"
 )
 
 // primaryReplica is two mariadbd with MariaDB GTID replication. The jobq

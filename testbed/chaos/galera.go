@@ -16,7 +16,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/jobq/jobq/chaos/checker"
+	"github.com/jobq/jobq/testbed/chaos/checker"
 )
 
 // GaleraProvider is the Galera library Debian's galera-4 package installs.

@@ -61,15 +61,15 @@ func TestDSNPasswordNeverShown(t *testing.T) {
 // sqlExceptions are the statements built at run time, each safe for the
 // reason given: no request data ever reaches them.
 var sqlExceptions = map[string]string{
-	"store/migrate.go":         "executes the embedded migration files",
-	"dbprovider/dbprovider.go": "CREATE/DROP DATABASE of a name generated from crypto/rand hex (identifiers cannot be parameters)",
-	"store/submit_many.go":     "the multi-row INSERT repeats one constant row of ? placeholders per job; every value is a parameter",
+	"store/migrate.go":                 "executes the embedded migration files",
+	"testbed/dbprovider/dbprovider.go": "CREATE/DROP DATABASE of a name generated from crypto/rand hex (identifiers cannot be parameters)",
+	"store/submit_many.go":             "the multi-row INSERT repeats one constant row of ? placeholders per job; every value is a parameter",
 }
 
 // replicaDirs are the packages a replica runs (jobq serve); the harnesses
 // (bench, chaos, loadtest, demo) run statements of their own making against
 // test databases and take no request data.
-var replicaDirs = []string{"store", "scheduler", "service", "httpapi", "grpcapi", "app", "jobtypes", "metrics", "dbprovider", "faultstore", "cmd"}
+var replicaDirs = []string{"store", "scheduler", "service", "httpapi", "grpcapi", "app", "jobtypes", "metrics", "testbed/dbprovider", "testbed/faultstore", "cmd"}
 
 // TestSQLIsParameterised reads every non-test Go file of the replica's
 // packages and checks that each database call's statement is a string
@@ -78,7 +78,7 @@ var replicaDirs = []string{"store", "scheduler", "service", "httpapi", "grpcapi"
 // constants with ? placeholders.)
 func TestSQLIsParameterised(t *testing.T) {
 	t.Parallel()
-	root := ".."
+	root := "../.."
 	methods := map[string]int{"ExecContext": 1, "QueryContext": 1, "QueryRowContext": 1, "PrepareContext": 1,
 		"Exec": 0, "Query": 0, "QueryRow": 0, "Prepare": 0}
 	checked := 0
@@ -88,8 +88,10 @@ func TestSQLIsParameterised(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
-			top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
-			if rel == "." || slices.Contains(replicaDirs, top) {
+			dir := filepath.ToSlash(rel)
+			if rel == "." || slices.ContainsFunc(replicaDirs, func(r string) bool {
+				return dir == r || strings.HasPrefix(dir, r+"/") || strings.HasPrefix(r, dir+"/")
+			}) {
 				if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
 					return filepath.SkipDir
 				}

@@ -8,10 +8,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/internal/redact"
-	"github.com/jobq/jobq/internal/replica"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/testbed/dbprovider"
+	"github.com/jobq/jobq/testbed/replica"
 )
 
 // ProvisionConfig configures a self-provisioned setup.

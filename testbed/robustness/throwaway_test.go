@@ -11,8 +11,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
-	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/testbed/dbprovider"
 )
 
 // TestThrowawayServer runs the tests that change a server's global state

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/apitype"
-	"github.com/jobq/jobq/chaos/checker"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/testbed/chaos/checker"
 )
 
 // submitTimeout bounds one HTTP submit; a paused or partitioned replica

@@ -29,11 +29,11 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
-	"github.com/jobq/jobq/dbprovider"
 	"github.com/jobq/jobq/internal/redact"
-	"github.com/jobq/jobq/internal/replica"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/testbed/dbprovider"
+	"github.com/jobq/jobq/testbed/replica"
 )
 
 // Options configure the demo.

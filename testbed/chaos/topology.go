@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobq/jobq/chaos/checker"
+	"github.com/jobq/jobq/testbed/chaos/checker"
 )
 
 // Topologies: the database a run's replicas talk to.
