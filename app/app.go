@@ -64,6 +64,14 @@ type Config struct {
 	// /healthz and /readyz (see httpapi.LoadAuthTokens). Defaults to none:
 	// no authentication, so keep Listen on loopback.
 	AuthTokens []string
+	// AllowedHosts are names (or "*.domain", or "*" for any) that requests
+	// may carry in their Host header beside the ones the replica always
+	// answers: loopback names and addresses and the Listen host (see
+	// httpapi.NewHostPolicy). Any other Host gets 403, on every route but
+	// /healthz and /readyz, so a web page cannot reach a replica through a
+	// name it points at the replica's address (DNS rebinding). Defaults to
+	// none.
+	AllowedHosts []string
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
 	// API server's timeouts (net/http.Server). Default to
 	// ReadHeaderTimeoutDefault (10s), ReadTimeoutDefault (30s),
@@ -128,10 +136,14 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		cfg.Metrics.Logger = cfg.Logger
 	}
 	var ln net.Listener
+	var hosts *httpapi.HostPolicy
 	if !cfg.NoAPI {
 		listen := cfg.Listen
 		if listen == "" {
 			listen = ListenDefault
+		}
+		if hosts, err = httpapi.NewHostPolicy(listen, cfg.AllowedHosts); err != nil {
+			return nil, err
 		}
 		if ln, err = net.Listen("tcp", listen); err != nil {
 			return nil, fmt.Errorf("listen %s: %w (another process uses the port? pick another with --listen)", listen, err)
@@ -232,6 +244,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		}
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
 		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.ready.Check, cfg)
+		h = httpapi.RequireHost(hosts, cfg.Logger, h) // every route, every protocol
 		h = withBulkWriteDeadline(h, max(cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault), BulkWriteTimeoutDefault))
 		r.server = &http.Server{Handler: h, Protocols: protocols,
 			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
