@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -146,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 			return nil, err
 		}
 		if ln, err = net.Listen("tcp", listen); err != nil {
-			return nil, fmt.Errorf("listen %s: %w (another process uses the port? pick another with --listen)", listen, err)
+			return nil, listenError(listen, err)
 		}
 		defer func() {
 			if err != nil {
@@ -279,6 +280,23 @@ func (r *Replica) withConsole(api http.Handler, cfg Config) (http.Handler, error
 	mux.Handle("/ui", ui)
 	mux.Handle("/", api)
 	return mux, nil
+}
+
+// listenError says why binding listen failed and what to do: a port in
+// use, a host that is neither an address nor a name that resolves ("0:8080"
+// is looked up as a host name "0"), or anything else as it came.
+func listenError(listen string, err error) error {
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("listen %s: %w (another process uses the port? pick another with --listen)", listen, err)
+	case errors.As(err, &dnsErr):
+		host, _, _ := net.SplitHostPort(listen)
+		return fmt.Errorf("listen %s: the host %q is not an address or a name that resolves: %w (--listen takes HOST:PORT, e.g. 0.0.0.0:8080 for every interface or 127.0.0.1:8080 for loopback)", listen, host, err)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("listen %s: %w (ports below 1024 need privileges; pick another with --listen)", listen, err)
+	}
+	return fmt.Errorf("listen %s: %w (check --listen: HOST:PORT, e.g. 127.0.0.1:8080)", listen, err)
 }
 
 func loopback(a net.Addr) bool {
