@@ -296,6 +296,11 @@ func TestComposeMatchesCode(t *testing.T) {
 		if env(s, "JOBQ_OWNER") != name {
 			t.Errorf("%s: JOBQ_OWNER %q, want the service name", name, env(s, "JOBQ_OWNER"))
 		}
+		// Prometheus and k6 reach the replica by its service name, a Host
+		// it refuses unless allowed.
+		if !slices.Contains(strings.Split(env(s, "JOBQ_ALLOWED_HOSTS"), ","), name) {
+			t.Errorf("%s: JOBQ_ALLOWED_HOSTS %q, want the service name in it", name, env(s, "JOBQ_ALLOWED_HOSTS"))
+		}
 		if d, ok := s.DependsOn["mysql"]; !ok || d.Condition != types.ServiceConditionHealthy {
 			t.Errorf("%s: must depend on mysql being healthy", name)
 		}
