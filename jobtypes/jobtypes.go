@@ -1,8 +1,6 @@
 // Package jobtypes holds jobq's built-in job types: noop, sleep and flaky,
-// which every replica registers (Register), and the testbed's effect and
-// poison (testbed.go), registered only where the testbed asks
-// (RegisterTestbed: `jobq serve` with JOBQ_TESTBED=1, as the chaos harness,
-// the demo and tests start it).
+// which every replica registers (Register). The testbed's effect and poison
+// live in testbed/jobtypes and are registered only where the testbed asks.
 package jobtypes
 
 import (

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,9 +52,11 @@ func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, j
 // nil, WorkTx runs inside the transaction that commits the fenced
 // completion, so its writes commit exactly once — or not at all when the run
 // was stale. An error from WorkTx rolls both back and fails the attempt.
+// tx is a jobq.Tx (ExecContext, QueryContext, QueryRowContext); on the
+// MySQL store it is a *sql.Tx.
 type TxHandler interface {
 	Handler
-	WorkTx(ctx context.Context, tx *sql.Tx, job *Job) error
+	WorkTx(ctx context.Context, tx jobq.Tx, job *Job) error
 }
 
 var (
