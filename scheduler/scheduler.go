@@ -251,20 +251,6 @@ func (s *Scheduler) InFlight() int { return s.runs.len() }
 // FreeSlots returns the number of idle workers.
 func (s *Scheduler) FreeSlots() int { return s.slots.available() }
 
-// RescueNow runs one rescue pass at once and returns the runs it rescued
-// (tests, and `jobq` operators who do not want to wait RescueInterval).
-func (s *Scheduler) RescueNow(ctx context.Context) []jobq.Fence { return s.rescuer.pass(ctx) }
-
-// CleanNow runs one retention pass at once with the configured Retention
-// and returns what it deleted (tests and operators). It does nothing when
-// Retention is 0.
-func (s *Scheduler) CleanNow(ctx context.Context) jobq.PurgeResult {
-	if s.cleaner == nil {
-		return jobq.PurgeResult{}
-	}
-	return s.cleaner.pass(ctx)
-}
-
 // Stats is a snapshot of a replica's counters since Start.
 type Stats struct {
 	Claimed        int64 // runs claimed
