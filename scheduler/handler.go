@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -89,8 +90,17 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{m: map[string]Handler{}} }
 
-// Register adds h for jobType, replacing any earlier handler.
+// Register adds h for jobType, replacing any earlier handler. It panics
+// when h has a WorkTx method that does not implement TxHandler (an old
+// signature taking *sql.Tx, say): such a handler would silently lose its
+// transactional completion.
 func (r *Registry) Register(jobType string, h Handler) {
+	if _, isTx := h.(TxHandler); !isTx && h != nil {
+		if m, ok := reflect.TypeOf(h).MethodByName("WorkTx"); ok {
+			panic(fmt.Sprintf("scheduler: handler %T for job type %q has WorkTx %s, which does not implement TxHandler "+
+				"(want WorkTx(ctx context.Context, tx jobq.Tx, job *scheduler.Job) error)", h, jobType, m.Type))
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.m[jobType] = h
