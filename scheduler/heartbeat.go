@@ -18,11 +18,12 @@ type heartbeatStore interface {
 
 // heartbeatParams configures the heartbeat.
 type heartbeatParams struct {
-	Store         heartbeatStore
-	Runs          *runTable
-	Owner         string
-	Lease         time.Duration
-	Interval      time.Duration // Config.HeartbeatInterval
+	Store    heartbeatStore
+	Runs     *runTable
+	Owner    string
+	Lease    time.Duration
+	Interval time.Duration // Config.HeartbeatInterval
+
 	Retry         dbRetrier
 	Log           *slog.Logger
 	Fails         *atomic.Int64 // Stats.HeartbeatFails
