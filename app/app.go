@@ -5,6 +5,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,11 +83,16 @@ type Config struct {
 	Scheduler scheduler.Config
 	// Registry holds the handlers; nil registers the built-in job types.
 	Registry *scheduler.Registry
-	// Testbed also registers the testbed's job types (effect, poison) and
-	// creates their job_effect table, after the migrations
-	// (jobtypes.RegisterTestbed). `jobq serve` sets it when its environment
-	// has JOBQ_TESTBED=1; the product never does.
-	Testbed bool
+	// RegisterFunc, if set, runs once the schema is checked and before the
+	// scheduler starts, with Registry and the database handle: it registers
+	// more job types and creates what they need. `jobq serve` sets it to
+	// register the testbed's job types when its environment has
+	// JOBQ_TESTBED=1.
+	RegisterFunc func(ctx context.Context, reg *scheduler.Registry, db *sql.DB) error
+	// WrapStoreFunc, if set, wraps the store the scheduler runs on in a
+	// decorator of scheduler.Store (the service keeps the adapter itself).
+	// Only the testbed build of `jobq serve` sets it.
+	WrapStoreFunc func(st *store.Store) scheduler.Store
 	// Periodic are schedules from configuration (`--periodic`,
 	// `--periodic-file`), created or replaced at start with source "config";
 	// an unchanged cron expression keeps its cursor across restarts.
@@ -190,15 +196,19 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		return nil, err
 	}
 	r.ready = &store.ReadyCache{CheckFunc: st.Ready}
-	if cfg.Testbed {
-		if err := jobtypes.RegisterTestbed(ctx, cfg.Registry, st.DB()); err != nil {
+	if cfg.RegisterFunc != nil {
+		if err := cfg.RegisterFunc(ctx, cfg.Registry, st.DB()); err != nil {
 			st.Close()
 			return nil, err
 		}
 	}
 	var wake func()
 	if !cfg.NoScheduler {
-		s, err := scheduler.New(st, cfg.Registry, cfg.Scheduler, st.Server.SkipLocked)
+		var sst scheduler.Store = st
+		if cfg.WrapStoreFunc != nil {
+			sst = cfg.WrapStoreFunc(st)
+		}
+		s, err := scheduler.New(sst, cfg.Registry, cfg.Scheduler, st.Server.SkipLocked)
 		if err != nil {
 			st.Close()
 			return nil, err

@@ -244,7 +244,7 @@ func TestLateSuccessRefusedWhileNextRunIsRunning(t *testing.T) {
 			return applied[1], nil
 		},
 		"transactional": func(st *store.Store, late jobq.Completion, _ jobq.ClaimedJob) (bool, error) {
-			return st.JobCompleteTx(context.Background(), late, func(context.Context, *sql.Tx) error {
+			return st.JobCompleteTx(context.Background(), late, func(context.Context, jobq.Tx) error {
 				return errors.New("fn called for a stale run")
 			})
 		},
@@ -394,7 +394,7 @@ var completionPaths = map[string]func(st *store.Store, c jobq.ClaimedJob) (bool,
 	},
 	"transactional success": func(st *store.Store, c jobq.ClaimedJob) (bool, error) {
 		return st.JobCompleteTx(context.Background(), jobq.Completion{Fence: c.Fence(), Outcome: jobq.OutcomeSuccess},
-			func(context.Context, *sql.Tx) error { return nil })
+			func(context.Context, jobq.Tx) error { return nil })
 	},
 	"failure with retry": func(st *store.Store, c jobq.ClaimedJob) (bool, error) {
 		applied, err := st.JobCompleteMany(context.Background(), []jobq.Completion{

@@ -33,7 +33,7 @@ type ChaosCmd struct {
 	Poison   int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
 	MaxRetry int           `help:"Each job's max_retry." default:"5"`
 	Strategy string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
-	SabotageFlags
+	TestbedFlags
 	Lease          time.Duration `help:"Replica lease." default:"2s"`
 	RescueInterval time.Duration `help:"Replica rescue interval." default:"500ms"`
 	Workers        int           `help:"Worker pool size per replica." default:"20"`
@@ -68,13 +68,14 @@ func (c *ChaosCmd) Run(g *Globals) error {
 		cfg := chaos.Config{
 			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
 			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
-			Strategy: c.Strategy, Sabotage: c.switches(), Lease: c.Lease, RescueInterval: c.RescueInterval,
+			Strategy: c.Strategy, Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
 			OutDir: c.Out, Topology: c.Topology, Replication: c.Replication, FailoverCut: c.FailoverCut,
 		}
 		if len(runs) > 1 || c.Scenario != "" {
 			cfg.OutDir = filepath.Join(c.Out, s.Name)
 		}
+		c.applyChaos(&cfg)
 		s.Apply(&cfg)
 		rf, err := chaos.Run(g.Ctx, cfg)
 		switch {
