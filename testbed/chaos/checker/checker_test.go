@@ -786,3 +786,96 @@ func TestWorkAfterLeaseLostCountsFromStallEnd(t *testing.T) {
 		wantOnly(t, Check(b.h), CheckWorkAfterLoss, 1)
 	}
 }
+
+// releaseHistory: job 1's attempt 1 on replica-1.1, claimed at 110, was
+// handed back unfinished at 2500 with why; attempt 2 ran on replica-2.1.
+func releaseHistory(why string) *builder {
+	b := newBuilder()
+	b.ok(2, 100, "replica-2.1")
+	b.job(1, 100, StatusSuccess, 2, 3300)
+	b.exec(1, 1, "replica-1.1", 110, 2500, OutcomeReleased)
+	b.h.Executions[len(b.h.Executions)-1].Error = why
+	b.exec(1, 2, "replica-2.1", 3000, 3300, OutcomeSuccess)
+	b.effect(1, 2, EffectNonTx, "replica-2.1", 3010)
+	b.effect(1, 2, EffectTx, "replica-2.1", 3300)
+	return b
+}
+
+// A release no shutdown or fault explains — a live, connected replica let
+// a queued run's lease run out before its handler started — is reported,
+// as an unexplained rescue is; a release at shutdown is explained by a
+// SIGTERM of its replica incarnation or by the harness's final stop, any
+// release by a fault that can cost a run its lease, one of a claim whose
+// answer was lost by any fault on the link, and a slow renewal or a stall
+// of its replica is counted apart (machine load).
+func TestUnexplainedReleaseReported(t *testing.T) {
+	const queued = "released: its lease ran out before the handler started"
+	const shutdown = "released at shutdown: never started"
+	const lostClaim = "released: its claim's answer was lost and no worker slot was free"
+	one := map[string]int{CheckUnexplainedRelease: 1}
+	r := Check(releaseHistory(queued).h)
+	wantExactly(t, r, one)
+	if r.Counts.UnexplainedReleases != 1 {
+		t.Fatalf("unexplained releases = %d, want 1", r.Counts.UnexplainedReleases)
+	}
+	v := violation(r, CheckUnexplainedRelease)
+	if !strings.Contains(v.Examples[0], "job 1: attempt 1 (replica-1.1) claimed at") || !strings.Contains(v.Examples[0], queued) ||
+		!strings.Contains(v.Examples[0], "no shutdown or fault on its replica or the database explains it") {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+	valid := func(b *builder) *Result {
+		t.Helper()
+		r := Check(b.h)
+		if !r.Valid {
+			t.Fatalf("violations = %+v, want none", r.Violations)
+		}
+		return r
+	}
+	// Faults: one that may cost a lease on its replica explains it; a
+	// reset (retried) or a fault on another replica does not.
+	b := releaseHistory(queued)
+	b.h.Faults = []Fault{{Kind: "pause", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(1500)}}
+	valid(b)
+	b.h.Faults = []Fault{{Kind: "latency", Target: "", Start: at(500), End: at(1500)}}
+	valid(b)
+	b.h.Faults = []Fault{{Kind: "reset", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(700)}}
+	wantExactly(t, Check(b.h), one)
+	b.h.Faults = []Fault{{Kind: "kill", Target: "replica-3", Owner: "replica-3.1", Start: at(500), End: at(1500)}}
+	wantExactly(t, Check(b.h), one)
+	// A lost claim answer: any fault on the link explains it.
+	b = releaseHistory(lostClaim)
+	wantExactly(t, Check(b.h), one)
+	b.h.Faults = []Fault{{Kind: "reset", Target: "replica-1", Owner: "replica-1.1", Start: at(50), End: at(150)}}
+	valid(b)
+	// Shutdown: a SIGTERM of its incarnation, or the final stop.
+	b = releaseHistory(shutdown)
+	wantExactly(t, Check(b.h), one)
+	b.h.Faults = []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.0", Start: at(2000), End: at(2400)}}
+	wantExactly(t, Check(b.h), one) // another incarnation
+	b.h.Faults = []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.1", Start: at(2600), End: at(2900)}}
+	wantExactly(t, Check(b.h), one) // after the release
+	b.h.Faults = []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.1", Start: at(2400), End: at(2900)}}
+	valid(b)
+	b.h.Faults = nil
+	b.h.Stopped = at(2600)
+	wantExactly(t, Check(b.h), one) // released before the final stop
+	b.h.Stopped = at(2400)
+	valid(b)
+	// A shutdown explains only releases at shutdown.
+	b = releaseHistory(queued)
+	b.h.Stopped = at(2400)
+	wantExactly(t, Check(b.h), one)
+	// Machine load, by its replica's own words: counted apart.
+	b = releaseHistory(queued)
+	b.h.SlowRenewals = []SlowRenewal{{Owner: "replica-1.1", At: at(1200)}}
+	if r := valid(b); r.Counts.ReleasesAfterSlowRenewal != 1 || r.Counts.UnexplainedReleases != 0 {
+		t.Fatalf("releases after slow renewal %d, unexplained %d; want 1, 0", r.Counts.ReleasesAfterSlowRenewal, r.Counts.UnexplainedReleases)
+	}
+	b = releaseHistory(queued)
+	b.h.Stalls = []Stall{{Owner: "replica-1.1", From: at(1000), To: at(2000)}}
+	if r := valid(b); r.Counts.ReleasesAfterStall != 1 || r.Counts.UnexplainedReleases != 0 {
+		t.Fatalf("releases after stall %d, unexplained %d; want 1, 0", r.Counts.ReleasesAfterStall, r.Counts.UnexplainedReleases)
+	}
+	b.h.Stalls = []Stall{{Owner: "replica-2.1", From: at(1000), To: at(2000)}}
+	wantExactly(t, Check(b.h), one)
+}
