@@ -807,75 +807,66 @@ func releaseHistory(why string) *builder {
 // SIGTERM of its replica incarnation or by the harness's final stop, any
 // release by a fault that can cost a run its lease, one of a claim whose
 // answer was lost by any fault on the link, and a slow renewal or a stall
-// of its replica is counted apart (machine load).
+// of its replica is counted apart (machine load). Each case names its rule.
 func TestUnexplainedReleaseReported(t *testing.T) {
 	const queued = "released: its lease ran out before the handler started"
 	const shutdown = "released at shutdown: never started"
 	const lostClaim = "released: its claim's answer was lost and no worker slot was free"
-	one := map[string]int{CheckUnexplainedRelease: 1}
 	r := Check(releaseHistory(queued).h)
-	wantExactly(t, r, one)
-	if r.Counts.UnexplainedReleases != 1 {
-		t.Fatalf("unexplained releases = %d, want 1", r.Counts.UnexplainedReleases)
-	}
+	wantExactly(t, r, map[string]int{CheckUnexplainedRelease: 1})
 	v := violation(r, CheckUnexplainedRelease)
 	if !strings.Contains(v.Examples[0], "job 1: attempt 1 (replica-1.1) claimed at") || !strings.Contains(v.Examples[0], queued) ||
 		!strings.Contains(v.Examples[0], "no shutdown or fault on its replica or the database explains it") {
 		t.Fatalf("example = %q", v.Examples[0])
 	}
-	valid := func(b *builder) *Result {
-		t.Helper()
-		r := Check(b.h)
-		if !r.Valid {
-			t.Fatalf("violations = %+v, want none", r.Violations)
+	pause := Fault{Kind: "pause", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(1500)}
+	for _, c := range []struct {
+		rule       string
+		why        string
+		faults     []Fault
+		stopped    int // ms; 0: not recorded
+		slow       []SlowRenewal
+		stalls     []Stall
+		unexpl     int
+		slowN, stN int
+	}{
+		{rule: "a release with no shutdown and no fault is unexplained", why: queued, unexpl: 1},
+		{rule: "a pause of its replica explains a release", why: queued, faults: []Fault{pause}},
+		{rule: "a database-wide latency fault explains a release", why: queued, faults: []Fault{{Kind: "latency", Start: at(500), End: at(1500)}}},
+		{rule: "a reset (retried) explains no release but a lost claim's", why: queued,
+			faults: []Fault{{Kind: "reset", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(700)}}, unexpl: 1},
+		{rule: "a fault on another replica explains no release", why: queued,
+			faults: []Fault{{Kind: "kill", Target: "replica-3", Owner: "replica-3.1", Start: at(500), End: at(1500)}}, unexpl: 1},
+		{rule: "a lost claim's release with no fault is unexplained", why: lostClaim, unexpl: 1},
+		{rule: "a reset on its link explains a lost claim's release", why: lostClaim,
+			faults: []Fault{{Kind: "reset", Target: "replica-1", Owner: "replica-1.1", Start: at(50), End: at(150)}}},
+		{rule: "a release at shutdown with no shutdown is unexplained", why: shutdown, unexpl: 1},
+		{rule: "a SIGTERM of another incarnation explains no release at shutdown", why: shutdown,
+			faults: []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.0", Start: at(2000), End: at(2400)}}, unexpl: 1},
+		{rule: "a SIGTERM after the release explains no release at shutdown", why: shutdown,
+			faults: []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.1", Start: at(2600), End: at(2900)}}, unexpl: 1},
+		{rule: "a SIGTERM of its incarnation explains a release at shutdown", why: shutdown,
+			faults: []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.1", Start: at(2400), End: at(2900)}}},
+		{rule: "the final stop explains no release at shutdown before it", why: shutdown, stopped: 2600, unexpl: 1},
+		{rule: "the final stop explains a release at shutdown after it", why: shutdown, stopped: 2400},
+		{rule: "the final stop explains only releases at shutdown", why: queued, stopped: 2400, unexpl: 1},
+		{rule: "a slow renewal of its replica is counted apart", why: queued, slow: []SlowRenewal{{Owner: "replica-1.1", At: at(1200)}}, slowN: 1},
+		{rule: "a stall of its replica is counted apart", why: queued, stalls: []Stall{{Owner: "replica-1.1", From: at(1000), To: at(2000)}}, stN: 1},
+		{rule: "a stall of another replica explains no release", why: queued, stalls: []Stall{{Owner: "replica-2.1", From: at(1000), To: at(2000)}}, unexpl: 1},
+	} {
+		b := releaseHistory(c.why)
+		b.h.Faults, b.h.SlowRenewals, b.h.Stalls = c.faults, c.slow, c.stalls
+		if c.stopped > 0 {
+			b.h.Stopped = at(c.stopped)
 		}
-		return r
+		r := Check(b.h)
+		got := r.Counts
+		if got.UnexplainedReleases != c.unexpl || got.ReleasesAfterSlowRenewal != c.slowN || got.ReleasesAfterStall != c.stN {
+			t.Errorf("unexplained releases %d, after slow renewal %d, after stall %d; want %d, %d, %d: %s (violations %+v)",
+				got.UnexplainedReleases, got.ReleasesAfterSlowRenewal, got.ReleasesAfterStall, c.unexpl, c.slowN, c.stN, c.rule, r.Violations)
+		}
+		if r.Valid != (c.unexpl == 0) || len(r.Violations) > 1 {
+			t.Errorf("valid %v, violations %+v; want only the releases judged: %s", r.Valid, r.Violations, c.rule)
+		}
 	}
-	// Faults: one that may cost a lease on its replica explains it; a
-	// reset (retried) or a fault on another replica does not.
-	b := releaseHistory(queued)
-	b.h.Faults = []Fault{{Kind: "pause", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(1500)}}
-	valid(b)
-	b.h.Faults = []Fault{{Kind: "latency", Target: "", Start: at(500), End: at(1500)}}
-	valid(b)
-	b.h.Faults = []Fault{{Kind: "reset", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(700)}}
-	wantExactly(t, Check(b.h), one)
-	b.h.Faults = []Fault{{Kind: "kill", Target: "replica-3", Owner: "replica-3.1", Start: at(500), End: at(1500)}}
-	wantExactly(t, Check(b.h), one)
-	// A lost claim answer: any fault on the link explains it.
-	b = releaseHistory(lostClaim)
-	wantExactly(t, Check(b.h), one)
-	b.h.Faults = []Fault{{Kind: "reset", Target: "replica-1", Owner: "replica-1.1", Start: at(50), End: at(150)}}
-	valid(b)
-	// Shutdown: a SIGTERM of its incarnation, or the final stop.
-	b = releaseHistory(shutdown)
-	wantExactly(t, Check(b.h), one)
-	b.h.Faults = []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.0", Start: at(2000), End: at(2400)}}
-	wantExactly(t, Check(b.h), one) // another incarnation
-	b.h.Faults = []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.1", Start: at(2600), End: at(2900)}}
-	wantExactly(t, Check(b.h), one) // after the release
-	b.h.Faults = []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.1", Start: at(2400), End: at(2900)}}
-	valid(b)
-	b.h.Faults = nil
-	b.h.Stopped = at(2600)
-	wantExactly(t, Check(b.h), one) // released before the final stop
-	b.h.Stopped = at(2400)
-	valid(b)
-	// A shutdown explains only releases at shutdown.
-	b = releaseHistory(queued)
-	b.h.Stopped = at(2400)
-	wantExactly(t, Check(b.h), one)
-	// Machine load, by its replica's own words: counted apart.
-	b = releaseHistory(queued)
-	b.h.SlowRenewals = []SlowRenewal{{Owner: "replica-1.1", At: at(1200)}}
-	if r := valid(b); r.Counts.ReleasesAfterSlowRenewal != 1 || r.Counts.UnexplainedReleases != 0 {
-		t.Fatalf("releases after slow renewal %d, unexplained %d; want 1, 0", r.Counts.ReleasesAfterSlowRenewal, r.Counts.UnexplainedReleases)
-	}
-	b = releaseHistory(queued)
-	b.h.Stalls = []Stall{{Owner: "replica-1.1", From: at(1000), To: at(2000)}}
-	if r := valid(b); r.Counts.ReleasesAfterStall != 1 || r.Counts.UnexplainedReleases != 0 {
-		t.Fatalf("releases after stall %d, unexplained %d; want 1, 0", r.Counts.ReleasesAfterStall, r.Counts.UnexplainedReleases)
-	}
-	b.h.Stalls = []Stall{{Owner: "replica-2.1", From: at(1000), To: at(2000)}}
-	wantExactly(t, Check(b.h), one)
 }
