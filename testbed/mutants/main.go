@@ -262,7 +262,7 @@ var mutants = []mutant{
 	{
 		Name: "dst-gap-old-offset", Bug: "DST planner: a skipped local time fires at the wall time read with the old offset (an hour after the gap), as robfig/cron does",
 		Rule:   "DST rule broken",
-		Edits:  []edit{{"cronplan/wallclock.go", "\treturn start\n}", "\treturn wall.Add(-time.Duration(before) * time.Second)\n}"}},
+		Edits:  []edit{{"cronplan/wallclock.go", "\treturn start\n}", "\t_ = start\n\treturn wall.Add(-time.Duration(before) * time.Second)\n}"}},
 		Checks: []check{{"./cronplan/", "^TestDSTRule$"}},
 	},
 	{
