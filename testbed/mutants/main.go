@@ -148,7 +148,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "cancel-outcome-success", Bug: "audit: batched success records SUCCESS for a job that ended CANCELED",
-		Rule:   "want CANCELED",
+		Rule:   "but its execution says",
 		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL", "NOW(6), 'SUCCESS', NULL"}},
 		Checks: []check{{"./store/", "^TestCancel(BeforeCompletionRecordsCanceled|RaceJobAndAuditAgree)$"}},
 	},
