@@ -52,8 +52,8 @@ var (
 	ErrLogFull = store.ErrLogFull
 )
 
-// RemoteScanInterval is the longest a waiting fetch goes without its own
-// claim: work made due on another replica is found within it.
+// RemoteScanInterval is the default Config.RemoteScanInterval: the longest
+// a waiting fetch goes without its own claim.
 const RemoteScanInterval = time.Second
 
 // remoteExecutor runs claimed jobs of the remote job types on remote
@@ -166,7 +166,7 @@ func (r *Remote) Fetch(ctx context.Context, p FetchParams) ([]FetchedJob, error)
 		if left <= 0 {
 			return nil, nil
 		}
-		t := time.NewTimer(min(left, jittered(RemoteScanInterval, RemoteScanInterval/5)))
+		t := time.NewTimer(min(left, jittered(x.cfg.RemoteScanInterval, x.cfg.RemoteScanInterval/5)))
 		select {
 		case <-woken:
 		case <-t.C:
