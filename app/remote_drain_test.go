@@ -151,4 +151,3 @@ func envInt(name string, def int) int {
 	}
 	return def
 }
-
