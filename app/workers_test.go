@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
@@ -607,5 +608,34 @@ func TestWorkerServiceOverConnect(t *testing.T) {
 	}
 	if got := w.row(id); got.Status != "SUCCESS" {
 		t.Fatalf("job: %+v", got)
+	}
+}
+
+// A fetch whose client went away after its claim gives the jobs back:
+// WAITING again, no retry spent, the attempt recorded RELEASED.
+func TestWorkerFetchOfAGoneClientReleases(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := startWorkerReplica(t, func(c *Config) {
+		c.Scheduler.Hooks.ClaimedFunc = func(jobs []jobq.ClaimedJob, _ int) {
+			if len(jobs) > 0 && jobs[0].JobType == "resize" {
+				cancel() // the client goes away between the claim and the answer
+			}
+		}
+	})
+	id := w.submit("gone-1", "resize")
+	jobs, err := w.r.Scheduler.Remote().Fetch(ctx, scheduler.FetchParams{WorkerID: "gone", Types: []string{"resize"}, MaxJobs: 1})
+	if err == nil || len(jobs) != 0 {
+		t.Fatalf("fetch of a gone client: %v %v, want the context's error and no job", jobs, err)
+	}
+	if got := w.row(id); got.Status != "WAITING" || got.Attempt != 1 || got.RetryTimes != 0 {
+		t.Fatalf("after the gone fetch: %+v, want WAITING, attempt 1, no retry spent", got)
+	}
+	if got := w.executions(id); fmt.Sprint(got) != "[1:RELEASED]" {
+		t.Fatalf("executions %v, want [1:RELEASED]", got)
+	}
+	// The next fetch takes it.
+	if got := w.fetch(resizeToken, "next", []string{"resize"}, 1, 0); len(got) != 1 || got[0].Attempt != 2 {
+		t.Fatalf("next fetch: %+v, want attempt 2", got)
 	}
 }
