@@ -639,3 +639,53 @@ func TestWorkerFetchOfAGoneClientReleases(t *testing.T) {
 		t.Fatalf("next fetch: %+v, want attempt 2", got)
 	}
 }
+
+// An in-process handler's output, log lines and progress are kept per
+// attempt and shown like a worker's.
+func TestHandlerOutputLogProgress(t *testing.T) {
+	w := startWorkerReplica(t, func(c *Config) {
+		c.Registry.Register("report", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+			if err := job.Log("step one", "step two"); err != nil {
+				return err
+			}
+			if err := job.Progress(0.75, "three of four"); err != nil {
+				return err
+			}
+			return job.SetOutput(map[string]any{"attempt": job.Attempt, "key": job.JobKey})
+		}))
+	})
+	id := w.submit("report-1", "report")
+	for w.row(id).Status != "SUCCESS" {
+		time.Sleep(5 * time.Millisecond)
+	}
+	code, body := w.call(adminToken, "GET", fmt.Sprintf("/v1/jobs/%d", id), nil)
+	var j apitype.Job
+	if code != 200 || json.Unmarshal(body, &j) != nil || string(j.Output) != `{"attempt":1,"key":"report-1"}` {
+		t.Fatalf("GET job: %d %s", code, body)
+	}
+	code, body = w.call(adminToken, "GET", fmt.Sprintf("/v1/jobs/%d/executions", id), nil)
+	var ex apitype.ExecutionList
+	if code != 200 || json.Unmarshal(body, &ex) != nil || len(ex.Executions) != 1 || ex.Executions[0].Progress == nil ||
+		*ex.Executions[0].Progress != 0.75 || ex.Executions[0].ProgressMessage != "three of four" || string(ex.Executions[0].Output) != string(j.Output) {
+		t.Fatalf("executions: %d %s", code, body)
+	}
+	code, body = w.call(adminToken, "GET", fmt.Sprintf("/v1/jobs/%d/logs", id), nil)
+	var page apitype.LogPage
+	if code != 200 || json.Unmarshal(body, &page) != nil || page.Attempt != 1 || len(page.Lines) != 2 || page.Lines[1].Line != "step two" || page.NextAfter != 2 {
+		t.Fatalf("logs: %d %s", code, body)
+	}
+	code, body = w.call(adminToken, "GET", fmt.Sprintf("/v1/jobs/%d/logs?after=1", id), nil)
+	if code != 200 || json.Unmarshal(body, &page) != nil || len(page.Lines) != 1 || page.Lines[0].Seq != 2 {
+		t.Fatalf("logs after 1: %d %s", code, body)
+	}
+	// Retention deletes them with the job.
+	if _, err := w.db.Exec("UPDATE job_queue SET finished_at = NOW(6) - INTERVAL 2 DAY, create_time = NOW(6) - INTERVAL 3 DAY WHERE id = ?", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.r.Store.JobPurge(context.Background(), jobq.PurgeParams{OlderThan: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.count("SELECT COUNT(*) FROM job_log WHERE job_id = ?", id) + w.count("SELECT COUNT(*) FROM job_run_info WHERE job_id = ?", id); n != 0 {
+		t.Fatalf("after purge: %d log/progress rows, want 0", n)
+	}
+}

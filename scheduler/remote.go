@@ -72,8 +72,9 @@ type remoteExecutor struct {
 	// wake is fired by submits, promotions and retries on this replica: a
 	// waiting fetch claims at once.
 	wake *broadcast
-	// promoteAtFunc asks the promoter for a pass when a retry is due.
-	promoteAtFunc func(time.Time)
+	// finishFunc counts a run's end once its outcome was written (or
+	// refused): Scheduler.finishRun, the same for a handler's run.
+	finishFunc func(c jobq.Completion, applied bool, err error)
 	workers       *workerBook
 	// completions batches concurrent remote completions.
 	completions completionBatcher
@@ -229,9 +230,7 @@ func (r *Remote) releaseClaimed(jobs []jobq.ClaimedJob, why string) {
 		return
 	}
 	for i, c := range cs {
-		if x.cfg.Hooks.CompletedFunc != nil {
-			x.cfg.Hooks.CompletedFunc(c, applied[i])
-		}
+		x.finishFunc(c, applied[i], nil)
 	}
 	x.wake.fire()
 }
@@ -523,14 +522,14 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 	var appliedIDs []uint64
 	wake := false
 	for i, c := range cs {
-		if before[i].Status == jobq.StateRunning && x.cfg.Hooks.CompletedFunc != nil {
-			x.cfg.Hooks.CompletedFunc(c, applied[i])
+		if before[i].Status == jobq.StateRunning {
+			// The run's end is counted as a handler's is (Stats, hooks,
+			// metrics, the promoter's wake-up for a retry): a repeat of an
+			// already applied completion is not counted again.
+			x.finishFunc(c, applied[i], nil)
 		}
 		if applied[i] {
 			appliedIDs = append(appliedIDs, c.ID)
-			if c.Retry && c.Backoff > 0 {
-				x.promoteAtFunc(time.Now().Add(c.Backoff))
-			}
 			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0)
 		}
 	}
