@@ -75,7 +75,7 @@ type remoteExecutor struct {
 	// finishFunc counts a run's end once its outcome was written (or
 	// refused): Scheduler.finishRun, the same for a handler's run.
 	finishFunc func(c jobq.Completion, applied bool, err error)
-	workers       *workerBook
+	workers    *workerBook
 	// completions batches concurrent remote completions.
 	completions completionBatcher
 	// stop ends waiting fetches (Scheduler.Stop).
