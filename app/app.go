@@ -278,7 +278,8 @@ func (r *Replica) withConsole(api http.Handler, cfg Config) (http.Handler, error
 		owner = r.Scheduler.Config().Owner
 	}
 	ui, err := console.New(console.Options{Service: r.Service, Ops: r.Ops, AuthTokens: cfg.AuthTokens,
-		JobTypes: cfg.Registry.Types(), Owner: owner, Lease: cfg.Scheduler.Lease, Logger: cfg.Logger})
+		JobTypes: cfg.Registry.Types(), Owner: owner, Lease: cfg.Scheduler.Lease, Logger: cfg.Logger,
+		Workers: r.Workers, RemoteTypes: cfg.Scheduler.RemoteTypes})
 	if err != nil {
 		return nil, err
 	}
