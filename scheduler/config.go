@@ -204,6 +204,16 @@ type Config struct {
 	// Ops configures concurrency limits, periodic schedules and retention
 	// (see OpsConfig for each default).
 	Ops OpsConfig
+	// RemoteTypes are the job types run by remote workers
+	// (docs/workers.md): their jobs are never claimed by this replica's
+	// scan; workers fetch them. A remote type must have no handler in the
+	// Registry (New refuses). Defaults to none.
+	RemoteTypes []string
+	// RemoteScanInterval is the longest a waiting fetch of a remote worker
+	// goes without its own claim (±20%): work made due on another replica
+	// is found within it; work made due on this one wakes the fetch at once.
+	// Defaults to 1s.
+	RemoteScanInterval time.Duration
 }
 
 // Hooks are optional callbacks. They run on scheduler goroutines, may be
@@ -236,6 +246,20 @@ type Hooks struct {
 	// PromotedFunc is called after a promoter pass that made n SCHEDULED
 	// jobs WAITING (n > 0).
 	PromotedFunc func(n int)
+	// FetchClaimedFunc is called after a remote worker's fetch claimed jobs
+	// (ClaimedFunc is not: the runs are the worker's, and may be completed
+	// through another replica).
+	FetchClaimedFunc func(jobs []jobq.ClaimedJob)
+	// FetchFunc is called when a remote worker's fetch answers: result is
+	// "jobs" (it took jobs), "empty" (its wait passed), "canceled" (the
+	// client went away) or "error"; waited is how long it was open.
+	FetchFunc func(result string, waited time.Duration)
+	// RemoteCompletedFunc is called for each remote completion answered:
+	// "applied", "stale", "conflict" or "forbidden".
+	RemoteCompletedFunc func(result string)
+	// HeartbeatFunc is called for each task token a remote heartbeat
+	// answered, with its state (renewed, cancel_requested, lost).
+	HeartbeatFunc func(state string, n int)
 }
 
 // pollJitterFor is the default PollJitter for interval: interval/5, so
@@ -280,6 +304,7 @@ func (c Config) WithDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	c.Ops = c.Ops.WithDefaults()
+	c.RemoteScanInterval = cmp.Or(c.RemoteScanInterval, RemoteScanInterval)
 	return c
 }
 
@@ -357,6 +382,14 @@ func (c Config) Validate() error {
 	}
 	if len(c.Owner) > 128 {
 		errs = append(errs, fmt.Errorf("owner: at most 128 bytes, got %d", len(c.Owner)))
+	}
+	for _, t := range c.RemoteTypes {
+		if t == "" || len([]rune(t)) > 64 {
+			errs = append(errs, fmt.Errorf("remote type: must be 1–64 characters, got %q", t))
+		}
+	}
+	if c.RemoteScanInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("remote scan interval: must be at least 1ms, got %s", c.RemoteScanInterval))
 	}
 	errs = append(errs, c.Ops.Validate())
 	return errors.Join(errs...)
