@@ -10,7 +10,7 @@
 # ensure-NAME.sh (sourcing lib/apt.sh) and add NAME here.
 set -euo pipefail
 cd "$(dirname "$0")"
-for name in db galera prometheus node browser; do
+for name in db galera prometheus node browser jq; do
   if [ -f "ensure-$name.sh" ]; then
     bash "./ensure-$name.sh"
   fi
