@@ -212,6 +212,16 @@ type Config struct {
 	// Ops configures concurrency limits, periodic schedules and retention
 	// (see OpsConfig for each default).
 	Ops OpsConfig
+	// RemoteTypes are the job types run by remote workers
+	// (docs/workers.md): their jobs are never claimed by this replica's
+	// scan; workers fetch them. A remote type must have no handler in the
+	// Registry (New refuses). Defaults to none.
+	RemoteTypes []string
+	// RemoteScanInterval is the longest a waiting fetch of a remote worker
+	// goes without its own claim (±20%): work made due on another replica
+	// is found within it; work made due on this one wakes the fetch at once.
+	// Defaults to 1s.
+	RemoteScanInterval time.Duration
 }
 
 // Sabotage switches, each removing one guarantee.
@@ -304,6 +314,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.DBRetry.Disabled = c.DBRetry.Disabled || c.Sabotage.NoDeadlockRetry
 	c.Ops = c.Ops.WithDefaults()
+	c.RemoteScanInterval = cmp.Or(c.RemoteScanInterval, RemoteScanInterval)
 	return c
 }
 
@@ -381,6 +392,14 @@ func (c Config) Validate() error {
 	}
 	if len(c.Owner) > 128 {
 		errs = append(errs, fmt.Errorf("owner: at most 128 bytes, got %d", len(c.Owner)))
+	}
+	for _, t := range c.RemoteTypes {
+		if t == "" || len([]rune(t)) > 64 {
+			errs = append(errs, fmt.Errorf("remote type: must be 1–64 characters, got %q", t))
+		}
+	}
+	if c.RemoteScanInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("remote scan interval: must be at least 1ms, got %s", c.RemoteScanInterval))
 	}
 	errs = append(errs, c.Ops.Validate())
 	return errors.Join(errs...)
