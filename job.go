@@ -52,6 +52,9 @@ type Job struct {
 	CreateTime      time.Time
 	UpdateTime      time.Time
 	RequestHash     string
+	// Output is the output of the attempt that succeeded (JobGet fills it
+	// for a SUCCESS job); nil when there is none.
+	Output json.RawMessage
 }
 
 // Terminal reports whether the job is SUCCESS, FAILED or CANCELED.
@@ -68,6 +71,12 @@ type Execution struct {
 	FinishedAt *time.Time
 	Outcome    Outcome
 	Error      string
+	// Output is the attempt's output (a JSON value); nil when it has none.
+	Output json.RawMessage
+	// Progress is the attempt's last progress report (0–1) and its message;
+	// nil when it reported none.
+	Progress        *float64
+	ProgressMessage string
 }
 
 // SubmitParams is a validated submit. Params must already be a compact JSON
@@ -186,6 +195,9 @@ type Completion struct {
 	Backoff time.Duration
 	// Unfenced drops the attempt guard on success (sabotage switch).
 	Unfenced bool
+	// Output is the run's output, a JSON value of at most MaxOutputBytes,
+	// recorded in the attempt's execution row with its outcome; nil for none.
+	Output json.RawMessage
 	// DueAt is the claimed job's run_at (ClaimedJob.RunAt), recorded as the
 	// attempt's due_at. A failure that retries moves run_at before its
 	// execution row is written, so it needs DueAt to write the row after

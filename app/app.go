@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -69,7 +70,11 @@ type Config struct {
 	// ReadHeaderTimeoutDefault (10s), ReadTimeoutDefault (30s),
 	// WriteTimeoutDefault (30s) and IdleTimeoutDefault (120s).
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	// Scheduler configures the scheduling loop.
+	// WorkerTokens are the remote workers' credentials, scoped to job types
+	// (service.LoadWorkerTokens, docs/workers.md). Defaults to none.
+	WorkerTokens []service.WorkerCredential
+	// Scheduler configures the scheduling loop; Scheduler.RemoteTypes are
+	// the job types run by remote workers.
 	Scheduler scheduler.Config
 	// Registry holds the handlers; nil registers the built-in job types.
 	Registry *scheduler.Registry
@@ -101,6 +106,8 @@ type Replica struct {
 	log       *slog.Logger
 	// Ops serves pause/resume, limits, periodic schedules, bulk retry, purge and stats.
 	Ops *service.Ops
+	// Workers serves the remote worker protocol.
+	Workers *service.Workers
 	// ready caches Store.Ready for /readyz, the gRPC health check and the
 	// jobq_db_writable gauge (at most one check a second).
 	ready *store.ReadyCache
@@ -177,6 +184,14 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		return nil, err
 	}
 	r.ready = &store.ReadyCache{CheckFunc: st.Ready}
+	remoteTypes := cfg.Scheduler.RemoteTypes
+	st.SetRemoteTypes(remoteTypes)
+	if n, err := st.JobLaneReconcile(ctx, remoteTypes); err != nil {
+		st.Close()
+		return nil, err
+	} else if n > 0 {
+		r.log.Info("jobs of remote types submitted before they were declared remote moved to the workers' lane", "jobs", n)
+	}
 	if cfg.Testbed {
 		if err := jobtypes.RegisterTestbed(ctx, cfg.Registry, st.DB()); err != nil {
 			st.Close()
@@ -198,14 +213,20 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		m.ObserveScheduler(s)
 		wake = s.Wake
 	}
-	known := func(t string) bool { _, ok := cfg.Registry.Lookup(t); return ok }
+	isRemote := func(t string) bool { return slices.Contains(remoteTypes, t) }
+	known := func(t string) bool { _, ok := cfg.Registry.Lookup(t); return ok || isRemote(t) }
 	r.Metrics = m
 	m.ObserveDB(st.DB())
 	m.ObserveReady(r.ready.Writable)
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
 	r.Service.SetParamsValidator(cfg.Registry.ValidateParams)
+	r.Service.SetRemoteTypeFunc(isRemote)
+	r.Service.SetLogStore(st)
 	if r.Scheduler != nil {
 		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
+		r.Workers = service.NewWorkers(r.Scheduler.Remote(), r.Service)
+	} else {
+		r.Workers = service.NewWorkers(nil, r.Service)
 	}
 	var refreshOps func()
 	if r.Scheduler != nil {
@@ -222,7 +243,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if !cfg.NoAPI {
 		r.Addr = ln.Addr().String()
 		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: r.ready.Check, Logger: cfg.Logger,
-			AuthTokens: cfg.AuthTokens, Ops: r.Ops})
+			AuthTokens: cfg.AuthTokens, Ops: r.Ops, Workers: r.Workers, WorkerTokens: cfg.WorkerTokens})
 		if !cfg.NoUI {
 			if h, err = r.withConsole(h, cfg); err != nil {
 				ln.Close()
@@ -280,6 +301,9 @@ func (r *Replica) Err() <-chan error { return r.serveErr }
 // gracefully (see scheduler.Stop), then closes the database.
 func (r *Replica) Stop(ctx context.Context) error {
 	var errs []error
+	if r.Scheduler != nil {
+		r.Scheduler.EndFetches() // long-polling fetches answer now, so the server's shutdown need not wait for them
+	}
 	if r.server != nil {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		errs = append(errs, r.server.Shutdown(sctx))

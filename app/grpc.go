@@ -27,7 +27,12 @@ func withGRPC(api http.Handler, svc *service.Service, ops *service.Ops, ready fu
 	}
 	g := grpcapi.New(svc, grpcapi.Options{MaxRequestBytes: maxMsg, ReadyFunc: ready, Logger: cfg.Logger, Ops: ops})
 	var gate func(http.Handler) http.Handler
-	if len(cfg.AuthTokens) > 0 {
+	switch {
+	case len(cfg.WorkerTokens) > 0:
+		gate = func(h http.Handler) http.Handler {
+			return httpapi.Authenticate(cfg.AuthTokens, cfg.WorkerTokens, cfg.Logger, h)
+		}
+	case len(cfg.AuthTokens) > 0:
 		gate = func(h http.Handler) http.Handler { return httpapi.RequireBearer(cfg.AuthTokens, cfg.Logger, h) }
 	}
 	mux := http.NewServeMux()

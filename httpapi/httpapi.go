@@ -49,6 +49,12 @@ type Options struct {
 	// Ops, if set, serves the operations routes (/v1/types, /v1/periodic,
 	// /v1/jobs/retry, /v1/jobs/purge, /v1/stats; see ops.go).
 	Ops *service.Ops
+	// Workers, if set, serves the worker protocol (/v1/workers/…, GET
+	// /v1/workers, GET /v1/jobs/{id}/logs; see workers.go).
+	Workers *service.Workers
+	// WorkerTokens are the worker credentials (see Authenticate). With
+	// any, authentication is Authenticate's; else AuthTokens' alone.
+	WorkerTokens []service.WorkerCredential
 }
 
 // New returns the API handler.
@@ -78,8 +84,14 @@ func New(svc *service.Service, opts Options) http.Handler {
 	if opts.Ops != nil {
 		a.routeOps(mux, opts.Ops)
 	}
+	if opts.Workers != nil {
+		a.routeWorkers(mux)
+	}
 	var h http.Handler = jsonRouteErrors(mux)
-	if len(opts.AuthTokens) > 0 {
+	switch {
+	case len(opts.WorkerTokens) > 0:
+		h = Authenticate(opts.AuthTokens, opts.WorkerTokens, a.log, h)
+	case len(opts.AuthTokens) > 0:
 		h = requireBearer(opts.AuthTokens, a.log, h)
 	}
 	return crossOrigin.Handler(h)
@@ -347,6 +359,9 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 // message (the error itself is for the log). The web console shows the same
 // answers.
 func ErrorFor(err error) (int, apitype.ErrorDetail) {
+	if status, d, ok := workerErrorFor(err); ok {
+		return status, d
+	}
 	var ve *service.ValidationError
 	switch {
 	case errors.As(err, &ve):

@@ -212,6 +212,11 @@ type Config struct {
 	// Ops configures concurrency limits, periodic schedules and retention
 	// (see OpsConfig for each default).
 	Ops OpsConfig
+	// RemoteTypes are the job types run by remote workers
+	// (docs/workers.md): their jobs are never claimed by this replica's
+	// scan; workers fetch them. A remote type must have no handler in the
+	// Registry (New refuses). Defaults to none.
+	RemoteTypes []string
 }
 
 // Sabotage switches, each removing one guarantee.

@@ -60,6 +60,8 @@ type Scheduler struct {
 	limited *limitedClaimer
 	planner *periodicPlanner
 	cleaner *cleaner
+	// remote runs the remote job types on workers; nil without any.
+	remote *remoteExecutor
 
 	started    atomic.Bool
 	stopOnce   sync.Once
@@ -88,6 +90,11 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 	if reg == nil {
 		reg = NewRegistry()
 	}
+	for _, t := range cfg.RemoteTypes {
+		if _, ok := reg.Lookup(t); ok {
+			return nil, fmt.Errorf("job type %q: declared remote and has an in-process handler; a job type is run by one or the other", t)
+		}
+	}
 	s := &Scheduler{
 		cfg: cfg, store: st, reg: reg,
 		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
@@ -95,7 +102,17 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		workers: make(chan struct{}, cfg.Workers), queueStop: make(chan struct{}),
 	}
 	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}
+	if len(cfg.RemoteTypes) > 0 {
+		rs, ok := st.(RemoteStore)
+		if !ok {
+			return nil, errors.New("remote job types: the store does not serve remote workers")
+		}
+		s.remote = newRemoteExecutor(rs, cfg, s.retry, s.log)
+	}
 	s.build()
+	if s.remote != nil {
+		s.remote.promoteAtFunc = s.promoter.promoteAt
+	}
 	return s, nil
 }
 
@@ -119,7 +136,7 @@ func (s *Scheduler) build() {
 		Rescued: &s.stats.rescued, RescuedFunc: hooks.RescuedFunc,
 	})
 	s.promoter = newPromoter(promoterParams{
-		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.slots.wakeUp,
+		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.wakeAll,
 		Retry: s.retry, Log: s.log, Promoted: &s.stats.promoted, PromotedFunc: hooks.PromotedFunc,
 	})
 	s.limited = newLimitedClaimer(limitedClaimerParams{
@@ -129,7 +146,7 @@ func (s *Scheduler) build() {
 	})
 	s.planner = newPeriodicPlanner(periodicPlannerParams{
 		Store: s.store, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
-		Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.slots.wakeUp,
+		Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.wakeAll,
 		FiredFunc: cfg.Ops.PeriodicFiredFunc, Retry: s.retry, Log: s.log,
 	})
 	if cfg.Ops.Retention > 0 {
@@ -204,7 +221,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	s.log.Info("scheduler started", "strategy", s.cfg.Strategy, "workers", s.cfg.Workers,
 		"batch_limit", s.cfg.BatchLimit, "run_queue", s.cfg.runQueue(), "poll_interval", s.cfg.PollInterval, "poll_jitter", s.cfg.PollJitter,
-		"lease", s.cfg.Lease, "types", s.reg.Types())
+		"lease", s.cfg.Lease, "types", s.reg.Types(), "remote_types", s.cfg.RemoteTypes)
 	return nil
 }
 
@@ -213,7 +230,15 @@ func (s *Scheduler) Wake() {
 	if s.cfg.DisableWakeup {
 		return
 	}
+	s.wakeAll()
+}
+
+// wakeAll wakes the scanner and every waiting fetch of a remote worker.
+func (s *Scheduler) wakeAll() {
 	s.slots.wakeUp()
+	if s.remote != nil {
+		s.remote.wake.fire()
+	}
 }
 
 // Stop shuts down gracefully: it stops claiming, lets in-flight handlers
@@ -225,6 +250,7 @@ func (s *Scheduler) Stop() error {
 		return nil
 	}
 	s.stopOnce.Do(func() {
+		s.EndFetches()
 		for _, svc := range s.softServices() {
 			svc.Stop()
 		}
@@ -253,6 +279,15 @@ func (s *Scheduler) Stop() error {
 		s.log.Info("scheduler stopped", "claimed", s.stats.claimed.Load(), "completed", s.stats.completed.Load())
 	})
 	return s.stoppedErr
+}
+
+// EndFetches ends remote workers' waiting fetches (they answer with the
+// jobs they have, none) and makes new ones answer at once: the replica is
+// stopping. Stop calls it too.
+func (s *Scheduler) EndFetches() {
+	if s.remote != nil {
+		s.remote.stopOnce.Do(func() { close(s.remote.stop) })
+	}
 }
 
 // InFlight returns the number of runs this replica holds (handlers running

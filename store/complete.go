@@ -21,7 +21,7 @@ import (
 // updates its job row. Successes (fenced ones) are written with one
 // JobCompleteFencedMany per attempt number in the batch (nearly always one)
 // and one ExecutionRecordSuccessMany, each row still fenced by its attempt;
-// other outcomes row by row. When the batched statements match fewer rows than
+// other outcomes, and successes with an output, row by row. When the batched statements match fewer rows than
 // successes, some run was stale: the transaction rolls back and the batch is
 // written again in a new one, split by a read of the jobs' fence states
 // (completeSplit): the successes whose job is still RUNNING at their attempt
@@ -82,7 +82,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	byAttempt := map[int][]uint64{}
 	seen := make(map[uint64]bool, len(cs))
 	for i, c := range cs {
-		if c.Outcome != jobq.OutcomeSuccess || c.Unfenced || seen[c.ID] {
+		if c.Outcome != jobq.OutcomeSuccess || c.Unfenced || seen[c.ID] || c.Output != nil {
 			ok, err := s.completeOne(ctx, q, c)
 			if err != nil {
 				return err
@@ -268,6 +268,9 @@ func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Com
 		Outcome: string(c.Outcome), Error: nullStr(jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)),
 		ID: c.ID, Attempt: int32(c.Attempt),
 	}
+	if c.Output != nil {
+		p.Output = sql.NullString{String: string(c.Output), Valid: true}
+	}
 	retry := c.Retry && (c.Outcome == jobq.OutcomeFailed || c.Outcome == jobq.OutcomeCanceled)
 	if retry && !c.Unfenced && !c.DueAt.IsZero() {
 		ok, err := s.completeJobRow(ctx, q, c)
@@ -283,7 +286,8 @@ func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Com
 		return err == nil, err
 	}
 	if retry && !c.Unfenced {
-		n, err := q.ExecutionRecordBeforeRetry(ctx, jobqdb.ExecutionRecordBeforeRetryParams(p))
+		n, err := q.ExecutionRecordBeforeRetry(ctx, jobqdb.ExecutionRecordBeforeRetryParams{
+			Outcome: p.Outcome, Error: p.Error, ID: p.ID, Attempt: p.Attempt})
 		if err != nil || n == 0 {
 			return false, err
 		}
@@ -298,7 +302,8 @@ func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Com
 		return false, err
 	}
 	if c.Unfenced {
-		_, err = q.ExecutionRecordUnfenced(ctx, jobqdb.ExecutionRecordUnfencedParams(p))
+		_, err = q.ExecutionRecordUnfenced(ctx, jobqdb.ExecutionRecordUnfencedParams{
+			Outcome: p.Outcome, Error: p.Error, ID: p.ID, Attempt: p.Attempt})
 		return true, err
 	}
 	n, err := q.ExecutionRecord(ctx, p)

@@ -40,6 +40,9 @@ type Store struct {
 	// beforeSplitWrite, when set (tests only: export_test.go), runs in
 	// completeSplit between its fence-state read and its writes.
 	beforeSplitWrite func()
+	// remoteTypes are the job types declared remote (SetRemoteTypes): their
+	// jobs are submitted in lane 1, fetched by workers.
+	remoteTypes atomic.Pointer[map[string]bool]
 	// Server is what DetectServer found at Open.
 	Server ServerInfo
 	// IdleTxTimeout is the server's idle_transaction_timeout on every

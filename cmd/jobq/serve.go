@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
 )
 
@@ -47,6 +49,8 @@ type ServeCmd struct {
 	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api" group:"API"`
 	NoUI            bool          `help:"Do not serve the web console at /ui/ on the API listener (it is on by default, behind the same bearer tokens)." name:"no-ui" group:"API"`
 	MaxBodyBytes    int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576" group:"API"`
+	RemoteType      []string      `help:"Job type run by remote workers (repeatable; the same on every replica): its jobs wait for a worker's fetch and never run in this replica's handlers (docs/workers.md)." name:"remote-type" env:"JOBQ_REMOTE_TYPES" sep:"," group:"Workers"`
+	WorkerTokenFile string        `help:"File of worker tokens, one entry per line: <token> <job types comma-separated, or *> [submit|read|submit,read] (docs/workers.md); entries in JOBQ_WORKER_TOKENS (separated by ';') are accepted too." type:"existingfile" env:"JOBQ_WORKER_TOKEN_FILE" group:"Workers"`
 	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
 	MetricsFlags
 	OpsFlags
@@ -60,6 +64,7 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.NoJitter, Lease: c.Lease,
 		RescueInterval: c.RescueInterval, PromoteInterval: c.PromoteInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
 		DrainWait: c.DrainWait, CompleteLinger: c.CompleteLinger, ClaimsInFlight: c.ClaimsInFlight,
+		RemoteTypes: remoteTypes(c.RemoteType),
 	}
 	ops, err := c.OpsConfig()
 	if err != nil {
@@ -73,6 +78,17 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 		cfg.Owner = scheduler.DefaultOwner() // the one owner id draw: app and scheduler keep it
 	}
 	return cfg, cfg.WithDefaults().Validate()
+}
+
+// remoteTypes trims and de-duplicates the --remote-type values.
+func remoteTypes(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		if v = strings.TrimSpace(v); v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Run starts the replica and blocks until SIGINT/SIGTERM, then shuts down gracefully.
@@ -95,9 +111,13 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	workerTokens, err := service.LoadWorkerTokens(c.WorkerTokenFile, os.Getenv(service.WorkerTokensEnv))
+	if err != nil {
+		return err
+	}
 	r, err := app.Start(g.Ctx, app.Config{
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
-		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, Scheduler: sc, Logger: g.Log,
+		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, WorkerTokens: workerTokens, Scheduler: sc, Logger: g.Log,
 		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1",
 		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})

@@ -43,7 +43,7 @@ func (q *Queries) ExecutionGetOutcome(ctx context.Context, arg ExecutionGetOutco
 }
 
 const executionListByJob = `-- name: ExecutionListByJob :many
-SELECT id, job_id, attempt, owner, started_at, finished_at, outcome, error, due_at FROM job_execution WHERE job_id = ? ORDER BY attempt
+SELECT id, job_id, attempt, owner, started_at, finished_at, outcome, error, due_at, output FROM job_execution WHERE job_id = ? ORDER BY attempt
 `
 
 func (q *Queries) ExecutionListByJob(ctx context.Context, jobID uint64) ([]JobExecution, error) {
@@ -65,6 +65,7 @@ func (q *Queries) ExecutionListByJob(ctx context.Context, jobID uint64) ([]JobEx
 			&i.Outcome,
 			&i.Error,
 			&i.DueAt,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}
@@ -105,9 +106,9 @@ func (q *Queries) ExecutionMarkStale(ctx context.Context, arg ExecutionMarkStale
 }
 
 const executionRecord = `-- name: ExecutionRecord :execrows
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error, output)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?, ?
 FROM job_queue AS q
 WHERE q.id = ? AND q.attempt = ?
 `
@@ -115,6 +116,7 @@ WHERE q.id = ? AND q.attempt = ?
 type ExecutionRecordParams struct {
 	Outcome interface{}
 	Error   sql.NullString
+	Output  sql.NullString
 	ID      uint64
 	Attempt int32
 }
@@ -128,10 +130,12 @@ type ExecutionRecordParams struct {
 // was requested, as the fenced update then ended the job CANCELED: the audit
 // trail says what the job row says. A failure that retries moves run_at and
 // uses ExecutionRecordAfterRetry (or ExecutionRecordBeforeRetry) instead.
+// output is the run's output (NULL for none).
 func (q *Queries) ExecutionRecord(ctx context.Context, arg ExecutionRecordParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionRecord,
 		arg.Outcome,
 		arg.Error,
+		arg.Output,
 		arg.ID,
 		arg.Attempt,
 	)
@@ -603,7 +607,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue WHERE id = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue WHERE id = ?
 `
 
 func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
@@ -630,12 +634,14 @@ func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
 		&i.CancelRequested,
 		&i.CreateTime,
 		&i.UpdateTime,
+		&i.Lane,
+		&i.LeaseNonce,
 	)
 	return i, err
 }
 
 const jobGetByKey = `-- name: JobGetByKey :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue WHERE job_key = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue WHERE job_key = ?
 `
 
 func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, error) {
@@ -662,6 +668,8 @@ func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, err
 		&i.CancelRequested,
 		&i.CreateTime,
 		&i.UpdateTime,
+		&i.Lane,
+		&i.LeaseNonce,
 	)
 	return i, err
 }
@@ -825,11 +833,11 @@ const jobInsert = `-- name: JobInsert :execlastid
 
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
+    timeout_ms, run_at, create_time, update_time, lane
 ) VALUES (
     ?, ?, ?, ?,
     'WAITING', ?, ?, ?,
-    NOW(6), NOW(6), NOW(6)
+    NOW(6), NOW(6), NOW(6), ?
 )
 `
 
@@ -841,6 +849,7 @@ type JobInsertParams struct {
 	Priority    int32
 	MaxRetry    int32
 	TimeoutMs   int32
+	Lane        int8
 }
 
 // Every statement the scheduler and the API run against job_queue and
@@ -855,6 +864,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (int64, er
 		arg.Priority,
 		arg.MaxRetry,
 		arg.TimeoutMs,
+		arg.Lane,
 	)
 	if err != nil {
 		return 0, err
@@ -865,11 +875,11 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (int64, er
 const jobInsertAt = `-- name: JobInsertAt :execlastid
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
+    timeout_ms, run_at, create_time, update_time, lane
 ) VALUES (
     ?, ?, ?, ?,
     IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?,
-    ?, NOW(6), NOW(6)
+    ?, NOW(6), NOW(6), ?
 )
 `
 
@@ -882,6 +892,7 @@ type JobInsertAtParams struct {
 	Priority    int32
 	MaxRetry    int32
 	TimeoutMs   int32
+	Lane        int8
 }
 
 // A submit with a run_at: SCHEDULED while run_at is ahead of the database
@@ -897,6 +908,7 @@ func (q *Queries) JobInsertAt(ctx context.Context, arg JobInsertAtParams) (int64
 		arg.MaxRetry,
 		arg.TimeoutMs,
 		arg.RunAt,
+		arg.Lane,
 	)
 	if err != nil {
 		return 0, err
@@ -952,7 +964,7 @@ func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKey
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
 WHERE id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -993,6 +1005,8 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 			&i.CancelRequested,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -1008,7 +1022,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 }
 
 const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue FORCE INDEX (uk_job_key)
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE ?
   AND (? = '' OR status = ?)
   AND (? = '' OR job_type = ?)
@@ -1070,6 +1084,8 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 			&i.CancelRequested,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -1085,7 +1101,7 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 }
 
 const jobListByStatus = `-- name: JobListByStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
 WHERE status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1127,6 +1143,8 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 			&i.CancelRequested,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -1142,7 +1160,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 }
 
 const jobListByType = `-- name: JobListByType :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
 WHERE job_type = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1184,6 +1202,8 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 			&i.CancelRequested,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -1199,7 +1219,7 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 }
 
 const jobListByTypeStatus = `-- name: JobListByTypeStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
 WHERE job_type = ? AND status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1247,6 +1267,8 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 			&i.CancelRequested,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -1265,7 +1287,7 @@ const jobLockAvailable = `-- name: JobLockAvailable :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
        run_at, attempt, create_time
 FROM job_queue
-WHERE status = 'WAITING' AND run_at <= NOW(6)
+WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -1504,7 +1526,7 @@ func (q *Queries) JobRetryManual(ctx context.Context, id uint64) (int64, error) 
 
 const jobScanAvailable = `-- name: JobScanAvailable :many
 SELECT id, attempt FROM job_queue
-WHERE status = 'WAITING' AND run_at <= NOW(6)
+WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -1516,7 +1538,8 @@ type JobScanAvailableRow struct {
 }
 
 // The scan: ids and fencing tokens of due WAITING jobs, in idx_scan order.
-// Used as the idle probe and as the read half of the cas claim. Paused and
+// Used as the idle probe and as the read half of the cas claim. Only lane 0
+// (jobs the replicas' handlers run; lane 1 is fetched by remote workers). Paused and
 // limited job types (job_type_control) are left out in the same statement:
 // the subquery is materialized once, so no type control costs no extra query.
 func (q *Queries) JobScanAvailable(ctx context.Context, limit int32) ([]JobScanAvailableRow, error) {

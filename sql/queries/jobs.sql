@@ -5,11 +5,11 @@
 -- name: JobInsert :execlastid
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
+    timeout_ms, run_at, create_time, update_time, lane
 ) VALUES (
     sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
     'WAITING', sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
-    NOW(6), NOW(6), NOW(6)
+    NOW(6), NOW(6), NOW(6), sqlc.arg(lane)
 );
 
 -- name: JobInsertAt :execlastid
@@ -17,11 +17,11 @@ INSERT INTO job_queue (
 -- clock (the promoter makes it WAITING when due), WAITING at once otherwise.
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
+    timeout_ms, run_at, create_time, update_time, lane
 ) VALUES (
     sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
     IF(sqlc.arg(run_at) > NOW(6), 'SCHEDULED', 'WAITING'), sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
-    sqlc.arg(run_at), NOW(6), NOW(6)
+    sqlc.arg(run_at), NOW(6), NOW(6), sqlc.arg(lane)
 );
 
 -- name: JobKeysLookup :many
@@ -79,11 +79,12 @@ LIMIT ?;
 
 -- name: JobScanAvailable :many
 -- The scan: ids and fencing tokens of due WAITING jobs, in idx_scan order.
--- Used as the idle probe and as the read half of the cas claim. Paused and
+-- Used as the idle probe and as the read half of the cas claim. Only lane 0
+-- (jobs the replicas' handlers run; lane 1 is fetched by remote workers). Paused and
 -- limited job types (job_type_control) are left out in the same statement:
 -- the subquery is materialized once, so no type control costs no extra query.
 SELECT id, attempt FROM job_queue
-WHERE status = 'WAITING' AND run_at <= NOW(6)
+WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?;
@@ -96,7 +97,7 @@ LIMIT ?;
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
        run_at, attempt, create_time
 FROM job_queue
-WHERE status = 'WAITING' AND run_at <= NOW(6)
+WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -265,9 +266,10 @@ WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'RUNNING';
 -- was requested, as the fenced update then ended the job CANCELED: the audit
 -- trail says what the job row says. A failure that retries moves run_at and
 -- uses ExecutionRecordAfterRetry (or ExecutionRecordBeforeRetry) instead.
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+-- output is the run's output (NULL for none).
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error, output)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error)
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error), sqlc.narg(output)
 FROM job_queue AS q
 WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt);
 

@@ -1,0 +1,678 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/store"
+)
+
+// RemoteStore is what remote workers need from the store besides Store:
+// the fetch claim, task-token reads, fenced renewals, logs and progress.
+// *store.Store implements it.
+type RemoteStore interface {
+	JobClaimRemote(ctx context.Context, p jobq.RemoteClaimParams) ([]jobq.ClaimedJob, error)
+	JobTokenStates(ctx context.Context, ids []uint64) ([]jobq.TokenState, error)
+	LeaseRenewFenced(ctx context.Context, runs []jobq.Fence, lease time.Duration) ([]jobq.LeaseRenewal, error)
+	JobCompleteMany(ctx context.Context, cs []jobq.Completion) ([]bool, error)
+	JobLogAppend(ctx context.Context, f jobq.Fence, lines []string, check func(jobq.TokenState) error) error
+	JobProgressSet(ctx context.Context, r jobq.RunReport, check func(jobq.TokenState) error) error
+	ExecutionOutcome(ctx context.Context, f jobq.Fence) (jobq.Outcome, error)
+	WorkerRunsInFlight(ctx context.Context) ([]jobq.WorkerRuns, error)
+}
+
+var _ RemoteStore = (*store.Store)(nil)
+
+// Errors of the remote executor (transports map them to HTTP/gRPC codes).
+var (
+	// ErrTokenForbidden: the task token's secret is wrong, or its job's type
+	// is outside the caller's scope. Nothing changed.
+	ErrTokenForbidden = errors.New("jobq: task token refused")
+	// ErrTokenStale: the token's attempt no longer holds the job. Nothing changed.
+	ErrTokenStale = errors.New("jobq: task token is stale")
+	// ErrOutcomeConflict: a different outcome was already applied for the attempt.
+	ErrOutcomeConflict = errors.New("jobq: a different outcome was already applied")
+	// ErrTokenMalformed: the task token cannot be parsed.
+	ErrTokenMalformed = errors.New("jobq: task token is malformed")
+	// ErrLogFull: the lines would take the attempt's log past jobq.MaxLogBytes.
+	ErrLogFull = store.ErrLogFull
+)
+
+// RemoteScanInterval is the longest a waiting fetch goes without its own
+// claim: work made due on another replica is found within it.
+const RemoteScanInterval = time.Second
+
+// remoteExecutor runs claimed jobs of the remote job types on remote
+// workers: a worker's fetch claims them exactly as the scanner claims for
+// the handler pool (same lease, attempt+1, owner 'worker:<id>'), the
+// worker's heartbeats renew their leases, and its completion is written by
+// the same fenced store path (JobCompleteMany) as an in-process handler's.
+// The rescuer and the metrics see no difference. Only the secret of the
+// task token, drawn at claim time, is the remote executor's own.
+type remoteExecutor struct {
+	store RemoteStore
+	cfg   Config
+	types map[string]bool
+	retry dbRetrier
+	log   *slog.Logger
+	// wake is fired by submits, promotions and retries on this replica: a
+	// waiting fetch claims at once.
+	wake *broadcast
+	// promoteAtFunc asks the promoter for a pass when a retry is due.
+	promoteAtFunc func(time.Time)
+	workers       *workerBook
+	// stop ends waiting fetches (Scheduler.Stop).
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+// Remote is the remote executor's face to the service package: the worker
+// protocol of docs/workers.md, after the service checked the request.
+type Remote struct{ x *remoteExecutor }
+
+// Remote returns the remote executor (nil when no job type is remote).
+func (s *Scheduler) Remote() *Remote {
+	if s.remote == nil {
+		return nil
+	}
+	return &Remote{x: s.remote}
+}
+
+// FetchParams is one worker's fetch.
+type FetchParams struct {
+	WorkerID string
+	Labels   map[string]string
+	Version  string
+	Types    []string
+	MaxJobs  int
+	Wait     time.Duration
+}
+
+// FetchedJob is one job a fetch claimed for a worker, with its task token.
+type FetchedJob struct {
+	jobq.ClaimedJob
+	TaskToken string
+	Lease     time.Duration
+	Heartbeat time.Duration
+}
+
+// IsRemote reports whether jobType is declared remote.
+func (r *Remote) IsRemote(jobType string) bool { return r.x.types[jobType] }
+
+// Types returns the declared remote job types, sorted.
+func (r *Remote) Types() []string { return slices.Sorted(maps.Keys(r.x.types)) }
+
+// Lease returns the lease a fetch gives.
+func (r *Remote) Lease() time.Duration { return r.x.cfg.Lease }
+
+// Fetch claims up to p.MaxJobs due jobs of p.Types for worker p.WorkerID,
+// waiting up to p.Wait for one: it claims at once, then again whenever a
+// submit, promotion or retry on this replica wakes it and at least every
+// RemoteScanInterval, until it took a job, p.Wait passed (no job: nil),
+// ctx ended or the replica stops. Jobs claimed for a fetch whose ctx ended
+// (the client went away) are released without spending a retry.
+func (r *Remote) Fetch(ctx context.Context, p FetchParams) ([]FetchedJob, error) {
+	x := r.x
+	start := time.Now()
+	x.workers.seen(p, start, true)
+	deadline := start.Add(p.Wait)
+	owner := jobq.WorkerOwnerPrefix + p.WorkerID
+	for {
+		woken := x.wake.wait() // before the claim: no wake-up can fall between
+		nonce := make([]byte, 16)
+		if _, err := rand.Read(nonce); err != nil {
+			return nil, fmt.Errorf("fetch: nonce: %w", err)
+		}
+		jobs, err := withRetryV(ctx, x.retry, "fetch.claim", claimMaxAttempts, func() ([]jobq.ClaimedJob, error) {
+			return x.store.JobClaimRemote(ctx, jobq.RemoteClaimParams{Owner: owner, Types: p.Types, Limit: p.MaxJobs, Lease: x.cfg.Lease, Nonce: nonce})
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
+		}
+		if len(jobs) > 0 {
+			if x.cfg.Hooks.ClaimedFunc != nil {
+				x.cfg.Hooks.ClaimedFunc(jobs, 0)
+			}
+			if ctx.Err() != nil {
+				r.releaseClaimed(jobs, "released: the fetch's client went away")
+				return nil, ctx.Err()
+			}
+			out := make([]FetchedJob, len(jobs))
+			for i, j := range jobs {
+				out[i] = FetchedJob{ClaimedJob: j, TaskToken: taskToken(j.Fence(), nonce),
+					Lease: x.cfg.Lease, Heartbeat: x.cfg.HeartbeatInterval}
+			}
+			x.workers.took(p.WorkerID, len(jobs))
+			return out, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		t := time.NewTimer(min(left, jittered(RemoteScanInterval, RemoteScanInterval/5)))
+		select {
+		case <-woken:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-x.stop:
+			t.Stop()
+			return nil, nil
+		}
+		t.Stop()
+	}
+}
+
+// Release gives back jobs a fetch returned but the transport could not
+// deliver (its answer could not be written): WAITING, no retry spent.
+func (r *Remote) Release(jobs []FetchedJob) {
+	cj := make([]jobq.ClaimedJob, len(jobs))
+	for i, j := range jobs {
+		cj[i] = j.ClaimedJob
+	}
+	r.releaseClaimed(cj, "released: the fetch's answer could not be delivered")
+}
+
+func (r *Remote) releaseClaimed(jobs []jobq.ClaimedJob, why string) {
+	x := r.x
+	cs := make([]jobq.Completion, len(jobs))
+	for i, j := range jobs {
+		cs[i] = jobq.Completion{Fence: j.Fence(), Outcome: jobq.OutcomeReleased, Error: why, DueAt: j.RunAt}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Lease)
+	defer cancel()
+	applied, err := withRetryV(ctx, x.retry, "fetch.release", retryUntilDone, func() ([]bool, error) {
+		return x.store.JobCompleteMany(ctx, cs)
+	})
+	if err != nil {
+		x.log.Warn("could not release the jobs of an abandoned fetch; their leases will expire and be rescued",
+			"component", "remote", "jobs", len(jobs), "err", err)
+		return
+	}
+	for i, c := range cs {
+		if x.cfg.Hooks.CompletedFunc != nil {
+			x.cfg.Hooks.CompletedFunc(c, applied[i])
+		}
+	}
+	x.wake.fire()
+}
+
+// HeartbeatState is the answer for one task token of a heartbeat.
+type HeartbeatState string
+
+// Heartbeat states (docs/workers.md).
+const (
+	HeartbeatRenewed         HeartbeatState = "renewed"
+	HeartbeatCancelRequested HeartbeatState = "cancel_requested"
+	HeartbeatLost            HeartbeatState = "lost"
+)
+
+// HeartbeatResult is the answer for one task token.
+type HeartbeatResult struct {
+	JobID      uint64
+	Attempt    int
+	State      HeartbeatState
+	LeaseUntil *time.Time // database clock; nil when lost
+}
+
+// Heartbeat renews the leases of tokens in one statement. A token that
+// cannot be parsed, whose secret is wrong, whose job is outside allow, or
+// whose attempt no longer holds the job is lost; a renewed run whose cancel
+// was requested is cancel_requested. The answers are in token order.
+func (r *Remote) Heartbeat(ctx context.Context, workerID string, tokens []string, allow func(jobType string) bool) ([]HeartbeatResult, error) {
+	x := r.x
+	x.workers.beat(workerID, time.Now())
+	out := make([]HeartbeatResult, len(tokens))
+	parsed := make([]parsedToken, len(tokens))
+	var ids []uint64
+	for i, t := range tokens {
+		out[i].State = HeartbeatLost
+		pt, err := parseTaskToken(t)
+		if err != nil {
+			continue
+		}
+		parsed[i] = pt
+		out[i].JobID, out[i].Attempt = pt.ID, pt.Attempt
+		ids = append(ids, pt.ID)
+	}
+	states, err := withRetryV(ctx, x.retry, "heartbeat.read", claimMaxAttempts, func() ([]jobq.TokenState, error) {
+		return x.store.JobTokenStates(ctx, ids)
+	})
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[uint64]jobq.TokenState, len(states))
+	for _, st := range states {
+		byID[st.ID] = st
+	}
+	var fences []jobq.Fence
+	var at []int
+	for i, pt := range parsed {
+		if pt.ID == 0 {
+			continue
+		}
+		st, ok := byID[pt.ID]
+		if !ok || st.Status != jobq.StateRunning || st.Attempt != pt.Attempt || !pt.verify(st.Nonce) || (allow != nil && !allow(st.JobType)) {
+			continue
+		}
+		fences, at = append(fences, pt.fence()), append(at, i)
+	}
+	if len(fences) == 0 {
+		return out, nil
+	}
+	renewed, err := withRetryV(ctx, x.retry, "heartbeat.renew", claimMaxAttempts, func() ([]jobq.LeaseRenewal, error) {
+		return x.store.LeaseRenewFenced(ctx, fences, x.cfg.Lease)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k, rn := range renewed {
+		i := at[k]
+		if !rn.Renewed {
+			continue
+		}
+		until := rn.LeaseUntil
+		out[i].LeaseUntil = &until
+		out[i].State = HeartbeatRenewed
+		if rn.CancelRequested {
+			out[i].State = HeartbeatCancelRequested
+		}
+	}
+	return out, nil
+}
+
+// Outcome kinds of a remote completion (docs/workers.md).
+const (
+	CompleteSuccess = "success"
+	CompleteFailure = "failure"
+	CompleteRelease = "release"
+)
+
+// CompleteParams is one remote completion, checked by the service.
+type CompleteParams struct {
+	TaskToken string
+	Outcome   string // CompleteSuccess, CompleteFailure or CompleteRelease
+	Output    json.RawMessage
+	Error     string
+	Retry     bool
+	// Allow reports whether the caller may complete jobs of a job type (nil: any).
+	Allow func(jobType string) bool
+}
+
+// CompleteResult is an applied completion.
+type CompleteResult struct {
+	JobID   uint64
+	Attempt int
+	Status  jobq.JobState // the job's status after the write
+}
+
+// Complete writes a worker's outcome through the same fenced path as an
+// in-process handler's (JobCompleteMany): applied when written now, or when
+// the same outcome was already written for the attempt (a retried
+// completion whose answer was lost); ErrTokenStale when the attempt no
+// longer holds the job; ErrOutcomeConflict when a different outcome was
+// applied; ErrTokenForbidden for a wrong secret or a job type outside
+// p.Allow; ErrTokenMalformed. Only an applied completion changes anything.
+func (r *Remote) Complete(ctx context.Context, p CompleteParams) (CompleteResult, error) {
+	x := r.x
+	pt, err := parseTaskToken(p.TaskToken)
+	if err != nil {
+		return CompleteResult{}, err
+	}
+	res := CompleteResult{JobID: pt.ID, Attempt: pt.Attempt}
+	st, err := r.tokenState(ctx, pt, p.Allow)
+	if err != nil {
+		return res, err
+	}
+	c := jobq.Completion{Fence: pt.fence(), Error: p.Error, DueAt: st.RunAt}
+	switch p.Outcome {
+	case CompleteSuccess:
+		c.Outcome, c.Output, c.Error = jobq.OutcomeSuccess, p.Output, ""
+	case CompleteFailure:
+		c.Outcome = jobq.OutcomeFailed
+		if p.Retry && st.RetryTimes < st.MaxRetry {
+			c.Retry = true
+			c.Backoff = RetryBackoff(st.RetryTimes, x.cfg.RetryBackoffBase, x.cfg.RetryBackoffMax, x.cfg.RetryJitter)
+		}
+	case CompleteRelease:
+		c.Outcome = jobq.OutcomeReleased
+	default:
+		return res, fmt.Errorf("complete: unknown outcome %q", p.Outcome)
+	}
+	wasRunning := st.Status == jobq.StateRunning
+	applied, err := withRetryV(ctx, x.retry, "remote.complete", claimMaxAttempts, func() ([]bool, error) {
+		return x.store.JobCompleteMany(ctx, []jobq.Completion{c})
+	})
+	if err != nil {
+		return res, err
+	}
+	if wasRunning && x.cfg.Hooks.CompletedFunc != nil {
+		x.cfg.Hooks.CompletedFunc(c, applied[0])
+	}
+	if !applied[0] {
+		out, err := x.store.ExecutionOutcome(ctx, c.Fence)
+		if err != nil {
+			return res, err
+		}
+		if out.Own() {
+			return res, ErrOutcomeConflict
+		}
+		return res, ErrTokenStale
+	}
+	if c.Retry && c.Backoff > 0 {
+		x.promoteAtFunc(time.Now().Add(c.Backoff))
+	}
+	if c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0) {
+		x.wake.fire()
+	}
+	res.Status = r.statusAfter(ctx, c, st)
+	return res, nil
+}
+
+// statusAfter is the job's status after c was applied: read back while the
+// attempt still holds the row, else what c made it.
+func (r *Remote) statusAfter(ctx context.Context, c jobq.Completion, before jobq.TokenState) jobq.JobState {
+	if sts, err := r.x.store.JobTokenStates(ctx, []uint64{c.ID}); err == nil && len(sts) == 1 && sts[0].Attempt == c.Attempt {
+		return sts[0].Status
+	}
+	switch {
+	case before.CancelRequested:
+		return jobq.StateCanceled
+	case c.Outcome == jobq.OutcomeSuccess:
+		return jobq.StateSuccess
+	case c.Outcome == jobq.OutcomeReleased:
+		return jobq.StateWaiting
+	case c.Retry && c.Backoff > 0:
+		return jobq.StateScheduled
+	case c.Retry:
+		return jobq.StateWaiting
+	default:
+		return jobq.StateFailed
+	}
+}
+
+// tokenState reads and checks the job of token pt: ErrTokenStale when its
+// attempt is not the job's (the secret cannot be checked any more, and
+// nothing will change), ErrTokenForbidden for a wrong secret or a type
+// outside allow.
+func (r *Remote) tokenState(ctx context.Context, pt parsedToken, allow func(string) bool) (jobq.TokenState, error) {
+	x := r.x
+	sts, err := withRetryV(ctx, x.retry, "remote.token", claimMaxAttempts, func() ([]jobq.TokenState, error) {
+		return x.store.JobTokenStates(ctx, []uint64{pt.ID})
+	})
+	if err != nil {
+		return jobq.TokenState{}, err
+	}
+	if len(sts) == 0 {
+		return jobq.TokenState{}, ErrTokenStale
+	}
+	st := sts[0]
+	if err := checkToken(pt, st, allow); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+func checkToken(pt parsedToken, st jobq.TokenState, allow func(string) bool) error {
+	if st.Attempt != pt.Attempt {
+		return ErrTokenStale
+	}
+	if !pt.verify(st.Nonce) || (allow != nil && !allow(st.JobType)) {
+		return ErrTokenForbidden
+	}
+	return nil
+}
+
+// AppendLog appends lines to the log of the token's attempt (all or
+// nothing): ErrLogFull past jobq.MaxLogBytes, ErrTokenStale once the
+// attempt no longer holds the job, ErrTokenForbidden, ErrTokenMalformed.
+func (r *Remote) AppendLog(ctx context.Context, token string, lines []string, allow func(string) bool) (jobq.Fence, error) {
+	pt, err := parseTaskToken(token)
+	if err != nil {
+		return jobq.Fence{}, err
+	}
+	err = withRetry(ctx, r.x.retry, "remote.log", claimMaxAttempts, func() error {
+		return r.x.store.JobLogAppend(ctx, pt.fence(), lines, func(st jobq.TokenState) error { return checkToken(pt, st, allow) })
+	})
+	return pt.fence(), runError(err)
+}
+
+// ReportProgress records the token's attempt's progress (the last report
+// is kept); errors as AppendLog.
+func (r *Remote) ReportProgress(ctx context.Context, token string, progress float64, msg string, allow func(string) bool) (jobq.Fence, error) {
+	pt, err := parseTaskToken(token)
+	if err != nil {
+		return jobq.Fence{}, err
+	}
+	err = withRetry(ctx, r.x.retry, "remote.progress", claimMaxAttempts, func() error {
+		return r.x.store.JobProgressSet(ctx, jobq.RunReport{Fence: pt.fence(), Progress: progress, Message: msg},
+			func(st jobq.TokenState) error { return checkToken(pt, st, allow) })
+	})
+	return pt.fence(), runError(err)
+}
+
+func runError(err error) error {
+	if errors.Is(err, store.ErrRunGone) {
+		return ErrTokenStale
+	}
+	return err
+}
+
+// WorkerInfo is one live worker as this replica saw it.
+type WorkerInfo struct {
+	WorkerID      string
+	Labels        map[string]string
+	Version       string
+	Types         []string
+	LastFetch     time.Time
+	LastHeartbeat time.Time
+	// Fetched is how many jobs its fetches on this replica took.
+	Fetched int64
+	// RunsInFlight is how many RUNNING jobs it holds (database, all replicas).
+	RunsInFlight int
+}
+
+// Workers returns the workers seen on this replica within
+// workerForgetAfter, with their runs in flight read from the database
+// (a worker holding runs but not seen here is listed too).
+func (r *Remote) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	runs, err := r.x.store.WorkerRunsInFlight(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.x.workers.list(time.Now(), runs), nil
+}
+
+// workerForgetAfter is how long a worker that neither fetched nor
+// heartbeat stays listed.
+const workerForgetAfter = 2 * time.Minute
+
+// workerBook keeps the workers this replica saw, in memory.
+type workerBook struct {
+	mu sync.Mutex
+	m  map[string]*WorkerInfo
+}
+
+func (b *workerBook) seen(p FetchParams, now time.Time, fetch bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.m[p.WorkerID]
+	if w == nil {
+		if len(b.m) >= 10000 {
+			b.pruneLocked(now)
+		}
+		w = &WorkerInfo{WorkerID: p.WorkerID}
+		b.m[p.WorkerID] = w
+	}
+	w.Labels, w.Version, w.Types = maps.Clone(p.Labels), p.Version, slices.Clone(p.Types)
+	if fetch {
+		w.LastFetch = now
+	}
+}
+
+func (b *workerBook) took(id string, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w := b.m[id]; w != nil {
+		w.Fetched += int64(n)
+	}
+}
+
+func (b *workerBook) beat(id string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w := b.m[id]; w != nil {
+		w.LastHeartbeat = now
+		return
+	}
+	if len(b.m) < 10000 {
+		b.m[id] = &WorkerInfo{WorkerID: id, LastHeartbeat: now}
+	}
+}
+
+func (b *workerBook) pruneLocked(now time.Time) {
+	for id, w := range b.m {
+		if now.Sub(later(w.LastFetch, w.LastHeartbeat)) > workerForgetAfter {
+			delete(b.m, id)
+		}
+	}
+}
+
+func (b *workerBook) list(now time.Time, runs []jobq.WorkerRuns) []WorkerInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pruneLocked(now)
+	out := make(map[string]WorkerInfo, len(b.m))
+	for id, w := range b.m {
+		c := *w
+		c.Labels, c.Types = maps.Clone(w.Labels), slices.Clone(w.Types)
+		out[id] = c
+	}
+	for _, r := range runs {
+		c := out[r.WorkerID]
+		c.WorkerID, c.RunsInFlight = r.WorkerID, r.Runs
+		out[r.WorkerID] = c
+	}
+	list := slices.Collect(maps.Values(out))
+	slices.SortFunc(list, func(a, b WorkerInfo) int { return strings.Compare(a.WorkerID, b.WorkerID) })
+	return list
+}
+
+// broadcast wakes every waiting fetch at once: wait returns a channel that
+// the next fire closes.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+func (b *broadcast) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
+}
+
+// Task tokens: "jqt1.<job id>.<attempt>.<secret>", the secret being the
+// first 16 bytes of HMAC-SHA256(lease nonce, "<id>:<attempt>") in
+// unpadded base64url (22 characters).
+const (
+	taskTokenPrefix    = "jqt1."
+	taskTokenSecretLen = 16
+	// MaxTaskTokenLen bounds a task token's length (the service checks it).
+	MaxTaskTokenLen = 80
+)
+
+type parsedToken struct {
+	ID      uint64
+	Attempt int
+	secret  []byte
+}
+
+func (p parsedToken) fence() jobq.Fence { return jobq.Fence{ID: p.ID, Attempt: p.Attempt} }
+
+func (p parsedToken) verify(nonce []byte) bool {
+	if len(nonce) == 0 {
+		return false
+	}
+	return hmac.Equal(p.secret, tokenSecret(p.fence(), nonce))
+}
+
+func tokenSecret(f jobq.Fence, nonce []byte) []byte {
+	m := hmac.New(sha256.New, nonce)
+	m.Write([]byte(strconv.FormatUint(f.ID, 10) + ":" + strconv.Itoa(f.Attempt)))
+	return m.Sum(nil)[:taskTokenSecretLen]
+}
+
+func taskToken(f jobq.Fence, nonce []byte) string {
+	return taskTokenPrefix + strconv.FormatUint(f.ID, 10) + "." + strconv.Itoa(f.Attempt) + "." +
+		base64.RawURLEncoding.EncodeToString(tokenSecret(f, nonce))
+}
+
+// ParseTaskToken checks a task token's form and returns its job id and
+// attempt (ErrTokenMalformed, naming what is wrong, otherwise). It says
+// nothing about the secret.
+func ParseTaskToken(t string) (jobq.Fence, error) {
+	pt, err := parseTaskToken(t)
+	return pt.fence(), err
+}
+
+func parseTaskToken(t string) (parsedToken, error) {
+	if len(t) > MaxTaskTokenLen || !strings.HasPrefix(t, taskTokenPrefix) {
+		return parsedToken{}, fmt.Errorf("%w: must be %q followed by <job id>.<attempt>.<secret>", ErrTokenMalformed, taskTokenPrefix)
+	}
+	parts := strings.Split(strings.TrimPrefix(t, taskTokenPrefix), ".")
+	if len(parts) != 3 {
+		return parsedToken{}, fmt.Errorf("%w: must be %q followed by <job id>.<attempt>.<secret>", ErrTokenMalformed, taskTokenPrefix)
+	}
+	id, err := strconv.ParseUint(parts[0], 10, 64)
+	if err != nil || id == 0 {
+		return parsedToken{}, fmt.Errorf("%w: the job id must be a positive integer", ErrTokenMalformed)
+	}
+	attempt, err := strconv.Atoi(parts[1])
+	if err != nil || attempt < 1 {
+		return parsedToken{}, fmt.Errorf("%w: the attempt must be a positive integer", ErrTokenMalformed)
+	}
+	secret, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || len(secret) != taskTokenSecretLen {
+		return parsedToken{}, fmt.Errorf("%w: the secret must be %d bytes of unpadded base64url", ErrTokenMalformed, taskTokenSecretLen)
+	}
+	return parsedToken{ID: id, Attempt: attempt, secret: secret}, nil
+}
+
+func newRemoteExecutor(st RemoteStore, cfg Config, retry dbRetrier, log *slog.Logger) *remoteExecutor {
+	x := &remoteExecutor{store: st, cfg: cfg, types: map[string]bool{}, retry: retry, log: log,
+		wake: &broadcast{}, workers: &workerBook{m: map[string]*WorkerInfo{}}, stop: make(chan struct{})}
+	for _, t := range cfg.RemoteTypes {
+		x.types[t] = true
+	}
+	return x
+}
