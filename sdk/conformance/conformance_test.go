@@ -254,7 +254,7 @@ func (s *implSuite) startWorker(t *testing.T, w workerSpec) *proc {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(),
-		"JOBQ_SERVER="+s.proxy.URL(), "JOBQ_WORKER_ID="+w.id, "JOBQ_TYPES="+strings.Join(w.types, ","),
+		"JOBQ_SERVER="+s.proxy.URL(), "JOBQ_WORKER_TOKEN="+workerToken, "JOBQ_WORKER_ID="+w.id, "JOBQ_TYPES="+strings.Join(w.types, ","),
 		"JOBQ_CONCURRENCY="+strconv.Itoa(w.concurrency), "JOBQ_SHUTDOWN_TIMEOUT_MS="+strconv.Itoa(w.shutdownMs))
 	p := &proc{id: w.id, cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out

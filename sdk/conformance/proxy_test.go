@@ -17,13 +17,12 @@ import (
 
 // call is one worker request seen by the proxy, with the replica's answer.
 type call struct {
-	Path     string
-	Body     []byte // the request body as the worker sent it
-	Status   int    // the replica's status; 503 for an injected heartbeat failure
-	Answer   []byte
-	Dropped  bool // the answer was computed by the replica and never delivered
-	Injected bool // answered by the proxy, not forwarded
-	At       time.Time
+	Path    string
+	Body    []byte // the request body as the worker sent it
+	Status  int    // the replica's status
+	Answer  []byte
+	Dropped bool // the answer was computed by the replica and never delivered
+	At      time.Time
 }
 
 // token is what a fetch answer said about one task token.
@@ -46,8 +45,15 @@ type proxy struct {
 	mu             sync.Mutex
 	calls          []call
 	tokens         map[string]token
-	dropCompleteOf map[string]bool // job types whose next applied completion answer is dropped
-	failBeatsOf    map[string]bool // worker ids whose heartbeats get 503
+	dropCompleteOf map[string]bool          // job types whose next applied completion answer is dropped
+	holdBeatsOf    map[string]chan struct{} // worker ids whose heartbeats wait until the channel is closed
+	fetching       map[*http.Request]fetchStart
+}
+
+// fetchStart is a fetch waiting at the replica.
+type fetchStart struct {
+	workerID string
+	at       time.Time
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -56,7 +62,7 @@ func newProxy(t *testing.T, target string) *proxy {
 		t.Fatal(err)
 	}
 	p := &proxy{rp: httputil.NewSingleHostReverseProxy(u), tokens: map[string]token{},
-		dropCompleteOf: map[string]bool{}, failBeatsOf: map[string]bool{}}
+		dropCompleteOf: map[string]bool{}, holdBeatsOf: map[string]chan struct{}{}, fetching: map[*http.Request]fetchStart{}}
 	p.rp.ErrorLog = nil
 	p.rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
 		w.WriteHeader(http.StatusBadGateway)
@@ -80,17 +86,26 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = json.Unmarshal(body, &hb)
 		p.mu.Lock()
-		fail := p.failBeatsOf[hb.WorkerID]
+		hold := p.holdBeatsOf[hb.WorkerID]
 		p.mu.Unlock()
-		if fail {
-			c.Status, c.Injected = http.StatusServiceUnavailable, true
-			c.Answer = []byte(`{"error":{"code":"unavailable","message":"injected by the conformance proxy"}}`)
-			p.record(c)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(c.Status)
-			_, _ = w.Write(c.Answer)
-			return
+		if hold != nil {
+			<-hold
 		}
+	}
+
+	if r.URL.Path == "/v1/workers/fetch" {
+		var fr struct {
+			WorkerID string `json:"worker_id"`
+		}
+		_ = json.Unmarshal(body, &fr)
+		p.mu.Lock()
+		p.fetching[r] = fetchStart{workerID: fr.WorkerID, at: c.At}
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			delete(p.fetching, r)
+			p.mu.Unlock()
+		}()
 	}
 
 	rec := httptest.NewRecorder()
@@ -177,11 +192,51 @@ func (p *proxy) dropNextCompletion(jobType string) {
 	p.mu.Unlock()
 }
 
-// failHeartbeats makes the proxy answer 503 to workerID's heartbeats.
-func (p *proxy) failHeartbeats(workerID string) {
+// holdHeartbeats makes workerID's heartbeats wait at the proxy until the
+// returned function is called (also called at cleanup).
+func (p *proxy) holdHeartbeats(t *testing.T, workerID string) (release func()) {
+	ch := make(chan struct{})
 	p.mu.Lock()
-	p.failBeatsOf[workerID] = true
+	p.holdBeatsOf[workerID] = ch
 	p.mu.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			p.mu.Lock()
+			delete(p.holdBeatsOf, workerID)
+			p.mu.Unlock()
+			close(ch)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// fetchWaiting is how long workerID's oldest fetch has been waiting at
+// the replica (0 when none is).
+func (p *proxy) fetchWaiting(workerID string) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var longest time.Duration
+	for _, f := range p.fetching {
+		if f.workerID == workerID {
+			longest = max(longest, time.Since(f.at))
+		}
+	}
+	return longest
+}
+
+// heartbeated reports whether a heartbeat carrying tok was answered 200:
+// the worker holds the job (it received the fetch answer).
+func (p *proxy) heartbeated(tok string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.calls {
+		if c.Path == "/v1/workers/heartbeat" && c.Status == http.StatusOK && strings.Contains(string(c.Body), `"`+tok+`"`) {
+			return true
+		}
+	}
+	return false
 }
 
 // tokensOf returns the task tokens fetched for job id, by attempt.

@@ -16,7 +16,7 @@ import (
 var rules = []rule{
 	{name: "success", title: "success with output recorded", run: ruleSuccess},
 	{name: "failure_retry", title: "failure with retry, attempts counted", run: ruleFailureRetry},
-	{name: "lost_ack", title: "lost acknowledgement retried with the same outcome", run: ruleLostAck},
+	{name: "lost_ack", title: "lost acknowledgement retried with the same outcome", dedicated: true, run: ruleLostAck},
 	{name: "cancel", title: "cancel while running", run: ruleCancel},
 	{name: "lease_loss", title: "lease loss while frozen", dedicated: true, run: ruleLeaseLoss},
 	{name: "shutdown_release", title: "shutdown releases unfinished work", dedicated: true, run: ruleShutdownRelease},
@@ -44,8 +44,7 @@ func ruleSuccess(r *ruleRun) {
 		if !jsonEqual(ex[0].Output, []byte(outputs[i])) {
 			r.fatalf("job %d: attempt 1 output %s, want %s", id, ex[0].Output, outputs[i])
 		}
-		tok := r.s.proxy.tokensOf(id)[1]
-		cs := r.s.proxy.completions(tok)
+		cs := r.answered(id, 1)
 		if len(cs) != 1 || parseCompletion(cs[0].Body).Outcome != "success" || cs[0].Status != http.StatusOK {
 			r.fatalf("job %d: %d completions (%s), want one success answered 200", id, len(cs), bodies(cs))
 		}
@@ -72,8 +71,8 @@ func ruleFailureRetry(r *ruleRun) {
 			r.fatalf("job %d attempt %d: outcome %s error %q, want FAILED with %q", retried, e.Attempt, e.Outcome, e.Error, "quota exceeded")
 		}
 	}
-	for attempt, tok := range r.s.proxy.tokensOf(retried) {
-		for _, c := range r.s.proxy.completions(tok) {
+	for attempt := 1; attempt <= 3; attempt++ {
+		for _, c := range r.answered(retried, attempt) {
 			if b := parseCompletion(c.Body); b.Outcome != "failure" || (b.Retry != nil && !*b.Retry) {
 				r.fatalf("job %d attempt %d: completion %s, want outcome failure with retry true or absent", retried, attempt, c.Body)
 			}
@@ -85,7 +84,7 @@ func ruleFailureRetry(r *ruleRun) {
 		r.fatalf("job %d (max_retry 3, retry false): %s; want FAILED at attempt 1, retry_times 0, last_error with %q",
 			final, describe(j), "bad input")
 	}
-	cs := r.s.proxy.completions(r.s.proxy.tokensOf(final)[1])
+	cs := r.answered(final, 1)
 	if len(cs) != 1 {
 		r.fatalf("job %d: %d completions (%s), want 1", final, len(cs), bodies(cs))
 	}
@@ -97,14 +96,22 @@ func ruleFailureRetry(r *ruleRun) {
 // ruleLostAck: the answer to the first completion is lost after the
 // replica applied it; the worker retries with the same body and the job
 // ends with the one outcome.
+//
+// The job arrives at the end of a long poll that has waited longer than
+// the lease, as it does for any idle worker: the lease starts at the claim,
+// not when the worker sent its fetch, so the retries must not stop at
+// "fetch sent + lease". The worker is the rule's own, so that its fetch is
+// not answered early by other rules' jobs.
 func ruleLostAck(r *ruleRun) {
+	w := r.s.startWorker(r.T, workerSpec{id: r.s.impl.name + "-lostack", types: []string{r.typ}, concurrency: 2, shutdownMs: 5000})
+	r.eventually(lease+20*time.Second, fmt.Sprintf("worker %s has a fetch waiting longer than the lease (%v)", w.id, lease), func() (bool, string) {
+		d := r.s.proxy.fetchWaiting(w.id)
+		return d > lease+200*time.Millisecond, fmt.Sprintf("oldest fetch waiting %v", d)
+	})
 	r.s.proxy.dropNextCompletion(r.typ)
 	id := r.submit(`{"action":"succeed","output":{"n":42}}`, 3)
 	j := r.waitStatus(id, "SUCCESS", 20*time.Second)
-	tok := r.s.proxy.tokensOf(id)[1]
-	if tok == "" {
-		r.fatalf("job %d: no fetch answer with its token seen at the proxy", id)
-	}
+	tok := r.token(id, 1)
 	var cs []call
 	r.eventually(15*time.Second, "the completion whose answer was lost is sent again and answered", func() (bool, string) {
 		cs = r.s.proxy.completions(tok)
@@ -150,10 +157,11 @@ func ruleCancel(r *ruleRun) {
 // worker's late completion is refused (409 stale) and the job keeps the
 // second run's outcome.
 //
-// After SIGCONT the first worker's heartbeat ("lost") and its finished
-// sleep race; both orders are correct, but only the second sends the late
-// completion this rule is about. The proxy therefore fails the thawed
-// worker's heartbeats, so the completion goes out.
+// After SIGCONT the first worker's heartbeat and its finished sleep race:
+// a worker that hears "lost" first (or infers it from a heartbeat failing
+// past its lease deadline) correctly sends nothing, and the late completion
+// this rule is about never happens. The proxy therefore holds the thawed
+// worker's heartbeats (a slow network) until its completion has been seen.
 func ruleLeaseLoss(r *ruleRun) {
 	a := r.s.startWorker(r.T, workerSpec{id: r.s.impl.name + "-frozen-a", types: []string{r.typ}, concurrency: 1, shutdownMs: 5000})
 	id := r.submit(`{"action":"sleep","ms":1500}`, 3)
@@ -172,13 +180,14 @@ func ruleLeaseLoss(r *ruleRun) {
 	}
 
 	toks := r.s.proxy.tokensOf(id)
-	r.s.proxy.failHeartbeats(a.id)
+	letBeatsThrough := r.s.proxy.holdHeartbeats(r.T, a.id)
 	a.signal(r.T, syscall.SIGCONT)
 	var cs []call
 	r.eventually(15*time.Second, "the thawed worker's late completion is sent and refused with 409 stale", func() (bool, string) {
 		cs = r.s.proxy.completions(toks[1])
 		return len(cs) > 0 && cs[0].Status != 0, bodies(cs)
 	})
+	letBeatsThrough()
 	if cs[0].Status != http.StatusConflict || parseError(cs[0].Answer).Error.Code != "stale" {
 		r.fatalf("job %d: the late completion of attempt 1 was answered %d %s, want 409 stale", id, cs[0].Status, cs[0].Answer)
 	}
@@ -211,10 +220,20 @@ func ruleShutdownRelease(r *ruleRun) {
 	id := r.submit(`{"action":"block"}`, 3)
 	r.Cleanup(func() { _, _ = r.s.api.Cancel(context.Background(), id) })
 	r.waitRunning(id, w)
+	// RUNNING shows once the replica claimed the job, before the worker has
+	// read the fetch answer; a SIGTERM in between aborts a fetch whose jobs
+	// the replica believes delivered (they come back only when the lease
+	// runs out). The worker's first heartbeat with the token shows it holds
+	// the job.
+	tok := r.token(id, 1)
+	r.eventually(10*time.Second, fmt.Sprintf("worker %s heartbeats job %d", w.id, id), func() (bool, string) {
+		return r.s.proxy.heartbeated(tok), "no heartbeat with the job's token answered 200"
+	})
 	w.signal(r.T, syscall.SIGTERM)
 	j := r.waitStatus(id, "WAITING", 15*time.Second)
 	if j.Attempt != 1 || j.RetryTimes != 0 {
-		r.fatalf("job %d after shutdown: %s, want WAITING with attempt 1 and retry_times 0 (a release spends no retry)", id, describe(j))
+		r.fatalf("job %d after shutdown: %s, want WAITING with attempt 1 and retry_times 0 (a release spends no retry); completions seen: %s",
+			id, describe(j), bodies(r.s.proxy.completions(tok)))
 	}
 	if ex := r.executions(id); len(ex) != 1 || ex[0].Outcome != "RELEASED" {
 		r.fatalf("job %d: executions %+v, want one RELEASED", id, ex)
@@ -238,10 +257,7 @@ func ruleShutdownRelease(r *ruleRun) {
 func ruleBadTokens(r *ruleRun) {
 	id := r.submit(`{"action":"block"}`, 3)
 	r.waitRunning(id, r.s.shared)
-	tok := r.s.proxy.tokensOf(id)[1]
-	if tok == "" {
-		r.fatalf("job %d: no fetch answer with its token seen at the proxy", id)
-	}
+	tok := r.token(id, 1)
 	forged := forge(tok)
 	before, exBefore := r.get(id), r.executions(id)
 
@@ -290,15 +306,17 @@ func ruleBadTokens(r *ruleRun) {
 	r.waitStatus(id, "CANCELED", 4*heartbeatEvery+2*time.Second)
 }
 
-// forge returns tok with its secret's last character changed: the right
-// job and attempt, the wrong secret.
+// forge returns tok with the first character of its secret (the part
+// after the last dot) changed: the right job and attempt, another secret.
+// (The last character would not do: in unpadded base64 its low bits may
+// carry no data, so a lenient decoder reads the same secret.)
 func forge(tok string) string {
-	last := tok[len(tok)-1]
+	i := strings.LastIndex(tok, ".") + 1
 	repl := byte('A')
-	if last == 'A' {
+	if tok[i] == 'A' {
 		repl = 'B'
 	}
-	return tok[:len(tok)-1] + string(repl)
+	return tok[:i] + string(repl) + tok[i+1:]
 }
 
 // unchanged fails the rule when job id's state moved since before.
@@ -319,7 +337,7 @@ func unchanged(r *ruleRun, id uint64, before jobView, exBefore []execView, what 
 func ruleOversizedOutput(r *ruleRun) {
 	id := r.submit(`{"action":"big_output","bytes":70000}`, 0)
 	j := r.waitStatus(id, "FAILED", 20*time.Second)
-	cs := r.s.proxy.completions(r.s.proxy.tokensOf(id)[1])
+	cs := r.answered(id, 1)
 	if len(cs) < 2 {
 		r.fatalf("job %d: completions %s, want a refused success then a failure", id, bodies(cs))
 	}
@@ -337,6 +355,42 @@ func ruleOversizedOutput(r *ruleRun) {
 	if ex := r.executions(id); len(ex) != 1 || ex[0].Outcome != "FAILED" || ex[0].Error != msg {
 		r.fatalf("job %d: executions %+v, want one FAILED with error %q", id, ex, msg)
 	}
+}
+
+// token waits until the proxy has passed on the fetch answer holding job
+// id's task token for attempt, and returns the token. (The claim commits
+// before the answer reaches the proxy.)
+func (r *ruleRun) token(id uint64, attempt int) string {
+	r.Helper()
+	var tok string
+	r.eventually(10*time.Second, fmt.Sprintf("the proxy sees the fetch answer with job %d attempt %d's token", id, attempt), func() (bool, string) {
+		tok = r.s.proxy.tokensOf(id)[attempt]
+		return tok != "", "no such fetch answer"
+	})
+	return tok
+}
+
+// answered waits until the proxy has passed on the replica's 200 answer
+// to a completion of job id's attempt, and returns that attempt's
+// completions. (The replica commits before its answer reaches the proxy,
+// so a job's final status can show before the proxy has recorded it.)
+func (r *ruleRun) answered(id uint64, attempt int) []call {
+	r.Helper()
+	var cs []call
+	r.eventually(10*time.Second, fmt.Sprintf("the proxy sees job %d attempt %d's completion answered 200", id, attempt), func() (bool, string) {
+		tok := r.s.proxy.tokensOf(id)[attempt]
+		if tok == "" {
+			return false, "no fetch answer with the attempt's token"
+		}
+		cs = r.s.proxy.completions(tok)
+		for _, c := range cs {
+			if c.Status == http.StatusOK && !c.Dropped {
+				return true, ""
+			}
+		}
+		return false, bodies(cs)
+	})
+	return cs
 }
 
 // bodies shows calls for a failure message (long bodies cut).
