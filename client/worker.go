@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jobq/jobq/apitype"
 )
 
 // Worker defaults (WorkerConfig).
@@ -31,6 +33,16 @@ const (
 	// jobs still running at the end of the shutdown timeout, for their
 	// handlers to return before it releases them anyway.
 	WorkerAbandonWaitDefault = 2 * time.Second
+)
+
+// The worker protocol's words (docs/workers.md).
+const (
+	hbRenewed         = "renewed"          // heartbeat: the lease was renewed
+	hbCancelRequested = "cancel_requested" // heartbeat: renewed, and the job's cancel was requested
+	hbLost            = "lost"             // heartbeat: this attempt no longer holds the job
+	outcomeSuccess    = "success"
+	outcomeFailure    = "failure"
+	outcomeRelease    = "release"
 )
 
 // Completion retry backoff: 100 ms doubling to 5 s (docs/workers.md).
@@ -268,13 +280,13 @@ func (j *WorkerJob) Log(ctx context.Context, lines ...string) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	return j.w.call(ctx, "/v1/workers/log", logRequest{TaskToken: j.token, Lines: lines}, nil)
+	return j.w.call(ctx, "/v1/workers/log", apitype.LogRequest{TaskToken: j.token, Lines: lines}, nil)
 }
 
 // Progress reports this attempt's progress, 0–1, with a message of ≤ 256
 // characters (POST /v1/workers/progress); the last report is kept.
 func (j *WorkerJob) Progress(ctx context.Context, progress float64, message string) error {
-	return j.w.call(ctx, "/v1/workers/progress", progressRequest{TaskToken: j.token, Progress: progress, Message: message}, nil)
+	return j.w.call(ctx, "/v1/workers/progress", apitype.ProgressRequest{TaskToken: j.token, Progress: &progress, Message: message}, nil)
 }
 
 // call POSTs body to path with the call timeout.
@@ -361,20 +373,21 @@ func (w *Worker) freeSlots() int {
 	return w.cfg.Concurrency - w.running
 }
 
-func (w *Worker) fetch(ctx context.Context, maxJobs int) ([]fetchedJob, error) {
+func (w *Worker) fetch(ctx context.Context, maxJobs int) ([]apitype.FetchedJob, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.PollWait+WorkerCallTimeoutDefault)
 	defer cancel()
-	var resp fetchResponse
-	_, err := w.api.do(ctx, http.MethodPost, "/v1/workers/fetch", fetchRequest{
+	var resp apitype.FetchResponse
+	waitMs := int(w.cfg.PollWait / time.Millisecond)
+	_, err := w.api.do(ctx, http.MethodPost, "/v1/workers/fetch", apitype.FetchRequest{
 		WorkerID: w.cfg.WorkerID, Labels: w.cfg.Labels, Version: w.cfg.Version, JobTypes: w.types,
-		MaxJobs: maxJobs, WaitMs: int(w.cfg.PollWait / time.Millisecond),
+		MaxJobs: maxJobs, WaitMs: &waitMs,
 	}, &resp)
 	return resp.Jobs, err
 }
 
 // start takes a slot for fj and runs its handler; a job fetched while the
 // worker is already shutting down is released at once.
-func (w *Worker) start(runCtx context.Context, fj fetchedJob) {
+func (w *Worker) start(runCtx context.Context, fj apitype.FetchedJob) {
 	job := &WorkerJob{
 		ID: fj.ID, Key: fj.JobKey, Type: fj.JobType, Params: fj.Params, Attempt: fj.Attempt, Priority: fj.Priority,
 		RetryTimes: fj.RetryTimes, MaxRetry: fj.MaxRetry, Timeout: time.Duration(fj.TimeoutMs) * time.Millisecond,
@@ -399,7 +412,7 @@ func (w *Worker) start(runCtx context.Context, fj fetchedJob) {
 	}
 	if runCtx.Err() != nil {
 		close(hj.done)
-		go w.finish(hj, completeRequest{TaskToken: job.token, Outcome: outcomeRelease, Error: "worker shutting down"})
+		go w.finish(hj, apitype.CompleteRequest{TaskToken: job.token, Outcome: outcomeRelease, Error: "worker shutting down"})
 		return
 	}
 	go w.runJob(jobCtx, hj)
@@ -437,19 +450,19 @@ func (w *Worker) runJob(ctx context.Context, hj *heldJob) {
 }
 
 // outcomeBody is the completion a handler's result asks for.
-func outcomeBody(ctx context.Context, token string, out any, err error) completeRequest {
+func outcomeBody(ctx context.Context, token string, out any, err error) apitype.CompleteRequest {
 	if err == nil {
 		b, merr := json.Marshal(out)
 		if merr == nil {
-			return completeRequest{TaskToken: token, Outcome: outcomeSuccess, Output: b}
+			return apitype.CompleteRequest{TaskToken: token, Outcome: outcomeSuccess, Output: b}
 		}
 		err = fmt.Errorf("output: %w: %w", merr, ErrNoRetry)
 	}
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
-		return completeRequest{TaskToken: token, Outcome: outcomeRelease, Error: "worker shutting down"}
+		return apitype.CompleteRequest{TaskToken: token, Outcome: outcomeRelease, Error: "worker shutting down"}
 	}
 	retry := !errors.Is(err, ErrNoRetry)
-	return completeRequest{TaskToken: token, Outcome: outcomeFailure, Error: err.Error(), Retry: &retry}
+	return apitype.CompleteRequest{TaskToken: token, Outcome: outcomeFailure, Error: err.Error(), Retry: &retry}
 }
 
 // callHandler runs h, turning a panic into an error.
@@ -463,7 +476,7 @@ func callHandler(ctx context.Context, h HandlerFunc, job *WorkerJob) (out any, e
 }
 
 // finish completes hj with body and frees its slot.
-func (w *Worker) finish(hj *heldJob, body completeRequest) {
+func (w *Worker) finish(hj *heldJob, body apitype.CompleteRequest) {
 	w.complete(hj, body)
 	w.drop(hj)
 }
@@ -487,7 +500,7 @@ func (w *Worker) drop(hj *heldJob) {
 // the job's lease deadline. 409 (stale or conflict) ends the retries; a
 // 400 or 413 answer to a success is sent again as a failure carrying the
 // server's message.
-func (w *Worker) complete(hj *heldJob, body completeRequest) {
+func (w *Worker) complete(hj *heldJob, body apitype.CompleteRequest) {
 	job := hj.job
 	w.mu.Lock()
 	deadline := hj.deadline
@@ -499,7 +512,7 @@ func (w *Worker) complete(hj *heldJob, body completeRequest) {
 	}
 	backoff := completeBackoffMin
 	for {
-		var resp completeResponse
+		var resp apitype.CompleteResponse
 		err := w.call(context.Background(), "/v1/workers/complete", json.RawMessage(raw), &resp)
 		if err == nil {
 			w.log.Debug("job completed", "job_id", job.ID, "attempt", job.Attempt, "outcome", body.Outcome, "status", resp.Status)
@@ -515,7 +528,7 @@ func (w *Worker) complete(hj *heldJob, body completeRequest) {
 			case (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge) && body.Outcome == outcomeSuccess:
 				w.log.Warn("success refused; reporting it as a failure", "job_id", job.ID, "attempt", job.Attempt, "err", err)
 				retry := true
-				body = completeRequest{TaskToken: body.TaskToken, Outcome: outcomeFailure, Error: ae.Detail.Message, Retry: &retry}
+				body = apitype.CompleteRequest{TaskToken: body.TaskToken, Outcome: outcomeFailure, Error: ae.Detail.Message, Retry: &retry}
 				if raw, err = json.Marshal(body); err != nil {
 					return
 				}
@@ -577,7 +590,7 @@ func (w *Worker) shutdown() {
 		w.mu.Unlock()
 		if !skip {
 			w.log.Warn("handler did not return after cancel; releasing its job", "job_id", hj.job.ID)
-			go w.finish(hj, completeRequest{TaskToken: hj.job.token, Outcome: outcomeRelease, Error: "worker shutting down"})
+			go w.finish(hj, apitype.CompleteRequest{TaskToken: hj.job.token, Outcome: outcomeRelease, Error: "worker shutting down"})
 		}
 	}
 	<-all
@@ -643,12 +656,12 @@ func (w *Worker) beat(ctx context.Context) {
 }
 
 func (w *Worker) beatSome(ctx context.Context, jobs []*heldJob) {
-	req := heartbeatRequest{WorkerID: w.cfg.WorkerID, TaskTokens: make([]string, len(jobs))}
+	req := apitype.HeartbeatRequest{WorkerID: w.cfg.WorkerID, TaskTokens: make([]string, len(jobs))}
 	for i, hj := range jobs {
 		req.TaskTokens[i] = hj.job.token
 	}
 	sent := time.Now()
-	var resp heartbeatResponse
+	var resp apitype.HeartbeatResponse
 	if err := w.call(ctx, "/v1/workers/heartbeat", req, &resp); err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("heartbeat failed", "jobs", len(jobs), "err", err)

@@ -115,7 +115,12 @@ func ruleLostAck(r *ruleRun) {
 	var cs []call
 	r.eventually(15*time.Second, "the completion whose answer was lost is sent again and answered", func() (bool, string) {
 		cs = r.s.proxy.completions(tok)
-		return len(cs) >= 2 && cs[len(cs)-1].Status == http.StatusOK && !cs[len(cs)-1].Dropped, bodies(cs)
+		for _, c := range cs[min(1, len(cs)):] {
+			if c.Status == http.StatusOK || c.Status == http.StatusConflict {
+				return true, ""
+			}
+		}
+		return false, bodies(cs)
 	})
 	if !cs[0].Dropped {
 		r.fatalf("job %d: the first completion's answer was not the dropped one: %s", id, bodies(cs))
@@ -127,7 +132,7 @@ func ruleLostAck(r *ruleRun) {
 				id, i+2, c.Body, cs[0].Body)
 		}
 		if c.Status != http.StatusOK && c.Status < 500 {
-			r.fatalf("job %d: completion %d answered %d %s, want 200 applied", id, i+2, c.Status, c.Answer)
+			r.fatalf("job %d: completion %d answered %d %s, want 200 applied (the same outcome again)", id, i+2, c.Status, c.Answer)
 		}
 	}
 	if !jsonEqual(j.Output, []byte(`{"n":42}`)) || j.Attempt != 1 {
