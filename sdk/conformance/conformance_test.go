@@ -175,7 +175,11 @@ func (e *env) bins(t *testing.T) string {
 		if e.binErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", e.binDir+"/", "./cmd/jobq", "./sdk/conformance/goworker")
+		args := []string{"build", "-o", e.binDir + "/"}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/jobq", "./sdk/conformance/goworker")...)
 		cmd.Dir = repoRoot
 		e.binOut, e.binErr = cmd.CombinedOutput()
 	})
@@ -306,6 +310,9 @@ func (s *implSuite) startWorker(t *testing.T, w workerSpec) *proc {
 				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 				<-p.exited
 			}
+		}
+		if strings.Contains(p.out.tail(1<<30), "WARNING: DATA RACE") {
+			t.Errorf("%s worker %s reported a data race", s.impl.name, w.id)
 		}
 		if t.Failed() {
 			t.Logf("log of %s worker %s (%s):\n%s", s.impl.name, w.id, strings.Join(argv, " "), p.out.tail(6000))
