@@ -252,7 +252,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 			}
 		}
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.ready.Check, cfg)
+		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.Workers, r.ready.Check, cfg)
 		h = withBulkWriteDeadline(h, max(cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault), BulkWriteTimeoutDefault))
 		r.server = &http.Server{Handler: h, Protocols: protocols,
 			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
@@ -278,7 +278,8 @@ func (r *Replica) withConsole(api http.Handler, cfg Config) (http.Handler, error
 		owner = r.Scheduler.Config().Owner
 	}
 	ui, err := console.New(console.Options{Service: r.Service, Ops: r.Ops, AuthTokens: cfg.AuthTokens,
-		JobTypes: cfg.Registry.Types(), Owner: owner, Lease: cfg.Scheduler.Lease, Logger: cfg.Logger})
+		JobTypes: cfg.Registry.Types(), Owner: owner, Lease: cfg.Scheduler.Lease, Logger: cfg.Logger,
+		Workers: r.Workers, RemoteTypes: cfg.Scheduler.RemoteTypes})
 	if err != nil {
 		return nil, err
 	}
