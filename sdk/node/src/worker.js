@@ -341,24 +341,23 @@ export class Worker {
     try {
       results = await this.client.heartbeat(this.workerId, runs.map((r) => r.token));
     } catch (err) {
+      // Not a loss: the database decides. The outcome is still sent when the work ends, and the
+      // replica answers 409 stale if the lease was rescued meanwhile.
       this.logger.warn(`worker ${this.workerId}: heartbeat failed: ${err.message}`);
-      for (const run of runs) {
-        if (performance.now() > run.deadline) this.#lose(run, 'lease deadline passed without a renewal');
-      }
       return;
     }
     runs.forEach((run, i) => {
       const state = results[i]?.state;
       if (state === 'renewed' || state === 'cancel_requested') run.deadline = sent + run.lease;
       if (state === 'cancel_requested') run.ctx._cancel('cancel_requested');
-      else if (state !== 'renewed') this.#lose(run, 'the attempt no longer holds the job');
+      else if (state === 'lost') this.#lose(run);
     });
   }
 
-  #lose(run, why) {
+  #lose(run) {
     if (!run.lost) {
       run.lost = true;
-      this.logger.warn(`job ${run.ctx.id} attempt ${run.ctx.attempt}: lost (${why}): cancelling its work`);
+      this.logger.warn(`job ${run.ctx.id} attempt ${run.ctx.attempt}: lost its lease: cancelling its work`);
     }
     run.ctx._cancel('lost');
   }

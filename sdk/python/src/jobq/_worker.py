@@ -380,10 +380,9 @@ class Worker:
         try:
             results = self.client.heartbeat(self.worker_id, [r.token for r in runs])
         except (APIError, TransportError) as exc:
+            # Not a loss: the database decides. The outcome is still sent when the work ends, and
+            # the replica answers 409 stale if the lease was rescued meanwhile.
             log.warning("worker %s: heartbeat failed: %s", self.worker_id, exc)
-            for run in runs:
-                if time.monotonic() > run.deadline:
-                    self._lose(run, "lease deadline passed without a renewal")
             return
         for run, result in zip(runs, results):
             state = result.get("state")
@@ -391,7 +390,7 @@ class Worker:
                 run.deadline = sent + run.lease
             if state == "cancel_requested":
                 run.ctx._cancel("cancel_requested")
-            elif state == "lost" or state is None:
+            elif state == "lost":
                 self._lose(run, "the attempt no longer holds the job")
 
     def _lose(self, run: _Run, why: str) -> None:
