@@ -217,7 +217,7 @@ export class Worker {
       let jobs;
       try {
         jobs = await this.client.fetchJobs({
-          workerId: this.workerId, jobTypes, maxJobs: this.concurrency - this.#runs.size, waitMs: this.waitMs,
+          workerId: this.workerId, jobTypes, maxJobs: Math.min(this.concurrency - this.#runs.size, 1_000), waitMs: this.waitMs,
           labels: this.labels, version: `jobq-node/${VERSION}`, signal: this.#fetchAbort.signal,
         });
       } catch (err) {
@@ -330,7 +330,7 @@ export class Worker {
     const interval = beats.length > 0 ? Math.min(...beats) : 1_000;
     this.#heartbeatTimer = setTimeout(async () => {
       const runs = [...this.#runs.values()].filter((r) => !r.lost);
-      if (runs.length > 0) await this.#heartbeat(runs);
+      for (let i = 0; i < runs.length; i += 1_000) await this.#heartbeat(runs.slice(i, i + 1_000)); // ≤ 1,000 tokens a call
       if (this.#heartbeatTimer !== null) this.#scheduleHeartbeat();
     }, interval);
   }

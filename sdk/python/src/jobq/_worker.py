@@ -267,7 +267,7 @@ class Worker:
                 break
             sent = time.monotonic()
             try:
-                jobs = self.client.fetch(self.worker_id, types, free, self.wait_ms, self.labels,
+                jobs = self.client.fetch(self.worker_id, types, min(free, 1000), self.wait_ms, self.labels,
                                          f"jobq-python/{VERSION}", abort_key=self._fetch_key)
             except (APIError, TransportError) as exc:
                 if self._stopping.is_set():
@@ -372,8 +372,8 @@ class Worker:
                 return
             with self._cond:
                 runs = [r for r in self._runs.values() if not r.lost]
-            if runs:
-                self._heartbeat(runs)
+            for i in range(0, len(runs), 1000):  # at most 1,000 tokens a call
+                self._heartbeat(runs[i:i + 1000])
 
     def _heartbeat(self, runs: Sequence[_Run]) -> None:
         sent = time.monotonic()

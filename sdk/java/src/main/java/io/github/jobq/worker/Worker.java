@@ -202,7 +202,7 @@ public final class Worker implements AutoCloseable {
             return;
           }
         }
-        free = concurrency - runs.size();
+        free = Math.min(concurrency - runs.size(), 1_000);
       }
       if (stopping) break;
       long sent = System.nanoTime();
@@ -367,7 +367,9 @@ public final class Worker implements AutoCloseable {
       synchronized (runs) {
         held = runs.values().stream().filter(r -> !r.lost).toList();
       }
-      if (!held.isEmpty()) heartbeat(held);
+      for (int i = 0; i < held.size(); i += 1_000) { // at most 1,000 tokens a call
+        heartbeat(held.subList(i, Math.min(i + 1_000, held.size())));
+      }
     }
   }
 
