@@ -217,6 +217,11 @@ type Config struct {
 	// scan; workers fetch them. A remote type must have no handler in the
 	// Registry (New refuses). Defaults to none.
 	RemoteTypes []string
+	// RemoteScanInterval is the longest a waiting fetch of a remote worker
+	// goes without its own claim (±20%): work made due on another replica
+	// is found within it; work made due on this one wakes the fetch at once.
+	// Defaults to 1s.
+	RemoteScanInterval time.Duration
 }
 
 // Sabotage switches, each removing one guarantee.
@@ -264,6 +269,16 @@ type Hooks struct {
 	// PromotedFunc is called after a promoter pass that made n SCHEDULED
 	// jobs WAITING (n > 0).
 	PromotedFunc func(n int)
+	// FetchFunc is called when a remote worker's fetch answers: result is
+	// "jobs" (it took jobs), "empty" (its wait passed), "canceled" (the
+	// client went away) or "error"; waited is how long it was open.
+	FetchFunc func(result string, waited time.Duration)
+	// RemoteCompletedFunc is called for each remote completion answered:
+	// "applied", "stale", "conflict" or "forbidden".
+	RemoteCompletedFunc func(result string)
+	// HeartbeatFunc is called for each task token a remote heartbeat
+	// answered, with its state (renewed, cancel_requested, lost).
+	HeartbeatFunc func(state string, n int)
 }
 
 // pollJitterFor is the default PollJitter for interval: interval/5, so
@@ -309,6 +324,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.DBRetry.Disabled = c.DBRetry.Disabled || c.Sabotage.NoDeadlockRetry
 	c.Ops = c.Ops.WithDefaults()
+	c.RemoteScanInterval = cmp.Or(c.RemoteScanInterval, RemoteScanInterval)
 	return c
 }
 
@@ -386,6 +402,14 @@ func (c Config) Validate() error {
 	}
 	if len(c.Owner) > 128 {
 		errs = append(errs, fmt.Errorf("owner: at most 128 bytes, got %d", len(c.Owner)))
+	}
+	for _, t := range c.RemoteTypes {
+		if t == "" || len([]rune(t)) > 64 {
+			errs = append(errs, fmt.Errorf("remote type: must be 1–64 characters, got %q", t))
+		}
+	}
+	if c.RemoteScanInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("remote scan interval: must be at least 1ms, got %s", c.RemoteScanInterval))
 	}
 	errs = append(errs, c.Ops.Validate())
 	return errors.Join(errs...)

@@ -16,12 +16,7 @@ import (
 // (slots.reserve) before it was sent, which settle frees.
 func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 	s.lost.noteDispatch(cj.Fence(), 4*s.cfg.Lease)
-	job := &Job{
-		ID: cj.ID, JobKey: cj.JobKey, JobType: cj.JobType, Params: cj.Params, Priority: cj.Priority,
-		RetryTimes: cj.RetryTimes, MaxRetry: cj.MaxRetry, Attempt: cj.Attempt, RunAt: cj.RunAt,
-		StartedAt: cj.StartedAt, CreateTime: cj.CreateTime,
-		Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner,
-	}
+	job := &Job{ClaimedJob: cj, Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner, report: s.reporter}
 	ctx, cancel := context.WithCancelCause(s.hardCtx)
 	r := &run{job: job, cancel: cancel, leaseDeadline: firstLeaseDeadline(cj.LeaseBase, s.cfg.Lease)}
 	s.runs.add(r, s.heartbeat.guardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })
@@ -149,7 +144,7 @@ func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) jobq.Compl
 	case ctx.Err() != nil && errors.Is(cause, ErrCancelRequested):
 		c.Outcome, c.Error = jobq.OutcomeCanceled, "cancel requested"
 	case err == nil:
-		c.Outcome = jobq.OutcomeSuccess
+		c.Outcome, c.Output = jobq.OutcomeSuccess, job.Output()
 	case ctx.Err() != nil && errors.Is(cause, ErrShutdown):
 		c.Outcome, c.Error = jobq.OutcomeReleased, "released at shutdown: "+err.Error()
 	default:

@@ -52,8 +52,8 @@ var (
 	ErrLogFull = store.ErrLogFull
 )
 
-// RemoteScanInterval is the longest a waiting fetch goes without its own
-// claim: work made due on another replica is found within it.
+// RemoteScanInterval is the default Config.RemoteScanInterval: the longest
+// a waiting fetch goes without its own claim.
 const RemoteScanInterval = time.Second
 
 // remoteExecutor runs claimed jobs of the remote job types on remote
@@ -125,9 +125,28 @@ func (r *Remote) Lease() time.Duration { return r.x.cfg.Lease }
 // RemoteScanInterval, until it took a job, p.Wait passed (no job: nil),
 // ctx ended or the replica stops. Jobs claimed for a fetch whose ctx ended
 // (the client went away) are released without spending a retry.
-func (r *Remote) Fetch(ctx context.Context, p FetchParams) ([]FetchedJob, error) {
+func (r *Remote) Fetch(ctx context.Context, p FetchParams) (jobs []FetchedJob, err error) {
 	x := r.x
 	start := time.Now()
+	if f := x.cfg.Hooks.FetchFunc; f != nil {
+		defer func() {
+			result := "empty"
+			switch {
+			case ctx.Err() != nil:
+				result = "canceled"
+			case err != nil:
+				result = "error"
+			case len(jobs) > 0:
+				result = "jobs"
+			}
+			f(result, time.Since(start))
+		}()
+	}
+	return r.fetch(ctx, p, start)
+}
+
+func (r *Remote) fetch(ctx context.Context, p FetchParams, start time.Time) ([]FetchedJob, error) {
+	x := r.x
 	x.workers.seen(p, start, true)
 	deadline := start.Add(p.Wait)
 	owner := jobq.WorkerOwnerPrefix + p.WorkerID
@@ -166,7 +185,7 @@ func (r *Remote) Fetch(ctx context.Context, p FetchParams) ([]FetchedJob, error)
 		if left <= 0 {
 			return nil, nil
 		}
-		t := time.NewTimer(min(left, jittered(RemoteScanInterval, RemoteScanInterval/5)))
+		t := time.NewTimer(min(left, jittered(x.cfg.RemoteScanInterval, x.cfg.RemoteScanInterval/5)))
 		select {
 		case <-woken:
 		case <-t.C:
@@ -238,6 +257,20 @@ type HeartbeatResult struct {
 // whose attempt no longer holds the job is lost; a renewed run whose cancel
 // was requested is cancel_requested. The answers are in token order.
 func (r *Remote) Heartbeat(ctx context.Context, workerID string, tokens []string, allow func(jobType string) bool) ([]HeartbeatResult, error) {
+	out, err := r.heartbeat(ctx, workerID, tokens, allow)
+	if f := r.x.cfg.Hooks.HeartbeatFunc; f != nil && err == nil {
+		n := map[HeartbeatState]int{}
+		for _, o := range out {
+			n[o.State]++
+		}
+		for st, k := range n {
+			f(string(st), k)
+		}
+	}
+	return out, err
+}
+
+func (r *Remote) heartbeat(ctx context.Context, workerID string, tokens []string, allow func(jobType string) bool) ([]HeartbeatResult, error) {
 	x := r.x
 	x.workers.beat(workerID, time.Now())
 	out := make([]HeartbeatResult, len(tokens))
@@ -331,7 +364,25 @@ type CompleteResult struct {
 // longer holds the job; ErrOutcomeConflict when a different outcome was
 // applied; ErrTokenForbidden for a wrong secret or a job type outside
 // p.Allow; ErrTokenMalformed. Only an applied completion changes anything.
-func (r *Remote) Complete(ctx context.Context, p CompleteParams) (CompleteResult, error) {
+func (r *Remote) Complete(ctx context.Context, p CompleteParams) (res CompleteResult, err error) {
+	if f := r.x.cfg.Hooks.RemoteCompletedFunc; f != nil {
+		defer func() {
+			switch {
+			case err == nil:
+				f("applied")
+			case errors.Is(err, ErrTokenStale):
+				f("stale")
+			case errors.Is(err, ErrOutcomeConflict):
+				f("conflict")
+			case errors.Is(err, ErrTokenForbidden):
+				f("forbidden")
+			}
+		}()
+	}
+	return r.complete(ctx, p)
+}
+
+func (r *Remote) complete(ctx context.Context, p CompleteParams) (CompleteResult, error) {
 	x := r.x
 	pt, err := parseTaskToken(p.TaskToken)
 	if err != nil {

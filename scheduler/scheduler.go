@@ -62,6 +62,9 @@ type Scheduler struct {
 	cleaner *cleaner
 	// remote runs the remote job types on workers; nil without any.
 	remote *remoteExecutor
+	// reporter writes handlers' log lines and progress (nil when the store
+	// cannot: the handlers' Log and Progress then do nothing).
+	reporter runReporter
 
 	started    atomic.Bool
 	stopOnce   sync.Once
@@ -102,6 +105,7 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		workers: make(chan struct{}, cfg.Workers), queueStop: make(chan struct{}),
 	}
 	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}
+	s.reporter, _ = st.(runReporter)
 	if len(cfg.RemoteTypes) > 0 {
 		rs, ok := st.(RemoteStore)
 		if !ok {
