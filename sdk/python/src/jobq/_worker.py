@@ -207,14 +207,19 @@ class Worker:
 
     def run(self, install_signal_handlers: bool = True) -> None:
         """Start, block until SIGTERM or SIGINT (or ``request_stop()``), then shut down gracefully."""
+        previous = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda signum, frame: self._stop_requested.set())
-        self.start()
-        while not self._stop_requested.wait(1.0):
-            pass
-        log.info("worker %s: stopping (shutdown timeout %.1fs)", self.worker_id, self.shutdown_timeout)
-        self.stop()
+                previous[sig] = signal.signal(sig, lambda signum, frame: self._stop_requested.set())
+        try:
+            self.start()
+            while not self._stop_requested.wait(1.0):
+                pass
+            log.info("worker %s: stopping (shutdown timeout %.1fs)", self.worker_id, self.shutdown_timeout)
+            self.stop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def request_stop(self) -> None:
         """Make ``run()`` return after a graceful shutdown; safe from any thread or signal handler."""
