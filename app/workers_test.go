@@ -617,7 +617,7 @@ func TestWorkerFetchOfAGoneClientReleases(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := startWorkerReplica(t, func(c *Config) {
-		c.Scheduler.Hooks.ClaimedFunc = func(jobs []jobq.ClaimedJob, _ int) {
+		c.Scheduler.Hooks.FetchClaimedFunc = func(jobs []jobq.ClaimedJob) {
 			if len(jobs) > 0 && jobs[0].JobType == "resize" {
 				cancel() // the client goes away between the claim and the answer
 			}

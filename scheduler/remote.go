@@ -169,8 +169,8 @@ func (r *Remote) fetch(ctx context.Context, p FetchParams, start time.Time) ([]F
 			return nil, err
 		}
 		if len(jobs) > 0 {
-			if x.cfg.Hooks.ClaimedFunc != nil {
-				x.cfg.Hooks.ClaimedFunc(jobs, 0)
+			if x.cfg.Hooks.FetchClaimedFunc != nil {
+				x.cfg.Hooks.FetchClaimedFunc(jobs)
 			}
 			if ctx.Err() != nil {
 				r.releaseClaimed(jobs, "released: the fetch's client went away")
@@ -217,7 +217,7 @@ func (r *Remote) releaseClaimed(jobs []jobq.ClaimedJob, why string) {
 	x := r.x
 	cs := make([]jobq.Completion, len(jobs))
 	for i, j := range jobs {
-		cs[i] = jobq.Completion{Fence: j.Fence(), Outcome: jobq.OutcomeReleased, Error: why, DueAt: j.RunAt}
+		cs[i] = jobq.Completion{Fence: j.Fence(), JobType: j.JobType, Outcome: jobq.OutcomeReleased, Error: why, DueAt: j.RunAt}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Lease)
 	defer cancel()
@@ -569,7 +569,7 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 // completion is the jobq.Completion of a checked remote completion.
 func (x *remoteExecutor) completion(req *completeReq, st jobq.TokenState) jobq.Completion {
 	p := req.p
-	c := jobq.Completion{Fence: req.pt.fence(), Error: p.Error, DueAt: st.RunAt}
+	c := jobq.Completion{Fence: req.pt.fence(), JobType: st.JobType, Error: p.Error, DueAt: st.RunAt}
 	switch p.Outcome {
 	case CompleteSuccess:
 		c.Outcome, c.Output, c.Error = jobq.OutcomeSuccess, p.Output, ""
