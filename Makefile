@@ -4,7 +4,7 @@ BIN       := bin/jobq
 PKGS      := ./...
 export GOFLAGS ?=
 
-.PHONY: help build build-testbed demo test test-deps mutants generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
+.PHONY: help build build-testbed demo test sdk-test test-deps mutants generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
 
 help: ## List targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
@@ -45,6 +45,8 @@ TESTFLAGS  ?= -race -count=1 -timeout 40m
 test: test-deps ## Run every test with -race against a real server; prints each test as it ends and a DONE summary (gotestsum).
 	$(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) $(PKGS)
 
+sdk-test: test-deps ## Run the worker protocol's conformance suite alone: Go library, jobq work, Python, Node, Java workers vs a real replica (TestConformance/<impl>/<rule>).
+	$(GO) tool gotestsum --format $(TESTFORMAT) -- -count=1 -timeout 10m -run '^TestConformance$$' ./sdk/conformance/
 
 mutants: ensure-db ## Plant each known bug (testbed/mutants) in a temp worktree of HEAD, run the tests that must catch it, print caught/survived (not in CI).
 	$(GO) run ./testbed/mutants

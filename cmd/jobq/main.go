@@ -41,6 +41,7 @@ type CLI struct {
 	Types      TypesCmd      `cmd:"" help:"List every job type ever paused or limited, with its state."`
 	Periodic   PeriodicCmd   `cmd:"" help:"Manage periodic (cron) schedules."`
 	Purge      PurgeCmd      `cmd:"" help:"Delete terminal jobs older than an age, with their executions."`
+	Work       WorkCmd       `cmd:"" help:"Run a command for each job of remote job types: a worker with no library (params on stdin, stdout as output)."`
 	Demo       DemoCmd       `cmd:"" help:"Start a database and 3 replicas, run 1,000 jobs, SIGKILL a replica, print a summary."`
 	Loadtest   LoadtestCmd   `cmd:"" help:"Open-model submit load: CO-free latency percentiles, thresholds, capacity search."`
 	Chaos      ChaosCmd      `cmd:"" help:"HA and exactly-once testbed: N replicas behind fault proxies, faults on a schedule, a checker; exits non-zero on any violation."`
