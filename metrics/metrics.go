@@ -365,7 +365,7 @@ func (m *Metrics) ObserveScheduler(s *scheduler.Scheduler) {
 		func() float64 { _, d := s.Queued(); return d.Seconds() })
 	f.counterFunc("jobq_run_queue_given_back_total", "Jobs the run queue released unstarted (to WAITING, no retry spent) because they waited longer than --run-queue-wait.",
 		func() float64 { return float64(s.Stats().GivenBack) })
-	f.counterFunc("jobq_heartbeat_failures_total", "Lease renewals (heartbeats) that failed after retries.",
+	f.counterFunc("jobq_heartbeat_failures_total", "Lease renewals (heartbeats) that failed after retries, or left runs with a running handler unrenewed because another transaction held their row (each logged as a WARN).",
 		func() float64 { return float64(s.Stats().HeartbeatFails) })
 	f.counterFunc("jobq_heartbeat_stalls_total", "Heartbeats that began later than scheduled by more than lease/5: the process was not run in time (CPU starvation, SIGSTOP, a long pause).",
 		func() float64 { return float64(s.Stats().HeartbeatStalls) })

@@ -171,6 +171,7 @@ func (h *heartbeat) beat(ctx context.Context) int {
 	for _, st := range states {
 		byID[st.ID] = st
 	}
+	busy := 0
 	for _, r := range rest {
 		st, ok := byID[r.job.ID]
 		holds := ok && st.Status == jobq.StateRunning && st.Owner == p.Owner && st.Attempt == r.job.Attempt
@@ -184,11 +185,21 @@ func (h *heartbeat) beat(ctx context.Context) int {
 			h.lose(r)
 		case st.CancelRequested:
 			r.cancel(ErrCancelRequested)
+		case p.Runs.isFinished(r):
+			// Its row is busy with its own outcome write: nothing to renew
+			// for a handler, the write ends the run.
 		default:
 			// Still held, but its row was busy: not renewed by this beat
 			// (its lease deadline and guard stay as they were); the next
-			// beat tries again.
+			// beat tries again. A run whose handler has not returned needs
+			// its lease: say so, as a failed renewal.
+			busy++
 		}
+	}
+	if busy > 0 {
+		p.Fails.Add(1)
+		p.Log.Warn("lease renewal skipped runs whose row another transaction holds; their leases were not renewed by this beat",
+			"component", "heartbeat", "runs", busy, "renewed", len(kept))
 	}
 	h.renewed(kept, sent)
 	return len(kept)

@@ -296,9 +296,12 @@ type Stats struct {
 	GivenBack int64
 	// Adopted is runs whose claim committed although its answer was lost,
 	// found by JobHeldBy and dispatched.
-	Adopted        int64
-	DBRetries      int64 // database operations retried
-	HeartbeatFails int64 // heartbeats that failed after retries
+	Adopted   int64
+	DBRetries int64 // database operations retried
+	// HeartbeatFails is heartbeats that failed after retries, or that left
+	// runs with a running handler unrenewed because another transaction
+	// held their row; each is logged as a WARN.
+	HeartbeatFails int64
 	// HeartbeatStalls is heartbeats that began later than scheduled by
 	// more than Lease/5: the process was not run in time.
 	HeartbeatStalls int64

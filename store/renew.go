@@ -18,7 +18,8 @@ import (
 // lease renewal and the fence read never wait for a pooled connection (a
 // replica whose completions, claims or rescues wait on locks or on a slow
 // link can have every pooled connection busy). The session is set up so the
-// renewal (LeaseRenewMany) holds as few locks as it can, as briefly:
+// renewal (LeaseRenewMany, one autocommit statement) holds as few locks as
+// it can, as briefly:
 //
 //   - READ COMMITTED: a renewal lists every run the replica believes it
 //     holds; the row of a run that was lost (rescued, re-claimed by a peer)
@@ -134,14 +135,19 @@ func (s *Store) closeRenewSession() {
 
 // LeaseRenewMany extends lease_until to NOW(6)+Lease for the RUNNING jobs
 // in IDs that this owner holds, whose cancel was not requested and whose row
-// no other transaction holds, and returns their ids. It is one short READ
-// COMMITTED transaction on the heartbeat's session (renewSession): a locking
-// read that skips rows other transactions hold (LeaseLockRenewable) and one
-// UPDATE of the rows it locked, so a renewal never waits for a lock — not
-// for the replica's own outcome writes, not for a slow peer — and holds its
-// own rows for two round trips. A run missing from the result was lost,
-// asked to cancel, or is busy (its row held: most often by its own outcome
-// write); JobFenceStates tells which.
+// no other transaction holds, and returns their ids. It is one statement in
+// autocommit, one round trip, on the heartbeat's READ COMMITTED session
+// (renewSession): LeaseRenewSkipLocked locks the rows no other transaction
+// holds (SKIP LOCKED) and renews them, so a renewal never waits for a lock —
+// not for the replica's own outcome writes, not for a slow peer — and holds
+// its rows only while the statement runs: on a slow link it no longer keeps
+// them locked across round trips, where the replica's own completions
+// waited for it. When it renewed every row (the common case) that is all;
+// when it renewed fewer, one read of the rows (JobFenceStates) tells which
+// it reached: the rows one statement renews share its lease_until, later
+// than any earlier renewal or claim stamped. A run missing from the result
+// was lost, asked to cancel, or is busy (its row held: most often by its own
+// outcome write); JobFenceStates tells which.
 func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]uint64, error) {
 	if len(p.IDs) == 0 {
 		return nil, nil
@@ -150,37 +156,78 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]
 	var renewed []uint64
 	err := s.onRenewSession(ctx, p.Lease, func(db sessionDB) error {
 		renewed = nil
-		var opts *sql.TxOptions
+		q := jobqdb.New(db)
 		if _, pooled := db.(*sql.DB); pooled && !s.claimDefaultIso.Load() {
-			opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-		}
-		tx, err := db.BeginTx(ctx, opts)
-		if err != nil {
-			return err
-		}
-		q := jobqdb.New(db).WithTx(tx)
-		ids, err := q.LeaseLockRenewable(ctx, jobqdb.LeaseLockRenewableParams{Ids: p.IDs, Owner: owner})
-		if err == nil && len(ids) > 0 {
-			var n int64
-			n, err = q.LeaseRenewMany(ctx, jobqdb.LeaseRenewManyParams{LeaseUs: p.Lease.Microseconds(), Ids: ids, Owner: owner})
-			if err == nil && int(n) != len(ids) {
-				err = errFenceMoved
+			// No session of its own (a small pool): a READ COMMITTED
+			// transaction around the one statement, as the session would be.
+			tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+			if err != nil {
+				return err
 			}
+			defer func() { _ = tx.Rollback() }()
+			q = q.WithTx(tx)
+			n, err := q.LeaseRenewSkipLocked(ctx, jobqdb.LeaseRenewSkipLockedParams{Ids: p.IDs, Owner: owner, LeaseUs: p.Lease.Microseconds()})
+			if err != nil {
+				return err
+			}
+			if err := tx.Commit(); err != nil {
+				return err
+			}
+			renewed, err = s.renewedRows(ctx, jobqdb.New(db), p, n)
+			return err
 		}
+		var n int64
+		err := s.timedRoundTrip(func() (err error) {
+			n, err = q.LeaseRenewSkipLocked(ctx, jobqdb.LeaseRenewSkipLockedParams{Ids: p.IDs, Owner: owner, LeaseUs: p.Lease.Microseconds()})
+			return err
+		})
 		if err != nil {
-			_ = tx.Rollback()
 			return err
 		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-		renewed = ids
-		return nil
+		renewed, err = s.renewedRows(ctx, q, p, n)
+		return err
 	})
 	if err != nil {
 		return nil, errorf("lease renew: %w", err)
 	}
 	return renewed, nil
+}
+
+// renewedRows returns the ids of p that a renewal matching n rows renewed:
+// all of them when n is len(p.IDs), none when n is 0, else those of the
+// owner's RUNNING rows that carry the latest lease_until among them — the
+// renewal's, which every row it renewed shares — when exactly n rows do.
+// Otherwise (a claim of one of the ids by this owner stamped a later lease
+// meanwhile) it returns none: a run left out keeps its local deadline and the
+// next beat renews it, which is safe, where a run wrongly counted renewed
+// would not be.
+func (s *Store) renewedRows(ctx context.Context, q *jobqdb.Queries, p jobq.LeaseRenewParams, n int64) ([]uint64, error) {
+	switch {
+	case n == 0:
+		return nil, nil
+	case int(n) == len(p.IDs):
+		return p.IDs, nil
+	}
+	rows, err := q.JobFenceStates(ctx, p.IDs)
+	if err != nil {
+		return nil, err
+	}
+	var latest time.Time
+	for _, r := range rows {
+		if r.Status == string(jobq.StateRunning) && r.Owner.String == p.Owner && r.LeaseUntil.Valid && r.LeaseUntil.Time.After(latest) {
+			latest = r.LeaseUntil.Time
+		}
+	}
+	var ids []uint64
+	for _, r := range rows {
+		if r.Status == string(jobq.StateRunning) && r.Owner.String == p.Owner && r.LeaseUntil.Valid && r.LeaseUntil.Time.Equal(latest) {
+			ids = append(ids, r.ID)
+		}
+	}
+	if int64(len(ids)) != n {
+		return nil, nil
+	}
+	return ids, nil
 }
 
 // JobFenceStates reads the holder of each job in ids. It is the heartbeat's

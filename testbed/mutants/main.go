@@ -46,8 +46,7 @@ var mutants = []mutant{
 	{
 		Name: "renew-by-id", Bug: "1: lease renewal by id alone (owner condition dropped)",
 		Edits: []edit{
-			{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0\nFOR UPDATE SKIP LOCKED", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0\nFOR UPDATE SKIP LOCKED"},
-			{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0\n`", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0\n`"},
+			{gen, "AND l.status = 'RUNNING' AND l.owner = ? AND l.cancel_requested = 0", "AND l.status = 'RUNNING' AND ? IS NOT NULL AND l.cancel_requested = 0"},
 		},
 		Checks: []check{{"./store/", "^TestLeaseRenewOfLostRunMatchesNothing$"}, {"./scheduler/", "^TestLostRunIsNotRenewedAndItsHandlerCancelled$"}},
 	},
