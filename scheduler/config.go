@@ -124,9 +124,10 @@ type Config struct {
 	// cannot start soon — long jobs claimed right after short ones — while
 	// a peer could run them. The queue is checked every RunQueueWait/4, so
 	// no job waits more than 1.25 × RunQueueWait. Defaults to
-	// PollInterval/2 (500ms): given back and claimed at a peer's next scan,
-	// a job waits locally less than one poll interval. Negative: never give
-	// back.
+	// PollInterval/4 (250ms): given back within 312ms, its release written
+	// and claimed at a peer's next scan, a job is not held locally for one
+	// poll interval even on a loaded replica (at PollInterval/2 the release
+	// write under load made some wait 1.4s). Negative: never give back.
 	RunQueueWait time.Duration
 	// Workers is the worker pool size: at most this many handlers run at
 	// once on this replica. Defaults to 50.
@@ -300,7 +301,7 @@ func (c Config) WithDefaults() Config {
 	c.BatchLimit = cmp.Or(c.BatchLimit, BatchLimitDefault)
 	c.Workers = cmp.Or(c.Workers, WorkersDefault)
 	c.RunQueue = cmp.Or(c.RunQueue, RunQueueDefault)
-	c.RunQueueWait = cmp.Or(c.RunQueueWait, c.PollInterval/2)
+	c.RunQueueWait = cmp.Or(c.RunQueueWait, c.PollInterval/4)
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, heartbeatIntervalFor(c.Lease))
 	c.RescueInterval = cmp.Or(c.RescueInterval, RescueIntervalDefault)

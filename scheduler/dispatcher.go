@@ -25,7 +25,9 @@ func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 	}
 	ctx, cancel := context.WithCancelCause(s.hardCtx)
 	r := &run{job: job, cancel: cancel, leaseDeadline: firstLeaseDeadline(cj.LeaseBase, s.cfg.Lease)}
-	s.runs.add(r, s.heartbeat.guardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })
+	guard := s.heartbeat.guardDelay(r.leaseDeadline)
+	s.runs.add(r, guard, func() { s.heartbeat.guardFired(r) })
+	s.heartbeat.renewSoon(guard)
 	h, ok := s.reg.Lookup(job.JobType)
 	s.handlers.Add(1)
 	s.work.n.Add(1)

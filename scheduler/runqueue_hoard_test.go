@@ -148,6 +148,28 @@ func (l *replicaLog) idleWhileHeld(holder, peer string, peerFrom time.Time, peer
 	return total, worst, len(counted)
 }
 
+// longestHold returns the longest time a run of holder waited between its
+// claim and its handler's start or its release, and how many runs waited
+// longer than limit.
+func (l *replicaLog) longestHold(holder string, limit time.Duration) (longest time.Duration, over int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for f, c := range l.claimed[holder] {
+		end, ok := l.started[holder][f]
+		if r, rok := l.released[holder][f]; rok && (!ok || r.Before(end)) {
+			end, ok = r, true
+		}
+		if !ok {
+			continue
+		}
+		longest = max(longest, end.Sub(c))
+		if end.Sub(c) > limit {
+			over++
+		}
+	}
+	return longest, over
+}
+
 // hoardRun is one run of the scenario of the issue: replica A drains
 // noops no-op jobs (priority 10), then claims the sleeps jobs of sleepMs
 // each (priority 0) just after — its run queue then offers places by the
@@ -279,6 +301,10 @@ func TestNoReplicaIdlesWhileAnotherHoldsQueuedJobs(t *testing.T) {
 		to.Sub(from).Seconds(), h.ranOnA, h.ranOnB, h.statsA.Released, h.statsB.Released)
 	t.Logf("B idle while A held a job queued > %s: %s (%d jobs, longest wait %s); A idle while B held one: %s (%d jobs, longest %s)",
 		poll, idleAB, jobsAB, worstAB.Round(time.Millisecond), idleBA, jobsBA, worstBA.Round(time.Millisecond))
+	holdA, overA := h.log.longestHold(h.aOwner, poll)
+	holdB, overB := h.log.longestHold(h.bOwner, poll)
+	t.Logf("longest wait between claim and start or release: A %s (%d runs > %s), B %s (%d runs)",
+		holdA.Round(time.Millisecond), overA, poll, holdB.Round(time.Millisecond), overB)
 	if idleAB > 0 || idleBA > 0 {
 		t.Fatalf("a replica had free workers for %s while its peer held jobs queued longer than one poll (%s), want 0", idleAB+idleBA, poll)
 	}
@@ -306,9 +332,9 @@ func TestPickupLatencyCountsRunQueueWait(t *testing.T) {
 	l := newReplicaLog()
 	m := metrics.New(metrics.Options{BacklogInterval: -1})
 	t.Cleanup(m.Close)
-	// A poll interval of 4 s keeps the queued jobs (waiting ≤ 1 s) below
-	// the run-queue wait (2 s): none is given back.
-	cfg := scheduler.Config{Owner: "pickup", Workers: 1, PollInterval: 4 * time.Second, Logger: bufferedLogger(t)}
+	// A poll interval of 10 s keeps the queued jobs (waiting ≤ 1 s) well
+	// below the run-queue wait (2.5 s): none is given back.
+	cfg := scheduler.Config{Owner: "pickup", Workers: 1, PollInterval: 10 * time.Second, Logger: bufferedLogger(t)}
 	cfg.Hooks = m.Hooks(l.hooks("pickup", nil))
 	s := startScheduler(t, st, l.registry(), cfg)
 	s.Wake()
