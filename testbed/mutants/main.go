@@ -55,8 +55,8 @@ var mutants = []mutant{
 		Edits: []edit{
 			{gen, "    lease_until = NOW(6) + INTERVAL ? MICROSECOND,\n    started_at = NOW(6),\n    finished_at = NULL,\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'",
 				"    lease_until = ? + INTERVAL ? MICROSECOND,\n    started_at = ?,\n    finished_at = NULL,\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'"},
-			{gen, "queryParams = append(queryParams, arg.Owner)\n\tqueryParams = append(queryParams, arg.LeaseUs)\n",
-				"now := time.Now().UTC()\n\tqueryParams = append(queryParams, arg.Owner, now)\n\tqueryParams = append(queryParams, arg.LeaseUs, now)\n"},
+			{gen, "var queryParams []interface{}\n\tqueryParams = append(queryParams, arg.Owner)\n\tqueryParams = append(queryParams, arg.LeaseUs)\n",
+				"var queryParams []interface{}\n\tnow := time.Now().UTC()\n\tqueryParams = append(queryParams, arg.Owner, now)\n\tqueryParams = append(queryParams, arg.LeaseUs, now)\n"},
 		},
 		Checks: []check{{"./store/", "^TestClaimStampsDatabaseClock$"}},
 	},
