@@ -118,12 +118,15 @@ type Config struct {
 	// negative disables it (claims never exceed the free workers).
 	RunQueue int
 	// RunQueueWait is how long a claimed job may wait in the run queue for
-	// a worker: one that waited longer is given back (released to WAITING
-	// without spending a retry, for any replica to claim), together with
-	// every queued job ranked after it, so a replica never holds jobs it
-	// cannot start soon — long jobs claimed right after short ones — while
-	// a peer could run them. The queue is checked every RunQueueWait/4, so
-	// no job waits more than 1.25 × RunQueueWait. Defaults to
+	// a worker while the queue does not move: one that waited longer, when
+	// no worker took a queued job for as long either, is given back
+	// (released to WAITING without spending a retry, for any replica to
+	// claim), together with every queued job ranked after it, so a replica
+	// never holds jobs it cannot start soon — long jobs claimed right after
+	// short ones — while a peer could run them. A queue that moves (a
+	// backlog of short jobs) gives nothing back. The queue is checked every
+	// RunQueueWait/4, so a stuck queue holds no job more than 1.25 ×
+	// RunQueueWait. Defaults to
 	// PollInterval/4 (250ms): given back within 312ms, its release written
 	// and claimed at a peer's next scan, a job is not held locally for one
 	// poll interval even on a loaded replica (at PollInterval/2 the release

@@ -69,15 +69,20 @@ func (h *runHeap) Pop() any {
 // in its own goroutine, and the Go scheduler woke them in no particular
 // order: jobs of one claim started out of priority order.)
 //
-// A run that waits longer than wait is given back (giveBackFunc: released
-// to WAITING without spending a retry), with every queued run ranked after
-// it, so a replica never holds claimed jobs it cannot start soon while a
-// peer might run them; the runs ranked before it stay and start first.
+// A run that waits longer than wait while no worker took a queued run for
+// as long — the queue is stuck behind handlers that do not return soon — is
+// given back (giveBackFunc: released to WAITING without spending a retry),
+// with every queued run ranked after it, so a replica never holds claimed
+// jobs it cannot start soon while a peer might run them; the runs ranked
+// before it stay and start first. A queue that moves (workers keep taking
+// runs, as under a backlog of short jobs on a loaded machine) gives nothing
+// back: its runs start soon.
 type runQueue struct {
 	mu      sync.Mutex
 	heap    runHeap
-	idle    int  // free workers
-	stopped bool // Stop began: nothing starts any more
+	idle    int       // free workers
+	stopped bool      // Stop began: nothing starts any more
+	taken   time.Time // when a worker last took a queued run
 	seq     uint64
 	// sweep is armed (sweepArmed) while the heap is not empty.
 	sweep      *time.Timer
@@ -144,6 +149,7 @@ func (rq *runQueue) next() *queuedRun {
 		rq.idle++
 		return nil
 	}
+	rq.taken = time.Now()
 	return heap.Pop(&rq.heap).(*queuedRun)
 }
 
@@ -211,15 +217,18 @@ func (rq *runQueue) armSweep() {
 	rq.sweep = time.AfterFunc(rq.sweepEvery(), rq.sweepOnce)
 }
 
-// sweepOnce gives back the runs that waited longer than wait: the
-// best-ranked of them and every run ranked after it. It re-arms itself while
-// runs wait.
+// sweepOnce gives back, when no worker took a queued run within wait, the
+// runs that waited longer than wait: the best-ranked of them and every run
+// ranked after it. It re-arms itself while runs wait.
 func (rq *runQueue) sweepOnce() {
 	now := time.Now()
 	rq.mu.Lock()
 	rq.sweepArmed = false
 	var first *queuedRun
 	for _, q := range rq.heap {
+		if now.Sub(rq.taken) <= rq.wait {
+			break // the queue moves
+		}
 		if now.Sub(q.enqueued) > rq.wait && (first == nil || runBefore(q, first)) {
 			first = q
 		}

@@ -62,6 +62,9 @@ func TestRunQueueReleasedAtShutdown(t *testing.T) {
 	const quick, held = 200, 30
 	cfg := fastConfig("rq-stop")
 	cfg.Workers, cfg.BatchLimit, cfg.RunQueue = 1, 50, 40
+	// The held jobs stay queued behind the running one until the stop: no
+	// give-back (TestRunQueueLongJobsGoToIdlePeer covers it).
+	cfg.RunQueueWait = -1
 	cfg.ShutdownTimeout = 100 * time.Millisecond
 	s := startScheduler(t, st, reg, cfg)
 	// Quick jobs first (higher priority) so the queue has places when the

@@ -86,3 +86,54 @@ func TestReadyBudgetFollowsMeasuredRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Releases in one completion batch are written with one statement per
+// table, each row fenced by its attempt: every live run goes back to
+// WAITING without spending a retry with one RELEASED execution row, and a
+// stale release in the batch (its job re-claimed) is refused exactly, the
+// others still applied.
+func TestReleasesBatchedAndFenced(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	var cs []jobq.Completion
+	for i := range 5 {
+		submitJob(t, st, fmt.Sprintf("rel-%d", i), "t", 3)
+		c := claimOne(t, st, "a", 30*time.Second)
+		cs = append(cs, jobq.Completion{Fence: c.Fence(), Outcome: jobq.OutcomeReleased, Error: "given back"})
+	}
+	// The last run is stale: its job was released and re-claimed meanwhile.
+	if _, err := st.DB().Exec("UPDATE job_queue SET attempt = attempt + 1 WHERE id = ?", cs[4].ID); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := st.JobCompleteMany(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range applied {
+		if want := i < 4; a != want {
+			t.Fatalf("applied %v, want the first 4 only", applied)
+		}
+	}
+	for _, c := range cs[:4] {
+		j := jobRow(t, st, c.ID)
+		if j.Status != jobq.StateWaiting || j.RetryTimes != 0 || j.Attempt != 1 {
+			t.Fatalf("job %d: %s retry_times %d attempt %d, want WAITING 0 1", c.ID, j.Status, j.RetryTimes, j.Attempt)
+		}
+	}
+	if n := countRows(t, st, "SELECT COUNT(*) FROM job_execution WHERE outcome = 'RELEASED' AND error = 'given back' AND attempt = 1"); n != 4 {
+		t.Fatalf("%d RELEASED execution rows, want 4", n)
+	}
+	if j := jobRow(t, st, cs[4].ID); j.Status != jobq.StateRunning || j.Attempt != 2 {
+		t.Fatalf("stale run's job: %s attempt %d, want RUNNING 2 (untouched)", j.Status, j.Attempt)
+	}
+}
+
+func countRows(t *testing.T, st *store.Store, q string) int {
+	t.Helper()
+	var n int
+	if err := st.DB().QueryRow(q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
