@@ -87,6 +87,17 @@ func (h *heartbeat) Start(ctx context.Context) error {
 }
 
 func (h *heartbeat) run(ctx context.Context) {
+	// A store with a session of the heartbeat's own opens it now, so the
+	// first renewal is as short as the others (store.OpenRenewSession).
+	if o, ok := h.p.Store.(interface {
+		OpenRenewSession(ctx context.Context, lease time.Duration) error
+	}); ok {
+		octx, cancel := context.WithTimeout(ctx, h.p.Lease)
+		if err := o.OpenRenewSession(octx, h.p.Lease); err != nil {
+			h.p.Log.Warn("could not open the heartbeat's session; the first renewal opens it", "component", "heartbeat", "err", err)
+		}
+		cancel()
+	}
 	// A timer to an instant of its own, not a ticker: a beat that runs
 	// later than that instant measures how long this process was not run
 	// (checkStall).

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +16,6 @@ import (
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
 )
-
-var dbgLog = os.Getenv("DBGLOG") != ""
 
 // warnCounter is a slog handler counting WARN and ERROR records by message.
 type warnCounter struct {
@@ -161,22 +158,12 @@ func TestSlowReplicaKeepsItsLeases(t *testing.T) {
 		warns := newWarnCounter()
 		cfg := scheduler.Config{Owner: owner, Workers: workers, Lease: lease, RescueInterval: 500 * time.Millisecond,
 			Logger: slog.New(warns), ShutdownTimeout: 10 * time.Second}
-		if owner == "slow" && dbgLog {
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		}
 		cfg.Hooks.LeaseLostFunc = func(f jobq.Fence) { tl.mu.Lock(); tl.lost[f] = true; tl.mu.Unlock() }
 		cfg.Hooks.CompletedFunc = func(c jobq.Completion, applied bool) {
 			if !applied {
 				tl.mu.Lock()
 				tl.stale[c.Fence] = true
 				tl.mu.Unlock()
-			}
-		}
-		if dbgLog {
-			cfg.Hooks.ScanFunc = func(d time.Duration, batch int) {
-				if d > time.Second {
-					fmt.Fprintf(os.Stderr, "DBG %s claim %s batch %d at %s\n", owner, d, batch, time.Now().Format("05.000"))
-				}
 			}
 		}
 		cfg.Hooks.CompletionFailedFunc = func(c jobq.Completion, _ error) { tl.mu.Lock(); tl.fail[c.Fence] = true; tl.mu.Unlock() }

@@ -113,6 +113,18 @@ func (s *Store) onRenewSession(ctx context.Context, lease time.Duration, fn func
 	return err
 }
 
+// OpenRenewSession opens the heartbeat's session (renewSession) now, if the
+// pool has room for it, so the first renewal is one round trip too: opening
+// it costs a connection's handshake and its two settings, several round
+// trips that on a slow link outlast a fresh run's guard.
+func (s *Store) OpenRenewSession(ctx context.Context, lease time.Duration) error {
+	err := s.onRenewSession(ctx, lease, func(sessionDB) error { return nil })
+	if err != nil {
+		return errorf("open renew session: %w", err)
+	}
+	return nil
+}
+
 // minPoolForRenewSession is the smallest pool that gives one connection to
 // the heartbeat for good: with fewer, the rest of the replica would be left
 // too few, and the heartbeat shares the pool.
@@ -143,10 +155,13 @@ func (s *Store) closeRenewSession() {
 // its rows only while the statement runs: on a slow link it no longer keeps
 // them locked across round trips, where the replica's own completions
 // waited for it. When it renewed every row (the common case) that is all;
-// when it renewed fewer, one read of the rows (JobFenceStates) tells which
-// it reached: the rows one statement renews share its lease_until, later
-// than any earlier renewal or claim stamped. A run missing from the result
-// was lost, asked to cancel, or is busy (its row held: most often by its own
+// when it renewed none, none is renewed; when it renewed some, one
+// non-locking read on the same session (LeaseRenewedIDs) returns the rows
+// that carry its stamp. Without a session of its own (a pool smaller than
+// minPoolForRenewSession) it is a READ COMMITTED transaction that returns
+// the ids it renewed (LeaseLockRenewable, a locking read that skips held
+// rows, then LeaseRenewMany of those). A run missing from the result was
+// lost, asked to cancel, or is busy (its row held: most often by its own
 // outcome write); JobFenceStates tells which.
 func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]uint64, error) {
 	if len(p.IDs) == 0 {
@@ -156,78 +171,58 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]
 	var renewed []uint64
 	err := s.onRenewSession(ctx, p.Lease, func(db sessionDB) error {
 		renewed = nil
-		q := jobqdb.New(db)
-		if _, pooled := db.(*sql.DB); pooled && !s.claimDefaultIso.Load() {
-			// No session of its own (a small pool): a READ COMMITTED
-			// transaction around the one statement, as the session would be.
-			tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-			if err != nil {
+		_, pooled := db.(*sql.DB)
+		if !pooled {
+			var n int64
+			err := s.timedRoundTrip(func() (err error) {
+				n, err = jobqdb.New(db).LeaseRenewSkipLocked(ctx, jobqdb.LeaseRenewSkipLockedParams{Ids: p.IDs, Owner: owner, LeaseUs: p.Lease.Microseconds()})
 				return err
-			}
-			defer func() { _ = tx.Rollback() }()
-			q = q.WithTx(tx)
-			n, err := q.LeaseRenewSkipLocked(ctx, jobqdb.LeaseRenewSkipLockedParams{Ids: p.IDs, Owner: owner, LeaseUs: p.Lease.Microseconds()})
-			if err != nil {
+			})
+			switch {
+			case err != nil:
 				return err
+			case n == 0:
+				return nil
+			case int(n) == len(p.IDs):
+				renewed = p.IDs
+				return nil
 			}
-			if err := tx.Commit(); err != nil {
-				return err
-			}
-			renewed, err = s.renewedRows(ctx, jobqdb.New(db), p, n)
+			renewed, err = jobqdb.New(db).LeaseRenewedIDs(ctx, jobqdb.LeaseRenewedIDsParams{Ids: p.IDs, Owner: owner, LeaseUs: p.Lease.Microseconds()})
 			return err
 		}
-		var n int64
-		err := s.timedRoundTrip(func() (err error) {
-			n, err = q.LeaseRenewSkipLocked(ctx, jobqdb.LeaseRenewSkipLockedParams{Ids: p.IDs, Owner: owner, LeaseUs: p.Lease.Microseconds()})
-			return err
-		})
+		// No session of its own (a small pool): a transaction that returns
+		// the ids it renewed.
+		var opts *sql.TxOptions
+		if pooled && !s.claimDefaultIso.Load() {
+			opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+		}
+		tx, err := db.BeginTx(ctx, opts)
 		if err != nil {
 			return err
 		}
-		renewed, err = s.renewedRows(ctx, q, p, n)
-		return err
+		q := jobqdb.New(db).WithTx(tx)
+		ids, err := q.LeaseLockRenewable(ctx, jobqdb.LeaseLockRenewableParams{Ids: p.IDs, Owner: owner})
+		if err == nil && len(ids) > 0 {
+			var n int64
+			n, err = q.LeaseRenewMany(ctx, jobqdb.LeaseRenewManyParams{LeaseUs: p.Lease.Microseconds(), Ids: ids, Owner: owner})
+			if err == nil && int(n) != len(ids) {
+				err = errFenceMoved
+			}
+		}
+		if err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		renewed = ids
+		return nil
 	})
 	if err != nil {
 		return nil, errorf("lease renew: %w", err)
 	}
 	return renewed, nil
-}
-
-// renewedRows returns the ids of p that a renewal matching n rows renewed:
-// all of them when n is len(p.IDs), none when n is 0, else those of the
-// owner's RUNNING rows that carry the latest lease_until among them — the
-// renewal's, which every row it renewed shares — when exactly n rows do.
-// Otherwise (a claim of one of the ids by this owner stamped a later lease
-// meanwhile) it returns none: a run left out keeps its local deadline and the
-// next beat renews it, which is safe, where a run wrongly counted renewed
-// would not be.
-func (s *Store) renewedRows(ctx context.Context, q *jobqdb.Queries, p jobq.LeaseRenewParams, n int64) ([]uint64, error) {
-	switch {
-	case n == 0:
-		return nil, nil
-	case int(n) == len(p.IDs):
-		return p.IDs, nil
-	}
-	rows, err := q.JobFenceStates(ctx, p.IDs)
-	if err != nil {
-		return nil, err
-	}
-	var latest time.Time
-	for _, r := range rows {
-		if r.Status == string(jobq.StateRunning) && r.Owner.String == p.Owner && r.LeaseUntil.Valid && r.LeaseUntil.Time.After(latest) {
-			latest = r.LeaseUntil.Time
-		}
-	}
-	var ids []uint64
-	for _, r := range rows {
-		if r.Status == string(jobq.StateRunning) && r.Owner.String == p.Owner && r.LeaseUntil.Valid && r.LeaseUntil.Time.Equal(latest) {
-			ids = append(ids, r.ID)
-		}
-	}
-	if int64(len(ids)) != n {
-		return nil, nil
-	}
-	return ids, nil
 }
 
 // JobFenceStates reads the holder of each job in ids. It is the heartbeat's

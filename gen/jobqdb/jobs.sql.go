@@ -548,7 +548,7 @@ func (q *Queries) JobFailFenced(ctx context.Context, arg JobFailFencedParams) (i
 }
 
 const jobFenceStates = `-- name: JobFenceStates :many
-SELECT id, attempt, status, owner, cancel_requested, lease_until FROM job_queue
+SELECT id, attempt, status, owner, cancel_requested FROM job_queue
 WHERE id IN (/*SLICE:ids*/?)
 `
 
@@ -558,13 +558,11 @@ type JobFenceStatesRow struct {
 	Status          string
 	Owner           sql.NullString
 	CancelRequested bool
-	LeaseUntil      sql.NullTime
 }
 
 // Read after a heartbeat renewed fewer rows than expected, to tell lost runs
-// from cancel requests (and, by lease_until, the rows the renewal reached),
-// and by a completion batch that met a stale run, to split it into live
-// runs (batched again) and the rest (row by row).
+// from cancel requests, and by a completion batch that met a stale run, to
+// split it into live runs (batched again) and the rest (row by row).
 func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceStatesRow, error) {
 	query := jobFenceStates
 	var queryParams []interface{}
@@ -590,7 +588,6 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 			&i.Status,
 			&i.Owner,
 			&i.CancelRequested,
-			&i.LeaseUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -1567,13 +1564,105 @@ func (q *Queries) JobScheduledNext(ctx context.Context) (JobScheduledNextRow, er
 	return i, err
 }
 
+const leaseLockRenewable = `-- name: LeaseLockRenewable :many
+SELECT id FROM job_queue FORCE INDEX (PRIMARY)
+WHERE id IN (/*SLICE:ids*/?)
+  AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0
+FOR UPDATE SKIP LOCKED
+`
+
+type LeaseLockRenewableParams struct {
+	Ids   []uint64
+	Owner sql.NullString
+}
+
+// The heartbeat's exact renewal, after LeaseRenewSkipLocked renewed some but
+// not all runs (store.LeaseRenewMany: a READ COMMITTED transaction on the
+// heartbeat's own session, which returns the ids it renewed): locks the rows of this
+// owner's in-flight runs that no other transaction holds, by primary key
+// only. A row another transaction holds — most often the run's own outcome
+// write, or a rescuer — is skipped, never waited for: the renewal of every
+// other run does not wait with it. A run whose job was rescued, re-claimed
+// elsewhere or asked to cancel does not match (and at READ COMMITTED its
+// row is not kept locked).
+func (q *Queries) LeaseLockRenewable(ctx context.Context, arg LeaseLockRenewableParams) ([]uint64, error) {
+	query := leaseLockRenewable
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Owner)
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseRenewMany = `-- name: LeaseRenewMany :execrows
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET lease_until = NOW(6) + INTERVAL ? MICROSECOND
+WHERE id IN (/*SLICE:ids*/?)
+  AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0
+`
+
+type LeaseRenewManyParams struct {
+	LeaseUs interface{}
+	Ids     []uint64
+	Owner   sql.NullString
+}
+
+// The heartbeat: renews the rows LeaseLockRenewable locked, in one statement,
+// by primary key only (FORCE INDEX), so it never locks a gap of idx_lease.
+// The caller compares the renewed ids with its in-flight runs and reads
+// JobFenceStates for the others, to fence by attempt exactly.
+func (q *Queries) LeaseRenewMany(ctx context.Context, arg LeaseRenewManyParams) (int64, error) {
+	query := leaseRenewMany
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.LeaseUs)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Owner)
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const leaseRenewSkipLocked = `-- name: LeaseRenewSkipLocked :execrows
 UPDATE (SELECT l.id FROM job_queue AS l FORCE INDEX (PRIMARY)
         WHERE l.id IN (/*SLICE:ids*/?)
           AND l.status = 'RUNNING' AND l.owner = ? AND l.cancel_requested = 0
         LIMIT 1000000
         FOR UPDATE SKIP LOCKED) AS r
-STRAIGHT_JOIN job_queue AS q FORCE INDEX (PRIMARY) ON q.id = r.id
+STRAIGHT_JOIN job_queue AS q FORCE INDEX (PRIMARY) ON q.id = r.id AND (@jobq_renewed_at := NOW(6)) IS NOT NULL
 SET q.lease_until = NOW(6) + INTERVAL ? MICROSECOND
 `
 
@@ -1591,9 +1680,9 @@ type LeaseRenewSkipLockedParams struct {
 // skipped, never waited for), and the join renews exactly those rows by
 // primary key (STRAIGHT_JOIN: the derived table first, so the outer read
 // touches no other row). The rows are locked only while the statement runs,
-// never across a round trip. Every row it renews gets the same lease_until
-// (one NOW(6) per statement), which is how the caller tells them apart
-// when it renewed fewer rows than it was sent (JobFenceStates).
+// never across a round trip. It returns a count; when it renewed fewer rows
+// than it was sent, LeaseRenewedIDs reads which (by the stamp it keeps in a
+// session variable).
 func (q *Queries) LeaseRenewSkipLocked(ctx context.Context, arg LeaseRenewSkipLockedParams) (int64, error) {
 	query := leaseRenewSkipLocked
 	var queryParams []interface{}
@@ -1612,4 +1701,57 @@ func (q *Queries) LeaseRenewSkipLocked(ctx context.Context, arg LeaseRenewSkipLo
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const leaseRenewedIDs = `-- name: LeaseRenewedIDs :many
+SELECT id FROM job_queue FORCE INDEX (PRIMARY)
+WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING' AND owner = ?
+  AND lease_until = @jobq_renewed_at + INTERVAL ? MICROSECOND
+`
+
+type LeaseRenewedIDsParams struct {
+	Ids     []uint64
+	Owner   sql.NullString
+	LeaseUs interface{}
+}
+
+// The rows the session's last LeaseRenewSkipLocked renewed, read on the same
+// session after it renewed fewer rows than it was sent: every row it renewed
+// carries its lease_until: its NOW(6), kept in the session variable
+// @jobq_renewed_at (one NOW(6) per statement, later than any earlier renewal
+// or claim stamped), plus the lease; unless its outcome was written since
+// (no longer RUNNING).
+func (q *Queries) LeaseRenewedIDs(ctx context.Context, arg LeaseRenewedIDsParams) ([]uint64, error) {
+	query := leaseRenewedIDs
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Owner)
+	queryParams = append(queryParams, arg.LeaseUs)
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

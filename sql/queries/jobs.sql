@@ -177,6 +177,31 @@ SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
 FROM job_queue
 WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 
+-- name: LeaseLockRenewable :many
+-- The heartbeat's exact renewal, after LeaseRenewSkipLocked renewed some but
+-- not all runs (store.LeaseRenewMany: a READ COMMITTED transaction on the
+-- heartbeat's own session, which returns the ids it renewed): locks the rows of this
+-- owner's in-flight runs that no other transaction holds, by primary key
+-- only. A row another transaction holds — most often the run's own outcome
+-- write, or a rescuer — is skipped, never waited for: the renewal of every
+-- other run does not wait with it. A run whose job was rescued, re-claimed
+-- elsewhere or asked to cancel does not match (and at READ COMMITTED its
+-- row is not kept locked).
+SELECT id FROM job_queue FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids))
+  AND status = 'RUNNING' AND owner = sqlc.arg(owner) AND cancel_requested = 0
+FOR UPDATE SKIP LOCKED;
+
+-- name: LeaseRenewMany :execrows
+-- The heartbeat: renews the rows LeaseLockRenewable locked, in one statement,
+-- by primary key only (FORCE INDEX), so it never locks a gap of idx_lease.
+-- The caller compares the renewed ids with its in-flight runs and reads
+-- JobFenceStates for the others, to fence by attempt exactly.
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND
+WHERE id IN (sqlc.slice(ids))
+  AND status = 'RUNNING' AND owner = sqlc.arg(owner) AND cancel_requested = 0;
+
 -- name: LeaseRenewSkipLocked :execrows
 -- The heartbeat's renewal in one statement and one round trip, in
 -- autocommit on the heartbeat's own READ COMMITTED session
@@ -186,23 +211,33 @@ WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 -- skipped, never waited for), and the join renews exactly those rows by
 -- primary key (STRAIGHT_JOIN: the derived table first, so the outer read
 -- touches no other row). The rows are locked only while the statement runs,
--- never across a round trip. Every row it renews gets the same lease_until
--- (one NOW(6) per statement), which is how the caller tells them apart
--- when it renewed fewer rows than it was sent (JobFenceStates).
+-- never across a round trip. It returns a count; when it renewed fewer rows
+-- than it was sent, LeaseRenewedIDs reads which (by the stamp it keeps in a
+-- session variable).
 UPDATE (SELECT l.id FROM job_queue AS l FORCE INDEX (PRIMARY)
         WHERE l.id IN (sqlc.slice(ids))
           AND l.status = 'RUNNING' AND l.owner = sqlc.arg(owner) AND l.cancel_requested = 0
         LIMIT 1000000
         FOR UPDATE SKIP LOCKED) AS r
-STRAIGHT_JOIN job_queue AS q FORCE INDEX (PRIMARY) ON q.id = r.id
+STRAIGHT_JOIN job_queue AS q FORCE INDEX (PRIMARY) ON q.id = r.id AND (@jobq_renewed_at := NOW(6)) IS NOT NULL
 SET q.lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND;
+
+-- name: LeaseRenewedIDs :many
+-- The rows the session's last LeaseRenewSkipLocked renewed, read on the same
+-- session after it renewed fewer rows than it was sent: every row it renewed
+-- carries its lease_until: its NOW(6), kept in the session variable
+-- @jobq_renewed_at (one NOW(6) per statement, later than any earlier renewal
+-- or claim stamped), plus the lease; unless its outcome was written since
+-- (no longer RUNNING).
+SELECT id FROM job_queue FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING' AND owner = sqlc.arg(owner)
+  AND lease_until = @jobq_renewed_at + INTERVAL sqlc.arg(lease_us) MICROSECOND;
 
 -- name: JobFenceStates :many
 -- Read after a heartbeat renewed fewer rows than expected, to tell lost runs
--- from cancel requests (and, by lease_until, the rows the renewal reached),
--- and by a completion batch that met a stale run, to split it into live
--- runs (batched again) and the rest (row by row).
-SELECT id, attempt, status, owner, cancel_requested, lease_until FROM job_queue
+-- from cancel requests, and by a completion batch that met a stale run, to
+-- split it into live runs (batched again) and the rest (row by row).
+SELECT id, attempt, status, owner, cancel_requested FROM job_queue
 WHERE id IN (sqlc.slice(ids));
 
 -- name: JobCompleteFenced :execrows
