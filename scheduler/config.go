@@ -127,7 +127,8 @@ type Config struct {
 	// backlog of short jobs) gives nothing back. The queue is checked every
 	// RunQueueWait/4, so a stuck queue holds no job more than 1.25 ×
 	// RunQueueWait. Defaults to
-	// PollInterval/4 (250ms): given back within 312ms, its release written
+	// PollInterval/4 (250ms), at least 200ms (twice the 100ms the queue is
+	// sized for): given back within 312ms, its release written
 	// and claimed at a peer's next scan, a job is not held locally for one
 	// poll interval even on a loaded replica (at PollInterval/2 the release
 	// write under load made some wait 1.4s). Negative: never give back.
@@ -304,7 +305,7 @@ func (c Config) WithDefaults() Config {
 	c.BatchLimit = cmp.Or(c.BatchLimit, BatchLimitDefault)
 	c.Workers = cmp.Or(c.Workers, WorkersDefault)
 	c.RunQueue = cmp.Or(c.RunQueue, RunQueueDefault)
-	c.RunQueueWait = cmp.Or(c.RunQueueWait, c.PollInterval/4)
+	c.RunQueueWait = cmp.Or(c.RunQueueWait, max(c.PollInterval/4, 2*runQueueHorizon))
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, heartbeatIntervalFor(c.Lease))
 	c.RescueInterval = cmp.Or(c.RescueInterval, RescueIntervalDefault)
