@@ -33,7 +33,8 @@ type ServeCmd struct {
 	Strategy        string        `help:"Claim strategy: skiplocked or cas (default skiplocked where the server supports it)." enum:"skiplocked,cas," default:"" group:"Scheduler"`
 	Workers         int           `help:"Worker pool size." default:"${workers}" group:"Scheduler"`
 	BatchLimit      int           `help:"Most jobs one claim takes." default:"${batch_limit}" group:"Scheduler"`
-	RunQueue        int           `help:"Claimed jobs a replica may hold beyond its busy workers, queued locally (leases renewed; released at shutdown without spending a retry), so claims are sized by the backlog; adaptive: at most as many as the replica finished in the last 100ms (0 = default ${run_queue}; negative disables)." default:"${run_queue}" group:"Scheduler"`
+	RunQueue        int           `help:"Claimed jobs a replica may hold beyond its busy workers, queued locally (leases renewed; released at shutdown without spending a retry), so claims are sized by the backlog; adaptive: at most as many as the replica is expected to start within 100ms (0 = default ${run_queue}; negative disables)." default:"${run_queue}" group:"Scheduler"`
+	RunQueueWait    time.Duration `help:"A queued job that waited longer than this for a worker is given back (WAITING, no retry spent) for any replica to claim (0 = poll-interval/4; negative: never)." default:"0s" group:"Scheduler"`
 	PollInterval    time.Duration `help:"Idle scan interval." default:"${poll_interval}" group:"Scheduler"`
 	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. ${poll_jitter} for ${poll_interval})." default:"0s" group:"Scheduler"`
 	NoJitter        bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)." group:"Scheduler"`
@@ -61,7 +62,7 @@ type ServeCmd struct {
 // SchedulerConfig maps flags to scheduler.Config.
 func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 	cfg := scheduler.Config{
-		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit, RunQueue: c.RunQueue,
+		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit, RunQueue: c.RunQueue, RunQueueWait: c.RunQueueWait,
 		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.NoJitter, Lease: c.Lease,
 		RescueInterval: c.RescueInterval, PromoteInterval: c.PromoteInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
 		DrainWait: c.DrainWait, CompleteLinger: c.CompleteLinger, ClaimsInFlight: c.ClaimsInFlight,
