@@ -252,7 +252,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 			}
 		}
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.ready.Check, cfg)
+		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.Workers, r.ready.Check, cfg)
 		h = withBulkWriteDeadline(h, max(cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault), BulkWriteTimeoutDefault))
 		r.server = &http.Server{Handler: h, Protocols: protocols,
 			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),

@@ -13,7 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/jobq/jobq/apitype"
+	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
+	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -554,5 +559,53 @@ func TestWorkerBadRequestsNameTheField(t *testing.T) {
 	}
 	if n := w.count(`SELECT COUNT(*) FROM job_log WHERE job_id = ?`, id); n != 16 {
 		t.Fatalf("log lines: %d, want 16", n)
+	}
+}
+
+// The worker protocol over Connect (WorkerService) answers as over HTTP:
+// fetch, a forged token PermissionDenied, a completion applied and a
+// different one Aborted, a stale log FailedPrecondition.
+func TestWorkerServiceOverConnect(t *testing.T) {
+	w := startWorkerReplica(t, nil)
+	id := w.submit("connect-1", "resize")
+	c := jobqv1connect.NewWorkerServiceClient(http.DefaultClient, w.base)
+	auth := func(m any) {
+		switch r := m.(type) {
+		case interface{ Header() http.Header }:
+			r.Header().Set("Authorization", "Bearer "+resizeToken)
+		}
+	}
+	freq := connect.NewRequest(&jobqv1.FetchRequest{WorkerId: "cw", JobTypes: []string{"resize"}, MaxJobs: 1, WaitMs: proto.Int32(0)})
+	auth(freq)
+	fresp, err := c.Fetch(context.Background(), freq)
+	if err != nil || len(fresp.Msg.Jobs) != 1 || fresp.Msg.Jobs[0].Id != id {
+		t.Fatalf("Fetch: %v %v", fresp, err)
+	}
+	tok := fresp.Msg.Jobs[0].TaskToken
+	complete := func(token, outcome string) error {
+		req := connect.NewRequest(&jobqv1.CompleteRequest{TaskToken: token, Outcome: outcome, Output: `{"ok":true}`})
+		if outcome != "success" {
+			req.Msg.Output = ""
+		}
+		auth(req)
+		_, err := c.Complete(context.Background(), req)
+		return err
+	}
+	if err := complete(forge(t, tok), "success"); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("forged Complete: %v, want PermissionDenied", err)
+	}
+	if err := complete(tok, "success"); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if err := complete(tok, "failure"); connect.CodeOf(err) != connect.CodeAborted || !strings.Contains(err.Error(), "outcome: ") {
+		t.Fatalf("different outcome: %v, want Aborted naming outcome", err)
+	}
+	lreq := connect.NewRequest(&jobqv1.AppendLogRequest{TaskToken: tok, Lines: []string{"late"}})
+	auth(lreq)
+	if _, err := c.AppendLog(context.Background(), lreq); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("log after completion: %v, want FailedPrecondition (stale)", err)
+	}
+	if got := w.row(id); got.Status != "SUCCESS" {
+		t.Fatalf("job: %+v", got)
 	}
 }

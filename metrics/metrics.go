@@ -99,6 +99,10 @@ type Metrics struct {
 	dbTransient    *prometheus.CounterVec   // op, cause
 	httpRequests   *prometheus.CounterVec   // method, code
 	httpDuration   *prometheus.HistogramVec // method
+	fetches        *prometheus.CounterVec   // result
+	fetchWait      prometheus.Histogram     //
+	remoteComplete *prometheus.CounterVec   // result
+	heartbeats     *prometheus.CounterVec   // state
 
 	backlog *backlogGauges
 
@@ -127,6 +131,8 @@ var (
 	// BatchBuckets count the jobs one scan claimed (0 = an idle scan); the
 	// default batch limit is 200.
 	BatchBuckets = []float64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
+	// FetchWaitBuckets span 1ms (work was due) to 60s (the longest wait).
+	FetchWaitBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60}
 	// HTTPBuckets span 1ms to 10s per API request.
 	HTTPBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
 )
@@ -172,6 +178,18 @@ func New(opts Options) *Metrics {
 		"op", "cause")
 	m.httpRequests = f.counterVec("jobq_http_requests_total", "API requests answered, by method and status code.", "method", "code")
 	m.httpDuration = f.histogramVec("jobq_http_request_duration_seconds", "API request latency.", HTTPBuckets, "method")
+	m.fetches = f.counterVec("jobq_remote_fetches_total",
+		`Remote workers' fetches answered by this replica, by result: "jobs" (it claimed jobs), "empty" (its wait passed), "canceled" (the client went away; its jobs were released), "error".`, "result")
+	m.fetchWait = f.histogram("jobq_remote_fetch_wait_seconds", "How long a remote worker's fetch was open (its long-poll wait, the claim included).", FetchWaitBuckets)
+	m.remoteComplete = f.counterVec("jobq_remote_completions_total",
+		`Remote workers' completions answered by this replica, by result: "applied" (written now or a retried completion already written), "stale" (the attempt no longer held the job), "conflict" (a different outcome was applied), "forbidden" (wrong secret or scope). Only applied changes anything.`, "result")
+	m.heartbeats = f.counterVec("jobq_remote_heartbeat_tokens_total",
+		`Task tokens remote workers' heartbeats renewed or refused, by state: renewed, cancel_requested, lost.`, "state")
+	for _, r := range []string{"jobs", "empty"} {
+		m.fetches.WithLabelValues(r)
+	}
+	m.remoteComplete.WithLabelValues("applied")
+	m.heartbeats.WithLabelValues("renewed")
 	// Series for the API's main requests exist from the start, so the first
 	// burst of submits shows in rate() (a series appearing with its value
 	// already counted has no increase).
@@ -205,6 +223,25 @@ func (m *Metrics) Hooks(next scheduler.Hooks) scheduler.Hooks {
 		m.forget(c.Fence)
 		if next.CompletionFailedFunc != nil {
 			next.CompletionFailedFunc(c, err)
+		}
+	}
+	h.FetchFunc = func(result string, waited time.Duration) {
+		m.fetches.WithLabelValues(result).Inc()
+		m.fetchWait.Observe(waited.Seconds())
+		if next.FetchFunc != nil {
+			next.FetchFunc(result, waited)
+		}
+	}
+	h.RemoteCompletedFunc = func(result string) {
+		m.remoteComplete.WithLabelValues(result).Inc()
+		if next.RemoteCompletedFunc != nil {
+			next.RemoteCompletedFunc(result)
+		}
+	}
+	h.HeartbeatFunc = func(state string, n int) {
+		m.heartbeats.WithLabelValues(state).Add(float64(n))
+		if next.HeartbeatFunc != nil {
+			next.HeartbeatFunc(state, n)
 		}
 	}
 	h.RescuedFunc = func(rescued []jobq.Fence) {

@@ -269,6 +269,16 @@ type Hooks struct {
 	// PromotedFunc is called after a promoter pass that made n SCHEDULED
 	// jobs WAITING (n > 0).
 	PromotedFunc func(n int)
+	// FetchFunc is called when a remote worker's fetch answers: result is
+	// "jobs" (it took jobs), "empty" (its wait passed), "canceled" (the
+	// client went away) or "error"; waited is how long it was open.
+	FetchFunc func(result string, waited time.Duration)
+	// RemoteCompletedFunc is called for each remote completion answered:
+	// "applied", "stale", "conflict" or "forbidden".
+	RemoteCompletedFunc func(result string)
+	// HeartbeatFunc is called for each task token a remote heartbeat
+	// answered, with its state (renewed, cancel_requested, lost).
+	HeartbeatFunc func(state string, n int)
 }
 
 // pollJitterFor is the default PollJitter for interval: interval/5, so

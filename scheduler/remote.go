@@ -75,6 +75,8 @@ type remoteExecutor struct {
 	// promoteAtFunc asks the promoter for a pass when a retry is due.
 	promoteAtFunc func(time.Time)
 	workers       *workerBook
+	// completions batches concurrent remote completions.
+	completions completionBatcher
 	// stop ends waiting fetches (Scheduler.Stop).
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -125,9 +127,28 @@ func (r *Remote) Lease() time.Duration { return r.x.cfg.Lease }
 // RemoteScanInterval, until it took a job, p.Wait passed (no job: nil),
 // ctx ended or the replica stops. Jobs claimed for a fetch whose ctx ended
 // (the client went away) are released without spending a retry.
-func (r *Remote) Fetch(ctx context.Context, p FetchParams) ([]FetchedJob, error) {
+func (r *Remote) Fetch(ctx context.Context, p FetchParams) (jobs []FetchedJob, err error) {
 	x := r.x
 	start := time.Now()
+	if f := x.cfg.Hooks.FetchFunc; f != nil {
+		defer func() {
+			result := "empty"
+			switch {
+			case ctx.Err() != nil:
+				result = "canceled"
+			case err != nil:
+				result = "error"
+			case len(jobs) > 0:
+				result = "jobs"
+			}
+			f(result, time.Since(start))
+		}()
+	}
+	return r.fetch(ctx, p, start)
+}
+
+func (r *Remote) fetch(ctx context.Context, p FetchParams, start time.Time) ([]FetchedJob, error) {
+	x := r.x
 	x.workers.seen(p, start, true)
 	deadline := start.Add(p.Wait)
 	owner := jobq.WorkerOwnerPrefix + p.WorkerID
@@ -238,6 +259,20 @@ type HeartbeatResult struct {
 // whose attempt no longer holds the job is lost; a renewed run whose cancel
 // was requested is cancel_requested. The answers are in token order.
 func (r *Remote) Heartbeat(ctx context.Context, workerID string, tokens []string, allow func(jobType string) bool) ([]HeartbeatResult, error) {
+	out, err := r.heartbeat(ctx, workerID, tokens, allow)
+	if f := r.x.cfg.Hooks.HeartbeatFunc; f != nil && err == nil {
+		n := map[HeartbeatState]int{}
+		for _, o := range out {
+			n[o.State]++
+		}
+		for st, k := range n {
+			f(string(st), k)
+		}
+	}
+	return out, err
+}
+
+func (r *Remote) heartbeat(ctx context.Context, workerID string, tokens []string, allow func(jobType string) bool) ([]HeartbeatResult, error) {
 	x := r.x
 	x.workers.beat(workerID, time.Now())
 	out := make([]HeartbeatResult, len(tokens))
@@ -331,18 +366,211 @@ type CompleteResult struct {
 // longer holds the job; ErrOutcomeConflict when a different outcome was
 // applied; ErrTokenForbidden for a wrong secret or a job type outside
 // p.Allow; ErrTokenMalformed. Only an applied completion changes anything.
-func (r *Remote) Complete(ctx context.Context, p CompleteParams) (CompleteResult, error) {
-	x := r.x
+func (r *Remote) Complete(ctx context.Context, p CompleteParams) (res CompleteResult, err error) {
+	if f := r.x.cfg.Hooks.RemoteCompletedFunc; f != nil {
+		defer func() {
+			switch {
+			case err == nil:
+				f("applied")
+			case errors.Is(err, ErrTokenStale):
+				f("stale")
+			case errors.Is(err, ErrOutcomeConflict):
+				f("conflict")
+			case errors.Is(err, ErrTokenForbidden):
+				f("forbidden")
+			}
+		}()
+	}
+	return r.complete(ctx, p)
+}
+
+func (r *Remote) complete(ctx context.Context, p CompleteParams) (CompleteResult, error) {
 	pt, err := parseTaskToken(p.TaskToken)
 	if err != nil {
 		return CompleteResult{}, err
 	}
-	res := CompleteResult{JobID: pt.ID, Attempt: pt.Attempt}
-	st, err := r.tokenState(ctx, pt, p.Allow)
-	if err != nil {
-		return res, err
+	switch p.Outcome {
+	case CompleteSuccess, CompleteFailure, CompleteRelease:
+	default:
+		return CompleteResult{}, fmt.Errorf("complete: unknown outcome %q", p.Outcome)
 	}
-	c := jobq.Completion{Fence: pt.fence(), Error: p.Error, DueAt: st.RunAt}
+	req := &completeReq{pt: pt, p: p, done: make(chan completeAns, 1)}
+	r.x.completions.add(req, r.x.flushCompletions)
+	select {
+	case a := <-req.done:
+		return a.res, a.err
+	case <-ctx.Done():
+		// The batch goes on and writes it (a completion is idempotent); the
+		// caller went away.
+		return CompleteResult{JobID: pt.ID, Attempt: pt.Attempt}, ctx.Err()
+	}
+}
+
+// completeReq is one remote completion waiting for its batch.
+type completeReq struct {
+	pt   parsedToken
+	p    CompleteParams
+	done chan completeAns
+}
+
+type completeAns struct {
+	res CompleteResult
+	err error
+}
+
+// completeBatchMax caps the completions one batch writes.
+const completeBatchMax = 500
+
+// completeFlushersMax is how many batches of remote completions are written
+// at once; while they are busy, the next batch fills.
+const completeFlushersMax = 4
+
+// completionBatcher gathers concurrent remote completions into batches
+// written with one token read, one JobCompleteMany and one status read,
+// like the completer batches the handlers' outcomes: a lone completion is
+// written at once, and under load each batch holds what arrived while the
+// flushers were busy. A flusher is a goroutine that lives while completions
+// are pending.
+type completionBatcher struct {
+	mu       sync.Mutex
+	pending  []*completeReq
+	flushers int
+}
+
+func (b *completionBatcher) add(req *completeReq, flush func([]*completeReq)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pending = append(b.pending, req)
+	if b.flushers < completeFlushersMax {
+		b.flushers++
+		go b.flushLoop(flush)
+	}
+}
+
+func (b *completionBatcher) flushLoop(flush func([]*completeReq)) {
+	for {
+		b.mu.Lock()
+		if len(b.pending) == 0 {
+			b.flushers--
+			b.mu.Unlock()
+			return
+		}
+		n := min(len(b.pending), completeBatchMax)
+		batch := b.pending[:n:n]
+		b.pending = b.pending[n:]
+		b.mu.Unlock()
+		flush(batch)
+	}
+}
+
+// flushCompletions checks and writes one batch of remote completions and
+// answers each: tokens checked against one read of their jobs, the
+// completions written by JobCompleteMany (the handlers' fenced path), the
+// applied ones' statuses read back in one statement, and a refused one
+// told stale from conflict by its attempt's recorded outcome.
+func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Lease)
+	defer cancel()
+	answer := func(req *completeReq, res CompleteResult, err error) {
+		req.done <- completeAns{res: res, err: err}
+	}
+	ids := make([]uint64, 0, len(batch))
+	for _, req := range batch {
+		ids = append(ids, req.pt.ID)
+	}
+	states, err := withRetryV(ctx, x.retry, "remote.token", claimMaxAttempts, func() ([]jobq.TokenState, error) {
+		return x.store.JobTokenStates(ctx, ids)
+	})
+	if err != nil {
+		for _, req := range batch {
+			answer(req, CompleteResult{JobID: req.pt.ID, Attempt: req.pt.Attempt}, err)
+		}
+		return
+	}
+	byID := make(map[uint64]jobq.TokenState, len(states))
+	for _, st := range states {
+		byID[st.ID] = st
+	}
+	var cs []jobq.Completion
+	var reqs []*completeReq
+	var before []jobq.TokenState
+	for _, req := range batch {
+		res := CompleteResult{JobID: req.pt.ID, Attempt: req.pt.Attempt}
+		st, ok := byID[req.pt.ID]
+		if !ok {
+			answer(req, res, ErrTokenStale)
+			continue
+		}
+		if err := checkToken(req.pt, st, req.p.Allow); err != nil {
+			answer(req, res, err)
+			continue
+		}
+		cs = append(cs, x.completion(req, st))
+		reqs, before = append(reqs, req), append(before, st)
+	}
+	if len(cs) == 0 {
+		return
+	}
+	applied, err := withRetryV(ctx, x.retry, "remote.complete", claimMaxAttempts, func() ([]bool, error) {
+		return x.store.JobCompleteMany(ctx, cs)
+	})
+	if err != nil {
+		for _, req := range reqs {
+			answer(req, CompleteResult{JobID: req.pt.ID, Attempt: req.pt.Attempt}, err)
+		}
+		return
+	}
+	var appliedIDs []uint64
+	wake := false
+	for i, c := range cs {
+		if before[i].Status == jobq.StateRunning && x.cfg.Hooks.CompletedFunc != nil {
+			x.cfg.Hooks.CompletedFunc(c, applied[i])
+		}
+		if applied[i] {
+			appliedIDs = append(appliedIDs, c.ID)
+			if c.Retry && c.Backoff > 0 {
+				x.promoteAtFunc(time.Now().Add(c.Backoff))
+			}
+			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0)
+		}
+	}
+	if wake {
+		x.wake.fire()
+	}
+	after := map[uint64]jobq.TokenState{}
+	if sts, err := x.store.JobTokenStates(ctx, appliedIDs); err == nil {
+		for _, st := range sts {
+			after[st.ID] = st
+		}
+	}
+	for i, c := range cs {
+		req := reqs[i]
+		res := CompleteResult{JobID: c.ID, Attempt: c.Attempt}
+		if !applied[i] {
+			out, err := x.store.ExecutionOutcome(ctx, c.Fence)
+			switch {
+			case err != nil:
+				answer(req, res, err)
+			case out.Own():
+				answer(req, res, ErrOutcomeConflict)
+			default:
+				answer(req, res, ErrTokenStale)
+			}
+			continue
+		}
+		if st, ok := after[c.ID]; ok && st.Attempt == c.Attempt {
+			res.Status = st.Status
+		} else {
+			res.Status = statusOf(c, before[i])
+		}
+		answer(req, res, nil)
+	}
+}
+
+// completion is the jobq.Completion of a checked remote completion.
+func (x *remoteExecutor) completion(req *completeReq, st jobq.TokenState) jobq.Completion {
+	p := req.p
+	c := jobq.Completion{Fence: req.pt.fence(), Error: p.Error, DueAt: st.RunAt}
 	switch p.Outcome {
 	case CompleteSuccess:
 		c.Outcome, c.Output, c.Error = jobq.OutcomeSuccess, p.Output, ""
@@ -352,47 +580,15 @@ func (r *Remote) Complete(ctx context.Context, p CompleteParams) (CompleteResult
 			c.Retry = true
 			c.Backoff = RetryBackoff(st.RetryTimes, x.cfg.RetryBackoffBase, x.cfg.RetryBackoffMax, x.cfg.RetryJitter)
 		}
-	case CompleteRelease:
-		c.Outcome = jobq.OutcomeReleased
 	default:
-		return res, fmt.Errorf("complete: unknown outcome %q", p.Outcome)
+		c.Outcome = jobq.OutcomeReleased
 	}
-	wasRunning := st.Status == jobq.StateRunning
-	applied, err := withRetryV(ctx, x.retry, "remote.complete", claimMaxAttempts, func() ([]bool, error) {
-		return x.store.JobCompleteMany(ctx, []jobq.Completion{c})
-	})
-	if err != nil {
-		return res, err
-	}
-	if wasRunning && x.cfg.Hooks.CompletedFunc != nil {
-		x.cfg.Hooks.CompletedFunc(c, applied[0])
-	}
-	if !applied[0] {
-		out, err := x.store.ExecutionOutcome(ctx, c.Fence)
-		if err != nil {
-			return res, err
-		}
-		if out.Own() {
-			return res, ErrOutcomeConflict
-		}
-		return res, ErrTokenStale
-	}
-	if c.Retry && c.Backoff > 0 {
-		x.promoteAtFunc(time.Now().Add(c.Backoff))
-	}
-	if c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0) {
-		x.wake.fire()
-	}
-	res.Status = r.statusAfter(ctx, c, st)
-	return res, nil
+	return c
 }
 
-// statusAfter is the job's status after c was applied: read back while the
-// attempt still holds the row, else what c made it.
-func (r *Remote) statusAfter(ctx context.Context, c jobq.Completion, before jobq.TokenState) jobq.JobState {
-	if sts, err := r.x.store.JobTokenStates(ctx, []uint64{c.ID}); err == nil && len(sts) == 1 && sts[0].Attempt == c.Attempt {
-		return sts[0].Status
-	}
+// statusOf is what applied completion c made its job's status, when the
+// row no longer shows it (re-claimed since).
+func statusOf(c jobq.Completion, before jobq.TokenState) jobq.JobState {
 	switch {
 	case before.CancelRequested:
 		return jobq.StateCanceled
@@ -407,28 +603,6 @@ func (r *Remote) statusAfter(ctx context.Context, c jobq.Completion, before jobq
 	default:
 		return jobq.StateFailed
 	}
-}
-
-// tokenState reads and checks the job of token pt: ErrTokenStale when its
-// attempt is not the job's (the secret cannot be checked any more, and
-// nothing will change), ErrTokenForbidden for a wrong secret or a type
-// outside allow.
-func (r *Remote) tokenState(ctx context.Context, pt parsedToken, allow func(string) bool) (jobq.TokenState, error) {
-	x := r.x
-	sts, err := withRetryV(ctx, x.retry, "remote.token", claimMaxAttempts, func() ([]jobq.TokenState, error) {
-		return x.store.JobTokenStates(ctx, []uint64{pt.ID})
-	})
-	if err != nil {
-		return jobq.TokenState{}, err
-	}
-	if len(sts) == 0 {
-		return jobq.TokenState{}, ErrTokenStale
-	}
-	st := sts[0]
-	if err := checkToken(pt, st, allow); err != nil {
-		return st, err
-	}
-	return st, nil
 }
 
 func checkToken(pt parsedToken, st jobq.TokenState, allow func(string) bool) error {

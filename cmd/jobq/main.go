@@ -32,6 +32,8 @@ type CLI struct {
 	Cancel     CancelCmd     `cmd:"" help:"Cancel a job (WAITING or SCHEDULED at once; RUNNING via its handler's context)."`
 	Retry      RetryCmd      `cmd:"" help:"Re-queue a FAILED or CANCELED job."`
 	Executions ExecutionsCmd `cmd:"" help:"List a job's attempts."`
+	Logs       LogsCmd       `cmd:"" help:"Print a job's attempt log (--follow: until the job is finished)."`
+	Workers    WorkersCmd    `cmd:"" help:"List the live remote workers: id, types, runs in flight, last fetch."`
 	Stats      StatsCmd      `cmd:"" help:"Counts by status and type, oldest waiting age, recent rates."`
 	Pause      PauseCmd      `cmd:"" help:"Pause a job type (not claimed; running jobs finish)."`
 	Resume     ResumeCmd     `cmd:"" help:"Resume a paused job type."`
