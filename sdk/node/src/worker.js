@@ -217,7 +217,7 @@ export class Worker {
       let jobs;
       try {
         jobs = await this.client.fetchJobs({
-          workerId: this.workerId, jobTypes, maxJobs: this.concurrency - this.#runs.size, waitMs: this.waitMs,
+          workerId: this.workerId, jobTypes, maxJobs: Math.min(this.concurrency - this.#runs.size, 1_000), waitMs: this.waitMs,
           labels: this.labels, version: `jobq-node/${VERSION}`, signal: this.#fetchAbort.signal,
         });
       } catch (err) {
@@ -330,7 +330,7 @@ export class Worker {
     const interval = beats.length > 0 ? Math.min(...beats) : 1_000;
     this.#heartbeatTimer = setTimeout(async () => {
       const runs = [...this.#runs.values()].filter((r) => !r.lost);
-      if (runs.length > 0) await this.#heartbeat(runs);
+      for (let i = 0; i < runs.length; i += 1_000) await this.#heartbeat(runs.slice(i, i + 1_000)); // ≤ 1,000 tokens a call
       if (this.#heartbeatTimer !== null) this.#scheduleHeartbeat();
     }, interval);
   }
@@ -341,24 +341,23 @@ export class Worker {
     try {
       results = await this.client.heartbeat(this.workerId, runs.map((r) => r.token));
     } catch (err) {
+      // Not a loss: the database decides. The outcome is still sent when the work ends, and the
+      // replica answers 409 stale if the lease was rescued meanwhile.
       this.logger.warn(`worker ${this.workerId}: heartbeat failed: ${err.message}`);
-      for (const run of runs) {
-        if (performance.now() > run.deadline) this.#lose(run, 'lease deadline passed without a renewal');
-      }
       return;
     }
     runs.forEach((run, i) => {
       const state = results[i]?.state;
       if (state === 'renewed' || state === 'cancel_requested') run.deadline = sent + run.lease;
       if (state === 'cancel_requested') run.ctx._cancel('cancel_requested');
-      else if (state !== 'renewed') this.#lose(run, 'the attempt no longer holds the job');
+      else if (state === 'lost') this.#lose(run);
     });
   }
 
-  #lose(run, why) {
+  #lose(run) {
     if (!run.lost) {
       run.lost = true;
-      this.logger.warn(`job ${run.ctx.id} attempt ${run.ctx.attempt}: lost (${why}): cancelling its work`);
+      this.logger.warn(`job ${run.ctx.id} attempt ${run.ctx.attempt}: lost its lease: cancelling its work`);
     }
     run.ctx._cancel('lost');
   }

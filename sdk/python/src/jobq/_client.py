@@ -8,7 +8,7 @@ import socket
 import threading
 import urllib.parse
 import uuid
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 
 __all__ = ["APIError", "Client", "TransportError"]
 
@@ -53,6 +53,7 @@ class Client:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._open: Dict[int, http.client.HTTPConnection] = {}
+        self._aborted: Set[int] = set()
 
     # -- jobs -------------------------------------------------------------------------------------
 
@@ -131,8 +132,9 @@ class Client:
     # -- transport --------------------------------------------------------------------------------
 
     def abort(self, abort_key: int) -> None:
-        """Close the connection of the call started with this ``abort_key``, if it is still open."""
+        """End the call started with this ``abort_key`` and every later one (TransportError)."""
         with self._lock:
+            self._aborted.add(abort_key)
             conn = self._open.get(abort_key)
         if conn is not None and conn.sock is not None:
             try:
@@ -158,6 +160,11 @@ class Client:
             with self._lock:
                 self._open[abort_key] = conn
         try:
+            if abort_key is not None:
+                conn.connect()
+                with self._lock:  # abort() before the connection existed: nothing to shut down
+                    if abort_key in self._aborted:
+                        raise ConnectionAbortedError("aborted")
             conn.request(method, self._prefix + path, body=data, headers=headers)
             resp = conn.getresponse()
             raw = resp.read()

@@ -207,14 +207,19 @@ class Worker:
 
     def run(self, install_signal_handlers: bool = True) -> None:
         """Start, block until SIGTERM or SIGINT (or ``request_stop()``), then shut down gracefully."""
+        previous = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda signum, frame: self._stop_requested.set())
-        self.start()
-        while not self._stop_requested.wait(1.0):
-            pass
-        log.info("worker %s: stopping (shutdown timeout %.1fs)", self.worker_id, self.shutdown_timeout)
-        self.stop()
+                previous[sig] = signal.signal(sig, lambda signum, frame: self._stop_requested.set())
+        try:
+            self.start()
+            while not self._stop_requested.wait(1.0):
+                pass
+            log.info("worker %s: stopping (shutdown timeout %.1fs)", self.worker_id, self.shutdown_timeout)
+            self.stop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def request_stop(self) -> None:
         """Make ``run()`` return after a graceful shutdown; safe from any thread or signal handler."""
@@ -267,7 +272,7 @@ class Worker:
                 break
             sent = time.monotonic()
             try:
-                jobs = self.client.fetch(self.worker_id, types, free, self.wait_ms, self.labels,
+                jobs = self.client.fetch(self.worker_id, types, min(free, 1000), self.wait_ms, self.labels,
                                          f"jobq-python/{VERSION}", abort_key=self._fetch_key)
             except (APIError, TransportError) as exc:
                 if self._stopping.is_set():
@@ -372,18 +377,17 @@ class Worker:
                 return
             with self._cond:
                 runs = [r for r in self._runs.values() if not r.lost]
-            if runs:
-                self._heartbeat(runs)
+            for i in range(0, len(runs), 1000):  # at most 1,000 tokens a call
+                self._heartbeat(runs[i:i + 1000])
 
     def _heartbeat(self, runs: Sequence[_Run]) -> None:
         sent = time.monotonic()
         try:
             results = self.client.heartbeat(self.worker_id, [r.token for r in runs])
         except (APIError, TransportError) as exc:
+            # Not a loss: the database decides. The outcome is still sent when the work ends, and
+            # the replica answers 409 stale if the lease was rescued meanwhile.
             log.warning("worker %s: heartbeat failed: %s", self.worker_id, exc)
-            for run in runs:
-                if time.monotonic() > run.deadline:
-                    self._lose(run, "lease deadline passed without a renewal")
             return
         for run, result in zip(runs, results):
             state = result.get("state")
@@ -391,7 +395,7 @@ class Worker:
                 run.deadline = sent + run.lease
             if state == "cancel_requested":
                 run.ctx._cancel("cancel_requested")
-            elif state == "lost" or state is None:
+            elif state == "lost":
                 self._lose(run, "the attempt no longer holds the job")
 
     def _lose(self, run: _Run, why: str) -> None:

@@ -202,7 +202,7 @@ public final class Worker implements AutoCloseable {
             return;
           }
         }
-        free = concurrency - runs.size();
+        free = Math.min(concurrency - runs.size(), 1_000);
       }
       if (stopping) break;
       long sent = System.nanoTime();
@@ -367,7 +367,9 @@ public final class Worker implements AutoCloseable {
       synchronized (runs) {
         held = runs.values().stream().filter(r -> !r.lost).toList();
       }
-      if (!held.isEmpty()) heartbeat(held);
+      for (int i = 0; i < held.size(); i += 1_000) { // at most 1,000 tokens a call
+        heartbeat(held.subList(i, Math.min(i + 1_000, held.size())));
+      }
     }
   }
 
@@ -377,10 +379,9 @@ public final class Worker implements AutoCloseable {
     try {
       results = client.heartbeat(workerId, held.stream().map(r -> r.token).toList());
     } catch (ApiException | TransportException e) {
+      // Not a loss: the database decides. The outcome is still sent when the work ends, and the
+      // replica answers 409 stale if the lease was rescued meanwhile.
       LOG.log(Level.WARNING, "worker {0}: heartbeat failed: {1}", workerId, e.getMessage());
-      for (Run run : held) {
-        if (System.nanoTime() > run.deadline) lose(run, "lease deadline passed without a renewal");
-      }
       return;
     }
     for (int i = 0; i < held.size(); i++) {
@@ -392,16 +393,16 @@ public final class Worker implements AutoCloseable {
       }
       if (state.equals("cancel_requested")) {
         run.ctx.cancel("cancel_requested");
-      } else if (!state.equals("renewed")) {
-        lose(run, "the attempt no longer holds the job");
+      } else if (state.equals("lost")) {
+        lose(run);
       }
     }
   }
 
-  private void lose(Run run, String why) {
+  private void lose(Run run) {
     if (!run.lost) {
       run.lost = true;
-      LOG.log(Level.WARNING, "job {0} attempt {1}: lost ({2}): cancelling its work", run.ctx.id(), run.ctx.attempt(), why);
+      LOG.log(Level.WARNING, "job {0} attempt {1}: lost its lease: cancelling its work", run.ctx.id(), run.ctx.attempt());
     }
     run.ctx.cancel("lost");
   }
