@@ -835,7 +835,7 @@ func parseTaskToken(t string) (parsedToken, error) {
 	if err != nil || attempt < 1 {
 		return parsedToken{}, fmt.Errorf("%w: the attempt must be a positive integer", ErrTokenMalformed)
 	}
-	secret, err := base64.RawURLEncoding.DecodeString(parts[2])
+	secret, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
 	if err != nil || len(secret) != taskTokenSecretLen {
 		return parsedToken{}, fmt.Errorf("%w: the secret must be %d bytes of unpadded base64url", ErrTokenMalformed, taskTokenSecretLen)
 	}
