@@ -5,6 +5,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,6 +91,10 @@ type Config struct {
 	// Metrics configures the replica's Prometheus metrics, served at
 	// /metrics on the API listener (see package metrics).
 	Metrics metrics.Options
+	// WrapHandlerFunc, when set, wraps the API's HTTP handler (all routes,
+	// before metrics and gRPC) with db the replica's database. The testbed
+	// build uses it for its HTTP decorators; the product never sets it.
+	WrapHandlerFunc func(h http.Handler, db *sql.DB) http.Handler
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -250,6 +255,9 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 				r.Stop(context.Background())
 				return nil, err
 			}
+		}
+		if cfg.WrapHandlerFunc != nil {
+			h = cfg.WrapHandlerFunc(h, st.DB())
 		}
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
 		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.Workers, r.ready.Check, cfg)

@@ -33,6 +33,9 @@ type ChaosCmd struct {
 	Poison   int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
 	MaxRetry int           `help:"Each job's max_retry." default:"5"`
 	Strategy string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
+	Executor          string   `help:"Who runs the jobs: local (the replicas' handlers), remote (worker processes: remote-effect, remote-flaky through the worker protocol) or mixed (every other job remote)." enum:"local,remote,mixed," default:""`
+	RemoteWorkers     []string `help:"Worker processes of a remote or mixed run, one per entry: go (client.Worker, every replica's address), work (jobq work), python, node (sdk/python, sdk/node)." sep:"," default:"go,work,python,node"`
+	WorkerConcurrency int      `help:"Each worker's concurrency." default:"8"`
 	SabotageFlags
 	Lease          time.Duration `help:"Replica lease." default:"2s"`
 	RescueInterval time.Duration `help:"Replica rescue interval." default:"500ms"`
@@ -53,7 +56,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	switch c.Scenario {
 	case "":
 		runs = []scenarios.Scenario{{Name: "custom", Apply: func(*chaos.Config) {}}}
-	case "standard", "ha-galera", "ha-failover":
+	case "standard", "ha-galera", "ha-failover", "remote":
 		runs = scenarios.Sets()[c.Scenario]
 	default:
 		s, err := scenarios.Get(c.Scenario)
@@ -70,6 +73,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Sabotage: c.switches(), Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
+			Executor: c.Executor, RemoteWorkers: c.RemoteWorkers, WorkerConcurrency: c.WorkerConcurrency,
 			OutDir: c.Out, Topology: c.Topology, Replication: c.Replication, FailoverCut: c.FailoverCut,
 		}
 		if len(runs) > 1 || c.Scenario != "" {
@@ -138,7 +142,7 @@ func Caught(rf *chaos.ResultFile) string {
 // Caught), then the figures reported alongside.
 func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\trerun after success\tfailed after success\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\trerun after success\tfailed after success\tlate acc\tapplied twice\tworker overlap\tlost after ack\tstale refused\tlate refused\tacks retried\tdup completes\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
 	for _, rf := range results {
 		r := rf.Result
 		c := r.Counts
@@ -150,9 +154,11 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		for _, f := range r.Faults {
 			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
 			c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
-			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.RerunAfterSuccess, c.FailedAfterSuccess, c.StaleCompletionsRefused,
+			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.RerunAfterSuccess, c.FailedAfterSuccess,
+			c.LateCompletionsAccepted, c.CompletionsAppliedTwice, c.WorkerOverlaps, c.LostAfterAck,
+			c.StaleCompletionsRefused, c.LateCompletionsRefused, c.AcksRetried, c.DuplicateCompletions,
 			c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)
 	}
 	tw.Flush()

@@ -19,9 +19,16 @@ var sabotageSwitches = map[string]func(*scheduler.Sabotage){
 	"outcome-retry":  func(s *scheduler.Sabotage) { s.NoOutcomeRetry = true },
 }
 
+// httpSabotage names the switches applied by an API decorator of the
+// testbed build (SabotageFlags.wrapHandler), not by the scheduler.
+var httpSabotage = map[string]bool{"remote-fencing": true}
+
 // applySabotage turns on the named switches in sb.
 func applySabotage(names []string, sb *scheduler.Sabotage) error {
 	for _, n := range names {
+		if httpSabotage[n] {
+			continue
+		}
 		on, ok := sabotageSwitches[n]
 		if !ok {
 			return fmt.Errorf("--sabotage: unknown switch %q", n)

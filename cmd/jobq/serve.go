@@ -119,7 +119,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, WorkerTokens: workerTokens, Scheduler: sc, Logger: g.Log,
 		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1",
-		Metrics: c.MetricsOptions(), Periodic: periodic,
+		Metrics: c.MetricsOptions(), Periodic: periodic, WrapHandlerFunc: c.wrapHandler(g.Log),
 	})
 	if err != nil {
 		return err

@@ -118,6 +118,12 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		f.End = in.toDB(time.Now())
 		return f
 	}
+	if workerFaults[pf.Kind] {
+		if err := in.injectWorker(ctx, pf, &f); err != nil {
+			return fail(err)
+		}
+		return f
+	}
 	if pf.Target < 0 {
 		f.Target = "" // the database
 		if in.cl.topo == nil || !in.cl.topo.inject(ctx, in, pf, &f) {
@@ -148,6 +154,14 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		f.End = in.toDB(time.Now())
 	}
 	switch pf.Kind {
+	case FaultReplicaKill:
+		f.Detail = fmt.Sprintf("SIGKILL while workers long-poll it, restart after %s", cfg.KillRestartDelay)
+		if in.cl.remote != nil {
+			f.Workers = in.cl.remote.owners()
+		}
+		f.Start = in.toDB(time.Now())
+		r.Kill()
+		restart()
 	case FaultKill:
 		f.Detail = fmt.Sprintf("SIGKILL, restart after %s", cfg.KillRestartDelay)
 		f.Start = in.toDB(time.Now())
