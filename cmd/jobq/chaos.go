@@ -17,25 +17,25 @@ import (
 
 // ChaosCmd runs the HA and exactly-once testbed.
 type ChaosCmd struct {
-	DSN      string        `help:"Server-level DSN to create the run's database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld. Runs with db-restart always start their own mariadbd (they kill it)." placeholder:"DSN"`
-	Scenario string        `help:"Scenario name, or 'standard' for every standard scenario in turn (overrides --faults/--schedule)." default:""`
-	Faults   []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset." sep:","`
-	Rounds   int           `help:"Repeat --faults this many times over --duration." default:"1"`
-	Schedule string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
-	Seed     uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
-	Duration time.Duration `help:"Submission and fault window." default:"60s"`
-	Jobs     int           `help:"Jobs to submit (effect, plus --flaky)." default:"5000"`
-	Rate     float64       `help:"Open-loop arrival rate in jobs/s (default jobs/(0.8·duration))." default:"0"`
-	Replicas int           `help:"jobq serve processes." default:"3"`
-	Runtime  string        `help:"Job run-time distribution: const:D, uniform:A-B or exp:MEAN." default:"uniform:20ms-300ms"`
-	Flaky    float64       `help:"Fraction of flaky jobs (fail their first attempt)." default:"0"`
-	Future   float64       `help:"Fraction of jobs submitted with run_at 0.5–3 s ahead (SCHEDULED until due)." default:"0"`
-	Poison   int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
-	MaxRetry int           `help:"Each job's max_retry." default:"5"`
-	Strategy string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
-	Executor          string   `help:"Who runs the jobs: local (the replicas' handlers), remote (worker processes: remote-effect, remote-flaky through the worker protocol) or mixed (every other job remote)." enum:"local,remote,mixed," default:""`
-	RemoteWorkers     []string `help:"Worker processes of a remote or mixed run, one per entry: go (client.Worker, every replica's address), work (jobq work), python, node (sdk/python, sdk/node)." sep:"," default:"go,work,python,node"`
-	WorkerConcurrency int      `help:"Each worker's concurrency." default:"8"`
+	DSN               string        `help:"Server-level DSN to create the run's database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld. Runs with db-restart always start their own mariadbd (they kill it)." placeholder:"DSN"`
+	Scenario          string        `help:"Scenario name, or 'standard' for every standard scenario in turn (overrides --faults/--schedule)." default:""`
+	Faults            []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset." sep:","`
+	Rounds            int           `help:"Repeat --faults this many times over --duration." default:"1"`
+	Schedule          string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
+	Seed              uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
+	Duration          time.Duration `help:"Submission and fault window." default:"60s"`
+	Jobs              int           `help:"Jobs to submit (effect, plus --flaky)." default:"5000"`
+	Rate              float64       `help:"Open-loop arrival rate in jobs/s (default jobs/(0.8·duration))." default:"0"`
+	Replicas          int           `help:"jobq serve processes." default:"3"`
+	Runtime           string        `help:"Job run-time distribution: const:D, uniform:A-B or exp:MEAN." default:"uniform:20ms-300ms"`
+	Flaky             float64       `help:"Fraction of flaky jobs (fail their first attempt)." default:"0"`
+	Future            float64       `help:"Fraction of jobs submitted with run_at 0.5–3 s ahead (SCHEDULED until due)." default:"0"`
+	Poison            int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
+	MaxRetry          int           `help:"Each job's max_retry." default:"5"`
+	Strategy          string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
+	Executor          string        `help:"Who runs the jobs: local (the replicas' handlers), remote (worker processes: remote-effect, remote-flaky through the worker protocol) or mixed (every other job remote)." enum:"local,remote,mixed," default:""`
+	RemoteWorkers     []string      `help:"Worker processes of a remote or mixed run, one per entry: go (client.Worker, every replica's address), work (jobq work), python, node (sdk/python, sdk/node)." sep:"," default:"go,work,python,node"`
+	WorkerConcurrency int           `help:"Each worker's concurrency." default:"8"`
 	SabotageFlags
 	Lease          time.Duration `help:"Replica lease." default:"2s"`
 	RescueInterval time.Duration `help:"Replica rescue interval." default:"500ms"`

@@ -568,4 +568,3 @@ func (in *injector) injectWorker(ctx context.Context, pf plannedFault, f *checke
 	f.End = in.toDB(time.Now())
 	return nil
 }
-
