@@ -144,6 +144,11 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		}
 		sleepCtx(ctx, 20*time.Millisecond)
 	}
+	if in.cl.remote != nil {
+		// The workers that talk to the target: their calls hang or fail
+		// while it is down, so their runs are the fault's too.
+		f.Workers = in.cl.remote.attachedTo(n)
+	}
 	restart := func() {
 		sleepCtx(ctx, cfg.KillRestartDelay)
 		sctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -156,9 +161,6 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 	switch pf.Kind {
 	case FaultReplicaKill:
 		f.Detail = fmt.Sprintf("SIGKILL while workers long-poll it, restart after %s", cfg.KillRestartDelay)
-		if in.cl.remote != nil {
-			f.Workers = in.cl.remote.owners()
-		}
 		f.Start = in.toDB(time.Now())
 		r.Kill()
 		restart()

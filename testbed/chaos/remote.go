@@ -457,11 +457,15 @@ func (rc *remoteCluster) supervise(ctx context.Context, stop <-chan struct{}) (c
 	}
 }
 
-// owners lists every worker's current owner id.
-func (rc *remoteCluster) owners() []string {
+// attachedTo lists the owner ids of the workers that may be talking to
+// replica n: those whose only or first address is n, and the Go workers
+// (given every replica, they may have moved to n).
+func (rc *remoteCluster) attachedTo(n *node) []string {
 	var out []string
 	for _, wp := range rc.workers {
-		out = append(out, wp.owner())
+		if wp.kind == WorkerGo || wp.gws[0].node == n {
+			out = append(out, wp.owner())
+		}
 	}
 	return out
 }
