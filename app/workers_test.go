@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
@@ -607,5 +608,84 @@ func TestWorkerServiceOverConnect(t *testing.T) {
 	}
 	if got := w.row(id); got.Status != "SUCCESS" {
 		t.Fatalf("job: %+v", got)
+	}
+}
+
+// A fetch whose client went away after its claim gives the jobs back:
+// WAITING again, no retry spent, the attempt recorded RELEASED.
+func TestWorkerFetchOfAGoneClientReleases(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := startWorkerReplica(t, func(c *Config) {
+		c.Scheduler.Hooks.FetchClaimedFunc = func(jobs []jobq.ClaimedJob) {
+			if len(jobs) > 0 && jobs[0].JobType == "resize" {
+				cancel() // the client goes away between the claim and the answer
+			}
+		}
+	})
+	id := w.submit("gone-1", "resize")
+	jobs, err := w.r.Scheduler.Remote().Fetch(ctx, scheduler.FetchParams{WorkerID: "gone", Types: []string{"resize"}, MaxJobs: 1})
+	if err == nil || len(jobs) != 0 {
+		t.Fatalf("fetch of a gone client: %v %v, want the context's error and no job", jobs, err)
+	}
+	if got := w.row(id); got.Status != "WAITING" || got.Attempt != 1 || got.RetryTimes != 0 {
+		t.Fatalf("after the gone fetch: %+v, want WAITING, attempt 1, no retry spent", got)
+	}
+	if got := w.executions(id); fmt.Sprint(got) != "[1:RELEASED]" {
+		t.Fatalf("executions %v, want [1:RELEASED]", got)
+	}
+	// The next fetch takes it.
+	if got := w.fetch(resizeToken, "next", []string{"resize"}, 1, 0); len(got) != 1 || got[0].Attempt != 2 {
+		t.Fatalf("next fetch: %+v, want attempt 2", got)
+	}
+}
+
+// An in-process handler's output, log lines and progress are kept per
+// attempt and shown like a worker's.
+func TestHandlerOutputLogProgress(t *testing.T) {
+	w := startWorkerReplica(t, func(c *Config) {
+		c.Registry.Register("report", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+			if err := job.Log("step one", "step two"); err != nil {
+				return err
+			}
+			if err := job.Progress(0.75, "three of four"); err != nil {
+				return err
+			}
+			return job.SetOutput(map[string]any{"attempt": job.Attempt, "key": job.JobKey})
+		}))
+	})
+	id := w.submit("report-1", "report")
+	for w.row(id).Status != "SUCCESS" {
+		time.Sleep(5 * time.Millisecond)
+	}
+	code, body := w.call(adminToken, "GET", fmt.Sprintf("/v1/jobs/%d", id), nil)
+	var j apitype.Job
+	if code != 200 || json.Unmarshal(body, &j) != nil || string(j.Output) != `{"attempt":1,"key":"report-1"}` {
+		t.Fatalf("GET job: %d %s", code, body)
+	}
+	code, body = w.call(adminToken, "GET", fmt.Sprintf("/v1/jobs/%d/executions", id), nil)
+	var ex apitype.ExecutionList
+	if code != 200 || json.Unmarshal(body, &ex) != nil || len(ex.Executions) != 1 || ex.Executions[0].Progress == nil ||
+		*ex.Executions[0].Progress != 0.75 || ex.Executions[0].ProgressMessage != "three of four" || string(ex.Executions[0].Output) != string(j.Output) {
+		t.Fatalf("executions: %d %s", code, body)
+	}
+	code, body = w.call(adminToken, "GET", fmt.Sprintf("/v1/jobs/%d/logs", id), nil)
+	var page apitype.LogPage
+	if code != 200 || json.Unmarshal(body, &page) != nil || page.Attempt != 1 || len(page.Lines) != 2 || page.Lines[1].Line != "step two" || page.NextAfter != 2 {
+		t.Fatalf("logs: %d %s", code, body)
+	}
+	code, body = w.call(adminToken, "GET", fmt.Sprintf("/v1/jobs/%d/logs?after=1", id), nil)
+	if code != 200 || json.Unmarshal(body, &page) != nil || len(page.Lines) != 1 || page.Lines[0].Seq != 2 {
+		t.Fatalf("logs after 1: %d %s", code, body)
+	}
+	// Retention deletes them with the job.
+	if _, err := w.db.Exec("UPDATE job_queue SET finished_at = NOW(6) - INTERVAL 2 DAY, create_time = NOW(6) - INTERVAL 3 DAY WHERE id = ?", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.r.Store.JobPurge(context.Background(), jobq.PurgeParams{OlderThan: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.count("SELECT COUNT(*) FROM job_log WHERE job_id = ?", id) + w.count("SELECT COUNT(*) FROM job_run_info WHERE job_id = ?", id); n != 0 {
+		t.Fatalf("after purge: %d log/progress rows, want 0", n)
 	}
 }

@@ -72,9 +72,10 @@ type remoteExecutor struct {
 	// wake is fired by submits, promotions and retries on this replica: a
 	// waiting fetch claims at once.
 	wake *broadcast
-	// promoteAtFunc asks the promoter for a pass when a retry is due.
-	promoteAtFunc func(time.Time)
-	workers       *workerBook
+	// finishFunc counts a run's end once its outcome was written (or
+	// refused): Scheduler.finishRun, the same for a handler's run.
+	finishFunc func(c jobq.Completion, applied bool, err error)
+	workers    *workerBook
 	// completions batches concurrent remote completions.
 	completions completionBatcher
 	// stop ends waiting fetches (Scheduler.Stop).
@@ -168,8 +169,8 @@ func (r *Remote) fetch(ctx context.Context, p FetchParams, start time.Time) ([]F
 			return nil, err
 		}
 		if len(jobs) > 0 {
-			if x.cfg.Hooks.ClaimedFunc != nil {
-				x.cfg.Hooks.ClaimedFunc(jobs, 0)
+			if x.cfg.Hooks.FetchClaimedFunc != nil {
+				x.cfg.Hooks.FetchClaimedFunc(jobs)
 			}
 			if ctx.Err() != nil {
 				r.releaseClaimed(jobs, "released: the fetch's client went away")
@@ -216,7 +217,7 @@ func (r *Remote) releaseClaimed(jobs []jobq.ClaimedJob, why string) {
 	x := r.x
 	cs := make([]jobq.Completion, len(jobs))
 	for i, j := range jobs {
-		cs[i] = jobq.Completion{Fence: j.Fence(), Outcome: jobq.OutcomeReleased, Error: why, DueAt: j.RunAt}
+		cs[i] = jobq.Completion{Fence: j.Fence(), JobType: j.JobType, Outcome: jobq.OutcomeReleased, Error: why, DueAt: j.RunAt}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Lease)
 	defer cancel()
@@ -229,9 +230,7 @@ func (r *Remote) releaseClaimed(jobs []jobq.ClaimedJob, why string) {
 		return
 	}
 	for i, c := range cs {
-		if x.cfg.Hooks.CompletedFunc != nil {
-			x.cfg.Hooks.CompletedFunc(c, applied[i])
-		}
+		x.finishFunc(c, applied[i], nil)
 	}
 	x.wake.fire()
 }
@@ -523,14 +522,14 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 	var appliedIDs []uint64
 	wake := false
 	for i, c := range cs {
-		if before[i].Status == jobq.StateRunning && x.cfg.Hooks.CompletedFunc != nil {
-			x.cfg.Hooks.CompletedFunc(c, applied[i])
+		if before[i].Status == jobq.StateRunning {
+			// The run's end is counted as a handler's is (Stats, hooks,
+			// metrics, the promoter's wake-up for a retry): a repeat of an
+			// already applied completion is not counted again.
+			x.finishFunc(c, applied[i], nil)
 		}
 		if applied[i] {
 			appliedIDs = append(appliedIDs, c.ID)
-			if c.Retry && c.Backoff > 0 {
-				x.promoteAtFunc(time.Now().Add(c.Backoff))
-			}
 			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0)
 		}
 	}
@@ -570,7 +569,7 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 // completion is the jobq.Completion of a checked remote completion.
 func (x *remoteExecutor) completion(req *completeReq, st jobq.TokenState) jobq.Completion {
 	p := req.p
-	c := jobq.Completion{Fence: req.pt.fence(), Error: p.Error, DueAt: st.RunAt}
+	c := jobq.Completion{Fence: req.pt.fence(), JobType: st.JobType, Error: p.Error, DueAt: st.RunAt}
 	switch p.Outcome {
 	case CompleteSuccess:
 		c.Outcome, c.Output, c.Error = jobq.OutcomeSuccess, p.Output, ""

@@ -115,7 +115,7 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 	}
 	s.build()
 	if s.remote != nil {
-		s.remote.promoteAtFunc = s.promoter.promoteAt
+		s.remote.finishFunc = s.finishRun
 	}
 	return s, nil
 }

@@ -50,6 +50,7 @@ type ServeCmd struct {
 	NoAPI                bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api" group:"API"`
 	NoUI                 bool          `help:"Do not serve the web console at /ui/ on the API listener (it is on by default, behind the same bearer tokens)." name:"no-ui" group:"API"`
 	MaxBodyBytes         int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576" group:"API"`
+	AllowedHost          []string      `help:"A name clients may use in the Host header besides loopback names and addresses and the --listen address (repeatable; *.example.com for the names under example.com; * for any). Requests for any other Host get 403, so a web page cannot reach the replica through a name it points at it (DNS rebinding)." name:"allowed-host" env:"JOBQ_ALLOWED_HOSTS" sep:"," group:"API"`
 	RemoteType           []string      `help:"Job type run by remote workers (repeatable; the same on every replica): its jobs wait for a worker's fetch and never run in this replica's handlers (docs/workers.md)." name:"remote-type" env:"JOBQ_REMOTE_TYPES" sep:"," group:"Workers"`
 	Callout              []string      `help:"Bind a job type to an HTTP endpoint, TYPE=URL (repeatable; the type becomes remote): jobq POSTs each job to URL, signed with the secret named TYPE in --callout-secret-file (docs/workers.md, HTTP call-out)." name:"callout" group:"Workers"`
 	CalloutSecretFile    string        `help:"File of call-out signing secrets, one 'NAME SECRET' per line (≥ 16 bytes); entries in JOBQ_CALLOUT_SECRETS (NAME=SECRET;…) are accepted too." type:"existingfile" env:"JOBQ_CALLOUT_SECRET_FILE" group:"Workers"`
@@ -152,7 +153,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	}
 	r, err := app.Start(g.Ctx, app.Config{Callout: co,
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
-		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, WorkerTokens: workerTokens, Scheduler: sc, Logger: g.Log,
+		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, WorkerTokens: workerTokens, AllowedHosts: c.AllowedHost, Scheduler: sc, Logger: g.Log,
 		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1",
 		Metrics: c.MetricsOptions(), Periodic: periodic, WrapHandlerFunc: c.wrapHandler(g.Log),
 	})
