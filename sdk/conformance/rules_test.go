@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ var rules = []rule{
 	{name: "shutdown_release", title: "shutdown releases unfinished work", dedicated: true, run: ruleShutdownRelease},
 	{name: "bad_tokens", title: "forged and stale tokens refused", run: ruleBadTokens},
 	{name: "oversized_output", title: "oversized output reported as a failure", run: ruleOversizedOutput},
+	{name: "log_progress", title: "log lines and progress kept with the attempt", run: ruleLogProgress},
 }
 
 // ruleSuccess: a success's output is recorded with the job and its
@@ -113,7 +115,8 @@ func ruleLostAck(r *ruleRun) {
 	j := r.waitStatus(id, "SUCCESS", 20*time.Second)
 	tok := r.token(id, 1)
 	var cs []call
-	r.eventually(15*time.Second, "the completion whose answer was lost is sent again and answered", func() (bool, string) {
+	r.eventually(15*time.Second, fmt.Sprintf("the completion whose answer was lost is sent again and answered "+
+		"(the lease runs %v from the claim and heartbeats renew it: retries may not stop earlier)", lease), func() (bool, string) {
 		cs = r.s.proxy.completions(tok)
 		for _, c := range cs[min(1, len(cs)):] {
 			if c.Status == http.StatusOK || c.Status == http.StatusConflict {
@@ -396,6 +399,36 @@ func (r *ruleRun) answered(id uint64, attempt int) []call {
 		return false, bodies(cs)
 	})
 	return cs
+}
+
+// ruleLogProgress: a handler's log lines and progress report reach the
+// attempt (GET /v1/jobs/{id}/logs, the execution's progress).
+func ruleLogProgress(r *ruleRun) {
+	id := r.submit(`{"action":"log","lines":["resizing disk 1","resizing disk 2 — ünïcode"],"progress":0.5,"message":"2 of 4 disks"}`, 0)
+	j := r.waitStatus(id, "SUCCESS", 20*time.Second)
+	if !jsonEqual(j.Output, []byte(`{"logged":2}`)) {
+		r.fatalf("job %d: output %s, want {\"logged\":2}", id, j.Output)
+	}
+	var page struct {
+		Attempt int `json:"attempt"`
+		Lines   []struct {
+			Line string `json:"line"`
+		} `json:"lines"`
+	}
+	if err := r.getJSON(fmt.Sprintf("/v1/jobs/%d/logs?attempt=1", id), &page); err != nil {
+		r.Fatalf("logs of job %d: %v", id, err)
+	}
+	var lines []string
+	for _, l := range page.Lines {
+		lines = append(lines, l.Line)
+	}
+	if want := []string{"resizing disk 1", "resizing disk 2 — ünïcode"}; !slices.Equal(lines, want) {
+		r.fatalf("job %d: attempt 1's log %q, want %q", id, lines, want)
+	}
+	ex := r.executions(id)
+	if len(ex) != 1 || ex[0].Progress == nil || *ex[0].Progress != 0.5 || ex[0].ProgressMessage != "2 of 4 disks" {
+		r.fatalf("job %d: executions %+v, want one whose progress is 0.5 with message %q", id, ex, "2 of 4 disks")
+	}
 }
 
 // bodies shows calls for a failure message (long bodies cut).
