@@ -36,6 +36,10 @@ const (
 // Types are the remote job types, as --remote-type takes them.
 var Types = []string{Effect, Flaky}
 
+// Noop is the bench's remote job type: the Go worker and --exec return at
+// once, recording nothing.
+const Noop = "rnoop"
+
 // Env names the settings of a testbed worker.
 const (
 	EnvServer      = "JOBQ_SERVER"  // base URL of the first replica
@@ -116,7 +120,7 @@ func work(ctx context.Context, url, owner string, id uint64, attempt int, jobTyp
 // the worker id, types and concurrency from the environment, until ctx ends.
 func Run(ctx context.Context, log *slog.Logger) error {
 	url, id := os.Getenv(EnvEffectURL), os.Getenv(EnvWorkerID)
-	if url == "" || id == "" || os.Getenv(EnvServer) == "" {
+	if (url == "" && os.Getenv(EnvTypes) != Noop) || id == "" || os.Getenv(EnvServer) == "" {
 		return fmt.Errorf("chaos-worker: %s, %s and %s are required", EnvServer, EnvWorkerID, EnvEffectURL)
 	}
 	conc, _ := strconv.Atoi(os.Getenv(EnvConcurrency))
@@ -132,6 +136,9 @@ func Run(ctx context.Context, log *slog.Logger) error {
 	owner := "worker:" + id
 	for _, t := range strings.Split(cmpOr(os.Getenv(EnvTypes), strings.Join(Types, ",")), ",") {
 		w.Register(t, func(ctx context.Context, job *client.WorkerJob) (any, error) {
+			if job.Type == Noop {
+				return nil, nil
+			}
 			return work(ctx, url, owner, job.ID, job.Attempt, job.Type, job.Params)
 		})
 	}
@@ -150,6 +157,10 @@ func cmpOr(a, b string) string {
 // owner from JOBQ_WORKER_ID (jobq work's own environment). It prints the
 // output as JSON on stdout; a failure is an error (exit 1: retried).
 func Exec(ctx context.Context) error {
+	if os.Getenv("JOBQ_JOB_TYPE") == Noop {
+		_, err := os.Stdout.WriteString("null\n")
+		return err
+	}
 	id, err1 := strconv.ParseUint(os.Getenv("JOBQ_JOB_ID"), 10, 64)
 	attempt, err2 := strconv.Atoi(os.Getenv("JOBQ_ATTEMPT"))
 	if err := errors.Join(err1, err2); err != nil {
