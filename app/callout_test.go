@@ -216,3 +216,41 @@ func TestCalloutDialRefusesRebinding(t *testing.T) {
 		t.Fatalf("192.0.2.10: %v", err)
 	}
 }
+
+// TestCalloutTimeoutFails: an endpoint that does not answer within the
+// call's timeout fails the attempt; with no retry left the job is FAILED.
+func TestCalloutTimeoutFails(t *testing.T) {
+	release := make(chan struct{})
+	ep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer ep.Close()
+	defer close(release)
+	done := make(chan jobq.Completion, 4)
+	w := startWorkerReplica(t, func(c *Config) {
+		c.Scheduler.RemoteTypes = append(c.Scheduler.RemoteTypes, "hook")
+		c.Scheduler.Hooks.CompletedFunc = func(c jobq.Completion, applied bool) {
+			if applied {
+				done <- c
+			}
+		}
+		c.Callout = callout.Config{AllowLoopback: true, Timeout: 300 * time.Millisecond,
+			Secrets: map[string][]byte{"hook": calloutSecret}, Bindings: []callout.Binding{{JobType: "hook", URL: ep.URL}}}
+	})
+	code, body := w.call(adminToken, "POST", "/v1/jobs", map[string]any{"job_key": "hook-t", "job_type": "hook", "max_retry": 0})
+	if code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	var j struct{ ID uint64 }
+	_ = json.Unmarshal(body, &j)
+	c := waitCompletion(t, done, j.ID)
+	if c.Outcome != jobq.OutcomeFailed || c.Retry || !strings.Contains(c.Error, "no answer") {
+		t.Fatalf("completion %+v, want a failed attempt: no answer", c)
+	}
+	if r := w.row(j.ID); r.Status != "FAILED" {
+		t.Fatalf("job %+v, want FAILED", r)
+	}
+}

@@ -287,7 +287,11 @@ func (e *Executor) run(runCtx context.Context, j scheduler.FetchedJob) {
 		e.complete(ctx, j, scheduler.CompleteFailure, nil, "callout: encode request: "+err.Error())
 		return
 	}
-	callCtx, cancel := context.WithTimeout(runCtx, e.cfg.Timeout)
+	timeout := e.cfg.Timeout
+	if j.TimeoutMs > 0 {
+		timeout = min(timeout, time.Duration(j.TimeoutMs)*time.Millisecond) // the job's own timeout
+	}
+	callCtx, cancel := context.WithTimeout(runCtx, timeout)
 	defer cancel()
 	stopBeat := e.heartbeat(callCtx, cancel, j)
 	code, answer, err := e.call(callCtx, b, body)
@@ -326,7 +330,7 @@ func (e *Executor) call(ctx context.Context, b Binding, body []byte) (int, []byt
 	resp, err := e.http.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return 0, nil, fmt.Errorf("no answer within %s", e.cfg.Timeout)
+			return 0, nil, errors.New("no answer within the call's timeout")
 		}
 		return 0, nil, errors.Unwrap(err) // *url.Error's text repeats the URL
 	}
@@ -342,7 +346,8 @@ func (e *Executor) call(ctx context.Context, b Binding, body []byte) (int, []byt
 }
 
 // heartbeat renews j's lease every j.Heartbeat until stopped; a lost lease
-// cancels the call (cancel).
+// or a cancel request cancels the call (cancel): the attempt fails, and a
+// job whose cancel was requested ends CANCELED.
 func (e *Executor) heartbeat(ctx context.Context, cancel context.CancelFunc, j scheduler.FetchedJob) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -360,8 +365,8 @@ func (e *Executor) heartbeat(ctx context.Context, cancel context.CancelFunc, j s
 			case <-t.C:
 			}
 			res, err := e.remote.Heartbeat(ctx, e.cfg.WorkerID, []string{j.TaskToken}, nil)
-			if err == nil && len(res) == 1 && res[0].State == scheduler.HeartbeatLost {
-				e.log.Warn("callout lost its lease; cancelling the call", "job_id", j.ID, "attempt", j.Attempt)
+			if err == nil && len(res) == 1 && res[0].State != scheduler.HeartbeatRenewed {
+				e.log.Warn("callout cancelled", "job_id", j.ID, "attempt", j.Attempt, "state", res[0].State)
 				cancel()
 				return
 			}
