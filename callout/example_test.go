@@ -2,11 +2,14 @@ package callout_test
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,4 +83,32 @@ func ExampleSign() {
 	body := []byte(`{"job_id":17}`)
 	fmt.Println(callout.Sign([]byte("callout-secret-0123456789"), "1764547200", body))
 	// Output: v1=e26bfd79749451956e259ede6617ebac730e2533f5d38abd71f404d0a0bdcf64
+}
+
+// TestPythonSampleVerifies: the Python snippet of docs/workers.md
+// (testdata/verify.py) accepts what Sign produces and refuses a bad
+// signature and a tampered body.
+func TestPythonSampleVerifies(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	secret := "callout-secret-0123456789"
+	body := []byte(`{"job_id":1,"attempt":1}`)
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	good := callout.Sign([]byte(secret), ts, body)
+	for _, tc := range []struct {
+		name, sig string
+		body      []byte
+		want      string
+	}{
+		{"signed", good, body, "ok"},
+		{"bad signature", "v1=" + fmt.Sprintf("%064x", 7), body, "bad"},
+		{"tampered body", good, []byte(`{"job_id":2,"attempt":1}`), "bad"},
+	} {
+		out, err := exec.Command(py, "testdata/verify.py", secret, ts, tc.sig, hex.EncodeToString(tc.body)).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != tc.want {
+			t.Errorf("%s: %q, %v; want %s", tc.name, out, err, tc.want)
+		}
+	}
 }
