@@ -18,8 +18,8 @@ import (
 // ChaosCmd runs the HA and exactly-once testbed.
 type ChaosCmd struct {
 	DSN               string        `help:"Server-level DSN to create the run's database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld. Runs with db-restart always start their own mariadbd (they kill it)." placeholder:"DSN"`
-	Scenario          string        `help:"Scenario name, or 'standard' for every standard scenario in turn (overrides --faults/--schedule)." default:""`
-	Faults            []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset." sep:","`
+	Scenario          string        `help:"Scenario name, or a set: 'standard' (every standard scenario in turn), 'remote' (remote workers), 'ha-galera', 'ha-failover' (overrides --faults/--schedule)." default:""`
+	Faults            []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset; with --executor remote or mixed also worker-kill, worker-pause, worker-partition, ack-loss, duplicate-complete, replica-kill." sep:","`
 	Rounds            int           `help:"Repeat --faults this many times over --duration." default:"1"`
 	Schedule          string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
 	Seed              uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
