@@ -213,9 +213,10 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	faults = append(faults, crashes()...)
 	faults = append(faults, workerCrashes()...)
 	var acks []checker.Ack
+	var renewals []checker.Renewal
 	if cl.remote != nil {
 		cl.remote.stop(5 * time.Second)
-		acks = cl.remote.Acks()
+		acks, renewals = cl.remote.Acks(), cl.remote.Renewals()
 	}
 	var retried int64
 	if cl.topo != nil {
@@ -225,7 +226,7 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	cl.stopAll(cfg.ShutdownTimeout + 10*time.Second)
 
 	// Judge the database's record.
-	h := checker.History{Submits: submits, Faults: faults, Acks: acks, Lease: cfg.Lease, RescueInterval: cfg.RescueInterval, Start: toDB(start)}
+	h := checker.History{Submits: submits, Faults: faults, Acks: acks, Renewals: renewals, Lease: cfg.Lease, RescueInterval: cfg.RescueInterval, Start: toDB(start)}
 	lctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := LoadHistory(lctx, db, &h); err != nil {

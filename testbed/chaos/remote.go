@@ -108,6 +108,7 @@ type remoteCluster struct {
 
 	ackMu    sync.Mutex
 	acks     []checker.Ack
+	renewals []checker.Renewal
 	ackF     *os.File
 	stopOnce sync.Once
 }
@@ -135,6 +136,13 @@ func (rc *remoteCluster) record(a checker.Ack) {
 	}
 }
 
+// Renewals returns the renewals the workers' heartbeats got.
+func (rc *remoteCluster) Renewals() []checker.Renewal {
+	rc.ackMu.Lock()
+	defer rc.ackMu.Unlock()
+	return append([]checker.Renewal(nil), rc.renewals...)
+}
+
 // Acks returns the acknowledgement log.
 func (rc *remoteCluster) Acks() []checker.Ack {
 	rc.ackMu.Lock()
@@ -146,6 +154,10 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rep := g.node.current()
 	if rep == nil || !rep.Alive() {
 		hangUp(w) // as a dead host: no answer
+		return
+	}
+	if r.URL.Path == "/v1/workers/heartbeat" {
+		g.heartbeat(w, r, rep.URL())
 		return
 	}
 	if r.URL.Path != "/v1/workers/complete" {
@@ -207,6 +219,51 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(code)
+	_, _ = w.Write(rb)
+}
+
+// heartbeat forwards a heartbeat and logs every renewed lease it got.
+func (g *gateway) heartbeat(w http.ResponseWriter, r *http.Request, target string) {
+	rc := g.wp.rc
+	body, err := io.ReadAll(io.LimitReader(r.Body, 2<<20))
+	if err != nil {
+		hangUp(w)
+		return
+	}
+	fr, err := http.NewRequestWithContext(r.Context(), http.MethodPost, target+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		hangUp(w)
+		return
+	}
+	fr.Header = r.Header.Clone()
+	resp, err := rc.transport.RoundTrip(fr)
+	if err != nil {
+		hangUp(w)
+		return
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(resp.Body)
+	if err != nil {
+		hangUp(w)
+		return
+	}
+	var hr apitype.HeartbeatResponse
+	if resp.StatusCode == http.StatusOK && json.Unmarshal(rb, &hr) == nil {
+		owner := g.wp.owner()
+		rc.ackMu.Lock()
+		for _, res := range hr.Results {
+			if res.State != "lost" && res.LeaseUntil != nil {
+				rc.renewals = append(rc.renewals, checker.Renewal{Worker: owner, JobID: res.JobID, Attempt: res.Attempt, LeaseUntil: res.LeaseUntil.UTC()})
+			}
+		}
+		rc.ackMu.Unlock()
+	}
+	for k, vs := range resp.Header {
+		if k != "Content-Length" {
+			w.Header()[k] = vs
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(rb)
 }
 

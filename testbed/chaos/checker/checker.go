@@ -214,6 +214,12 @@ type Counts struct {
 	// overlapped the run's claim-to-rescue window: reported, not a
 	// violation.
 	RescuesAfterStall int `json:"rescues_after_stall"`
+	// WorkerLapses is remote worker runs rescued after the lease of their
+	// last renewal (or of their claim) ran out: the worker did not renew in
+	// time. Each is a stall of that worker over [its lease's end, the
+	// rescue], which excuses the rescue and a re-run as a replica's stall
+	// does (counted in RescuesAfterStall).
+	WorkerLapses int `json:"worker_lapses"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
 	// Executions is job_execution rows. Rescued of them had their lease
@@ -294,6 +300,7 @@ const TimelineStep = 500 * time.Millisecond
 func Check(h History) *Result {
 	r := &Result{ExecutionsPerJob: map[int]int{}, Counts: Counts{ByStatus: map[string]int{}}}
 	c := &r.Counts
+	h.Stalls = append(slices.Clone(h.Stalls), workerLapses(h, c)...)
 	jobs := make(map[uint64]*Job, len(h.Jobs))
 	byKey := make(map[string]*Job, len(h.Jobs))
 	for i := range h.Jobs {

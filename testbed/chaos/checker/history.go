@@ -65,6 +65,13 @@ type History struct {
 	// worker sent and what the replica answered it (empty without remote
 	// workers).
 	Acks []Ack `json:"acks,omitempty"`
+	// Renewals are the remote workers' lease renewals, as their gateways
+	// saw the heartbeat answers: each "renewed" result with the lease_until
+	// the database gave it. A worker run rescued after its last renewal's
+	// lease ran out was not renewed in time by its worker (a frozen or
+	// CPU-starved worker process): the checker counts it as a worker lapse,
+	// the worker-side twin of a replica stall, not as a violation.
+	Renewals []Renewal `json:"renewals,omitempty"`
 	// Lease is the replicas' lease length.
 	Lease time.Duration `json:"lease"`
 	// RescueInterval is the replicas' rescue interval.
@@ -159,6 +166,14 @@ type Ack struct {
 	// Duplicate marks the first copy of a completion that a
 	// duplicate-complete fault sent twice.
 	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// Renewal is one renewed lease of a remote worker's run.
+type Renewal struct {
+	Worker     string    `json:"worker"`
+	JobID      uint64    `json:"job_id"`
+	Attempt    int       `json:"attempt"`
+	LeaseUntil time.Time `json:"lease_until"`
 }
 
 // AckApplied is the result of an applied completion.

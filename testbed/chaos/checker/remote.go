@@ -121,3 +121,39 @@ func fmtTime(t *time.Time) string {
 	}
 	return t.Format(time.RFC3339Nano)
 }
+
+// workerLapses returns, for each remote worker run that was rescued
+// (LEASE_EXPIRED) at or after the end of its lease — its claim's lease, or
+// the latest lease_until its worker's renewals got — a Stall of that worker
+// from its lease's end to the rescue: the worker did not renew in time.
+// A run rescued before its renewed lease ended gets none (that rescue is
+// jobq's, and stays unexplained).
+func workerLapses(h History, c *Counts) []Stall {
+	type key struct {
+		id      uint64
+		attempt int
+	}
+	leased := map[key]time.Time{}
+	for _, r := range h.Renewals {
+		k := key{r.JobID, r.Attempt}
+		if r.LeaseUntil.After(leased[k]) {
+			leased[k] = r.LeaseUntil
+		}
+	}
+	var out []Stall
+	for _, e := range h.Executions {
+		if e.Outcome != OutcomeLeaseExpired || e.FinishedAt == nil || !isWorker(e.Owner) {
+			continue
+		}
+		end := e.StartedAt.Add(h.Lease)
+		if u := leased[key{e.JobID, e.Attempt}]; u.After(end) {
+			end = u
+		}
+		if e.FinishedAt.Before(end) {
+			continue
+		}
+		c.WorkerLapses++
+		out = append(out, Stall{Owner: e.Owner, From: end, To: *e.FinishedAt})
+	}
+	return out
+}

@@ -139,3 +139,31 @@ func TestLostAfterAck(t *testing.T) {
 		t.Fatalf("lost after ack (no row): %+v; violations %+v", v, r.Violations)
 	}
 }
+
+// TestWorkerLapse: a worker run rescued after the lease its last renewal
+// got had run out (its worker did not renew in time, no fault) is a worker
+// lapse, not a violation; the re-run it caused is excused too. A worker
+// run rescued before its renewed lease ended stays an unexplained rescue.
+func TestWorkerLapse(t *testing.T) {
+	build := func(leaseUntilMs int) *Result {
+		b := newBuilder()
+		b.job(1, 0, StatusSuccess, 2, 5200)
+		b.exec(1, 1, wA, 10, 3100, OutcomeLeaseExpired) // lease 2 s: renewed once, until leaseUntilMs
+		b.exec(1, 2, wB, 3200, 5200, OutcomeSuccess)
+		b.effect(1, 1, EffectNonTx, wA, 20)
+		b.effect(1, 1, EffectEnd, wA, 3050) // its work ended, but its lease had lapsed
+		b.effect(1, 2, EffectNonTx, wB, 3210)
+		b.effect(1, 2, EffectEnd, wB, 5190)
+		b.ack(1, 2, wB, "success", 5195, 200, AckApplied, true)
+		b.h.Renewals = []Renewal{{Worker: wA, JobID: 1, Attempt: 1, LeaseUntil: at(leaseUntilMs)}}
+		return Check(b.h)
+	}
+	r := build(2700)
+	if !r.Valid || r.Counts.WorkerLapses != 1 || r.Counts.RescuesAfterStall != 1 {
+		t.Fatalf("lapsed lease: valid %v, lapses %d, rescues after stall %d: %+v", r.Valid, r.Counts.WorkerLapses, r.Counts.RescuesAfterStall, r.Violations)
+	}
+	r = build(3500) // renewed until after the rescue at 3100
+	if v := violation(r, CheckUnexplainedRescue); v == nil || r.Counts.WorkerLapses != 0 {
+		t.Fatalf("rescue inside a renewed lease: %+v, lapses %d", r.Violations, r.Counts.WorkerLapses)
+	}
+}

@@ -117,12 +117,17 @@ func Sets() map[string][]Scenario {
 	return map[string][]Scenario{"standard": Standard(), "ha-galera": Galera, "ha-failover": Failover, "remote": Remote}
 }
 
-// remoteWorkload sets the remote executor and jobs long enough (0.2–1.5 s)
-// that a fault strikes workers mid-job, a fifth of them flaky.
+// remoteWorkload sets the remote executor, jobs long enough (0.2–1.5 s)
+// that a fault strikes workers mid-job, a fifth of them flaky, and a lease
+// of at least 3 s: a worker is a process of its own behind two proxies (its
+// gateway and its link), and on a loaded 2-core machine a 2 s lease leaves
+// a Python or Node worker's heartbeats too little margin (one such rescue
+// with no fault was seen in 14 scenario runs at load average 30).
 func remoteWorkload(cfg *chaos.Config) {
 	if cfg.Executor == "" || cfg.Executor == chaos.ExecutorLocal {
 		cfg.Executor = chaos.ExecutorRemote
 	}
+	cfg.Lease = max(cfg.Lease, 3*time.Second)
 	cfg.Runtime = "uniform:200ms-1500ms"
 	cfg.FlakyFraction = max(cfg.FlakyFraction, 0.2)
 }
