@@ -127,11 +127,20 @@ func fmtTime(t *time.Time) string {
 // the latest lease_until its worker's renewals got — a Stall of that worker
 // from its lease's end to the rescue: the worker did not renew in time.
 // A run rescued before its renewed lease ended gets none (that rescue is
-// jobq's, and stays unexplained).
+// jobq's, and stays unexplained); nor does a run whose work ended (its
+// "end" effect) more than half a lease before its lease did: its worker
+// was alive after the work, yet neither completed nor renewed it — a
+// dropped outcome, which rerun_after_success must see.
 func workerLapses(h History, c *Counts) []Stall {
 	type key struct {
 		id      uint64
 		attempt int
+	}
+	ended := map[key]time.Time{}
+	for _, e := range h.Effects {
+		if e.Kind == EffectEnd {
+			ended[key{e.JobID, e.Attempt}] = e.CreatedAt
+		}
 	}
 	leased := map[key]time.Time{}
 	for _, r := range h.Renewals {
@@ -150,6 +159,9 @@ func workerLapses(h History, c *Counts) []Stall {
 			end = u
 		}
 		if e.FinishedAt.Before(end) {
+			continue
+		}
+		if at, ok := ended[key{e.JobID, e.Attempt}]; ok && at.Add(h.Lease/2).Before(end) {
 			continue
 		}
 		c.WorkerLapses++

@@ -167,3 +167,22 @@ func TestWorkerLapse(t *testing.T) {
 		t.Fatalf("rescue inside a renewed lease: %+v, lapses %d", r.Violations, r.Counts.WorkerLapses)
 	}
 }
+
+// TestWorkerDroppedOutcomeIsNoLapse: a worker that finished its work 1.5 s
+// before its lease ran out and neither completed nor renewed it dropped
+// its outcome: no lapse, so the rescue and the re-run are violations.
+func TestWorkerDroppedOutcomeIsNoLapse(t *testing.T) {
+	b := newBuilder()
+	b.job(1, 0, StatusSuccess, 2, 5200)
+	b.exec(1, 1, wA, 10, 2600, OutcomeLeaseExpired) // claim lease until 2010
+	b.exec(1, 2, wB, 3200, 5200, OutcomeSuccess)
+	b.effect(1, 1, EffectNonTx, wA, 20)
+	b.effect(1, 1, EffectEnd, wA, 500)
+	b.effect(1, 2, EffectNonTx, wB, 3210)
+	b.effect(1, 2, EffectEnd, wB, 5190)
+	b.ack(1, 2, wB, "success", 5195, 200, AckApplied, true)
+	r := Check(b.h)
+	if r.Counts.WorkerLapses != 0 || violation(r, CheckUnexplainedRescue) == nil || violation(r, CheckRerunAfterSuccess) == nil {
+		t.Fatalf("lapses %d, violations %+v", r.Counts.WorkerLapses, r.Violations)
+	}
+}
