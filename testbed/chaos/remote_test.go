@@ -36,14 +36,17 @@ func TestRemoteConfig(t *testing.T) {
 }
 
 // TestSabotageRemoteFencingCaught: with --sabotage remote-fencing a paused
-// Go worker's late success, refused by the replica, is written by job id
-// and answered applied: the checker must report the late completion
-// accepted and applied twice, and the applied answer lost.
+// worker's late success, refused by the replica, is written by job id and
+// answered applied: the checker must report the late completion accepted
+// and the applied answer lost. Both workers are paused in turn (jobq work,
+// then the Go worker): a late completion is sent only when the worker's
+// handler returns before its first heartbeat after SIGCONT answers lost,
+// which jobq work's commands, stopped with it, usually do.
 func TestSabotageRemoteFencingCaught(t *testing.T) {
 	cfg := quick(t, "remote-fencing")
 	cfg.Jobs, cfg.Duration, cfg.Runtime = 150, 10*time.Second, "uniform:400ms-1200ms"
-	cfg.Executor, cfg.RemoteWorkers = ExecutorRemote, []string{WorkerGo, WorkerGo}
-	cfg.Schedule, cfg.Sabotage = "worker-pause@3s:worker-1", []string{"remote-fencing"}
+	cfg.Executor, cfg.RemoteWorkers = ExecutorRemote, []string{WorkerWork, WorkerGo}
+	cfg.Schedule, cfg.Sabotage = "worker-pause@2s:worker-1,worker-pause@3s:worker-2", []string{"remote-fencing"}
 	rf, err := Run(context.Background(), cfg)
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("err = %v, want ErrInvalid", err)
