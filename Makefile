@@ -93,6 +93,15 @@ chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged
 	$(TESTBED_BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
 	$(TESTBED_BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
 	$(TESTBED_BIN) chaos --scenario read-only --sabotage outcome-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/outcome-retry
+	$(TESTBED_BIN) chaos --scenario worker-pause --sabotage remote-fencing --expect-invalid --jobs 250 --duration 25s --out out/chaos-sabotage/remote-fencing
+
+# chaos-remote: the remote set (docs/chaos.md "Remote workers"): worker
+# processes of every library behind fault proxies.
+CHAOS_REMOTE_FLAGS ?= --jobs 250 --duration 25s --drain-timeout 40s --seed 42
+
+.PHONY: chaos-remote
+chaos-remote: ensure-db build ## Run every remote chaos scenario (Go, jobq work, Python and Node workers; worker kill/pause/partition, ack loss, duplicate completions, replica kill); fail on any violation (out/chaos-remote/).
+	$(BIN) chaos --scenario remote $(CHAOS_REMOTE_FLAGS) --out out/chaos-remote
 
 # HA topologies (docs/chaos.md "Topologies"): a 3-node Galera cluster and a
 # primary-replica failover, both started by the harness on loopback.
