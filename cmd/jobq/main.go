@@ -43,6 +43,7 @@ type CLI struct {
 	Loadtest   LoadtestCmd   `cmd:"" help:"Open-model submit load: CO-free latency percentiles, thresholds, capacity search."`
 	Chaos      ChaosCmd      `cmd:"" help:"HA and exactly-once testbed: N replicas behind fault proxies, faults on a schedule, a checker; exits non-zero on any violation."`
 	Bench      BenchCmd      `cmd:"" help:"Measure throughput and pickup latency against the raw SQL ceiling and the classic design; write a report."`
+	Check      CheckCmd      `cmd:"" help:"Judge a job history (NDJSON, a start/end CSV, or a jobq database) with the chaos checker; exits non-zero on any violation."`
 	Help       HelpCmd       `cmd:"" help:"Show help for jobq or one command: jobq help [command …]."`
 }
 
