@@ -112,8 +112,9 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	// Links and replicas. On the run's own server the replicas connect as
 	// a user without SUPER (or READ_ONLY ADMIN), as production replicas do,
 	// so that read_only refuses their writes as it would a demoted primary's.
+	// With user-supplied faults (a read_only flip on their server) too.
 	replicaDSN := dsn
-	if cl.local != nil {
+	if cl.local != nil || len(cfg.FaultCmds) > 0 {
 		if replicaDSN, err = createReplicaUser(ctx, db, dsn); err != nil {
 			return nil, err
 		}
