@@ -7,7 +7,7 @@ func Checks() []string {
 	return []string{
 		CheckLost, CheckAckedMissing, CheckStuck, CheckTxDuplicate,
 		CheckOverlap, CheckStaleAccepted, CheckPhantom, CheckPoison,
-		CheckClaimedEarly, CheckWorkAfterLoss, CheckUnexplainedRescue,
+		CheckClaimedEarly, CheckWorkAfterLoss, CheckUnexplainedRescue, CheckUnexplainedRelease,
 		CheckMissingExecution, CheckStatusVsLastExecution, CheckRerunAfterSuccess, CheckFailedAfterSuccess,
 	}
 }

@@ -48,6 +48,9 @@ const (
 	// loaded machine (see History.SlowRenewals and History.Stalls).
 	EventSlowRenewal = "slow_renewal"
 	EventStall       = "stall"
+	// EventStop is when the harness began stopping every replica at the
+	// end of the run: releases at shutdown from then on are explained.
+	EventStop = "stop"
 )
 
 // Event is one line of an NDJSON history. Which fields a type uses is
@@ -119,6 +122,9 @@ func Events(h History) []Event {
 	for _, s := range h.Stalls {
 		to := s.To
 		ev = append(ev, Event{Type: EventStall, T: s.From, End: &to, Owner: s.Owner})
+	}
+	if !h.Stopped.IsZero() {
+		ev = append(ev, Event{Type: EventStop, T: h.Stopped})
 	}
 	slices.SortStableFunc(ev, func(a, b Event) int { return a.T.Compare(b.T) })
 	for _, j := range h.Jobs {
@@ -308,8 +314,10 @@ func ReadNDJSON(r io.Reader) (History, error) {
 				return History{}, bad(`needs "end"`)
 			}
 			h.Stalls = append(h.Stalls, Stall{Owner: e.Owner, From: e.T, To: e.End.UTC()})
+		case EventStop:
+			h.Stopped = e.T
 		default:
-			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal or stall")
+			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall or stop")
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -122,6 +122,11 @@ var shippedHistories = map[string]struct {
 		b.h.Effects = slices.DeleteFunc(b.h.Effects, func(e Effect) bool { return e.Kind == EffectEnd })
 		return b
 	}, map[string]int{CheckUnexplainedRescue: 1}},
+	CheckUnexplainedRelease: {func() *builder {
+		b := releaseHistory("released: its lease ran out before the handler started")
+		b.h.Stopped = at(2400)
+		return b
+	}, map[string]int{CheckUnexplainedRelease: 1}},
 	CheckMissingExecution: {func() *builder {
 		b := newBuilder()
 		b.job(1, 0, StatusSuccess, 2, 3000)
@@ -247,6 +252,7 @@ func TestNDJSONRoundTrip(t *testing.T) {
 		h := sh.build().h
 		h.SlowRenewals = []SlowRenewal{{Owner: "replica-1.1", At: at(900)}}
 		h.Stalls = []Stall{{Owner: "replica-2.1", From: at(1000), To: at(1500)}}
+		h.Stopped = at(29000)
 		var buf bytes.Buffer
 		if err := WriteNDJSON(&buf, h); err != nil {
 			t.Fatal(err)
@@ -260,7 +266,7 @@ func TestNDJSONRoundTrip(t *testing.T) {
 		}
 		if got.Lease != h.Lease || got.RescueInterval != h.RescueInterval || !got.Start.Equal(h.Start) || !got.End.Equal(h.End) ||
 			len(got.Jobs) != len(h.Jobs) || len(got.Executions) != len(h.Executions) || len(got.Effects) != len(h.Effects) ||
-			len(got.Faults) != len(h.Faults) || len(got.Submits) != len(h.Submits) || len(got.Stalls) != 1 || len(got.SlowRenewals) != 1 {
+			len(got.Faults) != len(h.Faults) || len(got.Submits) != len(h.Submits) || len(got.Stalls) != 1 || len(got.SlowRenewals) != 1 || !got.Stopped.Equal(h.Stopped) {
 			t.Fatalf("%s: history differs after the round trip:\n%+v\n%+v", name, h, got)
 		}
 	}
