@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -306,12 +307,16 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 	sizes := slices.Clone(o.TableSizes)
 	slices.Sort(sizes)
 	for _, size := range sizes {
+		var skipClaim float64 // jobs per claim of the last headline skiplocked point
 		h.step(fmt.Sprintf("pre-load %d terminal rows", size))
 		if err := h.env.Preload(ctx, size); err != nil {
 			return res, err
 		}
 		h.step(fmt.Sprintf("EXPLAIN at %d rows", size))
-		plans, err := h.explainAll(ctx, size == sizes[len(sizes)-1])
+		// Plans are judged only on a table large enough for the optimizer
+		// to care: below PlanJudgeMinRows a full scan can be its right
+		// choice, and the plans are reported, not enforced.
+		plans, err := h.explainAll(ctx, size == sizes[len(sizes)-1] && size >= PlanJudgeMinRows)
 		if err != nil {
 			return res, err
 		}
@@ -327,9 +332,20 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 				continue
 			}
 			h.step(spec.Label())
-			pt, err := h.measureThroughput(ctx, spec)
+			run := spec
+			claim := 0
+			if spec.Group == "headline" && spec.Strategy == StrategyCeiling && skipClaim > 0 {
+				// The ceiling at the claim size skiplocked just used.
+				claim = max(1, int(math.Round(skipClaim)))
+				run.BatchLimit = claim
+			}
+			pt, err := h.measureThroughput(ctx, run)
 			if err != nil {
 				return res, err
+			}
+			pt.PointSpec, pt.ClaimSize = spec, claim
+			if spec.Group == "headline" && spec.Strategy == StrategySkip {
+				skipClaim = pt.Diagnosis.JobsPerClaim
 			}
 			h.done()
 			o.Logger.Info("bench point", "group", spec.Group, "strategy", spec.Strategy, "replicas", spec.Replicas,
@@ -467,8 +483,9 @@ func (h *Harness) plan() []PointSpec {
 			continue // CI: the bigger table is only EXPLAINed
 		}
 		for range o.Rounds {
-			// skiplocked right after the ceiling it is compared with.
-			for _, s := range []string{StrategyCeiling, StrategySkip, StrategyCAS, StrategyClassic, StrategyCeilingQueue} {
+			// The ceiling right after the skiplocked point it is compared
+			// with, at the claim size that point used (Point.ClaimSize).
+			for _, s := range []string{StrategySkip, StrategyCeiling, StrategyCAS, StrategyClassic, StrategyCeilingQueue} {
 				if o.CI && s == StrategyCeilingQueue {
 					continue // reference only; CI compares against the ceiling
 				}
