@@ -105,6 +105,9 @@ type Options struct {
 	// INSERTs, statements and rows written per job — Rounds interleaved
 	// rounds, at the smallest table size.
 	Throughput bool
+	// Capacity, when set, runs only the capacity model (capacity.go):
+	// replicas × workers for a job mix on a database DBLatency away.
+	Capacity *CapacityOptions
 	// DrainOnly (with Throughput) measures the drain points alone: no
 	// enqueue points, so no enqueue targets (faster iteration on drain).
 	DrainOnly bool
@@ -192,6 +195,8 @@ type Result struct {
 	Future  []FuturePoint  `json:"future,omitempty"`
 	Plans   []Plan         `json:"explain"`
 	Tune    *TuneResult    `json:"tune,omitempty"`
+	// Capacity is the capacity model's answer (Options.Capacity).
+	Capacity *CapacityResult `json:"capacity,omitempty"`
 	// Throughput is the throughput report (Options.Throughput).
 	Throughput *ThroughputResult `json:"throughput_report,omitempty"`
 	Targets    []Target          `json:"targets"`
@@ -282,6 +287,12 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 	}
 	if o.Throughput {
 		return h.runThroughput(ctx, res)
+	}
+	if o.Capacity != nil {
+		if err := h.env.Preload(ctx, slices.Min(o.TableSizes)); err != nil {
+			return res, err
+		}
+		return h.runCapacity(ctx, res)
 	}
 	specs := h.plan()
 	// One step per throughput point, per table size's EXPLAIN, per latency

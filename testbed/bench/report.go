@@ -255,8 +255,16 @@ func WriteReport(dir string, res *Result) error {
 		return err
 	}
 	WriteMarkdown(f, res)
+	if res.Capacity != nil {
+		WriteCapacity(f, res.Capacity)
+	}
 	if err := f.Close(); err != nil {
 		return err
+	}
+	if res.Capacity != nil {
+		if err := WriteCapacityFiles(dir, res.Capacity); err != nil {
+			return err
+		}
 	}
 	return WritePlots(dir, res)
 }
