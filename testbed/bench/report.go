@@ -125,6 +125,9 @@ func ceilingClaim(c Point) int {
 // to it a comparison. A point without a measured claim size is compared
 // as before (same spec).
 func SameClaimSize(p, ceiling Point) bool {
+	if ceiling.ClaimSize > 0 && p.Group == "headline" && p.Strategy == StrategySkip {
+		return true // the ceiling ran at this point's claim size, round by round
+	}
 	if p.Diagnosis.JobsPerClaim <= 0 {
 		return true
 	}
@@ -420,6 +423,8 @@ func WriteTargets(w io.Writer, res *Result) {
 		for _, p := range head {
 			claim, vsCeil := "—", fmtRatio(p.VsCeiling)
 			switch {
+			case p.Strategy == StrategyCeiling && p.ClaimSize > 0:
+				claim = "skiplocked's, per round"
 			case p.Strategy == StrategyCeiling:
 				claim = fmt.Sprint(ceilingClaim(p))
 			case p.Diagnosis.JobsPerClaim > 0:

@@ -261,11 +261,12 @@ func (h *Harness) tune(ctx context.Context) (*TuneResult, error) {
 		o.Logger.Info("bench tune", "candidate", p.String(), "throughput", fmt.Sprintf("%.0f", pt.Throughput), "pickup_p99_ms", lp.Pickup.P99)
 		return pt.Throughput, time.Duration(lp.Pickup.P99 * float64(time.Millisecond)), nil
 	}
-	// Start at the defaults: batch 200, poll 1s, jitter 20%. The search
+	// Start at the defaults: batch 500, poll 1s, jitter 20%
+	// (scheduler.BatchLimitDefault, PollIntervalDefault, PollJitterDefault). The search
 	// picks the candidates (one sample each: round 1); every candidate is
 	// then measured again in interleaved rounds and judged on medians and
 	// spreads.
-	_, all, err := Search(ctx, DefaultTuneSpace, [3]int{2, 3, 2}, o.SLO, tuneMaxEvals, eval)
+	_, all, err := Search(ctx, DefaultTuneSpace, [3]int{3, 3, 2}, o.SLO, tuneMaxEvals, eval)
 	if err != nil {
 		return nil, err
 	}

@@ -243,7 +243,7 @@ func TestCeilingOnlyAtTheSameClaimSize(t *testing.T) {
 		strings.Contains(out, "-1") {
 		t.Fatalf("targets:\n%s", out)
 	}
-	res = build(270) // the ceiling ran at jobq's measured claim size
+	res = build(270) // the ceiling ran at jobq's measured claim size, round by round
 	if tg := target(res); !tg.Measured || tg.Value != 1.5 {
 		t.Fatalf("target %+v, want measured at 1.5×", tg)
 	}
