@@ -82,9 +82,14 @@ type CapacityResult struct {
 	DBLatencyMs   float64 `json:"db_latency_ms"`
 	// Measured through the latency link.
 	SaturationJobsPerS float64 `json:"saturation_jobs_per_s"` // no-op drain, 3 replicas: the database's (and link's) limit
-	StatementsPerJob   float64 `json:"statements_per_job"`
-	ServerCPUSPerJob   float64 `json:"server_cpu_s_per_job"` // -1: not measurable (remote server)
-	MeasuredPickupP99  float64 `json:"measured_pickup_p99_ms"`
+	// DrainStatementsPerJob is the statements per job of that drain
+	// (claims and completions batched); StatementsPerJob those of the
+	// check run at the planned concurrency (sparse arrivals batch less),
+	// used for the load at the planned rate.
+	DrainStatementsPerJob float64 `json:"drain_statements_per_job"`
+	StatementsPerJob      float64 `json:"statements_per_job"`
+	ServerCPUSPerJob      float64 `json:"server_cpu_s_per_job"` // -1: not measurable (remote server)
+	MeasuredPickupP99     float64 `json:"measured_pickup_p99_ms"`
 	// The model.
 	Concurrency       float64 `json:"mean_jobs_in_flight"`
 	Workers           int     `json:"workers_total"`
@@ -105,7 +110,10 @@ type CapacityCheck struct {
 	Jobs         int     `json:"jobs"`
 	PickupP99    float64 `json:"pickup_p99_ms"`
 	Factor       float64 `json:"factor"` // measured / predicted (or the inverse, whichever ≥ 1)
-	Within       bool    `json:"within_stated_factor"`
+	// StatementsPerJob is the runners' statements over the check run per
+	// job: jobs, heartbeats, probes and rescuer passes at this concurrency.
+	StatementsPerJob float64 `json:"statements_per_job"`
+	Within           bool    `json:"within_stated_factor"`
 }
 
 // CapacityCheckFactor is how far the check run's pickup p99 may be from the
@@ -144,6 +152,8 @@ func PlanCapacity(o CapacityOptions, r *CapacityResult) {
 	rescue := scheduler.RescueIntervalDefault
 	poll := scheduler.PollIntervalDefault
 	per := max(o.WorkersPerReplica, 1)
+	r.JobDurationS, r.RateJobsPerS, r.RetryFraction = o.JobDuration.Seconds(), o.Rate, o.RetryFraction
+	r.DBLatencyMs = float64(o.DBLatency) / float64(time.Millisecond)
 	runs := o.Rate * (1 + o.RetryFraction)
 	r.Concurrency = runs * o.JobDuration.Seconds()
 	r.Workers = max(PoissonQuantile(r.Concurrency, 0.999), 1)
@@ -164,11 +174,12 @@ func PlanCapacity(o CapacityOptions, r *CapacityResult) {
 	if r.ServerCPUSPerJob >= 0 && r.SaturationJobsPerS > 0 {
 		r.DBCPUShare = runs * r.ServerCPUSPerJob
 	}
-	// The database saturates where jobs' statements plus the fixed load
-	// reach what the no-op drain reached.
-	if r.StatementsPerJob > 0 && r.SaturationJobsPerS > 0 {
-		budget := r.SaturationJobsPerS * r.StatementsPerJob
-		r.SaturationRate = max(budget-heartbeats-idle, 0) / r.StatementsPerJob / (1 + o.RetryFraction)
+	// The database saturates where the runs' statements (batched as in the
+	// drain: at saturation arrivals are dense) plus the fixed load reach
+	// what the no-op drain reached.
+	if r.DrainStatementsPerJob > 0 && r.SaturationJobsPerS > 0 {
+		budget := r.SaturationJobsPerS * r.DrainStatementsPerJob
+		r.SaturationRate = max(budget-heartbeats-idle, 0) / r.DrainStatementsPerJob / (1 + o.RetryFraction)
 	}
 	// With workers at the 99.9th percentile of jobs in flight, a job waits
 	// for a worker less than 0.1 % of the time: its pickup is the claim
@@ -234,7 +245,7 @@ func (h *Harness) runCapacity(ctx context.Context, res *Result) (*Result, error)
 	}
 	h.done()
 	res.Points = append(res.Points, pt)
-	cr.SaturationJobsPerS, cr.StatementsPerJob = pt.Throughput, pt.StatementsPerJob
+	cr.SaturationJobsPerS, cr.DrainStatementsPerJob, cr.StatementsPerJob = pt.Throughput, pt.StatementsPerJob, pt.StatementsPerJob
 	if pt.Diagnosis.ServerCPUCores >= 0 && pt.Throughput > 0 {
 		cr.ServerCPUSPerJob = pt.Diagnosis.ServerCPUCores / pt.Throughput
 	}
@@ -261,6 +272,10 @@ func (h *Harness) runCapacity(ctx context.Context, res *Result) (*Result, error)
 	}
 	h.done()
 	cr.Check = chk
+	if chk.StatementsPerJob > 0 {
+		cr.StatementsPerJob = chk.StatementsPerJob
+		PlanCapacity(o, cr)
+	}
 	return res, nil
 }
 
@@ -295,6 +310,8 @@ func (h *Harness) capacityCheck(ctx context.Context, spec PointSpec, o CapacityO
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs int
+	var firstErr error
+	before := r.Counters()
 	start := time.Now()
 	for i := range n {
 		intended := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
@@ -309,13 +326,16 @@ func (h *Harness) capacityCheck(ctx context.Context, spec PointSpec, o CapacityO
 			if _, _, err := c.Submit(ctx, apitype.SubmitRequest{JobKey: fmt.Sprintf("%s%d", prefix, i), JobType: jobtypes.Sleep, Params: params}); err != nil {
 				mu.Lock()
 				errs++
+				if firstErr == nil {
+					firstErr = err
+				}
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	if errs > 0 {
-		return chk, fmt.Errorf("capacity check: %d of %d submits failed", errs, n)
+		return chk, fmt.Errorf("capacity check: %d of %d submits failed, first: %w", errs, n, firstErr)
 	}
 	deadline := time.Now().Add(o.CheckDuration*3 + 30*time.Second)
 	for {
@@ -331,6 +351,7 @@ func (h *Harness) capacityCheck(ctx context.Context, spec PointSpec, o CapacityO
 		}
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
+	chk.StatementsPerJob = perJob(r.Counters().Sub(before).Statements, int64(n))
 	pickups, err := h.env.Pickups(ctx, prefix)
 	if err != nil {
 		return chk, err
@@ -355,12 +376,13 @@ func WriteCapacity(w io.Writer, c *CapacityResult) {
 	fmt.Fprintf(w, "| expected pickup p99 | %.1f ms |\n", c.PredictedP99)
 	fmt.Fprintf(w, "| database statements/s at this load | %.1f |\n", c.DBLoadQPS)
 	if c.DBCPUShare >= 0 {
-		fmt.Fprintf(w, "| database CPU at this load | %.2f %% of a core |\n", c.DBCPUShare*100)
+		fmt.Fprintf(w, "| database CPU at this load | %.3f %% of a core |\n", c.DBCPUShare*100)
 	} else {
 		fmt.Fprintf(w, "| database CPU at this load | — (remote server: not measurable) |\n")
 	}
 	fmt.Fprintf(w, "| rate where the database saturates | %.0f jobs/s (%.0f/min) |\n", c.SaturationRate, c.SaturationRate*60)
-	fmt.Fprintf(w, "| measured: no-op drain through the link | %.0f jobs/s, %.2f statements/job |\n", c.SaturationJobsPerS, c.StatementsPerJob)
+	fmt.Fprintf(w, "| measured: no-op drain through the link | %.0f jobs/s, %.2f statements/job (batched) |\n", c.SaturationJobsPerS, c.DrainStatementsPerJob)
+	fmt.Fprintf(w, "| measured: statements per job at this concurrency (check run) | %.2f |\n", c.StatementsPerJob)
 	fmt.Fprintf(w, "| check: real run, %s jobs at %.1f jobs/s (same jobs in flight), %d jobs | pickup p99 %.1f ms: %.2f× the prediction — %s |\n",
 		time.Duration(c.Check.JobDurationS*float64(time.Second)), c.Check.RateJobsPerS, c.Check.Jobs, c.Check.PickupP99, c.Check.Factor,
 		map[bool]string{true: fmt.Sprintf("within %.0f×", CapacityCheckFactor), false: fmt.Sprintf("**outside %.0f×**", CapacityCheckFactor)}[c.Check.Within])
@@ -386,19 +408,24 @@ func WriteCapacityFiles(dir string, c *CapacityResult) error {
 // plotCapacity draws database load (statements/s) against arrival rate,
 // the saturation rate and the planned rate.
 func plotCapacity(path string, c *CapacityResult) error {
-	if c.StatementsPerJob <= 0 || c.SaturationRate <= 0 {
+	if c.StatementsPerJob <= 0 || c.DrainStatementsPerJob <= 0 || c.SaturationRate <= 0 {
 		return nil
 	}
-	p := newPlot("Database load vs arrival rate (model)", "arrival rate (jobs/s, log)", "database statements/s", true)
-	p.Y.Scale, p.Y.Tick.Marker = plot.LinearScale{}, plot.DefaultTicks{}
+	p := newPlot("Database load vs arrival rate (model)", "arrival rate (jobs/s, log)", "database statements/s (log)", true)
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	fixed := c.DBLoadQPS - c.RateJobsPerS*(1+c.RetryFraction)*c.StatementsPerJob
-	var load plotter.XYs
+	var sparse, batched plotter.XYs
 	lo, hi := min(c.RateJobsPerS, c.SaturationRate)/10, max(c.RateJobsPerS, c.SaturationRate)*2
-	for x := lo; x <= hi; x *= 1.25 {
-		load = append(load, plotter.XY{X: x, Y: fixed + x*(1+c.RetryFraction)*c.StatementsPerJob})
+	if lo <= 0 || hi <= lo || math.IsInf(hi, 0) || math.IsNaN(lo+hi) {
+		return fmt.Errorf("capacity plot: rates %g and %g", c.RateJobsPerS, c.SaturationRate)
 	}
-	budget := c.SaturationJobsPerS * c.StatementsPerJob
-	if err := plotutil.AddLines(p, "model: statements/s", load); err != nil {
+	for x := lo; x <= hi; x *= 1.25 {
+		sparse = append(sparse, plotter.XY{X: x, Y: fixed + x*(1+c.RetryFraction)*c.StatementsPerJob})
+		batched = append(batched, plotter.XY{X: x, Y: fixed + x*(1+c.RetryFraction)*c.DrainStatementsPerJob})
+	}
+	budget := c.SaturationJobsPerS * c.DrainStatementsPerJob
+	if err := plotutil.AddLines(p, "load, sparse arrivals (check run's statements/job)", sparse,
+		"load, dense arrivals (drain's statements/job)", batched); err != nil {
 		return err
 	}
 	sat, err := plotter.NewLine(plotter.XYs{{X: lo, Y: budget}, {X: hi, Y: budget}})
@@ -407,7 +434,7 @@ func plotCapacity(path string, c *CapacityResult) error {
 	}
 	sat.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	p.Add(sat)
-	p.Legend.Add(fmt.Sprintf("saturation (%.0f jobs/s)", c.SaturationRate), sat)
+	p.Legend.Add(fmt.Sprintf("database limit (no-op drain): saturates at %.0f jobs/s", c.SaturationRate), sat)
 	at, err := plotter.NewScatter(plotter.XYs{{X: c.RateJobsPerS, Y: c.DBLoadQPS}})
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +40,7 @@ func TestPoissonQuantile(t *testing.T) {
 // limit from a made-up no-op drain of 1,000 jobs/s at 10 statements/job.
 func TestPlanCapacity(t *testing.T) {
 	o := CapacityOptions{JobDuration: time.Minute, Rate: 20.0 / 60, DBLatency: 2 * time.Millisecond, WorkersPerReplica: 200, MinReplicas: 2}
-	r := &CapacityResult{SaturationJobsPerS: 1000, StatementsPerJob: 10, ServerCPUSPerJob: 0.0005, MeasuredPickupP99: 12}
+	r := &CapacityResult{SaturationJobsPerS: 1000, DrainStatementsPerJob: 10, StatementsPerJob: 10, ServerCPUSPerJob: 0.0005, MeasuredPickupP99: 12}
 	PlanCapacity(o, r)
 	if math.Abs(r.Concurrency-20) > 1e-9 || r.Workers != 35 || r.Replicas != 2 || r.WorkersPerReplica != 35 {
 		t.Fatalf("plan %+v", r)
@@ -63,9 +65,28 @@ func TestPlanCapacity(t *testing.T) {
 	}
 	// 600 jobs/s of 1 s jobs with 200 workers a replica: 4 replicas.
 	o = CapacityOptions{JobDuration: time.Second, Rate: 600, WorkersPerReplica: 200, MinReplicas: 2}
-	r = &CapacityResult{SaturationJobsPerS: 1000, StatementsPerJob: 10, ServerCPUSPerJob: -1}
+	r = &CapacityResult{SaturationJobsPerS: 1000, DrainStatementsPerJob: 10, StatementsPerJob: 10, ServerCPUSPerJob: -1}
 	PlanCapacity(o, r)
 	if r.Workers < 640 || r.Workers > 700 || r.Replicas != 4 || r.DBCPUShare != -1 {
 		t.Fatalf("plan %+v", r)
+	}
+}
+
+// capacity.json and capacity.png are written; PLOT_OUT keeps them.
+func TestWriteCapacityFiles(t *testing.T) {
+	o := CapacityOptions{JobDuration: time.Minute, Rate: 20.0 / 60, WorkersPerReplica: 200, MinReplicas: 2}
+	r := &CapacityResult{SaturationJobsPerS: 5000, DrainStatementsPerJob: 0.1, StatementsPerJob: 6, ServerCPUSPerJob: 0.0001, MeasuredPickupP99: 40}
+	PlanCapacity(o, r)
+	dir := t.TempDir()
+	if d := os.Getenv("PLOT_OUT"); d != "" {
+		dir = d
+	}
+	if err := WriteCapacityFiles(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"capacity.json", "capacity.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() < 100 {
+			t.Fatalf("%s: %v", f, err)
+		}
 	}
 }
