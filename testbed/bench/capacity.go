@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
@@ -286,9 +287,9 @@ func cmp0(v, def int) int {
 	return v
 }
 
-// capacityCheck runs sleep jobs of o.CheckDuration at the compressed rate
-// for 4 check durations (at least 40 jobs) and compares their pickup p99
-// with the prediction.
+// capacityCheck runs sleep jobs of o.CheckDuration arriving at random
+// (Poisson) at the compressed rate for 4 check durations (at least 40
+// jobs) and compares their pickup p99 with the prediction.
 func (h *Harness) capacityCheck(ctx context.Context, spec PointSpec, o CapacityOptions, cr *CapacityResult) (CapacityCheck, error) {
 	rate := o.Rate * o.JobDuration.Seconds() / o.CheckDuration.Seconds()
 	n := max(40, int(rate*4*o.CheckDuration.Seconds()))
@@ -312,9 +313,13 @@ func (h *Harness) capacityCheck(ctx context.Context, spec PointSpec, o CapacityO
 	var errs int
 	var firstErr error
 	before := r.Counters()
+	// Poisson arrivals, as the model assumes (seeded: a rerun replays them).
+	rng := rand.New(rand.NewPCG(1, 2))
 	start := time.Now()
+	var at float64 // seconds since start
 	for i := range n {
-		intended := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+		at += rng.ExpFloat64() / rate
+		intended := start.Add(time.Duration(at * float64(time.Second)))
 		if !sleepCtx(ctx, time.Until(intended)) {
 			break
 		}
