@@ -4,7 +4,7 @@ BIN       := bin/jobq
 PKGS      := ./...
 export GOFLAGS ?=
 
-.PHONY: help build build-testbed demo test test-deps mutants generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
+.PHONY: help build build-testbed demo test sdk-test test-deps mutants generate verify lint bench chaos fuzz ensure-db ensure-browser vendor clean
 
 help: ## List targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
@@ -46,6 +46,8 @@ test: test-deps ## Run every test with -race against a real server, then the sto
 	$(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) $(PKGS)
 	JOBQ_FORCE_MYSQL_DIALECT=1 $(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) ./store/
 
+sdk-test: test-deps ## Run the worker protocol's conformance suite alone: Go library, jobq work, Python, Node, Java workers vs a real replica (TestConformance/<impl>/<rule>).
+	$(GO) tool gotestsum --format $(TESTFORMAT) -- -count=1 -timeout 10m -run '^TestConformance$$' ./sdk/conformance/
 
 mutants: ensure-db ## Plant each known bug (testbed/mutants) in a temp worktree of HEAD, run the tests that must catch it, print caught/survived (not in CI).
 	$(GO) run ./testbed/mutants
@@ -92,6 +94,15 @@ chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged
 	$(TESTBED_BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
 	$(TESTBED_BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
 	$(TESTBED_BIN) chaos --scenario read-only --sabotage outcome-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/outcome-retry
+	$(TESTBED_BIN) chaos --scenario worker-pause --sabotage remote-fencing --expect-invalid --jobs 250 --duration 25s --out out/chaos-sabotage/remote-fencing
+
+# chaos-remote: the remote set (docs/chaos.md "Remote workers"): worker
+# processes of every library behind fault proxies.
+CHAOS_REMOTE_FLAGS ?= --jobs 250 --duration 25s --drain-timeout 40s --seed 42
+
+.PHONY: chaos-remote
+chaos-remote: ensure-db build ## Run every remote chaos scenario (Go, jobq work, Python and Node workers; worker kill/pause/partition, ack loss, duplicate completions, replica kill); fail on any violation (out/chaos-remote/).
+	$(BIN) chaos --scenario remote $(CHAOS_REMOTE_FLAGS) --out out/chaos-remote
 
 # HA topologies (docs/chaos.md "Topologies"): a 3-node Galera cluster and a
 # primary-replica failover, both started by the harness on loopback.

@@ -52,6 +52,9 @@ type Job struct {
 	CreateTime      time.Time
 	UpdateTime      time.Time
 	RequestHash     string
+	// Output is the output of the attempt that succeeded (JobGet fills it
+	// for a SUCCESS job); nil when there is none.
+	Output json.RawMessage
 }
 
 // Terminal reports whether the job is SUCCESS, FAILED or CANCELED.
@@ -68,6 +71,12 @@ type Execution struct {
 	FinishedAt *time.Time
 	Outcome    Outcome
 	Error      string
+	// Output is the attempt's output (a JSON value); nil when it has none.
+	Output json.RawMessage
+	// Progress is the attempt's last progress report (0–1) and its message;
+	// nil when it reported none.
+	Progress        *float64
+	ProgressMessage string
 }
 
 // SubmitParams is a validated submit. Params must already be a compact JSON
@@ -129,9 +138,10 @@ type ClaimedJob struct {
 	StartedAt  time.Time // database clock, set by the claim
 	CreateTime time.Time
 	// LeaseBase is when the claim that took the job began, on the
-	// replica's clock (set by the scheduler): the database stamped the lease
-	// later, so LeaseBase + Lease is never later than lease_until, however
-	// long the claim took to return.
+	// replica's clock (set by the scheduler), or when the statement that
+	// stamped the lease was sent (set by the store): the database stamped
+	// the lease later, so LeaseBase + Lease is never later than lease_until,
+	// however long the claim took to return.
 	LeaseBase time.Time
 }
 
@@ -172,6 +182,8 @@ type FenceState struct {
 // Completion is the outcome of one run, written fenced by its attempt.
 type Completion struct {
 	Fence
+	// JobType is the run's job type (metrics label; "" when not known).
+	JobType string
 	// Outcome is OutcomeSuccess, OutcomeFailed, OutcomeCanceled or
 	// OutcomeReleased. A job whose cancel was requested ends CANCELED
 	// whatever the outcome.
@@ -182,6 +194,9 @@ type Completion struct {
 	// WAITING after Backoff with retry_times+1; false ends it FAILED.
 	Retry   bool
 	Backoff time.Duration
+	// Output is the run's output, a JSON value of at most MaxOutputBytes,
+	// recorded in the attempt's execution row with its outcome; nil for none.
+	Output json.RawMessage
 	// DueAt is the claimed job's run_at (ClaimedJob.RunAt), recorded as the
 	// attempt's due_at. A failure that retries moves run_at before its
 	// execution row is written, so it needs DueAt to write the row after

@@ -37,6 +37,8 @@ type Job struct {
 	CancelRequested bool            `json:"cancel_requested"`
 	CreateTime      time.Time       `json:"create_time"`
 	UpdateTime      time.Time       `json:"update_time"`
+	// Output is the output of the attempt that succeeded; absent otherwise.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // JobFrom returns j as the API shows it (the request hash stays inside).
@@ -46,7 +48,7 @@ func JobFrom(j jobq.Job) Job {
 		Priority: j.Priority, RetryTimes: j.RetryTimes, MaxRetry: j.MaxRetry, TimeoutMs: j.TimeoutMs,
 		RunAt: j.RunAt, Attempt: j.Attempt, Owner: j.Owner, LeaseUntil: j.LeaseUntil, LastError: j.LastError,
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, CancelRequested: j.CancelRequested,
-		CreateTime: j.CreateTime, UpdateTime: j.UpdateTime,
+		CreateTime: j.CreateTime, UpdateTime: j.UpdateTime, Output: j.Output,
 	}
 }
 
@@ -62,12 +64,18 @@ type Execution struct {
 	FinishedAt *time.Time   `json:"finished_at,omitempty"`
 	Outcome    jobq.Outcome `json:"outcome,omitempty"`
 	Error      string       `json:"error,omitempty"`
+	// Output is the attempt's output; Progress (0–1) and ProgressMessage
+	// its last progress report. Absent when none.
+	Output          json.RawMessage `json:"output,omitempty"`
+	Progress        *float64        `json:"progress,omitempty"`
+	ProgressMessage string          `json:"progress_message,omitempty"`
 }
 
 // ExecutionFrom returns e as the API shows it.
 func ExecutionFrom(e jobq.Execution) Execution {
 	return Execution{JobID: e.JobID, Attempt: e.Attempt, Owner: e.Owner, StartedAt: e.StartedAt,
-		FinishedAt: e.FinishedAt, Outcome: e.Outcome, Error: e.Error}
+		FinishedAt: e.FinishedAt, Outcome: e.Outcome, Error: e.Error,
+		Output: e.Output, Progress: e.Progress, ProgressMessage: e.ProgressMessage}
 }
 
 // ExecutionList is the body of GET /v1/jobs/{id}/executions.

@@ -11,11 +11,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/callout"
 	"github.com/jobq/jobq/console"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/jobtypes"
@@ -79,7 +81,11 @@ type Config struct {
 	// ReadHeaderTimeoutDefault (10s), ReadTimeoutDefault (30s),
 	// WriteTimeoutDefault (30s) and IdleTimeoutDefault (120s).
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	// Scheduler configures the scheduling loop.
+	// WorkerTokens are the remote workers' credentials, scoped to job types
+	// (service.LoadWorkerTokens, docs/workers.md). Defaults to none.
+	WorkerTokens []service.WorkerCredential
+	// Scheduler configures the scheduling loop; Scheduler.RemoteTypes are
+	// the job types run by remote workers.
 	Scheduler scheduler.Config
 	// Registry holds the handlers; nil registers the built-in job types.
 	Registry *scheduler.Registry
@@ -100,6 +106,15 @@ type Config struct {
 	// Metrics configures the replica's Prometheus metrics, served at
 	// /metrics on the API listener (see package metrics).
 	Metrics metrics.Options
+	// Callout configures the HTTP call-out executor: job types bound to
+	// endpoints (each must be in Scheduler.RemoteTypes), their signing
+	// secrets and the destination allow-list. Bindings can be added and
+	// removed later through the operations API (/v1/callouts).
+	Callout callout.Config
+	// WrapHandlerFunc, when set, wraps the API's HTTP handler (all routes,
+	// before metrics and gRPC) with db the replica's database. The testbed
+	// build uses it for its HTTP decorators; the product never sets it.
+	WrapHandlerFunc func(h http.Handler, db *sql.DB) http.Handler
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -116,6 +131,11 @@ type Replica struct {
 	log       *slog.Logger
 	// Ops serves pause/resume, limits, periodic schedules, bulk retry, purge and stats.
 	Ops *service.Ops
+	// Workers serves the remote worker protocol.
+	Workers *service.Workers
+	// Callout is the HTTP call-out executor (nil without a scheduler or
+	// remote job types).
+	Callout *callout.Executor
 	// ready caches Store.Ready for /readyz, the gRPC health check and the
 	// jobq_db_writable gauge (at most one check a second).
 	ready *store.ReadyCache
@@ -199,6 +219,14 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		return nil, err
 	}
 	r.ready = &store.ReadyCache{CheckFunc: st.Ready}
+	remoteTypes := cfg.Scheduler.RemoteTypes
+	st.SetRemoteTypes(remoteTypes)
+	if n, err := st.JobLaneReconcile(ctx, remoteTypes); err != nil {
+		st.Close()
+		return nil, err
+	} else if n > 0 {
+		r.log.Info("jobs of remote types submitted before they were declared remote moved to the workers' lane", "jobs", n)
+	}
 	if cfg.RegisterFunc != nil {
 		if err := cfg.RegisterFunc(ctx, cfg.Registry, st.DB()); err != nil {
 			st.Close()
@@ -224,14 +252,32 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		m.ObserveScheduler(s)
 		wake = s.Wake
 	}
-	known := func(t string) bool { _, ok := cfg.Registry.Lookup(t); return ok }
+	isRemote := func(t string) bool { return slices.Contains(remoteTypes, t) }
+	known := func(t string) bool { _, ok := cfg.Registry.Lookup(t); return ok || isRemote(t) }
 	r.Metrics = m
 	m.ObserveDB(st.DB())
 	m.ObserveReady(r.ready.Writable)
 	r.Service = service.New(m.WrapServiceStore(st), known, wake)
 	r.Service.SetParamsValidator(cfg.Registry.ValidateParams)
+	r.Service.SetRemoteTypeFunc(isRemote)
+	r.Service.SetLogStore(st)
 	if r.Scheduler != nil {
 		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
+		r.Workers = service.NewWorkers(r.Scheduler.Remote(), r.Service)
+		if rem := r.Scheduler.Remote(); rem != nil {
+			cc := cfg.Callout
+			cc.WorkerID = cmp.Or(cc.WorkerID, "callout@"+cfg.Scheduler.Owner)
+			cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
+			x, err := callout.New(ctx, rem, cc)
+			if err != nil {
+				r.Stop(context.Background())
+				return nil, err
+			}
+			r.Callout = x
+			x.Start(context.WithoutCancel(ctx))
+		}
+	} else {
+		r.Workers = service.NewWorkers(nil, r.Service)
 	}
 	var refreshOps func()
 	if r.Scheduler != nil {
@@ -247,8 +293,12 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	if !cfg.NoAPI {
 		r.Addr = ln.Addr().String()
-		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: r.ready.Check, Logger: cfg.Logger,
-			AuthTokens: cfg.AuthTokens, Ops: r.Ops})
+		hopts := httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: r.ready.Check, Logger: cfg.Logger,
+			AuthTokens: cfg.AuthTokens, Ops: r.Ops, Workers: r.Workers, WorkerTokens: cfg.WorkerTokens}
+		if r.Callout != nil {
+			hopts.Callouts = r.Callout
+		}
+		h := httpapi.New(r.Service, hopts)
 		if !cfg.NoUI {
 			if h, err = r.withConsole(h, cfg); err != nil {
 				ln.Close()
@@ -256,8 +306,11 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 				return nil, err
 			}
 		}
+		if cfg.WrapHandlerFunc != nil {
+			h = cfg.WrapHandlerFunc(h, st.DB())
+		}
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.ready.Check, cfg)
+		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.Workers, r.ready.Check, cfg)
 		h = httpapi.RequireHost(hosts, cfg.Logger, h) // every route, every protocol
 		h = withBulkWriteDeadline(h, max(cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault), BulkWriteTimeoutDefault))
 		r.server = &http.Server{Handler: h, Protocols: protocols,
@@ -304,7 +357,8 @@ func (r *Replica) withConsole(api http.Handler, cfg Config) (http.Handler, error
 		owner = r.Scheduler.Config().Owner
 	}
 	ui, err := console.New(console.Options{Service: r.Service, Ops: r.Ops, AuthTokens: cfg.AuthTokens,
-		JobTypes: cfg.Registry.Types(), Owner: owner, Lease: cfg.Scheduler.Lease, Logger: cfg.Logger})
+		JobTypes: cfg.Registry.Types(), Owner: owner, Lease: cfg.Scheduler.Lease, Logger: cfg.Logger,
+		Workers: r.Workers, RemoteTypes: cfg.Scheduler.RemoteTypes})
 	if err != nil {
 		return nil, err
 	}
@@ -344,6 +398,12 @@ func (r *Replica) Err() <-chan error { return r.serveErr }
 // gracefully (see scheduler.Stop), then closes the database.
 func (r *Replica) Stop(ctx context.Context) error {
 	var errs []error
+	if r.Callout != nil {
+		r.Callout.Stop() // before EndFetches: its fetches would answer at once, again and again
+	}
+	if r.Scheduler != nil {
+		r.Scheduler.EndFetches() // long-polling fetches answer now, so the server's shutdown need not wait for them
+	}
 	if r.server != nil {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		errs = append(errs, r.server.Shutdown(sctx))

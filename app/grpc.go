@@ -20,14 +20,19 @@ import (
 // open WatchJob streams so a graceful shutdown does not wait on them.
 // A set cfg.MaxBodyBytes sets the gRPC message limit to that plus 64 KiB
 // for the fields around params; else grpcapi.MaxRequestBytesDefault applies.
-func withGRPC(api http.Handler, svc *service.Service, ops *service.Ops, ready func(context.Context) error, cfg Config) (http.Handler, *http.Protocols, func()) {
+func withGRPC(api http.Handler, svc *service.Service, ops *service.Ops, workers *service.Workers, ready func(context.Context) error, cfg Config) (http.Handler, *http.Protocols, func()) {
 	var maxMsg int64
 	if cfg.MaxBodyBytes > 0 {
 		maxMsg = cfg.MaxBodyBytes + 64<<10
 	}
-	g := grpcapi.New(svc, grpcapi.Options{MaxRequestBytes: maxMsg, ReadyFunc: ready, Logger: cfg.Logger, Ops: ops})
+	g := grpcapi.New(svc, grpcapi.Options{MaxRequestBytes: maxMsg, ReadyFunc: ready, Logger: cfg.Logger, Ops: ops, Workers: workers})
 	var gate func(http.Handler) http.Handler
-	if len(cfg.AuthTokens) > 0 {
+	switch {
+	case len(cfg.WorkerTokens) > 0:
+		gate = func(h http.Handler) http.Handler {
+			return httpapi.Authenticate(cfg.AuthTokens, cfg.WorkerTokens, cfg.Logger, h)
+		}
+	case len(cfg.AuthTokens) > 0:
 		gate = func(h http.Handler) http.Handler { return httpapi.RequireBearer(cfg.AuthTokens, cfg.Logger, h) }
 	}
 	mux := http.NewServeMux()

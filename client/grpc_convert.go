@@ -46,7 +46,16 @@ func jobFromProto(m *jobqv1.Job) apitype.Job {
 		Attempt: int(m.GetAttempt()), Owner: m.GetOwner(), LeaseUntil: tsTimePtr(m.GetLeaseUntil()),
 		LastError: m.GetLastError(), StartedAt: tsTimePtr(m.GetStartedAt()), FinishedAt: tsTimePtr(m.GetFinishedAt()),
 		CancelRequested: m.GetCancelRequested(), CreateTime: tsTime(m.GetCreateTime()), UpdateTime: tsTime(m.GetUpdateTime()),
+		Output: rawOrNil(m.GetOutput()),
 	}
+}
+
+// rawOrNil is s as a JSON value, nil when empty.
+func rawOrNil(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }
 
 // executionFromProto converts an execution from the wire (times in UTC).
@@ -54,6 +63,7 @@ func executionFromProto(m *jobqv1.Execution) apitype.Execution {
 	return apitype.Execution{
 		JobID: m.GetJobId(), Attempt: int(m.GetAttempt()), Owner: m.GetOwner(), StartedAt: tsTime(m.GetStartedAt()),
 		FinishedAt: tsTimePtr(m.GetFinishedAt()), Outcome: jobq.Outcome(m.GetOutcome()), Error: m.GetError(),
+		Output: rawOrNil(m.GetOutput()), Progress: m.Progress, ProgressMessage: m.GetProgressMessage(),
 	}
 }
 

@@ -79,6 +79,10 @@ type Options struct {
 	// ActivityMinutes is how many minutes of throughput and pickup latency
 	// the overview shows, 1–60. Defaults to ActivityMinutesDefault (5).
 	ActivityMinutes int
+	// Workers serves the workers page (nil: it lists none).
+	Workers *service.Workers
+	// RemoteTypes are the job types run by remote workers.
+	RemoteTypes []string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -112,7 +116,7 @@ func New(opts Options) (*Console, error) {
 	if len(opts.AuthTokens) > 0 {
 		c.accepted = httpapi.TokenMatcher(opts.AuthTokens)
 	}
-	for _, page := range []string{"overview", "jobs", "job", "types", "login", "error"} {
+	for _, page := range []string{"overview", "jobs", "job", "types", "workers", "login", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", page, err)
@@ -131,6 +135,7 @@ func New(opts Options) (*Console, error) {
 	mux.HandleFunc("POST /ui/jobs/{id}/cancel", c.auth(c.jobAction("cancel")))
 	mux.HandleFunc("POST /ui/jobs/{id}/retry", c.auth(c.jobAction("retry")))
 	mux.HandleFunc("GET /ui/types", c.auth(c.types))
+	mux.HandleFunc("GET /ui/workers", c.auth(c.workers))
 	mux.HandleFunc("POST /ui/types/{job_type}/pause", c.auth(c.typePause(true)))
 	mux.HandleFunc("POST /ui/types/{job_type}/resume", c.auth(c.typePause(false)))
 	mux.HandleFunc("POST /ui/types/{job_type}/limit", c.auth(c.typeLimit))

@@ -252,6 +252,8 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
 type jobData struct {
 	Job        jobq.Job
 	Params     string
+	Output     string // the job's output, indented ("" when none)
+	Log        *jobLog
 	Executions []execRow
 	CanCancel  bool
 	CanRetry   bool
@@ -263,6 +265,7 @@ type jobData struct {
 type execRow struct {
 	jobq.Execution
 	Duration string
+	Progress string // "75% · message" ("" when none)
 	Marked   bool   // STALE or LEASE_EXPIRED: the run lost its lease
 	Note     string // what the mark means
 }
@@ -291,12 +294,12 @@ func (c *Console) renderJob(w http.ResponseWriter, r *http.Request, id uint64, a
 	if err != nil && ans == nil {
 		ans = c.errAnswer(err, notFound)
 	}
-	d := &jobData{Job: job, Params: prettyJSON(job.Params),
+	d := &jobData{Job: job, Params: prettyJSON(job.Params), Log: c.logOf(r, id),
 		CanCancel:  !job.Status.Terminal(),
 		CanRetry:   job.Status == jobq.StateFailed || job.Status == jobq.StateCanceled,
 		StaleError: job.Status == jobq.StateSuccess && job.LastError != ""}
 	for _, e := range ex {
-		row := execRow{Execution: e}
+		row := execRow{Execution: e, Progress: progressText(e.Progress, e.ProgressMessage)}
 		if e.FinishedAt != nil {
 			row.Duration = fmtDuration(e.FinishedAt.Sub(e.StartedAt))
 		}
@@ -311,6 +314,9 @@ func (c *Console) renderJob(w http.ResponseWriter, r *http.Request, id uint64, a
 			row.Note = "running"
 		}
 		d.Executions = append(d.Executions, row)
+	}
+	if len(job.Output) > 0 {
+		d.Output = prettyJSON(job.Output)
 	}
 	status := http.StatusOK
 	if ans != nil {

@@ -339,7 +339,7 @@ func tail(s string, n int) string {
 }
 
 // exampleFiles hold the Example functions the pages' Go blocks quote.
-var exampleFiles = []string{"../app/example_test.go", "../client/example_test.go"}
+var exampleFiles = []string{"../app/example_test.go", "../client/example_test.go", "../callout/example_test.go"}
 
 // dedent drops each line's leading tabs and spaces, so a block quoted out
 // of a function body matches its source.

@@ -47,7 +47,7 @@ func JobToProto(j jobq.Job) *jobqv1.Job {
 		TimeoutMs: int32(j.TimeoutMs), RunAt: timestamppb.New(j.RunAt), Attempt: int32(j.Attempt),
 		Owner: j.Owner, LeaseUntil: tsPtr(j.LeaseUntil), LastError: j.LastError,
 		StartedAt: tsPtr(j.StartedAt), FinishedAt: tsPtr(j.FinishedAt), CancelRequested: j.CancelRequested,
-		CreateTime: timestamppb.New(j.CreateTime), UpdateTime: timestamppb.New(j.UpdateTime),
+		CreateTime: timestamppb.New(j.CreateTime), UpdateTime: timestamppb.New(j.UpdateTime), Output: string(j.Output),
 	}
 }
 
@@ -56,6 +56,7 @@ func ExecutionToProto(e jobq.Execution) *jobqv1.Execution {
 	return &jobqv1.Execution{
 		JobId: e.JobID, Attempt: int32(e.Attempt), Owner: e.Owner, StartedAt: timestamppb.New(e.StartedAt),
 		FinishedAt: tsPtr(e.FinishedAt), Outcome: string(e.Outcome), Error: e.Error,
+		Output: string(e.Output), Progress: e.Progress, ProgressMessage: e.ProgressMessage,
 	}
 }
 

@@ -69,6 +69,8 @@ type Options struct {
 	// Ops, if set, is served as OpsService (api/jobq/v1/ops.proto) next to
 	// JobService. Nil leaves OpsService unmounted.
 	Ops *service.Ops
+	// Workers, if set, is served as WorkerService (api/jobq/v1/workers.proto).
+	Workers *service.Workers
 }
 
 // Server implements jobqv1connect.JobServiceHandler on a service.Service.
@@ -117,6 +119,11 @@ func (s *Server) Register(mux *http.ServeMux, gate func(http.Handler) http.Handl
 		mux.Handle(path, gate(h))
 		services = append(services, jobqv1connect.OpsServiceName)
 	}
+	if s.opts.Workers != nil {
+		path, h = jobqv1connect.NewWorkerServiceHandler(&WorkerServer{s: s, w: s.opts.Workers}, opts...)
+		mux.Handle(path, gate(workerDeadlines(h)))
+		services = append(services, jobqv1connect.WorkerServiceName)
+	}
 	mux.Handle(grpchealth.NewHandler(&healthChecker{s: s}))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	path, h = grpcreflect.NewHandlerV1(reflector)
@@ -134,6 +141,23 @@ func streamDeadlines(next http.Handler) http.Handler {
 			rc := http.NewResponseController(w)
 			_ = rc.SetWriteDeadline(time.Time{})
 			_ = rc.SetReadDeadline(time.Time{})
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// workerDeadlines lifts the http.Server's read and write timeouts for
+// Fetch, whose long poll may wait up to a minute before it answers.
+func workerDeadlines(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == jobqv1connect.WorkerServiceFetchProcedure {
+			// Past the read deadline the connection's background read would
+			// cancel the call's context; past the write deadline its answer
+			// would be dropped.
+			until := time.Now().Add(time.Duration(service.MaxFetchWaitMs)*time.Millisecond + 30*time.Second)
+			rc := http.NewResponseController(w)
+			_ = rc.SetReadDeadline(until)
+			_ = rc.SetWriteDeadline(until)
 		}
 		next.ServeHTTP(w, r)
 	})

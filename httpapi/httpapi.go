@@ -47,6 +47,14 @@ type Options struct {
 	// Ops, if set, serves the operations routes (/v1/types, /v1/periodic,
 	// /v1/jobs/retry, /v1/jobs/purge, /v1/stats; see ops.go).
 	Ops *service.Ops
+	// Workers, if set, serves the worker protocol (/v1/workers/…, GET
+	// /v1/workers, GET /v1/jobs/{id}/logs; see workers.go).
+	Workers *service.Workers
+	// Callouts, if set, serves the call-out bindings (/v1/callouts).
+	Callouts Callouts
+	// WorkerTokens are the worker credentials (see Authenticate). With
+	// any, authentication is Authenticate's; else AuthTokens' alone.
+	WorkerTokens []service.WorkerCredential
 }
 
 // New returns the API handler.
@@ -76,8 +84,17 @@ func New(svc *service.Service, opts Options) http.Handler {
 	if opts.Ops != nil {
 		a.routeOps(mux, opts.Ops)
 	}
+	if opts.Workers != nil {
+		a.routeWorkers(mux)
+	}
+	if opts.Callouts != nil {
+		a.routeCallouts(mux, opts.Callouts)
+	}
 	var h http.Handler = jsonRouteErrors(mux)
-	if len(opts.AuthTokens) > 0 {
+	switch {
+	case len(opts.WorkerTokens) > 0:
+		h = Authenticate(opts.AuthTokens, opts.WorkerTokens, a.log, h)
+	case len(opts.AuthTokens) > 0:
 		h = requireBearer(opts.AuthTokens, a.log, h)
 	}
 	return crossOrigin.Handler(h)
@@ -380,6 +397,9 @@ const StatusClientClosedRequest = 499
 // message (the error itself is for the log). The web console shows the same
 // answers.
 func ErrorFor(err error) (int, apitype.ErrorDetail) {
+	if status, d, ok := workerErrorFor(err); ok {
+		return status, d
+	}
 	var ve *service.ValidationError
 	switch {
 	case errors.As(err, &ve):

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 )
 
@@ -29,7 +30,7 @@ func TestBusyRowIsNotRenewedNorLost(t *testing.T) {
 	start := firstLeaseDeadline(time.Now().Add(-time.Second), lease)
 	var cancelled atomic.Int64
 	mk := func(i int) *run {
-		r := &run{job: &Job{ID: claimed[i].ID, Attempt: claimed[i].Attempt}, cancel: func(error) { cancelled.Add(1) }, leaseDeadline: start}
+		r := &run{job: &Job{ClaimedJob: jobq.ClaimedJob{ID: claimed[i].ID, Attempt: claimed[i].Attempt}}, cancel: func(error) { cancelled.Add(1) }, leaseDeadline: start}
 		runs.add(r, time.Hour, func() {})
 		return r
 	}

@@ -13,21 +13,19 @@ import (
 	"github.com/jobq/jobq"
 )
 
-// Job is what a handler receives: one run (attempt) of one job.
+// Job is what a handler receives: one run (attempt) of one job — the
+// claimed job row, plus its timeout and this replica's id. A handler may set
+// the run's output (SetOutput), append to the attempt's log (Log) and report
+// its progress (Progress); all three are kept per attempt and shown by the
+// API (job_run.go).
 type Job struct {
-	ID         uint64
-	JobKey     string
-	JobType    string
-	Params     json.RawMessage // a JSON object
-	Priority   int
-	RetryTimes int // failed attempts so far
-	MaxRetry   int
-	Attempt    int // fencing token of this run, 1 on the first claim
-	RunAt      time.Time
-	StartedAt  time.Time // database clock
-	CreateTime time.Time
-	Timeout    time.Duration // 0: no per-job timeout
-	Owner      string        // this replica
+	jobq.ClaimedJob
+	Timeout time.Duration // 0: no per-job timeout
+	Owner   string        // this replica
+
+	report runReporter // nil outside a scheduler (tests)
+	outMu  sync.Mutex
+	output json.RawMessage
 }
 
 // Fence returns the run's fencing token.

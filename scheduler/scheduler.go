@@ -36,15 +36,12 @@ type Scheduler struct {
 	stats    stats
 
 	slots *slots // claim capacity (workers + run queue), wake-up
-	// workers holds a token per running handler (at most Workers); a
-	// claimed job waits for one in the run queue.
-	workers chan struct{}
-	// queueStop is closed at Stop: queued jobs that have not started are
-	// released at once.
-	queueStop chan struct{}
-	work      *workTracker // handlers that have not handed their outcome on
-	runs      *runTable    // in-flight runs
-	lost      *lostClaims  // claim tries whose answer was lost (the scanner's)
+	// queue runs at most Workers handlers at once; a claimed job waits in
+	// it, in claim order, while every worker is busy.
+	queue *runQueue
+	work  *workTracker // handlers that have not handed their outcome on
+	runs  *runTable    // in-flight runs
+	lost  *lostClaims  // claim tries whose answer was lost (the scanner's)
 
 	hardCtx    context.Context // work (handlers)
 	hardCancel context.CancelCauseFunc
@@ -59,6 +56,11 @@ type Scheduler struct {
 	limited *limitedClaimer
 	planner *periodicPlanner
 	cleaner *cleaner
+	// remote runs the remote job types on workers; nil without any.
+	remote *remoteExecutor
+	// reporter writes handlers' log lines and progress (nil when the store
+	// cannot: the handlers' Log and Progress then do nothing).
+	reporter runReporter
 
 	started    atomic.Bool
 	stopOnce   sync.Once
@@ -87,14 +89,31 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 	if reg == nil {
 		reg = NewRegistry()
 	}
+	for _, t := range cfg.RemoteTypes {
+		if _, ok := reg.Lookup(t); ok {
+			return nil, fmt.Errorf("job type %q: declared remote and has an in-process handler; a job type is run by one or the other", t)
+		}
+	}
 	s := &Scheduler{
 		cfg: cfg, store: st, reg: reg,
 		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
 		slots: newSlots(cfg.Workers, cfg.runQueue()), work: newWorkTracker(), runs: newRunTable(),
-		workers: make(chan struct{}, cfg.Workers), queueStop: make(chan struct{}),
+		queue: newRunQueue(cfg.Workers, cfg.runQueueWait()),
 	}
+	s.queue.runFunc, s.queue.dropFunc, s.queue.giveBackFunc = s.runQueued, s.dropQueued, s.giveBackQueued
 	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}
+	s.reporter, _ = st.(runReporter)
+	if len(cfg.RemoteTypes) > 0 {
+		rs, ok := st.(RemoteStore)
+		if !ok {
+			return nil, errors.New("remote job types: the store does not serve remote workers")
+		}
+		s.remote = newRemoteExecutor(rs, cfg, s.retry, s.log)
+	}
 	s.build()
+	if s.remote != nil {
+		s.remote.finishFunc = s.finishRun
+	}
 	return s, nil
 }
 
@@ -117,7 +136,7 @@ func (s *Scheduler) build() {
 		Rescued: &s.stats.rescued, RescuedFunc: hooks.RescuedFunc,
 	})
 	s.promoter = newPromoter(promoterParams{
-		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.slots.wakeUp,
+		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.wakeAll,
 		Retry: s.retry, Log: s.log, Promoted: &s.stats.promoted, PromotedFunc: hooks.PromotedFunc,
 	})
 	s.limited = newLimitedClaimer(limitedClaimerParams{
@@ -127,7 +146,7 @@ func (s *Scheduler) build() {
 	})
 	s.planner = newPeriodicPlanner(periodicPlannerParams{
 		Store: s.store, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
-		Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.slots.wakeUp,
+		Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.wakeAll,
 		FiredFunc: cfg.Ops.PeriodicFiredFunc, Retry: s.retry, Log: s.log,
 	})
 	if cfg.Ops.Retention > 0 {
@@ -198,12 +217,20 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	s.log.Info("scheduler started", "strategy", s.cfg.Strategy, "workers", s.cfg.Workers,
 		"batch_limit", s.cfg.BatchLimit, "run_queue", s.cfg.runQueue(), "poll_interval", s.cfg.PollInterval, "poll_jitter", s.cfg.PollJitter,
-		"lease", s.cfg.Lease, "types", s.reg.Types())
+		"lease", s.cfg.Lease, "types", s.reg.Types(), "remote_types", s.cfg.RemoteTypes)
 	return nil
 }
 
 // Wake asks the scanner to scan now (local wake-up on submit). It never blocks.
-func (s *Scheduler) Wake() { s.slots.wakeUp() }
+func (s *Scheduler) Wake() { s.wakeAll() }
+
+// wakeAll wakes the scanner and every waiting fetch of a remote worker.
+func (s *Scheduler) wakeAll() {
+	s.slots.wakeUp()
+	if s.remote != nil {
+		s.remote.wake.fire()
+	}
+}
 
 // Stop shuts down gracefully: it stops claiming, lets in-flight handlers
 // finish for up to ShutdownTimeout while heartbeats go on, then cancels the
@@ -214,10 +241,11 @@ func (s *Scheduler) Stop() error {
 		return nil
 	}
 	s.stopOnce.Do(func() {
+		s.EndFetches()
 		for _, svc := range s.softServices() {
 			svc.Stop()
 		}
-		close(s.queueStop) // queued jobs never start: released below
+		s.queue.stop() // queued jobs never start: released at once
 		done := make(chan struct{})
 		go func() { s.handlers.Wait(); close(done) }()
 		t := time.NewTimer(s.cfg.ShutdownTimeout)
@@ -244,12 +272,25 @@ func (s *Scheduler) Stop() error {
 	return s.stoppedErr
 }
 
+// EndFetches ends remote workers' waiting fetches (they answer with the
+// jobs they have, none) and makes new ones answer at once: the replica is
+// stopping. Stop calls it too.
+func (s *Scheduler) EndFetches() {
+	if s.remote != nil {
+		s.remote.stopOnce.Do(func() { close(s.remote.stop) })
+	}
+}
+
 // InFlight returns the number of runs this replica holds (handlers running
 // or completions not yet committed).
 func (s *Scheduler) InFlight() int { return s.runs.len() }
 
 // FreeSlots returns the number of idle workers.
 func (s *Scheduler) FreeSlots() int { return s.slots.available() }
+
+// Queued returns how many claimed runs wait in this replica's run queue for
+// a worker, and how long the oldest of them has waited.
+func (s *Scheduler) Queued() (n int, oldest time.Duration) { return s.queue.len() }
 
 // Stats is a snapshot of a replica's counters since Start.
 type Stats struct {
@@ -264,11 +305,17 @@ type Stats struct {
 	Rescued        int64 // expired leases returned by this replica's rescuer
 	LeaseLost      int64 // handlers cancelled because their run lost its lease
 	Released       int64 // runs handed back without spending a retry: at shutdown, or never started
+	// GivenBack is runs the run queue released unstarted because they waited
+	// longer than RunQueueWait for a worker (also counted in Released).
+	GivenBack int64
 	// Adopted is runs whose claim committed although its answer was lost,
 	// found by JobHeldBy and dispatched.
-	Adopted        int64
-	DBRetries      int64 // database operations retried
-	HeartbeatFails int64 // heartbeats that failed after retries
+	Adopted   int64
+	DBRetries int64 // database operations retried
+	// HeartbeatFails is heartbeats that failed after retries, or that left
+	// runs with a running handler unrenewed because another transaction
+	// held their row; each is logged as a WARN.
+	HeartbeatFails int64
 	// HeartbeatStalls is heartbeats that began later than scheduled by
 	// more than Lease/5: the process was not run in time.
 	HeartbeatStalls int64
@@ -278,7 +325,7 @@ type Stats struct {
 
 type stats struct {
 	claimed, claimConflicts, claimErrors, completed, succeeded, failed, retried,
-	stale, rescued, leaseLost, released, adopted, dbRetries, heartbeatFails, heartbeatStalls, scans, promoted atomic.Int64
+	stale, rescued, leaseLost, released, givenBack, adopted, dbRetries, heartbeatFails, heartbeatStalls, scans, promoted atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -288,7 +335,7 @@ func (s *Scheduler) Stats() Stats {
 		ClaimErrors: s.stats.claimErrors.Load(), Completed: s.stats.completed.Load(),
 		Succeeded: s.stats.succeeded.Load(), Failed: s.stats.failed.Load(), Retried: s.stats.retried.Load(),
 		Stale: s.stats.stale.Load(), Rescued: s.stats.rescued.Load(), LeaseLost: s.stats.leaseLost.Load(),
-		Released: s.stats.released.Load(), Adopted: s.stats.adopted.Load(), DBRetries: s.stats.dbRetries.Load(),
+		Released: s.stats.released.Load(), GivenBack: s.stats.givenBack.Load(), Adopted: s.stats.adopted.Load(), DBRetries: s.stats.dbRetries.Load(),
 		HeartbeatFails: s.stats.heartbeatFails.Load(), HeartbeatStalls: s.stats.heartbeatStalls.Load(), Scans: s.stats.scans.Load(),
 		Promoted: s.stats.promoted.Load(),
 	}

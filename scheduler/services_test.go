@@ -74,7 +74,7 @@ func TestHeartbeatRenewsAndLosesRuns(t *testing.T) {
 	runs := newRunTable()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	r := &run{job: &Job{ID: cj.ID, Attempt: cj.Attempt}, cancel: cancel, leaseDeadline: firstLeaseDeadline(time.Time{}, 2*time.Second)}
+	r := &run{job: &Job{ClaimedJob: jobq.ClaimedJob{ID: cj.ID, Attempt: cj.Attempt}}, cancel: cancel, leaseDeadline: firstLeaseDeadline(time.Time{}, 2*time.Second)}
 	h := newHeartbeat(heartbeatParams{
 		Store: st, Runs: runs, Owner: "hb-owner", Lease: 2 * time.Second, Interval: 250 * time.Millisecond,
 		Retry: testRetrier(), Log: discardLog(), Fails: new(atomic.Int64), Stalls: new(atomic.Int64), LeaseLost: new(atomic.Int64),

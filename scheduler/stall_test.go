@@ -62,7 +62,7 @@ func stallHeartbeat(t *testing.T, hold, lease, interval time.Duration, log *slog
 	st := &slowRenewStore{heartbeatStore: db, hold: hold}
 	runs := newRunTable()
 	_, cancel := context.WithCancelCause(context.Background())
-	r := &run{job: &Job{ID: cj.ID, Attempt: cj.Attempt}, cancel: cancel, leaseDeadline: firstLeaseDeadline(time.Time{}, lease)}
+	r := &run{job: &Job{ClaimedJob: jobq.ClaimedJob{ID: cj.ID, Attempt: cj.Attempt}}, cancel: cancel, leaseDeadline: firstLeaseDeadline(time.Time{}, lease)}
 	runs.add(r, time.Hour, func() {})
 	h := newHeartbeat(heartbeatParams{
 		Store: st, Runs: runs, Owner: "stall-owner", Lease: lease, Interval: interval,
@@ -143,7 +143,7 @@ func TestOutcomeWriteGivenUpPastTheDeadlineSaysSo(t *testing.T) {
 	deadlock := storeerr.Mark(&mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}, storeerr.KindConflict, "deadlock")
 	runs := newRunTable()
 	f := jobq.Fence{ID: 1, Attempt: 1}
-	runs.add(&run{job: &Job{ID: 1, Attempt: 1}, cancel: func(error) {}, leaseDeadline: time.Now().Add(300 * time.Millisecond)}, time.Hour, func() {})
+	runs.add(&run{job: &Job{ClaimedJob: jobq.ClaimedJob{ID: 1, Attempt: 1}}, cancel: func(error) {}, leaseDeadline: time.Now().Add(300 * time.Millisecond)}, time.Hour, func() {})
 	w := outcomeWriter{Runs: runs, Lease: time.Second, Retry: testRetrier(), Log: discardLog()}
 	err := w.write("complete", []jobq.Fence{f}, func(context.Context) error { return deadlock })
 	var pd *pastLeaseDeadlineError

@@ -91,7 +91,15 @@ type Service struct {
 	retry  storeerr.RetryPolicy
 	// validateParams, if set, checks a submit's params for its job type.
 	validateParams func(jobType string, params json.RawMessage) (field, rule string)
+	// isRemote, if set, reports the job types run by remote workers (a
+	// worker token's "*" covers those).
+	isRemote func(string) bool
+	// logs, if set, serves Logs.
+	logs LogStore
 }
+
+// SetRemoteTypeFunc sets the function reporting the remote job types.
+func (s *Service) SetRemoteTypeFunc(f func(string) bool) { s.isRemote = f }
 
 // SetParamsValidator makes submits check params with f (typically a
 // scheduler.Registry's ValidateParams): a field f names is a 400 naming that
@@ -480,6 +488,9 @@ func (s *Service) Submit(ctx context.Context, req apitype.SubmitRequest) (job jo
 	if err != nil {
 		return jobq.Job{}, false, err
 	}
+	if err := s.checkSubmitScope(ctx, p.JobType); err != nil {
+		return jobq.Job{}, false, err
+	}
 	job, created, err = retryV2(ctx, s.retry, "submit", func() (jobq.Job, bool, error) { return s.store.JobSubmit(ctx, p) })
 	if err != nil {
 		return job, false, err
@@ -519,6 +530,17 @@ func (s *Service) SubmitMany(ctx context.Context, items []BatchItem) (apitype.Su
 	var resp apitype.SubmitBatchResponse
 	if len(items) == 0 || len(items) > apitype.MaxBatchJobs {
 		return resp, invalid("jobs", "must hold 1–%d jobs, got %d", apitype.MaxBatchJobs, len(items))
+	}
+	if CallerFrom(ctx).Worker != nil {
+		// A worker token submits only within its scope: one job outside it
+		// refuses the whole batch, and nothing is written.
+		for _, it := range items {
+			if it.Err == nil {
+				if err := s.checkSubmitScope(ctx, it.Req.JobType); err != nil {
+					return resp, err
+				}
+			}
+		}
 	}
 	resp.Results = make([]apitype.SubmitBatchResult, len(items))
 	var ps []jobq.SubmitParams
@@ -704,6 +726,11 @@ func ParseID(v string) (uint64, error) {
 // Get returns one job.
 func (s *Service) Get(ctx context.Context, id uint64) (jobq.Job, error) {
 	j, err := retryV(ctx, s.retry, "get", func() (jobq.Job, error) { return s.store.JobGet(ctx, id) })
+	if err == nil {
+		if ferr := s.checkReadScope(ctx, j.JobType); ferr != nil {
+			return jobq.Job{}, ferr
+		}
+	}
 	return j, err
 }
 
@@ -779,6 +806,11 @@ func (s *Service) Retry(ctx context.Context, id uint64) (jobq.Job, error) {
 
 // Executions lists a job's attempts.
 func (s *Service) Executions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
+	if CallerFrom(ctx).Worker != nil {
+		if _, err := s.Get(ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	ex, err := retryV(ctx, s.retry, "executions", func() ([]jobq.Execution, error) { return s.store.JobExecutions(ctx, id) })
 	if ex == nil && err == nil {
 		ex = []jobq.Execution{}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -21,7 +22,7 @@ import (
 // updates its job row. Successes (fenced ones) are written with one
 // JobCompleteFencedMany per attempt number in the batch (nearly always one)
 // and one ExecutionRecordSuccessMany, each row still fenced by its attempt;
-// other outcomes row by row. When the batched statements match fewer rows than
+// other outcomes, and successes with an output, row by row. When the batched statements match fewer rows than
 // successes, some run was stale: the transaction rolls back and the batch is
 // written again in a new one, split by a read of the jobs' fence states
 // (completeSplit): the successes whose job is still RUNNING at their attempt
@@ -81,8 +82,20 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	var ids []uint64
 	byAttempt := map[int][]uint64{}
 	seen := make(map[uint64]bool, len(cs))
+	type releaseKey struct {
+		attempt int
+		error   string
+	}
+	releases := map[releaseKey][]uint64{}
 	for i, c := range cs {
-		if c.Outcome != jobq.OutcomeSuccess || seen[c.ID] {
+		if c.Outcome == jobq.OutcomeReleased && !seen[c.ID] {
+			seen[c.ID] = true
+			k := releaseKey{c.Attempt, jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)}
+			releases[k] = append(releases[k], c.ID)
+			applied[i] = true
+			continue
+		}
+		if c.Outcome != jobq.OutcomeSuccess || seen[c.ID] || c.Output != nil {
 			ok, err := s.completeOne(ctx, q, c)
 			if err != nil {
 				return err
@@ -94,6 +107,31 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 		ids = append(ids, c.ID)
 		byAttempt[c.Attempt] = append(byAttempt[c.Attempt], c.ID)
 		applied[i] = true
+	}
+	// Releases (runs that never started), batched by attempt and error:
+	// like successes, a group that matches fewer rows than runs met a stale
+	// run, and the batch is written again split (completeSplit writes
+	// releases row by row).
+	for _, k := range slices.SortedFunc(maps.Keys(releases), func(a, b releaseKey) int {
+		return cmp.Or(cmp.Compare(a.attempt, b.attempt), cmp.Compare(a.error, b.error))
+	}) {
+		group := releases[k]
+		n, err := q.JobReleaseFencedMany(ctx, jobqdb.JobReleaseFencedManyParams{Ids: group, Attempt: int32(k.attempt)})
+		if err != nil {
+			return err
+		}
+		if int(n) != len(group) {
+			return errStaleInBatch
+		}
+		n, err = q.ExecutionRecordMany(ctx, jobqdb.ExecutionRecordManyParams{
+			Outcome: string(jobq.OutcomeReleased), Error: nullStr(k.error), Ids: group, Attempt: int32(k.attempt),
+		})
+		if err != nil {
+			return err
+		}
+		if int(n) != len(group) {
+			return errFenceMoved
+		}
 	}
 	if len(ids) == 0 {
 		return nil
@@ -268,6 +306,9 @@ func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Com
 		Outcome: string(c.Outcome), Error: nullStr(jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)),
 		ID: c.ID, Attempt: int32(c.Attempt),
 	}
+	if c.Output != nil {
+		p.Output = sql.NullString{String: string(c.Output), Valid: true}
+	}
 	retry := c.Retry && (c.Outcome == jobq.OutcomeFailed || c.Outcome == jobq.OutcomeCanceled)
 	if retry && !c.DueAt.IsZero() {
 		ok, err := s.completeJobRow(ctx, q, c)
@@ -283,7 +324,8 @@ func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Com
 		return err == nil, err
 	}
 	if retry {
-		n, err := q.ExecutionRecordBeforeRetry(ctx, jobqdb.ExecutionRecordBeforeRetryParams(p))
+		n, err := q.ExecutionRecordBeforeRetry(ctx, jobqdb.ExecutionRecordBeforeRetryParams{
+			Outcome: p.Outcome, Error: p.Error, ID: p.ID, Attempt: p.Attempt})
 		if err != nil || n == 0 {
 			return false, err
 		}

@@ -75,12 +75,13 @@ func (s *Store) jobInsert(ctx context.Context, p jobq.SubmitParams) (int64, erro
 		return s.q.JobInsert(ctx, jobqdb.JobInsertParams{
 			JobKey: p.JobKey, JobType: p.JobType, Params: p.Params, RequestHash: p.RequestHash,
 			Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs),
+			Lane: s.laneOf(p.JobType),
 		})
 	}
 	return s.q.JobInsertAt(ctx, jobqdb.JobInsertAtParams{
 		JobKey: p.JobKey, JobType: p.JobType, Params: p.Params, RequestHash: p.RequestHash,
 		Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs),
-		RunAt: p.RunAt.UTC(),
+		RunAt: p.RunAt.UTC(), Lane: s.laneOf(p.JobType),
 	})
 }
 
@@ -96,13 +97,13 @@ const jobColumns = `id, job_key, job_type, params, request_hash, status, priorit
 const (
 	jobInsertReturningSQL = `INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
-) VALUES (?, ?, ?, ?, 'WAITING', ?, ?, ?, NOW(6), NOW(6), NOW(6))
+    timeout_ms, run_at, create_time, update_time, lane
+) VALUES (?, ?, ?, ?, 'WAITING', ?, ?, ?, NOW(6), NOW(6), NOW(6), ?)
 RETURNING ` + jobColumns
 	jobInsertAtReturningSQL = `INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
-) VALUES (?, ?, ?, ?, IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?, ?, NOW(6), NOW(6))
+    timeout_ms, run_at, create_time, update_time, lane
+) VALUES (?, ?, ?, ?, IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?, ?, NOW(6), NOW(6), ?)
 RETURNING ` + jobColumns
 )
 
@@ -112,11 +113,11 @@ func (s *Store) jobInsertReturning(ctx context.Context, p jobq.SubmitParams) (jo
 	var row *sql.Row
 	if p.RunAt == nil {
 		row = s.db.QueryRowContext(ctx, jobInsertReturningSQL, p.JobKey, p.JobType, p.Params, p.RequestHash,
-			int32(p.Priority), int32(p.MaxRetry), int32(p.TimeoutMs))
+			int32(p.Priority), int32(p.MaxRetry), int32(p.TimeoutMs), s.laneOf(p.JobType))
 	} else {
 		runAt := p.RunAt.UTC()
 		row = s.db.QueryRowContext(ctx, jobInsertAtReturningSQL, p.JobKey, p.JobType, p.Params, p.RequestHash,
-			runAt, int32(p.Priority), int32(p.MaxRetry), int32(p.TimeoutMs), runAt)
+			runAt, int32(p.Priority), int32(p.MaxRetry), int32(p.TimeoutMs), runAt, s.laneOf(p.JobType))
 	}
 	var r jobqdb.JobQueue
 	if err := row.Scan(&r.ID, &r.JobKey, &r.JobType, &r.Params, &r.RequestHash, &r.Status, &r.Priority, &r.RetryTimes,
@@ -128,12 +129,19 @@ func (s *Store) jobInsertReturning(ctx context.Context, p jobq.SubmitParams) (jo
 }
 
 // JobGet returns the job with id, or ErrNotFound.
+// A SUCCESS job carries the output of its successful attempt.
 func (s *Store) JobGet(ctx context.Context, id uint64) (jobq.Job, error) {
 	r, err := s.q.JobGetByID(ctx, id)
 	if err != nil {
 		return jobq.Job{}, notFound(err)
 	}
-	return jobFromRow(r), nil
+	j := jobFromRow(r)
+	if j.Status == jobq.StateSuccess {
+		if j.Output, err = s.JobOutput(ctx, j.ID, j.Attempt); err != nil {
+			return jobq.Job{}, err
+		}
+	}
+	return j, nil
 }
 
 // JobGetByKey returns the job with jobKey, or ErrNotFound.
@@ -251,13 +259,26 @@ func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution,
 	if err != nil {
 		return nil, errorf("executions: %w", err)
 	}
+	info, err := s.runInfoByJob(ctx, id)
+	if err != nil {
+		return nil, errorf("executions: %w", err)
+	}
 	out := make([]jobq.Execution, len(rows), len(rows)+1)
 	for i, r := range rows {
 		out[i] = jobq.Execution{JobID: r.JobID, Attempt: int(r.Attempt), Owner: r.Owner, StartedAt: r.StartedAt.UTC(),
 			FinishedAt: nullTimePtr(r.FinishedAt), Outcome: jobq.Outcome(r.Outcome.String), Error: r.Error.String}
+		if r.Output.Valid {
+			out[i].Output = json.RawMessage(r.Output.String)
+		}
 	}
 	if job.Status == jobq.StateRunning && job.StartedAt != nil && (len(out) == 0 || out[len(out)-1].Attempt < job.Attempt) {
 		out = append(out, jobq.Execution{JobID: job.ID, Attempt: job.Attempt, Owner: job.Owner, StartedAt: *job.StartedAt})
+	}
+	for i := range out {
+		if ri, ok := info[out[i].Attempt]; ok && ri.Progress.Valid {
+			p := ri.Progress.Float64
+			out[i].Progress, out[i].ProgressMessage = &p, ri.ProgressMessage.String
+		}
 	}
 	return out, nil
 }

@@ -278,6 +278,7 @@ func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.Periodi
 			n, err := q.JobInsertPeriodic(ctx, jobqdb.JobInsertPeriodicParams{
 				JobKey: key, JobType: p.JobType, Params: string(p.Params), RequestHash: hex.EncodeToString(sum[:]),
 				Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs), RunAt: at,
+				Lane: s.laneOf(p.JobType),
 			})
 			if err != nil {
 				return err
@@ -365,6 +366,13 @@ func (s *Store) purgeBatch(ctx context.Context, cands []uint64, cutoff time.Time
 			return err
 		}
 		if execs, err = q.ExecutionDeleteByJobs(ctx, ids); err != nil {
+			return err
+		}
+		// Each attempt's log and progress go with their job.
+		if _, err = q.JobLogDeleteByJobs(ctx, ids); err != nil {
+			return err
+		}
+		if _, err = q.RunInfoDeleteByJobs(ctx, ids); err != nil {
 			return err
 		}
 		jobs, err = q.JobDeleteMany(ctx, ids)

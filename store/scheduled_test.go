@@ -155,11 +155,13 @@ func TestMigration005MovesFutureJobs(t *testing.T) {
 	fut := submitAt(t, st, "future", now.Add(time.Hour))
 	due := submitAt(t, st, "due", now.Add(-time.Hour))
 	status := func(id uint64) jobq.JobState {
-		j, err := st.JobGet(ctx, id)
-		if err != nil {
+		// A column read, not JobGet: below the latest migration the row
+		// lacks columns JobGet's SELECT * names.
+		var s string
+		if err := st.DB().QueryRowContext(ctx, "SELECT status FROM job_queue WHERE id = ?", id).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
-		return j.Status
+		return jobq.JobState(s)
 	}
 	ms, err := st.MigrateStatus(ctx)
 	if err != nil {

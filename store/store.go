@@ -41,11 +41,16 @@ type Store struct {
 	// beforeSplitWrite, when set (tests only: export_test.go), runs in
 	// completeSplit between its fence-state read and its writes.
 	beforeSplitWrite func()
+	// remoteTypes are the job types declared remote (SetRemoteTypes): their
+	// jobs are submitted in lane 1, fetched by workers.
+	remoteTypes atomic.Pointer[map[string]bool]
 	// Server is what DetectServer found at Open.
 	Server ServerInfo
 	// IdleTxTimeout is the server's idle_transaction_timeout on every
 	// pooled session (see PoolConfig.IdleTxTimeout); 0 when not set.
 	IdleTxTimeout time.Duration
+	// roundTrip is the last measured round trip, in nanoseconds (RoundTrip).
+	roundTrip atomic.Int64
 }
 
 // ServerInfo describes the database server.
@@ -259,7 +264,7 @@ var versionRe = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
 // (MySQL ≥ 8.0.1, MariaDB ≥ 10.6).
 func (s *Store) DetectServer(ctx context.Context) (ServerInfo, error) {
 	var v string
-	if err := s.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+	if err := s.timedRoundTrip(func() error { return s.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v) }); err != nil {
 		return ServerInfo{}, errorf("detect server: %w", err)
 	}
 	info := ParseServerVersion(v)

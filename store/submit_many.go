@@ -55,7 +55,7 @@ func (s *Store) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jo
 				size += len(ps[fresh[end]].Params)
 				end++
 			}
-			if err := insertMany(ctx, tx, ps, fresh[start:end]); err != nil {
+			if err := insertMany(ctx, tx, ps, fresh[start:end], s.laneOf); err != nil {
 				return err
 			}
 			start = end
@@ -132,22 +132,22 @@ func (s *Store) keyLookup(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParam
 // insertMany inserts ps[i] for each i in idx with one multi-row INSERT (the
 // columns and defaults of JobInsert and JobInsertAt: no run_at means due
 // now, WAITING; a run_at ahead of the database clock is SCHEDULED).
-func insertMany(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParams, idx []int) error {
+func insertMany(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParams, idx []int, laneOf func(string) int8) error {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time) VALUES `)
+    timeout_ms, run_at, create_time, update_time, lane) VALUES `)
 	args := make([]any, 0, 8*len(idx))
 	for n, i := range idx {
 		if n > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?, ?, ?, ?, IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?, COALESCE(?, NOW(6)), NOW(6), NOW(6))")
+		b.WriteString("(?, ?, ?, ?, IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?, COALESCE(?, NOW(6)), NOW(6), NOW(6), ?)")
 		p := ps[i]
 		var runAt sql.NullTime
 		if p.RunAt != nil {
 			runAt = sql.NullTime{Time: p.RunAt.UTC(), Valid: true}
 		}
-		args = append(args, p.JobKey, p.JobType, p.Params, p.RequestHash, runAt, p.Priority, p.MaxRetry, p.TimeoutMs, runAt)
+		args = append(args, p.JobKey, p.JobType, p.Params, p.RequestHash, runAt, p.Priority, p.MaxRetry, p.TimeoutMs, runAt, laneOf(p.JobType))
 	}
 	_, err := tx.ExecContext(ctx, b.String(), args...)
 	return err

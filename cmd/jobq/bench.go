@@ -40,6 +40,8 @@ type BenchCmd struct {
 	Tolerance       float64         `help:"Relative tolerance of --ci comparisons." default:"0.35"`
 	WriteBaseline   bool            `help:"With --ci: write the measured ratios to --baseline instead of comparing." name:"write-baseline"`
 	NoProgress      bool            `help:"No progress bar (it is drawn only when stderr is a terminal)." name:"no-progress"`
+	Remote          []string        `help:"Only the remote points: drain and pickup of one replica's own handlers, then of each worker library (go, work, python, node) on remote no-op jobs, with the worker's CPU per job." sep:","`
+	RemoteJobs      int             `help:"Jobs per remote drain point." default:"5000" name:"remote-jobs"`
 	From            string          `help:"Re-render report.md and the plots into --out from an earlier bench.json; measure nothing." type:"existingfile"`
 	Capacity        bool            `help:"Capacity model: replicas × workers for --job-ms jobs at --rate on a database --db-latency away; measures through a toxiproxy link, checks its pickup p99 with a time-compressed real run; writes capacity.json and capacity.png."`
 	JobMs           int             `help:"With --capacity: job duration in ms." name:"job-ms" default:"1000"`
@@ -60,6 +62,16 @@ func (c *BenchCmd) Run(g *Globals) error {
 			return err
 		}
 		return bench.WriteReport(c.Out, res)
+	}
+	if len(c.Remote) > 0 {
+		bin, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		pts, err := bench.RunRemote(g.Ctx, bench.RemoteOptions{DSN: c.DSN, Binary: bin, Kinds: c.Remote, Jobs: c.RemoteJobs,
+			Out: filepath.Join(c.Out, "remote"), Log: g.Log})
+		bench.WriteRemote(os.Stdout, pts)
+		return err
 	}
 	opts := bench.Options{
 		Out: c.Out, TableSizes: c.TableSizes, Batches: c.Batches, Replicas: c.Replicas, Workers: c.Workers,

@@ -97,6 +97,9 @@ func jobTable(w io.Writer, j apitype.Job) {
 	fmt.Fprintf(w, "started_at\t%s\n", fmtTime(j.StartedAt))
 	fmt.Fprintf(w, "finished_at\t%s\n", fmtTime(j.FinishedAt))
 	fmt.Fprintf(w, "last_error\t%s\n", oneLine(j.LastError))
+	if len(j.Output) > 0 {
+		fmt.Fprintf(w, "output\t%s\n", oneLine(string(j.Output)))
+	}
 	fmt.Fprintf(w, "created\t%s\n", fmtTime(&j.CreateTime))
 }
 
@@ -108,13 +111,21 @@ func jobsTable(w io.Writer, jobs []apitype.Job) {
 }
 
 func executionsTable(w io.Writer, ex []apitype.Execution) {
-	fmt.Fprintln(w, "ATTEMPT\tOWNER\tSTARTED\tDURATION\tOUTCOME\tERROR")
+	fmt.Fprintln(w, "ATTEMPT\tOWNER\tSTARTED\tDURATION\tOUTCOME\tPROGRESS\tERROR\tOUTPUT")
 	for _, e := range ex {
 		d := "running"
 		if e.FinishedAt != nil {
 			d = e.FinishedAt.Sub(e.StartedAt).Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, e.Owner, fmtTime(&e.StartedAt), d, orDash(string(e.Outcome)), oneLine(e.Error))
+		progress := "-"
+		if e.Progress != nil {
+			progress = fmt.Sprintf("%.0f%%", *e.Progress*100)
+			if e.ProgressMessage != "" {
+				progress += " " + e.ProgressMessage
+			}
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Attempt, e.Owner, fmtTime(&e.StartedAt), d, orDash(string(e.Outcome)),
+			oneLine(progress), oneLine(e.Error), oneLine(string(e.Output)))
 	}
 }
 

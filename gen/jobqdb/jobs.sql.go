@@ -43,7 +43,7 @@ func (q *Queries) ExecutionGetOutcome(ctx context.Context, arg ExecutionGetOutco
 }
 
 const executionListByJob = `-- name: ExecutionListByJob :many
-SELECT id, job_id, attempt, owner, started_at, finished_at, outcome, error, due_at FROM job_execution WHERE job_id = ? ORDER BY attempt
+SELECT id, job_id, attempt, owner, started_at, finished_at, outcome, error, due_at, output FROM job_execution WHERE job_id = ? ORDER BY attempt
 `
 
 func (q *Queries) ExecutionListByJob(ctx context.Context, jobID uint64) ([]JobExecution, error) {
@@ -65,6 +65,7 @@ func (q *Queries) ExecutionListByJob(ctx context.Context, jobID uint64) ([]JobEx
 			&i.Outcome,
 			&i.Error,
 			&i.DueAt,
+			&i.Output,
 		); err != nil {
 			return nil, err
 		}
@@ -105,9 +106,9 @@ func (q *Queries) ExecutionMarkStale(ctx context.Context, arg ExecutionMarkStale
 }
 
 const executionRecord = `-- name: ExecutionRecord :execrows
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error, output)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?, ?
 FROM job_queue AS q
 WHERE q.id = ? AND q.attempt = ?
 `
@@ -115,6 +116,7 @@ WHERE q.id = ? AND q.attempt = ?
 type ExecutionRecordParams struct {
 	Outcome interface{}
 	Error   sql.NullString
+	Output  sql.NullString
 	ID      uint64
 	Attempt int32
 }
@@ -128,10 +130,12 @@ type ExecutionRecordParams struct {
 // was requested, as the fenced update then ended the job CANCELED: the audit
 // trail says what the job row says. A failure that retries moves run_at and
 // uses ExecutionRecordAfterRetry (or ExecutionRecordBeforeRetry) instead.
+// output is the run's output (NULL for none).
 func (q *Queries) ExecutionRecord(ctx context.Context, arg ExecutionRecordParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, executionRecord,
 		arg.Outcome,
 		arg.Error,
+		arg.Output,
 		arg.ID,
 		arg.Attempt,
 	)
@@ -522,7 +526,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue WHERE id = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue WHERE id = ?
 `
 
 func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
@@ -549,12 +553,14 @@ func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
 		&i.CancelRequested,
 		&i.CreateTime,
 		&i.UpdateTime,
+		&i.Lane,
+		&i.LeaseNonce,
 	)
 	return i, err
 }
 
 const jobGetByKey = `-- name: JobGetByKey :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue WHERE job_key = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue WHERE job_key = ?
 `
 
 func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, error) {
@@ -581,6 +587,8 @@ func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, err
 		&i.CancelRequested,
 		&i.CreateTime,
 		&i.UpdateTime,
+		&i.Lane,
+		&i.LeaseNonce,
 	)
 	return i, err
 }
@@ -744,11 +752,11 @@ const jobInsert = `-- name: JobInsert :execlastid
 
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
+    timeout_ms, run_at, create_time, update_time, lane
 ) VALUES (
     ?, ?, ?, ?,
     'WAITING', ?, ?, ?,
-    NOW(6), NOW(6), NOW(6)
+    NOW(6), NOW(6), NOW(6), ?
 )
 `
 
@@ -760,6 +768,7 @@ type JobInsertParams struct {
 	Priority    int32
 	MaxRetry    int32
 	TimeoutMs   int32
+	Lane        int8
 }
 
 // Every statement the scheduler and the API run against job_queue and
@@ -774,6 +783,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (int64, er
 		arg.Priority,
 		arg.MaxRetry,
 		arg.TimeoutMs,
+		arg.Lane,
 	)
 	if err != nil {
 		return 0, err
@@ -784,11 +794,11 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (int64, er
 const jobInsertAt = `-- name: JobInsertAt :execlastid
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
+    timeout_ms, run_at, create_time, update_time, lane
 ) VALUES (
     ?, ?, ?, ?,
     IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?,
-    ?, NOW(6), NOW(6)
+    ?, NOW(6), NOW(6), ?
 )
 `
 
@@ -801,6 +811,7 @@ type JobInsertAtParams struct {
 	Priority    int32
 	MaxRetry    int32
 	TimeoutMs   int32
+	Lane        int8
 }
 
 // A submit with a run_at: SCHEDULED while run_at is ahead of the database
@@ -816,6 +827,7 @@ func (q *Queries) JobInsertAt(ctx context.Context, arg JobInsertAtParams) (int64
 		arg.MaxRetry,
 		arg.TimeoutMs,
 		arg.RunAt,
+		arg.Lane,
 	)
 	if err != nil {
 		return 0, err
@@ -871,7 +883,7 @@ func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKey
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
 WHERE id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -912,6 +924,8 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 			&i.CancelRequested,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -927,7 +941,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 }
 
 const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue FORCE INDEX (uk_job_key)
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE ?
   AND (? = '' OR status = ?)
   AND (? = '' OR job_type = ?)
@@ -989,6 +1003,8 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 			&i.CancelRequested,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -1004,7 +1020,7 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 }
 
 const jobListByStatus = `-- name: JobListByStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
 WHERE status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1046,6 +1062,8 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 			&i.CancelRequested,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -1061,7 +1079,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 }
 
 const jobListByType = `-- name: JobListByType :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
 WHERE job_type = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1103,6 +1121,8 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 			&i.CancelRequested,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -1118,7 +1138,7 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 }
 
 const jobListByTypeStatus = `-- name: JobListByTypeStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
 WHERE job_type = ? AND status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1166,6 +1186,8 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 			&i.CancelRequested,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -1184,7 +1206,7 @@ const jobLockAvailable = `-- name: JobLockAvailable :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
        run_at, attempt, create_time
 FROM job_queue
-WHERE status = 'WAITING' AND run_at <= NOW(6)
+WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -1423,7 +1445,7 @@ func (q *Queries) JobRetryManual(ctx context.Context, id uint64) (int64, error) 
 
 const jobScanAvailable = `-- name: JobScanAvailable :many
 SELECT id, attempt FROM job_queue
-WHERE status = 'WAITING' AND run_at <= NOW(6)
+WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -1435,7 +1457,8 @@ type JobScanAvailableRow struct {
 }
 
 // The scan: ids and fencing tokens of due WAITING jobs, in idx_scan order.
-// Used as the idle probe and as the read half of the cas claim. Paused and
+// Used as the idle probe and as the read half of the cas claim. Only lane 0
+// (jobs the replicas' handlers run; lane 1 is fetched by remote workers). Paused and
 // limited job types (job_type_control) are left out in the same statement:
 // the subquery is materialized once, so no type control costs no extra query.
 func (q *Queries) JobScanAvailable(ctx context.Context, limit int32) ([]JobScanAvailableRow, error) {
@@ -1495,8 +1518,9 @@ type LeaseLockRenewableParams struct {
 	Owner sql.NullString
 }
 
-// The heartbeat's first statement (store.LeaseRenewMany, a READ COMMITTED
-// transaction on the heartbeat's own session): locks the rows of this
+// The heartbeat's exact renewal, after LeaseRenewSkipLocked renewed some but
+// not all runs (store.LeaseRenewMany: a READ COMMITTED transaction on the
+// heartbeat's own session, which returns the ids it renewed): locks the rows of this
 // owner's in-flight runs that no other transaction holds, by primary key
 // only. A row another transaction holds — most often the run's own outcome
 // write, or a rescuer — is skipped, never waited for: the renewal of every
@@ -1572,4 +1596,104 @@ func (q *Queries) LeaseRenewMany(ctx context.Context, arg LeaseRenewManyParams) 
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const leaseRenewSkipLocked = `-- name: LeaseRenewSkipLocked :execrows
+UPDATE (SELECT l.id FROM job_queue AS l FORCE INDEX (PRIMARY)
+        WHERE l.id IN (/*SLICE:ids*/?)
+          AND l.status = 'RUNNING' AND l.owner = ? AND l.cancel_requested = 0
+        LIMIT 1000000
+        FOR UPDATE SKIP LOCKED) AS r
+STRAIGHT_JOIN job_queue AS q FORCE INDEX (PRIMARY) ON q.id = r.id AND (@jobq_renewed_at := NOW(6)) IS NOT NULL
+SET q.lease_until = NOW(6) + INTERVAL ? MICROSECOND
+`
+
+type LeaseRenewSkipLockedParams struct {
+	Ids     []uint64
+	Owner   sql.NullString
+	LeaseUs interface{}
+}
+
+// The heartbeat's renewal in one statement and one round trip, in
+// autocommit on the heartbeat's own READ COMMITTED session
+// (store.LeaseRenewMany): the derived table locks, by primary key, the rows
+// of this owner's in-flight runs that no other transaction holds (SKIP
+// LOCKED: a row held by the run's own outcome write, a rescuer or a claim is
+// skipped, never waited for), and the join renews exactly those rows by
+// primary key (STRAIGHT_JOIN: the derived table first, so the outer read
+// touches no other row). The rows are locked only while the statement runs,
+// never across a round trip. It returns a count; when it renewed fewer rows
+// than it was sent, LeaseRenewedIDs reads which (by the stamp it keeps in a
+// session variable).
+func (q *Queries) LeaseRenewSkipLocked(ctx context.Context, arg LeaseRenewSkipLockedParams) (int64, error) {
+	query := leaseRenewSkipLocked
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Owner)
+	queryParams = append(queryParams, arg.LeaseUs)
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const leaseRenewedIDs = `-- name: LeaseRenewedIDs :many
+SELECT id FROM job_queue FORCE INDEX (PRIMARY)
+WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING' AND owner = ?
+  AND lease_until = @jobq_renewed_at + INTERVAL ? MICROSECOND
+`
+
+type LeaseRenewedIDsParams struct {
+	Ids     []uint64
+	Owner   sql.NullString
+	LeaseUs interface{}
+}
+
+// The rows the session's last LeaseRenewSkipLocked renewed, read on the same
+// session after it renewed fewer rows than it was sent: every row it renewed
+// carries its lease_until: its NOW(6), kept in the session variable
+// @jobq_renewed_at (one NOW(6) per statement, later than any earlier renewal
+// or claim stamped), plus the lease; unless its outcome was written since
+// (no longer RUNNING).
+func (q *Queries) LeaseRenewedIDs(ctx context.Context, arg LeaseRenewedIDsParams) ([]uint64, error) {
+	query := leaseRenewedIDs
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Owner)
+	queryParams = append(queryParams, arg.LeaseUs)
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

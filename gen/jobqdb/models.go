@@ -19,6 +19,15 @@ type JobExecution struct {
 	Outcome    sql.NullString
 	Error      sql.NullString
 	DueAt      sql.NullTime
+	Output     sql.NullString
+}
+
+type JobLog struct {
+	JobID     uint64
+	Attempt   int32
+	Seq       int32
+	Line      string
+	CreatedAt time.Time
 }
 
 type JobQueue struct {
@@ -41,6 +50,18 @@ type JobQueue struct {
 	FinishedAt      sql.NullTime
 	CancelRequested bool
 	CreateTime      time.Time
+	UpdateTime      time.Time
+	Lane            int8
+	LeaseNonce      sql.NullString
+}
+
+type JobRunInfo struct {
+	JobID           uint64
+	Attempt         int32
+	Progress        sql.NullFloat64
+	ProgressMessage sql.NullString
+	LogBytes        int32
+	LogLines        int32
 	UpdateTime      time.Time
 }
 

@@ -149,11 +149,11 @@ func (q *Queries) JobIDsByTypeStatus(ctx context.Context, arg JobIDsByTypeStatus
 const jobInsertPeriodic = `-- name: JobInsertPeriodic :execrows
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
+    timeout_ms, run_at, create_time, update_time, lane
 ) VALUES (
     ?, ?, ?, ?,
     IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?,
-    ?, NOW(6), NOW(6)
+    ?, NOW(6), NOW(6), ?
 )
 ON DUPLICATE KEY UPDATE id = id
 `
@@ -167,6 +167,7 @@ type JobInsertPeriodicParams struct {
 	Priority    int32
 	MaxRetry    int32
 	TimeoutMs   int32
+	Lane        int8
 }
 
 // One job per scheduled instant: job_key '<name>@<instant>' is UNIQUE, so a
@@ -183,6 +184,7 @@ func (q *Queries) JobInsertPeriodic(ctx context.Context, arg JobInsertPeriodicPa
 		arg.MaxRetry,
 		arg.TimeoutMs,
 		arg.RunAt,
+		arg.Lane,
 	)
 	if err != nil {
 		return 0, err
@@ -192,7 +194,7 @@ func (q *Queries) JobInsertPeriodic(ctx context.Context, arg JobInsertPeriodicPa
 
 const jobLockAvailableByType = `-- name: JobLockAvailableByType :many
 SELECT id FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND run_at <= NOW(6)
+WHERE job_type = ? AND status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE
@@ -230,7 +232,7 @@ func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailab
 
 const jobLockAvailableByTypeSkipLocked = `-- name: JobLockAvailableByTypeSkipLocked :many
 SELECT id FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND run_at <= NOW(6)
+WHERE job_type = ? AND status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED

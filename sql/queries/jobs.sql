@@ -5,11 +5,11 @@
 -- name: JobInsert :execlastid
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
+    timeout_ms, run_at, create_time, update_time, lane
 ) VALUES (
     sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
     'WAITING', sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
-    NOW(6), NOW(6), NOW(6)
+    NOW(6), NOW(6), NOW(6), sqlc.arg(lane)
 );
 
 -- name: JobInsertAt :execlastid
@@ -17,11 +17,11 @@ INSERT INTO job_queue (
 -- clock (the promoter makes it WAITING when due), WAITING at once otherwise.
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
+    timeout_ms, run_at, create_time, update_time, lane
 ) VALUES (
     sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
     IF(sqlc.arg(run_at) > NOW(6), 'SCHEDULED', 'WAITING'), sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
-    sqlc.arg(run_at), NOW(6), NOW(6)
+    sqlc.arg(run_at), NOW(6), NOW(6), sqlc.arg(lane)
 );
 
 -- name: JobKeysLookup :many
@@ -79,11 +79,12 @@ LIMIT ?;
 
 -- name: JobScanAvailable :many
 -- The scan: ids and fencing tokens of due WAITING jobs, in idx_scan order.
--- Used as the idle probe and as the read half of the cas claim. Paused and
+-- Used as the idle probe and as the read half of the cas claim. Only lane 0
+-- (jobs the replicas' handlers run; lane 1 is fetched by remote workers). Paused and
 -- limited job types (job_type_control) are left out in the same statement:
 -- the subquery is materialized once, so no type control costs no extra query.
 SELECT id, attempt FROM job_queue
-WHERE status = 'WAITING' AND run_at <= NOW(6)
+WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?;
@@ -96,7 +97,7 @@ LIMIT ?;
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
        run_at, attempt, create_time
 FROM job_queue
-WHERE status = 'WAITING' AND run_at <= NOW(6)
+WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -163,8 +164,9 @@ FROM job_queue
 WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 
 -- name: LeaseLockRenewable :many
--- The heartbeat's first statement (store.LeaseRenewMany, a READ COMMITTED
--- transaction on the heartbeat's own session): locks the rows of this
+-- The heartbeat's exact renewal, after LeaseRenewSkipLocked renewed some but
+-- not all runs (store.LeaseRenewMany: a READ COMMITTED transaction on the
+-- heartbeat's own session, which returns the ids it renewed): locks the rows of this
 -- owner's in-flight runs that no other transaction holds, by primary key
 -- only. A row another transaction holds — most often the run's own outcome
 -- write, or a rescuer — is skipped, never waited for: the renewal of every
@@ -185,6 +187,37 @@ UPDATE job_queue FORCE INDEX (PRIMARY)
 SET lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND
 WHERE id IN (sqlc.slice(ids))
   AND status = 'RUNNING' AND owner = sqlc.arg(owner) AND cancel_requested = 0;
+
+-- name: LeaseRenewSkipLocked :execrows
+-- The heartbeat's renewal in one statement and one round trip, in
+-- autocommit on the heartbeat's own READ COMMITTED session
+-- (store.LeaseRenewMany): the derived table locks, by primary key, the rows
+-- of this owner's in-flight runs that no other transaction holds (SKIP
+-- LOCKED: a row held by the run's own outcome write, a rescuer or a claim is
+-- skipped, never waited for), and the join renews exactly those rows by
+-- primary key (STRAIGHT_JOIN: the derived table first, so the outer read
+-- touches no other row). The rows are locked only while the statement runs,
+-- never across a round trip. It returns a count; when it renewed fewer rows
+-- than it was sent, LeaseRenewedIDs reads which (by the stamp it keeps in a
+-- session variable).
+UPDATE (SELECT l.id FROM job_queue AS l FORCE INDEX (PRIMARY)
+        WHERE l.id IN (sqlc.slice(ids))
+          AND l.status = 'RUNNING' AND l.owner = sqlc.arg(owner) AND l.cancel_requested = 0
+        LIMIT 1000000
+        FOR UPDATE SKIP LOCKED) AS r
+STRAIGHT_JOIN job_queue AS q FORCE INDEX (PRIMARY) ON q.id = r.id AND (@jobq_renewed_at := NOW(6)) IS NOT NULL
+SET q.lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND;
+
+-- name: LeaseRenewedIDs :many
+-- The rows the session's last LeaseRenewSkipLocked renewed, read on the same
+-- session after it renewed fewer rows than it was sent: every row it renewed
+-- carries its lease_until: its NOW(6), kept in the session variable
+-- @jobq_renewed_at (one NOW(6) per statement, later than any earlier renewal
+-- or claim stamped), plus the lease; unless its outcome was written since
+-- (no longer RUNNING).
+SELECT id FROM job_queue FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING' AND owner = sqlc.arg(owner)
+  AND lease_until = @jobq_renewed_at + INTERVAL sqlc.arg(lease_us) MICROSECOND;
 
 -- name: JobFenceStates :many
 -- Read after a heartbeat renewed fewer rows than expected, to tell lost runs
@@ -241,9 +274,10 @@ WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'RUNNING';
 -- was requested, as the fenced update then ended the job CANCELED: the audit
 -- trail says what the job row says. A failure that retries moves run_at and
 -- uses ExecutionRecordAfterRetry (or ExecutionRecordBeforeRetry) instead.
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+-- output is the run's output (NULL for none).
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error, output)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error)
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error), sqlc.narg(output)
 FROM job_queue AS q
 WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt);
 

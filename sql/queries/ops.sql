@@ -53,7 +53,7 @@ WHERE c.job_type = sqlc.arg(job_type) AND c.paused = 0
 -- The read half of the limited claim, under the type's control row lock, on
 -- servers without SKIP LOCKED.
 SELECT id FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND run_at <= NOW(6)
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE;
@@ -63,7 +63,7 @@ FOR UPDATE;
 -- ordinary claim's scan has locked in passing are skipped, not waited for
 -- (the control row lock already serialises the type's claimers).
 SELECT id FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND run_at <= NOW(6)
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;
@@ -124,11 +124,11 @@ WHERE name = sqlc.arg(name);
 -- still ahead of the database clock is SCHEDULED, as any future submit.
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time
+    timeout_ms, run_at, create_time, update_time, lane
 ) VALUES (
     sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
     IF(sqlc.arg(run_at) > NOW(6), 'SCHEDULED', 'WAITING'), sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
-    sqlc.arg(run_at), NOW(6), NOW(6)
+    sqlc.arg(run_at), NOW(6), NOW(6), sqlc.arg(lane)
 )
 ON DUPLICATE KEY UPDATE id = id;
 

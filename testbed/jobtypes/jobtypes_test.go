@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 )
@@ -67,7 +68,7 @@ func TestEffectEndMarkerIsTheWorkEndNotTheInsert(t *testing.T) {
 		if ms > 60000 {
 			t.Fatal("could not lock job_effect between a run's non_tx row and its end within a minute's sleep")
 		}
-		job = &scheduler.Job{ID: uint64(ms), Attempt: 1, JobType: Effect, Owner: "r1", Params: json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms))}
+		job = &scheduler.Job{ClaimedJob: jobq.ClaimedJob{ID: uint64(ms), Attempt: 1, JobType: Effect, Params: json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms))}, Owner: "r1"}
 		done := make(chan error, 1)
 		go func() { done <- (EffectHandler{DB: db}).Work(ctx, job) }()
 		for count(job.ID, "non_tx") == 0 {

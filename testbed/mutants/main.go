@@ -58,8 +58,7 @@ var mutants = []mutant{
 		Name: "renew-by-id", Bug: "1: lease renewal by id alone (owner condition dropped)",
 		Rule: "want no row",
 		Edits: []edit{
-			{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0\nFOR UPDATE SKIP LOCKED", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0\nFOR UPDATE SKIP LOCKED"},
-			{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0\n`", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0\n`"},
+			{gen, "AND l.status = 'RUNNING' AND l.owner = ? AND l.cancel_requested = 0", "AND l.status = 'RUNNING' AND ? IS NOT NULL AND l.cancel_requested = 0"},
 		},
 		Checks: []check{{"./store/", "^TestLeaseRenewOfLostRunMatchesNothing$"}, {"./scheduler/", "^TestLostRunIsNotRenewedAndItsHandlerCancelled$"}},
 	},
@@ -69,8 +68,8 @@ var mutants = []mutant{
 		Edits: []edit{
 			{gen, "    lease_until = NOW(6) + INTERVAL ? MICROSECOND,\n    started_at = NOW(6),\n    finished_at = NULL,\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'",
 				"    lease_until = ? + INTERVAL ? MICROSECOND,\n    started_at = ?,\n    finished_at = NULL,\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'"},
-			{gen, "queryParams = append(queryParams, arg.Owner)\n\tqueryParams = append(queryParams, arg.LeaseUs)\n",
-				"now := time.Now().UTC()\n\tqueryParams = append(queryParams, arg.Owner, now)\n\tqueryParams = append(queryParams, arg.LeaseUs, now)\n"},
+			{gen, "var queryParams []interface{}\n\tqueryParams = append(queryParams, arg.Owner)\n\tqueryParams = append(queryParams, arg.LeaseUs)\n",
+				"var queryParams []interface{}\n\tnow := time.Now().UTC()\n\tqueryParams = append(queryParams, arg.Owner, now)\n\tqueryParams = append(queryParams, arg.LeaseUs, now)\n"},
 		},
 		Checks: []check{{"./store/", "^TestClaimStampsDatabaseClock$"}},
 	},
@@ -130,8 +129,8 @@ var mutants = []mutant{
 	{
 		Name: "skiplocked-ignores-run_at", Bug: "6: skiplocked claim ignores run_at",
 		Rule: "executions started before their due time",
-		Edits: []edit{{gen, "FROM job_queue\nWHERE status = 'WAITING' AND run_at <= NOW(6)\n  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED",
-			"FROM job_queue\nWHERE status = 'WAITING'\n  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
+		Edits: []edit{{gen, "FROM job_queue\nWHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)\n  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED",
+			"FROM job_queue\nWHERE status = 'WAITING' AND lane = 0\n  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
 		Checks: []check{{"./scheduler/", "^TestNoExecutionBeforeDue$"}},
 	},
 	{

@@ -82,7 +82,10 @@ type Job struct {
 	// create_time is when the job was submitted.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// update_time is when the row last changed (heartbeats included).
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// output is the text of the JSON output of the attempt that succeeded;
+	// empty otherwise.
+	Output        string `protobuf:"bytes,20,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -250,6 +253,13 @@ func (x *Job) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Job) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
 // Execution is one attempt of one job (a row of job_execution).
 type Execution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -268,9 +278,15 @@ type Execution struct {
 	// empty while it runs.
 	Outcome string `protobuf:"bytes,6,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	// error is the attempt's error message, if any.
-	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// output is the text of the attempt's JSON output; empty when none.
+	Output string `protobuf:"bytes,8,opt,name=output,proto3" json:"output,omitempty"`
+	// progress is the attempt's last progress report (0–1); unset when none.
+	Progress *float64 `protobuf:"fixed64,9,opt,name=progress,proto3,oneof" json:"progress,omitempty"`
+	// progress_message is that report's message.
+	ProgressMessage string `protobuf:"bytes,10,opt,name=progress_message,json=progressMessage,proto3" json:"progress_message,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Execution) Reset() {
@@ -348,6 +364,27 @@ func (x *Execution) GetOutcome() string {
 func (x *Execution) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *Execution) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *Execution) GetProgress() float64 {
+	if x != nil && x.Progress != nil {
+		return *x.Progress
+	}
+	return 0
+}
+
+func (x *Execution) GetProgressMessage() string {
+	if x != nil {
+		return x.ProgressMessage
 	}
 	return ""
 }
@@ -1311,7 +1348,7 @@ var File_jobq_v1_jobq_proto protoreflect.FileDescriptor
 
 const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\n" +
-	"\x12jobq/v1/jobq.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x05\n" +
+	"\x12jobq/v1/jobq.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x05\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x17\n" +
 	"\ajob_key\x18\x02 \x01(\tR\x06jobKey\x12\x19\n" +
@@ -1340,7 +1377,8 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\vcreate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xfa\x01\n" +
+	"updateTime\x12\x16\n" +
+	"\x06output\x18\x14 \x01(\tR\x06output\"\xeb\x02\n" +
 	"\tExecution\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x04R\x05jobId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -1350,7 +1388,12 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\vfinished_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x18\n" +
 	"\aoutcome\x18\x06 \x01(\tR\aoutcome\x12\x14\n" +
-	"\x05error\x18\a \x01(\tR\x05error\"\x86\x02\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\x16\n" +
+	"\x06output\x18\b \x01(\tR\x06output\x12\x1f\n" +
+	"\bprogress\x18\t \x01(\x01H\x00R\bprogress\x88\x01\x01\x12)\n" +
+	"\x10progress_message\x18\n" +
+	" \x01(\tR\x0fprogressMessageB\v\n" +
+	"\t_progress\"\x86\x02\n" +
 	"\x10SubmitJobRequest\x12\x17\n" +
 	"\ajob_key\x18\x01 \x01(\tR\x06jobKey\x12\x19\n" +
 	"\bjob_type\x18\x02 \x01(\tR\ajobType\x12\x16\n" +
@@ -1505,6 +1548,7 @@ func file_jobq_v1_jobq_proto_init() {
 	if File_jobq_v1_jobq_proto != nil {
 		return
 	}
+	file_jobq_v1_jobq_proto_msgTypes[1].OneofWrappers = []any{}
 	file_jobq_v1_jobq_proto_msgTypes[2].OneofWrappers = []any{}
 	file_jobq_v1_jobq_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}

@@ -9,5 +9,6 @@ func Checks() []string {
 		CheckOverlap, CheckStaleAccepted, CheckPhantom, CheckPoison,
 		CheckClaimedEarly, CheckWorkAfterLoss, CheckUnexplainedRescue, CheckUnexplainedRelease,
 		CheckMissingExecution, CheckStatusVsLastExecution, CheckRerunAfterSuccess, CheckFailedAfterSuccess,
+		CheckLateCompletionAccepted, CheckAppliedTwice, CheckWorkerOverlap, CheckLostAfterAck,
 	}
 }

@@ -51,6 +51,15 @@ const (
 	// EventStop is when the harness began stopping every replica at the
 	// end of the run: releases at shutdown from then on are explained.
 	EventStop = "stop"
+	// EventCompletion is a completion a remote worker (owner) sent for an
+	// attempt (t: when it arrived) and the scheduler's answer: http_status
+	// and result ("applied": accepted; "stale", "conflict" …: refused),
+	// delivered false when the answer never reached the worker, duplicate
+	// for the first copy of a completion sent twice.
+	EventCompletion = "completion"
+	// EventRenewal is a remote worker's renewed lease (t: the lease_until
+	// the scheduler gave it).
+	EventRenewal = "renewal"
 )
 
 // Event is one line of an NDJSON history. Which fields a type uses is
@@ -84,6 +93,12 @@ type Event struct {
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
 	CreateTime *time.Time `json:"create_time,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+
+	// completion
+	HTTPStatus int    `json:"http_status,omitempty"`
+	Result     string `json:"result,omitempty"`
+	Delivered  *bool  `json:"delivered,omitempty"`
+	Duplicate  bool   `json:"duplicate,omitempty"`
 
 	DueAt          *time.Time `json:"due_at,omitempty"`
 	End            *time.Time `json:"end,omitempty"`
@@ -125,6 +140,14 @@ func Events(h History) []Event {
 	}
 	if !h.Stopped.IsZero() {
 		ev = append(ev, Event{Type: EventStop, T: h.Stopped})
+	}
+	for _, a := range h.Acks {
+		d := a.Delivered
+		ev = append(ev, Event{Type: EventCompletion, T: a.SentAt, Owner: a.Worker, Replica: a.Replica, JobID: a.JobID, Attempt: a.Attempt,
+			Outcome: a.Outcome, HTTPStatus: a.Status, Result: a.Result, Delivered: &d, Duplicate: a.Duplicate})
+	}
+	for _, r := range h.Renewals {
+		ev = append(ev, Event{Type: EventRenewal, T: r.LeaseUntil, Owner: r.Worker, JobID: r.JobID, Attempt: r.Attempt})
 	}
 	slices.SortStableFunc(ev, func(a, b Event) int { return a.T.Compare(b.T) })
 	for _, j := range h.Jobs {
@@ -316,8 +339,19 @@ func ReadNDJSON(r io.Reader) (History, error) {
 			h.Stalls = append(h.Stalls, Stall{Owner: e.Owner, From: e.T, To: e.End.UTC()})
 		case EventStop:
 			h.Stopped = e.T
+		case EventCompletion:
+			if e.JobID == 0 || e.Attempt <= 0 || e.Outcome == "" || e.Result == "" || e.Delivered == nil {
+				return History{}, bad(`needs "job_id" > 0, "attempt" ≥ 1, "outcome", "result" and "delivered"`)
+			}
+			h.Acks = append(h.Acks, Ack{Worker: e.Owner, Replica: e.Replica, JobID: e.JobID, Attempt: e.Attempt, Outcome: e.Outcome,
+				SentAt: e.T, Status: e.HTTPStatus, Result: e.Result, Delivered: *e.Delivered, Duplicate: e.Duplicate})
+		case EventRenewal:
+			if e.JobID == 0 || e.Attempt <= 0 {
+				return History{}, bad(`needs "job_id" > 0 and "attempt" ≥ 1`)
+			}
+			h.Renewals = append(h.Renewals, Renewal{Worker: e.Owner, JobID: e.JobID, Attempt: e.Attempt, LeaseUntil: e.T})
 		default:
-			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall or stop")
+			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall, stop, completion or renewal")
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -127,6 +127,34 @@ var shippedHistories = map[string]struct {
 		b.h.Stopped = at(2400)
 		return b
 	}, map[string]int{CheckUnexplainedRelease: 1}},
+	CheckLateCompletionAccepted: {func() *builder {
+		b := newBuilder()
+		b.remoteOK(1, 0, wA)
+		b.pausedWorker(2, 200, AckApplied)
+		return b
+	}, map[string]int{CheckLateCompletionAccepted: 1, CheckAppliedTwice: 1, CheckLostAfterAck: 1}},
+	CheckAppliedTwice: {func() *builder {
+		b := newBuilder()
+		b.remoteOK(1, 0, wA)
+		b.ack(1, 1, wA, "failure", 400, 200, AckApplied, true)
+		return b
+	}, map[string]int{CheckAppliedTwice: 1, CheckLostAfterAck: 1}},
+	CheckWorkerOverlap: {func() *builder {
+		b := newBuilder()
+		b.job(1, 0, StatusSuccess, 2, 3200)
+		b.exec(1, 1, wA, 10, 3000, OutcomeLeaseExpired)
+		b.exec(1, 2, wB, 2700, 3200, OutcomeSuccess)
+		b.ack(1, 2, wB, "success", 3195, 200, AckApplied, true)
+		b.h.Faults = append(b.h.Faults, Fault{Kind: "worker-kill", Target: "go-1", Owner: wA, Start: at(100), End: at(2100)})
+		return b
+	}, map[string]int{CheckWorkerOverlap: 1, CheckOverlap: 1}},
+	CheckLostAfterAck: {func() *builder {
+		b := newBuilder()
+		b.remoteOK(1, 0, wA)
+		b.remoteOK(2, 10, wB)
+		b.h.Jobs[1].Status, b.h.Jobs[1].FinishedAt = StatusWaiting, nil
+		return b
+	}, map[string]int{CheckLostAfterAck: 1, CheckLost: 1}},
 	CheckMissingExecution: {func() *builder {
 		b := newBuilder()
 		b.job(1, 0, StatusSuccess, 2, 3000)
@@ -253,6 +281,7 @@ func TestNDJSONRoundTrip(t *testing.T) {
 		h.SlowRenewals = []SlowRenewal{{Owner: "replica-1.1", At: at(900)}}
 		h.Stalls = []Stall{{Owner: "replica-2.1", From: at(1000), To: at(1500)}}
 		h.Stopped = at(29000)
+		h.Renewals = append(h.Renewals, Renewal{Worker: wA, JobID: 1, Attempt: 1, LeaseUntil: at(2000)})
 		var buf bytes.Buffer
 		if err := WriteNDJSON(&buf, h); err != nil {
 			t.Fatal(err)
@@ -266,7 +295,8 @@ func TestNDJSONRoundTrip(t *testing.T) {
 		}
 		if got.Lease != h.Lease || got.RescueInterval != h.RescueInterval || !got.Start.Equal(h.Start) || !got.End.Equal(h.End) ||
 			len(got.Jobs) != len(h.Jobs) || len(got.Executions) != len(h.Executions) || len(got.Effects) != len(h.Effects) ||
-			len(got.Faults) != len(h.Faults) || len(got.Submits) != len(h.Submits) || len(got.Stalls) != 1 || len(got.SlowRenewals) != 1 || !got.Stopped.Equal(h.Stopped) {
+			len(got.Faults) != len(h.Faults) || len(got.Submits) != len(h.Submits) || len(got.Stalls) != 1 || len(got.SlowRenewals) != 1 || !got.Stopped.Equal(h.Stopped) ||
+			len(got.Acks) != len(h.Acks) || len(got.Renewals) != len(h.Renewals) {
 			t.Fatalf("%s: history differs after the round trip:\n%+v\n%+v", name, h, got)
 		}
 	}

@@ -1,0 +1,135 @@
+package apitype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The worker protocol's bodies (docs/workers.md): POST /v1/workers/fetch,
+// heartbeat, complete, log and progress, GET /v1/workers and
+// GET /v1/jobs/{id}/logs.
+
+// FetchRequest is the body of POST /v1/workers/fetch.
+type FetchRequest struct {
+	WorkerID string            `json:"worker_id"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Version  string            `json:"version,omitempty"`
+	JobTypes []string          `json:"job_types"`
+	MaxJobs  int               `json:"max_jobs"`
+	// WaitMs is how long to wait when nothing is due; nil means the
+	// default (20,000).
+	WaitMs *int `json:"wait_ms,omitempty"`
+}
+
+// FetchedJob is one job a fetch claimed for the worker.
+type FetchedJob struct {
+	ID          uint64          `json:"id"`
+	JobKey      string          `json:"job_key"`
+	JobType     string          `json:"job_type"`
+	Params      json.RawMessage `json:"params"`
+	Attempt     int             `json:"attempt"`
+	Priority    int             `json:"priority"`
+	RetryTimes  int             `json:"retry_times"`
+	MaxRetry    int             `json:"max_retry"`
+	TimeoutMs   int             `json:"timeout_ms"`
+	RunAt       time.Time       `json:"run_at"`
+	LeaseUntil  time.Time       `json:"lease_until"`
+	LeaseMs     int64           `json:"lease_ms"`
+	HeartbeatMs int64           `json:"heartbeat_ms"`
+	TaskToken   string          `json:"task_token"`
+}
+
+// FetchResponse is the answer of a fetch: the jobs it claimed (possibly none).
+type FetchResponse struct {
+	Jobs []FetchedJob `json:"jobs"`
+}
+
+// HeartbeatRequest is the body of POST /v1/workers/heartbeat.
+type HeartbeatRequest struct {
+	WorkerID   string   `json:"worker_id"`
+	TaskTokens []string `json:"task_tokens"`
+}
+
+// HeartbeatResult is the answer for one task token: State is "renewed",
+// "cancel_requested" or "lost"; LeaseUntil (database clock) is set unless lost.
+type HeartbeatResult struct {
+	JobID      uint64     `json:"job_id"`
+	Attempt    int        `json:"attempt"`
+	State      string     `json:"state"`
+	LeaseUntil *time.Time `json:"lease_until,omitempty"`
+}
+
+// HeartbeatResponse holds one result per task token, in request order.
+type HeartbeatResponse struct {
+	Results []HeartbeatResult `json:"results"`
+}
+
+// CompleteRequest is the body of POST /v1/workers/complete.
+type CompleteRequest struct {
+	TaskToken string          `json:"task_token"`
+	Outcome   string          `json:"outcome"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	// Retry, for a failure: nil means true.
+	Retry *bool `json:"retry,omitempty"`
+}
+
+// CompleteResponse is the answer of an applied completion.
+type CompleteResponse struct {
+	Result  string `json:"result"` // "applied"
+	JobID   uint64 `json:"job_id"`
+	Attempt int    `json:"attempt"`
+	Status  string `json:"status"`
+}
+
+// LogRequest is the body of POST /v1/workers/log.
+type LogRequest struct {
+	TaskToken string   `json:"task_token"`
+	Lines     []string `json:"lines"`
+}
+
+// ProgressRequest is the body of POST /v1/workers/progress.
+type ProgressRequest struct {
+	TaskToken string   `json:"task_token"`
+	Progress  *float64 `json:"progress"`
+	Message   string   `json:"message,omitempty"`
+}
+
+// RunAck is the answer of a log append or progress report.
+type RunAck struct {
+	Result  string `json:"result"` // "ok"
+	JobID   uint64 `json:"job_id"`
+	Attempt int    `json:"attempt"`
+}
+
+// Worker is one live worker (GET /v1/workers).
+type Worker struct {
+	WorkerID      string            `json:"worker_id"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Version       string            `json:"version,omitempty"`
+	JobTypes      []string          `json:"job_types,omitempty"`
+	LastFetch     *time.Time        `json:"last_fetch,omitempty"`
+	LastHeartbeat *time.Time        `json:"last_heartbeat,omitempty"`
+	RunsInFlight  int               `json:"runs_in_flight"`
+}
+
+// WorkerList is the body of GET /v1/workers.
+type WorkerList struct {
+	Workers []Worker `json:"workers"`
+}
+
+// LogLine is one line of an attempt's log.
+type LogLine struct {
+	Seq  int       `json:"seq"`
+	Line string    `json:"line"`
+	Time time.Time `json:"time"`
+}
+
+// LogPage is the body of GET /v1/jobs/{id}/logs: lines of one attempt
+// after the cursor `after`; NextAfter is the seq to ask after next.
+type LogPage struct {
+	JobID     uint64    `json:"job_id"`
+	Attempt   int       `json:"attempt"`
+	Lines     []LogLine `json:"lines"`
+	NextAfter int       `json:"next_after"`
+}

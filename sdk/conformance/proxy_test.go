@@ -1,0 +1,272 @@
+package conformance
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// call is one worker request seen by the proxy, with the replica's answer.
+type call struct {
+	Path    string
+	Body    []byte // the request body as the worker sent it
+	Status  int    // the replica's status
+	Answer  []byte
+	Dropped bool // the answer was computed by the replica and never delivered
+	At      time.Time
+}
+
+// token is what a fetch answer said about one task token.
+type token struct {
+	JobID    uint64
+	JobType  string
+	Attempt  int
+	WorkerID string
+}
+
+// proxy sits between the workers and the replica (net/http/httputil): it
+// records every request body and answer, learns which job and attempt each
+// task token names from the fetch answers, can drop the answer of the first
+// completion of a job type (a lost acknowledgement: the replica applied it,
+// the worker sees the connection close) and can fail one worker's heartbeats.
+type proxy struct {
+	rp  *httputil.ReverseProxy
+	srv *httptest.Server
+
+	mu             sync.Mutex
+	calls          []call
+	tokens         map[string]token
+	dropCompleteOf map[string]bool          // job types whose next applied completion answer is dropped
+	holdBeatsOf    map[string]chan struct{} // worker ids whose heartbeats wait until the channel is closed
+	fetching       map[*http.Request]fetchStart
+}
+
+// fetchStart is a fetch waiting at the replica.
+type fetchStart struct {
+	workerID string
+	at       time.Time
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{rp: httputil.NewSingleHostReverseProxy(u), tokens: map[string]token{},
+		dropCompleteOf: map[string]bool{}, holdBeatsOf: map[string]chan struct{}{}, fetching: map[*http.Request]fetchStart{}}
+	p.rp.ErrorLog = nil
+	p.rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		w.WriteHeader(http.StatusBadGateway)
+	}
+	p.srv = httptest.NewServer(p)
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// URL is the proxy's base URL, the workers' JOBQ_SERVER.
+func (p *proxy) URL() string { return p.srv.URL }
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	c := call{Path: r.URL.Path, Body: body, At: time.Now()}
+
+	if r.URL.Path == "/v1/workers/heartbeat" {
+		var hb struct {
+			WorkerID string `json:"worker_id"`
+		}
+		_ = json.Unmarshal(body, &hb)
+		p.mu.Lock()
+		hold := p.holdBeatsOf[hb.WorkerID]
+		p.mu.Unlock()
+		if hold != nil {
+			<-hold
+		}
+	}
+
+	if r.URL.Path == "/v1/workers/fetch" {
+		var fr struct {
+			WorkerID string `json:"worker_id"`
+		}
+		_ = json.Unmarshal(body, &fr)
+		p.mu.Lock()
+		p.fetching[r] = fetchStart{workerID: fr.WorkerID, at: c.At}
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			delete(p.fetching, r)
+			p.mu.Unlock()
+		}()
+	}
+
+	rec := httptest.NewRecorder()
+	p.rp.ServeHTTP(rec, r)
+	c.Status, c.Answer = rec.Code, rec.Body.Bytes()
+
+	switch r.URL.Path {
+	case "/v1/workers/fetch":
+		p.learnTokens(body, c.Answer)
+	case "/v1/workers/complete":
+		if c.Status == http.StatusOK {
+			tok := p.tokenOf(body)
+			p.mu.Lock()
+			if p.dropCompleteOf[tok.JobType] {
+				delete(p.dropCompleteOf, tok.JobType)
+				c.Dropped = true
+			}
+			p.mu.Unlock()
+		}
+	}
+	p.record(c)
+	if c.Dropped {
+		// The acknowledgement is lost: close the connection without an answer.
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.(*net.TCPConn).SetLinger(0)
+				_ = conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(c.Answer)
+}
+
+func (p *proxy) record(c call) {
+	p.mu.Lock()
+	p.calls = append(p.calls, c)
+	p.mu.Unlock()
+}
+
+func (p *proxy) learnTokens(request, answer []byte) {
+	var req struct {
+		WorkerID string `json:"worker_id"`
+	}
+	_ = json.Unmarshal(request, &req)
+	var fr struct {
+		Jobs []struct {
+			ID        uint64 `json:"id"`
+			JobType   string `json:"job_type"`
+			Attempt   int    `json:"attempt"`
+			TaskToken string `json:"task_token"`
+		} `json:"jobs"`
+	}
+	if json.Unmarshal(answer, &fr) != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, j := range fr.Jobs {
+		p.tokens[j.TaskToken] = token{JobID: j.ID, JobType: j.JobType, Attempt: j.Attempt, WorkerID: req.WorkerID}
+	}
+}
+
+// tokenOf says which job a request body's task_token names (zero if none).
+func (p *proxy) tokenOf(body []byte) token {
+	var b struct {
+		TaskToken string `json:"task_token"`
+	}
+	_ = json.Unmarshal(body, &b)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tokens[b.TaskToken]
+}
+
+// dropNextCompletion arms the lost acknowledgement for jobType.
+func (p *proxy) dropNextCompletion(jobType string) {
+	p.mu.Lock()
+	p.dropCompleteOf[jobType] = true
+	p.mu.Unlock()
+}
+
+// holdHeartbeats makes workerID's heartbeats wait at the proxy until the
+// returned function is called (also called at cleanup).
+func (p *proxy) holdHeartbeats(t *testing.T, workerID string) (release func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	p.holdBeatsOf[workerID] = ch
+	p.mu.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			p.mu.Lock()
+			delete(p.holdBeatsOf, workerID)
+			p.mu.Unlock()
+			close(ch)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// fetchWaiting is how long workerID's oldest fetch has been waiting at
+// the replica (0 when none is).
+func (p *proxy) fetchWaiting(workerID string) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var longest time.Duration
+	for _, f := range p.fetching {
+		if f.workerID == workerID {
+			longest = max(longest, time.Since(f.at))
+		}
+	}
+	return longest
+}
+
+// heartbeated reports whether a heartbeat carrying tok was answered 200:
+// the worker holds the job (it received the fetch answer).
+func (p *proxy) heartbeated(tok string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.calls {
+		if c.Path == "/v1/workers/heartbeat" && c.Status == http.StatusOK && strings.Contains(string(c.Body), `"`+tok+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
+// tokensOf returns the task tokens fetched for job id, by attempt.
+func (p *proxy) tokensOf(id uint64) map[int]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[int]string{}
+	for tok, tk := range p.tokens {
+		if tk.JobID == id {
+			out[tk.Attempt] = tok
+		}
+	}
+	return out
+}
+
+// completions returns the completion calls carrying task token tok, in
+// the order they arrived.
+func (p *proxy) completions(tok string) []call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []call
+	for _, c := range p.calls {
+		if c.Path == "/v1/workers/complete" && strings.Contains(string(c.Body), tok) {
+			var b struct {
+				TaskToken string `json:"task_token"`
+			}
+			if json.Unmarshal(c.Body, &b) == nil && b.TaskToken == tok {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+package io.github.jobq.worker;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import java.lang.System.Logger.Level;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * What a handler gets: the job, its cancellation state, and the attempt's log and progress.
+ *
+ * <p>The job is cancelled when its cancel is requested, its lease is lost, or the worker's shutdown
+ * timeout runs out: {@link #isCancelled()} turns true and the handler's thread is interrupted, so
+ * blocking calls throw {@link InterruptedException}.
+ */
+public final class JobContext {
+  private static final System.Logger LOG = System.getLogger("jobq.worker");
+  private final JsonObject job;
+  private final String token;
+  private final Client client;
+  private volatile String cancelReason;
+  private Thread thread; // the handler's thread while it runs; guarded by this
+
+  JobContext(JsonObject job, Client client) {
+    this.job = job;
+    this.token = job.get("task_token").getAsString();
+    this.client = client;
+  }
+
+  /** The job as the replica handed it out (without its task token). */
+  public JsonObject job() {
+    JsonObject copy = job.deepCopy();
+    copy.remove("task_token");
+    return copy;
+  }
+
+  public long id() {
+    return job.get("id").getAsLong();
+  }
+
+  public String jobKey() {
+    return job.has("job_key") ? job.get("job_key").getAsString() : "";
+  }
+
+  public String jobType() {
+    return job.get("job_type").getAsString();
+  }
+
+  public int attempt() {
+    return job.has("attempt") ? job.get("attempt").getAsInt() : 0;
+  }
+
+  /** The job's params; an empty object when it has none. */
+  public JsonObject params() {
+    JsonElement p = job.get("params");
+    return p != null && p.isJsonObject() ? p.getAsJsonObject() : new JsonObject();
+  }
+
+  /** The job's params decoded into {@code type} with Gson. */
+  public <T> T params(Class<T> type) {
+    return Client.gson().fromJson(params(), type);
+  }
+
+  public boolean isCancelled() {
+    return cancelReason != null;
+  }
+
+  /** Why the work must stop: "cancel_requested", "lost" or "shutdown"; null while it may go on. */
+  public String cancelReason() {
+    return cancelReason;
+  }
+
+  public void throwIfCancelled() throws CancelledException {
+    String reason = cancelReason;
+    if (reason != null) throw new CancelledException(reason);
+  }
+
+  /** Sleeps for {@code d}, throwing {@link CancelledException} as soon as the job is cancelled. */
+  public void sleep(Duration d) throws CancelledException {
+    try {
+      Thread.sleep(d.toMillis());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    throwIfCancelled();
+    if (Thread.currentThread().isInterrupted()) throw new CancelledException("interrupted");
+  }
+
+  /** Appends lines to this attempt's log; a log that cannot be written is logged, not thrown. */
+  public void log(String... lines) {
+    List<String> split = new ArrayList<>();
+    for (String line : lines) split.addAll(List.of(String.valueOf(line).split("\n", -1)));
+    if (split.isEmpty()) return;
+    try {
+      client.appendLog(token, split);
+    } catch (ApiException | TransportException e) {
+      LOG.log(Level.WARNING, "job {0} attempt {1}: log not written: {2}", id(), attempt(), e.getMessage());
+    }
+  }
+
+  /** Reports this attempt's progress (0–1) and a message; the replica keeps the last report. */
+  public void progress(double progress, String message) {
+    try {
+      client.reportProgress(token, progress, message);
+    } catch (ApiException | TransportException e) {
+      LOG.log(Level.WARNING, "job {0} attempt {1}: progress not written: {2}", id(), attempt(), e.getMessage());
+    }
+  }
+
+  @Override
+  public String toString() { // never shows the task token
+    return "JobContext[id=" + id() + ", jobType=" + jobType() + ", attempt=" + attempt() + "]";
+  }
+
+  String token() {
+    return token;
+  }
+
+  synchronized void enter(Thread t) {
+    thread = t;
+    if (cancelReason != null) t.interrupt();
+  }
+
+  /** Clears the handler's thread and any interrupt meant for it, so the pool thread is clean. */
+  synchronized void leave() {
+    thread = null;
+    Thread.interrupted();
+  }
+
+  synchronized void cancel(String reason) {
+    if (cancelReason != null) return;
+    cancelReason = reason;
+    if (thread != null) thread.interrupt();
+  }
+}

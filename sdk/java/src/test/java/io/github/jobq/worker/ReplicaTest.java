@@ -1,0 +1,116 @@
+package io.github.jobq.worker;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.google.gson.JsonObject;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The library against a real replica: JOBQ_SERVER names one started with --remote-type sdk-test
+ * (JOBQ_TEST_TYPE overrides the type) and no credentials. Skipped when JOBQ_SERVER is unset.
+ */
+class ReplicaTest {
+  private static final String SERVER = System.getenv().getOrDefault("JOBQ_SERVER", "");
+  private static final String TYPE = System.getenv().getOrDefault("JOBQ_TEST_TYPE", "sdk-test");
+  private static final Set<String> TERMINAL = Set.of("SUCCESS", "FAILED", "CANCELED");
+  private Client client;
+  private Worker worker;
+  private final CountDownLatch started = new CountDownLatch(1);
+
+  @BeforeEach
+  void setUp() {
+    Assumptions.assumeTrue(!SERVER.isEmpty(),
+        "JOBQ_SERVER is unset: start a replica with --remote-type sdk-test and set JOBQ_SERVER to its URL");
+    client = new Client(SERVER, null);
+    worker = Worker.builder(SERVER).workerId("java-test-" + UUID.randomUUID().toString().substring(0, 8))
+        .concurrency(4).shutdownTimeout(Duration.ofSeconds(2)).waitMs(1_000)
+        .handler(TYPE, this::handle).build();
+  }
+
+  private Object handle(JobContext ctx) throws Exception {
+    started.countDown();
+    JsonObject p = ctx.params();
+    switch (p.get("action").getAsString()) {
+      case "succeed":
+        ctx.log("line one", "line two");
+        ctx.progress(0.5, "half way");
+        return p.get("output");
+      case "fail":
+        throw new JobFailedException(p.get("error").getAsString(), false);
+      default:
+        ctx.sleep(Duration.ofSeconds(30));
+        return Map.of("never", true);
+    }
+  }
+
+  private JsonObject submit(Map<String, Object> params) throws Exception {
+    return client.submit(TYPE, params, Client.SubmitOptions.defaults().withMaxRetry(0));
+  }
+
+  /** Polls the API: the replica offers no push for a job's status over HTTP. */
+  private JsonObject waitStatus(long id, Set<String> statuses) throws Exception {
+    long end = System.currentTimeMillis() + 30_000;
+    JsonObject got = null;
+    while (System.currentTimeMillis() < end) {
+      got = client.getJob(id);
+      if (statuses.contains(got.get("status").getAsString())) return got;
+      Thread.sleep(50);
+    }
+    return fail("job " + id + " did not reach " + statuses + ": " + got);
+  }
+
+  @Test
+  void successFailureAndSubmit() throws Exception {
+    long ok = submit(Map.of("action", "succeed", "output", Map.of("ip", "10.0.0.7"))).get("id").getAsLong();
+    long bad = submit(Map.of("action", "fail", "error", "quota exceeded")).get("id").getAsLong();
+    try (Worker w = worker) {
+      w.start();
+      assertEquals("SUCCESS", waitStatus(ok, TERMINAL).get("status").getAsString());
+      JsonObject failed = waitStatus(bad, TERMINAL);
+      assertEquals("FAILED", failed.get("status").getAsString());
+      assertTrue(failed.get("last_error").getAsString().contains("quota exceeded"));
+    }
+  }
+
+  @Test
+  void cancelReachesARunningJob() throws Exception {
+    long id = submit(Map.of("action", "block")).get("id").getAsLong();
+    try (Worker w = worker) {
+      w.start();
+      assertTrue(started.await(10, TimeUnit.SECONDS));
+      client.cancelJob(id);
+      assertEquals("CANCELED", waitStatus(id, TERMINAL).get("status").getAsString());
+    }
+  }
+
+  @Test
+  void shutdownReleasesRunningWork() throws Exception {
+    long id = submit(Map.of("action", "block")).get("id").getAsLong();
+    worker.start();
+    assertTrue(started.await(10, TimeUnit.SECONDS));
+    worker.stop(Duration.ofMillis(200));
+    JsonObject got = client.getJob(id);
+    assertEquals("WAITING", got.get("status").getAsString());
+    assertEquals(0, got.get("retry_times").getAsInt());
+    client.cancelJob(id);
+  }
+
+  @Test
+  void badSubmitNamesTheField() {
+    ApiException e = assertThrows(ApiException.class,
+        () -> client.submit(TYPE, Map.of(), Client.SubmitOptions.defaults().withPriority(5000)));
+    assertEquals(400, e.status());
+    assertEquals("priority", e.field());
+  }
+}

@@ -1,0 +1,185 @@
+package io.github.jobq.worker;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** The worker's protocol rules (docs/workers.md, "What a worker library does") against a scripted stub. */
+class WorkerRulesTest {
+  private static final String COMPLETE = "/v1/workers/complete";
+  private Stub stub;
+
+  @BeforeEach
+  void setUp() throws Exception {
+    stub = new Stub();
+  }
+
+  @AfterEach
+  void tearDown() {
+    stub.close();
+  }
+
+  private Worker worker(JobHandler h, int concurrency, Duration shutdown) {
+    return Worker.builder(stub.url()).workerId("test-1").concurrency(concurrency)
+        .shutdownTimeout(shutdown).waitMs(100).handler("t", h).build();
+  }
+
+  private void serve(String... jobs) {
+    Stub.Answer[] list = new Stub.Answer[jobs.length + 1];
+    for (int i = 0; i < jobs.length; i++) list[i] = Stub.jobs(jobs[i]);
+    list[jobs.length] = Stub.idle();
+    stub.script("/v1/workers/fetch", list);
+  }
+
+  private static JsonObject json(String s) {
+    return JsonParser.parseString(s).getAsJsonObject();
+  }
+
+  @Test
+  void completionIsRetriedWithTheSameBodyUntilApplied() throws Exception {
+    serve(Stub.job(1, 10_000));
+    Stub.Answer unavailable = Stub.of(503, "{\"error\":{\"code\":\"unavailable\",\"message\":\"db\"}}");
+    stub.script(COMPLETE, unavailable, unavailable,
+        Stub.of(200, "{\"result\":\"applied\",\"job_id\":1,\"attempt\":1,\"status\":\"SUCCESS\"}"));
+    try (Worker w = worker(ctx -> Map.of("ip", "10.0.0.7"), 2, Duration.ofSeconds(5))) {
+      w.start();
+      assertTrue(stub.waitFor(Stub.count(COMPLETE, 3), 10_000));
+    }
+    JsonObject want = json("{\"task_token\":\"jqt1.1.1.secret\",\"outcome\":\"success\",\"output\":{\"ip\":\"10.0.0.7\"}}");
+    assertEquals(List.of(want, want, want), stub.bodies(COMPLETE));
+  }
+
+  @Test
+  void staleEndsTheRetries() throws Exception {
+    serve(Stub.job(2, 10_000));
+    stub.script(COMPLETE, Stub.of(409, "{\"error\":{\"code\":\"stale\",\"field\":\"task_token\",\"message\":\"stale\"}}"));
+    try (Worker w = worker(ctx -> {
+      throw new JobFailedException("boom", false);
+    }, 2, Duration.ofSeconds(5))) {
+      w.start();
+      assertTrue(stub.waitFor(Stub.count(COMPLETE, 1), 10_000));
+    }
+    assertEquals(List.of(json("{\"task_token\":\"jqt1.2.1.secret\",\"outcome\":\"failure\",\"error\":\"boom\",\"retry\":false}")),
+        stub.bodies(COMPLETE));
+  }
+
+  @Test
+  void refusedOutputIsReportedAsAFailure() throws Exception {
+    serve(Stub.job(3, 10_000));
+    String msg = "output: must be at most 65536 bytes, got 70000";
+    stub.script(COMPLETE, Stub.of(413, "{\"error\":{\"code\":\"too_large\",\"field\":\"output\",\"message\":\"" + msg + "\"}}"),
+        Stub.of(200, "{\"result\":\"applied\",\"job_id\":3,\"attempt\":1,\"status\":\"SCHEDULED\"}"));
+    try (Worker w = worker(ctx -> Map.of("data", "x".repeat(70_000)), 2, Duration.ofSeconds(5))) {
+      w.start();
+      assertTrue(stub.waitFor(Stub.count(COMPLETE, 2), 10_000));
+    }
+    assertEquals(json("{\"task_token\":\"jqt1.3.1.secret\",\"outcome\":\"failure\",\"error\":\"" + msg + "\"}"),
+        stub.bodies(COMPLETE).get(1));
+  }
+
+  @Test
+  void cancelRequestedInterruptsTheWork() throws Exception {
+    serve(Stub.job(4, 50));
+    stub.script("/v1/workers/heartbeat", Stub.of(200, "{\"results\":[{\"job_id\":4,\"attempt\":1,\"state\":\"cancel_requested\"}]}"));
+    List<String> reasons = new CopyOnWriteArrayList<>();
+    try (Worker w = worker(ctx -> {
+      try {
+        Thread.sleep(10_000);
+      } catch (InterruptedException e) {
+        reasons.add(ctx.cancelReason());
+      }
+      ctx.throwIfCancelled();
+      return null;
+    }, 2, Duration.ofSeconds(5))) {
+      w.start();
+      assertTrue(stub.waitFor(Stub.count(COMPLETE, 1), 10_000));
+    }
+    assertEquals(List.of("cancel_requested"), reasons);
+    assertEquals(List.of(json("{\"task_token\":\"jqt1.4.1.secret\",\"outcome\":\"failure\",\"error\":\"canceled\",\"retry\":true}")),
+        stub.bodies(COMPLETE));
+  }
+
+  @Test
+  void lostLeaseCancelsAndNeverCompletes() throws Exception {
+    serve(Stub.job(5, 50));
+    stub.script("/v1/workers/heartbeat", Stub.of(200, "{\"results\":[{\"job_id\":5,\"attempt\":1,\"state\":\"lost\"}]}"));
+    CountDownLatch ended = new CountDownLatch(1);
+    List<String> reasons = new CopyOnWriteArrayList<>();
+    try (Worker w = worker(ctx -> {
+      while (!ctx.isCancelled()) {
+        try {
+          Thread.sleep(10_000);
+        } catch (InterruptedException e) {
+          // checked by the loop
+        }
+      }
+      reasons.add(ctx.cancelReason());
+      ended.countDown();
+      return Map.of("late", true);
+    }, 2, Duration.ofSeconds(5))) {
+      w.start();
+      assertTrue(ended.await(10, TimeUnit.SECONDS));
+    }
+    assertEquals(List.of("lost"), reasons);
+    assertEquals(List.of(), stub.bodies(COMPLETE));
+  }
+
+  @Test
+  void fetchAsksForFreeSlotsOnly() throws Exception {
+    serve(Stub.job(6, 10_000));
+    CountDownLatch release = new CountDownLatch(1);
+    try (Worker w = worker(ctx -> {
+      release.await();
+      return null;
+    }, 2, Duration.ofSeconds(5))) {
+      w.start();
+      assertTrue(stub.waitFor(Stub.count("/v1/workers/fetch", 3), 10_000));
+      List<JsonObject> fetches = stub.bodies("/v1/workers/fetch");
+      assertEquals(2, fetches.get(0).get("max_jobs").getAsInt());
+      assertEquals(Set.of(1), fetches.subList(1, fetches.size()).stream()
+          .map(f -> f.get("max_jobs").getAsInt()).collect(Collectors.toSet()));
+      assertEquals("test-1", fetches.get(0).get("worker_id").getAsString());
+      release.countDown();
+    }
+  }
+
+  @Test
+  void shutdownReleasesUnfinishedWork() throws Exception {
+    serve(Stub.job(7, 10_000), Stub.job(8, 10_000));
+    CountDownLatch started = new CountDownLatch(2);
+    Worker w = worker(ctx -> {
+      started.countDown();
+      if (ctx.id() == 7) return Map.of("quick", true);
+      while (!ctx.isCancelled()) {
+        try {
+          Thread.sleep(10_000);
+        } catch (InterruptedException e) {
+          // checked by the loop
+        }
+      }
+      throw new CancelledException(ctx.cancelReason());
+    }, 2, Duration.ofMillis(300));
+    w.start();
+    assertTrue(started.await(10, TimeUnit.SECONDS));
+    w.stop();
+    Map<String, JsonObject> byToken = stub.bodies(COMPLETE).stream()
+        .collect(Collectors.toMap(b -> b.get("task_token").getAsString(), b -> b));
+    assertEquals("success", byToken.get("jqt1.7.1.secret").get("outcome").getAsString());
+    assertEquals(json("{\"task_token\":\"jqt1.8.1.secret\",\"outcome\":\"release\",\"error\":\"worker shutting down\"}"),
+        byToken.get("jqt1.8.1.secret"));
+    assertEquals(2, stub.bodies(COMPLETE).size());
+  }
+}

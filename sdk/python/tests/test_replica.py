@@ -1,0 +1,88 @@
+"""The library against a real replica: JOBQ_SERVER names one started with --remote-type sdk-test
+(JOBQ_TEST_TYPE overrides the type) and no credentials. Skipped when JOBQ_SERVER is unset."""
+
+import threading
+import time
+import unittest
+import uuid
+
+from _support import NO_SERVER, SERVER, TEST_TYPE
+
+from jobq import APIError, Client, JobContext, JobFailed, Worker
+
+TERMINAL = {"SUCCESS", "FAILED", "CANCELED"}
+
+
+@unittest.skipUnless(SERVER, NO_SERVER)
+class ReplicaTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.client = Client(SERVER)
+        self.worker = Worker(SERVER, worker_id=f"py-test-{uuid.uuid4().hex[:8]}", concurrency=4,
+                             shutdown_timeout=2.0, wait_ms=1000)
+        self.started = threading.Event()
+        self.worker.register(TEST_TYPE, self.handle)
+
+    def handle(self, ctx: JobContext):
+        p = ctx.params
+        self.started.set()
+        if p.get("action") == "succeed":
+            ctx.log("line one", "line two")
+            ctx.progress(0.5, "half way")
+            return p.get("output")
+        if p.get("action") == "fail":
+            raise JobFailed(p["error"], retry=False)
+        ctx.cancelled.wait(30)
+        ctx.raise_if_cancelled()
+        return {"never": True}
+
+    def submit(self, **params):
+        return self.client.submit(TEST_TYPE, params, max_retry=0)
+
+    def wait_status(self, job_id: int, statuses=TERMINAL, timeout: float = 30.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            got = self.client.get_job(job_id)
+            if got["status"] in statuses:
+                return got
+            time.sleep(0.05)  # polling the API: the replica offers no push for a job's status over HTTP
+        self.fail(f"job {job_id} did not reach {statuses}: {got}")
+
+    def test_success_failure_and_submit(self) -> None:
+        ok = self.submit(action="succeed", output={"ip": "10.0.0.7"})
+        bad = self.submit(action="fail", error="quota exceeded")
+        self.worker.start()
+        self.addCleanup(self.worker.stop)
+        done = self.wait_status(ok["id"])
+        self.assertEqual(done["status"], "SUCCESS")
+        failed = self.wait_status(bad["id"])
+        self.assertEqual(failed["status"], "FAILED")
+        self.assertIn("quota exceeded", failed["last_error"])
+
+    def test_cancel_reaches_a_running_job(self) -> None:
+        job = self.submit(action="block")
+        self.worker.start()
+        self.addCleanup(self.worker.stop)
+        self.wait_status(job["id"], {"RUNNING"})
+        self.assertTrue(self.started.wait(10))
+        self.client.cancel_job(job["id"])
+        self.assertEqual(self.wait_status(job["id"])["status"], "CANCELED")
+
+    def test_shutdown_releases_running_work(self) -> None:
+        job = self.submit(action="block")
+        self.worker.start()
+        self.wait_status(job["id"], {"RUNNING"})
+        self.assertTrue(self.started.wait(10))
+        self.worker.stop(timeout=0.2)
+        got = self.client.get_job(job["id"])
+        self.assertEqual(got["status"], "WAITING")
+        self.assertEqual(got["retry_times"], 0)
+        self.client.cancel_job(job["id"])
+
+    def test_bad_submit_names_the_field(self) -> None:
+        with self.assertRaises(APIError) as err:
+            self.client.submit(TEST_TYPE, {}, priority=5000)
+        self.assertEqual((err.exception.status, err.exception.field), (400, "priority"))
+
+
+if __name__ == "__main__":
+    unittest.main()

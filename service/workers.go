@@ -1,0 +1,489 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/scheduler"
+)
+
+// Limits of the worker protocol (docs/workers.md). Each is enforced at the
+// edge with a 4xx naming the field.
+const (
+	MaxWorkerIDRunes    = 128
+	MaxWorkerLabels     = 16
+	MaxLabelKeyRunes    = 64
+	MaxLabelValueRunes  = 256
+	MaxWorkerVersion    = 64
+	MaxFetchTypes       = 64
+	MaxFetchJobs        = 1000
+	MaxFetchWaitMs      = 60000
+	FetchWaitMsDefault  = 20000
+	MaxHeartbeatTokens  = 1000
+	MaxCompleteErrRunes = 2048
+	MaxLogLinesPerCall  = 1000
+	MaxLogPage          = 1000
+)
+
+// Conflict is a worker request the job's state refuses (HTTP 409): Code is
+// "stale" (the token's attempt no longer holds the job) or "conflict" (a
+// different outcome was applied). Nothing changed.
+type Conflict struct {
+	Code  string
+	Field string
+	Rule  string
+}
+
+func (e *Conflict) Error() string { return e.Field + ": " + e.Rule }
+
+// TooLarge is a request field over its size limit (HTTP 413). Nothing changed.
+type TooLarge struct {
+	Field string
+	Rule  string
+}
+
+func (e *TooLarge) Error() string { return e.Field + ": " + e.Rule }
+
+// ErrNoWorkers is returned by the worker calls on a replica that runs no
+// remote job type (HTTP 404 on its worker routes would hide the cause).
+var ErrNoWorkers = &ValidationError{Field: "job_types", Rule: "this replica has no remote job type (jobq serve --remote-type)"}
+
+// Workers serves the worker protocol: it checks each request (fields,
+// limits, the caller's scope) and runs it on the scheduler's remote
+// executor. Transports only translate.
+type Workers struct {
+	remote *scheduler.Remote
+	svc    *Service
+}
+
+// NewWorkers returns the worker protocol over remote (nil: no remote job
+// type on this replica; every call answers ErrNoWorkers) and svc (reads).
+func NewWorkers(remote *scheduler.Remote, svc *Service) *Workers {
+	return &Workers{remote: remote, svc: svc}
+}
+
+// decodeStrict decodes body, exactly one JSON object with only the fields
+// of v, into v; errors are *ValidationError naming the field (rules say
+// what each must be) or "body".
+func decodeStrict(body []byte, v any, rules map[string]string) error {
+	if !utf8.Valid(body) {
+		return invalid("body", "must be valid UTF-8")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return invalid("body", "is empty; must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &ute) && ute.Field != "":
+			field := ute.Field
+			if i := strings.IndexByte(field, '.'); i >= 0 {
+				field = field[:i]
+			}
+			rule := rules[field]
+			if rule == "" {
+				rule = "has the wrong JSON type"
+			}
+			return invalid(field, "%s, got %s", rule, ute.Value)
+		case errors.As(err, &ute):
+			return invalid("body", "must be a JSON object, got %s", ute.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return invalid(fieldName(name), "unknown field")
+		default:
+			return invalid("body", "%s", jsonRule(body, err))
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalid("body", "must hold exactly one JSON object and nothing after it")
+	}
+	return nil
+}
+
+var fetchRules = map[string]string{
+	"worker_id": "must be a JSON string", "labels": "must be a JSON object of strings", "version": "must be a JSON string",
+	"job_types": "must be a JSON array of strings", "max_jobs": "must be a JSON integer", "wait_ms": "must be a JSON integer",
+}
+
+// DecodeFetch parses a fetch body strictly (see decodeStrict).
+func DecodeFetch(body []byte) (apitype.FetchRequest, error) {
+	var r apitype.FetchRequest
+	return r, decodeStrict(body, &r, fetchRules)
+}
+
+var heartbeatRules = map[string]string{"worker_id": "must be a JSON string", "task_tokens": "must be a JSON array of strings"}
+
+// DecodeHeartbeat parses a heartbeat body strictly.
+func DecodeHeartbeat(body []byte) (apitype.HeartbeatRequest, error) {
+	var r apitype.HeartbeatRequest
+	return r, decodeStrict(body, &r, heartbeatRules)
+}
+
+var completeRules = map[string]string{"task_token": "must be a JSON string", "outcome": "must be a JSON string",
+	"output": "must be a JSON value", "error": "must be a JSON string", "retry": "must be a JSON boolean"}
+
+// DecodeComplete parses a completion body strictly.
+func DecodeComplete(body []byte) (apitype.CompleteRequest, error) {
+	var r apitype.CompleteRequest
+	return r, decodeStrict(body, &r, completeRules)
+}
+
+var logRules = map[string]string{"task_token": "must be a JSON string", "lines": "must be a JSON array of strings"}
+
+// DecodeLog parses a log body strictly.
+func DecodeLog(body []byte) (apitype.LogRequest, error) {
+	var r apitype.LogRequest
+	return r, decodeStrict(body, &r, logRules)
+}
+
+var progressRules = map[string]string{"task_token": "must be a JSON string", "progress": "must be a JSON number in [0, 1]",
+	"message": "must be a JSON string"}
+
+// DecodeProgress parses a progress body strictly.
+func DecodeProgress(body []byte) (apitype.ProgressRequest, error) {
+	var r apitype.ProgressRequest
+	return r, decodeStrict(body, &r, progressRules)
+}
+
+// workerAllow is the job-type check of the caller: any remote type for an
+// admin, the token's types for a worker.
+func (w *Workers) workerAllow(ctx context.Context) func(string) bool {
+	c := CallerFrom(ctx)
+	return func(t string) bool {
+		if !w.remote.IsRemote(t) {
+			return false
+		}
+		return c.Worker == nil || w.svc.scopeAllows(*c.Worker, t)
+	}
+}
+
+func checkWorkerID(id string) error {
+	if id == "" || utf8.RuneCountInString(id) > MaxWorkerIDRunes {
+		return invalid("worker_id", "must be 1–%d characters", MaxWorkerIDRunes)
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f {
+			return invalid("worker_id", "must not hold control characters")
+		}
+	}
+	return nil
+}
+
+// Fetch checks req and claims due jobs for the worker, waiting up to
+// wait_ms for one (scheduler.Remote.Fetch). release gives the jobs back
+// (WAITING, no retry spent) and must be called when the answer could not be
+// delivered.
+func (w *Workers) Fetch(ctx context.Context, req apitype.FetchRequest) (resp apitype.FetchResponse, release func(), err error) {
+	resp.Jobs = []apitype.FetchedJob{}
+	release = func() {}
+	if w.remote == nil {
+		return resp, release, ErrNoWorkers
+	}
+	if err := checkWorkerID(req.WorkerID); err != nil {
+		return resp, release, err
+	}
+	if len(req.Labels) > MaxWorkerLabels {
+		return resp, release, invalid("labels", "at most %d pairs, got %d", MaxWorkerLabels, len(req.Labels))
+	}
+	for k, v := range req.Labels {
+		if k == "" || utf8.RuneCountInString(k) > MaxLabelKeyRunes {
+			return resp, release, invalid("labels", "keys must be 1–%d characters", MaxLabelKeyRunes)
+		}
+		if utf8.RuneCountInString(v) > MaxLabelValueRunes {
+			return resp, release, invalid("labels", "values must be at most %d characters (key %q)", MaxLabelValueRunes, k)
+		}
+	}
+	if utf8.RuneCountInString(req.Version) > MaxWorkerVersion {
+		return resp, release, invalid("version", "must be at most %d characters", MaxWorkerVersion)
+	}
+	if len(req.JobTypes) == 0 || len(req.JobTypes) > MaxFetchTypes {
+		return resp, release, invalid("job_types", "must hold 1–%d job types, got %d", MaxFetchTypes, len(req.JobTypes))
+	}
+	allow := w.workerAllow(ctx)
+	seen := map[string]bool{}
+	types := make([]string, 0, len(req.JobTypes))
+	for _, t := range req.JobTypes {
+		if !w.remote.IsRemote(t) {
+			return resp, release, invalid("job_types", "%q is not a remote job type (the remote types are %s)", t, strings.Join(w.remote.Types(), ", "))
+		}
+		if !allow(t) {
+			return resp, release, &Forbidden{Field: "job_types", Rule: fmt.Sprintf("%q is outside this worker token's scope (%s)", t, CallerFrom(ctx).Worker.String())}
+		}
+		if !seen[t] {
+			seen[t] = true
+			types = append(types, t)
+		}
+	}
+	if req.MaxJobs < 1 || req.MaxJobs > MaxFetchJobs {
+		return resp, release, invalid("max_jobs", "must be in [1, %d], got %d", MaxFetchJobs, req.MaxJobs)
+	}
+	wait := FetchWaitMsDefault
+	if req.WaitMs != nil {
+		wait = *req.WaitMs
+	}
+	if wait < 0 || wait > MaxFetchWaitMs {
+		return resp, release, invalid("wait_ms", "must be in [0, %d], got %d", MaxFetchWaitMs, wait)
+	}
+	jobs, err := w.remote.Fetch(ctx, scheduler.FetchParams{WorkerID: req.WorkerID, Labels: req.Labels, Version: req.Version,
+		Types: types, MaxJobs: req.MaxJobs, Wait: time.Duration(wait) * time.Millisecond})
+	if err != nil {
+		return resp, release, err
+	}
+	for _, j := range jobs {
+		resp.Jobs = append(resp.Jobs, apitype.FetchedJob{
+			ID: j.ID, JobKey: j.JobKey, JobType: j.JobType, Params: j.Params, Attempt: j.Attempt, Priority: j.Priority,
+			RetryTimes: j.RetryTimes, MaxRetry: j.MaxRetry, TimeoutMs: j.TimeoutMs, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil,
+			LeaseMs: j.Lease.Milliseconds(), HeartbeatMs: j.Heartbeat.Milliseconds(), TaskToken: j.TaskToken,
+		})
+	}
+	return resp, func() { w.remote.Release(jobs) }, nil
+}
+
+// Heartbeat checks req and renews its tokens' leases in one statement.
+func (w *Workers) Heartbeat(ctx context.Context, req apitype.HeartbeatRequest) (apitype.HeartbeatResponse, error) {
+	resp := apitype.HeartbeatResponse{Results: []apitype.HeartbeatResult{}}
+	if w.remote == nil {
+		return resp, ErrNoWorkers
+	}
+	if err := checkWorkerID(req.WorkerID); err != nil {
+		return resp, err
+	}
+	if len(req.TaskTokens) == 0 || len(req.TaskTokens) > MaxHeartbeatTokens {
+		return resp, invalid("task_tokens", "must hold 1–%d task tokens, got %d", MaxHeartbeatTokens, len(req.TaskTokens))
+	}
+	res, err := w.remote.Heartbeat(ctx, req.WorkerID, req.TaskTokens, w.workerAllow(ctx))
+	if err != nil {
+		return resp, err
+	}
+	for _, r := range res {
+		resp.Results = append(resp.Results, apitype.HeartbeatResult{JobID: r.JobID, Attempt: r.Attempt, State: string(r.State), LeaseUntil: r.LeaseUntil})
+	}
+	return resp, nil
+}
+
+// checkTaskToken checks a task token's form (400 naming task_token).
+func checkTaskToken(t string) error {
+	if t == "" {
+		return invalid("task_token", "is required")
+	}
+	if _, err := scheduler.ParseTaskToken(t); err != nil {
+		return invalid("task_token", "%s", strings.TrimPrefix(err.Error(), scheduler.ErrTokenMalformed.Error()+": "))
+	}
+	return nil
+}
+
+// Complete checks req and writes the worker's outcome (see
+// scheduler.Remote.Complete): applied, or *Conflict (stale, conflict),
+// *Forbidden, *TooLarge, *ValidationError.
+func (w *Workers) Complete(ctx context.Context, req apitype.CompleteRequest) (apitype.CompleteResponse, error) {
+	var resp apitype.CompleteResponse
+	if w.remote == nil {
+		return resp, ErrNoWorkers
+	}
+	if err := checkTaskToken(req.TaskToken); err != nil {
+		return resp, err
+	}
+	p := scheduler.CompleteParams{TaskToken: req.TaskToken, Outcome: req.Outcome, Allow: w.workerAllow(ctx)}
+	switch req.Outcome {
+	case scheduler.CompleteSuccess:
+		if req.Error != "" {
+			return resp, invalid("error", "is for a failure or a release, not a success")
+		}
+		if req.Retry != nil {
+			return resp, invalid("retry", "is for a failure only")
+		}
+		if len(req.Output) > 0 {
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, req.Output); err != nil {
+				return resp, invalid("output", "must be a JSON value")
+			}
+			if compact.Len() > jobq.MaxOutputBytes {
+				return resp, &TooLarge{Field: "output", Rule: fmt.Sprintf("must be at most %d bytes of JSON, got %d", jobq.MaxOutputBytes, compact.Len())}
+			}
+			if !bytes.Equal(compact.Bytes(), []byte("null")) {
+				p.Output = json.RawMessage(compact.Bytes())
+			}
+		}
+	case scheduler.CompleteFailure, scheduler.CompleteRelease:
+		if len(req.Output) > 0 {
+			return resp, invalid("output", "is for a success only")
+		}
+		if req.Outcome == scheduler.CompleteRelease && req.Retry != nil {
+			return resp, invalid("retry", "is for a failure only")
+		}
+		p.Error = jobq.SanitizeText(req.Error, MaxCompleteErrRunes)
+		p.Retry = req.Retry == nil || *req.Retry
+	case "":
+		return resp, invalid("outcome", "is required: success, failure or release")
+	default:
+		return resp, invalid("outcome", "must be success, failure or release, got %q", req.Outcome)
+	}
+	res, err := w.remote.Complete(ctx, p)
+	if err != nil {
+		return resp, workerError(err)
+	}
+	return apitype.CompleteResponse{Result: "applied", JobID: res.JobID, Attempt: res.Attempt, Status: string(res.Status)}, nil
+}
+
+// workerError maps the remote executor's refusals to the service's errors.
+func workerError(err error) error {
+	switch {
+	case errors.Is(err, scheduler.ErrTokenStale):
+		return &Conflict{Code: "stale", Field: "task_token", Rule: "this attempt no longer holds the job; nothing changed"}
+	case errors.Is(err, scheduler.ErrOutcomeConflict):
+		return &Conflict{Code: "conflict", Field: "outcome", Rule: "a different outcome was already applied for this attempt; nothing changed"}
+	case errors.Is(err, scheduler.ErrTokenForbidden):
+		return &Forbidden{Field: "task_token", Rule: "the task token is not accepted (wrong secret, or its job type is outside this worker token's scope); nothing changed"}
+	case errors.Is(err, scheduler.ErrTokenMalformed):
+		return invalid("task_token", "%s", err.Error())
+	case errors.Is(err, scheduler.ErrLogFull):
+		return &TooLarge{Field: "lines", Rule: fmt.Sprintf("the attempt's log would pass %d bytes; nothing appended", jobq.MaxLogBytes)}
+	}
+	return err
+}
+
+// AppendLog checks req and appends its lines to the attempt's log.
+func (w *Workers) AppendLog(ctx context.Context, req apitype.LogRequest) (apitype.RunAck, error) {
+	if w.remote == nil {
+		return apitype.RunAck{}, ErrNoWorkers
+	}
+	if err := checkTaskToken(req.TaskToken); err != nil {
+		return apitype.RunAck{}, err
+	}
+	if len(req.Lines) == 0 || len(req.Lines) > MaxLogLinesPerCall {
+		return apitype.RunAck{}, invalid("lines", "must hold 1–%d lines, got %d", MaxLogLinesPerCall, len(req.Lines))
+	}
+	total := 0
+	for i, l := range req.Lines {
+		if len(l) > jobq.MaxLogLineBytes {
+			return apitype.RunAck{}, &TooLarge{Field: "lines", Rule: fmt.Sprintf("line %d: each line must be at most %d bytes, got %d", i+1, jobq.MaxLogLineBytes, len(l))}
+		}
+		req.Lines[i] = jobq.SanitizeText(l, jobq.MaxLogLineBytes)
+		total += len(l)
+	}
+	if total > jobq.MaxLogBytes {
+		return apitype.RunAck{}, &TooLarge{Field: "lines", Rule: fmt.Sprintf("an attempt's log holds at most %d bytes, got %d in this call", jobq.MaxLogBytes, total)}
+	}
+	f, err := w.remote.AppendLog(ctx, req.TaskToken, req.Lines, w.workerAllow(ctx))
+	if err != nil {
+		return apitype.RunAck{}, workerError(err)
+	}
+	return apitype.RunAck{Result: "ok", JobID: f.ID, Attempt: f.Attempt}, nil
+}
+
+// ReportProgress checks req and records the attempt's progress.
+func (w *Workers) ReportProgress(ctx context.Context, req apitype.ProgressRequest) (apitype.RunAck, error) {
+	if w.remote == nil {
+		return apitype.RunAck{}, ErrNoWorkers
+	}
+	if err := checkTaskToken(req.TaskToken); err != nil {
+		return apitype.RunAck{}, err
+	}
+	if req.Progress == nil {
+		return apitype.RunAck{}, invalid("progress", "is required: a JSON number in [0, 1]")
+	}
+	if p := *req.Progress; math.IsNaN(p) || p < 0 || p > 1 {
+		return apitype.RunAck{}, invalid("progress", "must be in [0, 1], got %g", p)
+	}
+	if utf8.RuneCountInString(req.Message) > jobq.MaxProgressMessageRunes {
+		return apitype.RunAck{}, invalid("message", "must be at most %d characters", jobq.MaxProgressMessageRunes)
+	}
+	f, err := w.remote.ReportProgress(ctx, req.TaskToken, *req.Progress, jobq.SanitizeText(req.Message, jobq.MaxProgressMessageRunes), w.workerAllow(ctx))
+	if err != nil {
+		return apitype.RunAck{}, workerError(err)
+	}
+	return apitype.RunAck{Result: "ok", JobID: f.ID, Attempt: f.Attempt}, nil
+}
+
+// List returns the live workers (admins only: the transports refuse worker
+// tokens on this route).
+func (w *Workers) List(ctx context.Context) (apitype.WorkerList, error) {
+	out := apitype.WorkerList{Workers: []apitype.Worker{}}
+	if w.remote == nil {
+		return out, nil
+	}
+	ws, err := w.remote.Workers(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, x := range ws {
+		aw := apitype.Worker{WorkerID: x.WorkerID, Labels: x.Labels, Version: x.Version, JobTypes: x.Types, RunsInFlight: x.RunsInFlight}
+		if !x.LastFetch.IsZero() {
+			t := x.LastFetch.UTC()
+			aw.LastFetch = &t
+		}
+		if !x.LastHeartbeat.IsZero() {
+			t := x.LastHeartbeat.UTC()
+			aw.LastHeartbeat = &t
+		}
+		out.Workers = append(out.Workers, aw)
+	}
+	return out, nil
+}
+
+// LogStore reads attempts' logs.
+type LogStore interface {
+	JobLogs(ctx context.Context, id uint64, attempt, afterSeq, limit int) ([]jobq.LogLine, int, error)
+}
+
+// SetLogStore makes Logs read from st.
+func (s *Service) SetLogStore(st LogStore) { s.logs = st }
+
+// Logs returns up to limit (1–1000, default 1000) lines of a job's attempt
+// log after line after; attempt 0 means the latest attempt with a log.
+// The query values are as the transport received them ("" for unset).
+func (s *Service) Logs(ctx context.Context, id uint64, attempt, after, limit string) (apitype.LogPage, error) {
+	page := apitype.LogPage{JobID: id, Lines: []apitype.LogLine{}}
+	a, err := queryInt("attempt", attempt, 0, 0, math.MaxInt32)
+	if err != nil {
+		return page, err
+	}
+	af, err := queryInt("after", after, 0, 0, math.MaxInt32)
+	if err != nil {
+		return page, err
+	}
+	lim, err := queryInt("limit", limit, MaxLogPage, 1, MaxLogPage)
+	if err != nil {
+		return page, err
+	}
+	if _, err := s.Get(ctx, id); err != nil { // 404 for an unknown job, the worker token's read scope
+		return page, err
+	}
+	if s.logs == nil {
+		return page, nil
+	}
+	lines, got, err := retryV2(ctx, s.retry, "logs", func() ([]jobq.LogLine, int, error) { return s.logs.JobLogs(ctx, id, a, af, lim) })
+	if err != nil {
+		return page, err
+	}
+	page.Attempt, page.NextAfter = got, af
+	for _, l := range lines {
+		page.Lines = append(page.Lines, apitype.LogLine{Seq: l.Seq, Line: l.Line, Time: l.Time})
+		page.NextAfter = l.Seq
+	}
+	return page, nil
+}
+
+func queryInt(field, v string, def, lo, hi int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, invalid(field, "must be an integer in [%d, %d], got %q", lo, hi, v)
+	}
+	return n, nil
+}
