@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -65,6 +66,14 @@ type Config struct {
 	// /healthz and /readyz (see httpapi.LoadAuthTokens). Defaults to none:
 	// no authentication, so keep Listen on loopback.
 	AuthTokens []string
+	// AllowedHosts are names (or "*.domain", or "*" for any) that requests
+	// may carry in their Host header beside the ones the replica always
+	// answers: loopback names and addresses and the Listen host (see
+	// httpapi.NewHostPolicy). Any other Host gets 403, on every route but
+	// /healthz and /readyz, so a web page cannot reach a replica through a
+	// name it points at the replica's address (DNS rebinding). Defaults to
+	// none.
+	AllowedHosts []string
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
 	// API server's timeouts (net/http.Server). Default to
 	// ReadHeaderTimeoutDefault (10s), ReadTimeoutDefault (30s),
@@ -135,13 +144,17 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		cfg.Metrics.Logger = cfg.Logger
 	}
 	var ln net.Listener
+	var hosts *httpapi.HostPolicy
 	if !cfg.NoAPI {
 		listen := cfg.Listen
 		if listen == "" {
 			listen = ListenDefault
 		}
+		if hosts, err = httpapi.NewHostPolicy(listen, cfg.AllowedHosts); err != nil {
+			return nil, err
+		}
 		if ln, err = net.Listen("tcp", listen); err != nil {
-			return nil, fmt.Errorf("listen %s: %w (another process uses the port? pick another with --listen)", listen, err)
+			return nil, listenError(listen, err)
 		}
 		defer func() {
 			if err != nil {
@@ -253,6 +266,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		}
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
 		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.Workers, r.ready.Check, cfg)
+		h = httpapi.RequireHost(hosts, cfg.Logger, h) // every route, every protocol
 		h = withBulkWriteDeadline(h, max(cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault), BulkWriteTimeoutDefault))
 		r.server = &http.Server{Handler: h, Protocols: protocols,
 			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
@@ -288,6 +302,23 @@ func (r *Replica) withConsole(api http.Handler, cfg Config) (http.Handler, error
 	mux.Handle("/ui", ui)
 	mux.Handle("/", api)
 	return mux, nil
+}
+
+// listenError says why binding listen failed and what to do: a port in
+// use, a host that is neither an address nor a name that resolves ("0:8080"
+// is looked up as a host name "0"), or anything else as it came.
+func listenError(listen string, err error) error {
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("listen %s: %w (another process uses the port? pick another with --listen)", listen, err)
+	case errors.As(err, &dnsErr):
+		host, _, _ := net.SplitHostPort(listen)
+		return fmt.Errorf("listen %s: the host %q is not an address or a name that resolves: %w (--listen takes HOST:PORT, e.g. 0.0.0.0:8080 for every interface or 127.0.0.1:8080 for loopback)", listen, host, err)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("listen %s: %w (ports below 1024 need privileges; pick another with --listen)", listen, err)
+	}
+	return fmt.Errorf("listen %s: %w (check --listen: HOST:PORT, e.g. 127.0.0.1:8080)", listen, err)
 }
 
 func loopback(a net.Addr) bool {

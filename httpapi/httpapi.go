@@ -345,17 +345,26 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 		a.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
 		unavailable(w, d.Message)
 		return
+	case StatusClientClosedRequest:
+		a.log.Debug("client disconnected before its answer", "err", err)
 	case http.StatusInternalServerError:
 		a.log.Error("internal error", "err", err)
 	}
 	writeJSON(w, status, apitype.ErrorBody{Error: d})
 }
 
+// StatusClientClosedRequest is the status ErrorFor gives a request whose
+// client went away before its answer (its context was cancelled): 499, as
+// nginx logs it. Nobody reads the answer; it keeps the access metrics
+// apart from server faults.
+const StatusClientClosedRequest = 499
+
 // ErrorFor maps an error of package service to the API's HTTP status and
 // error detail: *service.ValidationError 400, ErrNotFound 404,
 // ErrInvalidState 409, jobq.ErrUnavailable 503 (read-only, a Galera node
 // not ready, a lost connection, or a conflict that outlived the retries:
-// the client may retry, never a 500), anything else 500 with a generic
+// the client may retry, never a 500), context.Canceled (the client went
+// away) StatusClientClosedRequest, anything else 500 with a generic
 // message (the error itself is for the log). The web console shows the same
 // answers.
 func ErrorFor(err error) (int, apitype.ErrorDetail) {
@@ -377,6 +386,8 @@ func ErrorFor(err error) (int, apitype.ErrorDetail) {
 		return http.StatusConflict, apitype.ErrorDetail{Code: "failed_precondition", Field: "status", Message: msg}
 	case errors.Is(err, jobq.ErrUnavailable):
 		return http.StatusServiceUnavailable, apitype.ErrorDetail{Code: "unavailable", Message: "database unavailable, retry later"}
+	case errors.Is(err, context.Canceled):
+		return StatusClientClosedRequest, apitype.ErrorDetail{Code: "canceled", Message: "the client closed the request"}
 	default:
 		return http.StatusInternalServerError, apitype.ErrorDetail{Code: "internal", Message: "internal error"}
 	}

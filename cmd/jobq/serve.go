@@ -51,6 +51,7 @@ type ServeCmd struct {
 	MaxBodyBytes    int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576" group:"API"`
 	RemoteType      []string      `help:"Job type run by remote workers (repeatable; the same on every replica): its jobs wait for a worker's fetch and never run in this replica's handlers (docs/workers.md)." name:"remote-type" env:"JOBQ_REMOTE_TYPES" sep:"," group:"Workers"`
 	WorkerTokenFile string        `help:"File of worker tokens, one entry per line: <token> <job types comma-separated, or *> [submit|read|submit,read] (docs/workers.md); entries in JOBQ_WORKER_TOKENS (separated by ';') are accepted too." type:"existingfile" env:"JOBQ_WORKER_TOKEN_FILE" group:"Workers"`
+	AllowedHost     []string      `help:"A name clients may use in the Host header besides loopback names and addresses and the --listen address (repeatable; *.example.com for the names under example.com; * for any). Requests for any other Host get 403, so a web page cannot reach the replica through a name it points at it (DNS rebinding)." name:"allowed-host" env:"JOBQ_ALLOWED_HOSTS" sep:"," group:"API"`
 	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
 	MetricsFlags
 	OpsFlags
@@ -117,7 +118,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	}
 	r, err := app.Start(g.Ctx, app.Config{
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
-		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, WorkerTokens: workerTokens, Scheduler: sc, Logger: g.Log,
+		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, WorkerTokens: workerTokens, AllowedHosts: c.AllowedHost, Scheduler: sc, Logger: g.Log,
 		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1",
 		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})
