@@ -37,6 +37,8 @@ type Scheduler struct {
 	stats    stats
 
 	slots *slots // claim capacity (workers + run queue), wake-up
+
+	spawnValidate SpawnValidateFunc // Job.Spawn's check (SetSpawnValidator)
 	// workers holds a token per running handler (at most Workers); a
 	// claimed job waits for one in the run queue.
 	workers chan struct{}

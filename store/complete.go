@@ -171,6 +171,18 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 		if err := fn(ctx, tx); err != nil {
 			return &txFuncError{err}
 		}
+		if c.Spawn != nil {
+			st, err := q.JobEndState(ctx, c.ID)
+			if err != nil || jobq.JobState(st.Status) != jobq.StateSuccess {
+				return err
+			}
+			var se *SpawnError
+			if err := s.spawn(ctx, tx, c); errors.As(err, &se) {
+				return &txFuncError{err}
+			} else if err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if errors.Is(err, errStaleRollback) {
