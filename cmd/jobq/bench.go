@@ -41,10 +41,18 @@ type BenchCmd struct {
 	WriteBaseline   bool            `help:"With --ci: write the measured ratios to --baseline instead of comparing." name:"write-baseline"`
 	NoProgress      bool            `help:"No progress bar (it is drawn only when stderr is a terminal)." name:"no-progress"`
 	From            string          `help:"Re-render report.md and the plots into --out from an earlier bench.json; measure nothing." type:"existingfile"`
+	Workflows       bool            `help:"Only the workflow bench: unblock latency p50/p99 on an idle replica, and drains of 10,000 independent jobs, 10 × (1 → 1,000 → 1) and 100 chains of 100, in --rounds interleaved rounds; writes workflows.json and workflows.md into --out (docs/bench.md)."`
 }
 
 // Run runs the harness and prints the targets table.
 func (c *BenchCmd) Run(g *Globals) error {
+	if c.Workflows {
+		res, err := bench.RunWorkflows(g.Ctx, bench.WorkflowOptions{DSN: c.DSN, Out: c.Out, Rounds: c.Rounds, Log: os.Stderr})
+		if res != nil {
+			bench.WriteWorkflowTable(os.Stdout, res)
+		}
+		return err
+	}
 	if c.From != "" {
 		res, err := bench.ReadResult(c.From)
 		if err != nil {
