@@ -87,6 +87,10 @@ type Config struct {
 	Scheduler scheduler.Config
 	// Registry holds the handlers; nil registers the built-in job types.
 	Registry *scheduler.Registry
+	// WrapStoreFunc, if set, wraps the store the scheduler runs on (the
+	// testbed's decorators: `jobq serve --sabotage` in the testbed build).
+	// Defaults to none.
+	WrapStoreFunc func(scheduler.Store) scheduler.Store
 	// Testbed also registers the testbed's job types (effect, poison) and
 	// creates their job_effect table, after the migrations
 	// (jobtypes.RegisterTestbed). `jobq serve` sets it when its environment
@@ -213,7 +217,11 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	var wake func()
 	if !cfg.NoScheduler {
-		s, err := scheduler.New(st, cfg.Registry, cfg.Scheduler, st.Server.SkipLocked)
+		var sst scheduler.Store = st
+		if cfg.WrapStoreFunc != nil {
+			sst = cfg.WrapStoreFunc(st)
+		}
+		s, err := scheduler.New(sst, cfg.Registry, cfg.Scheduler, st.Server.SkipLocked)
 		if err != nil {
 			st.Close()
 			return nil, err

@@ -138,11 +138,11 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	if int(n) != len(ids) {
 		return errFenceMoved
 	}
-	// Workflow parents: their children are unblocked (or cancelled, for a
-	// parent whose cancel was requested) in this transaction. Jobs without
-	// children cost nothing more.
+	// Workflow parents (all SUCCESS: the children group's fence excludes a
+	// cancel request): their children are unblocked in this transaction.
+	// Jobs without children cost nothing more.
 	if len(parents) > 0 {
-		if _, err := settleEnded(ctx, q, parents); err != nil {
+		if _, err := settleChildren(ctx, q, parents, nil); err != nil {
 			return err
 		}
 	}
@@ -263,6 +263,10 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 			live[jobq.Fence{ID: st.ID, Attempt: int(st.Attempt)}] = true
 		}
 		children[st.ID] = st.HasChildren
+		if st.HasChildren && st.CancelRequested {
+			// Ends CANCELED, which cancels its children: row by row.
+			delete(live, jobq.Fence{ID: st.ID, Attempt: int(st.Attempt)})
+		}
 	}
 	if s.beforeSplitWrite != nil {
 		s.beforeSplitWrite()

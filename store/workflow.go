@@ -262,29 +262,6 @@ func settleChildren(ctx context.Context, q *jobqdb.Queries, succeeded, ended []u
 	return changed, nil
 }
 
-// settleEnded reads the end state of jobs ids (rows this transaction holds)
-// and settles their children: SUCCESS unblocks, FAILED and CANCELED
-// cancel; WAITING or SCHEDULED (a retry) does nothing.
-func settleEnded(ctx context.Context, q *jobqdb.Queries, ids []uint64) (int64, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	rows, err := q.JobEndStates(ctx, ids)
-	if err != nil {
-		return 0, err
-	}
-	var ok, bad []uint64
-	for _, r := range rows {
-		switch jobq.JobState(r.Status) {
-		case jobq.StateSuccess:
-			ok = append(ok, r.ID)
-		case jobq.StateFailed, jobq.StateCanceled:
-			bad = append(bad, r.ID)
-		}
-	}
-	return settleChildren(ctx, q, ok, bad)
-}
-
 // settleOne settles the children of job id when it has any (JobEndState).
 func settleOne(ctx context.Context, q *jobqdb.Queries, id uint64) error {
 	st, err := q.JobEndState(ctx, id)

@@ -203,6 +203,25 @@ func TestWorkflowFailurePolicyAndRetry(t *testing.T) {
 	if got := statuses(t, st, wf.ID); got["c"] != jobq.StateSuccess {
 		t.Fatalf("after the retry drained: %v", got)
 	}
+	// A parent whose cancel was requested while it ran ends CANCELED even
+	// though its handler succeeded, on the batched path too: its children
+	// are cancelled, not unblocked.
+	wf3, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "w3", RequestHash: "h", Jobs: diamond("y")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = claimAll(t, st)
+	if _, err := st.JobCancel(ctx, c["ya"].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.JobCompleteMany(ctx, []jobq.Completion{success(c["ya"])}); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range statuses(t, st, wf3.ID) {
+		if v != jobq.StateCanceled {
+			t.Fatalf("after a cancel-requested parent succeeded, %s is %s", k, v)
+		}
+	}
 	// Cancel: a workflow's waiting jobs end CANCELED at once.
 	wf2, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "w2", RequestHash: "h", Jobs: diamond("x")})
 	if err != nil {

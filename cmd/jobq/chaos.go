@@ -17,22 +17,23 @@ import (
 
 // ChaosCmd runs the HA and exactly-once testbed.
 type ChaosCmd struct {
-	DSN      string        `help:"Server-level DSN to create the run's database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld. Runs with db-restart always start their own mariadbd (they kill it)." placeholder:"DSN"`
-	Scenario string        `help:"Scenario name, or 'standard' for every standard scenario in turn (overrides --faults/--schedule)." default:""`
-	Faults   []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset." sep:","`
-	Rounds   int           `help:"Repeat --faults this many times over --duration." default:"1"`
-	Schedule string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
-	Seed     uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
-	Duration time.Duration `help:"Submission and fault window." default:"60s"`
-	Jobs     int           `help:"Jobs to submit (effect, plus --flaky)." default:"5000"`
-	Rate     float64       `help:"Open-loop arrival rate in jobs/s (default jobs/(0.8·duration))." default:"0"`
-	Replicas int           `help:"jobq serve processes." default:"3"`
-	Runtime  string        `help:"Job run-time distribution: const:D, uniform:A-B or exp:MEAN." default:"uniform:20ms-300ms"`
-	Flaky    float64       `help:"Fraction of flaky jobs (fail their first attempt)." default:"0"`
-	Future   float64       `help:"Fraction of jobs submitted with run_at 0.5–3 s ahead (SCHEDULED until due)." default:"0"`
-	Poison   int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
-	MaxRetry int           `help:"Each job's max_retry." default:"5"`
-	Strategy string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
+	DSN       string        `help:"Server-level DSN to create the run's database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld. Runs with db-restart always start their own mariadbd (they kill it)." placeholder:"DSN"`
+	Scenario  string        `help:"Scenario name, or 'standard' for every standard scenario in turn (overrides --faults/--schedule)." default:""`
+	Faults    []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset." sep:","`
+	Rounds    int           `help:"Repeat --faults this many times over --duration." default:"1"`
+	Schedule  string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
+	Seed      uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
+	Duration  time.Duration `help:"Submission and fault window." default:"60s"`
+	Jobs      int           `help:"Jobs to submit (effect, plus --flaky)." default:"5000"`
+	Rate      float64       `help:"Open-loop arrival rate in jobs/s (default jobs/(0.8·duration))." default:"0"`
+	Replicas  int           `help:"jobq serve processes." default:"3"`
+	Runtime   string        `help:"Job run-time distribution: const:D, uniform:A-B or exp:MEAN." default:"uniform:20ms-300ms"`
+	Flaky     float64       `help:"Fraction of flaky jobs (fail their first attempt)." default:"0"`
+	Future    float64       `help:"Fraction of jobs submitted with run_at 0.5–3 s ahead (SCHEDULED until due)." default:"0"`
+	Poison    int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
+	Workflows bool          `help:"Submit the jobs as random workflows (DAGs of 4–40 jobs with fan-out and fan-in, POST /v1/workflows); the checker adds child_before_parent_success, child_run_twice, stuck_waiting_on_done_parents and ran_after_parent_failed."`
+	MaxRetry  int           `help:"Each job's max_retry." default:"5"`
+	Strategy  string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
 	SabotageFlags
 	Lease          time.Duration `help:"Replica lease." default:"2s"`
 	RescueInterval time.Duration `help:"Replica rescue interval." default:"500ms"`
@@ -67,7 +68,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	for _, s := range runs {
 		cfg := chaos.Config{
 			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
-			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
+			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, Workflows: c.Workflows, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Sabotage: c.switches(), Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
 			OutDir: c.Out, Topology: c.Topology, Replication: c.Replication, FailoverCut: c.FailoverCut,

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"database/sql"
 	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jobq/jobq/testbed/faultstore"
 
 	"github.com/jobq/jobq/scheduler"
 )
@@ -17,6 +22,24 @@ var sabotageSwitches = map[string]func(*scheduler.Sabotage){
 	"deadlock-retry": func(s *scheduler.Sabotage) { s.NoDeadlockRetry = true },
 	"lease-cancel":   func(s *scheduler.Sabotage) { s.NoLeaseCancel = true },
 	"outcome-retry":  func(s *scheduler.Sabotage) { s.NoOutcomeRetry = true },
+	// unblock-outside-tx is a store decorator (wrapStoreFor), not a
+	// scheduler switch.
+	"unblock-outside-tx": func(*scheduler.Sabotage) {},
+}
+
+// wrapStoreFor returns the store decorator the sabotage switches ask for
+// (testbed/faultstore.UnblockOutsideTx), or nil for none.
+func wrapStoreFor(names []string) func(scheduler.Store) scheduler.Store {
+	if !slices.Contains(names, "unblock-outside-tx") {
+		return nil
+	}
+	return func(st scheduler.Store) scheduler.Store {
+		db, ok := st.(interface{ DB() *sql.DB })
+		if !ok {
+			return st
+		}
+		return &faultstore.UnblockOutsideTx{Store: st, DB: db.DB(), Gap: 30 * time.Millisecond}
+	}
 }
 
 // applySabotage turns on the named switches in sb.

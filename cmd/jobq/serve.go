@@ -119,7 +119,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	r, err := app.Start(g.Ctx, app.Config{
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, WorkerTokens: workerTokens, AllowedHosts: c.AllowedHost, Scheduler: sc, Logger: g.Log,
-		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1",
+		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1", WrapStoreFunc: wrapStoreFor(c.switches()),
 		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})
 	if err != nil {

@@ -207,48 +207,6 @@ func (q *Queries) JobEndState(ctx context.Context, id uint64) (JobEndStateRow, e
 	return i, err
 }
 
-const jobEndStates = `-- name: JobEndStates :many
-SELECT id, status FROM job_queue FORCE INDEX (PRIMARY) WHERE id IN (/*SLICE:ids*/?)
-`
-
-type JobEndStatesRow struct {
-	ID     uint64
-	Status string
-}
-
-func (q *Queries) JobEndStates(ctx context.Context, ids []uint64) ([]JobEndStatesRow, error) {
-	query := jobEndStates
-	var queryParams []interface{}
-	if len(ids) > 0 {
-		for _, v := range ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
-	}
-	rows, err := q.db.QueryContext(ctx, query, queryParams...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []JobEndStatesRow
-	for rows.Next() {
-		var i JobEndStatesRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const jobLockBlocked = `-- name: JobLockBlocked :many
 SELECT id FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?) AND status = 'BLOCKED'

@@ -110,9 +110,6 @@ WHERE id IN (sqlc.slice(ids)) AND status = 'BLOCKED';
 -- transaction (which holds the row).
 SELECT status, has_children FROM job_queue FORCE INDEX (PRIMARY) WHERE id = ?;
 
--- name: JobEndStates :many
-SELECT id, status FROM job_queue FORCE INDEX (PRIMARY) WHERE id IN (sqlc.slice(ids));
-
 -- name: JobRearm :execrows
 -- A workflow retry: a FAILED or CANCELED job back to WAITING (no parent
 -- left to wait for) or BLOCKED (waiting for blocked_parents parents), with
