@@ -192,6 +192,8 @@ type FenceState struct {
 // Completion is the outcome of one run, written fenced by its attempt.
 type Completion struct {
 	Fence
+	// JobType is the run's job type (metrics label; "" when not known).
+	JobType string
 	// Outcome is OutcomeSuccess, OutcomeFailed, OutcomeCanceled or
 	// OutcomeReleased. A job whose cancel was requested ends CANCELED
 	// whatever the outcome.

@@ -617,7 +617,7 @@ func TestWorkerFetchOfAGoneClientReleases(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := startWorkerReplica(t, func(c *Config) {
-		c.Scheduler.Hooks.ClaimedFunc = func(jobs []jobq.ClaimedJob, _ int) {
+		c.Scheduler.Hooks.FetchClaimedFunc = func(jobs []jobq.ClaimedJob) {
 			if len(jobs) > 0 && jobs[0].JobType == "resize" {
 				cancel() // the client goes away between the claim and the answer
 			}
@@ -687,5 +687,20 @@ func TestHandlerOutputLogProgress(t *testing.T) {
 	}
 	if n := w.count("SELECT COUNT(*) FROM job_log WHERE job_id = ?", id) + w.count("SELECT COUNT(*) FROM job_run_info WHERE job_id = ?", id); n != 0 {
 		t.Fatalf("after purge: %d log/progress rows, want 0", n)
+	}
+}
+
+// A fetch may wait longer than the server's read and write timeouts: its
+// answer still arrives (an empty one when its wait passes), over HTTP.
+func TestWorkerFetchOutlivesServerTimeouts(t *testing.T) {
+	w := startWorkerReplica(t, func(c *Config) {
+		c.ReadTimeout, c.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
+	})
+	if got := w.fetch(resizeToken, "patient", []string{"resize"}, 1, 1000); len(got) != 0 {
+		t.Fatalf("fetch of an empty queue: %+v", got)
+	}
+	id := w.submit("patient-1", "resize")
+	if got := w.fetch(resizeToken, "patient", []string{"resize"}, 1, 1000); len(got) != 1 || got[0].ID != id {
+		t.Fatalf("fetch: %+v, want job %d", got, id)
 	}
 }

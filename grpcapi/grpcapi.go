@@ -146,12 +146,18 @@ func streamDeadlines(next http.Handler) http.Handler {
 	})
 }
 
-// workerDeadlines lifts the http.Server's write timeout for Fetch, whose
-// long poll may wait up to a minute before it answers.
+// workerDeadlines lifts the http.Server's read and write timeouts for
+// Fetch, whose long poll may wait up to a minute before it answers.
 func workerDeadlines(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == jobqv1connect.WorkerServiceFetchProcedure {
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(service.MaxFetchWaitMs)*time.Millisecond + 30*time.Second))
+			// Past the read deadline the connection's background read would
+			// cancel the call's context; past the write deadline its answer
+			// would be dropped.
+			until := time.Now().Add(time.Duration(service.MaxFetchWaitMs)*time.Millisecond + 30*time.Second)
+			rc := http.NewResponseController(w)
+			_ = rc.SetReadDeadline(until)
+			_ = rc.SetWriteDeadline(until)
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -45,8 +45,14 @@ func (a *api) workerFetch(w http.ResponseWriter, r *http.Request) {
 	if req.WaitMs != nil {
 		wait = max(0, min(*req.WaitMs, service.MaxFetchWaitMs))
 	}
+	// The server's ReadTimeout and WriteTimeout (30 s) are shorter than the
+	// longest wait: past the read deadline the connection's background read
+	// would cancel the request's context, past the write deadline the answer
+	// would be dropped. Both are moved past this fetch's wait.
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Now().Add(time.Duration(wait)*time.Millisecond + fetchWriteSlack))
+	until := time.Now().Add(time.Duration(wait)*time.Millisecond + fetchWriteSlack)
+	_ = rc.SetReadDeadline(until)
+	_ = rc.SetWriteDeadline(until)
 	resp, release, err := a.opts.Workers.Fetch(r.Context(), req)
 	if err != nil {
 		if r.Context().Err() != nil {

@@ -224,6 +224,17 @@ func (m *Metrics) Hooks(next scheduler.Hooks) scheduler.Hooks {
 			next.ClaimedFunc(jobs, conflicts)
 		}
 	}
+	h.FetchClaimedFunc = func(jobs []jobq.ClaimedJob) {
+		// Counted like the replica's own claims, but not kept for a run
+		// duration: a worker's run may be completed through another replica.
+		for _, j := range jobs {
+			m.claimed.WithLabelValues(j.JobType).Inc()
+			m.pickup.WithLabelValues(j.JobType).Observe(PickupSeconds(j))
+		}
+		if next.FetchClaimedFunc != nil {
+			next.FetchClaimedFunc(jobs)
+		}
+	}
 	h.CompletedFunc = func(c jobq.Completion, applied bool) {
 		m.onCompleted(c, applied)
 		if next.CompletedFunc != nil {
@@ -352,7 +363,7 @@ func (m *Metrics) onCompleted(c jobq.Completion, applied bool) {
 	ri, ok := m.forget(c.Fence)
 	jobType := ri.jobType
 	if !ok {
-		jobType = "unknown"
+		jobType = cmp.Or(c.JobType, "unknown")
 	}
 	if !applied {
 		m.stale.WithLabelValues(jobType).Inc()

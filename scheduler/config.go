@@ -269,6 +269,10 @@ type Hooks struct {
 	// PromotedFunc is called after a promoter pass that made n SCHEDULED
 	// jobs WAITING (n > 0).
 	PromotedFunc func(n int)
+	// FetchClaimedFunc is called after a remote worker's fetch claimed jobs
+	// (ClaimedFunc is not: the runs are the worker's, and may be completed
+	// through another replica).
+	FetchClaimedFunc func(jobs []jobq.ClaimedJob)
 	// FetchFunc is called when a remote worker's fetch answers: result is
 	// "jobs" (it took jobs), "empty" (its wait passed), "canceled" (the
 	// client went away) or "error"; waited is how long it was open.

@@ -140,7 +140,7 @@ func (s *Scheduler) settle(r *run, h Handler, c jobq.Completion) {
 
 // outcome turns a handler's return into a completion.
 func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) jobq.Completion {
-	c := jobq.Completion{Fence: job.Fence(), Unfenced: s.cfg.Sabotage.NoFencing, DueAt: job.RunAt, HasChildren: job.HasChildren}
+	c := jobq.Completion{Fence: job.Fence(), JobType: job.JobType, Unfenced: s.cfg.Sabotage.NoFencing, DueAt: job.RunAt, HasChildren: job.HasChildren}
 	cause := context.Cause(ctx)
 	switch {
 	case ctx.Err() != nil && errors.Is(cause, ErrCancelRequested):

@@ -171,8 +171,8 @@ func (r *Remote) fetch(ctx context.Context, p FetchParams, start time.Time) ([]F
 			return nil, err
 		}
 		if len(jobs) > 0 {
-			if x.cfg.Hooks.ClaimedFunc != nil {
-				x.cfg.Hooks.ClaimedFunc(jobs, 0)
+			if x.cfg.Hooks.FetchClaimedFunc != nil {
+				x.cfg.Hooks.FetchClaimedFunc(jobs)
 			}
 			if ctx.Err() != nil {
 				r.releaseClaimed(jobs, "released: the fetch's client went away")
@@ -220,7 +220,7 @@ func (r *Remote) releaseClaimed(jobs []jobq.ClaimedJob, why string) {
 	x := r.x
 	cs := make([]jobq.Completion, len(jobs))
 	for i, j := range jobs {
-		cs[i] = jobq.Completion{Fence: j.Fence(), Outcome: jobq.OutcomeReleased, Error: why, DueAt: j.RunAt}
+		cs[i] = jobq.Completion{Fence: j.Fence(), JobType: j.JobType, Outcome: jobq.OutcomeReleased, Error: why, DueAt: j.RunAt}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Lease)
 	defer cancel()
@@ -574,7 +574,7 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 // completion is the jobq.Completion of a checked remote completion.
 func (x *remoteExecutor) completion(req *completeReq, st jobq.TokenState) jobq.Completion {
 	p := req.p
-	c := jobq.Completion{Fence: req.pt.fence(), Error: p.Error, DueAt: st.RunAt, HasChildren: st.HasChildren}
+	c := jobq.Completion{Fence: req.pt.fence(), JobType: st.JobType, Error: p.Error, DueAt: st.RunAt, HasChildren: st.HasChildren}
 	switch p.Outcome {
 	case CompleteSuccess:
 		c.Outcome, c.Output, c.Error, c.Spawn = jobq.OutcomeSuccess, p.Output, "", p.Spawn
