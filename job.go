@@ -169,8 +169,6 @@ type ClaimCASParams struct {
 	// Candidates come from JobScanAvailable; each is claimed by
 	// UPDATE … WHERE id=? AND status='WAITING' AND attempt=?.
 	Candidates []Fence
-	// Unguarded drops "AND attempt=?" (sabotage switch: the classic ABA race).
-	Unguarded bool
 }
 
 // LeaseRenewParams renews the leases of one owner's in-flight runs.
@@ -204,8 +202,6 @@ type Completion struct {
 	// WAITING after Backoff with retry_times+1; false ends it FAILED.
 	Retry   bool
 	Backoff time.Duration
-	// Unfenced drops the attempt guard on success (sabotage switch).
-	Unfenced bool
 	// Output is the run's output, a JSON value of at most MaxOutputBytes,
 	// recorded in the attempt's execution row with its outcome; nil for none.
 	Output json.RawMessage

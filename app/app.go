@@ -5,6 +5,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,15 +88,16 @@ type Config struct {
 	Scheduler scheduler.Config
 	// Registry holds the handlers; nil registers the built-in job types.
 	Registry *scheduler.Registry
-	// WrapStoreFunc, if set, wraps the store the scheduler runs on (the
-	// testbed's decorators: `jobq serve --sabotage` in the testbed build).
-	// Defaults to none.
-	WrapStoreFunc func(scheduler.Store) scheduler.Store
-	// Testbed also registers the testbed's job types (effect, poison) and
-	// creates their job_effect table, after the migrations
-	// (jobtypes.RegisterTestbed). `jobq serve` sets it when its environment
-	// has JOBQ_TESTBED=1; the product never does.
-	Testbed bool
+	// RegisterFunc, if set, runs once the schema is checked and before the
+	// scheduler starts, with Registry and the database handle: it registers
+	// more job types and creates what they need. `jobq serve` sets it to
+	// register the testbed's job types when its environment has
+	// JOBQ_TESTBED=1.
+	RegisterFunc func(ctx context.Context, reg *scheduler.Registry, db *sql.DB) error
+	// WrapStoreFunc, if set, wraps the store the scheduler runs on in a
+	// decorator of scheduler.Store (the service keeps the adapter itself).
+	// Only the testbed build of `jobq serve` sets it.
+	WrapStoreFunc func(st *store.Store) scheduler.Store
 	// Periodic are schedules from configuration (`--periodic`,
 	// `--periodic-file`), created or replaced at start with source "config";
 	// an unchanged cron expression keeps its cursor across restarts.
@@ -209,8 +211,8 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	} else if n > 0 {
 		r.log.Info("jobs of remote types submitted before they were declared remote moved to the workers' lane", "jobs", n)
 	}
-	if cfg.Testbed {
-		if err := jobtypes.RegisterTestbed(ctx, cfg.Registry, st.DB()); err != nil {
+	if cfg.RegisterFunc != nil {
+		if err := cfg.RegisterFunc(ctx, cfg.Registry, st.DB()); err != nil {
 			st.Close()
 			return nil, err
 		}

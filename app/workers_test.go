@@ -23,6 +23,7 @@ import (
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
 )
 
 const (
@@ -253,8 +254,18 @@ func TestWorkerForgedAndStaleTokensChangeNothing(t *testing.T) {
 	if _, err := w.db.Exec(`UPDATE job_queue SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE id = ?`, id); err != nil {
 		t.Fatal(err)
 	}
-	if rescued := w.r.Scheduler.RescueNow(context.Background()); len(rescued) != 1 {
-		t.Fatalf("rescue: %v, want job %d", rescued, id)
+	// One rescue pass, as the rescuer runs it (store.JobRescueCandidates,
+	// then JobRescueExpired for each).
+	rst, err := store.OpenDB(context.Background(), w.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands, err := rst.JobRescueCandidates(context.Background(), 10)
+	if err != nil || len(cands) != 1 || cands[0].ID != id {
+		t.Fatalf("rescue candidates: %v %v, want job %d", cands, err, id)
+	}
+	if ok, err := rst.JobRescueExpired(context.Background(), cands[0]); err != nil || !ok {
+		t.Fatalf("rescue: %v %v, want job %d rescued", ok, err, id)
 	}
 	again := w.fetch(allToken, "w2", []string{"resize"}, 1, 0)
 	if len(again) != 1 || again[0].ID != id || again[0].Attempt != 2 {

@@ -17,12 +17,10 @@ type claimStore interface {
 
 // claimerParams configures the claimer.
 type claimerParams struct {
-	Store    claimStore
-	Strategy string // StrategySkipLocked or StrategyCAS
-	Owner    string
-	Lease    time.Duration
-	// NoCASGuard drops "AND attempt=?" from the cas claim (Sabotage.NoCASGuard).
-	NoCASGuard  bool
+	Store       claimStore
+	Strategy    string // StrategySkipLocked or StrategyCAS
+	Owner       string
+	Lease       time.Duration
 	Retry       dbRetrier
 	Claimed     *atomic.Int64 // Stats.Claimed
 	Conflicts   *atomic.Int64 // Stats.ClaimConflicts
@@ -75,7 +73,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 			var conflicts int
 			jobs, e := p.Lost.try(func() (jobs []jobq.ClaimedJob, e error) {
 				jobs, conflicts, e = p.Store.JobClaimCAS(ctx, jobq.ClaimCASParams{
-					ClaimParams: claim, Candidates: cands, Unguarded: p.NoCASGuard,
+					ClaimParams: claim, Candidates: cands,
 				})
 				return jobs, e
 			})

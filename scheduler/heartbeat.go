@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // heartbeatStore is what the heartbeat needs from the store.
@@ -23,9 +23,7 @@ type heartbeatParams struct {
 	Owner    string
 	Lease    time.Duration
 	Interval time.Duration // Config.HeartbeatInterval
-	// NoLeaseCancel keeps handlers running after their lease is lost
-	// (Sabotage.NoLeaseCancel).
-	NoLeaseCancel bool
+
 	Retry         dbRetrier
 	Log           *slog.Logger
 	Fails         *atomic.Int64 // Stats.HeartbeatFails
@@ -132,7 +130,7 @@ func (h *heartbeat) beat(ctx context.Context) int {
 	})
 	if err != nil {
 		p.Fails.Add(1)
-		p.Log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "cause", store.Cause(err), "err", err)
+		p.Log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "cause", storeerr.Cause(err), "err", err)
 		h.expireUnrenewed(runs)
 		return 0
 	}
@@ -238,9 +236,7 @@ func (h *heartbeat) lose(r *run) {
 	}
 	p.LeaseLost.Add(1)
 	p.Log.Warn("run lost its lease; cancelling its handler", "component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
-	if !p.NoLeaseCancel {
-		r.cancel(ErrLeaseLost)
-	}
+	r.cancel(ErrLeaseLost)
 	if p.LeaseLostFunc != nil {
 		p.LeaseLostFunc(r.job.Fence())
 	}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // Input limits. Each is enforced at the edge with a 400 naming the field.
@@ -88,7 +88,7 @@ type Service struct {
 	// wakeAt, if set, is called after a SCHEDULED job is created with its
 	// run_at and the database clock of the insert (the promoter's hint).
 	wakeAt func(runAt, dbNow time.Time)
-	retry  store.RetryPolicy
+	retry  storeerr.RetryPolicy
 	// validateParams, if set, checks a submit's params for its job type.
 	validateParams func(jobType string, params json.RawMessage) (field, rule string)
 	// isRemote, if set, reports the job types run by remote workers (a
@@ -118,7 +118,7 @@ func (s *Service) SetWakeAtFunc(f func(runAt, dbNow time.Time)) { s.wakeAt = f }
 // New returns a Service. knownType reports registered job types; wake (may
 // be nil) is called after each created job so the local scanner claims it at once.
 func New(st Store, knownType func(string) bool, wake func()) *Service {
-	return &Service{store: st, knownType: knownType, wake: wake, retry: store.RetryPolicy{MaxAttempts: apiRetryAttempts}}
+	return &Service{store: st, knownType: knownType, wake: wake, retry: storeerr.RetryPolicy{MaxAttempts: apiRetryAttempts}}
 }
 
 // submitFields are the fields of a submit body, exactly as spelled.

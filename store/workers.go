@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // SetRemoteTypes declares the job types run by remote workers: their jobs
@@ -93,7 +94,7 @@ func (s *Store) JobClaimRemote(ctx context.Context, p jobq.RemoteClaimParams) ([
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(p.Lease/2, time.Second))
 	defer cancel()
-	st, err := DoV(rctx, claimReadBack, "claim.started_at", func() (jobqdb.JobClaimedLeaseRow, error) {
+	st, err := storeerr.DoV(rctx, claimReadBack, "claim.started_at", func() (jobqdb.JobClaimedLeaseRow, error) {
 		return s.q.JobClaimedLease(rctx, ids[0])
 	})
 	if err != nil {

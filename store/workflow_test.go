@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -94,7 +93,7 @@ func TestWorkflowUnblocksChildrenExactlyOnce(t *testing.T) {
 			return err
 		},
 		"tx": func(c jobq.ClaimedJob) error {
-			ok, err := st.JobCompleteTx(ctx, success(c), func(context.Context, *sql.Tx) error { return nil })
+			ok, err := st.JobCompleteTx(ctx, success(c), func(context.Context, jobq.Tx) error { return nil })
 			if err == nil && !ok {
 				err = errors.New("not applied")
 			}

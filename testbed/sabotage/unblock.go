@@ -1,4 +1,4 @@
-package faultstore
+package sabotage
 
 import (
 	"context"
@@ -9,8 +9,7 @@ import (
 	"github.com/jobq/jobq/scheduler"
 )
 
-// UnblockOutsideTx is a sabotage decorator (`jobq serve --sabotage
-// unblock-outside-tx`, testbed build): it moves the unblock of workflow
+// unblockOutsideTx is the unblock-outside-tx switch's decorator: it moves the unblock of workflow
 // children out of the parent's completion transaction, as a naive
 // implementation would have it. Before a successful completion of a job
 // with children it adds back, in its own statement, what the completion's
@@ -20,7 +19,7 @@ import (
 // for ever (stuck_waiting_on_done_parents); a stale completion unblocks
 // them although its run no longer owned the parent, and two unblocks of one
 // child race (child_before_parent_success, child_run_twice).
-type UnblockOutsideTx struct {
+type unblockOutsideTx struct {
 	scheduler.Store
 	DB  *sql.DB
 	Gap time.Duration
@@ -37,7 +36,7 @@ SET q.status = IF(q.blocked_parents <= d.n, 'WAITING', q.status), q.blocked_pare
 WHERE q.status = 'BLOCKED'`
 )
 
-func (u *UnblockOutsideTx) before(ctx context.Context, cs []jobq.Completion) []uint64 {
+func (u *unblockOutsideTx) before(ctx context.Context, cs []jobq.Completion) []uint64 {
 	var ids []uint64
 	for _, c := range cs {
 		if c.HasChildren && c.Outcome == jobq.OutcomeSuccess {
@@ -49,7 +48,7 @@ func (u *UnblockOutsideTx) before(ctx context.Context, cs []jobq.Completion) []u
 	return ids
 }
 
-func (u *UnblockOutsideTx) after(ids []uint64) {
+func (u *unblockOutsideTx) after(ids []uint64) {
 	if len(ids) == 0 {
 		return
 	}
@@ -60,14 +59,14 @@ func (u *UnblockOutsideTx) after(ids []uint64) {
 }
 
 // JobCompleteMany completes cs, with the unblock outside its transaction.
-func (u *UnblockOutsideTx) JobCompleteMany(ctx context.Context, cs []jobq.Completion) ([]bool, error) {
+func (u *unblockOutsideTx) JobCompleteMany(ctx context.Context, cs []jobq.Completion) ([]bool, error) {
 	ids := u.before(ctx, cs)
 	defer u.after(ids)
 	return u.Store.JobCompleteMany(ctx, cs)
 }
 
 // JobCompleteTx is transactional completion, with the unblock outside it.
-func (u *UnblockOutsideTx) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx *sql.Tx) error) (bool, error) {
+func (u *unblockOutsideTx) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx jobq.Tx) error) (bool, error) {
 	ids := u.before(ctx, []jobq.Completion{c})
 	defer u.after(ids)
 	return u.Store.JobCompleteTx(ctx, c, fn)
