@@ -311,6 +311,13 @@ func (w *Workers) Complete(ctx context.Context, req apitype.CompleteRequest) (ap
 			if err != nil {
 				return resp, err
 			}
+			// Spawning is submitting: the token needs the submit grant
+			// for each spawned job's type.
+			for _, j := range sp.Jobs {
+				if err := w.svc.checkSubmitScope(ctx, j.JobType); err != nil {
+					return resp, err
+				}
+			}
 			p.Spawn = sp
 		}
 		if len(req.Output) > 0 {
