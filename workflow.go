@@ -115,6 +115,18 @@ type ParentOutput struct {
 	Output json.RawMessage
 }
 
+// WorkflowKeyTakenError is a workflow submit refused because one of its
+// job keys already names a job outside the workflow; it is an
+// ErrKeyConflict.
+type WorkflowKeyTakenError struct{ JobKey string }
+
+func (e *WorkflowKeyTakenError) Error() string {
+	return fmt.Sprintf("job_key %q already names another job", e.JobKey)
+}
+
+// Unwrap makes the error an ErrKeyConflict.
+func (e *WorkflowKeyTakenError) Unwrap() error { return ErrKeyConflict }
+
 // GraphError is a workflow graph refused: Field names the offending job or
 // edge ("jobs[3].depends_on[0]") and Rule says what is wrong.
 type GraphError struct {

@@ -13,7 +13,6 @@ import (
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // WorkflowServer implements jobqv1connect.WorkflowServiceHandler
@@ -80,7 +79,7 @@ func (ws *WorkflowServer) SubmitWorkflow(ctx context.Context, req *connect.Reque
 		}
 	}
 	wf, created, err := ws.s.svc.SubmitWorkflow(ctx, WorkflowRequestFromProto(req.Msg))
-	var taken *store.WorkflowKeyTakenError
+	var taken *jobq.WorkflowKeyTakenError
 	switch {
 	case errors.As(err, &taken):
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("job_key: %s; nothing of the workflow was written", taken.Error()))

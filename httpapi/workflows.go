@@ -2,12 +2,12 @@ package httpapi
 
 import (
 	"errors"
+	"github.com/jobq/jobq"
 	"net/http"
 	"net/url"
 
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 // routeWorkflows adds the workflow routes (docs/workflows.md).
@@ -34,7 +34,7 @@ func (a *api) workflowSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wf, created, err := a.svc.SubmitWorkflow(r.Context(), req)
-	var taken *store.WorkflowKeyTakenError
+	var taken *jobq.WorkflowKeyTakenError
 	switch {
 	case errors.As(err, &taken):
 		writeJSON(w, http.StatusConflict, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "conflict", Field: "jobs.job_key",

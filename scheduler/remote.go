@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/store"
 )
 
 // RemoteStore is what remote workers need from the store besides Store:
@@ -35,8 +34,6 @@ type RemoteStore interface {
 	WorkerRunsInFlight(ctx context.Context) ([]jobq.WorkerRuns, error)
 }
 
-var _ RemoteStore = (*store.Store)(nil)
-
 // Errors of the remote executor (transports map them to HTTP/gRPC codes).
 var (
 	// ErrTokenForbidden: the task token's secret is wrong, or its job's type
@@ -49,7 +46,7 @@ var (
 	// ErrTokenMalformed: the task token cannot be parsed.
 	ErrTokenMalformed = errors.New("jobq: task token is malformed")
 	// ErrLogFull: the lines would take the attempt's log past jobq.MaxLogBytes.
-	ErrLogFull = store.ErrLogFull
+	ErrLogFull = jobq.ErrLogFull
 )
 
 // RemoteScanInterval is the default Config.RemoteScanInterval: the longest
@@ -648,7 +645,7 @@ func (r *Remote) ReportProgress(ctx context.Context, token string, progress floa
 }
 
 func runError(err error) error {
-	if errors.Is(err, store.ErrRunGone) {
+	if errors.Is(err, jobq.ErrRunGone) {
 		return ErrTokenStale
 	}
 	return err

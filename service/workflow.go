@@ -14,7 +14,6 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
-	"github.com/jobq/jobq/store"
 )
 
 // MaxWorkflowKeyRunes is the longest workflow_key (1–64 characters).
@@ -144,7 +143,7 @@ func (s *Service) ValidateSpawn(sp *apitype.Spawn) (*jobq.Spawn, error) {
 // nothing. created is false when workflow_key already named a workflow
 // with the same request (that workflow is returned); ErrKeyConflict when
 // it named a different request, or when a job_key already names another
-// job (*store.WorkflowKeyTakenError).
+// job (*jobq.WorkflowKeyTakenError).
 func (s *Service) SubmitWorkflow(ctx context.Context, req apitype.WorkflowSubmitRequest) (jobq.Workflow, bool, error) {
 	if s.workflows == nil {
 		return jobq.Workflow{}, false, ErrNoWorkflows
@@ -247,5 +246,3 @@ func (s *Service) RetryWorkflow(ctx context.Context, key string) (jobq.Workflow,
 	}
 	return w, n, err
 }
-
-var _ WorkflowStore = (*store.Store)(nil)

@@ -13,4 +13,6 @@ var (
 	_ scheduler.Store  = (*store.Store)(nil)
 	_ service.Store    = (*store.Store)(nil)
 	_ service.OpsStore = (*store.Store)(nil)
+	_ scheduler.RemoteStore = (*store.Store)(nil)
+	_ service.WorkflowStore = (*store.Store)(nil)
 )

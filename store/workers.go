@@ -206,11 +206,11 @@ func (s *Store) LeaseRenewFenced(ctx context.Context, runs []jobq.Fence, lease t
 
 // ErrLogFull is returned by JobLogAppend when the lines would take the
 // attempt's log past jobq.MaxLogBytes; nothing was appended.
-var ErrLogFull = errors.New("the attempt's log would pass its limit")
+var ErrLogFull = jobq.ErrLogFull
 
 // ErrRunGone is returned by JobLogAppend and JobProgressSet when the run no
 // longer holds its job (stale); nothing was written.
-var ErrRunGone = errors.New("the run no longer holds its job")
+var ErrRunGone = jobq.ErrRunGone
 
 // runFenced runs fn in a transaction that first share-locks the job row of
 // f and has check judge its token state (check's error is returned as is);

@@ -24,7 +24,7 @@ const workflowEdgeChunk = 5000
 // workflow_key already exists it returns that workflow with created=false if
 // its RequestHash matches, or jobq.ErrKeyConflict. A job_key that already
 // names a job outside the workflow fails the whole submit with an
-// *WorkflowKeyTakenError (nothing is written).
+// *jobq.WorkflowKeyTakenError (nothing is written).
 func (s *Store) WorkflowSubmit(ctx context.Context, p jobq.WorkflowSubmitParams) (wf jobq.Workflow, created bool, err error) {
 	var wfID uint64
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
@@ -65,17 +65,6 @@ func (s *Store) WorkflowSubmit(ctx context.Context, p jobq.WorkflowSubmitParams)
 	return w, err == nil, err
 }
 
-// WorkflowKeyTakenError is a workflow submit refused because one of its
-// job keys already names a job (outside the workflow).
-type WorkflowKeyTakenError struct{ JobKey string }
-
-func (e *WorkflowKeyTakenError) Error() string {
-	return fmt.Sprintf("job_key %q already names another job", e.JobKey)
-}
-
-// Unwrap makes the error a jobq.ErrKeyConflict.
-func (e *WorkflowKeyTakenError) Unwrap() error { return jobq.ErrKeyConflict }
-
 // takenKey finds which job key of a refused workflow submit was taken.
 func (s *Store) takenKey(ctx context.Context, jobs []jobq.WorkflowJobParams) error {
 	keys := make([]string, len(jobs))
@@ -88,7 +77,7 @@ func (s *Store) takenKey(ctx context.Context, jobs []jobq.WorkflowJobParams) err
 			return errorf("workflow submit: %w", err)
 		}
 		if len(rows) > 0 {
-			return &WorkflowKeyTakenError{JobKey: rows[0].JobKey}
+			return &jobq.WorkflowKeyTakenError{JobKey: rows[0].JobKey}
 		}
 	}
 	return errorf("workflow submit: duplicate key, but no key is taken now (a concurrent submit rolled back): try again")

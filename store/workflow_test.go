@@ -257,7 +257,7 @@ func TestWorkflowSubmitIdempotentAndSpawn(t *testing.T) {
 	}
 	// A job key taken outside: nothing of the workflow is written.
 	_, _, err = st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "k2", RequestHash: "h", Jobs: []jobq.WorkflowJobParams{wfJob("fresh"), wfJob("ka")}})
-	var taken *store.WorkflowKeyTakenError
+	var taken *jobq.WorkflowKeyTakenError
 	if !errors.As(err, &taken) || taken.JobKey != "ka" {
 		t.Fatalf("taken key: %v", err)
 	}
