@@ -10,9 +10,9 @@ import (
 // on. The check lives on the adapter's side of the seam (in a test, so the
 // adapter links neither), and neither of them links the driver.
 var (
-	_ scheduler.Store  = (*store.Store)(nil)
-	_ service.Store    = (*store.Store)(nil)
-	_ service.OpsStore = (*store.Store)(nil)
+	_ scheduler.Store       = (*store.Store)(nil)
+	_ service.Store         = (*store.Store)(nil)
+	_ service.OpsStore      = (*store.Store)(nil)
 	_ scheduler.RemoteStore = (*store.Store)(nil)
 	_ service.WorkflowStore = (*store.Store)(nil)
 )
