@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jobq/jobq"
@@ -245,4 +246,32 @@ func (s *Service) RetryWorkflow(ctx context.Context, key string) (jobq.Workflow,
 		s.wakeWorkflow(w)
 	}
 	return w, n, err
+}
+
+// validatePeriodicWorkflow checks a schedule whose target is a workflow
+// template: job_type and params must be absent, the template's jobs valid
+// as a workflow submit's (fields named workflow.jobs[i].field), without
+// run_at, and every job_key short enough that '<name>@<instant>/<job_key>'
+// fits job_key's 64 characters.
+func (o *Ops) validatePeriodicWorkflow(req apitype.PeriodicRequest, spec jobq.PeriodicSpec) (jobq.PeriodicSpec, error) {
+	if req.JobType != "" || len(req.Params) > 0 || req.Priority != nil || req.MaxRetry != nil || req.TimeoutMs != nil {
+		return spec, invalid("workflow", "replaces job_type, params, priority, max_retry and timeout_ms: give those per job of the template")
+	}
+	maxKey := MaxJobKeyRunes - utf8.RuneCountInString(jobq.PeriodicWorkflowJobKey(req.Name, time.Unix(0, 0), ""))
+	for i, j := range req.Workflow.Jobs {
+		if j.RunAt != nil {
+			return spec, invalid(fmt.Sprintf("workflow.jobs[%d].run_at", i), "is not allowed in a schedule's template: each instant starts the workflow")
+		}
+		if n := utf8.RuneCountInString(j.JobKey); n > maxKey {
+			return spec, invalid(fmt.Sprintf("workflow.jobs[%d].job_key", i),
+				"at most %d characters for schedule %q ('<name>@<instant>/<job_key>' must fit 64), got %d", maxKey, req.Name, n)
+		}
+	}
+	sv := &Service{knownType: o.knownType, validateParams: o.validateParams}
+	jobs, err := sv.validateWorkflowJobs("workflow.jobs", req.Workflow.Jobs)
+	if err != nil {
+		return spec, err
+	}
+	spec.JobType, spec.Params, spec.Workflow = "", "{}", jobs
+	return spec, nil
 }

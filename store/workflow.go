@@ -2,13 +2,16 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
@@ -467,4 +470,42 @@ func (s *Store) JobParents(ctx context.Context, ids []uint64) (map[uint64][]jobq
 		out[r.ChildID] = append(out[r.ChildID], p)
 	}
 	return out, nil
+}
+
+// startScheduledWorkflow starts the workflow of schedule p's instant at, in
+// the fire's transaction: key PeriodicKey(name, at), each template job keyed
+// PeriodicWorkflowJobKey. An instant already started (its workflow_key
+// exists) starts nothing: false.
+func (s *Store) startScheduledWorkflow(ctx context.Context, tx *sql.Tx, p jobq.Periodic, at time.Time) (bool, error) {
+	key := jobq.PeriodicKey(p.Name, at)
+	jobs := make([]jobq.WorkflowJobParams, len(p.Workflow))
+	h := sha256.New()
+	h.Write([]byte("periodic-workflow\x00" + key))
+	for i, j := range p.Workflow {
+		j.JobKey = jobq.PeriodicWorkflowJobKey(p.Name, at, j.JobKey)
+		deps := make([]jobq.Dependency, len(j.DependsOn))
+		for k, d := range j.DependsOn {
+			deps[k] = jobq.Dependency{JobKey: jobq.PeriodicWorkflowJobKey(p.Name, at, d.JobKey), OnParentFailure: d.OnParentFailure}
+		}
+		j.DependsOn = deps
+		jobs[i] = j
+		h.Write([]byte(j.JobKey + "\x00" + j.RequestHash + "\x00"))
+	}
+	res, err := tx.ExecContext(ctx, "INSERT IGNORE INTO workflow (workflow_key, request_hash, create_time) VALUES (?, ?, NOW(6))",
+		key, hex.EncodeToString(h.Sum(nil)))
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err
+	}
+	wfID, err := res.LastInsertId()
+	if err != nil {
+		return false, err
+	}
+	ids, err := s.insertWorkflowJobs(ctx, tx, uint64(wfID), jobs)
+	if err != nil {
+		return false, err
+	}
+	return true, insertEdges(ctx, tx, jobs, ids, nil)
 }

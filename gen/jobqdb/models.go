@@ -95,6 +95,7 @@ type PeriodicJob struct {
 	LastRunAt  sql.NullTime
 	CreateTime time.Time
 	UpdateTime time.Time
+	Workflow   sql.NullString
 }
 
 type Workflow struct {

@@ -1,3 +1,4 @@
+ALTER TABLE periodic_job DROP COLUMN workflow;
 DROP TABLE job_dependency;
 UPDATE job_queue SET status = 'CANCELED', finished_at = NOW(6), update_time = NOW(6) WHERE status = 'BLOCKED';
 ALTER TABLE job_queue

@@ -36,3 +36,8 @@ CREATE TABLE job_dependency (
     PRIMARY KEY (parent_id, child_id),
     KEY idx_child (child_id, parent_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- A periodic schedule may start a workflow at each instant instead of one
+-- job: workflow is its template, the validated jobs as JSON (NULL for a
+-- job schedule).
+ALTER TABLE periodic_job ADD COLUMN workflow MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL;
