@@ -308,7 +308,7 @@ func (w *Worker) call(ctx context.Context, path string, body, out any) error {
 // nil after a shutdown, or an error when no handler is registered or a
 // replica refuses the fetch itself (400, 401, 403, 404: a configuration to
 // fix, such as a type that is not remote or outside the token's scope).
-// Network errors and 5xx answers are retried with backoff.
+// Network errors and 5xx answers are retried with backoff. Call Run once.
 func (w *Worker) Run(ctx context.Context) error {
 	if len(w.types) == 0 {
 		return errors.New("worker: no job type registered")

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 // The replica's timing: a short lease so that lease loss and rescue take
 // seconds, not minutes. Workers heartbeat every lease/3.
 const (
-	lease          = 4 * time.Second
+	lease          = 6 * time.Second
 	rescueInterval = 500 * time.Millisecond
 	heartbeatEvery = lease / 3
 )

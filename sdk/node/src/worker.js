@@ -213,7 +213,6 @@ export class Worker {
         await this.#slotFreed.promise;
         continue;
       }
-      const sent = performance.now();
       let jobs;
       try {
         jobs = await this.client.fetchJobs({
@@ -228,7 +227,9 @@ export class Worker {
         continue;
       }
       pause = BACKOFF_FIRST_MS;
-      for (const job of jobs) this.#start(job, sent);
+      // The lease starts at the claim, which a long poll makes just before its answer: time it from the answer.
+      const received = performance.now();
+      for (const job of jobs) this.#start(job, received);
     }
   }
 

@@ -123,7 +123,7 @@ class _Run:
         self.token = ctx._token
         self.lease = float(job.get("lease_ms") or 30000) / 1000
         self.heartbeat = float(job.get("heartbeat_ms") or self.lease * 1000 / 3) / 1000
-        self.deadline = sent + self.lease  # local monotonic clock, never later than the DB's deadline
+        self.deadline = sent + self.lease  # local monotonic clock, from the fetch answer's arrival
         self.lost = False
         self.state = "running"  # running → completing (the handler ended) or releasing (shutdown)
         self.lock = threading.Lock()
@@ -273,7 +273,6 @@ class Worker:
                 free = self.concurrency - len(self._runs)
             if self._stopping.is_set():
                 break
-            sent = time.monotonic()
             try:
                 jobs = self.client.fetch(self.worker_id, types, min(free, 1000), self.wait_ms, self.labels,
                                          f"jobq-python/{VERSION}", abort_key=self._fetch_key)
@@ -285,8 +284,9 @@ class Worker:
                 pause = min(pause * 2, _BACKOFF_MAX)
                 continue
             pause = _BACKOFF_FIRST
+            received = time.monotonic()  # the claim happened before its answer: a long poll may wait wait_ms first
             for job in jobs:
-                self._start(job, sent)
+                self._start(job, received)
 
     def _start(self, job: Mapping[str, Any], sent: float) -> None:
         run = _Run(job, JobContext(job, self.client), sent)

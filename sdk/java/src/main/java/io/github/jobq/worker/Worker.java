@@ -205,7 +205,6 @@ public final class Worker implements AutoCloseable {
         free = Math.min(concurrency - runs.size(), 1_000);
       }
       if (stopping) break;
-      long sent = System.nanoTime();
       List<JsonObject> jobs;
       try {
         jobs = client.fetch(workerId, types, free, waitMs, labels, "jobq-java/" + VERSION, f -> {
@@ -228,7 +227,9 @@ public final class Worker implements AutoCloseable {
         fetchCall = null;
       }
       pause = BACKOFF_FIRST_MS;
-      for (JsonObject job : jobs) startRun(job, sent);
+      // The lease starts at the claim, which a long poll makes just before its answer: time it from the answer.
+      long received = System.nanoTime();
+      for (JsonObject job : jobs) startRun(job, received);
     }
   }
 
@@ -425,7 +426,7 @@ public final class Worker implements AutoCloseable {
     final String token;
     final long leaseMs;
     final long heartbeatMs;
-    volatile long deadline; // System.nanoTime(): never later than the database's lease deadline
+    volatile long deadline; // System.nanoTime(): the fetch answer's arrival + the lease, renewed by heartbeats
     volatile boolean lost;
     State state = State.RUNNING; // guarded by this
 
