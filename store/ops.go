@@ -408,6 +408,11 @@ func (s *Store) purgeBatch(ctx context.Context, cands []uint64, cutoff time.Time
 		if _, err = q.RunInfoDeleteByJobs(ctx, ids); err != nil {
 			return err
 		}
+		// So do their workflow edges (a terminal job has settled its
+		// children already).
+		if _, err = q.DependencyDeleteByJobs(ctx, jobqdb.DependencyDeleteByJobsParams{Ids: ids}); err != nil {
+			return err
+		}
 		jobs, err = q.JobDeleteMany(ctx, ids)
 		return err
 	})

@@ -221,6 +221,30 @@ func TestWorkflowFailurePolicyAndRetry(t *testing.T) {
 			t.Fatalf("after a cancel-requested parent succeeded, %s is %s", k, v)
 		}
 	}
+	// Retention takes a purged job's edges with it.
+	var edgesBefore int
+	if err := st.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM job_dependency").Scan(&edgesBefore); err != nil || edgesBefore == 0 {
+		t.Fatalf("edges before purge: %d %v", edgesBefore, err)
+	}
+	// The cleaner walks ids from the oldest and stops at the first job
+	// created after the cutoff: age every job up to w3's, finish only w3's.
+	if _, err := st.DB().ExecContext(ctx, "UPDATE job_queue SET create_time = NOW(6) - INTERVAL 2 DAY WHERE id <= (SELECT m FROM (SELECT MAX(id) AS m FROM job_queue WHERE workflow_id = ?) AS x)", wf3.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DB().ExecContext(ctx, "UPDATE job_queue SET finished_at = NOW(6) - INTERVAL 1 DAY WHERE workflow_id = ?", wf3.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.JobPurge(ctx, jobq.PurgeParams{OlderThan: time.Hour, Batch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := st.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM job_dependency d JOIN job_queue q ON q.id = d.child_id WHERE q.workflow_id = ?", wf3.ID).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	var after int
+	if err := st.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM job_dependency").Scan(&after); err != nil || after != edgesBefore-4 || left != 0 {
+		t.Fatalf("edges after purging the diamond w3: %d of %d (want 4 fewer), %d left in w3; err %v", after, edgesBefore, left, err)
+	}
 	// Cancel: a workflow's waiting jobs end CANCELED at once.
 	wf2, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "w2", RequestHash: "h", Jobs: diamond("x")})
 	if err != nil {

@@ -58,6 +58,42 @@ func (q *Queries) DependencyChildCounts(ctx context.Context, parentIds []uint64)
 	return items, nil
 }
 
+const dependencyDeleteByJobs = `-- name: DependencyDeleteByJobs :execrows
+DELETE FROM job_dependency WHERE child_id IN (/*SLICE:ids*/?) OR parent_id IN (/*SLICE:ids*/?)
+`
+
+type DependencyDeleteByJobsParams struct {
+	Ids []uint64
+}
+
+// Retention: the edges of purged jobs (either end), by idx_child and the
+// primary key's parent prefix.
+func (q *Queries) DependencyDeleteByJobs(ctx context.Context, arg DependencyDeleteByJobsParams) (int64, error) {
+	query := dependencyDeleteByJobs
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const dependencyEdgesFrom = `-- name: DependencyEdgesFrom :many
 SELECT parent_id, child_id, on_parent_failure FROM job_dependency
 WHERE parent_id IN (/*SLICE:parent_ids*/?)

@@ -119,3 +119,8 @@ SET status = IF(sqlc.arg(blocked) > 0, 'BLOCKED', 'WAITING'), blocked_parents = 
     retry_times = 0, cancel_requested = 0, run_at = NOW(6), finished_at = NULL, lease_until = NULL,
     update_time = NOW(6)
 WHERE id = sqlc.arg(id) AND status IN ('FAILED', 'CANCELED');
+
+-- name: DependencyDeleteByJobs :execrows
+-- Retention: the edges of purged jobs (either end), by idx_child and the
+-- primary key's parent prefix.
+DELETE FROM job_dependency WHERE child_id IN (sqlc.slice(ids)) OR parent_id IN (sqlc.slice(ids));
