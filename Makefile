@@ -100,6 +100,15 @@ chaos-workflows: ensure-db build ## Workflow workload (random DAGs, POST /v1/wor
 	for s in kill-storm zombie-pause partition db-restart; do \
 		$(BIN) chaos --scenario $$s --workflows --jobs 1500 --duration 20s --out out/chaos-workflows/$$s || exit 1; \
 	done
+	$(TESTBED_BIN) chaos --scenario worker-pause --sabotage remote-fencing --expect-invalid --jobs 250 --duration 25s --out out/chaos-sabotage/remote-fencing
+
+# chaos-remote: the remote set (docs/chaos.md "Remote workers"): worker
+# processes of every library behind fault proxies.
+CHAOS_REMOTE_FLAGS ?= --jobs 250 --duration 25s --drain-timeout 40s --seed 42
+
+.PHONY: chaos-remote
+chaos-remote: ensure-db build ## Run every remote chaos scenario (Go, jobq work, Python and Node workers; worker kill/pause/partition, ack loss, duplicate completions, replica kill); fail on any violation (out/chaos-remote/).
+	$(BIN) chaos --scenario remote $(CHAOS_REMOTE_FLAGS) --out out/chaos-remote
 
 # HA topologies (docs/chaos.md "Topologies"): a 3-node Galera cluster and a
 # primary-replica failover, both started by the harness on loopback.

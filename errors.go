@@ -25,10 +25,10 @@ var (
 	// strategy is requested on a server without SELECT … FOR UPDATE SKIP
 	// LOCKED (MySQL < 8.0.1, MariaDB < 10.6).
 	ErrSkipLockedUnsupported = errors.New("jobq: server does not support SKIP LOCKED")
-	// ErrLogFull is returned by a log append when the lines would take the
-	// attempt's log past MaxLogBytes.
-	ErrLogFull = errors.New("the attempt's log would pass its limit")
-	// ErrRunGone is returned by a log append or progress report when the
-	// run no longer holds its job (stale); nothing was written.
-	ErrRunGone = errors.New("the run no longer holds its job")
+	// ErrLogFull is returned when appending log lines would take an
+	// attempt's log past MaxLogBytes: nothing was appended.
+	ErrLogFull = errors.New("jobq: the attempt's log would pass its limit")
+	// ErrRunGone is returned by a log or progress write when the run no
+	// longer holds its job (fenced by attempt): nothing was written.
+	ErrRunGone = errors.New("jobq: the run no longer holds its job")
 )

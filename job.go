@@ -147,9 +147,10 @@ type ClaimedJob struct {
 	// WorkflowID is the job's workflow; 0 outside workflows.
 	WorkflowID uint64
 	// LeaseBase is when the claim that took the job began, on the
-	// replica's clock (set by the scheduler): the database stamped the lease
-	// later, so LeaseBase + Lease is never later than lease_until, however
-	// long the claim took to return.
+	// replica's clock (set by the scheduler), or when the statement that
+	// stamped the lease was sent (set by the store): the database stamped
+	// the lease later, so LeaseBase + Lease is never later than lease_until,
+	// however long the claim took to return.
 	LeaseBase time.Time
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/callout"
 	"github.com/jobq/jobq/console"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/jobtypes"
@@ -105,6 +106,15 @@ type Config struct {
 	// Metrics configures the replica's Prometheus metrics, served at
 	// /metrics on the API listener (see package metrics).
 	Metrics metrics.Options
+	// Callout configures the HTTP call-out executor: job types bound to
+	// endpoints (each must be in Scheduler.RemoteTypes), their signing
+	// secrets and the destination allow-list. Bindings can be added and
+	// removed later through the operations API (/v1/callouts).
+	Callout callout.Config
+	// WrapHandlerFunc, when set, wraps the API's HTTP handler (all routes,
+	// before metrics and gRPC) with db the replica's database. The testbed
+	// build uses it for its HTTP decorators; the product never sets it.
+	WrapHandlerFunc func(h http.Handler, db *sql.DB) http.Handler
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -123,6 +133,9 @@ type Replica struct {
 	Ops *service.Ops
 	// Workers serves the remote worker protocol.
 	Workers *service.Workers
+	// Callout is the HTTP call-out executor (nil without a scheduler or
+	// remote job types).
+	Callout *callout.Executor
 	// ready caches Store.Ready for /readyz, the gRPC health check and the
 	// jobq_db_writable gauge (at most one check a second).
 	ready *store.ReadyCache
@@ -265,6 +278,18 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if r.Scheduler != nil {
 		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
 		r.Workers = service.NewWorkers(r.Scheduler.Remote(), r.Service)
+		if rem := r.Scheduler.Remote(); rem != nil {
+			cc := cfg.Callout
+			cc.WorkerID = cmp.Or(cc.WorkerID, "callout@"+cfg.Scheduler.Owner)
+			cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
+			x, err := callout.New(ctx, rem, cc)
+			if err != nil {
+				r.Stop(context.Background())
+				return nil, err
+			}
+			r.Callout = x
+			x.Start(context.WithoutCancel(ctx))
+		}
 	} else {
 		r.Workers = service.NewWorkers(nil, r.Service)
 	}
@@ -282,14 +307,21 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	if !cfg.NoAPI {
 		r.Addr = ln.Addr().String()
-		h := httpapi.New(r.Service, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: r.ready.Check, Logger: cfg.Logger,
-			AuthTokens: cfg.AuthTokens, Ops: r.Ops, Workers: r.Workers, WorkerTokens: cfg.WorkerTokens})
+		hopts := httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: r.ready.Check, Logger: cfg.Logger,
+			AuthTokens: cfg.AuthTokens, Ops: r.Ops, Workers: r.Workers, WorkerTokens: cfg.WorkerTokens}
+		if r.Callout != nil {
+			hopts.Callouts = r.Callout
+		}
+		h := httpapi.New(r.Service, hopts)
 		if !cfg.NoUI {
 			if h, err = r.withConsole(h, cfg); err != nil {
 				ln.Close()
 				r.Stop(context.Background())
 				return nil, err
 			}
+		}
+		if cfg.WrapHandlerFunc != nil {
+			h = cfg.WrapHandlerFunc(h, st.DB())
 		}
 		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
 		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.Workers, r.ready.Check, cfg)
@@ -360,6 +392,9 @@ func (r *Replica) Err() <-chan error { return r.serveErr }
 // gracefully (see scheduler.Stop), then closes the database.
 func (r *Replica) Stop(ctx context.Context) error {
 	var errs []error
+	if r.Callout != nil {
+		r.Callout.Stop() // before EndFetches: its fetches would answer at once, again and again
+	}
 	if r.Scheduler != nil {
 		r.Scheduler.EndFetches() // long-polling fetches answer now, so the server's shutdown need not wait for them
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
-	"github.com/jobq/jobq/store"
 )
 
 const (
@@ -254,18 +253,9 @@ func TestWorkerForgedAndStaleTokensChangeNothing(t *testing.T) {
 	if _, err := w.db.Exec(`UPDATE job_queue SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE id = ?`, id); err != nil {
 		t.Fatal(err)
 	}
-	// One rescue pass, as the rescuer runs it (store.JobRescueCandidates,
-	// then JobRescueExpired for each).
-	rst, err := store.OpenDB(context.Background(), w.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cands, err := rst.JobRescueCandidates(context.Background(), 10)
-	if err != nil || len(cands) != 1 || cands[0].ID != id {
-		t.Fatalf("rescue candidates: %v %v, want job %d", cands, err, id)
-	}
-	if ok, err := rst.JobRescueExpired(context.Background(), cands[0]); err != nil || !ok {
-		t.Fatalf("rescue: %v %v, want job %d rescued", ok, err, id)
+	// The rescuer's own statement, run now instead of at RescueInterval.
+	if ok, err := w.r.Store.JobRescueExpired(context.Background(), jobq.Fence{ID: id, Attempt: 1}); err != nil || !ok {
+		t.Fatalf("rescue of job %d attempt 1: %v, %v; want rescued", id, ok, err)
 	}
 	again := w.fetch(allToken, "w2", []string{"resize"}, 1, 0)
 	if len(again) != 1 || again[0].ID != id || again[0].Attempt != 2 {

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -97,6 +98,13 @@ type WorkerConfig struct {
 	// Server is the base URL of any replica's API, e.g.
 	// http://127.0.0.1:8080. Required.
 	Server string
+	// Servers are further replicas' base URLs. A worker talks to one
+	// replica at a time, starting with Server, and moves to the next one
+	// in the list (round robin) when a call fails with a network error or
+	// a 5xx answer — a replica that died, froze or is cut off. Task tokens
+	// are checked in the database, so any replica takes the heartbeats and
+	// completions of jobs another handed out. Defaults to none.
+	Servers []string
 	// Token is the worker token sent as "Authorization: Bearer <token>".
 	// Defaults to none (a replica with no tokens configured).
 	Token string
@@ -197,7 +205,8 @@ func moduleVersion() string {
 // library does"). Register the handlers, then call Run.
 type Worker struct {
 	cfg      WorkerConfig
-	api      *Client
+	apis     []*Client    // Server, then Servers
+	cur      atomic.Int64 // index into apis of the replica in use
 	log      *slog.Logger
 	handlers map[string]HandlerFunc
 	types    []string
@@ -229,9 +238,12 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	api := &Client{BaseURL: strings.TrimRight(cfg.Server, "/"), HTTP: cfg.HTTP, Token: cfg.Token}
+	var apis []*Client
+	for _, s := range append([]string{cfg.Server}, cfg.Servers...) {
+		apis = append(apis, &Client{BaseURL: strings.TrimRight(s, "/"), HTTP: cfg.HTTP, Token: cfg.Token})
+	}
 	return &Worker{
-		cfg: cfg, api: api, log: cfg.Logger.With("component", "worker", "worker_id", cfg.WorkerID),
+		cfg: cfg, apis: apis, log: cfg.Logger.With("component", "worker", "worker_id", cfg.WorkerID),
 		handlers: map[string]HandlerFunc{}, held: map[string]*heldJob{},
 		freed: make(chan struct{}, 1), hbWake: make(chan struct{}, 1),
 	}, nil
@@ -293,11 +305,31 @@ func (j *WorkerJob) Progress(ctx context.Context, progress float64, message stri
 func (w *Worker) call(ctx context.Context, path string, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, WorkerCallTimeoutDefault)
 	defer cancel()
-	_, err := w.api.do(ctx, http.MethodPost, path, body, out)
+	err := w.do(ctx, path, body, out)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// do POSTs body to path on the replica in use; a network error or a 5xx
+// answer moves the worker to the next replica of Server and Servers (the
+// call is not repeated here: the caller's retry goes there).
+func (w *Worker) do(ctx context.Context, path string, body, out any) error {
+	i := w.cur.Load()
+	_, err := w.apis[i].do(ctx, http.MethodPost, path, body, out)
+	if err == nil || len(w.apis) == 1 || ctx.Err() != nil {
+		return err
+	}
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status < 500 {
+		return err
+	}
+	next := (i + 1) % int64(len(w.apis))
+	if w.cur.CompareAndSwap(i, next) {
+		w.log.Warn("replica unreachable; moving to the next one", "from", w.apis[i].BaseURL, "to", w.apis[next].BaseURL, "err", err)
+	}
+	return err
 }
 
 // Run fetches and runs jobs until ctx is cancelled, then shuts down
@@ -378,7 +410,7 @@ func (w *Worker) fetch(ctx context.Context, maxJobs int) ([]apitype.FetchedJob, 
 	defer cancel()
 	var resp apitype.FetchResponse
 	waitMs := int(w.cfg.PollWait / time.Millisecond)
-	_, err := w.api.do(ctx, http.MethodPost, "/v1/workers/fetch", apitype.FetchRequest{
+	err := w.do(ctx, "/v1/workers/fetch", apitype.FetchRequest{
 		WorkerID: w.cfg.WorkerID, Labels: w.cfg.Labels, Version: w.cfg.Version, JobTypes: w.types,
 		MaxJobs: maxJobs, WaitMs: &waitMs,
 	}, &resp)

@@ -50,6 +50,8 @@ type Options struct {
 	// Workers, if set, serves the worker protocol (/v1/workers/…, GET
 	// /v1/workers, GET /v1/jobs/{id}/logs; see workers.go).
 	Workers *service.Workers
+	// Callouts, if set, serves the call-out bindings (/v1/callouts).
+	Callouts Callouts
 	// WorkerTokens are the worker credentials (see Authenticate). With
 	// any, authentication is Authenticate's; else AuthTokens' alone.
 	WorkerTokens []service.WorkerCredential
@@ -85,6 +87,9 @@ func New(svc *service.Service, opts Options) http.Handler {
 	}
 	if opts.Workers != nil {
 		a.routeWorkers(mux)
+	}
+	if opts.Callouts != nil {
+		a.routeCallouts(mux, opts.Callouts)
 	}
 	var h http.Handler = jsonRouteErrors(mux)
 	switch {

@@ -177,7 +177,7 @@ func New(opts Options) *Metrics {
 	m.writeFailures = f.counter("jobq_completion_write_failures_total",
 		"Completions that could not be written after retries; their leases expire and the jobs are rescued.")
 	m.pickup = f.histogramVec("jobq_pickup_latency_seconds",
-		"Time from a job being due and submitted (the later of run_at and create_time) to its claim (started_at), on the database clock.", PickupBuckets, "job_type")
+		"Time from a job being due and submitted (the later of run_at and create_time) to its handler's start: to its claim (started_at) on the database clock, plus the time it waited in the replica's run queue.", PickupBuckets, "job_type")
 	m.runDuration = f.histogramVec("jobq_run_duration_seconds",
 		"Time from this replica's claim to the committed completion (handler time plus the completion write).", RunBuckets, "job_type", "outcome")
 	m.scanDuration = f.histogram("jobq_scan_duration_seconds", "Duration of one scan: the idle probe or the claim statements.", ScanBuckets)
@@ -233,6 +233,12 @@ func (m *Metrics) Hooks(next scheduler.Hooks) scheduler.Hooks {
 		}
 		if next.FetchClaimedFunc != nil {
 			next.FetchClaimedFunc(jobs)
+		}
+	}
+	h.StartedFunc = func(job *scheduler.Job, queued time.Duration) {
+		m.pickup.WithLabelValues(job.JobType).Observe(StartPickupSeconds(job, queued))
+		if next.StartedFunc != nil {
+			next.StartedFunc(job, queued)
 		}
 	}
 	h.CompletedFunc = func(c jobq.Completion, applied bool) {
@@ -332,15 +338,24 @@ func (m *Metrics) onClaimed(jobs []jobq.ClaimedJob, conflicts int) {
 	m.mu.Unlock()
 	for _, j := range jobs {
 		m.claimed.WithLabelValues(j.JobType).Inc()
-		m.pickup.WithLabelValues(j.JobType).Observe(PickupSeconds(j))
 	}
 }
 
-// PickupSeconds is a claimed job's pickup latency: from when it was both
-// due and submitted to its claim, StartedAt − max(RunAt, CreateTime), all
-// on the database clock. A submit may set run_at in the past (the job is
-// due at once): measured from run_at alone, its pickup would count the time
-// before it existed.
+// StartPickupSeconds is a started job's pickup latency, the value of
+// jobq_pickup_latency_seconds: PickupSeconds up to its claim (database
+// clock) plus queued, the time it then waited in the replica's run queue
+// for a worker (the replica's monotonic clock). A job given back from the
+// run queue unstarted is not observed; its next attempt's pickup counts
+// from the same due time, so the wait is in it.
+func StartPickupSeconds(job *scheduler.Job, queued time.Duration) float64 {
+	return PickupSeconds(jobq.ClaimedJob{RunAt: job.RunAt, CreateTime: job.CreateTime, StartedAt: job.StartedAt}) + queued.Seconds()
+}
+
+// PickupSeconds is a claimed job's pickup latency up to its claim: from
+// when it was both due and submitted to its claim, StartedAt − max(RunAt,
+// CreateTime), all on the database clock. A submit may set run_at in the
+// past (the job is due at once): measured from run_at alone, its pickup
+// would count the time before it existed.
 func PickupSeconds(j jobq.ClaimedJob) float64 {
 	due := j.RunAt
 	if j.CreateTime.After(due) {
@@ -404,7 +419,13 @@ func (m *Metrics) ObserveScheduler(s *scheduler.Scheduler) {
 	f.gaugeFunc("jobq_worker_slots_in_flight", "Runs this replica holds: handlers running or completions not yet committed.",
 		func() float64 { return float64(s.InFlight()) })
 	f.gaugeFunc("jobq_worker_slots_free", "Idle workers of this replica.", func() float64 { return float64(s.FreeSlots()) })
-	f.counterFunc("jobq_heartbeat_failures_total", "Lease renewals (heartbeats) that failed after retries.",
+	f.gaugeFunc("jobq_run_queue_jobs", "Claimed jobs waiting in this replica's run queue for a worker (RUNNING in job_queue, not started).",
+		func() float64 { n, _ := s.Queued(); return float64(n) })
+	f.gaugeFunc("jobq_run_queue_oldest_wait_seconds", "How long the oldest job in this replica's run queue has waited for a worker (0 when none waits).",
+		func() float64 { _, d := s.Queued(); return d.Seconds() })
+	f.counterFunc("jobq_run_queue_given_back_total", "Jobs the run queue released unstarted (to WAITING, no retry spent) because they waited longer than --run-queue-wait.",
+		func() float64 { return float64(s.Stats().GivenBack) })
+	f.counterFunc("jobq_heartbeat_failures_total", "Lease renewals (heartbeats) that failed after retries, or left runs with a running handler unrenewed because another transaction held their row (each logged as a WARN).",
 		func() float64 { return float64(s.Stats().HeartbeatFails) })
 	f.counterFunc("jobq_heartbeat_stalls_total", "Heartbeats that began later than scheduled by more than lease/5: the process was not run in time (CPU starvation, SIGSTOP, a long pause).",
 		func() float64 { return float64(s.Stats().HeartbeatStalls) })

@@ -2,7 +2,6 @@ package metrics_test
 
 import (
 	"context"
-	"math"
 	"testing"
 	"time"
 
@@ -84,8 +83,11 @@ func TestPickupOfPastRunAtCountsFromSubmit(t *testing.T) {
 			}
 		}
 	}
-	if count != 1 || math.Abs(sumSeconds-want.Seconds()) > 1e-6 {
-		t.Errorf("jobq_pickup_latency_seconds: %d observations summing %vs, want 1 of %vs", count, sumSeconds, want.Seconds())
+	// The histogram is measured to the handler's start: the claim's pickup
+	// plus the time from the claim's answer to the handler (a free worker:
+	// microseconds, well under 50ms).
+	if count != 1 || sumSeconds < want.Seconds()-1e-6 || sumSeconds > want.Seconds()+0.05 {
+		t.Errorf("jobq_pickup_latency_seconds: %d observations summing %vs, want 1 of %vs (+ < 50ms to the handler's start)", count, sumSeconds, want.Seconds())
 	}
 }
 

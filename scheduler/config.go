@@ -105,15 +105,34 @@ type Config struct {
 	// claimed in batches sized by the backlog rather than by the handlers
 	// that just returned: a claim takes min(BatchLimit, free workers + free
 	// queue places). The queue is adaptive: it offers at most as many places
-	// as this replica's handlers finished in the last 100ms, so a replica
-	// running long handlers claims no more than its free workers (no job
-	// waits behind a long handler while another replica idles), and one
-	// running short handlers under a backlog claims up to RunQueue ahead.
+	// as this replica is expected to start within 100ms — the jobs it
+	// finished in the last 100ms, capped by Workers × 100ms / their mean
+	// handler time — so a replica running long handlers claims no more than
+	// its free workers, and one running short handlers under a backlog
+	// claims up to RunQueue ahead. Queued jobs start in claim order
+	// (priority, then run_at, then id); one that waits longer than
+	// RunQueueWait is given back.
 	// Queued jobs are RUNNING in job_queue (owner set, lease renewed by the
 	// heartbeat like running ones); at shutdown they are released to
 	// WAITING without spending a retry. Defaults to RunQueueDefault;
 	// negative disables it (claims never exceed the free workers).
 	RunQueue int
+	// RunQueueWait is how long a claimed job may wait in the run queue for
+	// a worker while the queue does not move: one that waited longer, when
+	// no worker took a queued job for as long either, is given back
+	// (released to WAITING without spending a retry, for any replica to
+	// claim), together with every queued job ranked after it, so a replica
+	// never holds jobs it cannot start soon — long jobs claimed right after
+	// short ones — while a peer could run them. A queue that moves (a
+	// backlog of short jobs) gives nothing back. The queue is checked every
+	// RunQueueWait/4, so a stuck queue holds no job more than 1.25 ×
+	// RunQueueWait. Defaults to
+	// PollInterval/4 (250ms), at least 200ms (twice the 100ms the queue is
+	// sized for): given back within 312ms, its release written
+	// and claimed at a peer's next scan, a job is not held locally for one
+	// poll interval even on a loaded replica (at PollInterval/2 the release
+	// write under load made some wait 1.4s). Negative: never give back.
+	RunQueueWait time.Duration
 	// Workers is the worker pool size: at most this many handlers run at
 	// once on this replica. Defaults to 50.
 	Workers int
@@ -240,6 +259,10 @@ type Hooks struct {
 	// DBErrorFunc is called for every database error (retried or not) with
 	// the operation name.
 	DBErrorFunc func(op string, err error)
+	// StartedFunc is called as a handler starts, with its job and how long
+	// the run waited in the run queue for a worker (0 when one was free).
+	// The job is the handler's: read it, never change it.
+	StartedFunc func(job *Job, queued time.Duration)
 	// ScanFunc is called after each claim a scan sends, with the claim's
 	// duration and the jobs it took.
 	ScanFunc func(d time.Duration, batch int)
@@ -283,6 +306,7 @@ func (c Config) WithDefaults() Config {
 	c.BatchLimit = cmp.Or(c.BatchLimit, BatchLimitDefault)
 	c.Workers = cmp.Or(c.Workers, WorkersDefault)
 	c.RunQueue = cmp.Or(c.RunQueue, RunQueueDefault)
+	c.RunQueueWait = cmp.Or(c.RunQueueWait, max(c.PollInterval/4, 2*runQueueHorizon))
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, heartbeatIntervalFor(c.Lease))
 	c.RescueInterval = cmp.Or(c.RescueInterval, RescueIntervalDefault)
@@ -319,6 +343,9 @@ func (c Config) claimsInFlight() int {
 // runQueue is the effective RunQueue (0 when disabled).
 func (c Config) runQueue() int { return max(c.RunQueue, 0) }
 
+// runQueueWait is the effective RunQueueWait (0: never give back).
+func (c Config) runQueueWait() time.Duration { return max(c.RunQueueWait, 0) }
+
 // Validate reports every invalid setting of a defaulted Config, joined.
 func (c Config) Validate() error {
 	var errs []error
@@ -336,6 +363,9 @@ func (c Config) Validate() error {
 	}
 	if c.RunQueue > 100000 {
 		errs = append(errs, fmt.Errorf("run queue: must be at most 100000 (negative disables), got %d", c.RunQueue))
+	}
+	if c.RunQueueWait > time.Hour {
+		errs = append(errs, fmt.Errorf("run queue wait: must be at most 1h (negative: never give back), got %s", c.RunQueueWait))
 	}
 	if c.Workers < 1 || c.Workers > 100000 {
 		errs = append(errs, fmt.Errorf("workers: must be in [1, 100000], got %d", c.Workers))

@@ -11,8 +11,9 @@ import (
 )
 
 // dispatch hands a claimed job to a worker, through the run queue when
-// every worker is busy. The job runs in a slot its claim reserved
-// (slots.reserve) before it was sent, which settle frees.
+// every worker is busy (runQueue: the best queued job starts first). The
+// job runs in a slot its claim reserved (slots.reserve) before it was sent,
+// which settle frees.
 func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 	s.lost.noteDispatch(cj.Fence(), 4*s.cfg.Lease)
 	job := &Job{ClaimedJob: cj, Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner, report: s.reporter,
@@ -20,22 +21,47 @@ func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 	job.parents, _ = s.store.(parentReader)
 	ctx, cancel := context.WithCancelCause(s.hardCtx)
 	r := &run{job: job, cancel: cancel, leaseDeadline: firstLeaseDeadline(cj.LeaseBase, s.cfg.Lease)}
-	s.runs.add(r, s.heartbeat.guardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })
+	guard := s.heartbeat.guardDelay(r.leaseDeadline)
+	s.runs.add(r, guard, func() { s.heartbeat.guardFired(r) })
+	s.heartbeat.renewSoon(guard)
 	h, ok := s.reg.Lookup(job.JobType)
 	s.handlers.Add(1)
 	s.work.n.Add(1)
-	go s.runHandler(ctx, r, h, ok)
+	s.queue.push(&queuedRun{r: r, h: h, ok: ok, ctx: ctx})
+}
+
+// runQueued runs a run the run queue handed to a worker after it waited
+// queued (0 when a worker was free at once).
+func (s *Scheduler) runQueued(q *queuedRun, queued time.Duration) {
+	if q.ctx.Err() != nil { // its run ended as it was handed over
+		s.dropQueued(q)
+		return
+	}
+	s.runHandler(q.ctx, q.r, q.h, q.ok, queued)
+}
+
+// dropQueued settles a queued run that never started: the replica is
+// stopping, or the run ended while it waited (lease lost, cancel requested).
+func (s *Scheduler) dropQueued(q *queuedRun) {
+	defer s.handlers.Done()
+	s.settle(q.r, q.h, s.queuedOutcome(q.ctx, q.r.job))
+}
+
+// giveBackQueued releases a run that waited in the run queue longer than
+// RunQueueWait: back to WAITING for any replica, without spending a retry.
+func (s *Scheduler) giveBackQueued(q *queuedRun, waited time.Duration) {
+	defer s.handlers.Done()
+	s.stats.givenBack.Add(1)
+	s.log.Debug("run queue: giving back a job that waited too long for a worker", "component", "dispatcher",
+		"job_id", q.r.job.ID, "attempt", q.r.job.Attempt, "waited_ms", waited.Milliseconds())
+	q.r.givenBack = true
+	s.settle(q.r, q.h, releaseUnstarted(q.r.job, "released: waited in the run queue longer than the run-queue wait; back to WAITING for any replica"))
 }
 
 // runHandler runs one handler and hands its outcome to the completer.
-func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool) {
+func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool, queued time.Duration) {
 	defer s.handlers.Done()
 	job := r.job
-	if !s.awaitWorker(ctx) {
-		s.settle(r, h, s.queuedOutcome(ctx, job))
-		return
-	}
-	defer func() { <-s.workers }()
 	if !s.runs.startable(r, time.Now(), leaseGuardMargin(s.cfg.Lease)) {
 		// Its lease is lost or about to run out (a claim whose answer came
 		// back later than the lease less the guard's margin; a queued run no
@@ -46,6 +72,10 @@ func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool) 
 		s.settle(r, h, releaseUnstarted(job, "released: its lease ran out before the handler started"))
 		return
 	}
+	if s.cfg.Hooks.StartedFunc != nil {
+		s.cfg.Hooks.StartedFunc(job, queued)
+	}
+	began := time.Now()
 	var err error
 	if !ok {
 		err = fmt.Errorf("%w: %q", ErrNoHandler, job.JobType)
@@ -67,31 +97,8 @@ func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool) 
 			}
 		}
 	}
+	r.ran = max(time.Since(began), time.Nanosecond)
 	s.settle(r, h, s.outcome(ctx, job, err))
-}
-
-// awaitWorker takes a worker for a claimed job, waiting in the run queue
-// while every worker is busy; false when the job must not start: the
-// replica is stopping or the run ended first (lease lost, cancel requested).
-func (s *Scheduler) awaitWorker(ctx context.Context) bool {
-	select {
-	case s.workers <- struct{}{}:
-		return true
-	default:
-	}
-	select {
-	case s.workers <- struct{}{}:
-		select { // stopping meanwhile: do not start
-		case <-s.queueStop:
-			<-s.workers
-			return false
-		default:
-			return true
-		}
-	case <-ctx.Done():
-	case <-s.queueStop:
-	}
-	return false
 }
 
 // queuedOutcome is the completion of a queued job that never started: at
@@ -129,12 +136,16 @@ func (s *Scheduler) settle(r *run, h Handler, c jobq.Completion) {
 				s.work.signalIdle()
 			}
 			s.completeTx(c, txh, job)
-			s.slots.release()
+			s.slots.release(r.ran)
 			return
 		}
 	}
 	s.completer.submit(c)
-	s.slots.release()
+	if r.givenBack {
+		s.slots.giveBack()
+		return
+	}
+	s.slots.release(r.ran)
 }
 
 // outcome turns a handler's return into a completion.

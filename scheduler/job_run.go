@@ -58,7 +58,7 @@ func (j *Job) Output() json.RawMessage {
 }
 
 // Log appends lines to the attempt's log (GET /v1/jobs/{id}/logs, jobq
-// logs). A line over jobq.MaxLogLineBytes is cut; store.ErrLogFull when the
+// logs). A line over jobq.MaxLogLineBytes is cut; jobq.ErrLogFull when the
 // attempt's log would pass jobq.MaxLogBytes (nothing appended); an error
 // too when the run no longer holds its job. Each call is one database
 // write: log steps, not every byte.

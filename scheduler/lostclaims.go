@@ -55,13 +55,16 @@ func (l *lostClaims) noteDispatch(f jobq.Fence, keep time.Duration) {
 
 // try runs one claim try, stamps the jobs it returns with when it was sent
 // (ClaimedJob.LeaseBase: the database stamped lease_until after that, so a
-// lease counted from it ends no later than the database's), and remembers a
-// failed try: whether it committed is unknown.
+// lease counted from it ends no later than the database's) unless the store
+// stamped them with the later moment it sent the statement that stamped the
+// lease, and remembers a failed try: whether it committed is unknown.
 func (l *lostClaims) try(fn func() ([]jobq.ClaimedJob, error)) ([]jobq.ClaimedJob, error) {
 	began := time.Now()
 	jobs, err := fn()
 	for i := range jobs {
-		jobs[i].LeaseBase = began
+		if jobs[i].LeaseBase.IsZero() || jobs[i].LeaseBase.Before(began) {
+			jobs[i].LeaseBase = began
+		}
 	}
 	if err != nil && l != nil {
 		l.mu.Lock()

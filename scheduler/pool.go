@@ -7,10 +7,14 @@ import (
 )
 
 // runQueueHorizon is how far ahead the run queue claims: at most as many
-// jobs as this replica finished in the last runQueueHorizon, so a replica
+// jobs as this replica is expected to start within runQueueHorizon — the
+// jobs it finished in the last runQueueHorizon, and no more than its workers
+// start in that time at the mean duration of those handlers — so a replica
 // whose handlers return quickly claims in batches sized by the backlog,
-// while one running long handlers claims no more than its free workers
-// (no job waits locally behind a long handler while another replica idles).
+// while one running long handlers claims no more than its free workers. A
+// claim can still take long jobs right after short ones (their duration is
+// not known before they run): the run queue gives back what waited longer
+// than RunQueueWait (runQueue.sweepOnce).
 const runQueueHorizon = 100 * time.Millisecond
 
 // slots is the worker pool's bookkeeping shared by the claims (which
@@ -49,15 +53,16 @@ func newSlots(workers, runQueue int) *slots {
 }
 
 // available returns how many jobs a claim may take now: the free workers,
-// plus as many run-queue places as jobs finished within runQueueHorizon
-// (at most RunQueue), less the slots reserved or held.
+// plus as many run-queue places as this replica is expected to start within
+// runQueueHorizon (recentCount.places; at most RunQueue), less the slots
+// reserved or held.
 func (s *slots) available() int {
 	free := len(s.free)
 	if s.queueMax == 0 {
 		return free
 	}
 	held := cap(s.free) - free
-	allowed := s.workers + min(s.queueMax, s.recent.count(time.Now()))
+	allowed := s.workers + min(s.queueMax, s.recent.places(time.Now(), s.workers))
 	return max(0, min(free, allowed-held))
 }
 
@@ -102,11 +107,17 @@ func (s *slots) unreserve(n int) {
 	}
 }
 
-// release frees a slot and, while more jobs wait, wakes the scanner (an
+// giveBack frees the slot of a run the run queue gave back unstarted. Like
+// unreserve it is not a finished job for the run queue, and it does not wake
+// the scanner: the job is for any replica, not for this one at once.
+func (s *slots) giveBack() { s.unreserve(1) }
+
+// release frees a slot whose run ended (ran is how long its handler ran; 0
+// when it never started) and, while more jobs wait, wakes the scanner (an
 // internal wake: drain works even when local wake-up on submit is off).
-func (s *slots) release() {
+func (s *slots) release(ran time.Duration) {
 	if s.queueMax > 0 {
-		s.recent.add(time.Now())
+		s.recent.add(time.Now(), ran)
 	}
 	s.free <- struct{}{}
 	select {
@@ -155,11 +166,16 @@ func (w *workTracker) signalIdle() {
 	}
 }
 
-// recentCount counts events over a sliding pair of runQueueHorizon buckets.
+// recentCount counts finished runs over a sliding pair of runQueueHorizon
+// buckets, and the handler time of those that ran.
 type recentCount struct {
 	mu        sync.Mutex
 	start     time.Time // start of the current bucket
 	cur, prev int
+	// curRan and prevRan count the runs whose handler ran, curSum and
+	// prevSum add up their handler time.
+	curRan, prevRan int
+	curSum, prevSum time.Duration
 }
 
 func (r *recentCount) rotate(now time.Time) {
@@ -167,15 +183,22 @@ func (r *recentCount) rotate(now time.Time) {
 	case d < runQueueHorizon:
 	case d < 2*runQueueHorizon:
 		r.prev, r.cur, r.start = r.cur, 0, r.start.Add(runQueueHorizon)
+		r.prevRan, r.curRan, r.prevSum, r.curSum = r.curRan, 0, r.curSum, 0
 	default:
 		r.prev, r.cur, r.start = 0, 0, now
+		r.prevRan, r.curRan, r.prevSum, r.curSum = 0, 0, 0, 0
 	}
 }
 
-func (r *recentCount) add(now time.Time) {
+// add counts a finished run whose handler ran for ran (0: never started).
+func (r *recentCount) add(now time.Time, ran time.Duration) {
 	r.mu.Lock()
 	r.rotate(now)
 	r.cur++
+	if ran > 0 {
+		r.curRan++
+		r.curSum += ran
+	}
 	r.mu.Unlock()
 }
 
@@ -186,4 +209,21 @@ func (r *recentCount) count(now time.Time) int {
 	defer r.mu.Unlock()
 	r.rotate(now)
 	return max(r.prev, r.cur)
+}
+
+// places is how many queued runs workers are expected to start within
+// runQueueHorizon: count, and no more than workers × runQueueHorizon / the
+// mean handler time of the counted runs (the k-th queued run starts after
+// about k × mean / workers while every worker is busy). Right after 4
+// workers finished four 3 s handlers it is 0, not 4.
+func (r *recentCount) places(now time.Time, workers int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rotate(now)
+	n := max(r.prev, r.cur)
+	if ran, sum := r.prevRan+r.curRan, r.prevSum+r.curSum; ran > 0 && sum > 0 {
+		mean := sum / time.Duration(ran)
+		n = int(min(int64(n), int64(workers)*int64(runQueueHorizon)/int64(max(mean, 1))))
+	}
+	return n
 }

@@ -22,7 +22,7 @@ import (
 
 // RemoteStore is what remote workers need from the store besides Store:
 // the fetch claim, task-token reads, fenced renewals, logs and progress.
-// *store.Store implements it.
+// The MySQL adapter (*store.Store) implements it.
 type RemoteStore interface {
 	JobClaimRemote(ctx context.Context, p jobq.RemoteClaimParams) ([]jobq.ClaimedJob, error)
 	JobTokenStates(ctx context.Context, ids []uint64) ([]jobq.TokenState, error)
@@ -836,7 +836,7 @@ func parseTaskToken(t string) (parsedToken, error) {
 	if err != nil || attempt < 1 {
 		return parsedToken{}, fmt.Errorf("%w: the attempt must be a positive integer", ErrTokenMalformed)
 	}
-	secret, err := base64.RawURLEncoding.DecodeString(parts[2])
+	secret, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
 	if err != nil || len(secret) != taskTokenSecretLen {
 		return parsedToken{}, fmt.Errorf("%w: the secret must be %d bytes of unpadded base64url", ErrTokenMalformed, taskTokenSecretLen)
 	}

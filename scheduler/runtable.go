@@ -26,6 +26,11 @@ type run struct {
 	// guard cancels the handler leaseGuardMargin before leaseDeadline unless
 	// a renewal moves the deadline first (see heartbeat.guardFired).
 	guard *time.Timer
+	// ran is how long the handler ran (0: it never started) and givenBack
+	// is set when the run queue gave the run back unstarted; both are
+	// written and read by the goroutine that settles the run.
+	ran       time.Duration
+	givenBack bool
 }
 
 // runTable owns the in-flight runs of one replica: the dispatcher adds a

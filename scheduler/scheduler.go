@@ -38,15 +38,12 @@ type Scheduler struct {
 	slots *slots // claim capacity (workers + run queue), wake-up
 
 	spawnValidate SpawnValidateFunc // Job.Spawn's check (SetSpawnValidator)
-	// workers holds a token per running handler (at most Workers); a
-	// claimed job waits for one in the run queue.
-	workers chan struct{}
-	// queueStop is closed at Stop: queued jobs that have not started are
-	// released at once.
-	queueStop chan struct{}
-	work      *workTracker // handlers that have not handed their outcome on
-	runs      *runTable    // in-flight runs
-	lost      *lostClaims  // claim tries whose answer was lost (the scanner's)
+	// queue runs at most Workers handlers at once; a claimed job waits in
+	// it, in claim order, while every worker is busy.
+	queue *runQueue
+	work  *workTracker // handlers that have not handed their outcome on
+	runs  *runTable    // in-flight runs
+	lost  *lostClaims  // claim tries whose answer was lost (the scanner's)
 
 	hardCtx    context.Context // work (handlers)
 	hardCancel context.CancelCauseFunc
@@ -103,8 +100,9 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		cfg: cfg, store: st, reg: reg,
 		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
 		slots: newSlots(cfg.Workers, cfg.runQueue()), work: newWorkTracker(), runs: newRunTable(),
-		workers: make(chan struct{}, cfg.Workers), queueStop: make(chan struct{}),
+		queue: newRunQueue(cfg.Workers, cfg.runQueueWait()),
 	}
+	s.queue.runFunc, s.queue.dropFunc, s.queue.giveBackFunc = s.runQueued, s.dropQueued, s.giveBackQueued
 	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}
 	s.reporter, _ = st.(runReporter)
 	if len(cfg.RemoteTypes) > 0 {
@@ -249,7 +247,7 @@ func (s *Scheduler) Stop() error {
 		for _, svc := range s.softServices() {
 			svc.Stop()
 		}
-		close(s.queueStop) // queued jobs never start: released below
+		s.queue.stop() // queued jobs never start: released at once
 		done := make(chan struct{})
 		go func() { s.handlers.Wait(); close(done) }()
 		t := time.NewTimer(s.cfg.ShutdownTimeout)
@@ -292,6 +290,10 @@ func (s *Scheduler) InFlight() int { return s.runs.len() }
 // FreeSlots returns the number of idle workers.
 func (s *Scheduler) FreeSlots() int { return s.slots.available() }
 
+// Queued returns how many claimed runs wait in this replica's run queue for
+// a worker, and how long the oldest of them has waited.
+func (s *Scheduler) Queued() (n int, oldest time.Duration) { return s.queue.len() }
+
 // Stats is a snapshot of a replica's counters since Start.
 type Stats struct {
 	Claimed        int64 // runs claimed
@@ -305,11 +307,17 @@ type Stats struct {
 	Rescued        int64 // expired leases returned by this replica's rescuer
 	LeaseLost      int64 // handlers cancelled because their run lost its lease
 	Released       int64 // runs handed back without spending a retry: at shutdown, or never started
+	// GivenBack is runs the run queue released unstarted because they waited
+	// longer than RunQueueWait for a worker (also counted in Released).
+	GivenBack int64
 	// Adopted is runs whose claim committed although its answer was lost,
 	// found by JobHeldBy and dispatched.
-	Adopted        int64
-	DBRetries      int64 // database operations retried
-	HeartbeatFails int64 // heartbeats that failed after retries
+	Adopted   int64
+	DBRetries int64 // database operations retried
+	// HeartbeatFails is heartbeats that failed after retries, or that left
+	// runs with a running handler unrenewed because another transaction
+	// held their row; each is logged as a WARN.
+	HeartbeatFails int64
 	// HeartbeatStalls is heartbeats that began later than scheduled by
 	// more than Lease/5: the process was not run in time.
 	HeartbeatStalls int64
@@ -319,7 +327,7 @@ type Stats struct {
 
 type stats struct {
 	claimed, claimConflicts, claimErrors, completed, succeeded, failed, retried,
-	stale, rescued, leaseLost, released, adopted, dbRetries, heartbeatFails, heartbeatStalls, scans, promoted atomic.Int64
+	stale, rescued, leaseLost, released, givenBack, adopted, dbRetries, heartbeatFails, heartbeatStalls, scans, promoted atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -329,7 +337,7 @@ func (s *Scheduler) Stats() Stats {
 		ClaimErrors: s.stats.claimErrors.Load(), Completed: s.stats.completed.Load(),
 		Succeeded: s.stats.succeeded.Load(), Failed: s.stats.failed.Load(), Retried: s.stats.retried.Load(),
 		Stale: s.stats.stale.Load(), Rescued: s.stats.rescued.Load(), LeaseLost: s.stats.leaseLost.Load(),
-		Released: s.stats.released.Load(), Adopted: s.stats.adopted.Load(), DBRetries: s.stats.dbRetries.Load(),
+		Released: s.stats.released.Load(), GivenBack: s.stats.givenBack.Load(), Adopted: s.stats.adopted.Load(), DBRetries: s.stats.dbRetries.Load(),
 		HeartbeatFails: s.stats.heartbeatFails.Load(), HeartbeatStalls: s.stats.heartbeatStalls.Load(), Scans: s.stats.scans.Load(),
 		Promoted: s.stats.promoted.Load(),
 	}

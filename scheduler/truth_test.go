@@ -103,6 +103,9 @@ func TestQueuedRunsRenewedWhileTheyWait(t *testing.T) {
 	}
 	cfg := fastConfig("rq-renew")
 	cfg.Workers, cfg.BatchLimit, cfg.RunQueue = 1, 50, 40
+	// The queued runs stay queued behind the held worker: no give-back
+	// (TestRunQueueLongJobsGoToIdlePeer covers it).
+	cfg.RunQueueWait = -1
 	cfg.Lease = time.Second
 	s := startScheduler(t, q, reg, cfg)
 	s.Wake()
@@ -153,6 +156,9 @@ func TestRunQueueOffersPlacesOnlyForRecentFinishes(t *testing.T) {
 	}))
 	cfg := fastConfig("rq-window")
 	cfg.Workers, cfg.BatchLimit, cfg.RunQueue = 1, 50, 40
+	// The queued runs stay queued behind the held worker: no give-back
+	// (TestRunQueueLongJobsGoToIdlePeer covers it).
+	cfg.RunQueueWait = -1
 	s := startScheduler(t, st, reg, cfg)
 	// 30 finishes first, so that a queue that counts every finish ever
 	// (not those of its window) has places to offer.

@@ -44,6 +44,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 	}
 	var rows []jobqdb.JobLockAvailableRow
 	var ids []uint64
+	var stampSent time.Time
 	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		var err error
@@ -56,6 +57,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 			ids[i] = r.ID
 		}
 		owner := sql.NullString{String: p.Owner, Valid: true}
+		stampSent = time.Now()
 		n, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), Ids: ids})
 		if err != nil {
 			return err
@@ -96,6 +98,11 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
 			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt) + 1,
 			LeaseUntil: now.Add(p.Lease), StartedAt: now, CreateTime: r.CreateTime.UTC(), HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64),
+			// The UPDATE that stamped the lease was sent then: the three
+			// round trips before it (isolation, BEGIN, the locking read)
+			// are not taken from the run's local lease — on a slow link
+			// they were most of the time its first renewal had.
+			LeaseBase: stampSent,
 		}
 	}
 	return claimed, nil

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -88,7 +89,19 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	}
 	byAttempt := map[group][]uint64{}
 	seen := make(map[uint64]bool, len(cs))
+	type releaseKey struct {
+		attempt int
+		error   string
+	}
+	releases := map[releaseKey][]uint64{}
 	for i, c := range cs {
+		if c.Outcome == jobq.OutcomeReleased && !seen[c.ID] {
+			seen[c.ID] = true
+			k := releaseKey{c.Attempt, jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)}
+			releases[k] = append(releases[k], c.ID)
+			applied[i] = true
+			continue
+		}
 		if c.Outcome != jobq.OutcomeSuccess || seen[c.ID] || c.Output != nil || c.Spawn != nil {
 			ok, err := s.completeOne(ctx, q, c)
 			if err != nil {
@@ -105,6 +118,31 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 			parents = append(parents, c.ID)
 		}
 		applied[i] = true
+	}
+	// Releases (runs that never started), batched by attempt and error:
+	// like successes, a group that matches fewer rows than runs met a stale
+	// run, and the batch is written again split (completeSplit writes
+	// releases row by row).
+	for _, k := range slices.SortedFunc(maps.Keys(releases), func(a, b releaseKey) int {
+		return cmp.Or(cmp.Compare(a.attempt, b.attempt), cmp.Compare(a.error, b.error))
+	}) {
+		group := releases[k]
+		n, err := q.JobReleaseFencedMany(ctx, jobqdb.JobReleaseFencedManyParams{Ids: group, Attempt: int32(k.attempt)})
+		if err != nil {
+			return err
+		}
+		if int(n) != len(group) {
+			return errStaleInBatch
+		}
+		n, err = q.ExecutionRecordMany(ctx, jobqdb.ExecutionRecordManyParams{
+			Outcome: string(jobq.OutcomeReleased), Error: nullStr(k.error), Ids: group, Attempt: int32(k.attempt),
+		})
+		if err != nil {
+			return err
+		}
+		if int(n) != len(group) {
+			return errFenceMoved
+		}
 	}
 	if len(ids) == 0 {
 		return nil

@@ -35,11 +35,17 @@ func (e *NotReadyError) ReadyCheck() string { return e.Check }
 // @@global.super_read_only where the server has it, are all 0), a Galera
 // node (wsrep_on) is ready and synced (wsrep_ready=ON, wsrep_local_state=4), and the
 // schema is exactly this binary's (SchemaCheck). It costs three short
-// statements; callers cache it (app: at most once a second). The error is a
+// statements; callers cache it (app: at most once a second). It takes its
+// own deadline, ReadyBudget (ten measured round trips, 2–30s), not ctx's:
+// a fixed budget fails a slow link that works. The error is a
 // *NotReadyError naming the first failing check.
 func (s *Store) Ready(ctx context.Context) error {
+	ctx, cancel := s.readyContext(ctx)
+	defer cancel()
 	var ro, innoRO int
-	err := s.db.QueryRowContext(ctx, "SELECT @@global.read_only, @@global.innodb_read_only").Scan(&ro, &innoRO)
+	err := s.timedRoundTrip(func() error {
+		return s.db.QueryRowContext(ctx, "SELECT @@global.read_only, @@global.innodb_read_only").Scan(&ro, &innoRO)
+	})
 	if err != nil {
 		check := "connect"
 		if Cause(err) == "wsrep_not_ready" {

@@ -18,7 +18,8 @@ import (
 // lease renewal and the fence read never wait for a pooled connection (a
 // replica whose completions, claims or rescues wait on locks or on a slow
 // link can have every pooled connection busy). The session is set up so the
-// renewal (LeaseRenewMany) holds as few locks as it can, as briefly:
+// renewal (LeaseRenewMany, one autocommit statement) holds as few locks as
+// it can, as briefly:
 //
 //   - READ COMMITTED: a renewal lists every run the replica believes it
 //     holds; the row of a run that was lost (rescued, re-claimed by a peer)
@@ -112,6 +113,18 @@ func (s *Store) onRenewSession(ctx context.Context, lease time.Duration, fn func
 	return err
 }
 
+// OpenRenewSession opens the heartbeat's session (renewSession) now, if the
+// pool has room for it, so the first renewal is one round trip too: opening
+// it costs a connection's handshake and its two settings, several round
+// trips that on a slow link outlast a fresh run's guard.
+func (s *Store) OpenRenewSession(ctx context.Context, lease time.Duration) error {
+	err := s.onRenewSession(ctx, lease, func(sessionDB) error { return nil })
+	if err != nil {
+		return errorf("open renew session: %w", err)
+	}
+	return nil
+}
+
 // minPoolForRenewSession is the smallest pool that gives one connection to
 // the heartbeat for good: with fewer, the rest of the replica would be left
 // too few, and the heartbeat shares the pool.
@@ -134,14 +147,22 @@ func (s *Store) closeRenewSession() {
 
 // LeaseRenewMany extends lease_until to NOW(6)+Lease for the RUNNING jobs
 // in IDs that this owner holds, whose cancel was not requested and whose row
-// no other transaction holds, and returns their ids. It is one short READ
-// COMMITTED transaction on the heartbeat's session (renewSession): a locking
-// read that skips rows other transactions hold (LeaseLockRenewable) and one
-// UPDATE of the rows it locked, so a renewal never waits for a lock — not
-// for the replica's own outcome writes, not for a slow peer — and holds its
-// own rows for two round trips. A run missing from the result was lost,
-// asked to cancel, or is busy (its row held: most often by its own outcome
-// write); JobFenceStates tells which.
+// no other transaction holds, and returns their ids. It is one statement in
+// autocommit, one round trip, on the heartbeat's READ COMMITTED session
+// (renewSession): LeaseRenewSkipLocked locks the rows no other transaction
+// holds (SKIP LOCKED) and renews them, so a renewal never waits for a lock —
+// not for the replica's own outcome writes, not for a slow peer — and holds
+// its rows only while the statement runs: on a slow link it no longer keeps
+// them locked across round trips, where the replica's own completions
+// waited for it. When it renewed every row (the common case) that is all;
+// when it renewed none, none is renewed; when it renewed some, one
+// non-locking read on the same session (LeaseRenewedIDs) returns the rows
+// that carry its stamp. Without a session of its own (a pool smaller than
+// minPoolForRenewSession) it is a READ COMMITTED transaction that returns
+// the ids it renewed (LeaseLockRenewable, a locking read that skips held
+// rows, then LeaseRenewMany of those). A run missing from the result was
+// lost, asked to cancel, or is busy (its row held: most often by its own
+// outcome write); JobFenceStates tells which.
 func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]uint64, error) {
 	if len(p.IDs) == 0 {
 		return nil, nil
@@ -150,8 +171,29 @@ func (s *Store) LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]
 	var renewed []uint64
 	err := s.onRenewSession(ctx, p.Lease, func(db sessionDB) error {
 		renewed = nil
+		_, pooled := db.(*sql.DB)
+		if !pooled {
+			var n int64
+			err := s.timedRoundTrip(func() (err error) {
+				n, err = jobqdb.New(db).LeaseRenewSkipLocked(ctx, jobqdb.LeaseRenewSkipLockedParams{Ids: p.IDs, Owner: owner, LeaseUs: p.Lease.Microseconds()})
+				return err
+			})
+			switch {
+			case err != nil:
+				return err
+			case n == 0:
+				return nil
+			case int(n) == len(p.IDs):
+				renewed = p.IDs
+				return nil
+			}
+			renewed, err = jobqdb.New(db).LeaseRenewedIDs(ctx, jobqdb.LeaseRenewedIDsParams{Ids: p.IDs, Owner: owner, LeaseUs: p.Lease.Microseconds()})
+			return err
+		}
+		// No session of its own (a small pool): a transaction that returns
+		// the ids it renewed.
 		var opts *sql.TxOptions
-		if _, pooled := db.(*sql.DB); pooled && !s.claimDefaultIso.Load() {
+		if pooled && !s.claimDefaultIso.Load() {
 			opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 		}
 		tx, err := db.BeginTx(ctx, opts)

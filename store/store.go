@@ -48,6 +48,8 @@ type Store struct {
 	// IdleTxTimeout is the server's idle_transaction_timeout on every
 	// pooled session (see PoolConfig.IdleTxTimeout); 0 when not set.
 	IdleTxTimeout time.Duration
+	// roundTrip is the last measured round trip, in nanoseconds (RoundTrip).
+	roundTrip atomic.Int64
 }
 
 // ServerInfo describes the database server.
@@ -236,7 +238,7 @@ var versionRe = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
 // (MySQL ≥ 8.0.1, MariaDB ≥ 10.6).
 func (s *Store) DetectServer(ctx context.Context) (ServerInfo, error) {
 	var v string
-	if err := s.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+	if err := s.timedRoundTrip(func() error { return s.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v) }); err != nil {
 		return ServerInfo{}, errorf("detect server: %w", err)
 	}
 	info := ParseServerVersion(v)

@@ -40,6 +40,8 @@ type BenchCmd struct {
 	Tolerance       float64         `help:"Relative tolerance of --ci comparisons." default:"0.35"`
 	WriteBaseline   bool            `help:"With --ci: write the measured ratios to --baseline instead of comparing." name:"write-baseline"`
 	NoProgress      bool            `help:"No progress bar (it is drawn only when stderr is a terminal)." name:"no-progress"`
+	Remote          []string        `help:"Only the remote points: drain and pickup of one replica's own handlers, then of each worker library (go, work, python, node) on remote no-op jobs, with the worker's CPU per job." sep:","`
+	RemoteJobs      int             `help:"Jobs per remote drain point." default:"5000" name:"remote-jobs"`
 	From            string          `help:"Re-render report.md and the plots into --out from an earlier bench.json; measure nothing." type:"existingfile"`
 	Workflows       bool            `help:"Only the workflow bench: unblock latency p50/p99 on an idle replica, and drains of 10,000 independent jobs, 10 × (1 → 1,000 → 1) and 100 chains of 100, in --rounds interleaved rounds; writes workflows.json and workflows.md into --out (docs/bench.md)."`
 }
@@ -62,6 +64,16 @@ func (c *BenchCmd) Run(g *Globals) error {
 			return err
 		}
 		return bench.WriteReport(c.Out, res)
+	}
+	if len(c.Remote) > 0 {
+		bin, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		pts, err := bench.RunRemote(g.Ctx, bench.RemoteOptions{DSN: c.DSN, Binary: bin, Kinds: c.Remote, Jobs: c.RemoteJobs,
+			Out: filepath.Join(c.Out, "remote"), Log: g.Log})
+		bench.WriteRemote(os.Stdout, pts)
+		return err
 	}
 	opts := bench.Options{
 		Out: c.Out, TableSizes: c.TableSizes, Batches: c.Batches, Replicas: c.Replicas, Workers: c.Workers,

@@ -17,23 +17,26 @@ import (
 
 // ChaosCmd runs the HA and exactly-once testbed.
 type ChaosCmd struct {
-	DSN       string        `help:"Server-level DSN to create the run's database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld. Runs with db-restart always start their own mariadbd (they kill it)." placeholder:"DSN"`
-	Scenario  string        `help:"Scenario name, or 'standard' for every standard scenario in turn (overrides --faults/--schedule)." default:""`
-	Faults    []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset." sep:","`
-	Rounds    int           `help:"Repeat --faults this many times over --duration." default:"1"`
-	Schedule  string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
-	Seed      uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
-	Duration  time.Duration `help:"Submission and fault window." default:"60s"`
-	Jobs      int           `help:"Jobs to submit (effect, plus --flaky)." default:"5000"`
-	Rate      float64       `help:"Open-loop arrival rate in jobs/s (default jobs/(0.8·duration))." default:"0"`
-	Replicas  int           `help:"jobq serve processes." default:"3"`
-	Runtime   string        `help:"Job run-time distribution: const:D, uniform:A-B or exp:MEAN." default:"uniform:20ms-300ms"`
-	Flaky     float64       `help:"Fraction of flaky jobs (fail their first attempt)." default:"0"`
-	Future    float64       `help:"Fraction of jobs submitted with run_at 0.5–3 s ahead (SCHEDULED until due)." default:"0"`
-	Poison    int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
-	Workflows bool          `help:"Submit the jobs as random workflows (DAGs of 4–40 jobs with fan-out and fan-in, POST /v1/workflows); the checker adds child_before_parent_success, child_run_twice, stuck_waiting_on_done_parents and ran_after_parent_failed."`
-	MaxRetry  int           `help:"Each job's max_retry." default:"5"`
-	Strategy  string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
+	DSN               string        `help:"Server-level DSN to create the run's database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld. Runs with db-restart always start their own mariadbd (they kill it)." placeholder:"DSN"`
+	Scenario          string        `help:"Scenario name, or a set: 'standard' (every standard scenario in turn), 'remote' (remote workers), 'ha-galera', 'ha-failover' (overrides --faults/--schedule)." default:""`
+	Faults            []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset; with --executor remote or mixed also worker-kill, worker-pause, worker-partition, ack-loss, duplicate-complete, replica-kill." sep:","`
+	Rounds            int           `help:"Repeat --faults this many times over --duration." default:"1"`
+	Schedule          string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
+	Seed              uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
+	Duration          time.Duration `help:"Submission and fault window." default:"60s"`
+	Jobs              int           `help:"Jobs to submit (effect, plus --flaky)." default:"5000"`
+	Rate              float64       `help:"Open-loop arrival rate in jobs/s (default jobs/(0.8·duration))." default:"0"`
+	Replicas          int           `help:"jobq serve processes." default:"3"`
+	Runtime           string        `help:"Job run-time distribution: const:D, uniform:A-B or exp:MEAN." default:"uniform:20ms-300ms"`
+	Flaky             float64       `help:"Fraction of flaky jobs (fail their first attempt)." default:"0"`
+	Future            float64       `help:"Fraction of jobs submitted with run_at 0.5–3 s ahead (SCHEDULED until due)." default:"0"`
+	Poison            int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
+	Workflows         bool          `help:"Submit the jobs as random workflows (DAGs of 4–40 jobs with fan-out and fan-in, POST /v1/workflows); the checker adds child_before_parent_success, child_run_twice, stuck_waiting_on_done_parents and ran_after_parent_failed."`
+	MaxRetry          int           `help:"Each job's max_retry." default:"5"`
+	Strategy          string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
+	Executor          string        `help:"Who runs the jobs: local (the replicas' handlers), remote (worker processes: remote-effect, remote-flaky through the worker protocol) or mixed (every other job remote)." enum:"local,remote,mixed," default:""`
+	RemoteWorkers     []string      `help:"Worker processes of a remote or mixed run, one per entry: go (client.Worker, every replica's address), work (jobq work), python, node (sdk/python, sdk/node)." sep:"," default:"go,work,python,node"`
+	WorkerConcurrency int           `help:"Each worker's concurrency." default:"8"`
 	TestbedFlags
 	Lease          time.Duration `help:"Replica lease." default:"2s"`
 	RescueInterval time.Duration `help:"Replica rescue interval." default:"500ms"`
@@ -54,7 +57,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	switch c.Scenario {
 	case "":
 		runs = []scenarios.Scenario{{Name: "custom", Apply: func(*chaos.Config) {}}}
-	case "standard", "ha-galera", "ha-failover":
+	case "standard", "ha-galera", "ha-failover", "remote":
 		runs = scenarios.Sets()[c.Scenario]
 	default:
 		s, err := scenarios.Get(c.Scenario)
@@ -71,6 +74,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, Workflows: c.Workflows, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
+			Executor: c.Executor, RemoteWorkers: c.RemoteWorkers, WorkerConcurrency: c.WorkerConcurrency,
 			OutDir: c.Out, Topology: c.Topology, Replication: c.Replication, FailoverCut: c.FailoverCut,
 		}
 		if len(runs) > 1 || c.Scenario != "" {
@@ -140,7 +144,7 @@ func Caught(rf *chaos.ResultFile) string {
 // Caught), then the figures reported alongside.
 func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tlate acc\tapplied twice\tworker overlap\tlost after ack\tstale refused\tlate refused\tacks retried\tdup completes\tworker lapses\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
 	for _, rf := range results {
 		r := rf.Result
 		c := r.Counts
@@ -152,10 +156,12 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		for _, f := range r.Faults {
 			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
 			c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
-			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.UnexplainedReleases, c.RerunAfterSuccess, c.FailedAfterSuccess, c.StaleCompletionsRefused,
-			c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)
+			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.UnexplainedReleases, c.RerunAfterSuccess, c.FailedAfterSuccess,
+			c.LateCompletionsAccepted, c.CompletionsAppliedTwice, c.WorkerOverlaps, c.LostAfterAck,
+			c.StaleCompletionsRefused, c.LateCompletionsRefused, c.AcksRetried, c.DuplicateCompletions,
+			c.WorkerLapses, c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)
 	}
 	tw.Flush()
 }

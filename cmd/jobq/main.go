@@ -24,30 +24,31 @@ type CLI struct {
 	LogLevel  string           `help:"Log level: debug, info, warn, error." default:"info" enum:"debug,info,warn,error" env:"JOBQ_LOG_LEVEL"`
 	LogFormat string           `help:"Log format: text or json." default:"text" enum:"text,json" env:"JOBQ_LOG_FORMAT"`
 
-	Serve      ServeCmd      `cmd:"" help:"Run a replica: HTTP API and scheduler in one process."`
-	Migrate    MigrateCmd    `cmd:"" help:"Apply, revert or list schema migrations."`
-	Submit     SubmitCmd     `cmd:"" help:"Submit a job."`
-	Get        GetCmd        `cmd:"" help:"Show one job."`
-	List       ListCmd       `cmd:"" help:"List jobs, newest first."`
-	Cancel     CancelCmd     `cmd:"" help:"Cancel a job (WAITING or SCHEDULED at once; RUNNING via its handler's context)."`
-	Retry      RetryCmd      `cmd:"" help:"Re-queue a FAILED or CANCELED job."`
-	Executions ExecutionsCmd `cmd:"" help:"List a job's attempts."`
-	Logs       LogsCmd       `cmd:"" help:"Print a job's attempt log (--follow: until the job is finished)."`
-	Workers    WorkersCmd    `cmd:"" help:"List the live remote workers: id, types, runs in flight, last fetch."`
-	Workflow   WorkflowCmd   `cmd:"" help:"Submit, show, list, cancel and retry workflows: jobs that wait for other jobs."`
-	Stats      StatsCmd      `cmd:"" help:"Counts by status and type, oldest waiting age, recent rates."`
-	Pause      PauseCmd      `cmd:"" help:"Pause a job type (not claimed; running jobs finish)."`
-	Resume     ResumeCmd     `cmd:"" help:"Resume a paused job type."`
-	Limit      LimitCmd      `cmd:"" help:"Set a job type's cluster-wide limit of RUNNING jobs (0 removes it)."`
-	Types      TypesCmd      `cmd:"" help:"List every job type ever paused or limited, with its state."`
-	Periodic   PeriodicCmd   `cmd:"" help:"Manage periodic (cron) schedules."`
-	Purge      PurgeCmd      `cmd:"" help:"Delete terminal jobs older than an age, with their executions."`
-	Work       WorkCmd       `cmd:"" help:"Run a command for each job of remote job types: a worker with no library (params on stdin, stdout as output)."`
-	Demo       DemoCmd       `cmd:"" help:"Start a database and 3 replicas, run 1,000 jobs, SIGKILL a replica, print a summary."`
-	Loadtest   LoadtestCmd   `cmd:"" help:"Open-model submit load: CO-free latency percentiles, thresholds, capacity search."`
-	Chaos      ChaosCmd      `cmd:"" help:"HA and exactly-once testbed: N replicas behind fault proxies, faults on a schedule, a checker; exits non-zero on any violation."`
-	Bench      BenchCmd      `cmd:"" help:"Measure throughput and pickup latency against the raw SQL ceiling and the classic design; write a report."`
-	Help       HelpCmd       `cmd:"" help:"Show help for jobq or one command: jobq help [command …]."`
+	Serve       ServeCmd       `cmd:"" help:"Run a replica: HTTP API and scheduler in one process."`
+	Migrate     MigrateCmd     `cmd:"" help:"Apply, revert or list schema migrations."`
+	Submit      SubmitCmd      `cmd:"" help:"Submit a job."`
+	Get         GetCmd         `cmd:"" help:"Show one job."`
+	List        ListCmd        `cmd:"" help:"List jobs, newest first."`
+	Cancel      CancelCmd      `cmd:"" help:"Cancel a job (WAITING or SCHEDULED at once; RUNNING via its handler's context)."`
+	Retry       RetryCmd       `cmd:"" help:"Re-queue a FAILED or CANCELED job."`
+	Executions  ExecutionsCmd  `cmd:"" help:"List a job's attempts."`
+	Logs        LogsCmd        `cmd:"" help:"Print a job's attempt log (--follow: until the job is finished)."`
+	Workers     WorkersCmd     `cmd:"" help:"List the live remote workers: id, types, runs in flight, last fetch."`
+	Workflow    WorkflowCmd    `cmd:"" help:"Submit, show, list, cancel and retry workflows: jobs that wait for other jobs."`
+	Stats       StatsCmd       `cmd:"" help:"Counts by status and type, oldest waiting age, recent rates."`
+	Pause       PauseCmd       `cmd:"" help:"Pause a job type (not claimed; running jobs finish)."`
+	Resume      ResumeCmd      `cmd:"" help:"Resume a paused job type."`
+	Limit       LimitCmd       `cmd:"" help:"Set a job type's cluster-wide limit of RUNNING jobs (0 removes it)."`
+	Types       TypesCmd       `cmd:"" help:"List every job type ever paused or limited, with its state."`
+	Periodic    PeriodicCmd    `cmd:"" help:"Manage periodic (cron) schedules."`
+	Purge       PurgeCmd       `cmd:"" help:"Delete terminal jobs older than an age, with their executions."`
+	Work        WorkCmd        `cmd:"" help:"Run a command for each job of remote job types: a worker with no library (params on stdin, stdout as output)."`
+	Demo        DemoCmd        `cmd:"" help:"Start a database and 3 replicas, run 1,000 jobs, SIGKILL a replica, print a summary."`
+	Loadtest    LoadtestCmd    `cmd:"" help:"Open-model submit load: CO-free latency percentiles, thresholds, capacity search."`
+	Chaos       ChaosCmd       `cmd:"" help:"HA and exactly-once testbed: N replicas behind fault proxies, faults on a schedule, a checker; exits non-zero on any violation."`
+	ChaosWorker ChaosWorkerCmd `cmd:"" name:"chaos-worker" hidden:"" help:"The chaos testbed's Go worker (started by jobq chaos --executor remote)."`
+	Bench       BenchCmd       `cmd:"" help:"Measure throughput and pickup latency against the raw SQL ceiling and the classic design; write a report."`
+	Help        HelpCmd        `cmd:"" help:"Show help for jobq or one command: jobq help [command …]."`
 }
 
 // Globals are handed to every command's Run.

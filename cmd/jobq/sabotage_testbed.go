@@ -6,6 +6,8 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"net/http"
+	"slices"
 
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/scheduler"
@@ -17,16 +19,22 @@ import (
 // TestbedFlags is --sabotage, compiled only into the testbed build
 // (go build -tags testbed; make chaos-sabotage builds bin/jobq-testbed).
 type TestbedFlags struct {
-	Sabotage []string `help:"Testbed build only: disable a guarantee (on this replica; with chaos, on every replica) to prove the checker catches it: fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry, unblock-outside-tx (workflow children unblocked after the parent's completion transaction, unfenced)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel,outcome-retry,unblock-outside-tx" sep:","`
+	Sabotage []string `help:"Testbed build only: disable a guarantee (on this replica; with chaos, on every replica) to prove the checker catches it: fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry, remote-fencing, unblock-outside-tx (workflow children unblocked after the parent's completion transaction, unfenced)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel,outcome-retry,remote-fencing,unblock-outside-tx" sep:","`
 }
 
 func (f TestbedFlags) switches() []string { return f.Sabotage }
 
 // applyServe runs a sabotaged replica: the scheduler over the sabotage
-// decorator of the store and, with lease-cancel, handlers deaf to the loss
-// of their lease (testbed/sabotage).
+// decorator of the store; with lease-cancel, handlers deaf to the loss of
+// their lease; with remote-fencing, the API decorator that writes a
+// refused remote success by job id (testbed/sabotage).
 func (f TestbedFlags) applyServe(cfg *app.Config, log *slog.Logger) error {
-	sw, err := sabotage.Parse(f.Sabotage)
+	names := slices.DeleteFunc(slices.Clone(f.Sabotage), func(n string) bool { return n == sabotage.RemoteFencing })
+	if len(names) < len(f.Sabotage) {
+		log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", sabotage.RemoteFencing)
+		cfg.WrapHandlerFunc = func(h http.Handler, db *sql.DB) http.Handler { return sabotage.RemoteCompletionUnfenced(h, db, log) }
+	}
+	sw, err := sabotage.Parse(names)
 	if err != nil || !sw.Any() {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jobq/jobq/app"
+	"github.com/jobq/jobq/callout"
 	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
@@ -26,33 +27,38 @@ type DBFlags struct {
 // ServeCmd runs a replica.
 type ServeCmd struct {
 	DBFlags
-	Migrate         bool          `help:"Apply pending migrations at start." default:"true" negatable:"" group:"Database"`
-	PoolMaxOpen     int           `help:"Max open database connections (default workers/2+10)." default:"0" group:"Database"`
-	NoScheduler     bool          `help:"Run only the HTTP API (no claiming)." name:"no-scheduler" group:"Scheduler"`
-	Owner           string        `help:"Replica id written to job_queue.owner (default <hostname>-<pid>-<random>)." env:"JOBQ_OWNER" group:"Scheduler"`
-	Strategy        string        `help:"Claim strategy: skiplocked or cas (default skiplocked where the server supports it)." enum:"skiplocked,cas," default:"" group:"Scheduler"`
-	Workers         int           `help:"Worker pool size." default:"${workers}" group:"Scheduler"`
-	BatchLimit      int           `help:"Most jobs one claim takes." default:"${batch_limit}" group:"Scheduler"`
-	RunQueue        int           `help:"Claimed jobs a replica may hold beyond its busy workers, queued locally (leases renewed; released at shutdown without spending a retry), so claims are sized by the backlog; adaptive: at most as many as the replica finished in the last 100ms (0 = default ${run_queue}; negative disables)." default:"${run_queue}" group:"Scheduler"`
-	PollInterval    time.Duration `help:"Idle scan interval." default:"${poll_interval}" group:"Scheduler"`
-	PollJitter      time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. ${poll_jitter} for ${poll_interval})." default:"0s" group:"Scheduler"`
-	NoJitter        bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)." group:"Scheduler"`
-	ClaimsInFlight  int           `help:"Claims a replica keeps running at once while a long queue drains (its last claim filled its batch), each into its own reservation of slots; one claim per scan otherwise; the cas strategy always claims one at a time." default:"${claims_in_flight}" group:"Scheduler"`
-	DrainWait       time.Duration `help:"While a long queue drains, how long a scan waits for as many free worker slots as the last claim took before claiming fewer (0 = default ${drain_wait}; negative disables)." default:"${drain_wait}" group:"Scheduler"`
-	CompleteLinger  time.Duration `help:"How long the completer waits for running handlers to join a completion batch (0 = default ${complete_linger}; negative disables; a lone job is never held)." default:"${complete_linger}" group:"Scheduler"`
-	Lease           time.Duration `help:"Lease length on the database clock." default:"${lease}" group:"Scheduler"`
-	RescueInterval  time.Duration `help:"How often expired leases are rescued." default:"${rescue_interval}" group:"Scheduler"`
-	PromoteInterval time.Duration `help:"Longest wait between two reads of the earliest SCHEDULED run_at; the promoter also wakes at that run_at and on a local submit or retry due sooner (0 = 5 × poll-interval)." default:"0s" group:"Scheduler"`
-	ShutdownTimeout time.Duration `help:"How long SIGTERM waits for in-flight handlers." default:"${shutdown_timeout}" group:"Scheduler"`
-	RetryBackoff    time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"${retry_backoff}" group:"Scheduler"`
-	Listen          string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN" group:"API"`
-	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api" group:"API"`
-	NoUI            bool          `help:"Do not serve the web console at /ui/ on the API listener (it is on by default, behind the same bearer tokens)." name:"no-ui" group:"API"`
-	MaxBodyBytes    int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576" group:"API"`
-	AllowedHost     []string      `help:"A name clients may use in the Host header besides loopback names and addresses and the --listen address (repeatable; *.example.com for the names under example.com; * for any). Requests for any other Host get 403, so a web page cannot reach the replica through a name it points at it (DNS rebinding)." name:"allowed-host" env:"JOBQ_ALLOWED_HOSTS" sep:"," group:"API"`
-	RemoteType      []string      `help:"Job type run by remote workers (repeatable; the same on every replica): its jobs wait for a worker's fetch and never run in this replica's handlers (docs/workers.md)." name:"remote-type" env:"JOBQ_REMOTE_TYPES" sep:"," group:"Workers"`
-	WorkerTokenFile string        `help:"File of worker tokens, one entry per line: <token> <job types comma-separated, or *> [submit|read|submit,read] (docs/workers.md); entries in JOBQ_WORKER_TOKENS (separated by ';') are accepted too." type:"existingfile" env:"JOBQ_WORKER_TOKEN_FILE" group:"Workers"`
-	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
+	Migrate              bool          `help:"Apply pending migrations at start." default:"true" negatable:"" group:"Database"`
+	PoolMaxOpen          int           `help:"Max open database connections (default workers/2+10)." default:"0" group:"Database"`
+	NoScheduler          bool          `help:"Run only the HTTP API (no claiming)." name:"no-scheduler" group:"Scheduler"`
+	Owner                string        `help:"Replica id written to job_queue.owner (default <hostname>-<pid>-<random>)." env:"JOBQ_OWNER" group:"Scheduler"`
+	Strategy             string        `help:"Claim strategy: skiplocked or cas (default skiplocked where the server supports it)." enum:"skiplocked,cas," default:"" group:"Scheduler"`
+	Workers              int           `help:"Worker pool size." default:"${workers}" group:"Scheduler"`
+	BatchLimit           int           `help:"Most jobs one claim takes." default:"${batch_limit}" group:"Scheduler"`
+	RunQueue             int           `help:"Claimed jobs a replica may hold beyond its busy workers, queued locally (leases renewed; released at shutdown without spending a retry), so claims are sized by the backlog; adaptive: at most as many as the replica is expected to start within 100ms (0 = default ${run_queue}; negative disables)." default:"${run_queue}" group:"Scheduler"`
+	RunQueueWait         time.Duration `help:"A queued job that waited longer than this for a worker is given back (WAITING, no retry spent) for any replica to claim (0 = poll-interval/4; negative: never)." default:"0s" group:"Scheduler"`
+	PollInterval         time.Duration `help:"Idle scan interval." default:"${poll_interval}" group:"Scheduler"`
+	PollJitter           time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. ${poll_jitter} for ${poll_interval})." default:"0s" group:"Scheduler"`
+	NoJitter             bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)." group:"Scheduler"`
+	ClaimsInFlight       int           `help:"Claims a replica keeps running at once while a long queue drains (its last claim filled its batch), each into its own reservation of slots; one claim per scan otherwise; the cas strategy always claims one at a time." default:"${claims_in_flight}" group:"Scheduler"`
+	DrainWait            time.Duration `help:"While a long queue drains, how long a scan waits for as many free worker slots as the last claim took before claiming fewer (0 = default ${drain_wait}; negative disables)." default:"${drain_wait}" group:"Scheduler"`
+	CompleteLinger       time.Duration `help:"How long the completer waits for running handlers to join a completion batch (0 = default ${complete_linger}; negative disables; a lone job is never held)." default:"${complete_linger}" group:"Scheduler"`
+	Lease                time.Duration `help:"Lease length on the database clock." default:"${lease}" group:"Scheduler"`
+	RescueInterval       time.Duration `help:"How often expired leases are rescued." default:"${rescue_interval}" group:"Scheduler"`
+	PromoteInterval      time.Duration `help:"Longest wait between two reads of the earliest SCHEDULED run_at; the promoter also wakes at that run_at and on a local submit or retry due sooner (0 = 5 × poll-interval)." default:"0s" group:"Scheduler"`
+	ShutdownTimeout      time.Duration `help:"How long SIGTERM waits for in-flight handlers." default:"${shutdown_timeout}" group:"Scheduler"`
+	RetryBackoff         time.Duration `help:"Backoff before the first retry (doubles per retry, ±25% jitter)." default:"${retry_backoff}" group:"Scheduler"`
+	Listen               string        `help:"API listen address (loopback by default)." default:"127.0.0.1:8080" env:"JOBQ_LISTEN" group:"API"`
+	NoAPI                bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api" group:"API"`
+	NoUI                 bool          `help:"Do not serve the web console at /ui/ on the API listener (it is on by default, behind the same bearer tokens)." name:"no-ui" group:"API"`
+	MaxBodyBytes         int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576" group:"API"`
+	AllowedHost          []string      `help:"A name clients may use in the Host header besides loopback names and addresses and the --listen address (repeatable; *.example.com for the names under example.com; * for any). Requests for any other Host get 403, so a web page cannot reach the replica through a name it points at it (DNS rebinding)." name:"allowed-host" env:"JOBQ_ALLOWED_HOSTS" sep:"," group:"API"`
+	RemoteType           []string      `help:"Job type run by remote workers (repeatable; the same on every replica): its jobs wait for a worker's fetch and never run in this replica's handlers (docs/workers.md)." name:"remote-type" env:"JOBQ_REMOTE_TYPES" sep:"," group:"Workers"`
+	WorkerTokenFile      string        `help:"File of worker tokens, one entry per line: <token> <job types comma-separated, or *> [submit|read|submit,read] (docs/workers.md); entries in JOBQ_WORKER_TOKENS (separated by ';') are accepted too." type:"existingfile" env:"JOBQ_WORKER_TOKEN_FILE" group:"Workers"`
+	AuthTokenFile        string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
+	Callout              []string      `help:"Bind a job type to an HTTP endpoint, TYPE=URL (repeatable; the type becomes remote): jobq POSTs each job to URL, signed with the secret named TYPE in --callout-secret-file (docs/workers.md, HTTP call-out)." name:"callout" group:"Workers"`
+	CalloutSecretFile    string        `help:"File of call-out signing secrets, one 'NAME SECRET' per line (≥ 16 bytes); entries in JOBQ_CALLOUT_SECRETS (NAME=SECRET;…) are accepted too." type:"existingfile" env:"JOBQ_CALLOUT_SECRET_FILE" group:"Workers"`
+	CalloutAllowLoopback bool          `help:"Let call-out bindings reach loopback addresses (refused by default, as are link-local and cloud metadata addresses)." name:"callout-allow-loopback" group:"Workers"`
+	CalloutTimeout       time.Duration `help:"How long a call-out may take, connection to answer; later is a failed attempt." default:"10s" group:"Workers"`
 	MetricsFlags
 	OpsFlags
 	TestbedFlags
@@ -61,11 +67,11 @@ type ServeCmd struct {
 // SchedulerConfig maps flags to scheduler.Config.
 func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 	cfg := scheduler.Config{
-		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit, RunQueue: c.RunQueue,
+		Owner: c.Owner, Strategy: c.Strategy, Workers: c.Workers, BatchLimit: c.BatchLimit, RunQueue: c.RunQueue, RunQueueWait: c.RunQueueWait,
 		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.NoJitter, Lease: c.Lease,
 		RescueInterval: c.RescueInterval, PromoteInterval: c.PromoteInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
 		DrainWait: c.DrainWait, CompleteLinger: c.CompleteLinger, ClaimsInFlight: c.ClaimsInFlight,
-		RemoteTypes: remoteTypes(c.RemoteType),
+		RemoteTypes: remoteTypes(append(slices.Clone(c.RemoteType), c.calloutTypes()...)),
 	}
 	ops, err := c.OpsConfig()
 	if err != nil {
@@ -76,6 +82,32 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 		cfg.Owner = scheduler.DefaultOwner() // the one owner id draw: app and scheduler keep it
 	}
 	return cfg, cfg.WithDefaults().Validate()
+}
+
+// calloutTypes are the job types of --callout TYPE=URL.
+func (c *ServeCmd) calloutTypes() []string {
+	var out []string
+	for _, s := range c.Callout {
+		if b, err := callout.ParseBinding(s); err == nil {
+			out = append(out, b.JobType)
+		}
+	}
+	return out
+}
+
+// calloutConfig maps the --callout flags to callout.Config.
+func (c *ServeCmd) calloutConfig() (callout.Config, error) {
+	cfg := callout.Config{AllowLoopback: c.CalloutAllowLoopback, Timeout: c.CalloutTimeout}
+	for _, s := range c.Callout {
+		b, err := callout.ParseBinding(s)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Bindings = append(cfg.Bindings, b)
+	}
+	secrets, err := callout.LoadSecrets(c.CalloutSecretFile, os.Getenv(callout.SecretsEnv))
+	cfg.Secrets = secrets
+	return cfg, err
 }
 
 // remoteTypes trims and de-duplicates the --remote-type values.
@@ -110,7 +142,11 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	cfg := app.Config{
+	co, err := c.calloutConfig()
+	if err != nil {
+		return err
+	}
+	cfg := app.Config{Callout: co,
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, WorkerTokens: workerTokens, AllowedHosts: c.AllowedHost, Scheduler: sc, Logger: g.Log,
 		Metrics: c.MetricsOptions(), Periodic: periodic,

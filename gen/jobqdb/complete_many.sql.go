@@ -7,8 +7,48 @@ package jobqdb
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 )
+
+const executionRecordMany = `-- name: ExecutionRecordMany :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
+FROM job_queue AS q FORCE INDEX (PRIMARY)
+WHERE q.id IN (/*SLICE:ids*/?) AND q.attempt = ?
+`
+
+type ExecutionRecordManyParams struct {
+	Outcome interface{}
+	Error   sql.NullString
+	Ids     []uint64
+	Attempt int32
+}
+
+// ExecutionRecord for the runs JobReleaseFencedMany just released in this
+// transaction, which holds their rows: one execution row each, with the
+// batch's outcome and error (CANCELED when a cancel was requested).
+func (q *Queries) ExecutionRecordMany(ctx context.Context, arg ExecutionRecordManyParams) (int64, error) {
+	query := executionRecordMany
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Outcome)
+	queryParams = append(queryParams, arg.Error)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Attempt)
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
 
 const executionRecordSuccessMany = `-- name: ExecutionRecordSuccessMany :execrows
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
@@ -99,6 +139,46 @@ func (q *Queries) JobCompleteFencedMany(ctx context.Context, arg JobCompleteFenc
 	queryParams = append(queryParams, arg.Attempt)
 	queryParams = append(queryParams, arg.HasChildren)
 	queryParams = append(queryParams, arg.HasChildren)
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const jobReleaseFencedMany = `-- name: JobReleaseFencedMany :execrows
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = IF(cancel_requested = 1, 'CANCELED', 'WAITING'),
+    finished_at = IF(cancel_requested = 1, NOW(6), NULL),
+    lease_until = NULL,
+    update_time = NOW(6)
+WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'
+  AND attempt = ?
+`
+
+type JobReleaseFencedManyParams struct {
+	Ids     []uint64
+	Attempt int32
+}
+
+// Releases of runs whose handler never started (given back by the run queue,
+// at shutdown), one statement for the batch's releases of one attempt number,
+// each row fenced by its attempt like JobReleaseFenced: back to WAITING
+// without spending a retry (CANCELED when a cancel was requested). A run
+// queue giving back 150 jobs wrote 300 statements row by row; its peers
+// could claim none of them until the last committed.
+func (q *Queries) JobReleaseFencedMany(ctx context.Context, arg JobReleaseFencedManyParams) (int64, error) {
+	query := jobReleaseFencedMany
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Attempt)
 	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err

@@ -1553,8 +1553,9 @@ type LeaseLockRenewableParams struct {
 	Owner sql.NullString
 }
 
-// The heartbeat's first statement (store.LeaseRenewMany, a READ COMMITTED
-// transaction on the heartbeat's own session): locks the rows of this
+// The heartbeat's exact renewal, after LeaseRenewSkipLocked renewed some but
+// not all runs (store.LeaseRenewMany: a READ COMMITTED transaction on the
+// heartbeat's own session, which returns the ids it renewed): locks the rows of this
 // owner's in-flight runs that no other transaction holds, by primary key
 // only. A row another transaction holds — most often the run's own outcome
 // write, or a rescuer — is skipped, never waited for: the renewal of every
@@ -1630,4 +1631,104 @@ func (q *Queries) LeaseRenewMany(ctx context.Context, arg LeaseRenewManyParams) 
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const leaseRenewSkipLocked = `-- name: LeaseRenewSkipLocked :execrows
+UPDATE (SELECT l.id FROM job_queue AS l FORCE INDEX (PRIMARY)
+        WHERE l.id IN (/*SLICE:ids*/?)
+          AND l.status = 'RUNNING' AND l.owner = ? AND l.cancel_requested = 0
+        LIMIT 1000000
+        FOR UPDATE SKIP LOCKED) AS r
+STRAIGHT_JOIN job_queue AS q FORCE INDEX (PRIMARY) ON q.id = r.id AND (@jobq_renewed_at := NOW(6)) IS NOT NULL
+SET q.lease_until = NOW(6) + INTERVAL ? MICROSECOND
+`
+
+type LeaseRenewSkipLockedParams struct {
+	Ids     []uint64
+	Owner   sql.NullString
+	LeaseUs interface{}
+}
+
+// The heartbeat's renewal in one statement and one round trip, in
+// autocommit on the heartbeat's own READ COMMITTED session
+// (store.LeaseRenewMany): the derived table locks, by primary key, the rows
+// of this owner's in-flight runs that no other transaction holds (SKIP
+// LOCKED: a row held by the run's own outcome write, a rescuer or a claim is
+// skipped, never waited for), and the join renews exactly those rows by
+// primary key (STRAIGHT_JOIN: the derived table first, so the outer read
+// touches no other row). The rows are locked only while the statement runs,
+// never across a round trip. It returns a count; when it renewed fewer rows
+// than it was sent, LeaseRenewedIDs reads which (by the stamp it keeps in a
+// session variable).
+func (q *Queries) LeaseRenewSkipLocked(ctx context.Context, arg LeaseRenewSkipLockedParams) (int64, error) {
+	query := leaseRenewSkipLocked
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Owner)
+	queryParams = append(queryParams, arg.LeaseUs)
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const leaseRenewedIDs = `-- name: LeaseRenewedIDs :many
+SELECT id FROM job_queue FORCE INDEX (PRIMARY)
+WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING' AND owner = ?
+  AND lease_until = @jobq_renewed_at + INTERVAL ? MICROSECOND
+`
+
+type LeaseRenewedIDsParams struct {
+	Ids     []uint64
+	Owner   sql.NullString
+	LeaseUs interface{}
+}
+
+// The rows the session's last LeaseRenewSkipLocked renewed, read on the same
+// session after it renewed fewer rows than it was sent: every row it renewed
+// carries its lease_until: its NOW(6), kept in the session variable
+// @jobq_renewed_at (one NOW(6) per statement, later than any earlier renewal
+// or claim stamped), plus the lease; unless its outcome was written since
+// (no longer RUNNING).
+func (q *Queries) LeaseRenewedIDs(ctx context.Context, arg LeaseRenewedIDsParams) ([]uint64, error) {
+	query := leaseRenewedIDs
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Owner)
+	queryParams = append(queryParams, arg.LeaseUs)
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -46,3 +46,28 @@ SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q
        NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL
 FROM job_queue AS q FORCE INDEX (PRIMARY)
 WHERE q.id IN (sqlc.slice(ids));
+
+-- name: JobReleaseFencedMany :execrows
+-- Releases of runs whose handler never started (given back by the run queue,
+-- at shutdown), one statement for the batch's releases of one attempt number,
+-- each row fenced by its attempt like JobReleaseFenced: back to WAITING
+-- without spending a retry (CANCELED when a cancel was requested). A run
+-- queue giving back 150 jobs wrote 300 statements row by row; its peers
+-- could claim none of them until the last committed.
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = IF(cancel_requested = 1, 'CANCELED', 'WAITING'),
+    finished_at = IF(cancel_requested = 1, NOW(6), NULL),
+    lease_until = NULL,
+    update_time = NOW(6)
+WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING'
+  AND attempt = sqlc.arg(attempt);
+
+-- name: ExecutionRecordMany :execrows
+-- ExecutionRecord for the runs JobReleaseFencedMany just released in this
+-- transaction, which holds their rows: one execution row each, with the
+-- batch's outcome and error (CANCELED when a cancel was requested).
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error)
+FROM job_queue AS q FORCE INDEX (PRIMARY)
+WHERE q.id IN (sqlc.slice(ids)) AND q.attempt = sqlc.arg(attempt);

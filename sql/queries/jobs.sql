@@ -164,8 +164,9 @@ FROM job_queue
 WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 
 -- name: LeaseLockRenewable :many
--- The heartbeat's first statement (store.LeaseRenewMany, a READ COMMITTED
--- transaction on the heartbeat's own session): locks the rows of this
+-- The heartbeat's exact renewal, after LeaseRenewSkipLocked renewed some but
+-- not all runs (store.LeaseRenewMany: a READ COMMITTED transaction on the
+-- heartbeat's own session, which returns the ids it renewed): locks the rows of this
 -- owner's in-flight runs that no other transaction holds, by primary key
 -- only. A row another transaction holds — most often the run's own outcome
 -- write, or a rescuer — is skipped, never waited for: the renewal of every
@@ -186,6 +187,37 @@ UPDATE job_queue FORCE INDEX (PRIMARY)
 SET lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND
 WHERE id IN (sqlc.slice(ids))
   AND status = 'RUNNING' AND owner = sqlc.arg(owner) AND cancel_requested = 0;
+
+-- name: LeaseRenewSkipLocked :execrows
+-- The heartbeat's renewal in one statement and one round trip, in
+-- autocommit on the heartbeat's own READ COMMITTED session
+-- (store.LeaseRenewMany): the derived table locks, by primary key, the rows
+-- of this owner's in-flight runs that no other transaction holds (SKIP
+-- LOCKED: a row held by the run's own outcome write, a rescuer or a claim is
+-- skipped, never waited for), and the join renews exactly those rows by
+-- primary key (STRAIGHT_JOIN: the derived table first, so the outer read
+-- touches no other row). The rows are locked only while the statement runs,
+-- never across a round trip. It returns a count; when it renewed fewer rows
+-- than it was sent, LeaseRenewedIDs reads which (by the stamp it keeps in a
+-- session variable).
+UPDATE (SELECT l.id FROM job_queue AS l FORCE INDEX (PRIMARY)
+        WHERE l.id IN (sqlc.slice(ids))
+          AND l.status = 'RUNNING' AND l.owner = sqlc.arg(owner) AND l.cancel_requested = 0
+        LIMIT 1000000
+        FOR UPDATE SKIP LOCKED) AS r
+STRAIGHT_JOIN job_queue AS q FORCE INDEX (PRIMARY) ON q.id = r.id AND (@jobq_renewed_at := NOW(6)) IS NOT NULL
+SET q.lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND;
+
+-- name: LeaseRenewedIDs :many
+-- The rows the session's last LeaseRenewSkipLocked renewed, read on the same
+-- session after it renewed fewer rows than it was sent: every row it renewed
+-- carries its lease_until: its NOW(6), kept in the session variable
+-- @jobq_renewed_at (one NOW(6) per statement, later than any earlier renewal
+-- or claim stamped), plus the lease; unless its outcome was written since
+-- (no longer RUNNING).
+SELECT id FROM job_queue FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING' AND owner = sqlc.arg(owner)
+  AND lease_until = @jobq_renewed_at + INTERVAL sqlc.arg(lease_us) MICROSECOND;
 
 -- name: JobFenceStates :many
 -- Read after a heartbeat renewed fewer rows than expected, to tell lost runs

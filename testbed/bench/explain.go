@@ -72,7 +72,7 @@ func SchedulerQueries() ([]Query, error) {
 var SteadyState = []struct{ Name, Role string }{
 	{"JobScanAvailable", RoleScan}, {"JobLockAvailable", RoleClaim}, {"JobClaimMany", RoleClaim},
 	{"JobClaimCAS", RoleClaim}, {"JobGetClaimed", RoleOther},
-	{"LeaseLockRenewable", RoleOther}, {"LeaseRenewMany", RoleOther}, {"JobCompleteFenced", RoleOther}, {"JobFailFenced", RoleOther},
+	{"LeaseRenewSkipLocked", RoleOther}, {"LeaseRenewedIDs", RoleOther}, {"LeaseLockRenewable", RoleOther}, {"LeaseRenewMany", RoleOther}, {"JobCompleteFenced", RoleOther}, {"JobFailFenced", RoleOther},
 	{"ExecutionRecord", RoleOther}, {"JobRescueCandidates", RoleOther}, {"ExecutionRecordRescue", RoleOther},
 	{"JobRescueExpired", RoleOther}, {"JobScheduledNext", RoleScan}, {"JobLockDue", RoleOther},
 	{"JobPromoteLocked", RoleOther},

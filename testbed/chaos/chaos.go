@@ -147,7 +147,14 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 			return nil, err
 		}
 	}
-	log.Info("cluster ready", "replicas", cfg.Replicas, "server", st.Server.Description, "out", cfg.OutDir)
+	if cfg.Executor != ExecutorLocal {
+		if cl.remote, err = cl.startRemote(ctx, db, toDB); err != nil {
+			return nil, fmt.Errorf("start remote workers: %w", err)
+		}
+		defer cl.remote.stop(5 * time.Second)
+	}
+	log.Info("cluster ready", "replicas", cfg.Replicas, "executor", cfg.Executor, "workers", strings.Join(cfg.RemoteWorkers, ","),
+		"server", st.Server.Description, "out", cfg.OutDir)
 
 	// Workload and faults, concurrently.
 	runID := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
@@ -166,6 +173,10 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	stopProgress := progress(ctx, log, db, &submitted, cfg.Jobs)
 	stopSupervisor := make(chan struct{})
 	crashes := cl.supervise(ctx, stopSupervisor, toDB)
+	workerCrashes := func() []checker.Fault { return nil }
+	if cl.remote != nil {
+		workerCrashes = cl.remote.supervise(ctx, stopSupervisor)
+	}
 	wg.Wait()
 	workloadDur := time.Since(start)
 	sleepCtx(ctx, time.Until(start.Add(cfg.Duration)))
@@ -200,6 +211,13 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	stopProgress()
 	close(stopSupervisor)
 	faults = append(faults, crashes()...)
+	faults = append(faults, workerCrashes()...)
+	var acks []checker.Ack
+	var renewals []checker.Renewal
+	if cl.remote != nil {
+		cl.remote.stop(5 * time.Second)
+		acks, renewals = cl.remote.Acks(), cl.remote.Renewals()
+	}
 	var retried int64
 	if cl.topo != nil {
 		retried = cl.retriedConflicts(ctx)
@@ -209,7 +227,7 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	cl.stopAll(cfg.ShutdownTimeout + 10*time.Second)
 
 	// Judge the database's record.
-	h := checker.History{Submits: submits, Faults: faults, Lease: cfg.Lease, RescueInterval: cfg.RescueInterval, Start: toDB(start),
+	h := checker.History{Submits: submits, Faults: faults, Acks: acks, Renewals: renewals, Lease: cfg.Lease, RescueInterval: cfg.RescueInterval, Start: toDB(start),
 		Stopped: toDB(stopped)}
 	lctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jobq/jobq/testbed/chaos/checker"
+	"github.com/jobq/jobq/testbed/chaos/remoteworker"
 	"github.com/jobq/jobq/testbed/dbprovider"
 	"github.com/jobq/jobq/testbed/jobtypes"
 	"github.com/jobq/jobq/testbed/replica"
@@ -131,6 +132,7 @@ type cluster struct {
 	topo    topology // nil for the single topology
 	toxi    *toxiproxy.ApiServer
 	nodes   []*node
+	remote  *remoteCluster // nil with the local executor
 	logDir  string
 	args    []string
 	describ string
@@ -162,6 +164,11 @@ func (c Config) serveArgs() []string {
 	}
 	if c.Strategy != "" {
 		args = append(args, "--strategy", c.Strategy)
+	}
+	if c.Executor == ExecutorRemote || c.Executor == ExecutorMixed {
+		for _, t := range remoteworker.Types {
+			args = append(args, "--remote-type", t)
+		}
 	}
 	for _, s := range c.Sabotage {
 		args = append(args, "--sabotage", s)

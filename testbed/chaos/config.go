@@ -42,7 +42,8 @@ const (
 
 // FaultKinds lists every fault kind.
 var FaultKinds = []string{FaultKill, FaultPause, FaultTerm, FaultDBRestart, FaultPartition, FaultLatency, FaultClockSkew, FaultReset, FaultReadOnly,
-	FaultNodeKill, FaultNodeRestart, FaultNodeIsolate, FaultFailover}
+	FaultNodeKill, FaultNodeRestart, FaultNodeIsolate, FaultFailover,
+	FaultWorkerKill, FaultWorkerPause, FaultWorkerPartition, FaultAckLoss, FaultDuplicate, FaultReplicaKill}
 
 // topologyFaults maps each topology fault kind to the topology it needs.
 var topologyFaults = map[string]string{
@@ -137,6 +138,21 @@ type Config struct {
 	// Sabotage switches passed to every replica (`jobq serve --sabotage`):
 	// fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry.
 	Sabotage []string
+	// Executor is who runs the workload's jobs: local (the replicas'
+	// handlers), remote (remote workers: remote-effect, remote-flaky) or
+	// mixed (every other job remote). Defaults to local.
+	Executor string
+	// RemoteWorkers are the worker processes of a remote or mixed run, one
+	// per entry: go, work, python, node. Defaults to all four.
+	RemoteWorkers []string
+	// WorkerConcurrency is each worker's concurrency. Defaults to 8.
+	WorkerConcurrency int
+	// RepoDir is the repository root, where the Python and Node workers'
+	// scripts are (testbed/chaos/workers). Defaults to ".".
+	RepoDir string
+	// AckFaultFor is how long an ack-loss or duplicate-complete fault
+	// lasts. Defaults to 3·Lease.
+	AckFaultFor time.Duration
 	// Lease is the replicas' lease. Defaults to 2s.
 	Lease time.Duration
 	// RescueInterval is the replicas' rescue interval. Defaults to 500ms.
@@ -243,6 +259,13 @@ func (c Config) WithDefaults() Config {
 	c.ResetFor = cmp.Or(c.ResetFor, c.Lease/5)
 	c.ClockSkew = cmp.Or(c.ClockSkew, ClockSkewDefault)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, c.Lease)
+	c.Executor = cmp.Or(c.Executor, ExecutorLocal)
+	if c.Executor != ExecutorLocal && len(c.RemoteWorkers) == 0 {
+		c.RemoteWorkers = slices.Clone(WorkerKinds)
+	}
+	c.WorkerConcurrency = cmp.Or(c.WorkerConcurrency, 8)
+	c.RepoDir = cmp.Or(c.RepoDir, ".")
+	c.AckFaultFor = cmp.Or(c.AckFaultFor, 3*c.Lease)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 60*time.Second)
 	c.Topology = cmp.Or(c.Topology, TopologySingle)
 	if c.Topology == TopologyPrimaryReplica {
@@ -306,6 +329,20 @@ func (c Config) Validate() error {
 	if c.Strategy != "" && c.Strategy != "skiplocked" && c.Strategy != "cas" {
 		errs = append(errs, fmt.Errorf("strategy: must be skiplocked or cas, got %q", c.Strategy))
 	}
+	if c.Executor != ExecutorLocal && c.Executor != ExecutorRemote && c.Executor != ExecutorMixed {
+		errs = append(errs, fmt.Errorf("executor: must be local, remote or mixed, got %q", c.Executor))
+	}
+	for _, k := range c.RemoteWorkers {
+		if !slices.Contains(WorkerKinds, k) {
+			errs = append(errs, fmt.Errorf("remote workers: unknown kind %q (want %s)", k, strings.Join(WorkerKinds, ", ")))
+		}
+	}
+	if c.Executor != ExecutorLocal && len(c.RemoteWorkers) == 0 {
+		errs = append(errs, errors.New("remote workers: a remote or mixed executor needs at least one worker"))
+	}
+	if c.Executor != ExecutorLocal && c.PoisonJobs > 0 {
+		errs = append(errs, errors.New("poison jobs: run only with --executor local"))
+	}
 	if c.PauseFor <= c.Lease {
 		errs = append(errs, fmt.Errorf("pause: must last longer than the lease %s to make a zombie, got %s", c.Lease, c.PauseFor))
 	}
@@ -323,6 +360,9 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, k := range kinds {
+		if remoteFault(k) && c.Executor == ExecutorLocal {
+			errs = append(errs, fmt.Errorf("faults: %s needs --executor remote or mixed", k))
+		}
 		if want, ok := topologyFaults[k]; ok && c.Topology != want {
 			errs = append(errs, fmt.Errorf("faults: %s needs --topology %s, got %s", k, want, c.Topology))
 		}
@@ -404,6 +444,12 @@ func parseSchedule(s string, replicas int) ([]plannedFault, error) {
 		pf := plannedFault{Kind: kind, At: d, Target: 0}
 		if databaseFault(kind) {
 			pf.Target = -1
+		} else if workerFaults[kind] && target != "" {
+			n, err := strconv.Atoi(strings.TrimPrefix(target, "worker-"))
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("schedule: %q: target must be worker-N (the N-th of --remote-workers)", item)
+			}
+			pf.Target = n - 1
 		} else if target != "" {
 			n, err := strconv.Atoi(strings.TrimPrefix(target, "replica-"))
 			if err != nil || n < 1 || n > replicas {
@@ -432,7 +478,11 @@ func (c Config) plan() []plannedFault {
 	for i := 0; i < n; i++ {
 		kind := c.Faults[i%len(c.Faults)]
 		jitter := time.Duration((rng.Float64()*0.4 - 0.2) * float64(spacing))
-		pf := plannedFault{Kind: kind, At: spacing*time.Duration(i+1) + jitter, Target: rng.IntN(c.Replicas)}
+		targets := c.Replicas
+		if workerFaults[kind] {
+			targets = max(len(c.RemoteWorkers), 1)
+		}
+		pf := plannedFault{Kind: kind, At: spacing*time.Duration(i+1) + jitter, Target: rng.IntN(targets)}
 		if databaseFault(kind) {
 			pf.Target = -1
 		}

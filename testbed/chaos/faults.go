@@ -118,6 +118,12 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		f.End = in.toDB(time.Now())
 		return f
 	}
+	if workerFaults[pf.Kind] {
+		if err := in.injectWorker(ctx, pf, &f); err != nil {
+			return fail(err)
+		}
+		return f
+	}
 	if pf.Target < 0 {
 		f.Target = "" // the database
 		if in.cl.topo == nil || !in.cl.topo.inject(ctx, in, pf, &f) {
@@ -138,6 +144,11 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		}
 		sleepCtx(ctx, 20*time.Millisecond)
 	}
+	if in.cl.remote != nil {
+		// The workers that talk to the target: their calls hang or fail
+		// while it is down, so their runs are the fault's too.
+		f.Workers = in.cl.remote.attachedTo(n)
+	}
 	restart := func() {
 		sleepCtx(ctx, cfg.KillRestartDelay)
 		sctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -148,6 +159,11 @@ func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
 		f.End = in.toDB(time.Now())
 	}
 	switch pf.Kind {
+	case FaultReplicaKill:
+		f.Detail = fmt.Sprintf("SIGKILL while workers long-poll it, restart after %s", cfg.KillRestartDelay)
+		f.Start = in.toDB(time.Now())
+		r.Kill()
+		restart()
 	case FaultKill:
 		f.Detail = fmt.Sprintf("SIGKILL, restart after %s", cfg.KillRestartDelay)
 		f.Start = in.toDB(time.Now())

@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/testbed/chaos/checker"
+	"github.com/jobq/jobq/testbed/chaos/remoteworker"
 	"github.com/jobq/jobq/testbed/jobtypes"
 )
 
@@ -53,6 +54,14 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 		if cfg.FutureFraction > 0 && rng.Float64() < cfg.FutureFraction {
 			lo := cfg.FutureMaxDelay / 6
 			lead[i] = lo + time.Duration(rng.Int64N(int64(cfg.FutureMaxDelay-lo)+1))
+		}
+		if cfg.Executor == ExecutorRemote || (cfg.Executor == ExecutorMixed && i%2 == 1) {
+			switch req.JobType {
+			case "effect":
+				req.JobType = remoteworker.Effect
+			case "flaky":
+				req.JobType = remoteworker.Flaky
+			}
 		}
 		reqs[i] = req
 	}

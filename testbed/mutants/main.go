@@ -58,8 +58,7 @@ var mutants = []mutant{
 		Name: "renew-by-id", Bug: "1: lease renewal by id alone (owner condition dropped)",
 		Rule: "want no row",
 		Edits: []edit{
-			{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0\nFOR UPDATE SKIP LOCKED", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0\nFOR UPDATE SKIP LOCKED"},
-			{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0\n`", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0\n`"},
+			{gen, "AND l.status = 'RUNNING' AND l.owner = ? AND l.cancel_requested = 0", "AND l.status = 'RUNNING' AND ? IS NOT NULL AND l.cancel_requested = 0"},
 		},
 		Checks: []check{{"./store/", "^TestLeaseRenewOfLostRunMatchesNothing$"}, {"./scheduler/", "^TestLostRunIsNotRenewedAndItsHandlerCancelled$"}},
 	},
@@ -69,8 +68,8 @@ var mutants = []mutant{
 		Edits: []edit{
 			{gen, "    lease_until = NOW(6) + INTERVAL ? MICROSECOND,\n    started_at = NOW(6),\n    finished_at = NULL,\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'",
 				"    lease_until = ? + INTERVAL ? MICROSECOND,\n    started_at = ?,\n    finished_at = NULL,\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'"},
-			{gen, "queryParams = append(queryParams, arg.Owner)\n\tqueryParams = append(queryParams, arg.LeaseUs)\n",
-				"now := time.Now().UTC()\n\tqueryParams = append(queryParams, arg.Owner, now)\n\tqueryParams = append(queryParams, arg.LeaseUs, now)\n"},
+			{gen, "var queryParams []interface{}\n\tqueryParams = append(queryParams, arg.Owner)\n\tqueryParams = append(queryParams, arg.LeaseUs)\n",
+				"var queryParams []interface{}\n\tnow := time.Now().UTC()\n\tqueryParams = append(queryParams, arg.Owner, now)\n\tqueryParams = append(queryParams, arg.LeaseUs, now)\n"},
 		},
 		Checks: []check{{"./store/", "^TestClaimStampsDatabaseClock$"}},
 	},

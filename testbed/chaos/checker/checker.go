@@ -71,6 +71,27 @@ const (
 	// attempts finished its work successfully (as above) before the job
 	// ended, with no excusing fault between that attempt's claim and the end.
 	CheckFailedAfterSuccess = "failed_after_success"
+	// CheckLateCompletionAccepted: a remote worker's completion was
+	// answered "applied" although its attempt had lost the job — the
+	// attempt's execution was closed by a rescue (LEASE_EXPIRED) or a
+	// refusal (STALE), or it has no execution row while a later attempt
+	// does. A late completion must be refused (409 stale).
+	CheckLateCompletionAccepted = "late_completion_accepted"
+	// CheckAppliedTwice: one job's completions were applied twice — two
+	// different outcomes answered "applied" for one attempt, or "applied"
+	// successes for two different attempts. A repeated completion is
+	// answered "applied" again only when it is the same outcome of the same
+	// attempt, which changes nothing.
+	CheckAppliedTwice = "completion_applied_twice"
+	// CheckWorkerOverlap: two remote workers held one job's lease at once —
+	// attempt k+1 of a worker claimed before attempt k of another worker
+	// ended (its completion or its rescue).
+	CheckWorkerOverlap = "worker_overlap"
+	// CheckLostAfterAck: a completion answered "applied" whose job did not
+	// end that way: its attempt's execution does not record that outcome
+	// (success SUCCESS, failure FAILED, release RELEASED), or a success's
+	// job did not end SUCCESS.
+	CheckLostAfterAck = "lost_after_ack"
 )
 
 // ReadOnlyExcuse is how long a read-only fault must last, as a fraction
@@ -177,6 +198,22 @@ type Counts struct {
 	// did, with no excusing fault (see CheckRerunAfterSuccess).
 	RerunAfterSuccess  int `json:"rerun_after_success"`
 	FailedAfterSuccess int `json:"failed_after_success"`
+	// LateCompletionsAccepted, CompletionsAppliedTwice, WorkerOverlaps and
+	// LostAfterAck count the remote checks' violations (see their Check
+	// constants).
+	LateCompletionsAccepted int `json:"late_completions_accepted"`
+	CompletionsAppliedTwice int `json:"completions_applied_twice"`
+	WorkerOverlaps          int `json:"worker_overlaps"`
+	LostAfterAck            int `json:"lost_after_ack"`
+	// Completions is the remote completions in the acknowledgement log;
+	// LateCompletionsRefused of them were answered 409 stale (the attempt
+	// had lost the job); AcksRetried were sent again after their answer was
+	// cut (ack-loss) and answered "applied"; DuplicateCompletions were the
+	// first copy of a completion sent twice (duplicate-complete).
+	Completions            int `json:"remote_completions"`
+	LateCompletionsRefused int `json:"late_completions_refused"`
+	AcksRetried            int `json:"acks_retried"`
+	DuplicateCompletions   int `json:"duplicate_completions"`
 	// RescuesAfterSlowRenewal is LEASE_EXPIRED executions no injected fault
 	// explains but whose replica logged a renewal the database did not
 	// answer in time while the run held the job (a loaded machine, not a
@@ -194,6 +231,12 @@ type Counts struct {
 	// not a violation.
 	ReleasesAfterSlowRenewal int `json:"releases_after_slow_renewal"`
 	ReleasesAfterStall       int `json:"releases_after_stall"`
+	// WorkerLapses is remote worker runs rescued after the lease of their
+	// last renewal (or of their claim) ran out: the worker did not renew in
+	// time. Each is a stall of that worker over [its lease's end, the
+	// rescue], which excuses the rescue and a re-run as a replica's stall
+	// does (counted in RescuesAfterStall).
+	WorkerLapses int `json:"worker_lapses"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
 	// Executions is job_execution rows. Rescued of them had their lease
@@ -274,6 +317,7 @@ const TimelineStep = 500 * time.Millisecond
 func Check(h History) *Result {
 	r := &Result{ExecutionsPerJob: map[int]int{}, Counts: Counts{ByStatus: map[string]int{}}}
 	c := &r.Counts
+	h.Stalls = append(slices.Clone(h.Stalls), workerLapses(h, c)...)
 	jobs := make(map[uint64]*Job, len(h.Jobs))
 	byKey := make(map[string]*Job, len(h.Jobs))
 	for i := range h.Jobs {
@@ -473,6 +517,7 @@ func Check(h History) *Result {
 			r.NonTx.InterruptingFaults++
 		}
 	}
+	late, twice, wOverlap, lostAck := remoteChecks(h, jobs, execs, c)
 	c.Rescued = c.LeaseExpired + c.StaleCompletionsRefused
 	c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates = len(lost), len(missing), len(stuck), len(txDup)
 	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
@@ -491,6 +536,7 @@ func Check(h History) *Result {
 		{CheckUnexplainedRelease, unexplainedRel},
 		{CheckMissingExecution, noExecRow},
 		{CheckStatusVsLastExecution, disagree}, {CheckRerunAfterSuccess, rerun}, {CheckFailedAfterSuccess, failedAfter},
+		{CheckLateCompletionAccepted, late}, {CheckAppliedTwice, twice}, {CheckWorkerOverlap, wOverlap}, {CheckLostAfterAck, lostAck},
 	} {
 		if len(v.ex) > 0 {
 			r.Violations = append(r.Violations, Violation{Check: v.check, Count: len(v.ex), Examples: v.ex[:min(len(v.ex), maxExamples)]})

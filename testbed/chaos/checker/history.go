@@ -64,6 +64,17 @@ type History struct {
 	// line): a CPU-starved replica whose leases expired meanwhile, rescued
 	// with no injected fault and no database trouble.
 	Stalls []Stall `json:"stalls,omitempty"`
+	// Acks is the acknowledgement log of remote workers: every completion a
+	// worker sent and what the replica answered it (empty without remote
+	// workers).
+	Acks []Ack `json:"acks,omitempty"`
+	// Renewals are the remote workers' lease renewals, as their gateways
+	// saw the heartbeat answers: each "renewed" result with the lease_until
+	// the database gave it. A worker run rescued after its last renewal's
+	// lease ran out was not renewed in time by its worker (a frozen or
+	// CPU-starved worker process): the checker counts it as a worker lapse,
+	// the worker-side twin of a replica stall, not as a violation.
+	Renewals []Renewal `json:"renewals,omitempty"`
 	// Lease is the replicas' lease length.
 	Lease time.Duration `json:"lease"`
 	// RescueInterval is the replicas' rescue interval.
@@ -137,6 +148,44 @@ type Effect struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// Ack is one completion a remote worker sent (POST /v1/workers/complete)
+// and the answer the replica gave, as the worker's gateway logged it.
+type Ack struct {
+	// Worker is the worker's owner id ("worker:go-1.1").
+	Worker string `json:"worker"`
+	// Replica is the replica the completion went to.
+	Replica string `json:"replica"`
+	JobID   uint64 `json:"job_id"`
+	Attempt int    `json:"attempt"`
+	// Outcome is the completion's outcome: success, failure or release.
+	Outcome string `json:"outcome"`
+	// SentAt is when the gateway received it, on the database clock.
+	SentAt time.Time `json:"sent_at"`
+	// Status is the HTTP status; Result the answer's "result" (AckApplied)
+	// or its error code (stale, conflict, forbidden …), or "error: …" when
+	// the replica did not answer.
+	Status int    `json:"status"`
+	Result string `json:"result"`
+	// Delivered is false when the answer did not reach the worker: cut by
+	// an ack-loss fault (the worker retries the same completion), or the
+	// first of two copies sent by a duplicate-complete fault.
+	Delivered bool `json:"delivered"`
+	// Duplicate marks the first copy of a completion that a
+	// duplicate-complete fault sent twice.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// Renewal is one renewed lease of a remote worker's run.
+type Renewal struct {
+	Worker     string    `json:"worker"`
+	JobID      uint64    `json:"job_id"`
+	Attempt    int       `json:"attempt"`
+	LeaseUntil time.Time `json:"lease_until"`
+}
+
+// AckApplied is the result of an applied completion.
+const AckApplied = "applied"
+
 // SlowRenewal is one lease renewal of Owner that timed out waiting for the
 // database (its log's "lease renewal failed … context deadline exceeded")
 // at At, on the database clock.
@@ -172,6 +221,10 @@ type Fault struct {
 	End   time.Time `json:"end"`
 	// RunningAtStart is how many jobs the target held RUNNING at Start.
 	RunningAtStart int `json:"running_at_start"`
+	// Workers are the owner ids of the remote workers attached to the
+	// target when it began (replica-kill): their runs are the fault's too
+	// (a fetch that claimed jobs for them died with the replica).
+	Workers []string `json:"workers,omitempty"`
 	// Detail is free text ("pause 5s", "latency 200ms").
 	Detail string `json:"detail,omitempty"`
 	// Err is set when the harness could not inject or lift the fault.
@@ -182,7 +235,8 @@ type Fault struct {
 // explain repeated non-transactional effects).
 func (f Fault) Interrupts() bool {
 	switch f.Kind {
-	case "kill", "pause", "term", "db-restart", "partition", "clock-skew", "crash":
+	case "kill", "pause", "term", "db-restart", "partition", "clock-skew", "crash",
+		"worker-kill", "worker-pause", "worker-partition", "worker-crash", "replica-kill":
 		return true
 	}
 	return f.ClusterWide()
@@ -247,4 +301,6 @@ func excusingFaults(h History) []Fault {
 
 // hits reports whether the fault concerns runs of owner: faults on the
 // owner's replica incarnation, and database-wide faults (Target "").
-func (f Fault) hits(owner string) bool { return f.Target == "" || f.Owner == owner || f.ClusterWide() }
+func (f Fault) hits(owner string) bool {
+	return f.Target == "" || f.Owner == owner || f.ClusterWide() || slices.Contains(f.Workers, owner)
+}
