@@ -252,20 +252,7 @@ func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
 		}
 		// A workflow job whose parents have not all succeeded waits for
 		// them again (BLOCKED) instead of running.
-		parents, err := q.DependencyParentsOf(ctx, []uint64{id})
-		if err != nil {
-			return err
-		}
-		var blocked int32
-		for _, p := range parents {
-			if jobq.JobState(p.Status) != jobq.StateSuccess {
-				blocked++
-			}
-		}
-		if blocked > 0 {
-			_, err = tx.ExecContext(ctx, "UPDATE job_queue SET status = 'BLOCKED', blocked_parents = ? WHERE id = ? AND status = 'WAITING'", blocked, id)
-		}
-		return err
+		return reblockRetried(ctx, q, []uint64{id})
 	})
 	if err != nil {
 		return jobq.Job{}, errorf("retry: %w", err)

@@ -448,7 +448,15 @@ func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64
 		if len(ids) == 0 {
 			return total, nil
 		}
-		n, err := s.q.JobRetryMany(ctx, jobqdb.JobRetryManyParams{Ids: ids, Status: string(p.Status)})
+		var n int64
+		err = s.WithTx(ctx, func(tx *sql.Tx) error {
+			q := s.q.WithTx(tx)
+			var err error
+			if n, err = q.JobRetryMany(ctx, jobqdb.JobRetryManyParams{Ids: ids, Status: string(p.Status)}); err != nil || n == 0 {
+				return err
+			}
+			return reblockRetried(ctx, q, ids)
+		})
 		if err != nil {
 			return total, errorf("retry bulk: %w", err)
 		}

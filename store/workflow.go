@@ -509,3 +509,27 @@ func (s *Store) startScheduledWorkflow(ctx context.Context, tx *sql.Tx, p jobq.P
 	}
 	return true, insertEdges(ctx, tx, jobs, ids, nil)
 }
+
+// reblockRetried puts the jobs of ids that a manual retry just made WAITING
+// and that have a parent not SUCCESS back to BLOCKED, waiting for those
+// parents (a retried workflow job never runs before its parents succeeded;
+// WorkflowRetry re-arms a failed job's descendants with it). Jobs outside
+// workflows have no parents: one read by idx_child, nothing written.
+func reblockRetried(ctx context.Context, q *jobqdb.Queries, ids []uint64) error {
+	parents, err := q.DependencyParentsOf(ctx, ids)
+	if err != nil || len(parents) == 0 {
+		return err
+	}
+	blocked := map[uint64]int32{}
+	for _, p := range parents {
+		if jobq.JobState(p.Status) != jobq.StateSuccess {
+			blocked[p.ChildID]++
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(blocked)) {
+		if _, err := q.JobReblock(ctx, jobqdb.JobReblockParams{Blocked: blocked[id], ID: id}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -315,3 +315,39 @@ func TestWorkflowSubmitIdempotentAndSpawn(t *testing.T) {
 		t.Fatalf("parents of kb: %v %v", parents, err)
 	}
 }
+
+// A manual retry (one job or in bulk) of a workflow job whose parents have
+// not all succeeded puts it back BLOCKED, waiting for them, never WAITING.
+func TestWorkflowManualRetryWaitsForParents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testdb.Store(t)
+	wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "mr", RequestHash: "h", Jobs: diamond("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claimAll(t, st)
+	if _, err := st.JobCompleteMany(ctx, []jobq.Completion{{Fence: c["ma"].Fence(), Outcome: jobq.OutcomeFailed, Error: "x", HasChildren: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.JobRetryBulk(ctx, jobq.RetryBulkParams{Status: jobq.StateCanceled}); err != nil || n != 3 {
+		t.Fatalf("bulk retry: %d %v, want 3", n, err)
+	}
+	got := statuses(t, st, wf.ID)
+	if got["ma"] != jobq.StateFailed || got["mb"] != jobq.StateBlocked || got["mc"] != jobq.StateBlocked || got["md"] != jobq.StateBlocked {
+		t.Fatalf("after bulk retry of the cancelled: %v", got)
+	}
+	if _, err := st.JobRetry(ctx, c["ma"].ID); err != nil {
+		t.Fatal(err)
+	}
+	c = claimAll(t, st)
+	if len(c) != 1 {
+		t.Fatalf("claimable after retrying the parent: %v, want only ma", c)
+	}
+	if _, err := st.JobCompleteMany(ctx, []jobq.Completion{success(c["ma"])}); err != nil {
+		t.Fatal(err)
+	}
+	if got := statuses(t, st, wf.ID); got["mb"] != jobq.StateWaiting || got["md"] != jobq.StateBlocked {
+		t.Fatalf("after the parent succeeded: %v", got)
+	}
+}

@@ -306,6 +306,27 @@ func (q *Queries) JobRearm(ctx context.Context, arg JobRearmParams) (int64, erro
 	return result.RowsAffected()
 }
 
+const jobReblock = `-- name: JobReblock :execrows
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = 'BLOCKED', blocked_parents = ?, update_time = NOW(6)
+WHERE id = ? AND status = 'WAITING'
+`
+
+type JobReblockParams struct {
+	Blocked int32
+	ID      uint64
+}
+
+// A job a manual retry made WAITING whose parents have not all succeeded:
+// back to BLOCKED, waiting for blocked parents.
+func (q *Queries) JobReblock(ctx context.Context, arg JobReblockParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, jobReblock, arg.Blocked, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const jobUnblock = `-- name: JobUnblock :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = IF(blocked_parents <= ?, IF(run_at > NOW(6), 'SCHEDULED', 'WAITING'), status),

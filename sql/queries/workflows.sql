@@ -124,3 +124,10 @@ WHERE id = sqlc.arg(id) AND status IN ('FAILED', 'CANCELED');
 -- Retention: the edges of purged jobs (either end), by idx_child and the
 -- primary key's parent prefix.
 DELETE FROM job_dependency WHERE child_id IN (sqlc.slice(ids)) OR parent_id IN (sqlc.slice(ids));
+
+-- name: JobReblock :execrows
+-- A job a manual retry made WAITING whose parents have not all succeeded:
+-- back to BLOCKED, waiting for blocked parents.
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = 'BLOCKED', blocked_parents = sqlc.arg(blocked), update_time = NOW(6)
+WHERE id = sqlc.arg(id) AND status = 'WAITING';
