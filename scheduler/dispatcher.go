@@ -16,7 +16,9 @@ import (
 // which settle frees.
 func (s *Scheduler) dispatch(cj jobq.ClaimedJob) {
 	s.lost.noteDispatch(cj.Fence(), 4*s.cfg.Lease)
-	job := &Job{ClaimedJob: cj, Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner, report: s.reporter}
+	job := &Job{ClaimedJob: cj, Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: s.cfg.Owner, report: s.reporter,
+		spawnValidate: s.spawnValidate}
+	job.parents, _ = s.store.(parentReader)
 	ctx, cancel := context.WithCancelCause(s.hardCtx)
 	r := &run{job: job, cancel: cancel, leaseDeadline: firstLeaseDeadline(cj.LeaseBase, s.cfg.Lease)}
 	guard := s.heartbeat.guardDelay(r.leaseDeadline)
@@ -148,13 +150,13 @@ func (s *Scheduler) settle(r *run, h Handler, c jobq.Completion) {
 
 // outcome turns a handler's return into a completion.
 func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) jobq.Completion {
-	c := jobq.Completion{Fence: job.Fence(), JobType: job.JobType, DueAt: job.RunAt}
+	c := jobq.Completion{Fence: job.Fence(), JobType: job.JobType, DueAt: job.RunAt, HasChildren: job.HasChildren}
 	cause := context.Cause(ctx)
 	switch {
 	case ctx.Err() != nil && errors.Is(cause, ErrCancelRequested):
 		c.Outcome, c.Error = jobq.OutcomeCanceled, "cancel requested"
 	case err == nil:
-		c.Outcome, c.Output = jobq.OutcomeSuccess, job.Output()
+		c.Outcome, c.Output, c.Spawn = jobq.OutcomeSuccess, job.Output(), job.spawned()
 	case ctx.Err() != nil && errors.Is(cause, ErrShutdown):
 		c.Outcome, c.Error = jobq.OutcomeReleased, "released at shutdown: "+err.Error()
 	default:
@@ -223,6 +225,11 @@ func (s *Scheduler) finishRun(c jobq.Completion, applied bool, writeErr error) {
 		return
 	}
 	s.stats.completed.Add(1)
+	if applied && (c.HasChildren || c.Spawn != nil) {
+		// The completion settled workflow children: some may be runnable
+		// now, here and for this replica's remote workers.
+		s.wakeAll()
+	}
 	switch {
 	case !applied:
 		s.stats.stale.Add(1)

@@ -36,6 +36,8 @@ type Scheduler struct {
 	stats    stats
 
 	slots *slots // claim capacity (workers + run queue), wake-up
+
+	spawnValidate SpawnValidateFunc // Job.Spawn's check (SetSpawnValidator)
 	// queue runs at most Workers handlers at once; a claimed job waits in
 	// it, in claim order, while every worker is busy.
 	queue *runQueue

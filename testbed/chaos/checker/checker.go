@@ -551,6 +551,7 @@ func Check(h History) *Result {
 			r.Violations = append(r.Violations, Violation{Check: v.check, Count: len(v.ex), Examples: v.ex[:min(len(v.ex), maxExamples)]})
 		}
 	}
+	r.Violations = append(r.Violations, checkWorkflows(h, jobs, execs)...)
 	r.Valid = len(r.Violations) == 0
 
 	r.Pickup, r.EndToEnd = latencies(h, jobs, execs)
