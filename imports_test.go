@@ -41,9 +41,13 @@ var importRules = []struct {
 		from: []string{"cronplan", "testbed/dbprovider"}, forbidden: []string{"store", "scheduler", "service"},
 	},
 	{
+		name: "a transport does not import another transport (auth, errors and actions come from auth and service)",
+		from: []string{"httpapi", "grpcapi", "console"}, forbidden: []string{"httpapi", "grpcapi", "console"},
+	},
+	{
 		name: "the product does not link the testbed",
 		from: []string{"", "apitype", "client", "cronplan", "store", "scheduler", "service", "httpapi", "grpcapi",
-			"console", "metrics", "app", "jobtypes"},
+			"console", "metrics", "app", "jobtypes", "auth"},
 		forbidden: []string{"testbed/..."}, transitive: true,
 	},
 }
@@ -129,7 +133,10 @@ func TestImportRules(t *testing.T) {
 // TestImportRulesCatchPlantedViolations checks the checker itself: each
 // planted import must be reported.
 func TestImportRulesCatchPlantedViolations(t *testing.T) {
-	direct := map[string][]string{full("httpapi"): {full("service"), full("store")}}
+	direct := map[string][]string{
+		full("httpapi"): {full("service"), full("store")},
+		full("console"): {full("auth"), full("httpapi"), full("service")},
+	}
 	deps := map[string][]string{
 		full("client"):    {full("apitype"), full("scheduler"), "github.com/go-sql-driver/mysql"},
 		full("scheduler"): {full("store"), full("testbed/faultstore")},
@@ -139,7 +146,8 @@ func TestImportRulesCatchPlantedViolations(t *testing.T) {
 		full("httpapi") + " imports " + full("store") + ": " + importRules[0].name,
 		full("client") + " links " + full("scheduler") + ": " + importRules[1].name,
 		full("client") + " links github.com/go-sql-driver/mysql: " + importRules[1].name,
-		full("scheduler") + " links " + full("testbed/faultstore") + ": " + importRules[4].name,
+		full("console") + " imports " + full("httpapi") + ": " + importRules[4].name,
+		full("scheduler") + " links " + full("testbed/faultstore") + ": " + importRules[5].name,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("violations =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

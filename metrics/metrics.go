@@ -15,7 +15,7 @@
 //	s, _ := scheduler.New(st, db, reg, cfg, ok)
 //	m.ObserveScheduler(s)                      // gauges and counters read from s
 //	m.ObserveDB(db)                            // pool stats and the backlog sampler
-//	svc := service.New(m.WrapServiceStore(st), known, wake)
+//	svc := service.New(service.Options{Store: m.WrapServiceStore(st), KnownTypeFunc: known, WakeFunc: wake})
 //	handler := m.Handler(apiHandler)           // adds GET /metrics
 //	defer m.Close()
 package metrics

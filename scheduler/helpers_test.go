@@ -50,7 +50,7 @@ func startScheduler(t *testing.T, st scheduler.Store, reg *scheduler.Registry, c
 
 func submit(t *testing.T, st *store.Store, key, typ, params string, maxRetry int) jobq.Job {
 	t.Helper()
-	svc := service.New(st, nil, nil)
+	svc := service.New(service.Options{Store: st})
 	mr := maxRetry
 	job, _, err := svc.Submit(context.Background(), apitype.SubmitRequest{JobKey: key, JobType: typ, Params: []byte(params), MaxRetry: &mr})
 	if err != nil {

@@ -45,7 +45,7 @@ func TestCancelRunningJob(t *testing.T) {
 			s := startScheduler(t, st, reg, cfg)
 			recv(t, started, slowWait, "handler started")
 
-			svc := service.New(st, nil, nil)
+			svc := service.New(service.Options{Store: st})
 			asked := time.Now()
 			j, err := svc.Cancel(context.Background(), job.ID)
 			if err != nil {

@@ -32,7 +32,7 @@ import (
 // local wake-up, so only the scanner's own timer finds the job.
 func opSubmit(t *testing.T, st *store.Store, req apitype.SubmitRequest) jobq.Job {
 	t.Helper()
-	job, created, err := service.New(st, nil, nil).Submit(context.Background(), req)
+	job, created, err := service.New(service.Options{Store: st}).Submit(context.Background(), req)
 	if err != nil || !created {
 		t.Fatalf("submit %s: created=%v err=%v", req.JobKey, created, err)
 	}

@@ -89,7 +89,7 @@ func TestFailureAlwaysRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Stop() })
-	svc := service.New(st, nil, s.Wake)
+	svc := service.New(service.Options{Store: st, WakeFunc: s.Wake})
 	var keys []string
 	for name := range errs {
 		for _, maxRetry := range []int{0, 1} {
@@ -185,7 +185,7 @@ func TestCharsetForcedToUTF8MB4(t *testing.T) {
 	}
 	key := "latin1-dsn-🙂𝄞"
 	params := `{"e":"👍🏽"}`
-	svc := service.New(st, nil, nil)
+	svc := service.New(service.Options{Store: st})
 	j, _, err := svc.Submit(context.Background(), apitype.SubmitRequest{JobKey: key, JobType: "noop", Params: []byte(params)})
 	if err != nil {
 		t.Fatalf("submit: %v", err)

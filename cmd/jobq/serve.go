@@ -10,7 +10,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jobq/jobq/app"
-	"github.com/jobq/jobq/httpapi"
+	"github.com/jobq/jobq/auth"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
@@ -87,7 +87,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if sb := c.switches(); len(sb) > 0 {
 		g.Log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", strings.Join(sb, ","))
 	}
-	tokens, err := httpapi.LoadAuthTokens(c.AuthTokenFile, os.Getenv(httpapi.AuthTokensEnv))
+	tokens, err := auth.LoadTokens(c.AuthTokenFile, os.Getenv(auth.TokensEnv))
 	if err != nil {
 		return err
 	}

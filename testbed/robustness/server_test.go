@@ -117,7 +117,7 @@ func TestServerSupport(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	j, _, err := service.New(st, nil, s.Wake).Submit(context.Background(), apitype.SubmitRequest{JobKey: "on-cas", JobType: "noop"})
+	j, _, err := service.New(service.Options{Store: st, WakeFunc: s.Wake}).Submit(context.Background(), apitype.SubmitRequest{JobKey: "on-cas", JobType: "noop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestFailedClaimIsAnError(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Stop()
-			j, _, err := service.New(st, nil, s.Wake).Submit(context.Background(), apitype.SubmitRequest{JobKey: "k", JobType: "noop"})
+			j, _, err := service.New(service.Options{Store: st, WakeFunc: s.Wake}).Submit(context.Background(), apitype.SubmitRequest{JobKey: "k", JobType: "noop"})
 			if err != nil {
 				t.Fatal(err)
 			}
