@@ -45,10 +45,10 @@ var importRules = []struct {
 		from: []string{"httpapi", "grpcapi", "console"}, forbidden: []string{"httpapi", "grpcapi", "console"},
 	},
 	{
-		name: "the product does not link the testbed",
+		name: "the product does not link the testbed or the test helpers",
 		from: []string{"", "apitype", "client", "cronplan", "store", "scheduler", "service", "httpapi", "grpcapi",
 			"console", "metrics", "app", "jobtypes", "auth"},
-		forbidden: []string{"testbed/..."}, transitive: true,
+		forbidden: []string{"testbed/...", "scheduler/schedulertest", "internal/testdb"}, transitive: true,
 	},
 }
 

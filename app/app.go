@@ -252,13 +252,13 @@ func (r *Replica) migrate(ctx context.Context) error {
 	return nil
 }
 
-// startMetrics builds the replica's metrics and chains their scheduler
-// hooks before the caller's.
+// startMetrics builds the replica's metrics and makes them the scheduler's
+// first observer, before the caller's.
 func (r *Replica) startMetrics(context.Context) error {
 	m := metrics.New(r.cfg.Metrics)
 	r.Metrics = m
 	r.onStop(func(context.Context) error { m.Close(); return nil })
-	r.cfg.Scheduler.Hooks = m.Hooks(r.cfg.Scheduler.Hooks)
+	r.cfg.Scheduler.Observer = scheduler.Observers(m, r.cfg.Scheduler.Observer)
 	m.ObserveDB(r.Store.DB())
 	m.ObserveReady(r.ready.Writable)
 	return nil

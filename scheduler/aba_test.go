@@ -56,15 +56,15 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 	cfgB := fastConfig("b")
 	cfgB.Strategy = scheduler.StrategyCAS
 	cfgB.Sabotage.NoCASGuard = noCASGuard
-	cfgB.Hooks.ClaimedFunc = func(jobs []jobq.ClaimedJob, conflicts int) {
-		if len(jobs) == 0 && conflicts == 0 {
+	cfgB.Observer = on(scheduler.EventClaimed, func(e scheduler.Event) {
+		if len(e.Jobs) == 0 && e.Conflicts == 0 {
 			return // an empty scan
 		}
 		select {
-		case claimsB <- claimResult{append([]jobq.ClaimedJob(nil), jobs...), conflicts}:
+		case claimsB <- claimResult{append([]jobq.ClaimedJob(nil), e.Jobs...), e.Conflicts}:
 		default:
 		}
-	}
+	})
 	b := startScheduler(t, fsB, reg, cfgB)
 	closed(t, held.Reached(), slowWait, "B held after its cas candidate read")
 

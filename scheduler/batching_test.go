@@ -57,7 +57,7 @@ func TestDrainClaimsFullBatches(t *testing.T) {
 			cfg := fastConfig("drain-" + c.name)
 			cfg.Workers, cfg.BatchLimit, cfg.DrainWait = workers, 200, c.drainWait
 			cfg.RunQueue = -1 // claims sized by free workers alone (TestRunQueue covers the queue)
-			cfg.Hooks.ClaimedFunc = sizes.hook
+			cfg.Observer = on(scheduler.EventClaimed, func(e scheduler.Event) { sizes.hook(e.Jobs, e.Conflicts) })
 			startScheduler(t, st, reg, cfg)
 			waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
 				got, err := countStatus(st, jobq.StateSuccess)

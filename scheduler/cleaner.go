@@ -15,14 +15,14 @@ type cleanerStore interface {
 
 // cleanerParams configures the cleaner (OpsConfig's retention settings).
 type cleanerParams struct {
-	Store       cleanerStore
-	Retention   time.Duration // > 0
-	Interval    time.Duration // ±10% jitter
-	Batch       int
-	MaxPerPass  int
-	CleanedFunc func(res jobq.PurgeResult)
-	Retry       dbRetrier
-	Log         *slog.Logger
+	Store      cleanerStore
+	Retention  time.Duration // > 0
+	Interval   time.Duration // ±10% jitter
+	Batch      int
+	MaxPerPass int
+	Events     emitter // EventCleaned
+	Retry      dbRetrier
+	Log        *slog.Logger
 }
 
 // cleanerSignals are the cleaner's test signals.
@@ -65,8 +65,6 @@ func (c *cleaner) pass(ctx context.Context) jobq.PurgeResult {
 		p.Log.Info("retention pass", "component", "cleaner", "deleted_jobs", res.Jobs,
 			"deleted_executions", res.Executions, "batches", res.Batches, "cutoff", res.Cutoff)
 	}
-	if p.CleanedFunc != nil {
-		p.CleanedFunc(res)
-	}
+	p.Events.emit(Event{Kind: EventCleaned, Purged: res})
 	return res
 }

@@ -67,7 +67,7 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 	fsA.On(faultstore.LeaseRenewBefore, func(context.Context) error { return errInjected })
 	cfgA := zombieConfig("a", noFencing)
 	hookA, doneA := completions()
-	cfgA.Hooks.CompletedFunc = hookA
+	cfgA.Observer = hookA
 	a := startScheduler(t, fsA, regA, cfgA)
 
 	waitJob(t, st, job.ID, slowWait, "A holds attempt 1", func(j jobq.Job) bool {
@@ -172,7 +172,7 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 	fsA.On(faultstore.LeaseRenewBefore, func(context.Context) error { return errInjected })
 	cfgA := zombieConfig("a", false)
 	hookA, doneA := completions()
-	cfgA.Hooks.CompletedFunc = hookA
+	cfgA.Observer = hookA
 	startScheduler(t, fsA, reg, cfgA)
 	waitJob(t, st, job.ID, slowWait, "A holds attempt 1", func(j jobq.Job) bool { return j.Status == jobq.StateRunning })
 	waitFor(t, slowWait, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
@@ -227,7 +227,7 @@ func runEffectZombie(t *testing.T, noFencing bool) (tx, nonTx int64, statsA sche
 	cfgA := zombieConfig("a", noFencing)
 	cfgA.Lease = 2 * time.Second // A's completion context lasts 2 leases: room for B's whole run
 	hookA, doneA := completions()
-	cfgA.Hooks.CompletedFunc = hookA
+	cfgA.Observer = hookA
 	a := startScheduler(t, fsA, reg, cfgA)
 	closed(t, held.Reached(), slowWait, "A held before its transactional completion")
 	waitFor(t, slowWait, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })

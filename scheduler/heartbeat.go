@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -28,10 +27,7 @@ type heartbeatParams struct {
 	NoLeaseCancel bool
 	Retry         dbRetrier
 	Log           *slog.Logger
-	Fails         *atomic.Int64 // Stats.HeartbeatFails
-	Stalls        *atomic.Int64 // Stats.HeartbeatStalls
-	LeaseLost     *atomic.Int64 // Stats.LeaseLost
-	LeaseLostFunc func(jobq.Fence)
+	Events        emitter // EventRenewed, EventRenewalFailed, EventHeartbeatStall, EventLeaseLost
 }
 
 // heartbeatSignals are the heartbeat's test signals.
@@ -82,7 +78,9 @@ func (h *heartbeat) run(ctx context.Context) {
 		case <-t.C:
 			began := time.Now()
 			h.checkStall(began.Sub(due))
-			h.testSignals.beat.signal(h.beat(context.WithoutCancel(ctx)))
+			renewed := h.beat(context.WithoutCancel(ctx))
+			h.p.Events.emit(Event{Kind: EventRenewed, N: renewed})
+			h.testSignals.beat.signal(renewed)
 			// The next beat is due an Interval after this one began, or at
 			// once when this one took longer (a slow database is not a
 			// stall: it is the renewal deadline's business).
@@ -106,7 +104,7 @@ func (h *heartbeat) checkStall(late time.Duration) {
 	if late <= heartbeatStallThreshold(h.p.Lease) {
 		return
 	}
-	h.p.Stalls.Add(1)
+	h.p.Events.emit(Event{Kind: EventHeartbeatStall, Duration: late})
 	h.p.Log.Warn("heartbeat ran late: this process was not scheduled in time (CPU starvation, a stop or a long pause); leases may have expired meanwhile",
 		"component", "heartbeat", "late_ms", late.Milliseconds(), "lease_ms", h.p.Lease.Milliseconds(), "runs", h.p.Runs.len())
 	h.testSignals.stall.signal(late)
@@ -131,7 +129,7 @@ func (h *heartbeat) beat(ctx context.Context) int {
 		return p.Store.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: p.Owner, Lease: p.Lease, IDs: ids})
 	})
 	if err != nil {
-		p.Fails.Add(1)
+		p.Events.emit(Event{Kind: EventRenewalFailed, Err: err})
 		p.Log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "cause", store.Cause(err), "err", err)
 		h.expireUnrenewed(runs)
 		return 0
@@ -161,7 +159,7 @@ func (h *heartbeat) beat(ctx context.Context) int {
 		return p.Store.JobFenceStates(ctx, restIDs)
 	})
 	if err != nil {
-		p.Fails.Add(1)
+		p.Events.emit(Event{Kind: EventRenewalFailed, Err: err})
 		p.Log.Warn("fence state read failed", "component", "heartbeat", "err", err)
 		h.renewed(kept, sent)
 		h.expireUnrenewed(rest)
@@ -236,13 +234,10 @@ func (h *heartbeat) lose(r *run) {
 	if !p.Runs.markLost(r) { // already lost, or finished
 		return
 	}
-	p.LeaseLost.Add(1)
 	p.Log.Warn("run lost its lease; cancelling its handler", "component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
 	if !p.NoLeaseCancel {
 		r.cancel(ErrLeaseLost)
 	}
-	if p.LeaseLostFunc != nil {
-		p.LeaseLostFunc(r.job.Fence())
-	}
+	p.Events.emit(Event{Kind: EventLeaseLost, Fence: r.job.Fence()})
 	h.testSignals.lost.signal(r.job.Fence())
 }

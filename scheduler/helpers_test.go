@@ -217,10 +217,20 @@ func execSummary(ex []jobq.Execution) []string {
 	return out
 }
 
-// completions returns a CompletedFunc hook and the channel it reports on.
-func completions() (func(jobq.Completion, bool), chan completion) {
+// completions returns an observer of completions and the channel it
+// reports them on.
+func completions() (scheduler.Observer, chan completion) {
 	ch := make(chan completion, 100)
-	return func(c jobq.Completion, applied bool) { ch <- completion{c, applied} }, ch
+	return on(scheduler.EventCompleted, func(e scheduler.Event) { ch <- completion{e.Completion, e.Applied} }), ch
+}
+
+// on returns an observer calling f with each event of kind.
+func on(kind scheduler.EventKind, f func(scheduler.Event)) scheduler.Observer {
+	return scheduler.ObserverFunc(func(e scheduler.Event) {
+		if e.Kind == kind {
+			f(e)
+		}
+	})
 }
 
 type completion struct {

@@ -96,7 +96,11 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 	cfgB.Strategy = scheduler.StrategySkipLocked
 	cfgB.Lease = lease
 	cfgB.RescueInterval = rescueInterval
-	cfgB.Hooks.RescuedFunc = func(f []jobq.Fence) { rescuedCh <- f }
+	cfgB.Observer = on(scheduler.EventRescued, func(e scheduler.Event) {
+		if len(e.Fences) > 0 {
+			rescuedCh <- e.Fences
+		}
+	})
 	b := startScheduler(t, fsB, reg, cfgB)
 
 	killedAt, err := st.DBNow(context.Background())

@@ -41,7 +41,7 @@ func TestCancelRunningJob(t *testing.T) {
 			cfg.Lease = 3 * time.Second
 			cfg.HeartbeatInterval = 500 * time.Millisecond
 			hook, done := completions()
-			cfg.Hooks.CompletedFunc = hook
+			cfg.Observer = hook
 			s := startScheduler(t, st, reg, cfg)
 			recv(t, started, slowWait, "handler started")
 

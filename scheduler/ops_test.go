@@ -404,13 +404,17 @@ func mustCron(t *testing.T, expr string) func(time.Time) time.Time {
 	return sched.Next
 }
 
-// firedLog collects PeriodicFiredFunc calls.
+// firedLog collects EventPeriodicFired events.
 type firedLog struct {
 	mu    sync.Mutex
 	fires map[string][]jobq.PeriodicFireResult
 }
 
-func (f *firedLog) hook(name string, res jobq.PeriodicFireResult) {
+func (f *firedLog) Observe(e scheduler.Event) {
+	if e.Kind != scheduler.EventPeriodicFired {
+		return
+	}
+	name, res := e.Name, e.Fire
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fires == nil {
@@ -444,7 +448,7 @@ func TestOpsPeriodicThreeReplicasExactlyOnePerSecond(t *testing.T) {
 	var reps []*scheduler.Scheduler
 	for _, owner := range []string{"p1", "p2", "p3"} {
 		cfg := fastConfig(owner)
-		cfg.Ops.PeriodicFiredFunc = log.hook
+		cfg.Observer = &log
 		reps = append(reps, startScheduler(t, st, reg, cfg))
 	}
 	end := first.Add(10 * time.Second) // instants first … first+9s
@@ -504,7 +508,7 @@ func TestOpsPeriodicMisfireSkipAndOnce(t *testing.T) {
 		for _, owner := range []string{round + "-a", round + "-b"} {
 			cfg := fastConfig(owner)
 			cfg.Ops.MisfireThreshold = threshold
-			cfg.Ops.PeriodicFiredFunc = log.hook
+			cfg.Observer = &log
 			reps = append(reps, startScheduler(t, st, reg, cfg))
 		}
 		return reps
@@ -638,7 +642,7 @@ func TestOpsRetentionCleaner(t *testing.T) {
 	cfg.Ops.Retention = time.Hour
 	cfg.Ops.CleanInterval = 100 * time.Millisecond
 	cfg.Ops.CleanBatch = 100
-	cfg.Ops.CleanedFunc = func(r jobq.PurgeResult) { passes <- r }
+	cfg.Observer = on(scheduler.EventCleaned, func(e scheduler.Event) { passes <- e.Purged })
 	startScheduler(t, st, scheduler.NewRegistry(), cfg)
 
 	first := recv(t, passes, slowWait, "first cleaner pass")

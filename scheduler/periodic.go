@@ -31,10 +31,10 @@ type periodicPlannerParams struct {
 	// timer serves both.
 	RefreshFunc func(ctx context.Context)
 	// WakeFunc asks the scanner to scan now (the fired jobs are due).
-	WakeFunc  func()
-	FiredFunc func(name string, res jobq.PeriodicFireResult)
-	Retry     dbRetrier
-	Log       *slog.Logger
+	WakeFunc func()
+	Events   emitter // EventPeriodicFired, EventOpsRefreshed
+	Retry    dbRetrier
+	Log      *slog.Logger
 }
 
 // periodicPlannerSignals are the planner's test signals.
@@ -123,6 +123,7 @@ func (pl *periodicPlanner) reload(ctx context.Context) {
 		p.RefreshFunc(ctx)
 	}
 	if p.Disabled {
+		p.Events.emit(Event{Kind: EventOpsRefreshed})
 		pl.testSignals.refreshed.signal(0)
 		return
 	}
@@ -136,6 +137,7 @@ func (pl *periodicPlanner) reload(ctx context.Context) {
 		return
 	}
 	pl.setPeriodic(list)
+	p.Events.emit(Event{Kind: EventOpsRefreshed, N: len(list)})
 	pl.testSignals.refreshed.signal(len(list))
 }
 
@@ -205,9 +207,7 @@ func (pl *periodicPlanner) fire(ctx context.Context, name string) {
 		p.Log.Debug("periodic jobs enqueued", "component", "periodic", "name", name, "instants", fmt.Sprint(res.Inserted))
 		p.WakeFunc() // the jobs are due now: scan at once
 	}
-	if p.FiredFunc != nil {
-		p.FiredFunc(name, res)
-	}
+	p.Events.emit(Event{Kind: EventPeriodicFired, Name: name, Fire: res})
 }
 
 // afterFire sets the schedule's next fire time after a fire that returned

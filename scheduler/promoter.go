@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -22,11 +21,10 @@ type promoterParams struct {
 	Interval time.Duration // Config.PromoteInterval (±20% jitter)
 	Batch    int           // Config.PromoteBatch
 	// WakeFunc asks the scanner to scan now (the promoted jobs are due).
-	WakeFunc     func()
-	Retry        dbRetrier
-	Log          *slog.Logger
-	Promoted     *atomic.Int64 // Stats.Promoted
-	PromotedFunc func(n int)
+	WakeFunc func()
+	Retry    dbRetrier
+	Log      *slog.Logger
+	Events   emitter // EventPromoted
 }
 
 // promoterSignals are the promoter's test signals.
@@ -148,9 +146,6 @@ func (pr *promoter) pass(ctx context.Context) (next time.Time, promoted int) {
 		}
 		if total > 0 {
 			p.WakeFunc() // promoted jobs are due: scan at once
-			if p.PromotedFunc != nil {
-				p.PromotedFunc(total)
-			}
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -163,11 +158,11 @@ func (pr *promoter) pass(ctx context.Context) (next time.Time, promoted int) {
 }
 
 // promoteDue promotes due jobs Batch at a time until a batch comes back
-// short, and counts them in Stats.Promoted.
+// short, and reports them (EventPromoted).
 func (pr *promoter) promoteDue(ctx context.Context) (int, error) {
 	p := pr.p
 	total := 0
-	defer func() { p.Promoted.Add(int64(total)) }()
+	defer func() { p.Events.emit(Event{Kind: EventPromoted, N: total}) }()
 	for ctx.Err() == nil {
 		n, err := withRetryV(ctx, p.Retry, "promote", retryUntilDone, func() (int, error) {
 			return p.Store.JobPromoteDue(ctx, p.Batch)

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -20,13 +19,12 @@ type rescuerParams struct {
 	Store rescuerStore
 	// Runs, if set, are this replica's runs: the rescuer leaves those whose
 	// outcome is being written (runTable.writingOutcome) to the completer.
-	Runs        *runTable
-	Interval    time.Duration // Config.RescueInterval (±20% jitter)
-	Batch       int           // Config.RescueBatch
-	Retry       dbRetrier
-	Log         *slog.Logger
-	Rescued     *atomic.Int64 // Stats.Rescued
-	RescuedFunc func(rescued []jobq.Fence)
+	Runs     *runTable
+	Interval time.Duration // Config.RescueInterval (±20% jitter)
+	Batch    int           // Config.RescueBatch
+	Retry    dbRetrier
+	Log      *slog.Logger
+	Events   emitter // EventRescued
 }
 
 // rescuerSignals are the rescuer's test signals.
@@ -87,9 +85,6 @@ func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
 			p.Log.Info("rescued expired lease", "component", "rescuer", "job_id", f.ID, "attempt", f.Attempt)
 		}
 	}
-	p.Rescued.Add(int64(len(rescued)))
-	if len(rescued) > 0 && p.RescuedFunc != nil {
-		p.RescuedFunc(rescued)
-	}
+	p.Events.emit(Event{Kind: EventRescued, Fences: rescued})
 	return rescued
 }

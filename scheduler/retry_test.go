@@ -193,9 +193,10 @@ func TestDeadlockRetried(t *testing.T) {
 			dbErrs := &syncList{}
 			cfg := fastConfig("a")
 			cfg.Strategy = c.strategy
-			cfg.Hooks.DBErrorFunc = func(op string, err error) { dbErrs.add(fmt.Sprintf("%s:%d", op, store.ErrorNumber(err))) }
 			hook, done := completions()
-			cfg.Hooks.CompletedFunc = hook
+			cfg.Observer = scheduler.Observers(hook, on(scheduler.EventDBError, func(e scheduler.Event) {
+				dbErrs.add(fmt.Sprintf("%s:%d", e.Op, store.ErrorNumber(e.Err)))
+			}))
 			s := startScheduler(t, fs, reg, cfg)
 			comp := recv(t, done, slowWait, "the completion")
 			if err := s.Stop(); err != nil {

@@ -31,7 +31,7 @@ func TestRunQueueClaimsBeyondWorkers(t *testing.T) {
 	var sizes claimSizes
 	cfg := fastConfig("rq")
 	cfg.Workers, cfg.BatchLimit, cfg.RunQueue = workers, 200, 100
-	cfg.Hooks.ClaimedFunc = sizes.hook
+	cfg.Observer = on(scheduler.EventClaimed, func(e scheduler.Event) { sizes.hook(e.Jobs, e.Conflicts) })
 	startScheduler(t, st, reg, cfg)
 	waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
 		got, err := countStatus(st, jobq.StateSuccess)

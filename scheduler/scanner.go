@@ -33,9 +33,7 @@ type scannerParams struct {
 	DrainWait    time.Duration // ≤ 0: off
 	DisableDrain bool
 	Log          *slog.Logger
-	Scans        *atomic.Int64 // Stats.Scans
-	ClaimErrors  *atomic.Int64 // Stats.ClaimErrors
-	ScanFunc     func(d time.Duration, batch int)
+	Events       emitter // EventScanned, EventClaimFailed
 }
 
 // scannerSignals are the scanner's test signals.
@@ -153,14 +151,11 @@ func (sc *scanner) claimOnce(ctx context.Context, c *claimer) (dispatched int, m
 		}
 		start := time.Now()
 		jobs, err := c.claim(ctx, n)
-		p.Scans.Add(1)
-		if p.ScanFunc != nil {
-			p.ScanFunc(time.Since(start), len(jobs))
-		}
+		p.Events.emit(Event{Kind: EventScanned, Duration: time.Since(start), N: len(jobs)})
 		if err != nil {
 			p.Slots.unreserve(n)
 			if ctx.Err() == nil {
-				p.ClaimErrors.Add(1)
+				p.Events.emit(Event{Kind: EventClaimFailed, Err: err})
 				logDBFailure(p.Log, "claim failed; the queue is not known to be empty, the next scan retries", err, "component", "scanner")
 			}
 			return 0, false

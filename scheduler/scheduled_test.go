@@ -184,7 +184,11 @@ func TestRetryBackoffGoesThroughScheduled(t *testing.T) {
 	cfg := fastConfig("a")
 	cfg.RetryBackoffBase = 300 * time.Millisecond
 	cfg.PromoteInterval = time.Hour // only the completer's local hint can wake the promoter in time
-	cfg.Hooks.PromotedFunc = func(n int) { promoted <- n }
+	cfg.Observer = on(scheduler.EventPromoted, func(e scheduler.Event) {
+		if e.N > 0 {
+			promoted <- e.N
+		}
+	})
 	startScheduler(t, st, reg, cfg)
 	job := submit(t, st, "flaky", "flaky", `{}`, 3)
 	waitJob(t, st, job.ID, slowWait, "attempt 1 re-queued SCHEDULED", func(j jobq.Job) bool {

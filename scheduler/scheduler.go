@@ -94,19 +94,19 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		slots: newSlots(cfg.Workers, cfg.runQueue()), work: newWorkTracker(), runs: newRunTable(),
 		workers: make(chan struct{}, cfg.Workers), queueStop: make(chan struct{}),
 	}
-	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}
+	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, events: s.emit}
 	s.build()
 	return s, nil
 }
 
 // build creates the services from the configuration.
 func (s *Scheduler) build() {
-	cfg, hooks := s.cfg, s.cfg.Hooks
+	cfg := s.cfg
 	s.lost = &lostClaims{}
 	s.heartbeat = newHeartbeat(heartbeatParams{
 		Store: s.store, Runs: s.runs, Owner: cfg.Owner, Lease: cfg.Lease, Interval: cfg.HeartbeatInterval,
 		NoLeaseCancel: cfg.Sabotage.NoLeaseCancel, Retry: s.retry, Log: s.log,
-		Fails: &s.stats.heartbeatFails, Stalls: &s.stats.heartbeatStalls, LeaseLost: &s.stats.leaseLost, LeaseLostFunc: hooks.LeaseLostFunc,
+		Events: s.emit,
 	})
 	s.outcomes = outcomeWriter{Runs: s.runs, Lease: cfg.Lease, NoRetry: cfg.Sabotage.NoOutcomeRetry || cfg.DBRetry.Disabled,
 		Retry: s.retry, Log: s.log}
@@ -116,32 +116,32 @@ func (s *Scheduler) build() {
 	})
 	s.rescuer = newRescuer(rescuerParams{
 		Store: s.store, Runs: s.runs, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,
-		Rescued: &s.stats.rescued, RescuedFunc: hooks.RescuedFunc,
+		Events: s.emit,
 	})
 	s.promoter = newPromoter(promoterParams{
 		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.slots.wakeUp,
-		Retry: s.retry, Log: s.log, Promoted: &s.stats.promoted, PromotedFunc: hooks.PromotedFunc,
+		Retry: s.retry, Log: s.log, Events: s.emit,
 	})
 	s.limited = newLimitedClaimer(limitedClaimerParams{
 		Store: s.store, Slots: s.slots, DispatchFunc: s.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
 		BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
-		Claimed: &s.stats.claimed, ClaimErrors: &s.stats.claimErrors, ClaimedFunc: hooks.ClaimedFunc, Lost: s.lost,
+		Events: s.emit, Lost: s.lost,
 	})
 	s.planner = newPeriodicPlanner(periodicPlannerParams{
 		Store: s.store, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
 		Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.slots.wakeUp,
-		FiredFunc: cfg.Ops.PeriodicFiredFunc, Retry: s.retry, Log: s.log,
+		Events: s.emit, Retry: s.retry, Log: s.log,
 	})
 	if cfg.Ops.Retention > 0 {
 		s.cleaner = newCleaner(cleanerParams{
 			Store: s.store, Retention: cfg.Ops.Retention, Interval: cfg.Ops.CleanInterval, Batch: cfg.Ops.CleanBatch,
-			MaxPerPass: cfg.Ops.CleanMaxPerPass, CleanedFunc: cfg.Ops.CleanedFunc, Retry: s.retry, Log: s.log,
+			MaxPerPass: cfg.Ops.CleanMaxPerPass, Events: s.emit, Retry: s.retry, Log: s.log,
 		})
 	}
 	claims := claimerParams{
 		Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
 		NoCASGuard: cfg.Sabotage.NoCASGuard, Retry: s.retry,
-		Claimed: &s.stats.claimed, Conflicts: &s.stats.claimConflicts, ClaimedFunc: hooks.ClaimedFunc, Lost: s.lost,
+		Events: s.emit, Lost: s.lost,
 	}
 	var lanes []*claimer
 	for range cfg.claimsInFlight() - 1 {
@@ -152,7 +152,7 @@ func (s *Scheduler) build() {
 		Limited: s.limited, Slots: s.slots, DispatchFunc: s.dispatch, Lost: s.lost, AdoptFunc: s.adoptLost,
 		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
 		DrainWait: cfg.DrainWait, DisableDrain: cfg.DisableDrain, Log: s.log,
-		Scans: &s.stats.scans, ClaimErrors: &s.stats.claimErrors, ScanFunc: hooks.ScanFunc,
+		Events: s.emit,
 	})
 }
 
@@ -276,7 +276,8 @@ func (s *Scheduler) CleanNow(ctx context.Context) jobq.PurgeResult {
 	return s.cleaner.pass(ctx)
 }
 
-// Stats is a snapshot of a replica's counters since Start.
+// Stats is a snapshot of a replica's counters since Start, counted from
+// its events (Event) before Config.Observer sees them.
 type Stats struct {
 	Claimed        int64 // runs claimed
 	ClaimConflicts int64 // cas rows another replica won
@@ -299,11 +300,6 @@ type Stats struct {
 	HeartbeatStalls int64
 	Scans           int64
 	Promoted        int64 // SCHEDULED jobs this replica's promoter made WAITING
-}
-
-type stats struct {
-	claimed, claimConflicts, claimErrors, completed, succeeded, failed, retried,
-	stale, rescued, leaseLost, released, adopted, dbRetries, heartbeatFails, heartbeatStalls, scans, promoted atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.

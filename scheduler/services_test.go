@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,7 +26,45 @@ const signalTimeout = 10 * time.Second
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func testRetrier() dbRetrier {
-	return dbRetrier{log: discardLog(), retries: new(atomic.Int64)}
+	return dbRetrier{log: discardLog()}
+}
+
+// eventLog records the events of a service built alone (its params'
+// Events emitter), for the test to count.
+type eventLog struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (l *eventLog) emitter() emitter {
+	return func(e Event) { l.mu.Lock(); l.events = append(l.events, e); l.mu.Unlock() }
+}
+
+// total sums over the events of kind what they count: runs rescued, jobs
+// promoted or claimed.
+func (l *eventLog) total(kind EventKind) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.Kind == kind {
+			n += len(e.Fences) + len(e.Jobs) + e.N
+		}
+	}
+	return n
+}
+
+// count returns how many events of kind were emitted.
+func (l *eventLog) count(kind EventKind) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 func submitJob(t *testing.T, st *store.Store, key string) jobq.Job {
@@ -75,9 +114,10 @@ func TestHeartbeatRenewsAndLosesRuns(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	r := &run{job: &Job{ID: cj.ID, Attempt: cj.Attempt}, cancel: cancel, leaseDeadline: firstLeaseDeadline(time.Time{}, 2*time.Second)}
+	events := &eventLog{}
 	h := newHeartbeat(heartbeatParams{
 		Store: st, Runs: runs, Owner: "hb-owner", Lease: 2 * time.Second, Interval: 250 * time.Millisecond,
-		Retry: testRetrier(), Log: discardLog(), Fails: new(atomic.Int64), Stalls: new(atomic.Int64), LeaseLost: new(atomic.Int64),
+		Retry: testRetrier(), Log: discardLog(), Events: events.emitter(),
 	})
 	runs.add(r, time.Hour, func() {})
 	h.testSignals.beat.init()
@@ -85,7 +125,7 @@ func TestHeartbeatRenewsAndLosesRuns(t *testing.T) {
 	startService(t, h)
 
 	if got := h.testSignals.beat.wait(t, signalTimeout); got != 1 {
-		t.Fatalf("first beat renewed %d runs, want 1 (fails %d)", got, h.p.Fails.Load())
+		t.Fatalf("first beat renewed %d runs, want 1 (fails %d)", got, events.count(EventRenewalFailed))
 	}
 	// Another replica takes the job over: the next beat must lose the run.
 	if _, err := st.DB().Exec("UPDATE job_queue SET owner = 'other', attempt = attempt + 1 WHERE id = ?", j.ID); err != nil {
@@ -97,7 +137,7 @@ func TestHeartbeatRenewsAndLosesRuns(t *testing.T) {
 	if cause := context.Cause(ctx); !errors.Is(cause, ErrLeaseLost) {
 		t.Fatalf("handler context cause = %v, want ErrLeaseLost", cause)
 	}
-	if n := h.p.LeaseLost.Load(); n != 1 {
+	if n := events.count(EventLeaseLost); n != 1 {
 		t.Fatalf("LeaseLost = %d, want 1", n)
 	}
 }
@@ -166,9 +206,10 @@ func TestRescuerReturnsExpiredLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	cj := claimAll(t, st, "dead-owner", time.Millisecond)[0]
+	events := &eventLog{}
 	r := newRescuer(rescuerParams{
 		Store: st, Interval: 20 * time.Millisecond, Batch: 10, Retry: testRetrier(), Log: discardLog(),
-		Rescued: new(atomic.Int64),
+		Events: events.emitter(),
 	})
 	r.testSignals.pass.init()
 	startService(t, r)
@@ -185,7 +226,7 @@ func TestRescuerReturnsExpiredLeases(t *testing.T) {
 	if s := jobStatus(t, st, j.ID); s != jobq.StateWaiting {
 		t.Fatalf("status %s, want WAITING", s)
 	}
-	if n := r.p.Rescued.Load(); n != 1 {
+	if n := events.total(EventRescued); n != 1 {
 		t.Fatalf("Rescued = %d, want 1", n)
 	}
 }
@@ -196,15 +237,16 @@ func TestScannerClaimsAndDispatches(t *testing.T) {
 	want := []uint64{submitJob(t, st, "s1").ID, submitJob(t, st, "s2").ID, submitJob(t, st, "s3").ID}
 	slots := newSlots(10, 0)
 	var got []uint64
+	events := &eventLog{}
 	sc := newScanner(scannerParams{
 		Claimer: newClaimer(claimerParams{
 			Store: st, Strategy: StrategySkipLocked, Owner: "s-owner", Lease: time.Minute, Retry: testRetrier(),
-			Claimed: new(atomic.Int64), Conflicts: new(atomic.Int64),
+			Events: events.emitter(),
 		}),
 		Slots:        slots,
 		DispatchFunc: func(cj jobq.ClaimedJob) { got = append(got, cj.ID) },
 		PollInterval: time.Hour, BatchLimit: 2, Workers: 10, DrainWait: -1, Log: discardLog(),
-		Scans: new(atomic.Int64), ClaimErrors: new(atomic.Int64),
+		Events: events.emitter(),
 	})
 	sc.testSignals.scanned.init()
 	startService(t, sc)
@@ -218,7 +260,7 @@ func TestScannerClaimsAndDispatches(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("dispatched %v, want %v", got, want)
 	}
-	if n := sc.p.Scans.Load(); n != 2 {
+	if n := events.count(EventScanned); n != 2 {
 		t.Fatalf("claims = %d, want 2", n)
 	}
 	if free := slots.available(); free != 7 {
@@ -316,9 +358,10 @@ func TestPromoterPromotesDueJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var woken atomic.Int64
+	events := &eventLog{}
 	pr := newPromoter(promoterParams{
 		Store: st, Interval: time.Hour, Batch: 10, WakeFunc: func() { woken.Add(1) },
-		Retry: testRetrier(), Log: discardLog(), Promoted: new(atomic.Int64),
+		Retry: testRetrier(), Log: discardLog(), Events: events.emitter(),
 	})
 	pr.testSignals.pass.init()
 	startService(t, pr)
@@ -328,7 +371,7 @@ func TestPromoterPromotesDueJobs(t *testing.T) {
 	if s := jobStatus(t, st, j.ID); s != jobq.StateWaiting {
 		t.Fatalf("status %s, want WAITING", s)
 	}
-	if woken.Load() != 1 || pr.p.Promoted.Load() != 1 {
-		t.Fatalf("woken %d, Promoted %d; want 1, 1", woken.Load(), pr.p.Promoted.Load())
+	if woken.Load() != 1 || events.total(EventPromoted) != 1 {
+		t.Fatalf("woken %d, promoted %d; want 1, 1", woken.Load(), events.total(EventPromoted))
 	}
 }

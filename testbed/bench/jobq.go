@@ -75,20 +75,21 @@ func (j *jobqInProc) Start(ctx context.Context) error {
 			return err
 		}
 		cfg := j.rc.schedulerConfig(fmt.Sprintf("bench-%s-%d", j.rc.Strategy, i))
-		cfg.Hooks = scheduler.Hooks{
-			ClaimedFunc: func(jobs []jobq.ClaimedJob, _ int) {
-				if len(jobs) > 0 {
+		cfg.Observer = scheduler.ObserverFunc(func(e scheduler.Event) {
+			switch e.Kind {
+			case scheduler.EventClaimed:
+				if len(e.Jobs) > 0 {
 					j.claims.Add(1)
-					j.claimed.Add(int64(len(jobs)))
+					j.claimed.Add(int64(len(e.Jobs)))
 				}
-			},
-			DBErrorFunc: func(op string, err error) { j.errs.add(err) },
-			CompletedFunc: func(c jobq.Completion, applied bool) {
-				if applied && c.Outcome == jobq.OutcomeSuccess {
+			case scheduler.EventDBError:
+				j.errs.add(e.Err)
+			case scheduler.EventCompleted:
+				if e.Applied && e.Completion.Outcome == jobq.OutcomeSuccess {
 					j.completed.Add(1)
 				}
-			},
-		}
+			}
+		})
 		r, err := startReplica(ctx, db, &cfg, j.withAPI)
 		if err != nil {
 			db.Close()
