@@ -72,16 +72,14 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 	cfgA.Strategy = scheduler.StrategyCAS
 	cfgA.RetryBackoffBase = time.Second // re-queued run_at is 0.75–1.25 s ahead
 	a := startScheduler(t, st, reg, cfgA)
-	requeued := waitJob(t, st, job.ID, slowWait, "attempt 1 failed and re-queued", func(j jobq.Job) bool {
-		return j.Status == jobq.StateScheduled && j.Attempt == 1
-	})
+	requeued := waitRequeued(t, st, job.ID) // attempt 1 failed: SCHEDULED with backoff
 	if err := a.Stop(); err != nil {
 		t.Fatalf("stop A: %v", err)
 	}
 
 	held.Release()
 	first := recv(t, claimsB, slowWait, "B's claim with the stale candidate")
-	final := waitJob(t, st, job.ID, slowWait, "job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	final := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
 	if err := b.Stop(); err != nil {
 		t.Fatalf("stop B: %v", err)
 	}

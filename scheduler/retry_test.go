@@ -82,11 +82,10 @@ func TestRetryBackoffSpreadsRequeues(t *testing.T) {
 	cfg.Workers = 200
 	cfg.Logger = bufferedLogger(t)
 	s := startScheduler(t, st, reg, cfg)
-	waitFor(t, slowWait, "all jobs re-queued once", func() (bool, error) {
-		var k int64
-		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE status IN ('SCHEDULED', 'WAITING') AND retry_times = 1").Scan(&k)
-		return k == n, err
-	})
+	// Every job's first attempt failed and was re-queued.
+	events(t).WaitN(t, scheduler.EventCompleted, func(e scheduler.Event) bool {
+		return e.Applied && e.Completion.Outcome == jobq.OutcomeFailed && e.Completion.Retry
+	}, n, slowWait)
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -246,7 +245,7 @@ func TestDeadlockNotRetriedWhenSabotaged(t *testing.T) {
 	cfg.Lease = time.Second
 	cfg.Sabotage.NoDeadlockRetry = true
 	s := startScheduler(t, fs, reg, cfg)
-	j := waitJob(t, st, job.ID, slowWait, "job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	j := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

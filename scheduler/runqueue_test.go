@@ -33,10 +33,7 @@ func TestRunQueueClaimsBeyondWorkers(t *testing.T) {
 	cfg.Workers, cfg.BatchLimit, cfg.RunQueue = workers, 200, 100
 	cfg.Observer = on(scheduler.EventClaimed, func(e scheduler.Event) { sizes.hook(e.Jobs, e.Conflicts) })
 	startScheduler(t, st, reg, cfg)
-	waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
-		got, err := countStatus(st, jobq.StateSuccess)
-		return got == n, err
-	})
+	waitSucceeded(t, n)
 	got := sizes.get()
 	if m := slices.Max(got); m <= workers || m > workers+100 {
 		t.Fatalf("largest claim %d jobs, want more than %d workers and at most %d (workers + run queue); claims %v", m, workers, workers+100, got)
@@ -73,11 +70,17 @@ func TestRunQueueReleasedAtShutdown(t *testing.T) {
 		submitPriority(t, st, key("held", i), "hold", 0)
 	}
 	s.Wake()
-	waitFor(t, slowWait, "held jobs queued behind the running one", func() (bool, error) {
-		var n int64
-		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE job_type = 'hold' AND status = 'RUNNING'").Scan(&n)
-		return n > 1, err
-	})
+	events(t).WaitUntil(t, "held jobs queued behind the running one", func(evs []scheduler.Event) bool {
+		held := 0
+		for _, e := range evs {
+			for _, j := range e.Jobs {
+				if j.JobType == "hold" {
+					held++
+				}
+			}
+		}
+		return held > 1 // claimed (RUNNING), their handlers never return before the stop
+	}, slowWait)
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -194,16 +197,13 @@ func TestTwoClaimsInFlightHoldLeasesAndReleaseAtShutdown(t *testing.T) {
 	cfg.Lease, cfg.ShutdownTimeout = time.Second, 100*time.Millisecond
 	s := startScheduler(t, hc, reg, cfg)
 	s.Wake()
-	waitFor(t, slowWait, "every worker holding a run", func() (bool, error) {
-		got, err := countStatus(st, jobq.StateRunning)
-		return got == workers, err
-	})
+	events(t).WaitN(t, scheduler.EventStarted, nil, workers, slowWait) // every worker holding a run
 	if m := hc.mostInFlight(); m != 2 {
 		t.Fatalf("at most %d claims in flight, want 2", m)
 	}
-	// Three leases later nothing was rescued: every run still holds its
-	// first attempt.
-	time.Sleep(3 * cfg.Lease)
+	// Three leases later (nine heartbeats of Lease/3, each renewing every
+	// run) nothing was rescued: every run still holds its first attempt.
+	events(t).WaitAfterN(t, events(t).Mark(), scheduler.EventRenewed, func(e scheduler.Event) bool { return e.N == workers }, 9, slowWait)
 	if bad := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE status = 'RUNNING' AND attempt <> 1"); bad != 0 {
 		t.Fatalf("%d runs rescued while their replica renewed them", bad)
 	}

@@ -84,7 +84,7 @@ func TestHeartbeatReportsItsOwnStall(t *testing.T) {
 	const lease, interval, hold = 2 * time.Second, 250 * time.Millisecond, time.Second
 	h, _, events := stallHeartbeat(t, 0, lease, interval, slog.New(slog.NewJSONHandler(&logs, nil)))
 	var once sync.Once
-	h.testHold = func() { once.Do(func() { time.Sleep(hold) }) }
+	h.testHold = func() { once.Do(func() { time.Sleep(hold) }) } // the injected stall itself (not a wait of the test)
 	startService(t, h)
 	late := h.testSignals.stall.wait(t, stallWait)
 	if late < hold-interval {

@@ -122,6 +122,31 @@ func (r *Recorder) WaitAfterN(t testing.TB, mark Mark, kind scheduler.EventKind,
 	}
 }
 
+// WaitUntil waits until cond holds over every event recorded so far
+// (oldest first), checking it after each new event, up to timeout; after
+// that it fails the test naming what. Use it for a condition over several
+// events, e.g. a number of jobs claimed across claims.
+func (r *Recorder) WaitUntil(t testing.TB, what string, cond func(events []scheduler.Event) bool, timeout time.Duration) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		ok := cond(r.events)
+		changed := r.changed
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("schedulertest: no %s within %s", what, timeout)
+			return
+		}
+	}
+}
+
 // summary lists the recorded events of kind, at most 20, for a failure.
 func (r *Recorder) summary(kind scheduler.EventKind) string {
 	evs := r.Events(kind, nil)
@@ -182,6 +207,15 @@ func Finished(id uint64, outcome jobq.Outcome) func(scheduler.Event) bool {
 	return func(e scheduler.Event) bool {
 		c := e.Completion
 		return e.Kind == scheduler.EventCompleted && e.Applied && c.ID == id && c.Outcome == outcome && !c.Retry
+	}
+}
+
+// Requeued accepts an applied failure of job id that re-queues it for
+// another attempt (SCHEDULED with backoff, or WAITING).
+func Requeued(id uint64) func(scheduler.Event) bool {
+	return func(e scheduler.Event) bool {
+		c := e.Completion
+		return e.Kind == scheduler.EventCompleted && e.Applied && c.ID == id && c.Outcome == jobq.OutcomeFailed && c.Retry
 	}
 }
 
