@@ -167,6 +167,7 @@ func executions(t *testing.T, st *store.Store, id uint64) []jobq.Execution {
 func waitJob(t *testing.T, st *store.Store, id uint64, d time.Duration, what string, pred func(jobq.Job) bool) jobq.Job {
 	t.Helper()
 	var last jobq.Job
+	// Polls: only for a job run outside this process (kill_test.go).
 	waitFor(t, d, what, func() (bool, error) {
 		j, err := st.JobGet(context.Background(), id)
 		last = j

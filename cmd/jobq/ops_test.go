@@ -120,12 +120,12 @@ func events(t testing.TB) *schedulertest.Recorder {
 	return r.(*schedulertest.Recorder)
 }
 
-// waitJob waits until job id is in status, on the replica's events: the
+// awaitJob waits until job id is in status, on the replica's events: the
 // k-th event that can leave it there (its start for RUNNING, a final
 // completion for SUCCESS, FAILED or CANCELED), then a read through the API
 // that must show status — else the next such event (a retried job ends
 // more than once).
-func waitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d time.Duration) apitype.Job {
+func awaitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d time.Duration) apitype.Job {
 	t.Helper()
 	kind, pred := scheduler.EventCompleted, schedulertest.Finished(id, jobq.Outcome(status))
 	if status == jobq.StateRunning {
@@ -238,7 +238,7 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	if tc := decode[apitype.TypeControl](t, mustCLI(t, "resume", "sleep", srv, tr)); tc.Paused {
 		t.Fatalf("resume printed %+v", tc)
 	}
-	waitJob(t, c, waiting.ID, jobq.StateSuccess, 5*time.Second)
+	awaitJob(t, c, waiting.ID, jobq.StateSuccess, 5*time.Second)
 
 	// limit
 	mark = events(t).Mark()
@@ -252,19 +252,19 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 		t.Fatalf("replica's limited types after the refresh the API call asked for = %v, want map[sleep:2]", got)
 	}
 	limited := submitJob(t, c, apitype.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
-	waitJob(t, c, limited.ID, jobq.StateSuccess, 5*time.Second)
+	awaitJob(t, c, limited.ID, jobq.StateSuccess, 5*time.Second)
 	if tc := decode[apitype.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv, tr)); tc.MaxRunning != 0 {
 		t.Fatalf("limit 0 printed %+v", tc)
 	}
 
 	// cancel a RUNNING job through the CLI.
 	long := submitJob(t, c, apitype.SubmitRequest{JobKey: "long", JobType: "sleep", Params: json.RawMessage(`{"ms":30000}`)})
-	waitJob(t, c, long.ID, jobq.StateRunning, 5*time.Second)
+	awaitJob(t, c, long.ID, jobq.StateRunning, 5*time.Second)
 	if j := decode[apitype.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv, tr)); !j.CancelRequested {
 		t.Fatalf("cancel printed %+v", j)
 	}
 	hb := r.Scheduler.Config().HeartbeatInterval
-	waitJob(t, c, long.ID, jobq.StateCanceled, hb+2*time.Second)
+	awaitJob(t, c, long.ID, jobq.StateCanceled, hb+2*time.Second)
 
 	// bulk retry: flaky fails its first attempt; with max_retry 0 it ends FAILED.
 	var flaky []uint64
@@ -273,7 +273,7 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	}
 	other := submitJob(t, c, apitype.SubmitRequest{JobKey: "effect-fails", JobType: "flaky", MaxRetry: ptr(0), Params: json.RawMessage(`{"failures":5}`)})
 	for _, id := range append(flaky, other.ID) {
-		waitJob(t, c, id, jobq.StateFailed, 5*time.Second)
+		awaitJob(t, c, id, jobq.StateFailed, 5*time.Second)
 	}
 	if _, err := runCLI(t, "retry", srv, tr); err == nil || !strings.Contains(err.Error(), "--status") {
 		t.Fatalf("retry without id or --status: err = %v", err)
@@ -282,11 +282,11 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 		t.Fatalf("bulk retry retried %d, want 4", res.Retried)
 	}
 	for _, id := range flaky {
-		if j := waitJob(t, c, id, jobq.StateSuccess, 5*time.Second); j.Attempt != 2 || j.RetryTimes != 0 {
+		if j := awaitJob(t, c, id, jobq.StateSuccess, 5*time.Second); j.Attempt != 2 || j.RetryTimes != 0 {
 			t.Fatalf("retried job %d: attempt=%d retry_times=%d, want 2, 0", id, j.Attempt, j.RetryTimes)
 		}
 	}
-	waitJob(t, c, other.ID, jobq.StateFailed, 5*time.Second) // its 2nd attempt fails too
+	awaitJob(t, c, other.ID, jobq.StateFailed, 5*time.Second) // its 2nd attempt fails too
 	if res := decode[apitype.RetryBulkResult](t, mustCLI(t, "retry", "--status", "CANCELED", "--type", "noop", srv, tr)); res.Retried != 0 {
 		t.Fatalf("bulk retry of no job retried %d", res.Retried)
 	}
@@ -343,7 +343,7 @@ func TestOpsCLIPeriodic(t *testing.T) {
 		}
 		return false
 	}, 5*time.Second)
-	if j := waitJob(t, c, id, jobq.StateSuccess, 5*time.Second); !j.RunAt.Equal(first) || string(j.Params) != `{"n":1}` {
+	if j := awaitJob(t, c, id, jobq.StateSuccess, 5*time.Second); !j.RunAt.Equal(first) || string(j.Params) != `{"n":1}` {
 		t.Fatalf("periodic job %+v: run_at/params", j)
 	}
 	if out := mustCLI(t, "periodic", "rm", "tick", srv); out != "deleted tick\n" {

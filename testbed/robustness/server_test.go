@@ -94,8 +94,9 @@ func TestServerSupport(t *testing.T) {
 	reg := scheduler.NewRegistry()
 	reg.Register("noop", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
 	var logs syncBuffer
+	events := schedulertest.NewRecorder()
 	cfg := scheduler.Config{Owner: "old-server", PollInterval: 50 * time.Millisecond, PollJitter: 10 * time.Millisecond,
-		Workers: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		Workers: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Observer: events}
 
 	explicit := cfg
 	explicit.Strategy = scheduler.StrategySkipLocked
@@ -122,7 +123,7 @@ func TestServerSupport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, st, j.ID, jobq.StateSuccess, 20*time.Second)
+	events.WaitFor(t, scheduler.EventCompleted, schedulertest.Finished(j.ID, jobq.OutcomeSuccess), 20*time.Second)
 
 	// The store itself refuses the skiplocked claim on such a server.
 	old, err := store.Open(context.Background(), dsn, store.PoolConfig{MaxOpen: 1})
@@ -210,29 +211,4 @@ func TestFailedClaimIsAnError(t *testing.T) {
 			events.WaitFor(t, scheduler.EventCompleted, schedulertest.Finished(j.ID, jobq.OutcomeSuccess), 20*time.Second)
 		})
 	}
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func waitJob(t *testing.T, st *store.Store, id uint64, status jobq.JobState, d time.Duration) jobq.Job {
-	t.Helper()
-	var j jobq.Job
-	waitUntil(t, d, "job "+string(status), func() bool {
-		var err error
-		j, err = st.JobGet(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return j.Status == status
-	})
-	return j
 }
