@@ -142,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		r.listen,         // bind the API port (a taken port fails first)
 		r.openStore,      // open the database (or take cfg.DB), check the server
 		r.migrate,        // apply migrations if asked, then check the schema
-		r.startMetrics,   // the replica's registry and its scheduler hooks
+		r.startMetrics,   // the replica's registry, the scheduler's first observer
 		r.startScheduler, // scanner, dispatcher, heartbeat, completer, rescuer, …
 		r.buildServices,  // the API's service and operations service
 		r.putPeriodic,    // schedules from configuration
