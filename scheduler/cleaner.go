@@ -25,18 +25,12 @@ type cleanerParams struct {
 	Log        *slog.Logger
 }
 
-// cleanerSignals are the cleaner's test signals.
-type cleanerSignals struct {
-	pass testSignal[jobq.PurgeResult] // a retention pass ended
-}
-
 // cleaner runs a retention pass every Interval (±10%). Every replica may run
 // one: each batch re-checks and locks its rows in a short transaction, so
 // concurrent cleaners only wait briefly for one another.
 type cleaner struct {
 	loopService
-	p           cleanerParams
-	testSignals cleanerSignals
+	p cleanerParams
 }
 
 func newCleaner(p cleanerParams) *cleaner { return &cleaner{p: p} }
@@ -45,7 +39,7 @@ func newCleaner(p cleanerParams) *cleaner { return &cleaner{p: p} }
 func (c *cleaner) Start(ctx context.Context) error { return c.start(ctx, c.run) }
 
 func (c *cleaner) run(ctx context.Context) {
-	runEvery(ctx, c.p.Interval, c.p.Interval/10, func(ctx context.Context) { c.testSignals.pass.signal(c.pass(ctx)) })
+	runEvery(ctx, c.p.Interval, c.p.Interval/10, func(ctx context.Context) { c.pass(ctx) })
 }
 
 // pass deletes up to MaxPerPass terminal jobs finished more than Retention

@@ -30,13 +30,6 @@ type heartbeatParams struct {
 	Events        emitter // EventRenewed, EventRenewalFailed, EventHeartbeatStall, EventLeaseLost
 }
 
-// heartbeatSignals are the heartbeat's test signals.
-type heartbeatSignals struct {
-	beat  testSignal[int]           // a beat ended; the runs it renewed
-	lost  testSignal[jobq.Fence]    // a run lost its lease
-	stall testSignal[time.Duration] // a beat began late by this much (checkStall)
-}
-
 // heartbeat renews every in-flight lease in one statement each Interval. A
 // run that no longer holds its job (rescued, re-claimed) has its handler
 // cancelled with ErrLeaseLost; a run whose cancel was requested gets
@@ -46,8 +39,7 @@ type heartbeatSignals struct {
 // timer, leaseGuardMargin before the local lease deadline.
 type heartbeat struct {
 	loopService
-	p           heartbeatParams
-	testSignals heartbeatSignals
+	p heartbeatParams
 	// testHold, when set, runs before each wait for the next beat: a test
 	// holds the loop there as a starved CPU would.
 	testHold func()
@@ -80,7 +72,6 @@ func (h *heartbeat) run(ctx context.Context) {
 			h.checkStall(began.Sub(due))
 			renewed := h.beat(context.WithoutCancel(ctx))
 			h.p.Events.emit(Event{Kind: EventRenewed, N: renewed})
-			h.testSignals.beat.signal(renewed)
 			// The next beat is due an Interval after this one began, or at
 			// once when this one took longer (a slow database is not a
 			// stall: it is the renewal deadline's business).
@@ -107,7 +98,6 @@ func (h *heartbeat) checkStall(late time.Duration) {
 	h.p.Events.emit(Event{Kind: EventHeartbeatStall, Duration: late})
 	h.p.Log.Warn("heartbeat ran late: this process was not scheduled in time (CPU starvation, a stop or a long pause); leases may have expired meanwhile",
 		"component", "heartbeat", "late_ms", late.Milliseconds(), "lease_ms", h.p.Lease.Milliseconds(), "runs", h.p.Runs.len())
-	h.testSignals.stall.signal(late)
 }
 
 // beat renews the live runs' leases and returns how many it renewed.
@@ -239,5 +229,4 @@ func (h *heartbeat) lose(r *run) {
 		r.cancel(ErrLeaseLost)
 	}
 	p.Events.emit(Event{Kind: EventLeaseLost, Fence: r.job.Fence()})
-	h.testSignals.lost.signal(r.job.Fence())
 }

@@ -84,11 +84,14 @@ func scanWithLanes(t *testing.T, n, batch, lanes, workers int, holdMax time.Dura
 		PollInterval: time.Hour, BatchLimit: batch, Workers: workers, DrainWait: -1, Log: discardLog(),
 		Events: events.emitter(), Lost: &lostClaims{},
 	})
-	sc.testSignals.scanned.init()
 	startService(t, sc)
 	slots.wakeUp() // the poll interval is an hour: only the wake-up scans
-	if d := sc.testSignals.scanned.wait(t, signalTimeout); d != n {
-		t.Fatalf("scan dispatched %d jobs, want %d", d, n)
+	// The scan's claims (EventScanned each) until every job was dispatched.
+	for d := 0; d < n; {
+		d += events.next(t, EventScanned, signalTimeout).N
+		if d > n {
+			t.Fatalf("scan dispatched %d jobs, want %d", d, n)
+		}
 	}
 	slices.Sort(got)
 	return got, want, ov.most(), int64(events.count(EventScanned)), slots.available()

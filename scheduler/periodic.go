@@ -37,12 +37,6 @@ type periodicPlannerParams struct {
 	Log      *slog.Logger
 }
 
-// periodicPlannerSignals are the planner's test signals.
-type periodicPlannerSignals struct {
-	refreshed testSignal[int]    // a refresh ended; the schedules known
-	fired     testSignal[string] // a schedule was fired (or its fire failed)
-}
-
 // periodicEntry is one schedule as this replica knows it.
 type periodicEntry struct {
 	name      string
@@ -56,9 +50,8 @@ type periodicEntry struct {
 // refreshNow.
 type periodicPlanner struct {
 	loopService
-	p           periodicPlannerParams
-	refresh     chan struct{}
-	testSignals periodicPlannerSignals
+	p       periodicPlannerParams
+	refresh chan struct{}
 
 	mu       sync.Mutex
 	periodic map[string]*periodicEntry
@@ -124,7 +117,6 @@ func (pl *periodicPlanner) reload(ctx context.Context) {
 	}
 	if p.Disabled {
 		p.Events.emit(Event{Kind: EventOpsRefreshed})
-		pl.testSignals.refreshed.signal(0)
 		return
 	}
 	list, err := withRetryV(ctx, p.Retry, "ops.periodic", refreshMaxAttempts, func() ([]jobq.Periodic, error) {
@@ -138,7 +130,6 @@ func (pl *periodicPlanner) reload(ctx context.Context) {
 	}
 	pl.setPeriodic(list)
 	p.Events.emit(Event{Kind: EventOpsRefreshed, N: len(list)})
-	pl.testSignals.refreshed.signal(len(list))
 }
 
 // setPeriodic replaces the known schedules with list; each fires when the
@@ -182,7 +173,6 @@ func (pl *periodicPlanner) fireDue(ctx context.Context) {
 			return
 		}
 		pl.fire(ctx, name)
-		pl.testSignals.fired.signal(name)
 	}
 }
 

@@ -27,11 +27,6 @@ type promoterParams struct {
 	Events   emitter // EventPromoted
 }
 
-// promoterSignals are the promoter's test signals.
-type promoterSignals struct {
-	pass testSignal[int] // a pass ended; the jobs it promoted
-}
-
 // promoter moves SCHEDULED jobs whose run_at has come on the database clock
 // to WAITING, where the scan finds them. Every replica runs one. Each pass
 // first reads the earliest SCHEDULED run_at and the database clock in one
@@ -44,9 +39,8 @@ type promoterSignals struct {
 // conditioned on status='SCHEDULED', so each job is promoted once.
 type promoter struct {
 	loopService
-	p           promoterParams
-	poke        chan struct{}
-	testSignals promoterSignals
+	p    promoterParams
+	poke chan struct{}
 
 	mu   sync.Mutex
 	hint time.Time // earliest local instant a local submit or retry is due; zero: none
@@ -100,9 +94,7 @@ func (pr *promoter) run(ctx context.Context) {
 			continue
 		case <-timer.C:
 		}
-		var promoted int
-		next, promoted = pr.pass(ctx)
-		pr.testSignals.pass.signal(promoted)
+		next, _ = pr.pass(ctx)
 		resetTimer(timer, time.Until(next))
 	}
 }

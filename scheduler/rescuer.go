@@ -27,19 +27,13 @@ type rescuerParams struct {
 	Events   emitter // EventRescued
 }
 
-// rescuerSignals are the rescuer's test signals.
-type rescuerSignals struct {
-	pass testSignal[[]jobq.Fence] // a pass ended; the runs it rescued
-}
-
 // rescuer returns RUNNING jobs whose lease expired on the database clock to
 // WAITING (or FAILED / CANCELED). Every replica runs one; each row update is
 // conditioned on status, attempt and an expired lease, so rescuers never
 // fight and never overwrite a run that completed meanwhile.
 type rescuer struct {
 	loopService
-	p           rescuerParams
-	testSignals rescuerSignals
+	p rescuerParams
 }
 
 func newRescuer(p rescuerParams) *rescuer { return &rescuer{p: p} }
@@ -48,7 +42,7 @@ func newRescuer(p rescuerParams) *rescuer { return &rescuer{p: p} }
 func (r *rescuer) Start(ctx context.Context) error { return r.start(ctx, r.run) }
 
 func (r *rescuer) run(ctx context.Context) {
-	runEvery(ctx, r.p.Interval, r.p.Interval/5, func(ctx context.Context) { r.testSignals.pass.signal(r.pass(ctx)) })
+	runEvery(ctx, r.p.Interval, r.p.Interval/5, func(ctx context.Context) { r.pass(ctx) })
 }
 
 // pass rescues up to Batch expired runs and returns them.

@@ -36,18 +36,12 @@ type scannerParams struct {
 	Events       emitter // EventScanned, EventClaimFailed
 }
 
-// scannerSignals are the scanner's test signals.
-type scannerSignals struct {
-	scanned testSignal[int] // a scan ended; the jobs it dispatched
-}
-
 // scanner fires every PollInterval ± PollJitter, on wake-up, and again
 // while batches come back full and worker slots are free (drain): once as
 // many slots are free as the last claim took, or after at most DrainWait.
 type scanner struct {
 	loopService
-	p           scannerParams
-	testSignals scannerSignals
+	p scannerParams
 }
 
 func newScanner(p scannerParams) *scanner { return &scanner{p: p} }
@@ -66,7 +60,7 @@ func (sc *scanner) run(ctx context.Context) {
 		case <-timer.C:
 		case <-p.Slots.wake:
 		}
-		sc.testSignals.scanned.signal(sc.scan(ctx))
+		sc.scan(ctx)
 		if !timer.Stop() {
 			select {
 			case <-timer.C:

@@ -68,8 +68,6 @@ func stallHeartbeat(t *testing.T, hold, lease, interval time.Duration, log *slog
 		Store: st, Runs: runs, Owner: "stall-owner", Lease: lease, Interval: interval,
 		Retry: testRetrier(), Log: log, Events: events.emitter(),
 	})
-	h.testSignals.beat.init()
-	h.testSignals.stall.init()
 	return h, st, events
 }
 
@@ -86,14 +84,14 @@ func TestHeartbeatReportsItsOwnStall(t *testing.T) {
 	var once sync.Once
 	h.testHold = func() { once.Do(func() { time.Sleep(hold) }) } // the injected stall itself (not a wait of the test)
 	startService(t, h)
-	late := h.testSignals.stall.wait(t, stallWait)
+	late := events.next(t, EventHeartbeatStall, stallWait).Duration
 	if late < hold-interval {
 		t.Fatalf("stall measured %s, want at least %s (held %s, interval %s)", late, hold-interval, hold, interval)
 	}
 	if n := events.count(EventHeartbeatStall); n < 1 {
 		t.Fatalf("Stalls = %d, want ≥ 1", n)
 	}
-	h.testSignals.beat.wait(t, stallWait) // the late beat still renews
+	events.next(t, EventRenewed, stallWait) // the late beat still renews
 	out := logs.String()
 	if !strings.Contains(out, `"msg":"heartbeat ran late`) || !strings.Contains(out, `"late_ms":`) || !strings.Contains(out, `"runs":1`) {
 		t.Fatalf("log = %s; want a WARN 'heartbeat ran late' with late_ms and runs", out)
@@ -111,7 +109,7 @@ func TestSlowRenewalIsNotAStall(t *testing.T) {
 	h, st, events := stallHeartbeat(t, 3*time.Second, lease, interval, discardLog())
 	startService(t, h)
 	for st.calls.Load() < 3 {
-		h.testSignals.beat.wait(t, stallWait)
+		events.next(t, EventRenewed, stallWait)
 	}
 	if n := events.count(EventHeartbeatStall); n != 0 {
 		t.Fatalf("Stalls = %d after a slow renewal, want 0 (threshold %s)", n, heartbeatStallThreshold(lease))
