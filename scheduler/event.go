@@ -18,6 +18,9 @@ const (
 	// EventScanned: a claim a scan sent ended (Duration: its round trip; N:
 	// the jobs it took).
 	EventScanned EventKind = "scanned"
+	// EventScanDone: a scan ended, every claim it sent back and its jobs
+	// dispatched (N: the jobs it dispatched).
+	EventScanDone EventKind = "scan_done"
 	// EventClaimFailed: a claim failed after its retries (Err); the next
 	// scan tries again.
 	EventClaimFailed EventKind = "claim_failed"

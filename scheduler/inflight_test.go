@@ -86,12 +86,8 @@ func scanWithLanes(t *testing.T, n, batch, lanes, workers int, holdMax time.Dura
 	})
 	startService(t, sc)
 	slots.wakeUp() // the poll interval is an hour: only the wake-up scans
-	// The scan's claims (EventScanned each) until every job was dispatched.
-	for d := 0; d < n; {
-		d += events.next(t, EventScanned, signalTimeout).N
-		if d > n {
-			t.Fatalf("scan dispatched %d jobs, want %d", d, n)
-		}
+	if d := events.next(t, EventScanDone, signalTimeout).N; d != n {
+		t.Fatalf("scan dispatched %d jobs, want %d", d, n)
 	}
 	slices.Sort(got)
 	return got, want, ov.most(), int64(events.count(EventScanned)), slots.available()

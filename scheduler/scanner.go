@@ -33,7 +33,7 @@ type scannerParams struct {
 	DrainWait    time.Duration // ≤ 0: off
 	DisableDrain bool
 	Log          *slog.Logger
-	Events       emitter // EventScanned, EventClaimFailed
+	Events       emitter // EventScanned, EventScanDone, EventClaimFailed
 }
 
 // scanner fires every PollInterval ± PollJitter, on wake-up, and again
@@ -60,7 +60,7 @@ func (sc *scanner) run(ctx context.Context) {
 		case <-timer.C:
 		case <-p.Slots.wake:
 		}
-		sc.scan(ctx)
+		sc.p.Events.emit(Event{Kind: EventScanDone, N: sc.scan(ctx)})
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
