@@ -87,6 +87,10 @@ type PeriodicFireResult struct {
 	// Next is the schedule's cursor after the fire; DBNow the database clock
 	// during it, so a replica can sleep Next−DBNow whatever its own clock says.
 	Next, DBNow time.Time
+	// Locked reports that another session held the schedule's row: the due
+	// instants were inserted (job_key dedupes them) but the stored cursor was
+	// left as it was, for the next fire to move.
+	Locked bool
 }
 
 // PurgeParams configures a retention pass.

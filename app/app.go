@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -71,6 +72,14 @@ type Config struct {
 	// /healthz and /readyz (see auth.LoadTokens). Defaults to none:
 	// no authentication, so keep Listen on loopback.
 	AuthTokens []string
+	// AllowedHosts are names (or "*.domain", or "*" for any) that requests
+	// may carry in their Host header beside the ones the replica always
+	// answers: loopback names and addresses and the Listen host (see
+	// httpapi.NewHostPolicy). Any other Host gets 403, on every route but
+	// /healthz and /readyz, so a web page cannot reach a replica through a
+	// name it points at the replica's address (DNS rebinding). Defaults to
+	// none.
+	AllowedHosts []string
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
 	// API server's timeouts (net/http.Server). Default to
 	// ReadHeaderTimeoutDefault (10s), ReadTimeoutDefault (30s),
@@ -114,8 +123,10 @@ type Replica struct {
 
 	// cfg is the configuration with defaults filled (see start).
 	cfg Config
-	// ln is the API listener, bound first (see listen).
-	ln net.Listener
+	// ln is the API listener, bound first (see listen); hosts are the Host
+	// names its requests may carry.
+	ln    net.Listener
+	hosts *httpapi.HostPolicy
 	// cleanup holds what undoes each step that ran, in the order the steps
 	// ran; Stop, or a failed Start, runs it last to first.
 	cleanup []func(ctx context.Context) error
@@ -185,11 +196,15 @@ func (r *Replica) listen(context.Context) error {
 		return nil
 	}
 	listen := cmp.Or(r.cfg.Listen, ListenDefault)
+	hosts, err := httpapi.NewHostPolicy(listen, r.cfg.AllowedHosts)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w (another process uses the port? pick another with --listen)", listen, err)
+		return listenError(listen, err)
 	}
-	r.ln = ln
+	r.ln, r.hosts = ln, hosts
 	r.onStop(func(context.Context) error {
 		// The server closes it on Shutdown; this closes one never served.
 		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -326,6 +341,7 @@ func (r *Replica) serveAPI(context.Context) error {
 	}
 	h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
 	h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.ready.Check, cfg)
+	h = httpapi.RequireHost(r.hosts, cfg.Logger, h) // every route, every protocol
 	h = withBulkWriteDeadline(h, max(cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault), BulkWriteTimeoutDefault))
 	r.server = &http.Server{Handler: h, Protocols: protocols,
 		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
@@ -365,6 +381,23 @@ func (r *Replica) withConsole(api http.Handler, cfg Config) (http.Handler, error
 	mux.Handle("/ui", ui)
 	mux.Handle("/", api)
 	return mux, nil
+}
+
+// listenError says why binding listen failed and what to do: a port in
+// use, a host that is neither an address nor a name that resolves ("0:8080"
+// is looked up as a host name "0"), or anything else as it came.
+func listenError(listen string, err error) error {
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("listen %s: %w (another process uses the port? pick another with --listen)", listen, err)
+	case errors.As(err, &dnsErr):
+		host, _, _ := net.SplitHostPort(listen)
+		return fmt.Errorf("listen %s: the host %q is not an address or a name that resolves: %w (--listen takes HOST:PORT, e.g. 0.0.0.0:8080 for every interface or 127.0.0.1:8080 for loopback)", listen, host, err)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("listen %s: %w (ports below 1024 need privileges; pick another with --listen)", listen, err)
+	}
+	return fmt.Errorf("listen %s: %w (check --listen: HOST:PORT, e.g. 127.0.0.1:8080)", listen, err)
 }
 
 func loopback(a net.Addr) bool {

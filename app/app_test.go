@@ -21,3 +21,20 @@ func TestStartBindsBeforeTheDatabase(t *testing.T) {
 		t.Fatalf("Start on a taken port: err = %v, want the listen error", err)
 	}
 }
+
+// A --listen host that is not an address is looked up as a name: "0:8080"
+// fails on the lookup of "0". The error says so, not that the port is
+// taken (it used to blame the port).
+func TestStartListenBadHostNamesTheHost(t *testing.T) {
+	for _, listen := range []string{"0:18089", "no-such-host.invalid:18089"} {
+		_, err := Start(context.Background(), Config{DSN: "root@tcp(127.0.0.1:1)/jobq", Listen: listen})
+		if err == nil {
+			t.Fatalf("Start with --listen %s succeeded", listen)
+		}
+		msg := err.Error()
+		host, _, _ := strings.Cut(listen, ":")
+		if strings.Contains(msg, "uses the port") || !strings.Contains(msg, "the host \""+host+"\" is not an address") || !strings.Contains(msg, "0.0.0.0:8080") {
+			t.Errorf("--listen %s: %v; want the host named, and no blame on the port", listen, err)
+		}
+	}
+}

@@ -99,6 +99,10 @@ func checkToken(t string) error {
 // unauthenticatedPaths stay open without a token so probes keep working.
 var unauthenticatedPaths = map[string]bool{"/healthz": true, "/readyz": true}
 
+// ProbePath reports whether path is a probe (/healthz, /readyz), which
+// stays open without a token (and, in httpapi.RequireHost, for any Host).
+func ProbePath(path string) bool { return unauthenticatedPaths[path] }
+
 // RequireBearer wraps next so that every request except /healthz and
 // /readyz must carry "Authorization: Bearer <token>" with one of tokens
 // (compared as TokenMatcher does); any other request gets 401 with a JSON

@@ -295,6 +295,8 @@ func (c *Console) errAnswer(err error, notFound string) *answer {
 		}
 	case http.StatusServiceUnavailable:
 		c.log.Warn("console: database unavailable", "err", err)
+	case service.StatusClientClosedRequest:
+		c.log.Debug("console: client disconnected before its answer", "err", err)
 	case http.StatusInternalServerError:
 		c.log.Error("console: internal error", "err", err)
 	}

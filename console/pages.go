@@ -254,6 +254,9 @@ type jobData struct {
 	Executions []execRow
 	CanCancel  bool
 	CanRetry   bool
+	// StaleError: the job succeeded, so its last_error is an earlier
+	// attempt's, shown as history rather than as an error.
+	StaleError bool
 }
 
 type execRow struct {
@@ -288,8 +291,9 @@ func (c *Console) renderJob(w http.ResponseWriter, r *http.Request, id uint64, a
 		ans = c.errAnswer(err, notFound)
 	}
 	d := &jobData{Job: job, Params: prettyJSON(job.Params),
-		CanCancel: !job.Status.Terminal(),
-		CanRetry:  job.Status == jobq.StateFailed || job.Status == jobq.StateCanceled}
+		CanCancel:  !job.Status.Terminal(),
+		CanRetry:   job.Status == jobq.StateFailed || job.Status == jobq.StateCanceled,
+		StaleError: job.Status == jobq.StateSuccess && job.LastError != ""}
 	for _, e := range ex {
 		row := execRow{Execution: e}
 		if e.FinishedAt != nil {

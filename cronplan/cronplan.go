@@ -27,8 +27,9 @@ var farFuture = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 // Parse parses a cron expression: 5 fields (minute hour day-of-month
 // month day-of-week), 6 with a leading seconds field, a descriptor such as
 // "@hourly" or "@every 10s", optionally prefixed by "CRON_TZ=Europe/Paris ".
-// Times are UTC unless CRON_TZ says otherwise. A fixed-time schedule follows
-// the daylight-saving rule in wallclock.go. It fails on a syntax error or
+// Times are UTC unless CRON_TZ says otherwise. Every schedule but @every is
+// planned by this package under the daylight-saving rule in wallclock.go
+// (wallSchedule for fixed-time schedules, realSchedule for the others). It fails on a syntax error or
 // an expression that never fires within five years of now.
 func Parse(expr string) (cron.Schedule, error) {
 	sched, err := cronParser.Parse(expr)
@@ -43,8 +44,14 @@ func Parse(expr string) (cron.Schedule, error) {
 			return nil, fmt.Errorf("@every needs a whole number of seconds, at least 1s, got %q", f[len(f)-1])
 		}
 	}
-	if spec, ok := sched.(*cron.SpecSchedule); ok && fixedTime(expr) {
-		sched = wallSchedule{spec: spec} // the daylight-saving rule (wallclock.go)
+	// Every field schedule is planned by jobq, under the daylight-saving
+	// rule (wallclock.go); robfig/cron only parses.
+	if spec, ok := sched.(*cron.SpecSchedule); ok {
+		if fixedTime(expr) {
+			sched = wallSchedule{spec: spec}
+		} else {
+			sched = realSchedule{spec: spec}
+		}
 	}
 	if sched.Next(time.Now().UTC()).IsZero() {
 		return nil, errors.New("never fires (no matching time within five years)")

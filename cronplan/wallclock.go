@@ -24,7 +24,8 @@ import (
 //   - Every other schedule (a step or '*' in the seconds, minutes or hours
 //     field, @hourly, @every) keeps counting real time: it fires at every
 //     instant whose local time matches, so `*/30 * * * *` fires every 30
-//     minutes of real time through any change and `@every 1h` every hour.
+//     minutes of real time through any change and `@every 1h` every hour
+//     (realSchedule, realtime.go).
 
 // wallSchedule is a fixed-time SpecSchedule evaluated by the rule above.
 type wallSchedule struct {

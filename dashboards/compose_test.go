@@ -296,6 +296,11 @@ func TestComposeMatchesCode(t *testing.T) {
 		if env(s, "JOBQ_OWNER") != name {
 			t.Errorf("%s: JOBQ_OWNER %q, want the service name", name, env(s, "JOBQ_OWNER"))
 		}
+		// Prometheus and k6 reach the replica by its service name, a Host
+		// it refuses unless allowed.
+		if !slices.Contains(strings.Split(env(s, "JOBQ_ALLOWED_HOSTS"), ","), name) {
+			t.Errorf("%s: JOBQ_ALLOWED_HOSTS %q, want the service name in it", name, env(s, "JOBQ_ALLOWED_HOSTS"))
+		}
 		if d, ok := s.DependsOn["mysql"]; !ok || d.Condition != types.ServiceConditionHealthy {
 			t.Errorf("%s: must depend on mysql being healthy", name)
 		}
@@ -362,13 +367,13 @@ func TestComposeMatchesCode(t *testing.T) {
 	if !slices.Contains(k6.Profiles, "loadtest") {
 		t.Errorf("k6: profiles %v, want loadtest", k6.Profiles)
 	}
-	if src, _ := bindSource(k6, "/scripts"); src != filepath.Join(root, "loadtest", "k6") {
-		t.Errorf("k6: /scripts bound from %q, want loadtest/k6", src)
+	if src, _ := bindSource(k6, "/scripts"); src != filepath.Join(root, "testbed", "loadtest", "k6") {
+		t.Errorf("k6: /scripts bound from %q, want testbed/loadtest/k6", src)
 	}
 	if len(k6.Command) != 2 || k6.Command[0] != "run" || !strings.HasPrefix(k6.Command[1], "/scripts/") {
 		t.Fatalf("k6: command %v, want run /scripts/SCRIPT", k6.Command)
 	}
-	script, err := os.ReadFile(filepath.Join(root, "loadtest", "k6", strings.TrimPrefix(k6.Command[1], "/scripts/")))
+	script, err := os.ReadFile(filepath.Join(root, "testbed", "loadtest", "k6", strings.TrimPrefix(k6.Command[1], "/scripts/")))
 	if err != nil {
 		t.Fatalf("k6 script: %v", err)
 	}

@@ -306,6 +306,8 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 		a.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
 		unavailable(w, d.Message)
 		return
+	case service.StatusClientClosedRequest:
+		a.log.Debug("client disconnected before its answer", "err", err)
 	case http.StatusInternalServerError:
 		a.log.Error("internal error", "err", err)
 	}

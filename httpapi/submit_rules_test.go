@@ -98,7 +98,37 @@ func TestBuiltinParamsValidatedAtSubmit(t *testing.T) {
 			t.Errorf("%s %s: job_queue changed: %s → %s", tc.typ, tc.params, before, after)
 		}
 	}
-	for i, ok := range []string{`{"ms":86400000}`, `{"ms":0,"failures":0,"other":"x"}`, `{}`} {
+	for i, ok := range []string{`{"ms":86400000}`, `{"ms":0,"failures":0}`, `{}`} {
 		a.callJSON("POST", "/v1/jobs", fmt.Sprintf(`{"job_key":"ok-%d","job_type":"flaky","params":%s}`, i, ok), 201, nil)
 	}
+}
+
+// A built-in job type refuses a params field it does not read, with 400
+// naming it, and writes nothing: `sleep {"millis":3000}` was accepted and
+// slept 0 ms. noop reads nothing and carries any params.
+func TestBuiltinParamsRefuseUnknownFields(t *testing.T) {
+	t.Parallel()
+	a := startBuiltinAPI(t)
+	for _, tc := range []struct{ typ, params, field, rule string }{
+		{"sleep", `{"millis":3000}`, "params.millis", "unknown field; this job type reads only ms"},
+		{"sleep", `{"ms":5,"failures":1}`, "params.failures", "unknown field; this job type reads only ms"},
+		{"flaky", `{"ms":5,"failure":2}`, "params.failure", "unknown field; this job type reads only ms, failures"},
+		{"effect", `{"msec":5}`, "params.msec", "unknown field; this job type reads only ms"},
+	} {
+		before := a.table()
+		code, body := a.call("POST", "/v1/jobs", `{"job_key":"u","job_type":"`+tc.typ+`","params":`+tc.params+`}`)
+		var e struct {
+			Error struct {
+				Field   string `json:"field"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(body, &e); err != nil || code != 400 || e.Error.Field != tc.field || e.Error.Message != tc.field+": "+tc.rule {
+			t.Errorf("%s %s: status %d body %s; want 400 naming %s: %s", tc.typ, tc.params, code, body, tc.field, tc.rule)
+		}
+		if after := a.table(); after != before {
+			t.Errorf("%s %s: job_queue changed: %s → %s", tc.typ, tc.params, before, after)
+		}
+	}
+	a.callJSON("POST", "/v1/jobs", `{"job_key":"n","job_type":"noop","params":{"anything":1}}`, 201, nil)
 }

@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq/scheduler"
@@ -40,7 +42,8 @@ const (
 
 // ValidateParams checks the params sleep, flaky and effect read: ms an
 // integer in [0, MaxMs] and failures an integer in [0, MaxFailures], each
-// optional. Other fields are ignored.
+// optional. Other fields are ignored; the built-in types refuse them with
+// validateFields.
 func ValidateParams(raw json.RawMessage) (field, rule string) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -63,11 +66,38 @@ func ValidateParams(raw json.RawMessage) (field, rule string) {
 	return "", ""
 }
 
-// checked is a built-in handler whose params are validated at submit.
-type checked struct{ scheduler.HandlerFunc }
+// validateFields is ValidateParams that also refuses a field the type
+// does not read (one of known, in the order given): `sleep {"millis":3000}`
+// would otherwise be accepted and sleep 0 ms.
+func validateFields(raw json.RawMessage, known ...string) (field, rule string) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "params", "must be a JSON object"
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		if !slices.Contains(known, k) {
+			names = append(names, k)
+		}
+	}
+	if len(names) > 0 {
+		slices.Sort(names)
+		return "params." + names[0], fmt.Sprintf("unknown field; this job type reads only %s", strings.Join(known, ", "))
+	}
+	return ValidateParams(raw)
+}
+
+// checked is a built-in handler whose params are validated at submit:
+// known lists the fields it reads.
+type checked struct {
+	scheduler.HandlerFunc
+	known []string
+}
 
 // ValidateParams implements scheduler.ParamsValidator.
-func (checked) ValidateParams(raw json.RawMessage) (string, string) { return ValidateParams(raw) }
+func (c checked) ValidateParams(raw json.RawMessage) (string, string) {
+	return validateFields(raw, c.known...)
+}
 
 func parse(job *scheduler.Job) (Params, error) {
 	var p Params
@@ -96,14 +126,14 @@ func sleep(ctx context.Context, ms int) error {
 // Register adds noop, sleep and flaky to reg.
 func Register(reg *scheduler.Registry) {
 	reg.Register(Noop, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
-	reg.Register(Sleep, checked{func(ctx context.Context, job *scheduler.Job) error {
+	reg.Register(Sleep, checked{known: []string{"ms"}, HandlerFunc: func(ctx context.Context, job *scheduler.Job) error {
 		p, err := parse(job)
 		if err != nil {
 			return err
 		}
 		return sleep(ctx, p.Ms)
 	}})
-	reg.Register(Flaky, checked{func(ctx context.Context, job *scheduler.Job) error {
+	reg.Register(Flaky, checked{known: []string{"ms", "failures"}, HandlerFunc: func(ctx context.Context, job *scheduler.Job) error {
 		p, err := parse(job)
 		if err != nil {
 			return err

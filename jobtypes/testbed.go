@@ -163,7 +163,9 @@ func (h EffectHandler) writeEndMarkerLate(job *scheduler.Job, endedDB time.Time)
 }
 
 // ValidateParams implements scheduler.ParamsValidator.
-func (EffectHandler) ValidateParams(raw json.RawMessage) (string, string) { return ValidateParams(raw) }
+func (EffectHandler) ValidateParams(raw json.RawMessage) (string, string) {
+	return validateFields(raw, "ms")
+}
 
 // endMarkerTimeout bounds the write of the effect type's "end" row.
 const endMarkerTimeout = 30 * time.Second

@@ -2,6 +2,7 @@ package service
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -79,6 +80,12 @@ func stateError(op StateOp, id uint64, job jobq.Job, err error) error {
 	return err
 }
 
+// StatusClientClosedRequest is the status ErrorFor gives a request whose
+// client went away before its answer (its context was cancelled): 499, as
+// nginx logs it. Nobody reads the answer; it keeps the access metrics
+// apart from server faults.
+const StatusClientClosedRequest = 499
+
 // ErrorFor maps an error of this package to the API's HTTP status and error
 // detail, for every transport that answers in the HTTP API's terms (the
 // HTTP API and the web console): *ValidationError 400 invalid_argument
@@ -86,8 +93,9 @@ func stateError(op StateOp, id uint64, job jobq.Job, err error) error {
 // failed_precondition (a *StateError's message names the job's status and
 // the rule), jobq.ErrUnavailable 503 (read-only, a Galera node not ready, a
 // lost connection, or a conflict that outlived the retries: the client may
-// retry, never a 500), anything else 500 with a generic message (the error
-// itself is for the log).
+// retry, never a 500), context.Canceled (the client went away)
+// StatusClientClosedRequest, anything else 500 with a generic message (the
+// error itself is for the log).
 func ErrorFor(err error) (int, apitype.ErrorDetail) {
 	var ve *ValidationError
 	var se *StateError
@@ -103,6 +111,8 @@ func ErrorFor(err error) (int, apitype.ErrorDetail) {
 			Message: OpCancel.Rule() + ", retry" + strings.TrimPrefix(OpRetry.Rule(), "retry applies")}
 	case errors.Is(err, jobq.ErrUnavailable):
 		return http.StatusServiceUnavailable, apitype.ErrorDetail{Code: "unavailable", Message: "database unavailable, retry later"}
+	case errors.Is(err, context.Canceled):
+		return StatusClientClosedRequest, apitype.ErrorDetail{Code: "canceled", Message: "the client closed the request"}
 	default:
 		return http.StatusInternalServerError, apitype.ErrorDetail{Code: "internal", Message: "internal error"}
 	}

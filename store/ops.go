@@ -225,17 +225,39 @@ func (s *Store) PeriodicDelete(ctx context.Context, name string) error {
 // PeriodicFire fires schedule name in one transaction: it locks the row
 // FOR UPDATE, asks plan what to enqueue, inserts one WAITING job per instant
 // (job_key PeriodicKey(name, instant), run_at = the instant) and moves the
-// cursor. Replicas firing the same schedule at once serialise on the row
-// lock, so each instant becomes exactly one job. ErrNotFound when the
+// cursor. Each instant becomes exactly one job because job_key is UNIQUE
+// (a second insert of an instant changes nothing). ErrNotFound when the
 // schedule was deleted.
+//
+// Where SKIP LOCKED exists the lock never waits: when another session holds
+// the schedule's row (a peer frozen inside its fire, an operator's open
+// transaction), the fire plans from the last committed cursor, inserts the
+// due instants all the same and leaves the cursor to the next fire that gets
+// the lock (res.Locked). So a held row delays no instant, where waiting on it
+// made every instant due meanwhile a misfire.
 func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.PeriodicPlanFunc) (jobq.PeriodicFireResult, error) {
 	var res jobq.PeriodicFireResult
 	err := s.WithTx(ctx, func(tx *sql.Tx) error {
 		res = jobq.PeriodicFireResult{}
 		q := s.q.WithTx(tx)
-		r, err := q.PeriodicLock(ctx, name)
-		if err != nil {
-			return notFound(err)
+		var r jobqdb.PeriodicJob
+		if s.Server.SkipLocked {
+			rows, err := q.PeriodicLockSkipLocked(ctx, name)
+			if err != nil {
+				return err
+			}
+			if len(rows) == 1 {
+				r = rows[0]
+			} else if r, err = q.PeriodicGet(ctx, name); err != nil { // held by another session, or gone
+				return notFound(err)
+			} else {
+				res.Locked = true
+			}
+		} else {
+			var err error
+			if r, err = q.PeriodicLock(ctx, name); err != nil {
+				return notFound(err)
+			}
 		}
 		now, err := q.DBNow(ctx)
 		if err != nil {
@@ -264,6 +286,9 @@ func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.Periodi
 				res.Inserted = append(res.Inserted, at)
 			}
 			last = sql.NullTime{Time: at, Valid: true}
+		}
+		if res.Locked {
+			return nil // the lock holder, or the next fire, moves the cursor
 		}
 		return q.PeriodicAdvance(ctx, jobqdb.PeriodicAdvanceParams{NextRunAt: res.Next, LastRunAt: last, Name: name})
 	})

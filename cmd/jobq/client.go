@@ -184,5 +184,6 @@ func (c *ExecutionsCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return c.show(ex, func(w io.Writer) { executionsTable(w, ex) })
+	// The same shape as GET /v1/jobs/{id}/executions, as list prints {"jobs":[…]}.
+	return c.show(apitype.ExecutionList{Executions: ex}, func(w io.Writer) { executionsTable(w, ex) })
 }

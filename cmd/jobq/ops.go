@@ -158,13 +158,21 @@ func (c *StatsCmd) Run(g *Globals) error {
 	} else {
 		fmt.Println("oldest waiting  none due")
 	}
+	// Finished counts attempts (job_execution rows) by outcome, not jobs: a
+	// job that failed once and then succeeded is one FAILED and one SUCCESS
+	// attempt beside one SUCCESS job in the table above.
+	outcomes := make([]string, 0, len(st.Finished))
+	for o := range st.Finished {
+		outcomes = append(outcomes, o)
+	}
+	sort.Strings(outcomes)
 	var parts []string
-	for _, s := range statuses {
-		if n := st.Finished[s]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", s, n))
+	for _, o := range outcomes {
+		if n := st.Finished[o]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", o, n))
 		}
 	}
-	fmt.Printf("last %s        created %d (%.2f/s), finished %d (%.2f/s) [%s]\n", time.Duration(st.WindowSeconds*float64(time.Second)),
+	fmt.Printf("last %s        jobs created %d (%.2f/s), attempts finished %d (%.2f/s) by outcome [%s]\n", time.Duration(st.WindowSeconds*float64(time.Second)),
 		st.Created, st.CreatedPerSecond, sumCounts(st.Finished), st.FinishedPerSecond, strings.Join(parts, ", "))
 	return nil
 }

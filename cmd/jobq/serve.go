@@ -47,6 +47,7 @@ type ServeCmd struct {
 	NoAPI           bool          `help:"Run only the scheduler (no HTTP API)." name:"no-api" group:"API"`
 	NoUI            bool          `help:"Do not serve the web console at /ui/ on the API listener (it is on by default, behind the same bearer tokens)." name:"no-ui" group:"API"`
 	MaxBodyBytes    int64         `help:"API request body limit in bytes (the largest params, 1,000,000 bytes, fits the default)." default:"1048576" group:"API"`
+	AllowedHost     []string      `help:"A name clients may use in the Host header besides loopback names and addresses and the --listen address (repeatable; *.example.com for the names under example.com; * for any). Requests for any other Host get 403, so a web page cannot reach the replica through a name it points at it (DNS rebinding)." name:"allowed-host" env:"JOBQ_ALLOWED_HOSTS" sep:"," group:"API"`
 	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
 	MetricsFlags
 	OpsFlags
@@ -97,7 +98,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	}
 	r, err := app.Start(g.Ctx, app.Config{
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
-		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, Scheduler: sc, Logger: g.Log,
+		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, AllowedHosts: c.AllowedHost, Scheduler: sc, Logger: g.Log,
 		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1",
 		Metrics: c.MetricsOptions(), Periodic: periodic,
 	})

@@ -522,6 +522,50 @@ func (q *Queries) PeriodicLock(ctx context.Context, name string) (PeriodicJob, e
 	return i, err
 }
 
+const periodicLockSkipLocked = `-- name: PeriodicLockSkipLocked :many
+SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time FROM periodic_job WHERE name = ? FOR UPDATE SKIP LOCKED
+`
+
+// PeriodicLock where SKIP LOCKED exists: no row when another session holds
+// the schedule's lock, so a fire never waits on a stuck peer (see
+// store.PeriodicFire).
+func (q *Queries) PeriodicLockSkipLocked(ctx context.Context, name string) ([]PeriodicJob, error) {
+	rows, err := q.db.QueryContext(ctx, periodicLockSkipLocked, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PeriodicJob
+	for rows.Next() {
+		var i PeriodicJob
+		if err := rows.Scan(
+			&i.Name,
+			&i.CronExpr,
+			&i.JobType,
+			&i.Params,
+			&i.Priority,
+			&i.MaxRetry,
+			&i.TimeoutMs,
+			&i.Misfire,
+			&i.Source,
+			&i.NextRunAt,
+			&i.LastRunAt,
+			&i.CreateTime,
+			&i.UpdateTime,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const periodicUpsert = `-- name: PeriodicUpsert :execrows
 INSERT INTO periodic_job (
     name, cron_expr, job_type, params, priority, max_retry, timeout_ms,

@@ -99,6 +99,12 @@ SELECT * FROM periodic_job ORDER BY name;
 -- name: PeriodicLock :one
 SELECT * FROM periodic_job WHERE name = ? FOR UPDATE;
 
+-- name: PeriodicLockSkipLocked :many
+-- PeriodicLock where SKIP LOCKED exists: no row when another session holds
+-- the schedule's lock, so a fire never waits on a stuck peer (see
+-- store.PeriodicFire).
+SELECT * FROM periodic_job WHERE name = ? FOR UPDATE SKIP LOCKED;
+
 -- name: PeriodicDelete :execrows
 DELETE FROM periodic_job WHERE name = ?;
 

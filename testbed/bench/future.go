@@ -45,6 +45,12 @@ type FuturePoint struct {
 	PromoterProbeRowsExamined int64 `json:"promoter_probe_rows_examined"`
 	// Idle is one idle replica's cost with the future jobs present.
 	Idle IdlePoint `json:"idle"`
+	// IdleRowsPerSecond is the rows of job_queue the server read per
+	// second for one idle replica run as `jobq serve` runs it (scheduler,
+	// API, backlog sampler, all defaults), every statement included, over
+	// two backlog intervals (measureIdleRows). Target: ≤ 100 at 1,000,000
+	// future jobs.
+	IdleRowsPerSecond float64 `json:"idle_rows_read_per_s"`
 	// DrainRounds are the drain throughputs (jobs/s from the first to the
 	// last completion) of each round; DrainThroughput is their median.
 	DrainRounds     []float64 `json:"drain_rounds"`
@@ -91,6 +97,9 @@ func (h *Harness) futureAxis(ctx context.Context, res *Result) error {
 		if fp.Idle, err = h.measureIdle(ctx, spec, o.IdleWindow); err != nil {
 			return err
 		}
+		if fp.IdleRowsPerSecond, err = h.measureIdleRows(ctx); err != nil {
+			return err
+		}
 		for range o.Rounds {
 			tp, err := h.drainDue(ctx, spec, futureDrainJobs)
 			if err != nil {
@@ -107,6 +116,7 @@ func (h *Harness) futureAxis(ctx context.Context, res *Result) error {
 		h.done()
 		o.Logger.Info("bench future jobs", "future_jobs", n, "probe_rows", fp.ProbeRowsExamined, "lock_rows", fp.LockRowsExamined,
 			"promoter_probe_rows", fp.PromoterProbeRowsExamined, "idle_queries_per_s", fmt.Sprintf("%.2f", fp.Idle.QueriesPerSecond),
+			"idle_rows_read_per_s", fmt.Sprintf("%.1f", fp.IdleRowsPerSecond),
 			"drain_jobs_per_s", fmt.Sprintf("%.0f", fp.DrainThroughput), "drain_rounds", fmt.Sprint(roundAll(fp.DrainRounds)),
 			"pickup_p50_ms", fp.Pickup.P50, "pickup_p99_ms", fp.Pickup.P99, "pickup_max_ms", fp.Pickup.Max, "early_starts", fp.EarlyStarts)
 		res.Future = append(res.Future, fp)
@@ -313,13 +323,13 @@ func WriteFuture(w io.Writer, res *Result) {
 		return
 	}
 	fmt.Fprintf(w, "## Future jobs (SCHEDULED, due in a day) next to %d terminal rows\n\n", res.Future[0].TableRows)
-	fmt.Fprintf(w, "| future jobs | idle probe rows | claim lock read rows | promoter probe rows | idle queries/s | vs empty | drain %d due jobs/s (rounds) | vs empty | pickup p50 / p99 / max | started early |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n", futureDrainJobs)
+	fmt.Fprintf(w, "| future jobs | idle probe rows | claim lock read rows | promoter probe rows | idle queries/s | vs empty | idle rows read/s | drain %d due jobs/s (rounds) | vs empty | pickup p50 / p99 / max | started early |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n", futureDrainJobs)
 	for _, f := range res.Future {
-		fmt.Fprintf(w, "| %d | %d | %d | %d | %.2f | %s | %.0f (%v) | %s | %.1f / %.1f / %.1f ms | %d |\n", f.FutureJobs, f.ProbeRowsExamined, f.LockRowsExamined,
-			f.PromoterProbeRowsExamined, f.Idle.QueriesPerSecond, fmtRatio(f.IdleVsEmpty), f.DrainThroughput, roundAll(f.DrainRounds), fmtRatio(f.DrainVsEmpty),
+		fmt.Fprintf(w, "| %d | %d | %d | %d | %.2f | %s | %.1f | %.0f (%v) | %s | %.1f / %.1f / %.1f ms | %d |\n", f.FutureJobs, f.ProbeRowsExamined, f.LockRowsExamined,
+			f.PromoterProbeRowsExamined, f.Idle.QueriesPerSecond, fmtRatio(f.IdleVsEmpty), f.IdleRowsPerSecond, f.DrainThroughput, roundAll(f.DrainRounds), fmtRatio(f.DrainVsEmpty),
 			f.Pickup.P50, f.Pickup.P99, f.Pickup.Max, f.EarlyStarts)
 	}
-	fmt.Fprintf(w, "\nRows = session Handler_read_* of one statement on an empty due queue. Idle = one in-process skiplocked replica's own statements/s (promoter included). Drain = %d WAITING jobs of priorities 0–9 by the headline skiplocked replicas, first to last completion, median of the rounds. Pickup = started_at − run_at (database clock) of %d jobs submitted through the replicas' APIs with run_at spread over %s; started early = pickups < 0.\n\n", futureDrainJobs, futurePickupJobs, futurePickupSpread)
+	fmt.Fprintf(w, "\nRows = session Handler_read_* of one statement on an empty due queue. Idle = one in-process skiplocked replica's own statements/s (promoter included). Idle rows read/s = rows of job_queue the server read per second for one idle replica as jobq serve runs it (scheduler, API, backlog sampler; defaults), all statements, over %s (MariaDB TABLE_STATISTICS or MySQL performance_schema). Drain = %d WAITING jobs of priorities 0–9 by the headline skiplocked replicas, first to last completion, median of the rounds. Pickup = started_at − run_at (database clock) of %d jobs submitted through the replicas' APIs with run_at spread over %s; started early = pickups < 0.\n\n", idleRowsWindow, futureDrainJobs, futurePickupJobs, futurePickupSpread)
 }
 
 // runFutureOnly pre-loads the smallest terminal-row table and measures the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq/metrics"
 )
 
 // The future-jobs axis runs end to end on a small scale: every point reads
@@ -29,6 +31,11 @@ func TestFutureAxisSmoke(t *testing.T) {
 		}
 		if f.EarlyStarts != 0 || f.Pickup.Count != 40 {
 			t.Errorf("%d future jobs: %d early starts of %d pickups, want 0 of 40", f.FutureJobs, f.EarlyStarts, f.Pickup.Count)
+		}
+		// The idle replica's backlog sampler (every 0.5 s here) reads at
+		// most BacklogCountLimit of the parked jobs per sample.
+		if limit := 2 * float64(metrics.BacklogCountLimitDefault) * 1.5; f.IdleRowsPerSecond > limit || f.FutureJobs > 0 && f.IdleRowsPerSecond <= 0 {
+			t.Errorf("%d future jobs: idle rows read %.1f/s, want > 0 (when parked) and ≤ %.0f", f.FutureJobs, f.IdleRowsPerSecond, limit)
 		}
 		if f.DrainThroughput <= 0 || len(f.DrainRounds) != 1 {
 			t.Errorf("%d future jobs: drain %v jobs/s over rounds %v, want > 0 in 1 round", f.FutureJobs, f.DrainThroughput, f.DrainRounds)

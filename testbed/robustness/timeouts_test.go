@@ -59,15 +59,15 @@ func TestServerTimeoutsCloseSlowClients(t *testing.T) {
 		}
 	}
 	t.Run("slow headers", func(t *testing.T) {
-		d := closedWithin(t, "POST /v1/jobs HTTP/1.1\r\nHost: x\r\n", 5*time.Second)
+		d := closedWithin(t, "POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\n", 5*time.Second)
 		t.Logf("closed after %s (ReadHeaderTimeout %s)", d, header)
 	})
 	t.Run("missing body", func(t *testing.T) {
-		d := closedWithin(t, "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"job_key\":", 5*time.Second)
+		d := closedWithin(t, "POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"job_key\":", 5*time.Second)
 		t.Logf("closed after %s (ReadTimeout %s)", d, read)
 	})
 	t.Run("idle keep-alive", func(t *testing.T) {
-		d := closedWithin(t, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 5*time.Second)
+		d := closedWithin(t, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n", 5*time.Second)
 		t.Logf("closed after %s (IdleTimeout %s)", d, idle)
 	})
 	var n int
