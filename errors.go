@@ -21,4 +21,8 @@ var (
 	// cluster node is not ready, or the connection was lost. Transports map
 	// it to HTTP 503 and gRPC Unavailable; the caller should retry.
 	ErrUnavailable = errors.New("jobq: database unavailable")
+	// ErrSkipLockedUnsupported is returned when the skiplocked claim
+	// strategy is requested on a server without SELECT … FOR UPDATE SKIP
+	// LOCKED (MySQL < 8.0.1, MariaDB < 10.6).
+	ErrSkipLockedUnsupported = errors.New("jobq: server does not support SKIP LOCKED")
 )

@@ -37,6 +37,16 @@ var importRules = []struct {
 		transitive: true,
 	},
 	{
+		name: "the scheduler, the service and every transport link neither the MySQL driver nor the sqlc code",
+		from: []string{"scheduler", "service", "httpapi", "grpcapi", "console", "auth"}, transitive: true,
+		forbidden: []string{"store", "gen/jobqdb", "github.com/go-sql-driver/mysql"},
+	},
+	{
+		name: "storeerr is driver-neutral",
+		from: []string{"storeerr"}, transitive: true,
+		forbidden: []string{"store", "gen/jobqdb", "scheduler", "service", "github.com/go-sql-driver/mysql"},
+	},
+	{
 		name: "cronplan and dbprovider do not link the adapter",
 		from: []string{"cronplan", "testbed/dbprovider"}, forbidden: []string{"store", "scheduler", "service"},
 	},
@@ -46,7 +56,7 @@ var importRules = []struct {
 	},
 	{
 		name: "the product does not link the testbed or the test helpers",
-		from: []string{"", "apitype", "client", "cronplan", "store", "scheduler", "service", "httpapi", "grpcapi",
+		from: []string{"", "apitype", "client", "cronplan", "store", "storeerr", "scheduler", "service", "httpapi", "grpcapi",
 			"console", "metrics", "app", "jobtypes", "auth"},
 		forbidden: []string{"testbed/...", "scheduler/schedulertest", "internal/testdb"}, transitive: true,
 	},
@@ -139,15 +149,19 @@ func TestImportRulesCatchPlantedViolations(t *testing.T) {
 	}
 	deps := map[string][]string{
 		full("client"):    {full("apitype"), full("scheduler"), "github.com/go-sql-driver/mysql"},
-		full("scheduler"): {full("store"), full("testbed/faultstore")},
+		full("scheduler"): {full("storeerr"), full("store"), full("testbed/faultstore")},
+		full("console"):   {full("service"), full("gen/jobqdb"), "github.com/go-sql-driver/mysql"},
 	}
 	got := violations(direct, deps)
 	want := []string{
 		full("httpapi") + " imports " + full("store") + ": " + importRules[0].name,
 		full("client") + " links " + full("scheduler") + ": " + importRules[1].name,
 		full("client") + " links github.com/go-sql-driver/mysql: " + importRules[1].name,
-		full("console") + " imports " + full("httpapi") + ": " + importRules[4].name,
-		full("scheduler") + " links " + full("testbed/faultstore") + ": " + importRules[5].name,
+		full("scheduler") + " links " + full("store") + ": " + importRules[3].name,
+		full("console") + " links " + full("gen/jobqdb") + ": " + importRules[3].name,
+		full("console") + " links github.com/go-sql-driver/mysql: " + importRules[3].name,
+		full("console") + " imports " + full("httpapi") + ": " + importRules[6].name,
+		full("scheduler") + " links " + full("testbed/faultstore") + ": " + importRules[7].name,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("violations =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

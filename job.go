@@ -151,8 +151,6 @@ type ClaimCASParams struct {
 	// Candidates come from JobScanAvailable; each is claimed by
 	// UPDATE … WHERE id=? AND status='WAITING' AND attempt=?.
 	Candidates []Fence
-	// Unguarded drops "AND attempt=?" (sabotage switch: the classic ABA race).
-	Unguarded bool
 }
 
 // LeaseRenewParams renews the leases of one owner's in-flight runs.
@@ -184,8 +182,6 @@ type Completion struct {
 	// WAITING after Backoff with retry_times+1; false ends it FAILED.
 	Retry   bool
 	Backoff time.Duration
-	// Unfenced drops the attempt guard on success (sabotage switch).
-	Unfenced bool
 	// DueAt is the claimed job's run_at (ClaimedJob.RunAt), recorded as the
 	// attempt's due_at. A failure that retries moves run_at before its
 	// execution row is written, so it needs DueAt to write the row after

@@ -89,11 +89,16 @@ type Config struct {
 	Scheduler scheduler.Config
 	// Registry holds the handlers; nil registers the built-in job types.
 	Registry *scheduler.Registry
-	// Testbed also registers the testbed's job types (effect, poison) and
-	// creates their job_effect table, after the migrations
-	// (jobtypes.RegisterTestbed). `jobq serve` sets it when its environment
-	// has JOBQ_TESTBED=1; the product never does.
-	Testbed bool
+	// RegisterFunc, if set, runs once the schema is checked and before the
+	// scheduler starts, with Registry and the database handle: it registers
+	// more job types and creates what they need. `jobq serve` sets it to
+	// register the testbed's job types when its environment has
+	// JOBQ_TESTBED=1.
+	RegisterFunc func(ctx context.Context, reg *scheduler.Registry, db *sql.DB) error
+	// WrapStoreFunc, if set, wraps the store the scheduler runs on in a
+	// decorator of scheduler.Store (the service keeps the adapter itself).
+	// Only the testbed build of `jobq serve` sets it.
+	WrapStoreFunc func(st *store.Store) scheduler.Store
 	// Periodic are schedules from configuration (`--periodic`,
 	// `--periodic-file`), created or replaced at start with source "config";
 	// an unchanged cron expression keeps its cursor across restarts.
@@ -242,7 +247,7 @@ func (r *Replica) openStore(ctx context.Context) error {
 }
 
 // migrate applies pending migrations (with Migrate), checks the schema and
-// registers the testbed's job types (with Testbed).
+// runs RegisterFunc (the testbed's job types).
 func (r *Replica) migrate(ctx context.Context) error {
 	st := r.Store
 	if r.cfg.Migrate {
@@ -261,8 +266,8 @@ func (r *Replica) migrate(ctx context.Context) error {
 		return err
 	}
 	r.ready = &store.ReadyCache{CheckFunc: st.Ready}
-	if r.cfg.Testbed {
-		return jobtypes.RegisterTestbed(ctx, r.cfg.Registry, st.DB())
+	if r.cfg.RegisterFunc != nil {
+		return r.cfg.RegisterFunc(ctx, r.cfg.Registry, st.DB())
 	}
 	return nil
 }
@@ -285,7 +290,11 @@ func (r *Replica) startScheduler(ctx context.Context) error {
 	if r.cfg.NoScheduler {
 		return nil
 	}
-	s, err := scheduler.New(r.Store, r.cfg.Registry, r.cfg.Scheduler, r.Store.Server.SkipLocked)
+	var sst scheduler.Store = r.Store
+	if r.cfg.WrapStoreFunc != nil {
+		sst = r.cfg.WrapStoreFunc(r.Store)
+	}
+	s, err := scheduler.New(sst, r.cfg.Registry, r.cfg.Scheduler, r.Store.Server.SkipLocked)
 	if err != nil {
 		return err
 	}

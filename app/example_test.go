@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/client"
@@ -45,7 +45,7 @@ func (invoiceHandler) Work(ctx context.Context, job *scheduler.Job) error {
 }
 
 // WorkTx runs after Work returned nil, inside the completion's transaction.
-func (invoiceHandler) WorkTx(ctx context.Context, tx *sql.Tx, job *scheduler.Job) error {
+func (invoiceHandler) WorkTx(ctx context.Context, tx jobq.Tx, job *scheduler.Job) error {
 	var p invoiceParams
 	if err := json.Unmarshal(job.Params, &p); err != nil {
 		return err

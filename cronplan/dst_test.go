@@ -128,7 +128,7 @@ func check(t *testing.T, expr string, from, to time.Time, want []string) {
 		gs[i] = g.UTC().Format(time.RFC3339)
 	}
 	if !slices.Equal(gs, want) {
-		t.Errorf("%s from %s to %s:\n got  %s\n want %s", expr, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339),
+		t.Errorf("DST rule broken (a repeated local time fires once, at its first occurrence; a skipped one at the end of the gap): %s from %s to %s:\n got  %s\n want %s", expr, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339),
 			strings.Join(gs, " "), strings.Join(want, " "))
 	}
 }

@@ -9,9 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"time"
@@ -114,25 +112,51 @@ func jsonRouteErrors(mux *http.ServeMux) http.Handler {
 		}
 		// The mux's own answer tells 404 from 405 and lists the allowed
 		// methods; anything else (a redirect to a cleaned path) is passed on.
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, r)
-		route := r.Method + " " + r.URL.Path
-		switch rec.Code {
-		case http.StatusNotFound:
-			writeJSON(w, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found",
-				Message: route + ": no such route (the API is under /v1/, see docs/api.md)"}})
-		case http.StatusMethodNotAllowed:
-			allow := rec.Header().Get("Allow")
-			w.Header().Set("Allow", allow)
-			writeJSON(w, http.StatusMethodNotAllowed, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "method_not_allowed",
-				Field: "method", Message: route + ": method not allowed; allowed: " + allow}})
-		default:
-			maps.Copy(w.Header(), rec.Header())
-			w.WriteHeader(rec.Code)
-			_, _ = w.Write(rec.Body.Bytes())
-		}
+		mux.ServeHTTP(&routeErrorWriter{ResponseWriter: w, route: r.Method + " " + r.URL.Path}, r)
 	})
 }
+
+// routeErrorWriter is the ResponseWriter jsonRouteErrors gives the mux for
+// a request no route matches: a 404 or 405 status is answered in the API's
+// error format instead (the mux's plain-text body is dropped); any other
+// status passes through with its body.
+type routeErrorWriter struct {
+	http.ResponseWriter
+	route    string
+	answered bool // the JSON error is written; the mux's body is dropped
+}
+
+func (w *routeErrorWriter) WriteHeader(code int) {
+	if w.answered {
+		return
+	}
+	switch code {
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		w.answered = true
+		h := w.Header()
+		h.Del("X-Content-Type-Options") // set by http.Error for its plain text
+		if code == http.StatusNotFound {
+			writeJSON(w.ResponseWriter, http.StatusNotFound, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "not_found",
+				Message: w.route + ": no such route (the API is under /v1/, see docs/api.md)"}})
+			return
+		}
+		allow := h.Get("Allow") // set by the mux before it answers 405
+		writeJSON(w.ResponseWriter, http.StatusMethodNotAllowed, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "method_not_allowed",
+			Field: "method", Message: w.route + ": method not allowed; allowed: " + allow}})
+	default:
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *routeErrorWriter) Write(b []byte) (int, error) {
+	if w.answered {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *routeErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type api struct {
 	svc  *service.Service

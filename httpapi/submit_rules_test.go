@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
+	testbedtypes "github.com/jobq/jobq/testbed/jobtypes"
 )
 
 // startBuiltinAPI is the API with the built-in job types registered and
@@ -23,7 +24,7 @@ func startBuiltinAPI(t *testing.T) *apiServer {
 	st := testdb.Store(t)
 	reg := scheduler.NewRegistry()
 	jobtypes.Register(reg)
-	if err := jobtypes.RegisterTestbed(context.Background(), reg, st.DB()); err != nil {
+	if err := testbedtypes.RegisterTestbed(context.Background(), reg, st.DB()); err != nil {
 		t.Fatal(err)
 	}
 	svc := service.New(service.Options{Store: st, KnownTypeFunc: func(typ string) bool { _, ok := reg.Lookup(typ); return ok },

@@ -1,8 +1,6 @@
 // Package jobtypes holds jobq's built-in job types: noop, sleep and flaky,
-// which every replica registers (Register), and the testbed's effect and
-// poison (testbed.go), registered only where the testbed asks
-// (RegisterTestbed: `jobq serve` with JOBQ_TESTBED=1, as the chaos harness,
-// the demo and tests start it).
+// which every replica registers (Register). The testbed's effect and poison
+// live in testbed/jobtypes and are registered only where the testbed asks.
 package jobtypes
 
 import (
@@ -43,7 +41,7 @@ const (
 // ValidateParams checks the params sleep, flaky and effect read: ms an
 // integer in [0, MaxMs] and failures an integer in [0, MaxFailures], each
 // optional. Other fields are ignored; the built-in types refuse them with
-// validateFields.
+// ValidateFields.
 func ValidateParams(raw json.RawMessage) (field, rule string) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -66,10 +64,10 @@ func ValidateParams(raw json.RawMessage) (field, rule string) {
 	return "", ""
 }
 
-// validateFields is ValidateParams that also refuses a field the type
+// ValidateFields is ValidateParams that also refuses a field the type
 // does not read (one of known, in the order given): `sleep {"millis":3000}`
 // would otherwise be accepted and sleep 0 ms.
-func validateFields(raw json.RawMessage, known ...string) (field, rule string) {
+func ValidateFields(raw json.RawMessage, known ...string) (field, rule string) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return "params", "must be a JSON object"
@@ -96,7 +94,7 @@ type checked struct {
 
 // ValidateParams implements scheduler.ParamsValidator.
 func (c checked) ValidateParams(raw json.RawMessage) (string, string) {
-	return validateFields(raw, c.known...)
+	return ValidateFields(raw, c.known...)
 }
 
 func parse(job *scheduler.Job) (Params, error) {

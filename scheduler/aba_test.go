@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/testbed/faultstore"
+	"github.com/jobq/jobq/testbed/sabotage"
 )
 
 // abaRun is what one run of the ABA scenario observed.
@@ -55,7 +56,6 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 	claimsB := make(chan claimResult, 10)
 	cfgB := fastConfig("b")
 	cfgB.Strategy = scheduler.StrategyCAS
-	cfgB.Sabotage.NoCASGuard = noCASGuard
 	cfgB.Observer = on(scheduler.EventClaimed, func(e scheduler.Event) {
 		if len(e.Jobs) == 0 && e.Conflicts == 0 {
 			return // an empty scan
@@ -65,7 +65,7 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 		default:
 		}
 	})
-	b := startScheduler(t, fsB, reg, cfgB)
+	b := startScheduler(t, sabotage.Wrap(fsB, st.DB(), sabotage.Switches{NoCASGuard: noCASGuard}), reg, cfgB)
 	closed(t, held.Reached(), slowWait, "B held after its cas candidate read")
 
 	cfgA := fastConfig("a")

@@ -20,11 +20,9 @@ type claimerParams struct {
 	Strategy string // StrategySkipLocked or StrategyCAS
 	Owner    string
 	Lease    time.Duration
-	// NoCASGuard drops "AND attempt=?" from the cas claim (Sabotage.NoCASGuard).
-	NoCASGuard bool
-	Retry      dbRetrier
-	Events     emitter     // EventClaimed
-	Lost       *lostClaims // failed tries, for the scanner to reconcile
+	Retry    dbRetrier
+	Events   emitter     // EventClaimed
+	Lost     *lostClaims // failed tries, for the scanner to reconcile
 }
 
 // claimer runs the configured claim strategy. It is not safe for concurrent
@@ -72,7 +70,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 			var conflicts int
 			jobs, e := p.Lost.try(func() (jobs []jobq.ClaimedJob, e error) {
 				jobs, conflicts, e = p.Store.JobClaimCAS(ctx, jobq.ClaimCASParams{
-					ClaimParams: claim, Candidates: cands, Unguarded: p.NoCASGuard,
+					ClaimParams: claim, Candidates: cands,
 				})
 				return jobs, e
 			})

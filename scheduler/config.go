@@ -11,7 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // Claim strategies.
@@ -193,17 +193,9 @@ type Config struct {
 	// heartbeats go on) before cancelling them and releasing their jobs.
 	// Defaults to 30s.
 	ShutdownTimeout time.Duration
-	// DisableDrain turns off immediate re-scans while batches come back full
-	// (classic-design baseline).
-	DisableDrain bool
-	// DisableWakeup turns off the scan on local submit (classic baseline).
-	DisableWakeup bool
 	// DBRetry retries deadlocks (1213), lock wait timeouts (1205) and lost
 	// connections on every path. Defaults: 10ms doubling to 2s.
-	DBRetry store.RetryPolicy
-	// Sabotage disables safety mechanisms so the chaos checker can prove it
-	// catches their absence. Never set it in production.
-	Sabotage Sabotage
+	DBRetry storeerr.RetryPolicy
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Observer receives every event of this replica's scheduler (see
@@ -214,21 +206,6 @@ type Config struct {
 	// Ops configures concurrency limits, periodic schedules and retention
 	// (see OpsConfig for each default).
 	Ops OpsConfig
-}
-
-// Sabotage switches, each removing one guarantee.
-type Sabotage struct {
-	NoFencing       bool // success completion without "AND attempt=?"
-	NoCASGuard      bool // cas claim without "AND attempt=?" (ABA)
-	NoRescuer       bool // never rescue expired leases
-	NoDeadlockRetry bool // do not retry 1213/1205/lost connections
-	NoLeaseCancel   bool // keep handlers running after their lease is lost
-	NoOutcomeRetry  bool // write an outcome once: no retry of transient errors (read-only, lost connection)
-}
-
-// Any reports whether any sabotage switch is on.
-func (s Sabotage) Any() bool {
-	return s.NoFencing || s.NoCASGuard || s.NoRescuer || s.NoDeadlockRetry || s.NoLeaseCancel || s.NoOutcomeRetry
 }
 
 // pollJitterFor is the default PollJitter for interval: interval/5, so
@@ -272,7 +249,6 @@ func (c Config) WithDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	c.DBRetry.Disabled = c.DBRetry.Disabled || c.Sabotage.NoDeadlockRetry
 	c.Ops = c.Ops.WithDefaults()
 	return c
 }

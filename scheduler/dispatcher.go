@@ -2,13 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // dispatch hands a claimed job to a worker, through the run queue when
@@ -40,7 +39,7 @@ func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool) 
 		return
 	}
 	defer func() { <-s.workers }()
-	if !s.cfg.Sabotage.NoLeaseCancel && !s.runs.startable(r, time.Now(), leaseGuardMargin(s.cfg.Lease)) {
+	if !s.runs.startable(r, time.Now(), leaseGuardMargin(s.cfg.Lease)) {
 		// Its lease is lost or about to run out (a claim whose answer came
 		// back later than the lease less the guard's margin; a queued run no
 		// renewal reached): the guard would cancel the handler at once, so it
@@ -144,7 +143,7 @@ func (s *Scheduler) settle(r *run, h Handler, c jobq.Completion) {
 
 // outcome turns a handler's return into a completion.
 func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) jobq.Completion {
-	c := jobq.Completion{Fence: job.Fence(), Unfenced: s.cfg.Sabotage.NoFencing, DueAt: job.RunAt}
+	c := jobq.Completion{Fence: job.Fence(), DueAt: job.RunAt}
 	cause := context.Cause(ctx)
 	switch {
 	case ctx.Err() != nil && errors.Is(cause, ErrCancelRequested):
@@ -164,24 +163,22 @@ func (s *Scheduler) outcome(ctx context.Context, job *Job, err error) jobq.Compl
 }
 
 // completeTx is transactional completion for a TxHandler: the fenced
-// completion and WorkTx commit together. If WorkTx fails the attempt fails.
+// completion and WorkTx commit together. If WorkTx fails the attempt fails,
+// unless the store marked its error transient (storeerr.IsRetryable: a
+// deadlock, a lost connection in the handler's own SQL), which is retried
+// like a failure of the completion itself.
 func (s *Scheduler) completeTx(c jobq.Completion, h TxHandler, job *Job) {
 	var applied bool
 	var workErr error
 	err := s.outcomes.write("complete.tx", []jobq.Fence{c.Fence}, func(ctx context.Context) error {
-		var e error
-		workErr = nil
-		applied, e = s.store.JobCompleteTx(ctx, c, func(ctx context.Context, tx *sql.Tx) error {
-			if werr := h.WorkTx(ctx, tx, job); werr != nil {
-				if store.IsRetryable(werr) {
-					return werr
-				}
-				workErr = werr
-				return werr
-			}
-			return nil
+		var e, werr error
+		applied, e = s.store.JobCompleteTx(ctx, c, func(ctx context.Context, tx jobq.Tx) error {
+			werr = h.WorkTx(ctx, tx, job)
+			return werr
 		})
-		if workErr != nil {
+		workErr = nil
+		if werr != nil && e != nil && !storeerr.IsRetryable(e) {
+			workErr = werr
 			return nil // not a database failure of the completion: fail the attempt below
 		}
 		return e

@@ -8,21 +8,30 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
-	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
 	"github.com/jobq/jobq/testbed/faultstore"
+	"github.com/jobq/jobq/testbed/jobtypes"
+	"github.com/jobq/jobq/testbed/sabotage"
 )
 
 // zombieConfig is replica A of the zombie scenarios: a 1 s lease, one
 // worker (so the zombie run's slot keeps A from claiming the job again), and
 // no rescuer of its own (the test rescues through B, deterministically).
-func zombieConfig(owner string, noFencing bool) scheduler.Config {
+// With noFencing its store is the testbed's fencing sabotage (zombieStore).
+func zombieConfig(owner string) scheduler.Config {
 	cfg := fastConfig(owner)
 	cfg.Lease = time.Second
 	cfg.Workers = 1
 	cfg.RescueInterval = time.Hour
-	cfg.Sabotage.NoFencing = noFencing
 	return cfg
+}
+
+// zombieStore is replica A's store: st with fault points, sabotaged
+// (successes completed by id alone: the testbed's fencing sabotage) when
+// noFencing.
+func zombieStore(st *store.Store, noFencing bool) *faultstore.Store {
+	return faultstore.Wrap(sabotage.Wrap(st, st.DB(), sabotage.Switches{NoFencing: noFencing}))
 }
 
 // rescuerConfig is replica B: it rescues only when the test calls RescueNow.
@@ -63,9 +72,9 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 		<-gateA.Wait() // … but this handler ignores it and finishes later
 		return nil
 	}))
-	fsA := faultstore.Wrap(st)
+	fsA := zombieStore(st, noFencing)
 	fsA.On(faultstore.LeaseRenewBefore, func(context.Context) error { return errInjected })
-	cfgA := zombieConfig("a", noFencing)
+	cfgA := zombieConfig("a")
 	hookA, doneA := completions()
 	cfgA.Observer = hookA
 	a := startScheduler(t, fsA, regA, cfgA)
@@ -166,7 +175,7 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 	}))
 	fsA := faultstore.Wrap(st)
 	fsA.On(faultstore.LeaseRenewBefore, func(context.Context) error { return errInjected })
-	cfgA := zombieConfig("a", false)
+	cfgA := zombieConfig("a")
 	hookA, doneA := completions()
 	cfgA.Observer = hookA
 	startScheduler(t, fsA, reg, cfgA)
@@ -216,11 +225,11 @@ func runEffectZombie(t *testing.T, noFencing bool) (tx, nonTx int64, statsA sche
 	registerTestbedTypes(t, st, reg)
 	job := submit(t, st, "effect", jobtypes.Effect, `{"ms":0}`, 3)
 
-	fsA := faultstore.Wrap(st)
+	fsA := zombieStore(st, noFencing)
 	fsA.On(faultstore.LeaseRenewBefore, func(context.Context) error { return errInjected })
 	held := fsA.PauseOnce(faultstore.CompleteTxBefore, nil)
 	t.Cleanup(held.Release)
-	cfgA := zombieConfig("a", noFencing)
+	cfgA := zombieConfig("a")
 	cfgA.Lease = 2 * time.Second // A's completion context lasts 2 leases: room for B's whole run
 	hookA, doneA := completions()
 	cfgA.Observer = hookA

@@ -2,10 +2,10 @@ package scheduler
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -53,9 +53,11 @@ func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, j
 // nil, WorkTx runs inside the transaction that commits the fenced
 // completion, so its writes commit exactly once — or not at all when the run
 // was stale. An error from WorkTx rolls both back and fails the attempt.
+// tx is a jobq.Tx (ExecContext, QueryContext, QueryRowContext); on the
+// MySQL store it is a *sql.Tx.
 type TxHandler interface {
 	Handler
-	WorkTx(ctx context.Context, tx *sql.Tx, job *Job) error
+	WorkTx(ctx context.Context, tx jobq.Tx, job *Job) error
 }
 
 var (
@@ -88,8 +90,17 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{m: map[string]Handler{}} }
 
-// Register adds h for jobType, replacing any earlier handler.
+// Register adds h for jobType, replacing any earlier handler. It panics
+// when h has a WorkTx method that does not implement TxHandler (an old
+// signature taking *sql.Tx, say): such a handler would silently lose its
+// transactional completion.
 func (r *Registry) Register(jobType string, h Handler) {
+	if _, isTx := h.(TxHandler); !isTx && h != nil {
+		if m, ok := reflect.TypeOf(h).MethodByName("WorkTx"); ok {
+			panic(fmt.Sprintf("scheduler: handler %T for job type %q has WorkTx %s, which does not implement TxHandler "+
+				"(want WorkTx(ctx context.Context, tx jobq.Tx, job *scheduler.Job) error)", h, jobType, m.Type))
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.m[jobType] = h

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // heartbeatStore is what the heartbeat needs from the store.
@@ -22,12 +22,10 @@ type heartbeatParams struct {
 	Owner    string
 	Lease    time.Duration
 	Interval time.Duration // Config.HeartbeatInterval
-	// NoLeaseCancel keeps handlers running after their lease is lost
-	// (Sabotage.NoLeaseCancel).
-	NoLeaseCancel bool
-	Retry         dbRetrier
-	Log           *slog.Logger
-	Events        emitter // EventRenewed, EventRenewalFailed, EventHeartbeatStall, EventLeaseLost
+
+	Retry  dbRetrier
+	Log    *slog.Logger
+	Events emitter // EventRenewed, EventRenewalFailed, EventHeartbeatStall, EventLeaseLost
 }
 
 // heartbeat renews every in-flight lease in one statement each Interval. A
@@ -120,7 +118,7 @@ func (h *heartbeat) beat(ctx context.Context) int {
 	})
 	if err != nil {
 		p.Events.emit(Event{Kind: EventRenewalFailed, Err: err})
-		p.Log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "cause", store.Cause(err), "err", err)
+		p.Log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "cause", storeerr.Cause(err), "err", err)
 		h.expireUnrenewed(runs)
 		return 0
 	}
@@ -225,8 +223,6 @@ func (h *heartbeat) lose(r *run) {
 		return
 	}
 	p.Log.Warn("run lost its lease; cancelling its handler", "component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
-	if !p.NoLeaseCancel {
-		r.cancel(ErrLeaseLost)
-	}
+	r.cancel(ErrLeaseLost)
 	p.Events.emit(Event{Kind: EventLeaseLost, Fence: r.job.Fence()})
 }

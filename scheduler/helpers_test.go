@@ -20,6 +20,7 @@ import (
 	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
+	testbedtypes "github.com/jobq/jobq/testbed/jobtypes"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -382,7 +383,7 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 func registerTestbedTypes(t *testing.T, st *store.Store, reg *scheduler.Registry) {
 	t.Helper()
 	jobtypes.Register(reg)
-	if err := jobtypes.RegisterTestbed(context.Background(), reg, st.DB()); err != nil {
+	if err := testbedtypes.RegisterTestbed(context.Background(), reg, st.DB()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/testbed/faultstore"
+	testbedtypes "github.com/jobq/jobq/testbed/jobtypes"
 )
 
 // A completion whose commit succeeded but whose acknowledgement was lost
@@ -17,7 +18,7 @@ import (
 // own outcome already recorded and counts it as applied, not stale — the
 // audit row keeps its SUCCESS / tx effect exactly once.
 func TestLostCommitAckIsNotStale(t *testing.T) {
-	for _, typ := range []string{jobtypes.Noop, jobtypes.Effect} {
+	for _, typ := range []string{jobtypes.Noop, testbedtypes.Effect} {
 		t.Run(typ, func(t *testing.T) {
 			t.Parallel()
 			st := testdb.Store(t)
@@ -42,7 +43,7 @@ func TestLostCommitAckIsNotStale(t *testing.T) {
 			if len(ex) != 1 || ex[0].Outcome != jobq.OutcomeSuccess {
 				t.Fatalf("executions = %v, want one SUCCESS", execSummary(ex))
 			}
-			if typ == jobtypes.Effect {
+			if typ == testbedtypes.Effect {
 				if n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_effect WHERE job_id=? AND kind='tx'", job.ID); n != 1 {
 					t.Fatalf("tx effects = %d, want 1", n)
 				}

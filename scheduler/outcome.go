@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // OutcomeRetryMaxBackoff caps one backoff between tries of an outcome write,
@@ -26,10 +26,8 @@ const outcomeRefusalLimit = 10
 type outcomeWriter struct {
 	Runs  *runTable
 	Lease time.Duration
-	// NoRetry makes one try only (Sabotage.NoOutcomeRetry, or DBRetry.Disabled).
-	NoRetry bool
-	Retry   dbRetrier
-	Log     *slog.Logger
+	Retry dbRetrier
+	Log   *slog.Logger
 }
 
 // write runs fn, an outcome write for the runs fences, and retries
@@ -41,7 +39,7 @@ type outcomeWriter struct {
 // guard no longer gives it up: runTable.finish).
 //
 // Past that deadline the write is retried only while the server answers
-// that it refuses writes (read-only, a Galera node not ready: store.Cause
+// that it refuses writes (read-only, a Galera node not ready: storeerr.Cause
 // "read_only" or "wsrep_not_ready"), for at most outcomeRefusalLimit
 // leases: no rescue can commit on a server that refuses writes, and the
 // write is fenced by attempt, so a late try either records the outcome or is
@@ -63,7 +61,7 @@ func (w outcomeWriter) write(op string, fences []jobq.Fence, fn func(ctx context
 		err := fn(ctx)
 		cancel()
 		w.Retry.report(op, err)
-		if err == nil || w.NoRetry || !store.IsRetryable(err) {
+		if err == nil || !storeerr.IsRetryable(err) {
 			return err
 		}
 		now := time.Now()
@@ -73,7 +71,7 @@ func (w outcomeWriter) write(op string, fences []jobq.Fence, fn func(ctx context
 		}
 		tries++
 		w.Retry.events.emit(Event{Kind: EventDBRetry, Op: op, Err: err})
-		w.Log.Debug("retrying outcome write", "op", op, "runs", len(fences), "cause", store.Cause(err), "err", err)
+		w.Log.Debug("retrying outcome write", "op", op, "runs", len(fences), "cause", storeerr.Cause(err), "err", err)
 		time.Sleep(time.Duration(rand.Int64N(int64(backoff))) + 1)
 		backoff = min(2*backoff, OutcomeRetryMaxBackoff)
 	}
@@ -96,7 +94,7 @@ func (e *pastLeaseDeadlineError) Unwrap() error { return e.err }
 // past the lease deadline" (with its tries) only when it was retried until
 // the runs' lease deadline passed, "… failed, not retried" otherwise.
 func outcomeFailureLog(log *slog.Logger, what string, err error, attrs ...any) {
-	attrs = append(attrs, "cause", store.Cause(err), "err", err)
+	attrs = append(attrs, "cause", storeerr.Cause(err), "err", err)
 	var pd *pastLeaseDeadlineError
 	if errors.As(err, &pd) {
 		log.Error(what+" failed past the runs' lease deadline; the leases will expire and the jobs will be rescued",
@@ -109,7 +107,7 @@ func outcomeFailureLog(log *slog.Logger, what string, err error, attrs ...any) {
 // refusesWrites reports whether err says the server is up but refuses
 // writes: read-only or a Galera node that is not ready.
 func refusesWrites(err error) bool {
-	c := store.Cause(err)
+	c := storeerr.Cause(err)
 	return c == "read_only" || c == "wsrep_not_ready"
 }
 

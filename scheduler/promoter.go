@@ -188,13 +188,3 @@ func resetTimer(t *time.Timer, d time.Duration) {
 func (s *Scheduler) WakeAt(runAt, dbNow time.Time) {
 	s.promoter.promoteAt(time.Now().Add(runAt.Sub(dbNow)))
 }
-
-// PromoteNow runs one promotion at once and returns how many jobs it
-// promoted (tests and operators).
-func (s *Scheduler) PromoteNow(ctx context.Context) (int, error) {
-	n, err := s.promoter.promoteDue(ctx)
-	if n > 0 {
-		s.Wake()
-	}
-	return n, err
-}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // Attempt budgets of the scheduler's database operations (the first try
-// included). Every transient error (store.IsRetryable) is retried with the
+// included). Every transient error (storeerr.IsRetryable) is retried with the
 // DBRetry backoff until the budget or the operation's context runs out.
 const (
 	// retryUntilDone retries until the context ends: lease renewals (until
@@ -29,7 +29,7 @@ const (
 // dbRetrier runs database operations with the DBRetry policy, reporting
 // every retry (EventDBRetry) and every error (EventDBError).
 type dbRetrier struct {
-	policy store.RetryPolicy
+	policy storeerr.RetryPolicy
 	log    *slog.Logger
 	events emitter // nil: a service tested alone
 }
@@ -46,14 +46,14 @@ func withRetry(ctx context.Context, r dbRetrier, op string, attempts int, fn fun
 
 // policyFor is the DBRetry policy with at most attempts tries, counting
 // and logging each retry.
-func (r dbRetrier) policyFor(attempts int) store.RetryPolicy {
+func (r dbRetrier) policyFor(attempts int) storeerr.RetryPolicy {
 	p := r.policy
 	if attempts > 0 {
 		p.MaxAttempts = attempts
 	}
 	p.OnRetryFunc = func(op string, err error) {
 		r.events.emit(Event{Kind: EventDBRetry, Op: op, Err: err})
-		r.log.Debug("retrying database operation", "op", op, "cause", store.Cause(err), "err", err)
+		r.log.Debug("retrying database operation", "op", op, "cause", storeerr.Cause(err), "err", err)
 	}
 	return p
 }
@@ -67,7 +67,7 @@ func (r dbRetrier) report(op string, err error) {
 
 // withRetryV is withRetry for an operation that returns a value.
 func withRetryV[T any](ctx context.Context, r dbRetrier, op string, attempts int, fn func() (T, error)) (T, error) {
-	return store.DoV(ctx, r.policyFor(attempts), op, func() (T, error) {
+	return storeerr.DoV(ctx, r.policyFor(attempts), op, func() (T, error) {
 		v, err := fn()
 		r.report(op, err)
 		return v, err
@@ -79,8 +79,8 @@ func withRetryV[T any](ctx context.Context, r dbRetrier, op string, attempts int
 // Galera certification conflict, a read-only or not-ready server, a lost
 // connection: the next pass retries it), at ERROR otherwise.
 func logDBFailure(log *slog.Logger, msg string, err error, args ...any) {
-	if store.IsRetryable(err) {
-		log.Warn(msg, append(args, "cause", store.Cause(err), "err", err)...)
+	if storeerr.IsRetryable(err) {
+		log.Warn(msg, append(args, "cause", storeerr.Cause(err), "err", err)...)
 		return
 	}
 	log.Error(msg, append(args, "err", err)...)

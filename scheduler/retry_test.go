@@ -14,6 +14,8 @@ import (
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
 	"github.com/jobq/jobq/testbed/faultstore"
+	testbedtypes "github.com/jobq/jobq/testbed/jobtypes"
+	"github.com/jobq/jobq/testbed/sabotage"
 )
 
 // backoffSpread checks retry offsets (microseconds) against a base delay:
@@ -171,8 +173,8 @@ func TestDeadlockRetried(t *testing.T) {
 	}{
 		{"skiplocked", scheduler.StrategySkipLocked, faultstore.ClaimSkipLocked, "count", faultstore.CompleteBefore},
 		{"cas", scheduler.StrategyCAS, faultstore.ClaimCASBefore, "count", faultstore.CompleteBefore},
-		{"skiplocked tx", scheduler.StrategySkipLocked, faultstore.ClaimSkipLocked, jobtypes.Effect, faultstore.CompleteTxBefore},
-		{"cas tx", scheduler.StrategyCAS, faultstore.ClaimCASBefore, jobtypes.Effect, faultstore.CompleteTxBefore},
+		{"skiplocked tx", scheduler.StrategySkipLocked, faultstore.ClaimSkipLocked, testbedtypes.Effect, faultstore.CompleteTxBefore},
+		{"cas tx", scheduler.StrategyCAS, faultstore.ClaimCASBefore, testbedtypes.Effect, faultstore.CompleteTxBefore},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -228,10 +230,10 @@ func TestDeadlockRetried(t *testing.T) {
 	}
 }
 
-// With Sabotage.NoDeadlockRetry the same deadlocks are not retried: the
+// With the testbed's deadlock-retry sabotage the same deadlocks are not retried: the
 // claim fails (the next scan claims the job), the completion is lost and the
 // job runs a second time after its lease expires — the check above fails.
-func TestDeadlockNotRetriedWhenSabotaged(t *testing.T) {
+func TestDeadlockNotRetriedWhenRetriesAreBroken(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
 	reg := scheduler.NewRegistry()
@@ -243,8 +245,7 @@ func TestDeadlockNotRetriedWhenSabotaged(t *testing.T) {
 	cfg := fastConfig("a")
 	cfg.Strategy = scheduler.StrategySkipLocked
 	cfg.Lease = time.Second
-	cfg.Sabotage.NoDeadlockRetry = true
-	s := startScheduler(t, fs, reg, cfg)
+	s := startScheduler(t, sabotage.Wrap(fs, st.DB(), sabotage.Switches{NoDeadlockRetry: true}), reg, cfg)
 	j := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)

@@ -31,7 +31,6 @@ type scannerParams struct {
 	BatchLimit   int
 	Workers      int
 	DrainWait    time.Duration // ≤ 0: off
-	DisableDrain bool
 	Log          *slog.Logger
 	Events       emitter // EventScanned, EventScanDone, EventClaimFailed
 }
@@ -127,7 +126,7 @@ func (sc *scanner) claimOnce(ctx context.Context, c *claimer) (dispatched int, m
 	p := sc.p
 	for ctx.Err() == nil {
 		var n int
-		if c.lastFull && !p.DisableDrain {
+		if c.lastFull {
 			n = sc.reserveDrain(ctx, c.lastSize)
 			if ctx.Err() != nil {
 				p.Slots.unreserve(n)
@@ -160,7 +159,7 @@ func (sc *scanner) claimOnce(ctx context.Context, c *claimer) (dispatched int, m
 		p.Slots.unreserve(n - len(jobs))
 		full := len(jobs) == n
 		p.Slots.moreWaiting.Store(full)
-		return len(jobs), full && !p.DisableDrain
+		return len(jobs), full
 	}
 	return 0, false
 }

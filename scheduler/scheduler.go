@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/store"
 )
 
 // Scheduler is one replica's scheduling loop: it builds the services
@@ -80,7 +79,7 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		}
 	}
 	if cfg.Strategy == StrategySkipLocked && !skipLockedOK {
-		return nil, fmt.Errorf("strategy skiplocked: %w; use --strategy cas", store.ErrSkipLockedUnsupported)
+		return nil, fmt.Errorf("strategy skiplocked: %w; use --strategy cas", jobq.ErrSkipLockedUnsupported)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("scheduler config: %w", err)
@@ -105,11 +104,10 @@ func (s *Scheduler) build() {
 	s.lost = &lostClaims{}
 	s.heartbeat = newHeartbeat(heartbeatParams{
 		Store: s.store, Runs: s.runs, Owner: cfg.Owner, Lease: cfg.Lease, Interval: cfg.HeartbeatInterval,
-		NoLeaseCancel: cfg.Sabotage.NoLeaseCancel, Retry: s.retry, Log: s.log,
+		Retry: s.retry, Log: s.log,
 		Events: s.emit,
 	})
-	s.outcomes = outcomeWriter{Runs: s.runs, Lease: cfg.Lease, NoRetry: cfg.Sabotage.NoOutcomeRetry || cfg.DBRetry.Disabled,
-		Retry: s.retry, Log: s.log}
+	s.outcomes = outcomeWriter{Runs: s.runs, Lease: cfg.Lease, Retry: s.retry, Log: s.log}
 	s.completer = newCompleter(completerParams{
 		Store: s.store, Batch: cfg.CompleteBatch, Linger: cfg.CompleteLinger,
 		QueueSize: cfg.Workers + cfg.CompleteBatch, Work: s.work, FinishFunc: s.finishRun, Writer: s.outcomes, Flushers: cfg.CompleteFlushers, Log: s.log,
@@ -140,7 +138,7 @@ func (s *Scheduler) build() {
 	}
 	claims := claimerParams{
 		Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
-		NoCASGuard: cfg.Sabotage.NoCASGuard, Retry: s.retry,
+		Retry:  s.retry,
 		Events: s.emit, Lost: s.lost,
 	}
 	var lanes []*claimer
@@ -151,7 +149,7 @@ func (s *Scheduler) build() {
 		Claimer: newClaimer(claims), Lanes: lanes,
 		Limited: s.limited, Slots: s.slots, DispatchFunc: s.dispatch, Lost: s.lost, AdoptFunc: s.adoptLost,
 		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
-		DrainWait: cfg.DrainWait, DisableDrain: cfg.DisableDrain, Log: s.log,
+		DrainWait: cfg.DrainWait, Log: s.log,
 		Events: s.emit,
 	})
 }
@@ -177,11 +175,7 @@ func (s *Scheduler) softServices() []interface {
 	if s.cleaner != nil {
 		out = append(out, s.cleaner)
 	}
-	out = append(out, s.scanner, s.promoter)
-	if !s.cfg.Sabotage.NoRescuer {
-		out = append(out, s.rescuer)
-	}
-	return out
+	return append(out, s.scanner, s.promoter, s.rescuer)
 }
 
 // Start launches the services and returns at once. Cancelling ctx is a
@@ -209,12 +203,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 }
 
 // Wake asks the scanner to scan now (local wake-up on submit). It never blocks.
-func (s *Scheduler) Wake() {
-	if s.cfg.DisableWakeup {
-		return
-	}
-	s.slots.wakeUp()
-}
+func (s *Scheduler) Wake() { s.slots.wakeUp() }
 
 // Stop shuts down gracefully: it stops claiming, lets in-flight handlers
 // finish for up to ShutdownTimeout while heartbeats go on, then cancels the
@@ -261,20 +250,6 @@ func (s *Scheduler) InFlight() int { return s.runs.len() }
 
 // FreeSlots returns the number of idle workers.
 func (s *Scheduler) FreeSlots() int { return s.slots.available() }
-
-// RescueNow runs one rescue pass at once and returns the runs it rescued
-// (tests, and `jobq` operators who do not want to wait RescueInterval).
-func (s *Scheduler) RescueNow(ctx context.Context) []jobq.Fence { return s.rescuer.pass(ctx) }
-
-// CleanNow runs one retention pass at once with the configured Retention
-// and returns what it deleted (tests and operators). It does nothing when
-// Retention is 0.
-func (s *Scheduler) CleanNow(ctx context.Context) jobq.PurgeResult {
-	if s.cleaner == nil {
-		return jobq.PurgeResult{}
-	}
-	return s.cleaner.pass(ctx)
-}
 
 // Stats is a snapshot of a replica's counters since Start, counted from
 // its events (Event) before Config.Observer sees them.

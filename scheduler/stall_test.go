@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // stallWait bounds the waits below (a hang, not a timing assertion).
@@ -134,11 +135,11 @@ func TestCheckStallThreshold(t *testing.T) {
 // An outcome write given up because its runs' lease deadline passed while
 // it retried a transient error says so (pastLeaseDeadlineError, which the
 // chaos checker reads as "the database did not commit it in time"); one
-// not retried at all (retries disabled, the deadlock-retry sabotage) does
-// not.
+// not retried at all (a permanent error, as the testbed's deadlock-retry
+// sabotage marks every error) does not.
 func TestOutcomeWriteGivenUpPastTheDeadlineSaysSo(t *testing.T) {
 	t.Parallel()
-	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}
+	deadlock := storeerr.Mark(&mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}, storeerr.KindConflict, "deadlock")
 	runs := newRunTable()
 	f := jobq.Fence{ID: 1, Attempt: 1}
 	runs.add(&run{job: &Job{ID: 1, Attempt: 1}, cancel: func(error) {}, leaseDeadline: time.Now().Add(300 * time.Millisecond)}, time.Hour, func() {})
@@ -148,8 +149,8 @@ func TestOutcomeWriteGivenUpPastTheDeadlineSaysSo(t *testing.T) {
 	if !errors.As(err, &pd) || pd.tries < 2 || !errors.Is(err, deadlock) {
 		t.Fatalf("err = %v (%T), want a pastLeaseDeadlineError after several tries wrapping the deadlock", err, err)
 	}
-	w.NoRetry = true
-	err = w.write("complete", []jobq.Fence{f}, func(context.Context) error { return deadlock })
+	permanent := storeerr.Mark(deadlock, storeerr.KindPermanent, "deadlock")
+	err = w.write("complete", []jobq.Fence{f}, func(context.Context) error { return permanent })
 	if errors.As(err, &pd) || !errors.Is(err, deadlock) {
 		t.Fatalf("err = %v (%T) without retries, want the deadlock itself", err, err)
 	}

@@ -2,16 +2,17 @@ package scheduler
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/store"
 )
 
-// Store is the narrow persistence interface the scheduler runs on.
-// *store.Store implements it; faultstore wraps it with pause points and
-// injected errors.
+// Store is the narrow persistence interface the scheduler runs on, written
+// in jobq types only: no driver, no *sql.Tx. The MySQL adapter (*store.Store)
+// implements it and checks so at compile time; testbed/faultstore and
+// testbed/sabotage wrap it; scheduler/storetest is the contract every
+// implementation and decorator must pass. An implementation returns its
+// transient errors marked (storeerr.Error) so the scheduler can retry them.
 type Store interface {
 	JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, error)
 	JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
@@ -20,7 +21,7 @@ type Store interface {
 	LeaseRenewMany(ctx context.Context, p jobq.LeaseRenewParams) ([]uint64, error)
 	JobFenceStates(ctx context.Context, ids []uint64) ([]jobq.FenceState, error)
 	JobCompleteMany(ctx context.Context, cs []jobq.Completion) ([]bool, error)
-	JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx *sql.Tx) error) (bool, error)
+	JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx jobq.Tx) error) (bool, error)
 	JobRescueCandidates(ctx context.Context, limit int) ([]jobq.Fence, error)
 	JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error)
 	JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error)
@@ -29,5 +30,3 @@ type Store interface {
 	// so that no store can switch them off by lacking a method.
 	OpsStore
 }
-
-var _ Store = (*store.Store)(nil)

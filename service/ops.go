@@ -14,7 +14,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/cronplan"
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // Operations input limits. Each is enforced at the edge with a 400 naming
@@ -51,8 +51,6 @@ type OpsStore interface {
 	Activity(ctx context.Context, minutes int) (jobq.Activity, error)
 }
 
-var _ OpsStore = (*store.Store)(nil)
-
 // Ops validates and runs operations requests: pause/resume and limits per
 // job type, periodic schedules, bulk retry, purge and stats. Nothing is
 // written unless the whole request is valid.
@@ -60,7 +58,7 @@ type Ops struct {
 	store     OpsStore
 	knownType func(string) bool
 	changed   func()
-	retry     store.RetryPolicy
+	retry     storeerr.RetryPolicy
 	// validateParams, if set, checks a schedule's params for its job type,
 	// as a submit's are (Options.ValidateParamsFunc).
 	validateParams func(jobType string, params json.RawMessage) (field, rule string)
@@ -87,7 +85,7 @@ type OpsOptions struct {
 // NewOps returns the operations service configured by opts.
 func NewOps(opts OpsOptions) *Ops {
 	return &Ops{store: opts.Store, knownType: opts.KnownTypeFunc, changed: opts.ChangedFunc,
-		validateParams: opts.ValidateParamsFunc, retry: store.RetryPolicy{MaxAttempts: opsRetryAttempts}}
+		validateParams: opts.ValidateParamsFunc, retry: storeerr.RetryPolicy{MaxAttempts: opsRetryAttempts}}
 }
 
 func (o *Ops) notify() {

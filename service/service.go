@@ -21,7 +21,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
-	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // Input limits. Each is enforced at the edge with a 400 naming the field.
@@ -88,7 +88,7 @@ type Service struct {
 	// wakeAt, if set, is called after a SCHEDULED job is created with its
 	// run_at and the database clock of the insert (the promoter's hint).
 	wakeAt func(runAt, dbNow time.Time)
-	retry  store.RetryPolicy
+	retry  storeerr.RetryPolicy
 	// validateParams, if set, checks a submit's params for its job type.
 	validateParams func(jobType string, params json.RawMessage) (field, rule string)
 }
@@ -121,7 +121,7 @@ type Options struct {
 // New returns a Service configured by opts.
 func New(opts Options) *Service {
 	return &Service{store: opts.Store, knownType: opts.KnownTypeFunc, wake: opts.WakeFunc, wakeAt: opts.WakeAtFunc,
-		validateParams: opts.ValidateParamsFunc, retry: store.RetryPolicy{MaxAttempts: apiRetryAttempts}}
+		validateParams: opts.ValidateParamsFunc, retry: storeerr.RetryPolicy{MaxAttempts: apiRetryAttempts}}
 }
 
 // submitFields are the fields of a submit body, exactly as spelled.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // JobScanAvailable reads up to limit due WAITING jobs (id and attempt only,
@@ -80,8 +81,9 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 	// failing here would strand them RUNNING until a rescue.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(p.Lease/2, time.Second))
 	defer cancel()
-	started, err := DoV(rctx, claimReadBack, "claim.started_at", func() (sql.NullTime, error) {
-		return s.q.JobClaimedStartedAt(rctx, ids[0])
+	started, err := storeerr.DoV(rctx, claimReadBack, "claim.started_at", func() (sql.NullTime, error) {
+		t, err := s.q.JobClaimedStartedAt(rctx, ids[0])
+		return t, Mark(err)
 	})
 	if err != nil {
 		return nil, errorf("claim skiplocked: read started_at of committed claim: %w", err)
@@ -101,7 +103,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 
 // claimReadBack retries the read of a committed claim's stamp on transient
 // errors (a lost connection): a few tries, well inside the lease.
-var claimReadBack = RetryPolicy{MaxAttempts: 5, Max: 200 * time.Millisecond}
+var claimReadBack = storeerr.RetryPolicy{MaxAttempts: 5, Max: 200 * time.Millisecond}
 
 // readCommittedTx runs fn in a READ COMMITTED transaction: its locking
 // statements lock only the rows they touch (no gap locks, and a row that
@@ -121,7 +123,7 @@ func (s *Store) readCommittedTx(ctx context.Context, fn func(tx *sql.Tx) error) 
 	if !s.claimDefaultIso.Load() {
 		err := s.withTxOptions(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, fn)
 		if ErrorNumber(err) != ErrNumBinlogStmtMode {
-			return wrapUnavailable(err)
+			return Mark(err)
 		}
 		s.claimDefaultIso.Store(true)
 	}
@@ -169,13 +171,7 @@ func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) (claimed
 		lost = 0
 		won := make([]uint64, 0, len(p.Candidates))
 		for _, c := range p.Candidates {
-			var n int64
-			var err error
-			if p.Unguarded {
-				n, err = q.JobClaimCASUnguarded(ctx, jobqdb.JobClaimCASUnguardedParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), ID: c.ID})
-			} else {
-				n, err = q.JobClaimCAS(ctx, jobqdb.JobClaimCASParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), ID: c.ID, Attempt: int32(c.Attempt)})
-			}
+			n, err := q.JobClaimCAS(ctx, jobqdb.JobClaimCASParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), ID: c.ID, Attempt: int32(c.Attempt)})
 			if err != nil {
 				return err
 			}

@@ -82,7 +82,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	byAttempt := map[int][]uint64{}
 	seen := make(map[uint64]bool, len(cs))
 	for i, c := range cs {
-		if c.Outcome != jobq.OutcomeSuccess || c.Unfenced || seen[c.ID] {
+		if c.Outcome != jobq.OutcomeSuccess || seen[c.ID] {
 			ok, err := s.completeOne(ctx, q, c)
 			if err != nil {
 				return err
@@ -125,7 +125,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 // commit exactly when the completion does. If fn fails the transaction rolls
 // back and the error is returned (the caller records a failed attempt). A
 // stale run returns applied=false and fn is not called.
-func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx *sql.Tx) error) (applied bool, err error) {
+func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx jobq.Tx) error) (applied bool, err error) {
 	var stale bool
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
@@ -158,7 +158,7 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 	}
 	var tfe *txFuncError
 	if errors.As(err, &tfe) {
-		return false, tfe.err
+		return false, Mark(tfe.err)
 	}
 	if err != nil {
 		return false, errorf("complete tx: %w", err)
@@ -205,7 +205,7 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Compl
 func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool) error {
 	var ids []uint64
 	for _, c := range cs {
-		if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced {
+		if c.Outcome == jobq.OutcomeSuccess {
 			ids = append(ids, c.ID)
 		}
 	}
@@ -225,7 +225,7 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 	var batch []jobq.Completion
 	var at, rest []int
 	for i, c := range cs {
-		if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced && live[c.Fence] {
+		if c.Outcome == jobq.OutcomeSuccess && live[c.Fence] {
 			live[c.Fence] = false // a repeat of this fence goes row by row, after the batch
 			batch, at = append(batch, c), append(at, i)
 			continue
@@ -269,7 +269,7 @@ func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Com
 		ID: c.ID, Attempt: int32(c.Attempt),
 	}
 	retry := c.Retry && (c.Outcome == jobq.OutcomeFailed || c.Outcome == jobq.OutcomeCanceled)
-	if retry && !c.Unfenced && !c.DueAt.IsZero() {
+	if retry && !c.DueAt.IsZero() {
 		ok, err := s.completeJobRow(ctx, q, c)
 		if err != nil || !ok {
 			return false, err
@@ -282,7 +282,7 @@ func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Com
 		}
 		return err == nil, err
 	}
-	if retry && !c.Unfenced {
+	if retry {
 		n, err := q.ExecutionRecordBeforeRetry(ctx, jobqdb.ExecutionRecordBeforeRetryParams(p))
 		if err != nil || n == 0 {
 			return false, err
@@ -296,10 +296,6 @@ func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Com
 	ok, err := s.completeJobRow(ctx, q, c)
 	if err != nil || !ok {
 		return false, err
-	}
-	if c.Unfenced {
-		_, err = q.ExecutionRecordUnfenced(ctx, jobqdb.ExecutionRecordUnfencedParams(p))
-		return true, err
 	}
 	n, err := q.ExecutionRecord(ctx, p)
 	if err == nil && n != 1 {
@@ -331,11 +327,7 @@ func (s *Store) completeJobRow(ctx context.Context, q *jobqdb.Queries, c jobq.Co
 	var err error
 	switch c.Outcome {
 	case jobq.OutcomeSuccess:
-		if c.Unfenced {
-			n, err = q.JobCompleteUnfenced(ctx, c.ID)
-		} else {
-			n, err = q.JobCompleteFenced(ctx, jobqdb.JobCompleteFencedParams{ID: c.ID, Attempt: int32(c.Attempt)})
-		}
+		n, err = q.JobCompleteFenced(ctx, jobqdb.JobCompleteFencedParams{ID: c.ID, Attempt: int32(c.Attempt)})
 	case jobq.OutcomeFailed, jobq.OutcomeCanceled:
 		next, inc := jobq.StateFailed, int32(0)
 		if c.Retry {

@@ -12,12 +12,14 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // ErrSkipLockedUnsupported is returned when the skiplocked strategy is
 // requested on a server without SELECT ... FOR UPDATE SKIP LOCKED
 // (MySQL < 8.0.1, MariaDB < 10.6).
-var ErrSkipLockedUnsupported = errors.New("jobq: server does not support SKIP LOCKED")
+// It is jobq.ErrSkipLockedUnsupported.
+var ErrSkipLockedUnsupported = jobq.ErrSkipLockedUnsupported
 
 // MySQL and MariaDB error numbers jobq branches on.
 const (
@@ -45,43 +47,25 @@ const (
 	ErrNumUserLimit         = 1226 // ER_USER_LIMIT_REACHED (MariaDB's max_user_connections; per-hour user limits)
 )
 
-// Kind is how jobq treats a database error.
-type Kind int
+// Kind is how jobq treats a database error (storeerr.Kind: the
+// driver-neutral classes the scheduler and the service retry by).
+type Kind = storeerr.Kind
 
+// The kinds, as storeerr names them. Classify says which error numbers
+// fall in each: KindConflict is 1213, 1205 and 1317; KindUnavailable is
+// read-only (1290, 1836, 1792), a Galera node not ready (1047) or out of
+// the primary component mid-commit (1180), shutting down (1053), a
+// connection killed or lost (1927, 2006, 2013, 1159, 1161,
+// driver.ErrBadConn, mysql.ErrInvalidConn, network errors), a replication
+// hook refusing the commit (3100, 3101), no connection to be had (1040
+// max_connections, 1203/1226 the user's connection limits); every other
+// error number is KindPermanent.
 const (
-	// KindNone is a nil error.
-	KindNone Kind = iota
-	// KindPermanent errors are not retried: a bad statement, a constraint,
-	// a missing table. Every error number not listed below is permanent.
-	KindPermanent
-	// KindConflict errors are transient conflicts between transactions: a
-	// deadlock or a Galera certification conflict (1213), a lock wait
-	// timeout (1205), a statement killed (1317). Retry at once, with backoff.
-	KindConflict
-	// KindUnavailable errors mean the server cannot serve writes now but may
-	// soon: read-only (1290, 1836, 1792), a Galera node not ready (1047) or
-	// out of the primary component mid-commit (1180), or
-	// shutting down (1053), a connection killed or lost (1927, 2006, 2013,
-	// 1159, 1161, driver.ErrBadConn, mysql.ErrInvalidConn, network errors), a
-	// replication hook refusing the commit (3100, 3101), no connection to be
-	// had (1040 max_connections, 1203/1226 the user's connection limits). The store returns
-	// them wrapped so that errors.Is(err, jobq.ErrUnavailable) holds; the API
-	// answers 503 unavailable / gRPC Unavailable.
-	KindUnavailable
+	KindNone        = storeerr.KindNone
+	KindPermanent   = storeerr.KindPermanent
+	KindConflict    = storeerr.KindConflict
+	KindUnavailable = storeerr.KindUnavailable
 )
-
-// String names the kind for logs and metrics.
-func (k Kind) String() string {
-	switch k {
-	case KindNone:
-		return "none"
-	case KindConflict:
-		return "conflict"
-	case KindUnavailable:
-		return "unavailable"
-	}
-	return "permanent"
-}
 
 // Classify returns err's Kind. It is the one place where jobq decides which
 // database errors are retried; store/errors_test.go checks it code by code.
@@ -92,6 +76,10 @@ func Classify(err error) Kind {
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return KindPermanent
+	}
+	var marked *storeerr.Error
+	if errors.As(err, &marked) {
+		return marked.Kind
 	}
 	if errors.Is(err, jobq.ErrUnavailable) {
 		return KindUnavailable
@@ -139,6 +127,10 @@ func IsRetryable(err error) bool {
 // "replication_refused", "query_killed", "too_many_connections"; "" for
 // other errors.
 func Cause(err error) string {
+	var marked *storeerr.Error
+	if errors.As(err, &marked) && marked.Cause != "" {
+		return marked.Cause
+	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
@@ -169,24 +161,27 @@ func Cause(err error) string {
 	return ""
 }
 
-// unavailableError marks a KindUnavailable error as jobq.ErrUnavailable
-// while keeping the driver's error reachable with errors.As.
-type unavailableError struct{ err error }
-
-func (e *unavailableError) Error() string   { return e.err.Error() }
-func (e *unavailableError) Unwrap() []error { return []error{e.err, jobq.ErrUnavailable} }
-
-// wrapUnavailable returns err, marked as jobq.ErrUnavailable when its kind
-// is KindUnavailable. Every error the store returns passes through it.
-func wrapUnavailable(err error) error {
-	if err == nil || errors.Is(err, jobq.ErrUnavailable) || Classify(err) != KindUnavailable {
+// Mark returns err marked with its class (a *storeerr.Error carrying
+// Classify's kind and Cause's name) when it is transient, so that callers
+// that link no driver (storeerr.IsRetryable, storeerr.Cause) retry and log
+// it; an unavailable one then satisfies errors.Is(err, jobq.ErrUnavailable).
+// Other errors, and errors already marked, come back unchanged. Every error
+// the store returns passes through it; fault injectors that hand a driver
+// error to the scheduler use it too.
+func Mark(err error) error {
+	var marked *storeerr.Error
+	if err == nil || errors.As(err, &marked) {
 		return err
 	}
-	return &unavailableError{err}
+	switch k := Classify(err); k {
+	case KindConflict, KindUnavailable:
+		return storeerr.Mark(err, k, Cause(err))
+	}
+	return err
 }
 
-// errorf is fmt.Errorf followed by wrapUnavailable.
-func errorf(format string, args ...any) error { return wrapUnavailable(fmt.Errorf(format, args...)) }
+// errorf is fmt.Errorf followed by Mark.
+func errorf(format string, args ...any) error { return Mark(fmt.Errorf(format, args...)) }
 
 // ErrorNumber returns the MySQL error number in err, or 0 when err carries
 // none (for example a lost connection). Used for the db_errors metric.
@@ -207,5 +202,5 @@ func notFound(err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return jobq.ErrNotFound
 	}
-	return wrapUnavailable(err)
+	return Mark(err)
 }

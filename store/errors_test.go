@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
 // TestClassify checks the error classification code by code: which errors
@@ -75,6 +76,23 @@ func TestClassify(t *testing.T) {
 			}
 			if got := store.Cause(c.err); got != c.cause {
 				t.Fatalf("Cause = %q, want %q", got, c.cause)
+			}
+			// Marked, the error says the same to code that links no driver.
+			marked := store.Mark(c.err)
+			if got := storeerr.Classify(marked); got != c.kind {
+				t.Fatalf("storeerr.Classify(Mark(err)) = %s, want %s", got, c.kind)
+			}
+			if got := storeerr.Cause(marked); got != c.cause {
+				t.Fatalf("storeerr.Cause(Mark(err)) = %q, want %q", got, c.cause)
+			}
+			if c.err != nil && (!errors.Is(marked, c.err) || marked.Error() != c.err.Error()) {
+				t.Fatalf("Mark(err) = %v, want err itself reachable and its text unchanged", marked)
+			}
+			if got := errors.Is(marked, jobq.ErrUnavailable); got != (c.kind == store.KindUnavailable) {
+				t.Fatalf("errors.Is(Mark(err), ErrUnavailable) = %v, want %v", got, !got)
+			}
+			if store.Mark(marked) != marked {
+				t.Fatal("Mark of a marked error marked it again")
 			}
 		})
 	}

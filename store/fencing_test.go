@@ -244,7 +244,7 @@ func TestLateSuccessRefusedWhileNextRunIsRunning(t *testing.T) {
 			return applied[1], nil
 		},
 		"transactional": func(st *store.Store, late jobq.Completion, _ jobq.ClaimedJob) (bool, error) {
-			return st.JobCompleteTx(context.Background(), late, func(context.Context, *sql.Tx) error {
+			return st.JobCompleteTx(context.Background(), late, func(context.Context, jobq.Tx) error {
 				return errors.New("fn called for a stale run")
 			})
 		},
@@ -394,7 +394,7 @@ var completionPaths = map[string]func(st *store.Store, c jobq.ClaimedJob) (bool,
 	},
 	"transactional success": func(st *store.Store, c jobq.ClaimedJob) (bool, error) {
 		return st.JobCompleteTx(context.Background(), jobq.Completion{Fence: c.Fence(), Outcome: jobq.OutcomeSuccess},
-			func(context.Context, *sql.Tx) error { return nil })
+			func(context.Context, jobq.Tx) error { return nil })
 	},
 	"failure with retry": func(st *store.Store, c jobq.ClaimedJob) (bool, error) {
 		applied, err := st.JobCompleteMany(context.Background(), []jobq.Completion{
@@ -776,7 +776,7 @@ func TestRunTurningStaleDuringTheSplit(t *testing.T) {
 				t.Fatalf("JobCompleteMany(live, stale, live, live) with %d rescues during the splits = %v, %v; want %s", c.rescues, applied, err, c.want)
 			}
 			if splits != c.splits {
-				t.Errorf("the split ran %d times, want %d", splits, c.splits)
+				t.Errorf("the split ran %d times, want %d: a batch overtaken by a rescue during its split is split again, up to 3 times, before row by row", splits, c.splits)
 			}
 			var statuses []string
 			for k, j := range live {

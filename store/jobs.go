@@ -279,7 +279,7 @@ func (s *Store) JobCountByStatus(ctx context.Context) (map[string]int64, error) 
 func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 	var t time.Time
 	err := s.db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&t)
-	return t.UTC(), wrapUnavailable(err)
+	return t.UTC(), Mark(err)
 }
 
 // JobScheduledNext reads the earliest run_at among SCHEDULED jobs and the

@@ -45,7 +45,7 @@ func (s *Store) Ready(ctx context.Context) error {
 		if Cause(err) == "wsrep_not_ready" {
 			check = "wsrep_ready"
 		}
-		return &NotReadyError{Check: check, Detail: err.Error(), Err: wrapUnavailable(err)}
+		return &NotReadyError{Check: check, Detail: err.Error(), Err: Mark(err)}
 	}
 	if ro != 0 {
 		return &NotReadyError{Check: "read_only", Detail: "@@global.read_only=1: the server refuses writes (a demoted primary or a replica)", Err: ErrNotWritable}
@@ -85,19 +85,19 @@ func (s *Store) wsrepReady(ctx context.Context) error {
 	}
 	rows, err := s.db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state', 'wsrep_local_state_comment')")
 	if err != nil {
-		return &NotReadyError{Check: "wsrep_ready", Detail: err.Error(), Err: wrapUnavailable(err)}
+		return &NotReadyError{Check: "wsrep_ready", Detail: err.Error(), Err: Mark(err)}
 	}
 	defer rows.Close()
 	st := map[string]string{}
 	for rows.Next() {
 		var k, v string
 		if err := rows.Scan(&k, &v); err != nil {
-			return &NotReadyError{Check: "connect", Detail: err.Error(), Err: wrapUnavailable(err)}
+			return &NotReadyError{Check: "connect", Detail: err.Error(), Err: Mark(err)}
 		}
 		st[strings.ToLower(k)] = v
 	}
 	if err := rows.Err(); err != nil {
-		return &NotReadyError{Check: "connect", Detail: err.Error(), Err: wrapUnavailable(err)}
+		return &NotReadyError{Check: "connect", Detail: err.Error(), Err: Mark(err)}
 	}
 	if v, ok := st["wsrep_ready"]; ok && !strings.EqualFold(v, "ON") {
 		return &NotReadyError{Check: "wsrep_ready", Detail: "wsrep not ready: wsrep_ready=" + v, Err: ErrNotWritable}

@@ -225,7 +225,7 @@ func (s *Store) Close() error {
 }
 
 // Ping checks that the database answers; /readyz uses it.
-func (s *Store) Ping(ctx context.Context) error { return wrapUnavailable(s.db.PingContext(ctx)) }
+func (s *Store) Ping(ctx context.Context) error { return Mark(s.db.PingContext(ctx)) }
 
 var versionRe = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
 
@@ -296,7 +296,7 @@ func nullTimePtr(t sql.NullTime) *time.Time {
 // WithTx runs fn in a transaction and commits it, rolling back on error.
 // An error of KindUnavailable is returned as jobq.ErrUnavailable.
 func (s *Store) WithTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return wrapUnavailable(s.withTxOptions(ctx, nil, fn))
+	return Mark(s.withTxOptions(ctx, nil, fn))
 }
 
 func (s *Store) withTxOptions(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {

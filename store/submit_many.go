@@ -81,7 +81,7 @@ func (s *Store) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jo
 		return s.submitOneByOne(ctx, ps)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("submit batch: %w", err)
+		return nil, errorf("submit batch: %w", err)
 	}
 	return out, nil
 }

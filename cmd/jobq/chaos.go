@@ -33,7 +33,7 @@ type ChaosCmd struct {
 	Poison   int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
 	MaxRetry int           `help:"Each job's max_retry." default:"5"`
 	Strategy string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
-	SabotageFlags
+	TestbedFlags
 	Lease          time.Duration `help:"Replica lease." default:"2s"`
 	RescueInterval time.Duration `help:"Replica rescue interval." default:"500ms"`
 	Workers        int           `help:"Worker pool size per replica." default:"20"`
@@ -68,13 +68,14 @@ func (c *ChaosCmd) Run(g *Globals) error {
 		cfg := chaos.Config{
 			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
 			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
-			Strategy: c.Strategy, Sabotage: c.switches(), Lease: c.Lease, RescueInterval: c.RescueInterval,
+			Strategy: c.Strategy, Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
 			OutDir: c.Out, Topology: c.Topology, Replication: c.Replication, FailoverCut: c.FailoverCut,
 		}
 		if len(runs) > 1 || c.Scenario != "" {
 			cfg.OutDir = filepath.Join(c.Out, s.Name)
 		}
+		c.applyChaos(&cfg)
 		s.Apply(&cfg)
 		rf, err := chaos.Run(g.Ctx, cfg)
 		switch {
@@ -134,11 +135,11 @@ func Caught(rf *chaos.ResultFile) string {
 }
 
 // PrintChaosTable prints one line per run: verdict, every check that can
-// make a run invalid (lost … unexpl rescue; phantom and poison are named by
+// make a run invalid (lost … unexpl release; phantom and poison are named by
 // Caught), then the figures reported alongside.
 func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\trerun after success\tfailed after success\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tstale refused\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
 	for _, rf := range results {
 		r := rf.Result
 		c := r.Counts
@@ -150,9 +151,9 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		for _, f := range r.Faults {
 			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
 			c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
-			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.RerunAfterSuccess, c.FailedAfterSuccess, c.StaleCompletionsRefused,
+			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.UnexplainedReleases, c.RerunAfterSuccess, c.FailedAfterSuccess, c.StaleCompletionsRefused,
 			c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)
 	}
 	tw.Flush()

@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/auth"
-	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
+	testbedtypes "github.com/jobq/jobq/testbed/jobtypes"
 )
 
 // DBFlags name the database.
@@ -51,7 +50,7 @@ type ServeCmd struct {
 	AuthTokenFile   string        `help:"File of API bearer tokens, one per line (# comments); tokens in JOBQ_AUTH_TOKENS (comma-separated) are accepted too. Without either the API has no authentication." type:"existingfile" env:"JOBQ_AUTH_TOKEN_FILE" group:"API"`
 	MetricsFlags
 	OpsFlags
-	SabotageFlags
+	TestbedFlags
 }
 
 // SchedulerConfig maps flags to scheduler.Config.
@@ -67,9 +66,6 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 		return cfg, err
 	}
 	cfg.Ops = ops
-	if err := applySabotage(c.switches(), &cfg.Sabotage); err != nil {
-		return cfg, err
-	}
 	if cfg.Owner == "" {
 		cfg.Owner = scheduler.DefaultOwner() // the one owner id draw: app and scheduler keep it
 	}
@@ -85,9 +81,6 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if sb := c.switches(); len(sb) > 0 {
-		g.Log.Warn("SABOTAGE switches on: this replica breaks jobq's guarantees on purpose", "sabotage", strings.Join(sb, ","))
-	}
 	tokens, err := auth.LoadTokens(c.AuthTokenFile, os.Getenv(auth.TokensEnv))
 	if err != nil {
 		return err
@@ -96,12 +89,20 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	r, err := app.Start(g.Ctx, app.Config{
+	cfg := app.Config{
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, AllowedHosts: c.AllowedHost, Scheduler: sc, Logger: g.Log,
-		Testbed: os.Getenv(jobtypes.TestbedEnv) == "1",
 		Metrics: c.MetricsOptions(), Periodic: periodic,
-	})
+	}
+	if os.Getenv(testbedtypes.TestbedEnv) == "1" {
+		// The testbed's job types (effect, poison), for the replicas the
+		// chaos harness and the demo start.
+		cfg.RegisterFunc = testbedtypes.RegisterTestbed
+	}
+	if err := c.applyServe(&cfg, g.Log); err != nil {
+		return err
+	}
+	r, err := app.Start(g.Ctx, cfg)
 	if err != nil {
 		return err
 	}

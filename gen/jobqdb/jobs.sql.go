@@ -240,39 +240,6 @@ func (q *Queries) ExecutionRecordRescue(ctx context.Context, arg ExecutionRecord
 	return result.RowsAffected()
 }
 
-const executionRecordUnfenced = `-- name: ExecutionRecordUnfenced :execrows
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
-SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', ?), ?
-FROM job_queue AS q
-WHERE q.id = ? AND q.attempt = ?
-FOR UPDATE
-ON DUPLICATE KEY UPDATE job_id = job_execution.job_id
-`
-
-type ExecutionRecordUnfencedParams struct {
-	Outcome interface{}
-	Error   sql.NullString
-	ID      uint64
-	Attempt int32
-}
-
-// Sabotage only (chaos --sabotage fencing): the execution row of an
-// unfenced completion, by id and attempt whatever the status; an attempt
-// that already has a row keeps it.
-func (q *Queries) ExecutionRecordUnfenced(ctx context.Context, arg ExecutionRecordUnfencedParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, executionRecordUnfenced,
-		arg.Outcome,
-		arg.Error,
-		arg.ID,
-		arg.Attempt,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
 const jobCancelRunning = `-- name: JobCancelRunning :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET cancel_requested = 1, update_time = NOW(6)
@@ -334,36 +301,6 @@ func (q *Queries) JobClaimCAS(ctx context.Context, arg JobClaimCASParams) (int64
 		arg.ID,
 		arg.Attempt,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
-const jobClaimCASUnguarded = `-- name: JobClaimCASUnguarded :execrows
-UPDATE job_queue
-SET status = 'RUNNING',
-    attempt = attempt + 1,
-    owner = ?,
-    lease_until = NOW(6) + INTERVAL ? MICROSECOND,
-    started_at = NOW(6),
-    finished_at = NULL,
-    update_time = NOW(6)
-WHERE id = ? AND status IN ('WAITING', 'SCHEDULED')
-`
-
-type JobClaimCASUnguardedParams struct {
-	Owner   sql.NullString
-	LeaseUs interface{}
-	ID      uint64
-}
-
-// Sabotage only (chaos --sabotage cas-guard): the classic CAS on status alone.
-// The classic design has one waiting state for due and future jobs alike, so
-// SCHEDULED counts as waiting here: a stale read then claims a job that was
-// re-queued with a retry backoff, before it is due.
-func (q *Queries) JobClaimCASUnguarded(ctx context.Context, arg JobClaimCASUnguardedParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, jobClaimCASUnguarded, arg.Owner, arg.LeaseUs, arg.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -444,24 +381,6 @@ type JobCompleteFencedParams struct {
 // cancel was requested ends CANCELED even if its handler succeeded.
 func (q *Queries) JobCompleteFenced(ctx context.Context, arg JobCompleteFencedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobCompleteFenced, arg.ID, arg.Attempt)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
-const jobCompleteUnfenced = `-- name: JobCompleteUnfenced :execrows
-UPDATE job_queue
-SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
-    lease_until = NULL,
-    finished_at = NOW(6),
-    update_time = NOW(6)
-WHERE id = ?
-`
-
-// Sabotage only (chaos --sabotage fencing): the classic completion by id.
-func (q *Queries) JobCompleteUnfenced(ctx context.Context, id uint64) (int64, error) {
-	result, err := q.db.ExecContext(ctx, jobCompleteUnfenced, id)
 	if err != nil {
 		return 0, err
 	}

@@ -152,21 +152,6 @@ SET status = 'RUNNING',
     update_time = NOW(6)
 WHERE id = sqlc.arg(id) AND status = 'WAITING' AND attempt = sqlc.arg(attempt);
 
--- name: JobClaimCASUnguarded :execrows
--- Sabotage only (chaos --sabotage cas-guard): the classic CAS on status alone.
--- The classic design has one waiting state for due and future jobs alike, so
--- SCHEDULED counts as waiting here: a stale read then claims a job that was
--- re-queued with a retry backoff, before it is due.
-UPDATE job_queue
-SET status = 'RUNNING',
-    attempt = attempt + 1,
-    owner = sqlc.arg(owner),
-    lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND,
-    started_at = NOW(6),
-    finished_at = NULL,
-    update_time = NOW(6)
-WHERE id = sqlc.arg(id) AND status IN ('WAITING', 'SCHEDULED');
-
 -- name: JobGetClaimed :many
 -- Reads back the rows a cas or limited claim just won, in the claim's
 -- transaction, which holds every row in ids: the filter is on the primary
@@ -217,15 +202,6 @@ SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
     finished_at = NOW(6),
     update_time = NOW(6)
 WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'RUNNING';
-
--- name: JobCompleteUnfenced :execrows
--- Sabotage only (chaos --sabotage fencing): the classic completion by id.
-UPDATE job_queue
-SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
-    lease_until = NULL,
-    finished_at = NOW(6),
-    update_time = NOW(6)
-WHERE id = sqlc.arg(id);
 
 -- name: JobFailFenced :execrows
 -- A failed attempt, fenced by attempt. next_status is WAITING (retry after
@@ -293,18 +269,6 @@ SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q
 FROM job_queue AS q
 WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt) AND q.status = 'RUNNING'
 FOR UPDATE;
-
--- name: ExecutionRecordUnfenced :execrows
--- Sabotage only (chaos --sabotage fencing): the execution row of an
--- unfenced completion, by id and attempt whatever the status; an attempt
--- that already has a row keeps it.
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
-SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', sqlc.arg(outcome)), sqlc.narg(error)
-FROM job_queue AS q
-WHERE q.id = sqlc.arg(id) AND q.attempt = sqlc.arg(attempt)
-FOR UPDATE
-ON DUPLICATE KEY UPDATE job_id = job_execution.job_id;
 
 -- name: ExecutionMarkStale :execrows
 -- A completion arrived after the run lost its lease: the job row is not

@@ -205,10 +205,12 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 		retried = cl.retriedConflicts(ctx)
 	}
 	slices.SortFunc(faults, func(a, b checker.Fault) int { return a.Start.Compare(b.Start) })
+	stopped := time.Now()
 	cl.stopAll(cfg.ShutdownTimeout + 10*time.Second)
 
 	// Judge the database's record.
-	h := checker.History{Submits: submits, Faults: faults, Lease: cfg.Lease, RescueInterval: cfg.RescueInterval, Start: toDB(start)}
+	h := checker.History{Submits: submits, Faults: faults, Lease: cfg.Lease, RescueInterval: cfg.RescueInterval, Start: toDB(start),
+		Stopped: toDB(stopped)}
 	lctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := LoadHistory(lctx, db, &h); err != nil {

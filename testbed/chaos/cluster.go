@@ -12,9 +12,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/rs/zerolog"
 
-	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/testbed/chaos/checker"
 	"github.com/jobq/jobq/testbed/dbprovider"
+	"github.com/jobq/jobq/testbed/jobtypes"
 	"github.com/jobq/jobq/testbed/replica"
 )
 

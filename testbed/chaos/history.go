@@ -85,8 +85,9 @@ func nullTime(t sql.NullTime) *time.Time {
 }
 
 // historyEvent is one line of history.ndjson: the run's events in time
-// order. Type is submit, ack, claim, finish, effect, fault_start or
-// fault_end; T is RFC 3339 UTC on the database clock.
+// order. Type is submit, ack, claim, finish, effect, fault_start,
+// fault_end or stop (the harness began stopping every replica at the end);
+// T is RFC 3339 UTC on the database clock.
 type historyEvent struct {
 	T       time.Time `json:"t"`
 	Type    string    `json:"type"`
@@ -121,6 +122,9 @@ func WriteHistory(path string, h *checker.History) error {
 	for _, f := range h.Faults {
 		ev = append(ev, historyEvent{T: f.Start, Type: "fault_start", Kind: f.Kind, Target: f.Target, Owner: f.Owner, Detail: f.Detail})
 		ev = append(ev, historyEvent{T: f.End, Type: "fault_end", Kind: f.Kind, Target: f.Target, Owner: f.Owner, Detail: f.Err})
+	}
+	if !h.Stopped.IsZero() {
+		ev = append(ev, historyEvent{T: h.Stopped, Type: "stop"})
 	}
 	sort.SliceStable(ev, func(i, k int) bool { return ev[i].T.Before(ev[k].T) })
 	f, err := os.Create(path)

@@ -174,6 +174,7 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	row("claimed before due", c.ClaimedBeforeDue, "0")
 	row("work after lease lost (end marker > loss + lease/2)", c.WorkAfterLeaseLost, "0")
 	row("unexplained rescues (no fault on the replica or database)", c.UnexplainedRescues, "0")
+	row("unexplained releases (no shutdown or fault on the replica or database)", c.UnexplainedReleases, "0")
 	row("jobs without exactly one execution row per started attempt", c.MissingExecutions, "0")
 	row("job status contradicts its last execution", c.StatusVsLastExecution, "0")
 	row("re-run after an attempt finished its work (no fault explains it)", c.RerunAfterSuccess, "0")
@@ -183,6 +184,12 @@ func WriteReport(w io.Writer, rf *ResultFile) {
 	}
 	if c.RescuesAfterStall > 0 {
 		row("rescues after a replica stall (its heartbeat was not run in time: machine load)", c.RescuesAfterStall, "")
+	}
+	if c.ReleasesAfterSlowRenewal > 0 {
+		row("releases after a renewal the database did not answer in time (machine load)", c.ReleasesAfterSlowRenewal, "")
+	}
+	if c.ReleasesAfterStall > 0 {
+		row("releases after a replica stall (its heartbeat was not run in time: machine load)", c.ReleasesAfterStall, "")
 	}
 	if c.PoisonJobs > 0 {
 		row(fmt.Sprintf("poison jobs FAILED after max_retry+1 claims (of %d)", c.PoisonJobs), c.PoisonFailed, fmt.Sprintf("= %d", c.PoisonJobs))

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
-	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/testbed/chaos/checker"
+	"github.com/jobq/jobq/testbed/jobtypes"
 )
 
 // submitTimeout bounds one HTTP submit; a paused or partitioned replica

@@ -30,9 +30,9 @@ import (
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/internal/redact"
-	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/store"
 	"github.com/jobq/jobq/testbed/dbprovider"
+	"github.com/jobq/jobq/testbed/jobtypes"
 	"github.com/jobq/jobq/testbed/replica"
 )
 

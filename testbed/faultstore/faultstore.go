@@ -5,12 +5,14 @@
 // Every method has two points, "<Method>.before" (before the inner call; a
 // hook error is returned without calling the inner store) and
 // "<Method>.after" (after a successful inner call; a hook error replaces the
-// result, as if the commit's acknowledgement was lost).
+// result, as if the commit's acknowledgement was lost). A hook's error is
+// returned marked by the MySQL adapter's classification (store.Mark), as
+// the adapter returns the driver's errors, so an injected deadlock or lost
+// connection is retried like a real one.
 package faultstore
 
 import (
 	"context"
-	"database/sql"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
 )
 
 // Named points, one pair per scheduler.Store method.
@@ -153,7 +156,7 @@ func (s *Store) at(ctx context.Context, point string) error {
 	s.mu.Unlock()
 	for _, e := range list {
 		if err := e.h(ctx); err != nil {
-			return err
+			return store.Mark(err)
 		}
 	}
 	return nil
@@ -230,7 +233,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) ([]bo
 }
 
 // JobCompleteTx implements scheduler.Store.
-func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx *sql.Tx) error) (bool, error) {
+func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ctx context.Context, tx jobq.Tx) error) (bool, error) {
 	if err := s.at(ctx, CompleteTxBefore); err != nil {
 		return false, err
 	}

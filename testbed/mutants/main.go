@@ -5,12 +5,19 @@
 // once on the unmodified code (they must pass, or the table would mean
 // nothing), then for each mutant applies its edits (exact text
 // replacements, each of which must match exactly once), runs its tests,
-// records caught (a test failed) or survived (all passed), and restores the
-// tree. A mutant whose edits no longer match, or that does not compile, is
-// reported as such, never as caught. The worktree is removed at the end.
+// and restores the tree. A mutant whose edits no longer match, or that does
+// not compile, is reported as such, never as caught. The worktree is
+// removed at the end.
 //
-// A mutant is caught by the first of its checks that fails; later ones run
-// only when the earlier ones pass.
+// A mutant is caught only by a named assertion: a listed test fails and its
+// output contains the mutant's Rule, the text of the failure message that
+// names the rule the bug breaks (this repository's tests fail with t.Fatalf
+// or t.Errorf lines that say which rule was broken). A failure without that
+// text is "timeout" when the output shows a wait that ran out ("panic: test
+// timed out", or a wait helper's "timed out after …" / "timed out waiting
+// …") and "unnamed" otherwise (the test failed for another reason); both
+// count as not caught, as does "survived" (every test passed). The checks
+// run in order until one catches the mutant by its rule.
 //
 // Usage: go run ./testbed/mutants [-run REGEXP] [-v]
 package main
@@ -34,8 +41,12 @@ type edit struct{ File, Old, New string }
 type check struct{ Pkg, Run string }
 
 type mutant struct {
-	Name   string
-	Bug    string
+	Name string
+	Bug  string
+	// Rule is text of the failure message by which a listed test names the
+	// rule the bug breaks: the mutant counts as caught only when a failing
+	// test's output contains it.
+	Rule   string
 	Edits  []edit
 	Checks []check
 }
@@ -45,6 +56,7 @@ const gen = "gen/jobqdb/jobs.sql.go"
 var mutants = []mutant{
 	{
 		Name: "renew-by-id", Bug: "1: lease renewal by id alone (owner condition dropped)",
+		Rule: "want no row",
 		Edits: []edit{
 			{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0\nFOR UPDATE SKIP LOCKED", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0\nFOR UPDATE SKIP LOCKED"},
 			{gen, "AND status = 'RUNNING' AND owner = ? AND cancel_requested = 0\n`", "AND status = 'RUNNING' AND ? IS NOT NULL AND cancel_requested = 0\n`"},
@@ -53,6 +65,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "claim-replica-clock", Bug: "2: skiplocked claim stamps started_at and lease_until from the replica's clock",
+		Rule: "want the database clock",
 		Edits: []edit{
 			{gen, "    lease_until = NOW(6) + INTERVAL ? MICROSECOND,\n    started_at = NOW(6),\n    finished_at = NULL,\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'",
 				"    lease_until = ? + INTERVAL ? MICROSECOND,\n    started_at = ?,\n    finished_at = NULL,\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'"},
@@ -63,6 +76,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "cas-claim-replica-clock", Bug: "2: cas claim stamps started_at and lease_until from the replica's clock",
+		Rule: "want the database clock",
 		Edits: []edit{
 			{gen, "    lease_until = NOW(6) + INTERVAL ? MICROSECOND,\n    started_at = NOW(6),\n    finished_at = NULL,\n    update_time = NOW(6)\nWHERE id = ? AND status = 'WAITING' AND attempt = ?",
 				"    lease_until = ? + INTERVAL ? MICROSECOND,\n    started_at = ?,\n    finished_at = NULL,\n    update_time = NOW(6)\nWHERE id = ? AND status = 'WAITING' AND attempt = ?"},
@@ -72,78 +86,196 @@ var mutants = []mutant{
 	},
 	{
 		Name: "hash-without-run_at", Bug: "3: idempotency hash leaves out run_at",
+		Rule:   "want 409",
 		Edits:  []edit{{"service/service.go", "p.MaxRetry, p.TimeoutMs, runAt})", "p.MaxRetry, p.TimeoutMs, runAt[:0]})"}},
 		Checks: []check{{"./httpapi/", "^TestIdempotencyHashCoversEveryField$"}},
 	},
 	{
 		Name: "hash-without-max_retry", Bug: "3: idempotency hash leaves out max_retry",
+		Rule:   "want 409",
 		Edits:  []edit{{"service/service.go", "p.MaxRetry, p.TimeoutMs, runAt})", "p.TimeoutMs, runAt})"}},
 		Checks: []check{{"./httpapi/", "^TestIdempotencyHashCoversEveryField$"}},
 	},
 	{
 		Name: "hash-without-timeout_ms", Bug: "3: idempotency hash leaves out timeout_ms",
+		Rule:   "want 409",
 		Edits:  []edit{{"service/service.go", "p.MaxRetry, p.TimeoutMs, runAt})", "p.MaxRetry, runAt})"}},
 		Checks: []check{{"./httpapi/", "^TestIdempotencyHashCoversEveryField$"}},
 	},
 	{
 		Name: "hash-run_at-offset", Bug: "3: run_at hashed with its UTC offset (same instant, another offset → 409)",
+		Rule:   "want 200",
 		Edits:  []edit{{"service/service.go", "\t\tt = t.UTC()\n", ""}},
 		Checks: []check{{"./httpapi/", "^TestIdempotencyHashCoversEveryField$"}},
 	},
 	{
 		Name: "success-fenced-by-status", Bug: "4: success completion fenced by status alone (attempt term dropped)",
+		Rule: "want refused",
 		Edits: []edit{{gen, "SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),\n    lease_until = NULL,\n    finished_at = NOW(6),\n    update_time = NOW(6)\nWHERE id = ? AND attempt = ? AND status = 'RUNNING'",
 			"SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),\n    lease_until = NULL,\n    finished_at = NOW(6),\n    update_time = NOW(6)\nWHERE id = ? AND ? IS NOT NULL AND status = 'RUNNING'"}},
 		Checks: []check{{"./store/", "^TestLateSuccessRefusedWhileNextRunIsRunning$"}},
 	},
 	{
 		Name: "batched-success-fenced-by-status", Bug: "4: batched success completion fenced by status alone",
+		Rule:   "want refused",
 		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND attempt = ?", "WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND ? IS NOT NULL"}},
 		Checks: []check{{"./store/", "^TestLateSuccessRefusedWhileNextRunIsRunning$"}},
 	},
 	{
 		Name: "rescue-one-extra", Bug: "5: rescuer allows one extra rescue (retry_times <= max_retry)",
+		Rule:   "after two rescues",
 		Edits:  []edit{{gen, "                  WHEN retry_times < max_retry THEN 'WAITING'", "                  WHEN retry_times <= max_retry THEN 'WAITING'"}},
 		Checks: []check{{"./store/", "^TestRescueGrantsMaxRetryThenFails$"}},
 	},
 	{
 		Name: "skiplocked-ignores-run_at", Bug: "6: skiplocked claim ignores run_at",
+		Rule: "executions started before their due time",
 		Edits: []edit{{gen, "FROM job_queue\nWHERE status = 'WAITING' AND run_at <= NOW(6)\n  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED",
 			"FROM job_queue\nWHERE status = 'WAITING'\n  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
 		Checks: []check{{"./scheduler/", "^TestNoExecutionBeforeDue$"}},
 	},
 	{
 		Name: "claim-priority-asc", Bug: "7: skiplocked claim orders priority ASC",
+		Rule:   "run order",
 		Edits:  []edit{{gen, "ORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED", "ORDER BY priority ASC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
 		Checks: []check{{"./scheduler/", "^TestPriorityOrder$"}},
 	},
 	{
 		Name: "scan-priority-asc", Bug: "7: cas scan orders priority ASC",
+		Rule:   "run order",
 		Edits:  []edit{{gen, "ORDER BY priority DESC, run_at, id\nLIMIT ?\n`\n\ntype JobScanAvailableRow", "ORDER BY priority ASC, run_at, id\nLIMIT ?\n`\n\ntype JobScanAvailableRow"}},
 		Checks: []check{{"./scheduler/", "^TestPriorityOrder$"}},
 	},
 	{
 		Name: "cancel-outcome-success", Bug: "audit: batched success records SUCCESS for a job that ended CANCELED",
+		Rule:   "but its execution says",
 		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL", "NOW(6), 'SUCCESS', NULL"}},
 		Checks: []check{{"./store/", "^TestCancel(BeforeCompletionRecordsCanceled|RaceJobAndAuditAgree)$"}},
 	},
 	{
 		Name: "sleep-params-unbounded", Bug: "params: built-in types accept any ms",
+		Rule:   "want 400 naming",
 		Edits:  []edit{{"jobtypes/jobtypes.go", "if err != nil || n < 0 || n > b.max {", "if err != nil || n < 0 {"}},
 		Checks: []check{{"./httpapi/", "^TestBuiltinParamsValidatedAtSubmit$"}},
 	},
 	{
 		Name: "cas-unguarded", Bug: "sabotage cas-guard: cas claim on status alone (ABA)",
+		Rule:   "cas claim with the stale candidate",
 		Edits:  []edit{{gen, "WHERE id = ? AND status = 'WAITING' AND attempt = ?\n`\n\ntype JobClaimCASParams", "WHERE id = ? AND status = 'WAITING' AND ? IS NOT NULL\n`\n\ntype JobClaimCASParams"}},
 		Checks: []check{{"./store/", "^TestCASClaimRefusesStaleCandidate$"}},
 	},
 	{
 		Name: "rescue-ignores-lease", Bug: "sabotage rescuer: rescue without the lease condition",
+		Rule: "rescue of a renewed run",
 		Edits: []edit{
 			{gen, "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING' AND lease_until < NOW(6)", "WHERE id = ? AND attempt = ?\n  AND status = 'RUNNING'"},
 			{gen, "  AND q.status = 'RUNNING' AND q.lease_until < NOW(6)\nFOR UPDATE", "  AND q.status = 'RUNNING'\nFOR UPDATE"},
 		},
 		Checks: []check{{"./store/", "^TestRescueSkipsLeaseRenewedAfterTheRead$"}},
+	},
+	// Planted in the code added with the run queue, claims in flight, the
+	// completion split, the outcome writer's retry until the lease
+	// deadline, the heartbeat, the promoter, the DST planner, batch submit
+	// and the chaos checker. Each edit is small: re-point it when the code
+	// it names moves.
+	{
+		Name: "queued-run-not-renewed", Bug: "a queued run joins the run table (renewed, guarded) only when a worker takes it",
+		Rule: "queued run not renewed while it waited",
+		Edits: []edit{
+			{"scheduler/dispatcher.go", "\ts.runs.add(r, s.heartbeat.guardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })\n", ""},
+			{"scheduler/dispatcher.go", "\tdefer func() { <-s.workers }()\n", "\tdefer func() { <-s.workers }()\n\ts.runs.add(r, s.heartbeat.guardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })\n"},
+		},
+		Checks: []check{{"./scheduler/", "^TestQueuedRunsRenewedWhileTheyWait$"}},
+	},
+	{
+		Name: "outcome-retry-past-deadline", Bug: "the outcome write retries any transient error past the lease deadline (not only while the server refuses writes)",
+		Rule:   "outcome write retried past the lease deadline on a transient error",
+		Edits:  []edit{{"scheduler/outcome.go", "!(refusesWrites(err) && now.Sub(start) < outcomeRefusalLimit*w.Lease)", "!(now.Sub(start) < outcomeRefusalLimit*w.Lease)"}},
+		Checks: []check{{"./scheduler/", "^TestOutcomeWriteGivesUpAtTheLeaseDeadline$/^transient$"}},
+	},
+	{
+		Name: "outcome-refusal-not-retried", Bug: "the outcome write gives up at the lease deadline while the server refuses writes (read-only)",
+		Rule:   "outcome write refused by a read-only server given up",
+		Edits:  []edit{{"scheduler/outcome.go", "!(refusesWrites(err) && now.Sub(start) < outcomeRefusalLimit*w.Lease)", "!(refusesWrites(err) && now.Sub(start) < 0)"}},
+		Checks: []check{{"./scheduler/", "^TestOutcomeWriteGivesUpAtTheLeaseDeadline$/^read-only$"}},
+	},
+	{
+		Name: "given-up-write-keeps-run", Bug: "a given-up outcome write leaves its run in the run table (renewed for ever, never rescued)",
+		Rule:   "run renewed after its outcome write was given up",
+		Edits:  []edit{{"scheduler/dispatcher.go", "\tif r := s.runs.remove(c.Fence); r != nil {\n", "\tif writeErr != nil {\n\t} else if r := s.runs.remove(c.Fence); r != nil {\n"}},
+		Checks: []check{{"./scheduler/", "^TestGivenUpOutcomeWriteLeavesTheRunToTheRescuer$"}},
+	},
+	{
+		Name: "heartbeat-any-running-held", Bug: "the heartbeat takes any RUNNING row as still held, whatever its owner and attempt",
+		Rule:   "run whose job another owner holds not cancelled within one heartbeat",
+		Edits:  []edit{{"scheduler/heartbeat.go", "holds := ok && st.Status == jobq.StateRunning && st.Owner == p.Owner && st.Attempt == r.job.Attempt", "holds := ok && st.Status == jobq.StateRunning"}},
+		Checks: []check{{"./scheduler/", "^TestRunHeldByAnotherOwnerCancelledWithinOneHeartbeat$"}},
+	},
+	{
+		Name: "runqueue-ignores-recent", Bug: "the run queue offers every place, whatever finished recently",
+		Rule:   "run queue offered places for finishes outside its window",
+		Edits:  []edit{{"scheduler/pool.go", "allowed := s.workers + min(s.queueMax, s.recent.count(time.Now()))", "allowed := s.workers + s.queueMax"}},
+		Checks: []check{{"./scheduler/", "^TestRunQueueOffersPlacesOnlyForRecentFinishes$"}},
+	},
+	{
+		Name: "runqueue-window-never-slides", Bug: "the run queue's count of recent finishes never leaves its 100 ms window",
+		Rule:   "run queue offered places for finishes outside its window",
+		Edits:  []edit{{"scheduler/pool.go", "\tcase d < runQueueHorizon:\n", "\tcase d < 1000*runQueueHorizon:\n"}},
+		Checks: []check{{"./scheduler/", "^TestRunQueueOffersPlacesOnlyForRecentFinishes$"}},
+	},
+	{
+		Name: "promoter-early", Bug: "the promoter makes jobs WAITING up to 1 s before their run_at",
+		Rule:   "promoter promoted a job before its run_at",
+		Edits:  []edit{{gen, "WHERE status = 'SCHEDULED' AND run_at <= NOW(6)\nORDER BY run_at\nLIMIT ?\nFOR UPDATE SKIP LOCKED", "WHERE status = 'SCHEDULED' AND run_at <= NOW(6) + INTERVAL 1 SECOND\nORDER BY run_at\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
+		Checks: []check{{"./scheduler/", "^TestPromoterNeverPromotesBeforeRunAt$"}},
+	},
+	{
+		Name: "serve-no-idle-tx-timeout", Bug: "jobq serve no longer sets idle_transaction_timeout on its sessions",
+		Rule:   "serve's sessions must carry idle_transaction_timeout",
+		Edits:  []edit{{"app/app.go", "store.PoolConfig{MaxOpen: pool, IdleTxTimeout: cfg.Scheduler.Lease / 5}", "store.PoolConfig{MaxOpen: pool}"}},
+		Checks: []check{{"./app/", "^TestServeSessionsCarryIdleTransactionTimeout$"}},
+	},
+	{
+		Name: "batch-conflict-as-existing", Bug: "batch submit's one-by-one fallback answers a conflicting body as existing",
+		Rule:   "batch item answered unlike a single submit",
+		Edits:  []edit{{"store/submit_many.go", "out[i] = jobq.SubmitOutcome{ID: job.ID, Conflict: true}", "out[i] = jobq.SubmitOutcome{ID: job.ID}"}},
+		Checks: []check{{"./service/", "^(TestBatchOverlappedByAConcurrentSubmitAnswersAsSingleSubmits|TestOverlappingConcurrentBatchesAnswerAsSingleSubmits)$"}},
+	},
+	{
+		Name: "split-without-fence-read", Bug: "the completion split takes every fenced success as live (the stale one sinks each split: row by row)",
+		Rule:   "want the split batch's one insert",
+		Edits:  []edit{{"store/complete.go", "if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced && live[c.Fence] {", "if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced {"}},
+		Checks: []check{{"./store/", "^TestStaleSuccessSplitsTheBatch$"}},
+	},
+	{
+		Name: "split-tried-once", Bug: "a batch overtaken by a rescue during its split goes row by row at once (no second split)",
+		Rule:   "is split again, up to 3 times",
+		Edits:  []edit{{"store/complete.go", "const splitTries = 3", "const splitTries = 1"}},
+		Checks: []check{{"./store/", "^TestRunTurningStaleDuringTheSplit$"}},
+	},
+	{
+		Name: "dst-repeat-second", Bug: "DST planner: a local time that occurs twice fires at its second occurrence",
+		Rule:   "DST rule broken",
+		Edits:  []edit{{"cronplan/wallclock.go", "(first.IsZero() || u.Before(first))", "(first.IsZero() || u.After(first))"}},
+		Checks: []check{{"./cronplan/", "^TestDSTRule$"}},
+	},
+	{
+		Name: "dst-gap-old-offset", Bug: "DST planner: a skipped local time fires at the wall time read with the old offset (an hour after the gap), as robfig/cron does",
+		Rule:   "DST rule broken",
+		Edits:  []edit{{"cronplan/wallclock.go", "\treturn start\n}", "\t_ = start\n\treturn wall.Add(-time.Duration(before) * time.Second)\n}"}},
+		Checks: []check{{"./cronplan/", "^TestDSTRule$"}},
+	},
+	{
+		Name: "checker-reset-excuses-release", Bug: "chaos checker: a connection reset excuses any release",
+		Rule:   "a reset (retried) explains no release but a lost claim's",
+		Edits:  []edit{{"testbed/chaos/checker/checker.go", "(f.excuses(h.Lease) || lostClaim)", "(f.excuses(h.Lease) || lostClaim || f.Kind == \"reset\")"}},
+		Checks: []check{{"./testbed/chaos/checker/", "^TestUnexplainedReleaseReported$"}},
+	},
+	{
+		Name: "checker-stop-excuses-earlier-release", Bug: "chaos checker: the final stop excuses releases at shutdown that came before it",
+		Rule:   "the final stop explains no release at shutdown before it",
+		Edits:  []edit{{"testbed/chaos/checker/checker.go", "if !h.Stopped.IsZero() && !e.FinishedAt.Before(h.Stopped) {", "if !h.Stopped.IsZero() {"}},
+		Checks: []check{{"./testbed/chaos/checker/", "^TestUnexplainedReleaseReported$"}},
 	},
 }
 
@@ -205,76 +337,121 @@ func run(only string, verbose bool) error {
 	fmt.Printf("baseline: %d tests pass on the unmodified code\n\n", len(seen))
 
 	type row struct {
-		m       mutant
-		verdict string
-		secs    float64
+		m   mutant
+		res result
 	}
 	var rows []row
 	caught := 0
 	for _, m := range selected {
 		start := time.Now()
-		verdict, out := try(dir, m)
-		if verdict == "caught" {
+		res := try(dir, m)
+		if res.verdict == "caught" {
 			caught++
 		}
-		rows = append(rows, row{m, verdict, time.Since(start).Seconds()})
-		fmt.Printf("%-34s %-9s %5.1fs\n", m.Name, verdict, time.Since(start).Seconds())
-		if verbose && out != "" {
-			fmt.Println(indent(out))
+		rows = append(rows, row{m, res})
+		fmt.Printf("%-38s %-9s %-10s %6.1fs  %s\n", m.Name, res.verdict, res.how, time.Since(start).Seconds(), res.by)
+		if verbose && res.out != "" {
+			fmt.Println(indent(res.out))
 		}
 		if out, err := exec.Command("git", "-C", dir, "checkout", "--", ".").CombinedOutput(); err != nil {
 			return fmt.Errorf("restore worktree: %v\n%s", err, out)
 		}
 	}
-	fmt.Printf("\n| mutant | planted bug | tests | verdict |\n|---|---|---|---|\n")
+	fmt.Printf("\n| mutant | planted bug | rule the test must name | caught by | how | verdict |\n|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		var tests []string
-		for _, c := range r.m.Checks {
-			tests = append(tests, fmt.Sprintf("`%s` %s", c.Pkg, strings.Trim(c.Run, "^$")))
+		by := r.res.by
+		if by == "" {
+			var tests []string
+			for _, c := range r.m.Checks {
+				tests = append(tests, fmt.Sprintf("`%s` %s", c.Pkg, strings.Trim(c.Run, "^$")))
+			}
+			by = "(none of " + strings.Join(tests, ", ") + ")"
 		}
-		fmt.Printf("| %s | %s | %s | %s |\n", r.m.Name, r.m.Bug, strings.Join(tests, ", "), r.verdict)
+		fmt.Printf("| %s | %s | %q | %s | %s | %s |\n", r.m.Name, r.m.Bug, r.m.Rule, by, r.res.how, r.res.verdict)
 	}
-	fmt.Printf("\n%d caught, %d not caught (of %d mutants)\n", caught, len(rows)-caught, len(rows))
+	fmt.Printf("\n%d caught by a named assertion, %d not (of %d mutants)\n", caught, len(rows)-caught, len(rows))
 	if caught != len(rows) {
-		return fmt.Errorf("%d mutants not caught", len(rows)-caught)
+		return fmt.Errorf("%d mutants not caught by a named assertion", len(rows)-caught)
 	}
 	return nil
 }
 
-// try applies m's edits in dir and runs its checks: "caught" when a test
-// failed, "survived" when all passed, "n/a" when an edit no longer
-// matches, "broken" when the mutant does not build.
-func try(dir string, m mutant) (verdict, output string) {
+// result is what became of one mutant.
+type result struct {
+	// verdict: "caught" (a listed test failed naming the mutant's rule),
+	// "timeout" (one failed only by a wait that ran out), "unnamed" (one
+	// failed, neither naming the rule nor by a timeout), "survived" (all
+	// passed), "n/a" (an edit no longer matches), "broken" (no build).
+	verdict string
+	// how is "assertion", "timeout", "other failure" or "-".
+	how string
+	// by names the failing test(s) of the deciding check: `pkg` TestName.
+	by  string
+	out string
+}
+
+// timeoutMarkers are what a failing test's output shows when a wait ran
+// out rather than an assertion failed: go test's own deadline and this
+// repository's wait helpers (waitFor, recv: "timed out after 2m0s waiting
+// for …"; a few tests: "timed out waiting for …").
+var timeoutMarkers = []string{"panic: test timed out", "timed out after", "timed out waiting"}
+
+var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+
+// try applies m's edits in dir and runs its checks in order until one
+// fails naming m.Rule (caught); the first other failure decides the
+// verdict otherwise.
+func try(dir string, m mutant) result {
 	for _, e := range m.Edits {
 		path := filepath.Join(dir, e.File)
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return "n/a", err.Error()
+			return result{verdict: "n/a", how: "-", out: err.Error()}
 		}
 		if n := strings.Count(string(b), e.Old); n != 1 {
-			return "n/a", fmt.Sprintf("%s: the text to replace occurs %d times, want 1", e.File, n)
+			return result{verdict: "n/a", how: "-", out: fmt.Sprintf("%s: the text to replace occurs %d times, want 1", e.File, n)}
 		}
 		if err := os.WriteFile(path, []byte(strings.Replace(string(b), e.Old, e.New, 1)), 0o644); err != nil {
-			return "n/a", err.Error()
+			return result{verdict: "n/a", how: "-", out: err.Error()}
 		}
 	}
+	res := result{verdict: "survived", how: "-"}
 	for _, c := range m.Checks {
 		out, err := goTest(dir, c)
 		if err == nil {
 			continue
 		}
 		if strings.Contains(out, "[build failed]") || strings.Contains(out, "[setup failed]") {
-			return "broken", out
+			return result{verdict: "broken", how: "-", out: out}
 		}
-		return "caught", out
+		var failed []string
+		for _, f := range failLine.FindAllStringSubmatch(out, -1) {
+			failed = append(failed, f[1])
+		}
+		by := fmt.Sprintf("`%s` %s", c.Pkg, strings.Join(failed, ", "))
+		if m.Rule != "" && strings.Contains(out, m.Rule) {
+			return result{verdict: "caught", how: "assertion", by: by, out: out}
+		}
+		if res.verdict != "survived" {
+			continue
+		}
+		res = result{verdict: "unnamed", how: "other failure", by: by, out: out}
+		for _, mk := range timeoutMarkers {
+			if strings.Contains(out, mk) {
+				res.verdict, res.how = "timeout", "timeout"
+				break
+			}
+		}
 	}
-	return "survived", ""
+	return res
 }
 
 func goTest(dir string, c check) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", c.Run, c.Pkg)
+	// go test's own deadline first, so a hung test says so ("panic: test
+	// timed out") before the context kills it.
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-timeout", "6m", "-run", c.Run, c.Pkg)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	return string(out), err

@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/scheduler/schedulertest"
+	"github.com/jobq/jobq/testbed/jobtypes"
 )
 
 // TestPoolSmallerThanWorkers runs a replica with 2 database connections and
@@ -25,7 +26,7 @@ func TestPoolSmallerThanWorkers(t *testing.T) {
 	dsn := testdb.DSN(t)
 	events := schedulertest.NewRecorder()
 	r, err := app.Start(context.Background(), app.Config{
-		DSN: dsn, Listen: "127.0.0.1:0", PoolMaxOpen: 2, Logger: quiet(), Testbed: true,
+		DSN: dsn, Listen: "127.0.0.1:0", PoolMaxOpen: 2, Logger: quiet(), RegisterFunc: jobtypes.RegisterTestbed,
 		Scheduler: scheduler.Config{Observer: events, Workers: 20, PollInterval: 50 * time.Millisecond, PollJitter: 10 * time.Millisecond,
 			Lease: 5 * time.Second, RescueInterval: time.Second, RetryBackoffBase: 20 * time.Millisecond, Logger: quiet()},
 	})

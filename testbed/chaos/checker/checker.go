@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -42,6 +43,13 @@ const (
 	// dropped the outcome (for example, a lost connection or a deadlock on
 	// the completion that was not retried).
 	CheckUnexplainedRescue = "unexplained_rescues"
+	// CheckUnexplainedRelease: a run was handed back unfinished (RELEASED)
+	// although neither a shutdown of its replica (a SIGTERM on its
+	// incarnation, or the harness stopping every replica at the end) nor a
+	// fault on its replica or the database explains it — for example a run
+	// whose lease ran out while it waited in the run queue of a live,
+	// connected replica (its queued lease was not renewed).
+	CheckUnexplainedRelease = "unexplained_releases"
 	// CheckMissingExecution: the execution rows of a job are not exactly one
 	// per attempt that started — attempts 1 … attempt, less the in-flight
 	// attempt of a RUNNING job (its row is written when its outcome is
@@ -155,6 +163,9 @@ type Counts struct {
 	// UnexplainedRescues is LEASE_EXPIRED executions that no fault explains
 	// (see CheckUnexplainedRescue).
 	UnexplainedRescues int `json:"unexplained_rescues"`
+	// UnexplainedReleases is RELEASED executions that no shutdown or fault
+	// explains (see CheckUnexplainedRelease).
+	UnexplainedReleases int `json:"unexplained_releases"`
 	// MissingExecutions is jobs whose execution rows are not exactly one per
 	// started attempt.
 	MissingExecutions int `json:"missing_executions"`
@@ -177,6 +188,12 @@ type Counts struct {
 	// overlapped the run's claim-to-rescue window: reported, not a
 	// violation.
 	RescuesAfterStall int `json:"rescues_after_stall"`
+	// ReleasesAfterSlowRenewal and ReleasesAfterStall are RELEASED
+	// executions no shutdown or injected fault explains but that a slow
+	// renewal or a stall of their replica does (as for rescues): reported,
+	// not a violation.
+	ReleasesAfterSlowRenewal int `json:"releases_after_slow_renewal"`
+	ReleasesAfterStall       int `json:"releases_after_stall"`
 	// StaleCompletionsRefused is executions the fence refused (outcome STALE).
 	StaleCompletionsRefused int `json:"stale_completions_refused"`
 	// Executions is job_execution rows. Rescued of them had their lease
@@ -287,7 +304,7 @@ func Check(h History) *Result {
 	}
 
 	var lost, missing, stuck, txDup, overlap, stale, phantom, poison []string
-	var early, afterLoss, unexplained, noExecRow, disagree, rerun, failedAfter []string
+	var early, afterLoss, unexplained, unexplainedRel, noExecRow, disagree, rerun, failedAfter []string
 	submitted := map[string]bool{}
 	for _, s := range h.Submits {
 		submitted[s.Key] = true
@@ -440,6 +457,16 @@ func Check(h History) *Result {
 				unexplained = append(unexplained, u)
 			}
 		}
+		if u := unexplainedRelease(h, e); u != "" {
+			switch {
+			case slowRenewal(h, e):
+				c.ReleasesAfterSlowRenewal++
+			case stalled(h, e.Owner, e.StartedAt, *e.FinishedAt):
+				c.ReleasesAfterStall++
+			default:
+				unexplainedRel = append(unexplainedRel, u)
+			}
+		}
 	}
 	for _, f := range h.Faults {
 		if f.Interrupts() {
@@ -450,6 +477,7 @@ func Check(h History) *Result {
 	c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates = len(lost), len(missing), len(stuck), len(txDup)
 	c.OverlappingLeases, c.StaleCompletionsAccepted, c.Phantom = len(overlap), len(stale), len(phantom)
 	c.ClaimedBeforeDue, c.WorkAfterLeaseLost, c.UnexplainedRescues = len(early), len(afterLoss), len(unexplained)
+	c.UnexplainedReleases = len(unexplainedRel)
 	c.MissingExecutions = len(noExecRow)
 	c.StatusVsLastExecution = len(disagree)
 	c.RerunAfterSuccess, c.FailedAfterSuccess = len(rerun), len(failedAfter)
@@ -460,6 +488,7 @@ func Check(h History) *Result {
 		{CheckLost, lost}, {CheckAckedMissing, missing}, {CheckStuck, stuck}, {CheckTxDuplicate, txDup},
 		{CheckOverlap, overlap}, {CheckStaleAccepted, stale}, {CheckPhantom, phantom}, {CheckPoison, poison},
 		{CheckClaimedEarly, early}, {CheckWorkAfterLoss, afterLoss}, {CheckUnexplainedRescue, unexplained},
+		{CheckUnexplainedRelease, unexplainedRel},
 		{CheckMissingExecution, noExecRow},
 		{CheckStatusVsLastExecution, disagree}, {CheckRerunAfterSuccess, rerun}, {CheckFailedAfterSuccess, failedAfter},
 	} {
@@ -613,6 +642,46 @@ func unexplainedRescue(h History, e Execution) string {
 	}
 	return fmt.Sprintf("job %d: attempt %d (%s) claimed at %s was rescued at %s; no fault on its replica or the database explains it",
 		e.JobID, e.Attempt, e.Owner, e.StartedAt.Format(time.RFC3339Nano), e.FinishedAt.Format(time.RFC3339Nano))
+}
+
+// ReleasedAtShutdown begins the error of a run released because its
+// replica was shutting down (scheduler: "released at shutdown: …").
+const ReleasedAtShutdown = "released at shutdown"
+
+// releasedLostClaim is the error of a run released because its claim's
+// answer was lost on the way back (a cut connection) and no worker slot
+// was free when the replica adopted it.
+const releasedLostClaim = "released: its claim's answer was lost"
+
+// unexplainedRelease describes e if it was released (RELEASED) while
+// nothing explains it; "" otherwise. A release at shutdown is explained by
+// a SIGTERM of its replica incarnation before it or by the harness's final
+// stop (History.Stopped); any release by a fault on its replica or the
+// database between its claim and one lease after the fault ended — a fault
+// that may cost a run its lease (Fault.excuses), or, for a release of a
+// claim whose answer was lost, any fault that touched the link.
+func unexplainedRelease(h History, e Execution) string {
+	if e.Outcome != OutcomeReleased || e.FinishedAt == nil {
+		return ""
+	}
+	if strings.HasPrefix(e.Error, ReleasedAtShutdown) {
+		if !h.Stopped.IsZero() && !e.FinishedAt.Before(h.Stopped) {
+			return ""
+		}
+		for _, f := range h.Faults {
+			if f.Kind == "term" && f.Owner == e.Owner && !f.Start.After(*e.FinishedAt) {
+				return ""
+			}
+		}
+	}
+	lostClaim := strings.HasPrefix(e.Error, releasedLostClaim)
+	for _, f := range excusingFaults(h) {
+		if (f.excuses(h.Lease) || lostClaim) && f.hits(e.Owner) && !f.Start.After(*e.FinishedAt) && !f.End.Add(h.Lease).Before(e.StartedAt) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("job %d: attempt %d (%s) claimed at %s was released at %s (%q); no shutdown or fault on its replica or the database explains it",
+		e.JobID, e.Attempt, e.Owner, e.StartedAt.Format(time.RFC3339Nano), e.FinishedAt.Format(time.RFC3339Nano), e.Error)
 }
 
 // slowRenewal reports whether e's replica logged a renewal the database did

@@ -786,3 +786,87 @@ func TestWorkAfterLeaseLostCountsFromStallEnd(t *testing.T) {
 		wantOnly(t, Check(b.h), CheckWorkAfterLoss, 1)
 	}
 }
+
+// releaseHistory: job 1's attempt 1 on replica-1.1, claimed at 110, was
+// handed back unfinished at 2500 with why; attempt 2 ran on replica-2.1.
+func releaseHistory(why string) *builder {
+	b := newBuilder()
+	b.ok(2, 100, "replica-2.1")
+	b.job(1, 100, StatusSuccess, 2, 3300)
+	b.exec(1, 1, "replica-1.1", 110, 2500, OutcomeReleased)
+	b.h.Executions[len(b.h.Executions)-1].Error = why
+	b.exec(1, 2, "replica-2.1", 3000, 3300, OutcomeSuccess)
+	b.effect(1, 2, EffectNonTx, "replica-2.1", 3010)
+	b.effect(1, 2, EffectTx, "replica-2.1", 3300)
+	return b
+}
+
+// A release no shutdown or fault explains — a live, connected replica let
+// a queued run's lease run out before its handler started — is reported,
+// as an unexplained rescue is; a release at shutdown is explained by a
+// SIGTERM of its replica incarnation or by the harness's final stop, any
+// release by a fault that can cost a run its lease, one of a claim whose
+// answer was lost by any fault on the link, and a slow renewal or a stall
+// of its replica is counted apart (machine load). Each case names its rule.
+func TestUnexplainedReleaseReported(t *testing.T) {
+	const queued = "released: its lease ran out before the handler started"
+	const shutdown = "released at shutdown: never started"
+	const lostClaim = "released: its claim's answer was lost and no worker slot was free"
+	r := Check(releaseHistory(queued).h)
+	wantExactly(t, r, map[string]int{CheckUnexplainedRelease: 1})
+	v := violation(r, CheckUnexplainedRelease)
+	if !strings.Contains(v.Examples[0], "job 1: attempt 1 (replica-1.1) claimed at") || !strings.Contains(v.Examples[0], queued) ||
+		!strings.Contains(v.Examples[0], "no shutdown or fault on its replica or the database explains it") {
+		t.Fatalf("example = %q", v.Examples[0])
+	}
+	pause := Fault{Kind: "pause", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(1500)}
+	for _, c := range []struct {
+		rule       string
+		why        string
+		faults     []Fault
+		stopped    int // ms; 0: not recorded
+		slow       []SlowRenewal
+		stalls     []Stall
+		unexpl     int
+		slowN, stN int
+	}{
+		{rule: "a release with no shutdown and no fault is unexplained", why: queued, unexpl: 1},
+		{rule: "a pause of its replica explains a release", why: queued, faults: []Fault{pause}},
+		{rule: "a database-wide latency fault explains a release", why: queued, faults: []Fault{{Kind: "latency", Start: at(500), End: at(1500)}}},
+		{rule: "a reset (retried) explains no release but a lost claim's", why: queued,
+			faults: []Fault{{Kind: "reset", Target: "replica-1", Owner: "replica-1.1", Start: at(500), End: at(700)}}, unexpl: 1},
+		{rule: "a fault on another replica explains no release", why: queued,
+			faults: []Fault{{Kind: "kill", Target: "replica-3", Owner: "replica-3.1", Start: at(500), End: at(1500)}}, unexpl: 1},
+		{rule: "a lost claim's release with no fault is unexplained", why: lostClaim, unexpl: 1},
+		{rule: "a reset on its link explains a lost claim's release", why: lostClaim,
+			faults: []Fault{{Kind: "reset", Target: "replica-1", Owner: "replica-1.1", Start: at(50), End: at(150)}}},
+		{rule: "a release at shutdown with no shutdown is unexplained", why: shutdown, unexpl: 1},
+		{rule: "a SIGTERM of another incarnation explains no release at shutdown", why: shutdown,
+			faults: []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.0", Start: at(2000), End: at(2400)}}, unexpl: 1},
+		{rule: "a SIGTERM after the release explains no release at shutdown", why: shutdown,
+			faults: []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.1", Start: at(2600), End: at(2900)}}, unexpl: 1},
+		{rule: "a SIGTERM of its incarnation explains a release at shutdown", why: shutdown,
+			faults: []Fault{{Kind: "term", Target: "replica-1", Owner: "replica-1.1", Start: at(2400), End: at(2900)}}},
+		{rule: "the final stop explains no release at shutdown before it", why: shutdown, stopped: 2600, unexpl: 1},
+		{rule: "the final stop explains a release at shutdown after it", why: shutdown, stopped: 2400},
+		{rule: "the final stop explains only releases at shutdown", why: queued, stopped: 2400, unexpl: 1},
+		{rule: "a slow renewal of its replica is counted apart", why: queued, slow: []SlowRenewal{{Owner: "replica-1.1", At: at(1200)}}, slowN: 1},
+		{rule: "a stall of its replica is counted apart", why: queued, stalls: []Stall{{Owner: "replica-1.1", From: at(1000), To: at(2000)}}, stN: 1},
+		{rule: "a stall of another replica explains no release", why: queued, stalls: []Stall{{Owner: "replica-2.1", From: at(1000), To: at(2000)}}, unexpl: 1},
+	} {
+		b := releaseHistory(c.why)
+		b.h.Faults, b.h.SlowRenewals, b.h.Stalls = c.faults, c.slow, c.stalls
+		if c.stopped > 0 {
+			b.h.Stopped = at(c.stopped)
+		}
+		r := Check(b.h)
+		got := r.Counts
+		if got.UnexplainedReleases != c.unexpl || got.ReleasesAfterSlowRenewal != c.slowN || got.ReleasesAfterStall != c.stN {
+			t.Errorf("unexplained releases %d, after slow renewal %d, after stall %d; want %d, %d, %d: %s (violations %+v)",
+				got.UnexplainedReleases, got.ReleasesAfterSlowRenewal, got.ReleasesAfterStall, c.unexpl, c.slowN, c.stN, c.rule, r.Violations)
+		}
+		if r.Valid != (c.unexpl == 0) || len(r.Violations) > 1 {
+			t.Errorf("valid %v, violations %+v; want only the releases judged: %s", r.Valid, r.Violations, c.rule)
+		}
+	}
+}

@@ -69,6 +69,10 @@ type History struct {
 	// history was read (after the drain).
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
+	// Stopped is when the harness began stopping every replica at the end
+	// of the run (after the drain): runs released at shutdown from then on
+	// are explained. Zero: not recorded.
+	Stopped time.Time `json:"stopped,omitempty"`
 }
 
 // Submit is one job the harness submitted.

@@ -1,3 +1,8 @@
+// Package jobtypes holds the testbed's job types, effect and poison. They
+// are not part of the product: a replica registers them only when the
+// testbed asks (RegisterTestbed: `jobq serve` with JOBQ_TESTBED=1, as the
+// chaos harness, the demo and tests start it; cmd/jobq passes it to
+// app.Config.RegisterFunc).
 package jobtypes
 
 import (
@@ -10,12 +15,13 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	builtin "github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
+	"github.com/jobq/jobq/storeerr"
 )
 
-// The testbed's job types. They are not part of the product: a replica
-// registers them only when the testbed asks (RegisterTestbed).
+// The testbed's job types.
 const (
 	// Effect records its side effects in job_effect (EffectHandler).
 	Effect = "effect"
@@ -157,20 +163,47 @@ func (h EffectHandler) insertEnd(ctx context.Context, job *scheduler.Job, endedD
 func (h EffectHandler) writeEndMarkerLate(job *scheduler.Job, endedDB time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), endMarkerTimeout)
 	defer cancel()
-	_ = store.RetryPolicy{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}.Do(ctx, "effect.end", func() error {
-		return h.insertEnd(ctx, job, endedDB)
+	_ = storeerr.RetryPolicy{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}.Do(ctx, "effect.end", func() error {
+		return store.Mark(h.insertEnd(ctx, job, endedDB))
 	})
 }
 
 // ValidateParams implements scheduler.ParamsValidator.
 func (EffectHandler) ValidateParams(raw json.RawMessage) (string, string) {
-	return validateFields(raw, "ms")
+	return builtin.ValidateFields(raw, "ms")
 }
 
 // endMarkerTimeout bounds the write of the effect type's "end" row.
 const endMarkerTimeout = 30 * time.Second
 
 // WorkTx records the transactional effect in the completion's transaction.
-func (EffectHandler) WorkTx(ctx context.Context, tx *sql.Tx, job *scheduler.Job) error {
+func (EffectHandler) WorkTx(ctx context.Context, tx jobq.Tx, job *scheduler.Job) error {
 	return effectInsert(ctx, tx, job.Fence(), "tx", job.Owner)
+}
+
+// parse reads the params the effect type reads (ms), as the built-in types
+// do: a body that is not a params object discards the job.
+func parse(job *scheduler.Job) (builtin.Params, error) {
+	var p builtin.Params
+	if len(job.Params) > 0 {
+		if err := json.Unmarshal(job.Params, &p); err != nil {
+			return p, fmt.Errorf("%w: params: %v", scheduler.ErrDiscard, err)
+		}
+	}
+	return p, nil
+}
+
+// sleep waits ms milliseconds or until ctx ends (its cause).
+func sleep(ctx context.Context, ms int) error {
+	if ms <= 0 {
+		return nil
+	}
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
 }
