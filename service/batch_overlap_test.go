@@ -76,7 +76,7 @@ func TestBatchOverlappedByAConcurrentSubmitAnswersAsSingleSubmits(t *testing.T) 
 		if time.Now().After(deadline) {
 			t.Fatal("timed out after 2m waiting for the batch's INSERT to wait for the concurrent submit")
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polls the lock waits: a statement waiting on a row lock sends no event
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)

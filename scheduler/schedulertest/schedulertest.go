@@ -227,6 +227,18 @@ func Applied(outcome jobq.Outcome) func(scheduler.Event) bool {
 	}
 }
 
+// Succeeded returns the ids of the jobs whose run succeeded in evs (an
+// applied SUCCESS completion each).
+func Succeeded(evs []scheduler.Event) map[uint64]bool {
+	out := map[uint64]bool{}
+	for _, e := range evs {
+		if e.Kind == scheduler.EventCompleted && e.Applied && e.Completion.Outcome == jobq.OutcomeSuccess {
+			out[e.Completion.ID] = true
+		}
+	}
+	return out
+}
+
 // Stale accepts a completion the fence refused.
 func Stale(e scheduler.Event) bool { return e.Stale() }
 
