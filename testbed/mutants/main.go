@@ -232,7 +232,7 @@ var mutants = []mutant{
 	{
 		Name: "serve-no-idle-tx-timeout", Bug: "jobq serve no longer sets idle_transaction_timeout on its sessions",
 		Rule:   "serve's sessions must carry idle_transaction_timeout",
-		Edits:  []edit{{"app/app.go", "store.PoolConfig{MaxOpen: pool, IdleTxTimeout: cfg.Scheduler.Lease / 5}", "store.PoolConfig{MaxOpen: pool}"}},
+		Edits:  []edit{{"app/app.go", "store.PoolConfig{MaxOpen: pool, IdleTxTimeout: r.cfg.Scheduler.Lease / 5}", "store.PoolConfig{MaxOpen: pool}"}},
 		Checks: []check{{"./app/", "^TestServeSessionsCarryIdleTransactionTimeout$"}},
 	},
 	{
@@ -244,7 +244,7 @@ var mutants = []mutant{
 	{
 		Name: "split-without-fence-read", Bug: "the completion split takes every fenced success as live (the stale one sinks each split: row by row)",
 		Rule:   "want the split batch's one insert",
-		Edits:  []edit{{"store/complete.go", "if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced && live[c.Fence] {", "if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced {"}},
+		Edits:  []edit{{"store/complete.go", "if c.Outcome == jobq.OutcomeSuccess && live[c.Fence] {", "if c.Outcome == jobq.OutcomeSuccess {"}},
 		Checks: []check{{"./store/", "^TestStaleSuccessSplitsTheBatch$"}},
 	},
 	{
