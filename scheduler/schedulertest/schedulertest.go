@@ -178,10 +178,12 @@ func Describe(e scheduler.Event) string {
 			s += " err=" + e.Err.Error()
 		}
 		return s + "}"
-	case scheduler.EventStarted, scheduler.EventLeaseLost, scheduler.EventAdopted:
+	case scheduler.EventStarted, scheduler.EventGivenBack, scheduler.EventLeaseLost, scheduler.EventAdopted:
 		return fmt.Sprintf("%s{job %d attempt %d}", e.Kind, e.Fence.ID, e.Fence.Attempt)
-	case scheduler.EventClaimed:
+	case scheduler.EventClaimed, scheduler.EventFetchClaimed:
 		return fmt.Sprintf("%s{%d jobs}", e.Kind, len(e.Jobs))
+	case scheduler.EventFetched, scheduler.EventRemoteHeartbeat, scheduler.EventRemoteCompleted:
+		return fmt.Sprintf("%s{%s n=%d}", e.Kind, e.Result, e.N)
 	case scheduler.EventRescued:
 		return fmt.Sprintf("%s{%v}", e.Kind, e.Fences)
 	default:
