@@ -25,13 +25,14 @@ type replicaLog struct {
 	claimed  map[string]map[jobq.Fence]time.Time // owner → fence → claim answered
 	started  map[string]map[jobq.Fence]time.Time
 	released map[string]map[jobq.Fence]time.Time
-	spans    map[string][][2]time.Time // owner → handler [start, end]
+	given    map[string]map[jobq.Fence]time.Time // owner → fence → given back by the run queue
+	spans    map[string][][2]time.Time           // owner → handler [start, end]
 	running  map[string]int
 }
 
 func newReplicaLog() *replicaLog {
 	return &replicaLog{claimed: map[string]map[jobq.Fence]time.Time{}, started: map[string]map[jobq.Fence]time.Time{},
-		released: map[string]map[jobq.Fence]time.Time{}, spans: map[string][][2]time.Time{}, running: map[string]int{}}
+		released: map[string]map[jobq.Fence]time.Time{}, given: map[string]map[jobq.Fence]time.Time{}, spans: map[string][][2]time.Time{}, running: map[string]int{}}
 }
 
 func put(m map[string]map[jobq.Fence]time.Time, owner string, f jobq.Fence, t time.Time) {
@@ -58,6 +59,10 @@ func (l *replicaLog) observer(owner string, claimedFunc func(jobs []jobq.Claimed
 			if claimedFunc != nil {
 				claimedFunc(e.Jobs)
 			}
+		case scheduler.EventGivenBack:
+			l.mu.Lock()
+			put(l.given, owner, e.Fence, time.Now())
+			l.mu.Unlock()
 		case scheduler.EventCompleted:
 			if e.Completion.Outcome != jobq.OutcomeReleased {
 				return
@@ -252,6 +257,23 @@ func runHoard(t *testing.T, noops, sleeps, sleepMs, aWorkers, bWorkers int) *hoa
 			t.Fatal(err)
 		}
 	}
+	// Every run the run queue gave back is counted (Stats.GivenBack, from
+	// its given_back event) and ends released, unstarted.
+	h.log.mu.Lock()
+	for owner, st := range map[string]scheduler.Stats{h.aOwner: h.a.Stats(), h.bOwner: h.b.Stats()} {
+		if got := int64(len(h.log.given[owner])); got != st.GivenBack {
+			t.Errorf("%s: %d given_back events, Stats.GivenBack %d; want equal", owner, got, st.GivenBack)
+		}
+		for f := range h.log.given[owner] {
+			if _, ok := h.log.released[owner][f]; !ok {
+				t.Errorf("%s: run %v given back without a RELEASED completion", owner, f)
+			}
+			if _, ok := h.log.started[owner][f]; ok {
+				t.Errorf("%s: run %v given back after its handler started", owner, f)
+			}
+		}
+	}
+	h.log.mu.Unlock()
 	h.ranOnA = scalar(t, st.DB(), `SELECT COUNT(*) FROM job_execution e JOIN job_queue q ON q.id = e.job_id
 		WHERE q.job_type = 'sleep' AND e.outcome = 'SUCCESS' AND e.owner = ?`, h.aOwner)
 	h.ranOnB = scalar(t, st.DB(), `SELECT COUNT(*) FROM job_execution e JOIN job_queue q ON q.id = e.job_id
