@@ -116,8 +116,9 @@ var mutants = []mutant{
 	},
 	{
 		Name: "batched-success-fenced-by-status", Bug: "4: batched success completion fenced by status alone",
-		Rule:   "want refused",
-		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND attempt = ?", "WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND ? IS NOT NULL"}},
+		Rule: "want refused",
+		Edits: []edit{{"gen/jobqdb/complete_many.sql.go", "'SUCCESS'),\n    lease_until = NULL,\n    finished_at = NOW(6),\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND attempt = ?",
+			"'SUCCESS'),\n    lease_until = NULL,\n    finished_at = NOW(6),\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND ? IS NOT NULL"}},
 		Checks: []check{{"./store/", "^TestLateSuccessRefusedWhileNextRunIsRunning$"}},
 	},
 	{
