@@ -214,7 +214,7 @@ var mutants = []mutant{
 	{
 		Name: "runqueue-ignores-recent", Bug: "the run queue offers every place, whatever finished recently",
 		Rule:   "run queue offered places for finishes outside its window",
-		Edits:  []edit{{"scheduler/pool.go", "allowed := s.workers + min(s.queueMax, s.recent.count(time.Now()))", "allowed := s.workers + s.queueMax"}},
+		Edits:  []edit{{"scheduler/pool.go", "allowed := s.workers + min(s.queueMax, s.recent.places(time.Now(), s.workers))", "allowed := s.workers + s.queueMax"}},
 		Checks: []check{{"./scheduler/", "^TestRunQueueOffersPlacesOnlyForRecentFinishes$"}},
 	},
 	{
