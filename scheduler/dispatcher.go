@@ -51,7 +51,7 @@ func (s *Scheduler) dropQueued(q *queuedRun) {
 // RunQueueWait: back to WAITING for any replica, without spending a retry.
 func (s *Scheduler) giveBackQueued(q *queuedRun, waited time.Duration) {
 	defer s.handlers.Done()
-	s.stats.givenBack.Add(1)
+	s.emit(Event{Kind: EventGivenBack, Fence: q.r.job.Fence(), Duration: waited})
 	s.log.Debug("run queue: giving back a job that waited too long for a worker", "component", "dispatcher",
 		"job_id", q.r.job.ID, "attempt", q.r.job.Attempt, "waited_ms", waited.Milliseconds())
 	q.r.givenBack = true
@@ -72,9 +72,7 @@ func (s *Scheduler) runHandler(ctx context.Context, r *run, h Handler, ok bool, 
 		s.settle(r, h, releaseUnstarted(job, "released: its lease ran out before the handler started"))
 		return
 	}
-	if s.cfg.Hooks.StartedFunc != nil {
-		s.cfg.Hooks.StartedFunc(job, queued)
-	}
+	s.emit(Event{Kind: EventStarted, Fence: job.Fence(), Job: job, Duration: queued})
 	began := time.Now()
 	var err error
 	if !ok {
@@ -219,12 +217,9 @@ func (s *Scheduler) finishRun(c jobq.Completion, applied bool, writeErr error) {
 		r.cancel(nil)
 	}
 	if writeErr != nil {
-		if s.cfg.Hooks.CompletionFailedFunc != nil {
-			s.cfg.Hooks.CompletionFailedFunc(c, writeErr)
-		}
+		s.emit(Event{Kind: EventCompletionFailed, Completion: c, Err: writeErr})
 		return
 	}
-	s.stats.completed.Add(1)
 	if applied && (c.HasChildren || c.Spawn != nil) {
 		// The completion settled workflow children: some may be runnable
 		// now, here and for this replica's remote workers.
@@ -232,24 +227,11 @@ func (s *Scheduler) finishRun(c jobq.Completion, applied bool, writeErr error) {
 	}
 	switch {
 	case !applied:
-		s.stats.stale.Add(1)
 		s.log.Warn("stale completion refused: the run lost its lease", "component", "completer",
 			"job_id", c.ID, "attempt", c.Attempt, "outcome", c.Outcome)
-	case c.Outcome == jobq.OutcomeSuccess:
-		s.stats.succeeded.Add(1)
-	case c.Outcome == jobq.OutcomeReleased:
-		s.stats.released.Add(1)
-	default:
-		s.stats.failed.Add(1)
-		if c.Retry {
-			s.stats.retried.Add(1)
-			if c.Backoff > 0 {
-				// The job is SCHEDULED until NOW(6)+Backoff, written just now.
-				s.promoter.promoteAt(time.Now().Add(c.Backoff))
-			}
-		}
+	case c.Retry && c.Backoff > 0:
+		// The job is SCHEDULED until NOW(6)+Backoff, written just now.
+		s.promoter.promoteAt(time.Now().Add(c.Backoff))
 	}
-	if s.cfg.Hooks.CompletedFunc != nil {
-		s.cfg.Hooks.CompletedFunc(c, applied)
-	}
+	s.emit(Event{Kind: EventCompleted, Completion: c, Applied: applied})
 }

@@ -103,14 +103,14 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		queue: newRunQueue(cfg.Workers, cfg.runQueueWait()),
 	}
 	s.queue.runFunc, s.queue.dropFunc, s.queue.giveBackFunc = s.runQueued, s.dropQueued, s.giveBackQueued
-	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}
+	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, events: s.emit}
 	s.reporter, _ = st.(runReporter)
 	if len(cfg.RemoteTypes) > 0 {
 		rs, ok := st.(RemoteStore)
 		if !ok {
 			return nil, errors.New("remote job types: the store does not serve remote workers")
 		}
-		s.remote = newRemoteExecutor(rs, cfg, s.retry, s.log)
+		s.remote = newRemoteExecutor(rs, cfg, s.retry, s.log, s.emit)
 	}
 	s.build()
 	if s.remote != nil {
@@ -121,12 +121,12 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 
 // build creates the services from the configuration.
 func (s *Scheduler) build() {
-	cfg, hooks := s.cfg, s.cfg.Hooks
+	cfg := s.cfg
 	s.lost = &lostClaims{}
 	s.heartbeat = newHeartbeat(heartbeatParams{
 		Store: s.store, Runs: s.runs, Owner: cfg.Owner, Lease: cfg.Lease, Interval: cfg.HeartbeatInterval,
 		Retry: s.retry, Log: s.log,
-		Fails: &s.stats.heartbeatFails, Stalls: &s.stats.heartbeatStalls, LeaseLost: &s.stats.leaseLost, LeaseLostFunc: hooks.LeaseLostFunc,
+		Events: s.emit,
 	})
 	s.outcomes = outcomeWriter{Runs: s.runs, Lease: cfg.Lease, Retry: s.retry, Log: s.log}
 	s.completer = newCompleter(completerParams{
@@ -135,32 +135,32 @@ func (s *Scheduler) build() {
 	})
 	s.rescuer = newRescuer(rescuerParams{
 		Store: s.store, Runs: s.runs, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,
-		Rescued: &s.stats.rescued, RescuedFunc: hooks.RescuedFunc,
+		Events: s.emit,
 	})
 	s.promoter = newPromoter(promoterParams{
 		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.wakeAll,
-		Retry: s.retry, Log: s.log, Promoted: &s.stats.promoted, PromotedFunc: hooks.PromotedFunc,
+		Retry: s.retry, Log: s.log, Events: s.emit,
 	})
 	s.limited = newLimitedClaimer(limitedClaimerParams{
 		Store: s.store, Slots: s.slots, DispatchFunc: s.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
 		BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
-		Claimed: &s.stats.claimed, ClaimErrors: &s.stats.claimErrors, ClaimedFunc: hooks.ClaimedFunc, Lost: s.lost,
+		Events: s.emit, Lost: s.lost,
 	})
 	s.planner = newPeriodicPlanner(periodicPlannerParams{
 		Store: s.store, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
 		Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.wakeAll,
-		FiredFunc: cfg.Ops.PeriodicFiredFunc, Retry: s.retry, Log: s.log,
+		Events: s.emit, Retry: s.retry, Log: s.log,
 	})
 	if cfg.Ops.Retention > 0 {
 		s.cleaner = newCleaner(cleanerParams{
 			Store: s.store, Retention: cfg.Ops.Retention, Interval: cfg.Ops.CleanInterval, Batch: cfg.Ops.CleanBatch,
-			MaxPerPass: cfg.Ops.CleanMaxPerPass, CleanedFunc: cfg.Ops.CleanedFunc, Retry: s.retry, Log: s.log,
+			MaxPerPass: cfg.Ops.CleanMaxPerPass, Events: s.emit, Retry: s.retry, Log: s.log,
 		})
 	}
 	claims := claimerParams{
 		Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
-		Retry:   s.retry,
-		Claimed: &s.stats.claimed, Conflicts: &s.stats.claimConflicts, ClaimedFunc: hooks.ClaimedFunc, Lost: s.lost,
+		Retry:  s.retry,
+		Events: s.emit, Lost: s.lost,
 	}
 	var lanes []*claimer
 	for range cfg.claimsInFlight() - 1 {
@@ -171,7 +171,7 @@ func (s *Scheduler) build() {
 		Limited: s.limited, Slots: s.slots, DispatchFunc: s.dispatch, Lost: s.lost, AdoptFunc: s.adoptLost,
 		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
 		DrainWait: cfg.DrainWait, Log: s.log,
-		Scans: &s.stats.scans, ClaimErrors: &s.stats.claimErrors, ScanFunc: hooks.ScanFunc,
+		Events: s.emit,
 	})
 }
 
@@ -294,7 +294,8 @@ func (s *Scheduler) FreeSlots() int { return s.slots.available() }
 // a worker, and how long the oldest of them has waited.
 func (s *Scheduler) Queued() (n int, oldest time.Duration) { return s.queue.len() }
 
-// Stats is a snapshot of a replica's counters since Start.
+// Stats is a snapshot of a replica's counters since Start, counted from
+// its events (Event) before Config.Observer sees them.
 type Stats struct {
 	Claimed        int64 // runs claimed
 	ClaimConflicts int64 // cas rows another replica won
@@ -323,11 +324,6 @@ type Stats struct {
 	HeartbeatStalls int64
 	Scans           int64
 	Promoted        int64 // SCHEDULED jobs this replica's promoter made WAITING
-}
-
-type stats struct {
-	claimed, claimConflicts, claimErrors, completed, succeeded, failed, retried,
-	stale, rescued, leaseLost, released, givenBack, adopted, dbRetries, heartbeatFails, heartbeatStalls, scans, promoted atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
