@@ -44,6 +44,11 @@ type executor interface {
 	stop()
 }
 
+var (
+	_ executor = (*localExecutor)(nil)
+	_ executor = (*remoteExecutor)(nil)
+)
+
 // dispatcher hands claimed runs to their executors and takes their
 // completions back: it puts a run this replica claimed into the run table
 // (arming its lease guard, asking the heartbeat for an early renewal),
