@@ -3,11 +3,12 @@
 // a dispatcher handing claimed runs to their executors (a bounded
 // in-process worker pool, remote workers), a heartbeat renewing all
 // in-flight leases in one statement, a batching completer whose writes are
-// fenced by attempt, and a rescuer returning expired leases, plus the operations services (limited
-// claim, periodic planner, cleaner). Each service is its own type with a
-// params struct and Start/Stop (service.go); the in-flight runs live in a
-// runTable, the lease-derived timings are named in timing.go and the retry
-// budgets in retry.go. The design is in docs/architecture.md.
+// fenced by attempt, and a rescuer returning expired leases, plus the
+// operations services (limited claim, periodic planner, cleaner). Each
+// service is its own type with a params struct and Start/Stop (service.go);
+// the in-flight runs live in a runTable, the lease-derived timings are named
+// in timing.go and the retry budgets in retry.go. The design is in
+// docs/architecture.md.
 package scheduler
 
 import (
