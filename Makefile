@@ -42,8 +42,9 @@ test-deps: ## Find or install what the tests need (scripts/test-deps.sh: MariaDB
 TESTFORMAT ?= testname
 TESTFLAGS  ?= -race -count=1 -timeout 40m
 
-test: test-deps ## Run every test with -race against a real server; prints each test as it ends and a DONE summary (gotestsum).
+test: test-deps ## Run every test with -race against a real server, then the store's tests again in the MySQL dialect (JOBQ_FORCE_MYSQL_DIALECT=1); gotestsum.
 	$(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) $(PKGS)
+	JOBQ_FORCE_MYSQL_DIALECT=1 $(GO) tool gotestsum --format $(TESTFORMAT) --format-hide-empty-pkg -- $(TESTFLAGS) ./store/
 
 sdk-test: test-deps ## Run the worker protocol's conformance suite alone: Go library, jobq work, Python, Node, Java workers vs a real replica (TestConformance/<impl>/<rule>).
 	$(GO) tool gotestsum --format $(TESTFORMAT) -- -count=1 -timeout 10m -run '^TestConformance$$' ./sdk/conformance/

@@ -139,6 +139,9 @@ type Replica struct {
 	// ready caches Store.Ready for /readyz, the gRPC health check and the
 	// jobq_db_writable gauge (at most one check a second).
 	ready *store.ReadyCache
+	// stopReaper stops the IdleTxReaper (nil when the server has
+	// idle_transaction_timeout).
+	stopReaper func()
 }
 
 // Start binds the API listener first (a taken port fails before anything
@@ -324,6 +327,26 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 			r.log.Warn("the API listens beyond loopback without authentication; set --auth-token-file or "+httpapi.AuthTokensEnv, "addr", r.Addr)
 		}
 	}
+	if !cfg.NoScheduler && st.IdleTxTimeout == 0 {
+		// No idle_transaction_timeout (MySQL): the reaper ends sessions idle
+		// in a transaction holding row locks for Lease/5 instead.
+		rctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		reaper := &store.IdleTxReaper{Store: st, IdleFor: cfg.Scheduler.Lease / 5, Interval: cfg.Scheduler.RescueInterval,
+			OnReapFunc: func(res store.ReapResult) {
+				switch {
+				case res.Err != nil:
+					r.log.Warn("idle transaction reaper", "err", res.Err)
+				case len(res.Refused) > 0:
+					r.log.Warn("idle transaction reaper: the server refused KILL (grant CONNECTION_ADMIN or SUPER)", "sessions", res.Refused)
+				case len(res.Killed) > 0:
+					r.log.Warn("idle transaction reaper ended sessions idle in a transaction holding rows", "sessions", res.Killed)
+				}
+			}}
+		go func() { defer close(done); reaper.Run(rctx) }()
+		r.stopReaper = func() { cancel(); <-done }
+		r.log.Info("idle transaction reaper on", "idle_for", reaper.IdleFor, "interval", reaper.Interval)
+	}
 	return r, nil
 }
 
@@ -391,6 +414,9 @@ func (r *Replica) Stop(ctx context.Context) error {
 	}
 	if r.Metrics != nil {
 		r.Metrics.Close()
+	}
+	if r.stopReaper != nil {
+		r.stopReaper()
 	}
 	errs = append(errs, r.Store.Close())
 	return errors.Join(errs...)

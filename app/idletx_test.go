@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
 )
 
 // The sessions of a replica started as `jobq serve` starts it (Start) carry
@@ -54,5 +55,36 @@ func TestServeSessionsCarryIdleTransactionTimeout(t *testing.T) {
 		c1.Close()
 		c2.Close()
 		r.Stop(ctx)
+	}
+}
+
+// Where the server has no idle_transaction_timeout (the MySQL dialect
+// forced here) a replica with a scheduler runs the idle-transaction reaper,
+// and stops it on Stop; on MariaDB it runs none (the server does the job).
+func TestServeRunsTheReaperWithoutIdleTransactionTimeout(t *testing.T) {
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := func() *Replica {
+		r, err := Start(ctx, Config{DSN: testdb.DSN(t), Listen: "127.0.0.1:0", NoUI: true, Registry: scheduler.NewRegistry(),
+			Scheduler: scheduler.Config{Lease: 5 * time.Second, Logger: quiet}, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := start()
+	if got := r.stopReaper != nil; got != (r.Store.IdleTxTimeout == 0) {
+		t.Fatalf("reaper running %v with idle_transaction_timeout %v on %s", got, r.Store.IdleTxTimeout, r.Store.Server.Description)
+	}
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(store.ForceMySQLDialectEnv, "1")
+	r = start()
+	if r.stopReaper == nil || r.Store.IdleTxTimeout != 0 {
+		t.Fatalf("MySQL dialect: reaper running %v, idle_transaction_timeout %v; want the reaper and none", r.stopReaper != nil, r.Store.IdleTxTimeout)
+	}
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -297,6 +297,15 @@ func runPage(t *testing.T, e env, page string, bs []block) {
 	if err := os.Symlink(filepath.Join(bin, "jobq"), filepath.Join(dir, "bin", "jobq")); err != nil {
 		t.Fatal(err)
 	}
+	// The worker libraries, as in a checkout (the README's Python worker
+	// runs with PYTHONPATH=sdk/python/src).
+	sdk, err := filepath.Abs("../sdk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(sdk, filepath.Join(dir, "sdk")); err != nil {
+		t.Fatal(err)
+	}
 	script := e.script(page, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -339,7 +348,7 @@ func tail(s string, n int) string {
 }
 
 // exampleFiles hold the Example functions the pages' Go blocks quote.
-var exampleFiles = []string{"../app/example_test.go", "../client/example_test.go"}
+var exampleFiles = []string{"../app/example_test.go", "../client/example_test.go", "../callout/example_test.go"}
 
 // dedent drops each line's leading tabs and spaces, so a block quoted out
 // of a function body matches its source.

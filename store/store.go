@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -110,6 +111,25 @@ type PoolConfig struct {
 	// setting is ignored there (Store.IdleTxTimeout stays 0). jobq serve
 	// sets it to Lease/5. Default 0: off.
 	IdleTxTimeout time.Duration
+	// ForceMySQLDialect has Open treat any server as MySQL 8: no INSERT …
+	// RETURNING, no idle_transaction_timeout (the IdleTxReaper's case),
+	// MySQL's readiness checks — so that the MySQL statements run, and are
+	// tested, on MariaDB. The environment variable JOBQ_FORCE_MYSQL_DIALECT=1
+	// sets it for every Open of the process (`make test` runs the store's
+	// tests and the store contract a second time so). Default false.
+	ForceMySQLDialect bool
+}
+
+// ForceMySQLDialectEnv names the environment variable that sets
+// PoolConfig.ForceMySQLDialect for every Open.
+const ForceMySQLDialectEnv = "JOBQ_FORCE_MYSQL_DIALECT"
+
+// AsMySQL is info as a MySQL 8 server would be described: no INSERT …
+// RETURNING, not MariaDB (so no idle_transaction_timeout), SKIP LOCKED.
+func (info ServerInfo) AsMySQL() ServerInfo {
+	info.MariaDB, info.InsertReturning, info.SkipLocked = false, false, true
+	info.Description += " (MySQL dialect forced)"
+	return info
 }
 
 // Open connects to dsn, checks the connection and detects the server.
@@ -144,6 +164,9 @@ func Open(ctx context.Context, dsn string, pool PoolConfig) (*Store, error) {
 	if err != nil {
 		db.Close()
 		return nil, err
+	}
+	if pool.ForceMySQLDialect || os.Getenv(ForceMySQLDialectEnv) == "1" {
+		info = info.AsMySQL()
 	}
 	s.Server = info
 	if pool.IdleTxTimeout > 0 && info.MariaDB && info.Major*100+info.Minor >= 1003 {
@@ -215,6 +238,9 @@ func OpenDB(ctx context.Context, db *sql.DB) (*Store, error) {
 	info, err := s.DetectServer(pctx)
 	if err != nil {
 		return nil, err
+	}
+	if os.Getenv(ForceMySQLDialectEnv) == "1" {
+		info = info.AsMySQL()
 	}
 	s.Server = info
 	return s, nil

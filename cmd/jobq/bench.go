@@ -43,6 +43,12 @@ type BenchCmd struct {
 	Remote          []string        `help:"Only the remote points: drain and pickup of one replica's own handlers, then of each worker library (go, work, python, node) on remote no-op jobs, with the worker's CPU per job." sep:","`
 	RemoteJobs      int             `help:"Jobs per remote drain point." default:"5000" name:"remote-jobs"`
 	From            string          `help:"Re-render report.md and the plots into --out from an earlier bench.json; measure nothing." type:"existingfile"`
+	Capacity        bool            `help:"Capacity model: replicas × workers for --job-ms jobs at --rate on a database --db-latency away; measures through a toxiproxy link, checks its pickup p99 with a time-compressed real run; writes capacity.json and capacity.png."`
+	JobMs           int             `help:"With --capacity: job duration in ms." name:"job-ms" default:"1000"`
+	Rate            string          `help:"With --capacity: arrival rate, e.g. 20/m, 5/s, 300/h." default:"1/s"`
+	Retries         float64         `help:"With --capacity: fraction of jobs that run twice (0–1)." default:"0"`
+	DBLatency       time.Duration   `help:"With --capacity: round trip to the database added on every replica's link (whole ms)." name:"db-latency" default:"0s"`
+	MaxWorkers      int             `help:"With --capacity: most workers per replica." name:"max-workers" default:"200"`
 }
 
 // Run runs the harness and prints the targets table.
@@ -74,6 +80,20 @@ func (c *BenchCmd) Run(g *Globals) error {
 		TuneRate: c.TuneRate, CI: c.CI, Baseline: c.Baseline, Tolerance: c.Tolerance, WriteBaseline: c.WriteBaseline,
 		Logger: g.Log, DSN: c.DSN,
 	}
+	if c.Capacity {
+		rate, err := bench.ParseRate(c.Rate)
+		if err != nil {
+			return err
+		}
+		if c.JobMs <= 0 || c.Retries < 0 || c.Retries > 1 || c.MaxWorkers < 1 || c.DBLatency < 0 {
+			return fmt.Errorf("capacity: --job-ms must be > 0, --retries in [0, 1], --max-workers ≥ 1, --db-latency ≥ 0")
+		}
+		opts.Capacity = &bench.CapacityOptions{JobDuration: time.Duration(c.JobMs) * time.Millisecond, Rate: rate,
+			RetryFraction: c.Retries, DBLatency: c.DBLatency, WorkersPerReplica: c.MaxWorkers}
+		if len(opts.TableSizes) == 0 {
+			opts.TableSizes = []int{0}
+		}
+	}
 	if !c.NoProgress && isTerminal(os.Stderr) {
 		// Per-point log lines would break the bar: only warnings and errors.
 		opts.Progress = os.Stderr
@@ -81,12 +101,17 @@ func (c *BenchCmd) Run(g *Globals) error {
 	}
 	res, err := bench.Run(g.Ctx, opts)
 	if res != nil {
-		bench.WriteTargets(os.Stdout, res)
+		if res.Capacity == nil {
+			bench.WriteTargets(os.Stdout, res)
+		}
 		if res.Tune != nil {
 			bench.WriteTune(os.Stdout, res.Tune)
 		}
 		if res.CI != nil {
 			bench.WriteCI(os.Stdout, res.CI)
+		}
+		if res.Capacity != nil {
+			bench.WriteCapacity(os.Stdout, res.Capacity)
 		}
 		fmt.Printf("report: %s\n", filepath.Join(c.Out, "report.md"))
 	}

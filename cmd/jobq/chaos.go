@@ -22,6 +22,7 @@ type ChaosCmd struct {
 	Faults            []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset; with --executor remote or mixed also worker-kill, worker-pause, worker-partition, ack-loss, duplicate-complete, replica-kill." sep:","`
 	Rounds            int           `help:"Repeat --faults this many times over --duration." default:"1"`
 	Schedule          string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
+	FaultCmd          []string      `name:"fault-cmd" help:"A fault of your own, repeatable: 'name=N,start=CMD[,stop=CMD],at=OFFSET[,for=D][,kind=K][,timeout=D]' (commands run with sh -c; a comma starts a field only before a key=; kind read-only (default), failover, db-restart, latency or reset decides which rescues it excuses). Use with --dsn: your server, your failover." sep:"none"`
 	Seed              uint64        `help:"Seed for fault times, targets and job run times (replay a failure with the same seed)." default:"42"`
 	Duration          time.Duration `help:"Submission and fault window." default:"60s"`
 	Jobs              int           `help:"Jobs to submit (effect, plus --flaky)." default:"5000"`
@@ -65,6 +66,14 @@ func (c *ChaosCmd) Run(g *Globals) error {
 		}
 		runs = []scenarios.Scenario{s}
 	}
+	var cmds []chaos.FaultCmd
+	for _, v := range c.FaultCmd {
+		fc, err := chaos.ParseFaultCmd(v)
+		if err != nil {
+			return err
+		}
+		cmds = append(cmds, fc)
+	}
 	var results []*chaos.ResultFile
 	var failed []string
 	for _, s := range runs {
@@ -75,6 +84,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
 			Executor: c.Executor, RemoteWorkers: c.RemoteWorkers, WorkerConcurrency: c.WorkerConcurrency,
 			OutDir: c.Out, Topology: c.Topology, Replication: c.Replication, FailoverCut: c.FailoverCut,
+			FaultCmds: cmds,
 		}
 		if len(runs) > 1 || c.Scenario != "" {
 			cfg.OutDir = filepath.Join(c.Out, s.Name)

@@ -47,6 +47,7 @@ type CLI struct {
 	Chaos       ChaosCmd       `cmd:"" help:"HA and exactly-once testbed: N replicas behind fault proxies, faults on a schedule, a checker; exits non-zero on any violation."`
 	ChaosWorker ChaosWorkerCmd `cmd:"" name:"chaos-worker" hidden:"" help:"The chaos testbed's Go worker (started by jobq chaos --executor remote)."`
 	Bench       BenchCmd       `cmd:"" help:"Measure throughput and pickup latency against the raw SQL ceiling and the classic design; write a report."`
+	Check       CheckCmd       `cmd:"" help:"Judge a job history (NDJSON, a start/end CSV, or a jobq database) with the chaos checker; exits non-zero on any violation."`
 	Help        HelpCmd        `cmd:"" help:"Show help for jobq or one command: jobq help [command …]."`
 }
 

@@ -578,15 +578,15 @@ INSERT INTO periodic_job (
     ?, ?, ?, NOW(6), NOW(6)
 )
 ON DUPLICATE KEY UPDATE
-    next_run_at = IF(cron_expr = VALUES(cron_expr), next_run_at, VALUES(next_run_at)),
-    cron_expr = VALUES(cron_expr),
-    job_type = VALUES(job_type),
-    params = VALUES(params),
-    priority = VALUES(priority),
-    max_retry = VALUES(max_retry),
-    timeout_ms = VALUES(timeout_ms),
-    misfire = VALUES(misfire),
-    source = VALUES(source),
+    next_run_at = IF(cron_expr = ?, next_run_at, ?),
+    cron_expr = ?,
+    job_type = ?,
+    params = ?,
+    priority = ?,
+    max_retry = ?,
+    timeout_ms = ?,
+    misfire = ?,
+    source = ?,
     update_time = NOW(6)
 `
 
@@ -619,6 +619,16 @@ func (q *Queries) PeriodicUpsert(ctx context.Context, arg PeriodicUpsertParams) 
 		arg.Misfire,
 		arg.Source,
 		arg.NextRunAt,
+		arg.CronExpr,
+		arg.NextRunAt,
+		arg.CronExpr,
+		arg.JobType,
+		arg.Params,
+		arg.Priority,
+		arg.MaxRetry,
+		arg.TimeoutMs,
+		arg.Misfire,
+		arg.Source,
 	)
 	if err != nil {
 		return 0, err
@@ -859,7 +869,7 @@ func (q *Queries) TypeControlLock(ctx context.Context, jobType string) (TypeCont
 const typeControlSetLimit = `-- name: TypeControlSetLimit :exec
 INSERT INTO job_type_control (job_type, paused, max_running, update_time)
 VALUES (?, 0, ?, NOW(6))
-ON DUPLICATE KEY UPDATE max_running = VALUES(max_running), update_time = NOW(6)
+ON DUPLICATE KEY UPDATE max_running = ?, update_time = NOW(6)
 `
 
 type TypeControlSetLimitParams struct {
@@ -868,7 +878,7 @@ type TypeControlSetLimitParams struct {
 }
 
 func (q *Queries) TypeControlSetLimit(ctx context.Context, arg TypeControlSetLimitParams) error {
-	_, err := q.db.ExecContext(ctx, typeControlSetLimit, arg.JobType, arg.MaxRunning)
+	_, err := q.db.ExecContext(ctx, typeControlSetLimit, arg.JobType, arg.MaxRunning, arg.MaxRunning)
 	return err
 }
 
@@ -876,7 +886,7 @@ const typeControlSetPaused = `-- name: TypeControlSetPaused :exec
 
 INSERT INTO job_type_control (job_type, paused, max_running, update_time)
 VALUES (?, ?, 0, NOW(6))
-ON DUPLICATE KEY UPDATE paused = VALUES(paused), update_time = NOW(6)
+ON DUPLICATE KEY UPDATE paused = ?, update_time = NOW(6)
 `
 
 type TypeControlSetPausedParams struct {
@@ -887,9 +897,12 @@ type TypeControlSetPausedParams struct {
 // Operations statements: job type control (pause, resume, concurrency
 // limits), the limited claim, periodic schedules, retention, bulk retry and
 // stats. sqlc generates them into gen/jobqdb with jobs.sql. All times come
-// from the database clock (NOW(6)).
+// from the database clock (NOW(6)). The upserts name their new values by
+// parameter (sqlc.arg again), not by VALUES(col): MySQL deprecates VALUES()
+// in ON DUPLICATE KEY UPDATE since 8.0.20 and MariaDB has no row alias
+// (INSERT … AS new), so a repeated parameter is the one spelling both take.
 func (q *Queries) TypeControlSetPaused(ctx context.Context, arg TypeControlSetPausedParams) error {
-	_, err := q.db.ExecContext(ctx, typeControlSetPaused, arg.JobType, arg.Paused)
+	_, err := q.db.ExecContext(ctx, typeControlSetPaused, arg.JobType, arg.Paused, arg.Paused)
 	return err
 }
 

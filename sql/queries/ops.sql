@@ -1,17 +1,20 @@
 -- Operations statements: job type control (pause, resume, concurrency
 -- limits), the limited claim, periodic schedules, retention, bulk retry and
 -- stats. sqlc generates them into gen/jobqdb with jobs.sql. All times come
--- from the database clock (NOW(6)).
+-- from the database clock (NOW(6)). The upserts name their new values by
+-- parameter (sqlc.arg again), not by VALUES(col): MySQL deprecates VALUES()
+-- in ON DUPLICATE KEY UPDATE since 8.0.20 and MariaDB has no row alias
+-- (INSERT … AS new), so a repeated parameter is the one spelling both take.
 
 -- name: TypeControlSetPaused :exec
 INSERT INTO job_type_control (job_type, paused, max_running, update_time)
 VALUES (sqlc.arg(job_type), sqlc.arg(paused), 0, NOW(6))
-ON DUPLICATE KEY UPDATE paused = VALUES(paused), update_time = NOW(6);
+ON DUPLICATE KEY UPDATE paused = sqlc.arg(paused), update_time = NOW(6);
 
 -- name: TypeControlSetLimit :exec
 INSERT INTO job_type_control (job_type, paused, max_running, update_time)
 VALUES (sqlc.arg(job_type), 0, sqlc.arg(max_running), NOW(6))
-ON DUPLICATE KEY UPDATE max_running = VALUES(max_running), update_time = NOW(6);
+ON DUPLICATE KEY UPDATE max_running = sqlc.arg(max_running), update_time = NOW(6);
 
 -- name: TypeControlGet :one
 SELECT * FROM job_type_control WHERE job_type = ?;
@@ -79,15 +82,15 @@ INSERT INTO periodic_job (
     sqlc.arg(misfire), sqlc.arg(source), sqlc.arg(next_run_at), NOW(6), NOW(6)
 )
 ON DUPLICATE KEY UPDATE
-    next_run_at = IF(cron_expr = VALUES(cron_expr), next_run_at, VALUES(next_run_at)),
-    cron_expr = VALUES(cron_expr),
-    job_type = VALUES(job_type),
-    params = VALUES(params),
-    priority = VALUES(priority),
-    max_retry = VALUES(max_retry),
-    timeout_ms = VALUES(timeout_ms),
-    misfire = VALUES(misfire),
-    source = VALUES(source),
+    next_run_at = IF(cron_expr = sqlc.arg(cron_expr), next_run_at, sqlc.arg(next_run_at)),
+    cron_expr = sqlc.arg(cron_expr),
+    job_type = sqlc.arg(job_type),
+    params = sqlc.arg(params),
+    priority = sqlc.arg(priority),
+    max_retry = sqlc.arg(max_retry),
+    timeout_ms = sqlc.arg(timeout_ms),
+    misfire = sqlc.arg(misfire),
+    source = sqlc.arg(source),
     update_time = NOW(6);
 
 -- name: PeriodicGet :one

@@ -25,7 +25,9 @@ type apiServer struct {
 // the local wake-up called after each created job, wakeAt (may be nil) the
 // promoter's after each job created SCHEDULED (as app wires them).
 func startAPI(st *store.Store, wake func(), wakeAt func(runAt, dbNow time.Time)) (*apiServer, error) {
-	known := func(t string) bool { return t == jobtypes.Noop }
+	// noop for the throughput and latency points, sleep for the capacity
+	// model's check run (jobs that take time).
+	known := func(t string) bool { return t == jobtypes.Noop || t == jobtypes.Sleep }
 	svc := service.New(st, known, wake)
 	if wakeAt != nil {
 		svc.SetWakeAtFunc(wakeAt)

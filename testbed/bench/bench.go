@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,6 +105,9 @@ type Options struct {
 	// INSERTs, statements and rows written per job — Rounds interleaved
 	// rounds, at the smallest table size.
 	Throughput bool
+	// Capacity, when set, runs only the capacity model (capacity.go):
+	// replicas × workers for a job mix on a database DBLatency away.
+	Capacity *CapacityOptions
 	// DrainOnly (with Throughput) measures the drain points alone: no
 	// enqueue points, so no enqueue targets (faster iteration on drain).
 	DrainOnly bool
@@ -191,6 +195,8 @@ type Result struct {
 	Future  []FuturePoint  `json:"future,omitempty"`
 	Plans   []Plan         `json:"explain"`
 	Tune    *TuneResult    `json:"tune,omitempty"`
+	// Capacity is the capacity model's answer (Options.Capacity).
+	Capacity *CapacityResult `json:"capacity,omitempty"`
 	// Throughput is the throughput report (Options.Throughput).
 	Throughput *ThroughputResult `json:"throughput_report,omitempty"`
 	Targets    []Target          `json:"targets"`
@@ -282,6 +288,12 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 	if o.Throughput {
 		return h.runThroughput(ctx, res)
 	}
+	if o.Capacity != nil {
+		if err := h.env.Preload(ctx, slices.Min(o.TableSizes)); err != nil {
+			return res, err
+		}
+		return h.runCapacity(ctx, res)
+	}
 	specs := h.plan()
 	// One step per throughput point, per table size's EXPLAIN, per latency
 	// rate and strategy, and per idle strategy (CI: skiplocked only).
@@ -306,12 +318,16 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 	sizes := slices.Clone(o.TableSizes)
 	slices.Sort(sizes)
 	for _, size := range sizes {
+		var skipClaim float64 // jobs per claim of the last headline skiplocked point
 		h.step(fmt.Sprintf("pre-load %d terminal rows", size))
 		if err := h.env.Preload(ctx, size); err != nil {
 			return res, err
 		}
 		h.step(fmt.Sprintf("EXPLAIN at %d rows", size))
-		plans, err := h.explainAll(ctx, size == sizes[len(sizes)-1])
+		// Plans are judged only on a table large enough for the optimizer
+		// to care: below PlanJudgeMinRows a full scan can be its right
+		// choice, and the plans are reported, not enforced.
+		plans, err := h.explainAll(ctx, size == sizes[len(sizes)-1] && size >= PlanJudgeMinRows)
 		if err != nil {
 			return res, err
 		}
@@ -327,9 +343,20 @@ func (h *Harness) run(ctx context.Context) (*Result, error) {
 				continue
 			}
 			h.step(spec.Label())
-			pt, err := h.measureThroughput(ctx, spec)
+			run := spec
+			claim := 0
+			if spec.Group == "headline" && spec.Strategy == StrategyCeiling && skipClaim > 0 {
+				// The ceiling at the claim size skiplocked just used.
+				claim = max(1, int(math.Round(skipClaim)))
+				run.BatchLimit = claim
+			}
+			pt, err := h.measureThroughput(ctx, run)
 			if err != nil {
 				return res, err
+			}
+			pt.PointSpec, pt.ClaimSize = spec, claim
+			if spec.Group == "headline" && spec.Strategy == StrategySkip {
+				skipClaim = pt.Diagnosis.JobsPerClaim
 			}
 			h.done()
 			o.Logger.Info("bench point", "group", spec.Group, "strategy", spec.Strategy, "replicas", spec.Replicas,
@@ -467,8 +494,9 @@ func (h *Harness) plan() []PointSpec {
 			continue // CI: the bigger table is only EXPLAINed
 		}
 		for range o.Rounds {
-			// skiplocked right after the ceiling it is compared with.
-			for _, s := range []string{StrategyCeiling, StrategySkip, StrategyCAS, StrategyClassic, StrategyCeilingQueue} {
+			// The ceiling right after the skiplocked point it is compared
+			// with, at the claim size that point used (Point.ClaimSize).
+			for _, s := range []string{StrategySkip, StrategyCeiling, StrategyCAS, StrategyClassic, StrategyCeilingQueue} {
 				if o.CI && s == StrategyCeilingQueue {
 					continue // reference only; CI compares against the ceiling
 				}

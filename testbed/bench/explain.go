@@ -111,6 +111,11 @@ func Bind(q string, ids string, args map[string]string) (string, error) {
 	return q, nil
 }
 
+// PlanJudgeMinRows is the smallest table on which the index check fails a
+// run: on fewer rows a full scan of job_queue is often the optimizer's
+// right choice, so plans there are reported, not judged.
+const PlanJudgeMinRows = 100_000
+
 // PlanRow is one row of EXPLAIN (MySQL and MariaDB column names).
 type PlanRow struct {
 	Table, Type, Key, Extra string

@@ -41,6 +41,11 @@ type Point struct {
 	// measured in rounds, the median of the per-round ratios (PairedRatio).
 	VsCeiling float64 `json:"vs_ceiling"`
 	VsClassic float64 `json:"vs_classic"`
+	// ClaimSize is, for a headline ceiling point, the jobs per claim its
+	// loops ran at: the claim size the skiplocked point measured just
+	// before it in the same round used (0: the spec's BatchLimit). A
+	// ceiling is compared with jobq only at the claim size jobq used.
+	ClaimSize int `json:"claim_size,omitempty"`
 	// Rounds are the throughputs of every round of a repeated point (see
 	// Options.Rounds); Throughput is their median.
 	Rounds []float64 `json:"rounds,omitempty"`

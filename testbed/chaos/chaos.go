@@ -112,8 +112,9 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	// Links and replicas. On the run's own server the replicas connect as
 	// a user without SUPER (or READ_ONLY ADMIN), as production replicas do,
 	// so that read_only refuses their writes as it would a demoted primary's.
+	// With user-supplied faults (a read_only flip on their server) too.
 	replicaDSN := dsn
-	if cl.local != nil {
+	if cl.local != nil || len(cfg.FaultCmds) > 0 {
 		if replicaDSN, err = createReplicaUser(ctx, db, dsn); err != nil {
 			return nil, err
 		}
@@ -237,7 +238,20 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	if h.SlowRenewals, h.Stalls, err = ReplicaLogEvidence(logDir, toDB); err != nil {
 		return nil, err
 	}
-	res := checker.Check(h)
+	// The checker has one input path: the run's NDJSON history, written
+	// first and read back, is what it judges (`jobq check` reads the same).
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	histPath := filepath.Join(cfg.OutDir, "history.ndjson")
+	if err := checker.WriteNDJSONFile(histPath, h); err != nil {
+		return nil, fmt.Errorf("write history: %w", err)
+	}
+	judged, err := checker.ReadNDJSONFile(histPath)
+	if err != nil {
+		return nil, fmt.Errorf("read history back: %w", err)
+	}
+	res := checker.Check(judged)
 	rf := &ResultFile{
 		SchemaVersion: SchemaVersion, Name: cfg.Name, Config: configJSON(cfg), StartedAt: h.Start,
 		Environment: Environment{GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
@@ -273,9 +287,6 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 
 func writeOutputs(dir string, rf *ResultFile, h *checker.History) error {
 	if err := writeJSON(filepath.Join(dir, "result.json"), rf); err != nil {
-		return err
-	}
-	if err := WriteHistory(filepath.Join(dir, "history.ndjson"), h); err != nil {
 		return err
 	}
 	f, err := os.Create(filepath.Join(dir, "report.md"))

@@ -82,6 +82,18 @@ func readResult(t *testing.T, dir string) ResultFile {
 	if rf.SchemaVersion != SchemaVersion || rf.Result == nil {
 		t.Fatalf("result.json schema %d, result %v", rf.SchemaVersion, rf.Result)
 	}
+	// One input path: the run's history.ndjson, judged again as `jobq
+	// check` judges it, gives the run's own verdict.
+	h, err := checker.ReadNDJSONFile(filepath.Join(dir, "history.ndjson"))
+	if err != nil {
+		t.Fatalf("history.ndjson: %v", err)
+	}
+	again := checker.Check(h)
+	a, _ := json.Marshal([]any{again.Valid, again.Violations, again.Counts})
+	b2, _ := json.Marshal([]any{rf.Result.Valid, rf.Result.Violations, rf.Result.Counts})
+	if string(a) != string(b2) {
+		t.Fatalf("history.ndjson checked again:\n%s\nthe run said:\n%s", a, b2)
+	}
 	return rf
 }
 

@@ -122,6 +122,9 @@ type Config struct {
 	Faults []string
 	// Rounds repeats Faults this many times across Duration. Defaults to 1.
 	Rounds int
+	// FaultCmds are user-supplied faults (--fault-cmd), injected at their
+	// own offsets alongside the Schedule or Faults.
+	FaultCmds []FaultCmd
 	// Schedule, when set, replaces Faults/Rounds: comma-separated
 	// "kind@offset[:replica-N]", e.g. "kill@5s:replica-2,pause@12s".
 	Schedule string
@@ -322,6 +325,11 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	for _, fc := range c.FaultCmds {
+		if fc.Name == "" || strings.TrimSpace(fc.Start) == "" || fc.At < 0 || fc.For < 0 || fc.Timeout <= 0 || !slices.Contains(FaultCmdKinds, fc.Kind) {
+			errs = append(errs, fmt.Errorf("fault-cmd %q: needs a name, a start command, at ≥ 0, for ≥ 0, timeout > 0 and kind one of %s", fc.Name, strings.Join(FaultCmdKinds, ", ")))
+		}
+	}
 	if c.Strategy != "" && c.Strategy != "skiplocked" && c.Strategy != "cas" {
 		errs = append(errs, fmt.Errorf("strategy: must be skiplocked or cas, got %q", c.Strategy))
 	}
@@ -422,6 +430,7 @@ type plannedFault struct {
 	Kind   string
 	At     time.Duration // offset from the workload start
 	Target int           // replica index (0-based); -1 for the database
+	Cmd    *FaultCmd     // a user-supplied fault (Kind is its kind)
 }
 
 func parseSchedule(s string, replicas int) ([]plannedFault, error) {
@@ -463,6 +472,17 @@ func parseSchedule(s string, replicas int) ([]plannedFault, error) {
 // evenly over Duration with times jittered by ±20 % of the spacing and
 // random targets, both from Seed.
 func (c Config) plan() []plannedFault {
+	out := c.builtinPlan()
+	for i := range c.FaultCmds {
+		fc := &c.FaultCmds[i]
+		out = append(out, plannedFault{Kind: fc.Kind, At: fc.At, Target: -1, Cmd: fc})
+	}
+	slices.SortStableFunc(out, func(a, b plannedFault) int { return cmp.Compare(a.At, b.At) })
+	return out
+}
+
+// builtinPlan is the plan of the built-in faults (see plan).
+func (c Config) builtinPlan() []plannedFault {
 	if c.Schedule != "" {
 		p, _ := parseSchedule(c.Schedule, c.Replicas)
 		return p

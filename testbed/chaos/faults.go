@@ -78,6 +78,9 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 func (in *injector) inject(ctx context.Context, pf plannedFault) checker.Fault {
+	if pf.Cmd != nil {
+		return in.runFaultCmd(ctx, pf.Cmd)
+	}
 	cfg := in.cl.cfg
 	f := checker.Fault{Kind: pf.Kind}
 	fail := func(err error) checker.Fault {

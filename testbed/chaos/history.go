@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/jobq/jobq/testbed/chaos/checker"
@@ -61,6 +59,15 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load history: executions: %w", err)
 	}
+	// job_effect is the testbed's table: a plain jobq database has none.
+	var effectTables int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = 'job_effect'`).Scan(&effectTables); err != nil {
+		return fmt.Errorf("load history: effects: %w", err)
+	}
+	if effectTables == 0 {
+		return nil
+	}
 	rows, err = db.QueryContext(ctx, `SELECT job_id, attempt, kind, owner, created_at FROM job_effect ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("load history: effects: %w", err)
@@ -84,66 +91,23 @@ func nullTime(t sql.NullTime) *time.Time {
 	return &u
 }
 
-// historyEvent is one line of history.ndjson: the run's events in time
-// order. Type is submit, ack, claim, finish, effect, fault_start,
-// fault_end or stop (the harness began stopping every replica at the end);
-// T is RFC 3339 UTC on the database clock.
-type historyEvent struct {
-	T       time.Time `json:"t"`
-	Type    string    `json:"type"`
-	JobID   uint64    `json:"job_id,omitempty"`
-	Key     string    `json:"key,omitempty"`
-	Attempt int       `json:"attempt,omitempty"`
-	Owner   string    `json:"owner,omitempty"`
-	Outcome string    `json:"outcome,omitempty"`
-	Kind    string    `json:"kind,omitempty"`
-	Target  string    `json:"target,omitempty"`
-	Detail  string    `json:"detail,omitempty"`
-}
-
-// WriteHistory writes h as newline-delimited JSON events sorted by time.
-func WriteHistory(path string, h *checker.History) error {
-	var ev []historyEvent
-	for _, s := range h.Submits {
-		ev = append(ev, historyEvent{T: s.SentAt, Type: "submit", Key: s.Key, Owner: s.Replica, Detail: s.Err})
-		if s.Acked() {
-			ev = append(ev, historyEvent{T: s.AckedAt, Type: "ack", JobID: s.JobID, Key: s.Key, Owner: s.Replica})
+// HistoryFromTables is the adapter from jobq's own tables: the database's
+// record (LoadHistory) with one acknowledged submit per job_queue row, sent
+// and acknowledged at its create_time — for a history of a jobq
+// installation that no harness submitted to. lease and rescueInterval are
+// the replicas' settings; Start is the earliest create_time.
+func HistoryFromTables(ctx context.Context, db *sql.DB, lease, rescueInterval time.Duration) (checker.History, error) {
+	h := checker.History{Lease: lease, RescueInterval: rescueInterval}
+	if err := LoadHistory(ctx, db, &h); err != nil {
+		return h, err
+	}
+	for _, j := range h.Jobs {
+		h.Submits = append(h.Submits, checker.Submit{Key: j.Key, Type: j.Type, JobID: j.ID, SentAt: j.CreateTime, AckedAt: j.CreateTime, Tries: 1})
+		if h.Start.IsZero() || j.CreateTime.Before(h.Start) {
+			h.Start = j.CreateTime
 		}
 	}
-	for _, e := range h.Executions {
-		ev = append(ev, historyEvent{T: e.StartedAt, Type: "claim", JobID: e.JobID, Attempt: e.Attempt, Owner: e.Owner})
-		if e.FinishedAt != nil {
-			ev = append(ev, historyEvent{T: *e.FinishedAt, Type: "finish", JobID: e.JobID, Attempt: e.Attempt, Owner: e.Owner, Outcome: e.Outcome, Detail: e.Error})
-		}
-	}
-	for _, e := range h.Effects {
-		ev = append(ev, historyEvent{T: e.CreatedAt, Type: "effect", JobID: e.JobID, Attempt: e.Attempt, Owner: e.Owner, Kind: e.Kind})
-	}
-	for _, f := range h.Faults {
-		ev = append(ev, historyEvent{T: f.Start, Type: "fault_start", Kind: f.Kind, Target: f.Target, Owner: f.Owner, Detail: f.Detail})
-		ev = append(ev, historyEvent{T: f.End, Type: "fault_end", Kind: f.Kind, Target: f.Target, Owner: f.Owner, Detail: f.Err})
-	}
-	if !h.Stopped.IsZero() {
-		ev = append(ev, historyEvent{T: h.Stopped, Type: "stop"})
-	}
-	sort.SliceStable(ev, func(i, k int) bool { return ev[i].T.Before(ev[k].T) })
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
-	for _, e := range ev {
-		if err := enc.Encode(e); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return h, nil
 }
 
 // ReplicaLogEvidence reads the replicas' logs (*.log in logDir, JSON

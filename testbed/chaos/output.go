@@ -71,6 +71,7 @@ type ConfigJSON struct {
 	Faults         []string `json:"faults"`
 	Rounds         int      `json:"rounds"`
 	Schedule       string   `json:"schedule,omitempty"`
+	FaultCmds      []string `json:"fault_cmds,omitempty"`
 	Seed           uint64   `json:"seed"`
 	Strategy       string   `json:"strategy"`
 	Sabotage       []string `json:"sabotage"`
@@ -101,6 +102,9 @@ func configJSON(c Config) ConfigJSON {
 		Workers: c.Workers, PauseForS: c.PauseFor.Seconds(), KillRestartS: c.KillRestartDelay.Seconds(), DBDownS: c.DBDownFor.Seconds(),
 		PartitionS: c.PartitionFor.Seconds(), LatencyMs: float64(c.Latency.Milliseconds()), ResetMs: float64(c.ResetFor.Milliseconds()), ClockSkewS: c.ClockSkew.Seconds(),
 		DrainTimeoutS: c.DrainTimeout.Seconds(), ServeArguments: c.serveArgs(), Topology: c.Topology, Replication: c.Replication,
+	}
+	for _, fc := range c.FaultCmds {
+		cj.FaultCmds = append(cj.FaultCmds, fmt.Sprintf("name=%s,kind=%s,start=%s,stop=%s,at=%s,for=%s", fc.Name, fc.Kind, fc.Start, fc.Stop, fc.At, fc.For))
 	}
 	switch c.Topology {
 	case TopologyPrimaryReplica:

@@ -1,0 +1,86 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/store"
+)
+
+// On a server without idle_transaction_timeout (the MySQL dialect forced
+// here: the pool's sessions get none, as on MySQL) a frozen holder keeps
+// its job rows locked and the rescue skips them; the IdleTxReaper ends its
+// session once it has been idle in the transaction for IdleFor, the rescue
+// then goes through, and the frozen COMMIT fails instead of committing.
+func TestIdleTxReaperFreesAFrozenHoldersRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, testdb.DSN(t), store.PoolConfig{MaxOpen: 4, IdleTxTimeout: time.Second, ForceMySQLDialect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.IdleTxTimeout != 0 || st.Server.MariaDB || st.Server.InsertReturning {
+		t.Fatalf("forced MySQL dialect: IdleTxTimeout %v, MariaDB %v, InsertReturning %v; want 0, false, false",
+			st.IdleTxTimeout, st.Server.MariaDB, st.Server.InsertReturning)
+	}
+	id := submitJob(t, st, "frozen", "t", 3)
+	c := claimOne(t, st, "a", 30*time.Second)
+	expireLease(t, st, id)
+	frozen, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Rollback()
+	if _, err := frozen.ExecContext(ctx, "UPDATE job_queue SET status = 'SUCCESS', finished_at = NOW(6) WHERE id = ? AND attempt = ?", id, c.Attempt); err != nil {
+		t.Fatal(err)
+	}
+	var frozenID uint64
+	if err := frozen.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&frozenID); err != nil {
+		t.Fatal(err)
+	}
+	var sessionTimeout int
+	if err := frozen.QueryRowContext(ctx, "SELECT @@session.idle_transaction_timeout").Scan(&sessionTimeout); err != nil || sessionTimeout != 0 {
+		t.Fatalf("frozen session's idle_transaction_timeout = %d (%v), want 0 (off)", sessionTimeout, err)
+	}
+	if ok, err := st.JobRescueExpired(ctx, c.Fence()); err != nil || ok {
+		t.Fatalf("rescue while the frozen transaction holds the row: ok=%v err=%v; want skipped", ok, err)
+	}
+	r := &store.IdleTxReaper{Store: st, IdleFor: time.Second}
+	// A pass before the holder has been idle for IdleFor kills nothing.
+	if res := r.ReapOnce(ctx); res.Err != nil || len(res.Killed) != 0 {
+		t.Fatalf("early pass: %+v, want nothing killed", res)
+	}
+	// Passes every 100 ms until one ends the frozen session: the bound
+	// only stops a broken build from hanging the suite.
+	var res store.ReapResult
+	passes := 0
+	for deadline := time.Now().Add(30 * time.Second); len(res.Killed) == 0; passes++ {
+		res = r.ReapOnce(ctx)
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reaper never ended the frozen session")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !slices.Equal(res.Killed, []uint64{frozenID}) || len(res.Refused) != 0 {
+		t.Fatalf("killed %v refused %v, want only the frozen session %d", res.Killed, res.Refused, frozenID)
+	}
+	if ok, err := st.JobRescueExpired(ctx, c.Fence()); err != nil || !ok {
+		t.Fatalf("rescue after the reaper: ok=%v err=%v; want rescued", ok, err)
+	}
+	if j := jobRow(t, st, id); j.Status != "WAITING" || j.RetryTimes != 1 {
+		t.Fatalf("after the rescue: status %s, retry_times %d; want WAITING, 1", j.Status, j.RetryTimes)
+	}
+	if err := frozen.Commit(); err == nil {
+		t.Fatal("the frozen transaction committed after the reaper ended it")
+	} else if k := store.Classify(err); k != store.KindUnavailable {
+		t.Fatalf("frozen COMMIT error %v classified %v, want unavailable", err, k)
+	}
+	t.Logf("freed after %d passes", passes)
+}
