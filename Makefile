@@ -94,6 +94,13 @@ chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged
 	$(TESTBED_BIN) chaos --scenario cas-race --sabotage cas-guard --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/cas-guard
 	$(TESTBED_BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
 	$(TESTBED_BIN) chaos --scenario read-only --sabotage outcome-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/outcome-retry
+	$(TESTBED_BIN) chaos --scenario kill-storm --workflows --sabotage unblock-outside-tx --expect-invalid --jobs 1500 --duration 20s --out out/chaos-sabotage/unblock-outside-tx
+
+.PHONY: chaos-workflows
+chaos-workflows: ensure-db build ## Workflow workload (random DAGs, POST /v1/workflows) through kill-storm, zombie-pause, partition and db-restart; fail on any violation (out/chaos-workflows/).
+	for s in kill-storm zombie-pause partition db-restart; do \
+		$(BIN) chaos --scenario $$s --workflows --jobs 1500 --duration 20s --out out/chaos-workflows/$$s || exit 1; \
+	done
 	$(TESTBED_BIN) chaos --scenario worker-pause --sabotage remote-fencing --expect-invalid --jobs 250 --duration 25s --out out/chaos-sabotage/remote-fencing
 
 # chaos-remote: the remote set (docs/chaos.md "Remote workers"): worker

@@ -52,6 +52,10 @@ type Job struct {
 	CreateTime      time.Time
 	UpdateTime      time.Time
 	RequestHash     string
+	// WorkflowID is the job's workflow (0 outside workflows) and
+	// BlockedParents, for a BLOCKED job, how many parents it still waits for.
+	WorkflowID     uint64
+	BlockedParents int
 	// Output is the output of the attempt that succeeded (JobGet fills it
 	// for a SUCCESS job); nil when there is none.
 	Output json.RawMessage
@@ -137,6 +141,11 @@ type ClaimedJob struct {
 	LeaseUntil time.Time // database clock
 	StartedAt  time.Time // database clock, set by the claim
 	CreateTime time.Time
+	// HasChildren is true for a workflow job other jobs wait for: its
+	// completion unblocks or cancels them (Completion.HasChildren).
+	HasChildren bool
+	// WorkflowID is the job's workflow; 0 outside workflows.
+	WorkflowID uint64
 	// LeaseBase is when the claim that took the job began, on the
 	// replica's clock (set by the scheduler), or when the statement that
 	// stamped the lease was sent (set by the store): the database stamped
@@ -197,6 +206,13 @@ type Completion struct {
 	// Output is the run's output, a JSON value of at most MaxOutputBytes,
 	// recorded in the attempt's execution row with its outcome; nil for none.
 	Output json.RawMessage
+	// HasChildren is ClaimedJob.HasChildren: the completion also settles
+	// the job's workflow children in its transaction. It is a hint for the
+	// batched path (a wrong one costs a split, never a child).
+	HasChildren bool
+	// Spawn adds jobs to the run's workflow with a successful completion
+	// (dynamic fan-out); nil for none.
+	Spawn *Spawn
 	// DueAt is the claimed job's run_at (ClaimedJob.RunAt), recorded as the
 	// attempt's due_at. A failure that retries moves run_at before its
 	// execution row is written, so it needs DueAt to write the row after

@@ -57,6 +57,16 @@ type Periodic struct {
 	LastRunAt  *time.Time
 	CreateTime time.Time
 	UpdateTime time.Time
+	// Workflow, when not nil, is the template of the workflow each instant
+	// starts (PeriodicWorkflowKey) instead of one job; JobType is then "".
+	Workflow []WorkflowJobParams
+}
+
+// PeriodicWorkflowJobKey is the job_key of template job key in the
+// workflow a schedule starts at instant: PeriodicKey(name, instant) + "/" +
+// key; the workflow's key is PeriodicKey(name, instant).
+func PeriodicWorkflowJobKey(name string, instant time.Time, key string) string {
+	return PeriodicKey(name, instant) + "/" + key
 }
 
 // PeriodicSpec is a validated schedule to create or replace. Params must be
@@ -71,6 +81,9 @@ type PeriodicSpec struct {
 	TimeoutMs int
 	Misfire   string // MisfireSkip or MisfireOnce
 	Source    string // PeriodicSourceAPI or PeriodicSourceConfig
+	// Workflow is the template of the workflow each instant starts; nil
+	// for a job schedule.
+	Workflow []WorkflowJobParams
 }
 
 // PeriodicPlanFunc decides, under the schedule's row lock, which instants to

@@ -2,6 +2,8 @@ package jobq
 
 // JobState is a job's status (job_queue.status). The state machine:
 //
+//	BLOCKED → WAITING            (a workflow job's last parent ended: in that parent's completion)
+//	BLOCKED → CANCELED           (a parent ended FAILED or CANCELED, or a cancel)
 //	SCHEDULED → WAITING          (promoter: run_at <= NOW(6) on the database clock)
 //	WAITING → RUNNING → SUCCESS | FAILED | CANCELED
 //	RUNNING → SCHEDULED          (retry with a backoff: run_at = NOW(6) + backoff)
@@ -10,12 +12,14 @@ package jobq
 //	FAILED | CANCELED → WAITING  (manual retry)
 //
 // A submit whose run_at is ahead of the database clock starts SCHEDULED,
-// any other starts WAITING. Only WAITING jobs are claimed, and every WAITING
-// job is due: the scan never walks past future work.
+// any other starts WAITING; a workflow's job with parents starts BLOCKED
+// (docs/workflows.md). Only WAITING jobs are claimed, and every WAITING
+// job is due: the scan never walks past future work or waiting children.
 type JobState string
 
 // Job states.
 const (
+	StateBlocked   JobState = "BLOCKED"
 	StateScheduled JobState = "SCHEDULED"
 	StateWaiting   JobState = "WAITING"
 	StateRunning   JobState = "RUNNING"
@@ -25,7 +29,7 @@ const (
 )
 
 // JobStates lists every state in state-machine order.
-var JobStates = []JobState{StateScheduled, StateWaiting, StateRunning, StateSuccess, StateFailed, StateCanceled}
+var JobStates = []JobState{StateBlocked, StateScheduled, StateWaiting, StateRunning, StateSuccess, StateFailed, StateCanceled}
 
 // Terminal reports whether s is SUCCESS, FAILED or CANCELED.
 func (s JobState) Terminal() bool {

@@ -53,6 +53,7 @@ type TokenState struct {
 	RunAt           time.Time
 	LeaseUntil      *time.Time
 	Owner           string
+	HasChildren     bool
 }
 
 // LeaseRenewal is the answer of a fenced renewal for one run.

@@ -192,6 +192,16 @@ type PeriodicRequest struct {
 	// Misfire is "skip" (default: instants missed while every replica was
 	// down never run) or "once" (exactly one catch-up job, the latest missed).
 	Misfire string `json:"misfire,omitempty"`
+	// Workflow, instead of job_type and params, makes each instant start a
+	// workflow of these jobs (docs/workflows.md): its key is
+	// '<name>@<instant>', each job's '<name>@<instant>/<job_key>'.
+	Workflow *PeriodicWorkflow `json:"workflow,omitempty"`
+}
+
+// PeriodicWorkflow is a schedule's workflow template: jobs as in POST
+// /v1/workflows, without run_at.
+type PeriodicWorkflow struct {
+	Jobs []WorkflowJob `json:"jobs"`
 }
 
 // RetryBulkRequest is the body of POST /v1/jobs/retry.

@@ -39,6 +39,9 @@ type Periodic struct {
 	LastRunAt  *time.Time `json:"last_run_at,omitempty"`
 	CreateTime time.Time  `json:"create_time"`
 	UpdateTime time.Time  `json:"update_time"`
+	// Workflow is the template of the workflow each instant starts; absent
+	// for a job schedule.
+	Workflow *PeriodicWorkflow `json:"workflow,omitempty"`
 }
 
 // PurgeResult counts what a retention pass deleted.
@@ -90,7 +93,24 @@ type TypeList struct {
 func PeriodicFrom(p jobq.Periodic) Periodic {
 	return Periodic{Name: p.Name, Cron: p.Cron, JobType: p.JobType, Params: p.Params, Priority: p.Priority,
 		MaxRetry: p.MaxRetry, TimeoutMs: p.TimeoutMs, Misfire: p.Misfire, Source: p.Source, NextRunAt: p.NextRunAt,
-		LastRunAt: p.LastRunAt, CreateTime: p.CreateTime, UpdateTime: p.UpdateTime}
+		LastRunAt: p.LastRunAt, CreateTime: p.CreateTime, UpdateTime: p.UpdateTime, Workflow: workflowTemplateFrom(p.Workflow)}
+}
+
+func workflowTemplateFrom(jobs []jobq.WorkflowJobParams) *PeriodicWorkflow {
+	if jobs == nil {
+		return nil
+	}
+	out := &PeriodicWorkflow{Jobs: make([]WorkflowJob, len(jobs))}
+	for i, j := range jobs {
+		pr, mr, to := j.Priority, j.MaxRetry, j.TimeoutMs
+		wj := WorkflowJob{SubmitRequest: SubmitRequest{JobKey: j.JobKey, JobType: j.JobType, Params: json.RawMessage(j.Params),
+			Priority: &pr, MaxRetry: &mr, TimeoutMs: &to}}
+		for _, d := range j.DependsOn {
+			wj.DependsOn = append(wj.DependsOn, DependencyRef{JobKey: d.JobKey, OnParentFailure: string(d.OnParentFailure)})
+		}
+		out.Jobs[i] = wj
+	}
+	return out
 }
 
 // PeriodicList is the body of GET /v1/periodic.

@@ -37,6 +37,17 @@ type FetchedJob struct {
 	LeaseMs     int64           `json:"lease_ms"`
 	HeartbeatMs int64           `json:"heartbeat_ms"`
 	TaskToken   string          `json:"task_token"`
+	// Parents are the job's parents in its workflow with their recorded
+	// outputs (docs/workflows.md); absent outside workflows.
+	Parents []ParentOutput `json:"parents,omitempty"`
+}
+
+// ParentOutput is one parent of a fetched workflow job.
+type ParentOutput struct {
+	JobID  uint64          `json:"job_id"`
+	JobKey string          `json:"job_key"`
+	Status string          `json:"status"`
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // FetchResponse is the answer of a fetch: the jobs it claimed (possibly none).
@@ -72,6 +83,9 @@ type CompleteRequest struct {
 	Error     string          `json:"error,omitempty"`
 	// Retry, for a failure: nil means true.
 	Retry *bool `json:"retry,omitempty"`
+	// Spawn, for a success: jobs added to the run's workflow in the
+	// transaction of this completion (docs/workflows.md).
+	Spawn *Spawn `json:"spawn,omitempty"`
 }
 
 // CompleteResponse is the answer of an applied completion.

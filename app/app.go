@@ -261,6 +261,23 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	r.Service.SetParamsValidator(cfg.Registry.ValidateParams)
 	r.Service.SetRemoteTypeFunc(isRemote)
 	r.Service.SetLogStore(st)
+	r.Service.SetWorkflowStore(st)
+	if r.Scheduler != nil {
+		svc := r.Service
+		r.Scheduler.SetSpawnValidator(func(jobs []scheduler.SpawnJob) (*jobq.Spawn, error) {
+			sp := &apitype.Spawn{Jobs: make([]apitype.WorkflowJob, len(jobs))}
+			for i, j := range jobs {
+				mr := j.MaxRetry
+				pr := j.Priority
+				wj := apitype.WorkflowJob{SubmitRequest: apitype.SubmitRequest{JobKey: j.JobKey, JobType: j.JobType, Params: j.Params, MaxRetry: &mr, Priority: &pr}}
+				for _, d := range j.DependsOn {
+					wj.DependsOn = append(wj.DependsOn, apitype.DependencyRef{JobKey: d})
+				}
+				sp.Jobs[i] = wj
+			}
+			return svc.ValidateSpawn(sp)
+		})
+	}
 	if r.Scheduler != nil {
 		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
 		r.Workers = service.NewWorkers(r.Scheduler.Remote(), r.Service)

@@ -124,3 +124,33 @@ func Example_ownJobType() {
 	// invoice-44 SUCCESS attempt 1
 	// invoice_sent: 3 rows, 3249 cents
 }
+
+// deploy is a workflow job's handler (docs/workflows.md): it reads the
+// outputs its parents recorded.
+func deploy(ctx context.Context, job *scheduler.Job) error {
+	parents, err := job.Parents(ctx) // job_key, status, output of each parent
+	if err != nil {
+		return err
+	}
+	for _, p := range parents {
+		fmt.Println(p.JobKey, string(p.Output))
+	}
+	return job.SetOutput(map[string]string{"url": "https://example.com/1.4.2"})
+}
+
+// checkAll fans out (docs/workflows.md): one check per host, and a verify
+// job that waits for all of them, written with this run's success.
+func checkAll(ctx context.Context, job *scheduler.Job) error {
+	hosts := []string{"web-1", "web-2", "web-3"}
+	var parts []scheduler.SpawnJob
+	var keys []string
+	for i, host := range hosts {
+		k := fmt.Sprintf("%s-check-%d", job.JobKey, i)
+		parts = append(parts, scheduler.SpawnJob{JobKey: k, JobType: "check", Params: json.RawMessage(`{"host":"` + host + `"}`)})
+		keys = append(keys, k)
+	}
+	parts = append(parts, scheduler.SpawnJob{JobKey: job.JobKey + "-verify", JobType: "verify", DependsOn: keys})
+	return job.Spawn(parts...) // written with this run's success
+}
+
+var _, _ = deploy, checkAll

@@ -116,7 +116,7 @@ func New(opts Options) (*Console, error) {
 	if len(opts.AuthTokens) > 0 {
 		c.accepted = httpapi.TokenMatcher(opts.AuthTokens)
 	}
-	for _, page := range []string{"overview", "jobs", "job", "types", "workers", "login", "error"} {
+	for _, page := range []string{"overview", "jobs", "job", "types", "workers", "workflows", "workflow", "login", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", page, err)
@@ -136,6 +136,8 @@ func New(opts Options) (*Console, error) {
 	mux.HandleFunc("POST /ui/jobs/{id}/retry", c.auth(c.jobAction("retry")))
 	mux.HandleFunc("GET /ui/types", c.auth(c.types))
 	mux.HandleFunc("GET /ui/workers", c.auth(c.workers))
+	mux.HandleFunc("GET /ui/workflows", c.auth(c.workflows))
+	mux.HandleFunc("GET /ui/workflows/{key}", c.auth(c.workflow))
 	mux.HandleFunc("POST /ui/types/{job_type}/pause", c.auth(c.typePause(true)))
 	mux.HandleFunc("POST /ui/types/{job_type}/resume", c.auth(c.typePause(false)))
 	mux.HandleFunc("POST /ui/types/{job_type}/limit", c.auth(c.typeLimit))

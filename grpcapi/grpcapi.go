@@ -114,6 +114,9 @@ func (s *Server) Register(mux *http.ServeMux, gate func(http.Handler) http.Handl
 	path, h := jobqv1connect.NewJobServiceHandler(s, opts...)
 	mux.Handle(path, gate(streamDeadlines(h)))
 	services := []string{jobqv1connect.JobServiceName, grpchealth.HealthV1ServiceName}
+	path, h = jobqv1connect.NewWorkflowServiceHandler(&WorkflowServer{s: s}, opts...)
+	mux.Handle(path, gate(h))
+	services = append(services, jobqv1connect.WorkflowServiceName)
 	if s.opts.Ops != nil {
 		path, h = jobqv1connect.NewOpsServiceHandler(&OpsServer{s: s, ops: s.opts.Ops}, opts...)
 		mux.Handle(path, gate(h))

@@ -77,6 +77,7 @@ func New(svc *service.Service, opts Options) http.Handler {
 	mux.HandleFunc("POST /v1/jobs/{id}/cancel", a.cancel)
 	mux.HandleFunc("POST /v1/jobs/{id}/retry", a.retry)
 	mux.HandleFunc("GET /v1/jobs/{id}/executions", a.executions)
+	a.routeWorkflows(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

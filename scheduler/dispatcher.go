@@ -75,6 +75,10 @@ type dispatcher struct {
 	promoter  *promoter
 	// hardCtx is the parent of runs' contexts (Scheduler.Start sets it).
 	hardCtx context.Context
+	// wakeFunc wakes the scanner and the waiting fetches (Scheduler.wakeAll).
+	wakeFunc func()
+	// spawnValidate is Job.Spawn's check (Scheduler.SetSpawnValidator).
+	spawnValidate SpawnValidateFunc
 
 	local *localExecutor
 	// remote runs the remote job types on workers; nil without any.
@@ -97,7 +101,9 @@ func (d *dispatcher) executorFor(lane int8) executor {
 // settle frees.
 func (d *dispatcher) dispatch(cj jobq.ClaimedJob) {
 	d.lost.noteDispatch(cj.Fence(), 4*d.cfg.Lease)
-	job := &Job{ClaimedJob: cj, Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: d.cfg.Owner, report: d.reporter}
+	job := &Job{ClaimedJob: cj, Timeout: time.Duration(cj.TimeoutMs) * time.Millisecond, Owner: d.cfg.Owner, report: d.reporter,
+		spawnValidate: d.spawnValidate}
+	job.parents, _ = d.store.(parentReader)
 	ctx, cancel := context.WithCancelCause(d.hardCtx)
 	r := &run{job: job, ctx: ctx, cancel: cancel, leaseDeadline: firstLeaseDeadline(cj.LeaseBase, d.cfg.Lease)}
 	guard := d.heartbeat.guardDelay(r.leaseDeadline)
@@ -264,13 +270,13 @@ func (d *dispatcher) settle(r *run, h Handler, c jobq.Completion) {
 
 // outcome turns a handler's return into a completion.
 func (d *dispatcher) outcome(ctx context.Context, job *Job, err error) jobq.Completion {
-	c := jobq.Completion{Fence: job.Fence(), JobType: job.JobType, DueAt: job.RunAt}
+	c := jobq.Completion{Fence: job.Fence(), JobType: job.JobType, DueAt: job.RunAt, HasChildren: job.HasChildren}
 	cause := context.Cause(ctx)
 	switch {
 	case ctx.Err() != nil && errors.Is(cause, ErrCancelRequested):
 		c.Outcome, c.Error = jobq.OutcomeCanceled, "cancel requested"
 	case err == nil:
-		c.Outcome, c.Output = jobq.OutcomeSuccess, job.Output()
+		c.Outcome, c.Output, c.Spawn = jobq.OutcomeSuccess, job.Output(), job.spawned()
 	case ctx.Err() != nil && errors.Is(cause, ErrShutdown):
 		c.Outcome, c.Error = jobq.OutcomeReleased, "released at shutdown: "+err.Error()
 	default:
@@ -339,6 +345,11 @@ func (d *dispatcher) finishRun(c jobq.Completion, applied bool, writeErr error) 
 		return
 	}
 	d.stats.completed.Add(1)
+	if applied && (c.HasChildren || c.Spawn != nil) {
+		// The completion settled workflow children: some may be runnable
+		// now, here and for this replica's remote workers.
+		d.wakeFunc()
+	}
 	switch {
 	case !applied:
 		d.stats.stale.Add(1)

@@ -26,6 +26,10 @@ type Job struct {
 	report runReporter // nil outside a scheduler (tests)
 	outMu  sync.Mutex
 	output json.RawMessage
+	spawn  *jobq.Spawn // Spawn's jobs, written with the success
+
+	parents       parentReader // nil outside a scheduler or without the read
+	spawnValidate SpawnValidateFunc
 }
 
 // Fence returns the run's fencing token.

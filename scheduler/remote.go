@@ -141,6 +141,8 @@ type FetchedJob struct {
 	TaskToken string
 	Lease     time.Duration
 	Heartbeat time.Duration
+	// Parents are a workflow job's parents and their outputs.
+	Parents []jobq.ParentOutput
 }
 
 // IsRemote reports whether jobType is declared remote.
@@ -210,6 +212,7 @@ func (r *Remote) fetch(ctx context.Context, p FetchParams, start time.Time) ([]F
 			for _, j := range jobs {
 				x.d.dispatchFetched(j, f)
 			}
+			r.addParents(ctx, f.jobs)
 			x.workers.took(p.WorkerID, len(jobs))
 			return f.jobs, nil
 		}
@@ -376,6 +379,8 @@ type CompleteParams struct {
 	Output    json.RawMessage
 	Error     string
 	Retry     bool
+	// Spawn, for a success: jobs added to the run's workflow with it.
+	Spawn *jobq.Spawn
 	// Allow reports whether the caller may complete jobs of a job type (nil: any).
 	Allow func(jobType string) bool
 }
@@ -559,7 +564,7 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 		}
 		if applied[i] {
 			appliedIDs = append(appliedIDs, c.ID)
-			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0)
+			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0) || c.HasChildren || c.Spawn != nil
 		}
 	}
 	if wake {
@@ -598,10 +603,10 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 // completion is the jobq.Completion of a checked remote completion.
 func (x *remoteExecutor) completion(req *completeReq, st jobq.TokenState) jobq.Completion {
 	p := req.p
-	c := jobq.Completion{Fence: req.pt.fence(), JobType: st.JobType, Error: p.Error, DueAt: st.RunAt}
+	c := jobq.Completion{Fence: req.pt.fence(), JobType: st.JobType, Error: p.Error, DueAt: st.RunAt, HasChildren: st.HasChildren}
 	switch p.Outcome {
 	case CompleteSuccess:
-		c.Outcome, c.Output, c.Error = jobq.OutcomeSuccess, p.Output, ""
+		c.Outcome, c.Output, c.Error, c.Spawn = jobq.OutcomeSuccess, p.Output, "", p.Spawn
 	case CompleteFailure:
 		c.Outcome = jobq.OutcomeFailed
 		if p.Retry && st.RetryTimes < st.MaxRetry {
@@ -877,4 +882,29 @@ func newRemoteExecutor(st RemoteStore, cfg Config, retry dbRetrier, log *slog.Lo
 		x.types[t] = true
 	}
 	return x
+}
+
+// addParents fills the Parents of the fetched workflow jobs with one read.
+// A failed read leaves them empty (the worker can GET its parents).
+func (r *Remote) addParents(ctx context.Context, out []FetchedJob) {
+	pr, ok := r.x.store.(parentReader)
+	if !ok {
+		return
+	}
+	var ids []uint64
+	for _, j := range out {
+		if j.WorkflowID != 0 {
+			ids = append(ids, j.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	m, err := pr.JobParents(ctx, ids)
+	if err != nil {
+		return
+	}
+	for i := range out {
+		out[i].Parents = m[out[i].ID]
+	}
 }

@@ -110,7 +110,7 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		s.disp.remote.d = s.disp
 	}
 	s.build()
-	s.disp.heartbeat, s.disp.completer, s.disp.promoter = s.heartbeat, s.completer, s.promoter
+	s.disp.heartbeat, s.disp.completer, s.disp.promoter, s.disp.wakeFunc = s.heartbeat, s.completer, s.promoter, s.wakeAll
 	return s, nil
 }
 

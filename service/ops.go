@@ -217,6 +217,9 @@ func (o *Ops) ValidatePeriodic(req apitype.PeriodicRequest, source string) (jobq
 	if _, err := cronplan.Parse(req.Cron); err != nil {
 		return spec, invalid("cron", "must be a cron expression (5 fields, 6 with leading seconds, or @every/@hourly…): %v", err)
 	}
+	if req.Workflow != nil {
+		return o.validatePeriodicWorkflow(req, spec)
+	}
 	if err := o.checkType("job_type", req.JobType); err != nil {
 		return spec, err
 	}

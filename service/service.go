@@ -96,6 +96,8 @@ type Service struct {
 	isRemote func(string) bool
 	// logs, if set, serves Logs.
 	logs LogStore
+	// workflows, if set, serves the workflow calls (workflow.go).
+	workflows WorkflowStore
 }
 
 // SetRemoteTypeFunc sets the function reporting the remote job types.

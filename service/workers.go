@@ -247,6 +247,7 @@ func (w *Workers) Fetch(ctx context.Context, req apitype.FetchRequest) (resp api
 			ID: j.ID, JobKey: j.JobKey, JobType: j.JobType, Params: j.Params, Attempt: j.Attempt, Priority: j.Priority,
 			RetryTimes: j.RetryTimes, MaxRetry: j.MaxRetry, TimeoutMs: j.TimeoutMs, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil,
 			LeaseMs: j.Lease.Milliseconds(), HeartbeatMs: j.Heartbeat.Milliseconds(), TaskToken: j.TaskToken,
+			Parents: parentsFrom(j.Parents),
 		})
 	}
 	return resp, func() { w.remote.Release(jobs) }, nil
@@ -305,6 +306,20 @@ func (w *Workers) Complete(ctx context.Context, req apitype.CompleteRequest) (ap
 		if req.Retry != nil {
 			return resp, invalid("retry", "is for a failure only")
 		}
+		if req.Spawn != nil {
+			sp, err := w.svc.ValidateSpawn(req.Spawn)
+			if err != nil {
+				return resp, err
+			}
+			// Spawning is submitting: the token needs the submit grant
+			// for each spawned job's type.
+			for _, j := range sp.Jobs {
+				if err := w.svc.checkSubmitScope(ctx, j.JobType); err != nil {
+					return resp, err
+				}
+			}
+			p.Spawn = sp
+		}
 		if len(req.Output) > 0 {
 			var compact bytes.Buffer
 			if err := json.Compact(&compact, req.Output); err != nil {
@@ -318,6 +333,9 @@ func (w *Workers) Complete(ctx context.Context, req apitype.CompleteRequest) (ap
 			}
 		}
 	case scheduler.CompleteFailure, scheduler.CompleteRelease:
+		if req.Spawn != nil {
+			return resp, invalid("spawn", "is for a success only")
+		}
 		if len(req.Output) > 0 {
 			return resp, invalid("output", "is for a success only")
 		}
@@ -486,4 +504,15 @@ func queryInt(field, v string, def, lo, hi int) (int, error) {
 		return 0, invalid(field, "must be an integer in [%d, %d], got %q", lo, hi, v)
 	}
 	return n, nil
+}
+
+func parentsFrom(ps []jobq.ParentOutput) []apitype.ParentOutput {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]apitype.ParentOutput, len(ps))
+	for i, p := range ps {
+		out[i] = apitype.ParentOutput{JobID: p.JobID, JobKey: p.JobKey, Status: string(p.Status), Output: p.Output}
+	}
+	return out
 }

@@ -35,6 +35,9 @@ import (
 // CompleteBatch single-row writes: the slow path, kept for the case no read
 // can settle).
 func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
+	if slices.ContainsFunc(cs, func(c jobq.Completion) bool { return c.Spawn != nil }) {
+		return s.completeWithSpawns(ctx, cs)
+	}
 	applied = make([]bool, len(cs))
 	// READ COMMITTED (readCommittedTx): the locks the transaction holds
 	// between round trips cover only the rows it completes, no gap where
@@ -79,8 +82,12 @@ var errStaleInBatch = errors.New("stale run in batch: writing it again split by 
 // every other completion row by row; errStaleInBatch when a success was
 // stale.
 func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool) error {
-	var ids []uint64
-	byAttempt := map[int][]uint64{}
+	var ids, parents []uint64
+	type group struct {
+		attempt  int
+		children bool
+	}
+	byAttempt := map[group][]uint64{}
 	seen := make(map[uint64]bool, len(cs))
 	type releaseKey struct {
 		attempt int
@@ -95,7 +102,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 			applied[i] = true
 			continue
 		}
-		if c.Outcome != jobq.OutcomeSuccess || seen[c.ID] || c.Output != nil {
+		if c.Outcome != jobq.OutcomeSuccess || seen[c.ID] || c.Output != nil || c.Spawn != nil {
 			ok, err := s.completeOne(ctx, q, c)
 			if err != nil {
 				return err
@@ -105,7 +112,11 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 		}
 		seen[c.ID] = true
 		ids = append(ids, c.ID)
-		byAttempt[c.Attempt] = append(byAttempt[c.Attempt], c.ID)
+		g := group{c.Attempt, c.HasChildren}
+		byAttempt[g] = append(byAttempt[g], c.ID)
+		if c.HasChildren {
+			parents = append(parents, c.ID)
+		}
 		applied[i] = true
 	}
 	// Releases (runs that never started), batched by attempt and error:
@@ -136,13 +147,25 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	if len(ids) == 0 {
 		return nil
 	}
-	for _, attempt := range slices.Sorted(maps.Keys(byAttempt)) {
-		group := byAttempt[attempt]
-		n, err := q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{Ids: group, Attempt: int32(attempt)})
+	groups := slices.SortedFunc(maps.Keys(byAttempt), func(a, b group) int {
+		if a.attempt != b.attempt {
+			return a.attempt - b.attempt
+		}
+		if a.children == b.children {
+			return 0
+		}
+		if b.children {
+			return -1
+		}
+		return 1
+	})
+	for _, g := range groups {
+		ids := byAttempt[g]
+		n, err := q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{Ids: ids, Attempt: int32(g.attempt), HasChildren: g.children})
 		if err != nil {
 			return err
 		}
-		if int(n) != len(group) {
+		if int(n) != len(ids) {
 			return errStaleInBatch
 		}
 	}
@@ -152,6 +175,14 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	}
 	if int(n) != len(ids) {
 		return errFenceMoved
+	}
+	// Workflow parents (all SUCCESS: the children group's fence excludes a
+	// cancel request): their children are unblocked in this transaction.
+	// Jobs without children cost nothing more.
+	if len(parents) > 0 {
+		if _, err := settleChildren(ctx, q, parents, nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -177,6 +208,18 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 		}
 		if err := fn(ctx, tx); err != nil {
 			return &txFuncError{err}
+		}
+		if c.Spawn != nil {
+			st, err := q.JobEndState(ctx, c.ID)
+			if err != nil || jobq.JobState(st.Status) != jobq.StateSuccess {
+				return err
+			}
+			var se *SpawnError
+			if err := s.spawn(ctx, tx, c); errors.As(err, &se) {
+				return &txFuncError{err}
+			} else if err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -252,9 +295,15 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 		return err
 	}
 	live := make(map[jobq.Fence]bool, len(states))
+	children := make(map[uint64]bool, len(states))
 	for _, st := range states {
 		if jobq.JobState(st.Status) == jobq.StateRunning {
 			live[jobq.Fence{ID: st.ID, Attempt: int(st.Attempt)}] = true
+		}
+		children[st.ID] = st.HasChildren
+		if st.HasChildren && st.CancelRequested {
+			// Ends CANCELED, which cancels its children: row by row.
+			delete(live, jobq.Fence{ID: st.ID, Attempt: int(st.Attempt)})
 		}
 	}
 	if s.beforeSplitWrite != nil {
@@ -265,8 +314,13 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 	for i, c := range cs {
 		if c.Outcome == jobq.OutcomeSuccess && live[c.Fence] {
 			live[c.Fence] = false // a repeat of this fence goes row by row, after the batch
+			c.HasChildren = children[c.ID]
 			batch, at = append(batch, c), append(at, i)
 			continue
+		}
+		if children[c.ID] {
+			c.HasChildren = true
+			cs[i] = c
 		}
 		rest = append(rest, i)
 	}
@@ -302,6 +356,20 @@ var errFenceMoved = errors.New("job row changed under its lock")
 // without it is written first (ExecutionRecordBeforeRetry, which locks the
 // job row and is itself the fence).
 func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
+	ok, err := s.recordOutcomeRows(ctx, q, c)
+	if err != nil || !ok {
+		return ok, err
+	}
+	if c.HasChildren {
+		if err := settleOne(ctx, q, c.ID); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// recordOutcomeRows is recordOutcome's job and execution rows.
+func (s *Store) recordOutcomeRows(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
 	p := jobqdb.ExecutionRecordParams{
 		Outcome: string(c.Outcome), Error: nullStr(jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)),
 		ID: c.ID, Attempt: int32(c.Attempt),
@@ -428,10 +496,68 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 			return errFenceMoved
 		}
 		ok = true
-		return nil
+		return settleOne(ctx, q, f.ID) // a run that ended FAILED or CANCELED cancels its children
 	})
 	if err != nil {
 		return false, errorf("rescue: %w", err)
 	}
 	return ok, nil
+}
+
+// completeWithSpawns writes a batch in which some successes add jobs to
+// their workflow (Completion.Spawn): those are written one per transaction
+// (the fenced completion, its children settled, then the spawned jobs and
+// their edges), the rest batched as usual. A spawn the database refuses (a
+// job_key taken, the job outside a workflow: *SpawnError) fails the job
+// without retry, with the reason as its error; nothing of the spawn is
+// written.
+func (s *Store) completeWithSpawns(ctx context.Context, cs []jobq.Completion) ([]bool, error) {
+	applied := make([]bool, len(cs))
+	var rest []jobq.Completion
+	var at []int
+	for i, c := range cs {
+		if c.Spawn == nil {
+			rest, at = append(rest, c), append(at, i)
+			continue
+		}
+		ok, err := s.completeSpawn(ctx, c)
+		var se *SpawnError
+		if errors.As(err, &se) {
+			c.Spawn, c.Outcome, c.Error, c.Retry, c.Output = nil, jobq.OutcomeFailed, se.Error(), false, nil
+			ok, err = s.completeSpawn(ctx, c)
+		}
+		if err != nil {
+			return nil, errorf("complete: %w", err)
+		}
+		applied[i] = ok
+	}
+	if len(rest) > 0 {
+		ap, err := s.JobCompleteMany(ctx, rest)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range at {
+			applied[i] = ap[k]
+		}
+	}
+	return applied, nil
+}
+
+// completeSpawn writes one completion and, when it has a Spawn and its job
+// ended SUCCESS, the spawned jobs, in one transaction.
+func (s *Store) completeSpawn(ctx context.Context, c jobq.Completion) (bool, error) {
+	var ok bool
+	err := s.WithTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		var err error
+		if ok, err = s.completeOne(ctx, q, c); err != nil || !ok || c.Spawn == nil || c.Outcome != jobq.OutcomeSuccess {
+			return err
+		}
+		st, err := q.JobEndState(ctx, c.ID)
+		if err != nil || jobq.JobState(st.Status) != jobq.StateSuccess {
+			return err
+		}
+		return s.spawn(ctx, tx, c)
+	})
+	return ok, err
 }

@@ -21,6 +21,7 @@ func jobFromRow(r jobqdb.JobQueue) jobq.Job {
 		LastError: r.LastError.String, StartedAt: nullTimePtr(r.StartedAt),
 		FinishedAt: nullTimePtr(r.FinishedAt), CancelRequested: r.CancelRequested,
 		CreateTime: r.CreateTime.UTC(), UpdateTime: r.UpdateTime.UTC(), RequestHash: r.RequestHash,
+		WorkflowID: uint64(r.WorkflowID.Int64), BlockedParents: int(r.BlockedParents),
 	}
 }
 
@@ -198,7 +199,9 @@ func likePrefix(prefix string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(prefix) + "%"
 }
 
-// JobCancel cancels a job: a WAITING or SCHEDULED job becomes CANCELED at once; a RUNNING
+// JobCancel cancels a job: a WAITING, SCHEDULED or BLOCKED job becomes
+// CANCELED at once (a workflow job's descendants with it, by their
+// dependencies' policies); a RUNNING
 // job gets cancel_requested=1, its handler's context is cancelled within one
 // heartbeat and it ends CANCELED whatever the handler returns. It returns the
 // job after the change; ErrInvalidState for a terminal job. A job that moved
@@ -206,7 +209,15 @@ func likePrefix(prefix string) string {
 // a job claimed after it) is tried again.
 func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
 	for try := 0; ; try++ {
-		n, err := s.q.JobCancelWaiting(ctx, id)
+		var n int64
+		err := s.WithTx(ctx, func(tx *sql.Tx) error {
+			q := s.q.WithTx(tx)
+			var err error
+			if n, err = q.JobCancelWaiting(ctx, id); err != nil || n == 0 {
+				return err
+			}
+			return settleOne(ctx, q, id) // a workflow job's descendants are cancelled with it
+		})
 		if err != nil {
 			return jobq.Job{}, errorf("cancel: %w", err)
 		}
@@ -229,9 +240,20 @@ func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
 }
 
 // JobRetry moves a FAILED or CANCELED job back to WAITING, due now, with
-// retry_times reset to 0. ErrInvalidState for any other status.
+// retry_times reset to 0 — BLOCKED instead for a workflow job whose parents
+// have not all succeeded (WorkflowRetry re-arms a workflow's descendants). ErrInvalidState for any other status.
 func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
-	n, err := s.q.JobRetryManual(ctx, id)
+	var n int64
+	err := s.WithTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		var err error
+		if n, err = q.JobRetryManual(ctx, id); err != nil || n == 0 {
+			return err
+		}
+		// A workflow job whose parents have not all succeeded waits for
+		// them again (BLOCKED) instead of running.
+		return reblockRetried(ctx, q, []uint64{id})
+	})
 	if err != nil {
 		return jobq.Job{}, errorf("retry: %w", err)
 	}

@@ -154,7 +154,21 @@ func periodicFromRow(r jobqdb.PeriodicJob) jobq.Periodic {
 		Priority: int(r.Priority), MaxRetry: int(r.MaxRetry), TimeoutMs: int(r.TimeoutMs),
 		Misfire: r.Misfire, Source: r.Source, NextRunAt: r.NextRunAt.UTC(), LastRunAt: nullTimePtr(r.LastRunAt),
 		CreateTime: r.CreateTime.UTC(), UpdateTime: r.UpdateTime.UTC(),
+		Workflow: workflowTemplate(r.Workflow),
 	}
+}
+
+// workflowTemplate decodes periodic_job.workflow (nil for a job schedule or
+// a template that does not decode: it was validated when written).
+func workflowTemplate(s sql.NullString) []jobq.WorkflowJobParams {
+	if !s.Valid {
+		return nil
+	}
+	var jobs []jobq.WorkflowJobParams
+	if json.Unmarshal([]byte(s.String), &jobs) != nil {
+		return nil
+	}
+	return jobs
 }
 
 // PeriodicUpsert creates the schedule spec.Name or replaces its definition.
@@ -163,13 +177,21 @@ func periodicFromRow(r jobqdb.PeriodicJob) jobq.Periodic {
 // its cursor, so a restart never forgets instants missed meanwhile. created
 // reports whether the schedule is new.
 func (s *Store) PeriodicUpsert(ctx context.Context, spec jobq.PeriodicSpec, firstFunc func(now time.Time) time.Time) (p jobq.Periodic, created bool, err error) {
+	var wf sql.NullString
+	if spec.Workflow != nil {
+		b, err := json.Marshal(spec.Workflow)
+		if err != nil {
+			return jobq.Periodic{}, false, errorf("periodic upsert: %w", err)
+		}
+		wf = sql.NullString{String: string(b), Valid: true}
+	}
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		now, err := q.DBNow(ctx)
 		if err != nil {
 			return err
 		}
-		n, err := q.PeriodicUpsert(ctx, jobqdb.PeriodicUpsertParams{
+		n, err := q.PeriodicUpsert(ctx, jobqdb.PeriodicUpsertParams{Workflow: wf,
 			Name: spec.Name, CronExpr: spec.Cron, JobType: spec.JobType, Params: spec.Params,
 			Priority: int32(spec.Priority), MaxRetry: int32(spec.MaxRetry), TimeoutMs: int32(spec.TimeoutMs),
 			Misfire: spec.Misfire, Source: spec.Source, NextRunAt: firstFunc(now.UTC()),
@@ -274,6 +296,17 @@ func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.Periodi
 		for _, at := range enqueue {
 			at = at.UTC()
 			key := jobq.PeriodicKey(name, at)
+			if p.Workflow != nil {
+				ok, err := s.startScheduledWorkflow(ctx, tx, p, at)
+				if err != nil {
+					return err
+				}
+				if ok {
+					res.Inserted = append(res.Inserted, at)
+				}
+				last = sql.NullTime{Time: at, Valid: true}
+				continue
+			}
 			sum := sha256.Sum256([]byte("periodic\x00" + key + "\x00" + p.JobType + "\x00" + string(p.Params)))
 			n, err := q.JobInsertPeriodic(ctx, jobqdb.JobInsertPeriodicParams{
 				JobKey: key, JobType: p.JobType, Params: string(p.Params), RequestHash: hex.EncodeToString(sum[:]),
@@ -375,6 +408,11 @@ func (s *Store) purgeBatch(ctx context.Context, cands []uint64, cutoff time.Time
 		if _, err = q.RunInfoDeleteByJobs(ctx, ids); err != nil {
 			return err
 		}
+		// So do their workflow edges (a terminal job has settled its
+		// children already).
+		if _, err = q.DependencyDeleteByJobs(ctx, jobqdb.DependencyDeleteByJobsParams{Ids: ids}); err != nil {
+			return err
+		}
 		jobs, err = q.JobDeleteMany(ctx, ids)
 		return err
 	})
@@ -410,7 +448,15 @@ func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64
 		if len(ids) == 0 {
 			return total, nil
 		}
-		n, err := s.q.JobRetryMany(ctx, jobqdb.JobRetryManyParams{Ids: ids, Status: string(p.Status)})
+		var n int64
+		err = s.WithTx(ctx, func(tx *sql.Tx) error {
+			q := s.q.WithTx(tx)
+			var err error
+			if n, err = q.JobRetryMany(ctx, jobqdb.JobRetryManyParams{Ids: ids, Status: string(p.Status)}); err != nil || n == 0 {
+				return err
+			}
+			return reblockRetried(ctx, q, ids)
+		})
 		if err != nil {
 			return total, errorf("retry bulk: %w", err)
 		}

@@ -11,7 +11,8 @@ import (
 // adapter links neither), and neither of them links the driver.
 var (
 	_ scheduler.Store       = (*store.Store)(nil)
-	_ scheduler.RemoteStore = (*store.Store)(nil)
 	_ service.Store         = (*store.Store)(nil)
 	_ service.OpsStore      = (*store.Store)(nil)
+	_ scheduler.RemoteStore = (*store.Store)(nil)
+	_ service.WorkflowStore = (*store.Store)(nil)
 )

@@ -107,7 +107,7 @@ func (s *Store) JobClaimRemote(ctx context.Context, p jobq.RemoteClaimParams) ([
 			ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
 			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
 			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt) + 1,
-			LeaseUntil: until, StartedAt: now, CreateTime: r.CreateTime.UTC(),
+			LeaseUntil: until, StartedAt: now, CreateTime: r.CreateTime.UTC(), HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64),
 		}
 	}
 	return claimed, nil
@@ -128,7 +128,7 @@ func (s *Store) JobTokenStates(ctx context.Context, ids []uint64) ([]jobq.TokenS
 		out[i] = jobq.TokenState{
 			ID: r.ID, JobType: r.JobType, Attempt: int(r.Attempt), Status: jobq.JobState(r.Status),
 			Nonce: []byte(r.LeaseNonce.String), CancelRequested: r.CancelRequested,
-			RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry), RunAt: r.RunAt.UTC(),
+			RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry), RunAt: r.RunAt.UTC(), HasChildren: r.HasChildren,
 			Owner: r.Owner.String,
 		}
 		if r.LeaseUntil.Valid {

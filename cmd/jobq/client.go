@@ -102,7 +102,7 @@ func (c *GetCmd) Run(g *Globals) error {
 type ListCmd struct {
 	ServerFlags
 	OutputFlags
-	Status string `help:"Only this status (SCHEDULED, WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
+	Status string `help:"Only this status (BLOCKED, SCHEDULED, WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
 	Type   string `help:"Only this job_type."`
 	Limit  int    `help:"Page size 1–1000." default:"50"`
 	Cursor string `help:"next_cursor of the previous page."`

@@ -34,6 +34,7 @@ type CLI struct {
 	Executions  ExecutionsCmd  `cmd:"" help:"List a job's attempts."`
 	Logs        LogsCmd        `cmd:"" help:"Print a job's attempt log (--follow: until the job is finished)."`
 	Workers     WorkersCmd     `cmd:"" help:"List the live remote workers: id, types, runs in flight, last fetch."`
+	Workflow    WorkflowCmd    `cmd:"" help:"Submit, show, list, cancel and retry workflows: jobs that wait for other jobs."`
 	Stats       StatsCmd       `cmd:"" help:"Counts by status and type, oldest waiting age, recent rates."`
 	Pause       PauseCmd       `cmd:"" help:"Pause a job type (not claimed; running jobs finish)."`
 	Resume      ResumeCmd      `cmd:"" help:"Resume a paused job type."`

@@ -274,12 +274,14 @@ type PeriodicAddCmd struct {
 	OutputFlags
 	Name      string `help:"Schedule name: 1–40 letters, digits, '_', '.', '-'; jobs are keyed <name>@<instant>." required:""`
 	Cron      string `help:"Cron expression (UTC unless CRON_TZ=…): 5 fields, 6 with leading seconds, or @every 10s / @hourly." required:""`
-	Type      string `help:"job_type of the jobs." required:""`
+	Type      string `help:"job_type of the jobs (required without --workflow-file)."`
 	Params    string `help:"params of the jobs (a JSON object)." default:"{}"`
 	Priority  *int   `help:"priority 0–1000 (default 0)."`
 	MaxRetry  *int   `help:"max_retry 0–100 (default 3)."`
 	TimeoutMs *int   `help:"timeout_ms per attempt, 0 = none."`
 	Misfire   string `help:"Instants missed while every replica was down: skip (none runs) or once (one catch-up run)." enum:"skip,once" default:"skip"`
+	// WorkflowFile makes each instant start a workflow instead of a job.
+	WorkflowFile string `help:"Start a workflow at each instant instead of one job: a JSON file {\"jobs\": [...]} with the jobs of POST /v1/workflows (docs/workflows.md); replaces --type and --params." type:"existingfile" name:"workflow-file"`
 }
 
 // Run creates or replaces the schedule.
@@ -288,8 +290,25 @@ func (c *PeriodicAddCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	p, created, err := cl.PutPeriodic(g.Ctx, apitype.PeriodicRequest{Name: c.Name, Cron: c.Cron, JobType: c.Type,
-		Params: json.RawMessage(c.Params), Priority: c.Priority, MaxRetry: c.MaxRetry, TimeoutMs: c.TimeoutMs, Misfire: c.Misfire})
+	req := apitype.PeriodicRequest{Name: c.Name, Cron: c.Cron, JobType: c.Type,
+		Params: json.RawMessage(c.Params), Priority: c.Priority, MaxRetry: c.MaxRetry, TimeoutMs: c.TimeoutMs, Misfire: c.Misfire}
+	if c.WorkflowFile != "" {
+		if c.Transport == "grpc" {
+			return fmt.Errorf("--workflow-file: workflow schedules are put over HTTP/JSON (--transport http)")
+		}
+		b, err := os.ReadFile(c.WorkflowFile)
+		if err != nil {
+			return err
+		}
+		var wf apitype.PeriodicWorkflow
+		if err := json.Unmarshal(b, &wf); err != nil {
+			return fmt.Errorf("--workflow-file: %w", err)
+		}
+		req.Workflow, req.Params = &wf, nil
+	} else if c.Type == "" {
+		return fmt.Errorf("--type: required without --workflow-file")
+	}
+	p, created, err := cl.PutPeriodic(g.Ctx, req)
 	if err != nil {
 		return err
 	}

@@ -92,12 +92,14 @@ SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
     finished_at = NOW(6),
     update_time = NOW(6)
 WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'
-  AND attempt = ?
+  AND attempt = ? AND has_children = ?
+  AND (? = 0 OR cancel_requested = 0)
 `
 
 type JobCompleteFencedManyParams struct {
-	Ids     []uint64
-	Attempt int32
+	Ids         []uint64
+	Attempt     int32
+	HasChildren bool
 }
 
 // Batched success completion: the completer's fast path (store.JobCompleteMany):
@@ -115,6 +117,14 @@ type JobCompleteFencedManyParams struct {
 // back and writes the batch again split by the jobs' fence states
 // (JobFenceStates): the live runs batched, the others row by row
 // (JobCompleteFenced), so stale runs are told apart exactly as before.
+// has_children is part of the fence: the runs of jobs with workflow children
+// are sent in their own group (the claim told the scheduler), whose children
+// the caller then unblocks; a run sent in the wrong group does not match and
+// the split's read (JobFenceStates) puts it right. A run with children whose
+// cancel was requested does not match either (it ends CANCELED, which
+// cancels its children): the split writes it row by row, so every run of
+// the children group ended SUCCESS and its children are unblocked without
+// reading the rows back.
 func (q *Queries) JobCompleteFencedMany(ctx context.Context, arg JobCompleteFencedManyParams) (int64, error) {
 	query := jobCompleteFencedMany
 	var queryParams []interface{}
@@ -127,6 +137,8 @@ func (q *Queries) JobCompleteFencedMany(ctx context.Context, arg JobCompleteFenc
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
 	queryParams = append(queryParams, arg.Attempt)
+	queryParams = append(queryParams, arg.HasChildren)
+	queryParams = append(queryParams, arg.HasChildren)
 	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err

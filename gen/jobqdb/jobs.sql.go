@@ -262,7 +262,7 @@ const jobCancelWaiting = `-- name: JobCancelWaiting :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status IN ('WAITING', 'SCHEDULED')
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED')
 `
 
 // Cancels a job no replica holds: WAITING or SCHEDULED. Both cancels reach
@@ -471,7 +471,7 @@ func (q *Queries) JobFailFenced(ctx context.Context, arg JobFailFencedParams) (i
 }
 
 const jobFenceStates = `-- name: JobFenceStates :many
-SELECT id, attempt, status, owner, cancel_requested FROM job_queue
+SELECT id, attempt, status, owner, cancel_requested, has_children FROM job_queue
 WHERE id IN (/*SLICE:ids*/?)
 `
 
@@ -481,6 +481,7 @@ type JobFenceStatesRow struct {
 	Status          string
 	Owner           sql.NullString
 	CancelRequested bool
+	HasChildren     bool
 }
 
 // Read after a heartbeat renewed fewer rows than expected, to tell lost runs
@@ -511,6 +512,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 			&i.Status,
 			&i.Owner,
 			&i.CancelRequested,
+			&i.HasChildren,
 		); err != nil {
 			return nil, err
 		}
@@ -526,7 +528,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue WHERE id = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue WHERE id = ?
 `
 
 func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
@@ -555,12 +557,15 @@ func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
 		&i.UpdateTime,
 		&i.Lane,
 		&i.LeaseNonce,
+		&i.WorkflowID,
+		&i.BlockedParents,
+		&i.HasChildren,
 	)
 	return i, err
 }
 
 const jobGetByKey = `-- name: JobGetByKey :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue WHERE job_key = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue WHERE job_key = ?
 `
 
 func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, error) {
@@ -589,13 +594,16 @@ func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, err
 		&i.UpdateTime,
 		&i.Lane,
 		&i.LeaseNonce,
+		&i.WorkflowID,
+		&i.BlockedParents,
+		&i.HasChildren,
 	)
 	return i, err
 }
 
 const jobGetClaimed = `-- name: JobGetClaimed :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
-       timeout_ms, run_at, attempt, lease_until, started_at, create_time
+       timeout_ms, run_at, attempt, lease_until, started_at, create_time, has_children, workflow_id
 FROM job_queue
 WHERE id IN (/*SLICE:ids*/?) AND owner = ?
 `
@@ -606,19 +614,21 @@ type JobGetClaimedParams struct {
 }
 
 type JobGetClaimedRow struct {
-	ID         uint64
-	JobKey     string
-	JobType    string
-	Params     string
-	Priority   int32
-	RetryTimes int32
-	MaxRetry   int32
-	TimeoutMs  int32
-	RunAt      time.Time
-	Attempt    int32
-	LeaseUntil sql.NullTime
-	StartedAt  sql.NullTime
-	CreateTime time.Time
+	ID          uint64
+	JobKey      string
+	JobType     string
+	Params      string
+	Priority    int32
+	RetryTimes  int32
+	MaxRetry    int32
+	TimeoutMs   int32
+	RunAt       time.Time
+	Attempt     int32
+	LeaseUntil  sql.NullTime
+	StartedAt   sql.NullTime
+	CreateTime  time.Time
+	HasChildren bool
+	WorkflowID  sql.NullInt64
 }
 
 // Reads back the rows a cas or limited claim just won, in the claim's
@@ -659,6 +669,8 @@ func (q *Queries) JobGetClaimed(ctx context.Context, arg JobGetClaimedParams) ([
 			&i.LeaseUntil,
 			&i.StartedAt,
 			&i.CreateTime,
+			&i.HasChildren,
+			&i.WorkflowID,
 		); err != nil {
 			return nil, err
 		}
@@ -675,7 +687,7 @@ func (q *Queries) JobGetClaimed(ctx context.Context, arg JobGetClaimedParams) ([
 
 const jobHeldBy = `-- name: JobHeldBy :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time, started_at, lease_until
+       run_at, attempt, create_time, started_at, lease_until, has_children, workflow_id
 FROM job_queue FORCE INDEX (idx_lease)
 WHERE status = 'RUNNING' AND owner = ?
   AND started_at >= NOW(6) - INTERVAL ? MICROSECOND
@@ -687,19 +699,21 @@ type JobHeldByParams struct {
 }
 
 type JobHeldByRow struct {
-	ID         uint64
-	JobKey     string
-	JobType    string
-	Params     string
-	Priority   int32
-	RetryTimes int32
-	MaxRetry   int32
-	TimeoutMs  int32
-	RunAt      time.Time
-	Attempt    int32
-	CreateTime time.Time
-	StartedAt  sql.NullTime
-	LeaseUntil sql.NullTime
+	ID          uint64
+	JobKey      string
+	JobType     string
+	Params      string
+	Priority    int32
+	RetryTimes  int32
+	MaxRetry    int32
+	TimeoutMs   int32
+	RunAt       time.Time
+	Attempt     int32
+	CreateTime  time.Time
+	StartedAt   sql.NullTime
+	LeaseUntil  sql.NullTime
+	HasChildren bool
+	WorkflowID  sql.NullInt64
 }
 
 // The runs an owner holds on the database: its RUNNING rows. A replica
@@ -734,6 +748,8 @@ func (q *Queries) JobHeldBy(ctx context.Context, arg JobHeldByParams) ([]JobHeld
 			&i.CreateTime,
 			&i.StartedAt,
 			&i.LeaseUntil,
+			&i.HasChildren,
+			&i.WorkflowID,
 		); err != nil {
 			return nil, err
 		}
@@ -883,7 +899,7 @@ func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKey
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue
 WHERE id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -926,6 +942,9 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 			&i.UpdateTime,
 			&i.Lane,
 			&i.LeaseNonce,
+			&i.WorkflowID,
+			&i.BlockedParents,
+			&i.HasChildren,
 		); err != nil {
 			return nil, err
 		}
@@ -941,7 +960,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 }
 
 const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue FORCE INDEX (uk_job_key)
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE ?
   AND (? = '' OR status = ?)
   AND (? = '' OR job_type = ?)
@@ -1005,6 +1024,9 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 			&i.UpdateTime,
 			&i.Lane,
 			&i.LeaseNonce,
+			&i.WorkflowID,
+			&i.BlockedParents,
+			&i.HasChildren,
 		); err != nil {
 			return nil, err
 		}
@@ -1020,7 +1042,7 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 }
 
 const jobListByStatus = `-- name: JobListByStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue
 WHERE status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1064,6 +1086,9 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 			&i.UpdateTime,
 			&i.Lane,
 			&i.LeaseNonce,
+			&i.WorkflowID,
+			&i.BlockedParents,
+			&i.HasChildren,
 		); err != nil {
 			return nil, err
 		}
@@ -1079,7 +1104,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 }
 
 const jobListByType = `-- name: JobListByType :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue
 WHERE job_type = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1123,6 +1148,9 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 			&i.UpdateTime,
 			&i.Lane,
 			&i.LeaseNonce,
+			&i.WorkflowID,
+			&i.BlockedParents,
+			&i.HasChildren,
 		); err != nil {
 			return nil, err
 		}
@@ -1138,7 +1166,7 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 }
 
 const jobListByTypeStatus = `-- name: JobListByTypeStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue
 WHERE job_type = ? AND status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1188,6 +1216,9 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 			&i.UpdateTime,
 			&i.Lane,
 			&i.LeaseNonce,
+			&i.WorkflowID,
+			&i.BlockedParents,
+			&i.HasChildren,
 		); err != nil {
 			return nil, err
 		}
@@ -1204,7 +1235,7 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 
 const jobLockAvailable = `-- name: JobLockAvailable :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time
+       run_at, attempt, create_time, has_children, workflow_id
 FROM job_queue
 WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
@@ -1214,17 +1245,19 @@ FOR UPDATE SKIP LOCKED
 `
 
 type JobLockAvailableRow struct {
-	ID         uint64
-	JobKey     string
-	JobType    string
-	Params     string
-	Priority   int32
-	RetryTimes int32
-	MaxRetry   int32
-	TimeoutMs  int32
-	RunAt      time.Time
-	Attempt    int32
-	CreateTime time.Time
+	ID          uint64
+	JobKey      string
+	JobType     string
+	Params      string
+	Priority    int32
+	RetryTimes  int32
+	MaxRetry    int32
+	TimeoutMs   int32
+	RunAt       time.Time
+	Attempt     int32
+	CreateTime  time.Time
+	HasChildren bool
+	WorkflowID  sql.NullInt64
 }
 
 // The read half of the skiplocked claim: locks up to LIMIT due rows that no
@@ -1252,6 +1285,8 @@ func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockA
 			&i.RunAt,
 			&i.Attempt,
 			&i.CreateTime,
+			&i.HasChildren,
+			&i.WorkflowID,
 		); err != nil {
 			return nil, err
 		}

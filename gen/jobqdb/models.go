@@ -9,6 +9,12 @@ import (
 	"time"
 )
 
+type JobDependency struct {
+	ParentID        uint64
+	ChildID         uint64
+	OnParentFailure string
+}
+
 type JobExecution struct {
 	ID         uint64
 	JobID      uint64
@@ -53,6 +59,9 @@ type JobQueue struct {
 	UpdateTime      time.Time
 	Lane            int8
 	LeaseNonce      sql.NullString
+	WorkflowID      sql.NullInt64
+	BlockedParents  int32
+	HasChildren     bool
 }
 
 type JobRunInfo struct {
@@ -86,4 +95,12 @@ type PeriodicJob struct {
 	LastRunAt  sql.NullTime
 	CreateTime time.Time
 	UpdateTime time.Time
+	Workflow   sql.NullString
+}
+
+type Workflow struct {
+	ID          uint64
+	WorkflowKey string
+	RequestHash string
+	CreateTime  time.Time
 }

@@ -434,7 +434,7 @@ func (q *Queries) PeriodicDelete(ctx context.Context, name string) (int64, error
 }
 
 const periodicGet = `-- name: PeriodicGet :one
-SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time FROM periodic_job WHERE name = ?
+SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow FROM periodic_job WHERE name = ?
 `
 
 func (q *Queries) PeriodicGet(ctx context.Context, name string) (PeriodicJob, error) {
@@ -454,12 +454,13 @@ func (q *Queries) PeriodicGet(ctx context.Context, name string) (PeriodicJob, er
 		&i.LastRunAt,
 		&i.CreateTime,
 		&i.UpdateTime,
+		&i.Workflow,
 	)
 	return i, err
 }
 
 const periodicList = `-- name: PeriodicList :many
-SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time FROM periodic_job ORDER BY name
+SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow FROM periodic_job ORDER BY name
 `
 
 func (q *Queries) PeriodicList(ctx context.Context) ([]PeriodicJob, error) {
@@ -485,6 +486,7 @@ func (q *Queries) PeriodicList(ctx context.Context) ([]PeriodicJob, error) {
 			&i.LastRunAt,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Workflow,
 		); err != nil {
 			return nil, err
 		}
@@ -500,7 +502,7 @@ func (q *Queries) PeriodicList(ctx context.Context) ([]PeriodicJob, error) {
 }
 
 const periodicLock = `-- name: PeriodicLock :one
-SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time FROM periodic_job WHERE name = ? FOR UPDATE
+SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow FROM periodic_job WHERE name = ? FOR UPDATE
 `
 
 func (q *Queries) PeriodicLock(ctx context.Context, name string) (PeriodicJob, error) {
@@ -520,12 +522,13 @@ func (q *Queries) PeriodicLock(ctx context.Context, name string) (PeriodicJob, e
 		&i.LastRunAt,
 		&i.CreateTime,
 		&i.UpdateTime,
+		&i.Workflow,
 	)
 	return i, err
 }
 
 const periodicLockSkipLocked = `-- name: PeriodicLockSkipLocked :many
-SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time FROM periodic_job WHERE name = ? FOR UPDATE SKIP LOCKED
+SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow FROM periodic_job WHERE name = ? FOR UPDATE SKIP LOCKED
 `
 
 // PeriodicLock where SKIP LOCKED exists: no row when another session holds
@@ -554,6 +557,7 @@ func (q *Queries) PeriodicLockSkipLocked(ctx context.Context, name string) ([]Pe
 			&i.LastRunAt,
 			&i.CreateTime,
 			&i.UpdateTime,
+			&i.Workflow,
 		); err != nil {
 			return nil, err
 		}
@@ -571,11 +575,11 @@ func (q *Queries) PeriodicLockSkipLocked(ctx context.Context, name string) ([]Pe
 const periodicUpsert = `-- name: PeriodicUpsert :execrows
 INSERT INTO periodic_job (
     name, cron_expr, job_type, params, priority, max_retry, timeout_ms,
-    misfire, source, next_run_at, create_time, update_time
+    misfire, source, next_run_at, create_time, update_time, workflow
 ) VALUES (
     ?, ?, ?, ?,
     ?, ?, ?,
-    ?, ?, ?, NOW(6), NOW(6)
+    ?, ?, ?, NOW(6), NOW(6), ?
 )
 ON DUPLICATE KEY UPDATE
     next_run_at = IF(cron_expr = ?, next_run_at, ?),
@@ -587,6 +591,7 @@ ON DUPLICATE KEY UPDATE
     timeout_ms = ?,
     misfire = ?,
     source = ?,
+    workflow = ?,
     update_time = NOW(6)
 `
 
@@ -601,6 +606,7 @@ type PeriodicUpsertParams struct {
 	Misfire   string
 	Source    string
 	NextRunAt time.Time
+	Workflow  sql.NullString
 }
 
 // Creates or replaces a schedule. The cursor (next_run_at) is kept when the
@@ -619,6 +625,7 @@ func (q *Queries) PeriodicUpsert(ctx context.Context, arg PeriodicUpsertParams) 
 		arg.Misfire,
 		arg.Source,
 		arg.NextRunAt,
+		arg.Workflow,
 		arg.CronExpr,
 		arg.NextRunAt,
 		arg.CronExpr,
@@ -629,6 +636,7 @@ func (q *Queries) PeriodicUpsert(ctx context.Context, arg PeriodicUpsertParams) 
 		arg.TimeoutMs,
 		arg.Misfire,
 		arg.Source,
+		arg.Workflow,
 	)
 	if err != nil {
 		return 0, err

@@ -120,7 +120,7 @@ func (q *Queries) JobLaneReconcile(ctx context.Context, types []string) (int64, 
 const jobLockRemote = `-- name: JobLockRemote :many
 
 SELECT q.id, q.job_key, q.job_type, q.params, q.priority, q.retry_times, q.max_retry, q.timeout_ms,
-       q.run_at, q.attempt, q.create_time
+       q.run_at, q.attempt, q.create_time, q.has_children, q.workflow_id
 FROM job_queue AS q
 WHERE q.status = 'WAITING' AND q.lane = 1 AND q.run_at <= NOW(6)
   AND q.job_type IN (/*SLICE:types*/?)
@@ -136,17 +136,19 @@ type JobLockRemoteParams struct {
 }
 
 type JobLockRemoteRow struct {
-	ID         uint64
-	JobKey     string
-	JobType    string
-	Params     string
-	Priority   int32
-	RetryTimes int32
-	MaxRetry   int32
-	TimeoutMs  int32
-	RunAt      time.Time
-	Attempt    int32
-	CreateTime time.Time
+	ID          uint64
+	JobKey      string
+	JobType     string
+	Params      string
+	Priority    int32
+	RetryTimes  int32
+	MaxRetry    int32
+	TimeoutMs   int32
+	RunAt       time.Time
+	Attempt     int32
+	CreateTime  time.Time
+	HasChildren bool
+	WorkflowID  sql.NullInt64
 }
 
 // Remote workers (docs/workers.md): the fetch claim, task-token reads, the
@@ -189,6 +191,8 @@ func (q *Queries) JobLockRemote(ctx context.Context, arg JobLockRemoteParams) ([
 			&i.RunAt,
 			&i.Attempt,
 			&i.CreateTime,
+			&i.HasChildren,
+			&i.WorkflowID,
 		); err != nil {
 			return nil, err
 		}
@@ -318,7 +322,7 @@ func (q *Queries) JobTokenStateLocked(ctx context.Context, id uint64) (JobTokenS
 
 const jobTokenStates = `-- name: JobTokenStates :many
 SELECT id, job_type, attempt, status, lease_nonce, cancel_requested, retry_times, max_retry,
-       run_at, lease_until, owner
+       run_at, lease_until, owner, has_children
 FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?)
 `
@@ -335,6 +339,7 @@ type JobTokenStatesRow struct {
 	RunAt           time.Time
 	LeaseUntil      sql.NullTime
 	Owner           sql.NullString
+	HasChildren     bool
 }
 
 // What a task token is checked against: the job's run (attempt, status),
@@ -370,6 +375,7 @@ func (q *Queries) JobTokenStates(ctx context.Context, ids []uint64) ([]JobTokenS
 			&i.RunAt,
 			&i.LeaseUntil,
 			&i.Owner,
+			&i.HasChildren,
 		); err != nil {
 			return nil, err
 		}

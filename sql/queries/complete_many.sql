@@ -13,6 +13,14 @@
 -- back and writes the batch again split by the jobs' fence states
 -- (JobFenceStates): the live runs batched, the others row by row
 -- (JobCompleteFenced), so stale runs are told apart exactly as before.
+-- has_children is part of the fence: the runs of jobs with workflow children
+-- are sent in their own group (the claim told the scheduler), whose children
+-- the caller then unblocks; a run sent in the wrong group does not match and
+-- the split's read (JobFenceStates) puts it right. A run with children whose
+-- cancel was requested does not match either (it ends CANCELED, which
+-- cancels its children): the split writes it row by row, so every run of
+-- the children group ended SUCCESS and its children are unblocked without
+-- reading the rows back.
 
 -- name: JobCompleteFencedMany :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)
@@ -21,7 +29,8 @@ SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
     finished_at = NOW(6),
     update_time = NOW(6)
 WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING'
-  AND attempt = sqlc.arg(attempt);
+  AND attempt = sqlc.arg(attempt) AND has_children = sqlc.arg(has_children)
+  AND (sqlc.arg(has_children) = 0 OR cancel_requested = 0);
 
 -- name: ExecutionRecordSuccessMany :execrows
 -- Writes the execution rows of the runs JobCompleteFencedMany just completed

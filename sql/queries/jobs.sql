@@ -95,7 +95,7 @@ LIMIT ?;
 -- JobScanAvailable; the subquery's rows are read, never locked. It returns
 -- what a handler needs, so the claim needs no read-back of the claimed rows.
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time
+       run_at, attempt, create_time, has_children, workflow_id
 FROM job_queue
 WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
@@ -135,7 +135,7 @@ SELECT started_at FROM job_queue WHERE id = ?;
 -- to the rescuer. RUNNING rows are few (one per in-flight run on every
 -- replica): idx_lease (status, lease_until) bounds the read to them.
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time, started_at, lease_until
+       run_at, attempt, create_time, started_at, lease_until, has_children, workflow_id
 FROM job_queue FORCE INDEX (idx_lease)
 WHERE status = 'RUNNING' AND owner = sqlc.arg(owner)
   AND started_at >= NOW(6) - INTERVAL sqlc.arg(within_us) MICROSECOND;
@@ -159,7 +159,7 @@ WHERE id = sqlc.arg(id) AND status = 'WAITING' AND attempt = sqlc.arg(attempt);
 -- key only (a status term would lead the optimizer to idx_lease and every
 -- RUNNING row).
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
-       timeout_ms, run_at, attempt, lease_until, started_at, create_time
+       timeout_ms, run_at, attempt, lease_until, started_at, create_time, has_children, workflow_id
 FROM job_queue
 WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 
@@ -223,7 +223,7 @@ WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING' AND owner = sqlc.arg(owner)
 -- Read after a heartbeat renewed fewer rows than expected, to tell lost runs
 -- from cancel requests, and by a completion batch that met a stale run, to
 -- split it into live runs (batched again) and the rest (row by row).
-SELECT id, attempt, status, owner, cancel_requested FROM job_queue
+SELECT id, attempt, status, owner, cancel_requested, has_children FROM job_queue
 WHERE id IN (sqlc.slice(ids));
 
 -- name: JobCompleteFenced :execrows
@@ -374,7 +374,7 @@ WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt)
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status IN ('WAITING', 'SCHEDULED');
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED');
 
 -- name: JobCancelRunning :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)

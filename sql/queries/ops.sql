@@ -75,11 +75,11 @@ FOR UPDATE SKIP LOCKED;
 -- first because MySQL applies ON DUPLICATE KEY UPDATE assignments in order.
 INSERT INTO periodic_job (
     name, cron_expr, job_type, params, priority, max_retry, timeout_ms,
-    misfire, source, next_run_at, create_time, update_time
+    misfire, source, next_run_at, create_time, update_time, workflow
 ) VALUES (
     sqlc.arg(name), sqlc.arg(cron_expr), sqlc.arg(job_type), sqlc.arg(params),
     sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
-    sqlc.arg(misfire), sqlc.arg(source), sqlc.arg(next_run_at), NOW(6), NOW(6)
+    sqlc.arg(misfire), sqlc.arg(source), sqlc.arg(next_run_at), NOW(6), NOW(6), sqlc.arg(workflow)
 )
 ON DUPLICATE KEY UPDATE
     next_run_at = IF(cron_expr = sqlc.arg(cron_expr), next_run_at, sqlc.arg(next_run_at)),
@@ -91,6 +91,7 @@ ON DUPLICATE KEY UPDATE
     timeout_ms = sqlc.arg(timeout_ms),
     misfire = sqlc.arg(misfire),
     source = sqlc.arg(source),
+    workflow = sqlc.arg(workflow),
     update_time = NOW(6);
 
 -- name: PeriodicGet :one

@@ -9,7 +9,7 @@
 -- idx_scan order (status, lane, priority DESC, run_at, id: no filesort; the
 -- job_type filter is read from the index). Paused types are left out.
 SELECT q.id, q.job_key, q.job_type, q.params, q.priority, q.retry_times, q.max_retry, q.timeout_ms,
-       q.run_at, q.attempt, q.create_time
+       q.run_at, q.attempt, q.create_time, q.has_children, q.workflow_id
 FROM job_queue AS q
 WHERE q.status = 'WAITING' AND q.lane = 1 AND q.run_at <= NOW(6)
   AND q.job_type IN (sqlc.slice(types))
@@ -42,7 +42,7 @@ SELECT started_at, lease_until FROM job_queue WHERE id = ?;
 -- What a task token is checked against: the job's run (attempt, status),
 -- the claim's nonce and what a completion needs (retry budget, due time).
 SELECT id, job_type, attempt, status, lease_nonce, cancel_requested, retry_times, max_retry,
-       run_at, lease_until, owner
+       run_at, lease_until, owner, has_children
 FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice(ids));
 

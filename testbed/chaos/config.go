@@ -115,6 +115,10 @@ type Config struct {
 	// claims it), spread evenly over the workload. The harness restarts a
 	// replica that died on its own and logs a "crash" fault. Defaults to 0.
 	PoisonJobs int
+	// Workflows submits the jobs as random workflows (DAGs with fan-out and
+	// fan-in, POST /v1/workflows) instead of one by one, and the checker
+	// checks their dependencies too. Defaults to false.
+	Workflows bool
 	// MaxRetry is each job's max_retry. Defaults to 5.
 	MaxRetry int
 	// Faults are the kinds to inject, in order, each once per round. Empty

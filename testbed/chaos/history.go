@@ -59,6 +59,22 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load history: executions: %w", err)
 	}
+	rows, err = db.QueryContext(ctx, `SELECT parent_id, child_id, on_parent_failure FROM job_dependency ORDER BY child_id, parent_id`)
+	if err != nil {
+		return fmt.Errorf("load history: edges: %w", err)
+	}
+	for rows.Next() {
+		var e checker.Edge
+		if err := rows.Scan(&e.Parent, &e.Child, &e.OnParentFailure); err != nil {
+			rows.Close()
+			return fmt.Errorf("load history: edges: %w", err)
+		}
+		h.Edges = append(h.Edges, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load history: edges: %w", err)
+	}
 	// job_effect is the testbed's table: a plain jobq database has none.
 	var effectTables int
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables

@@ -67,6 +67,9 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 	}
 	hc := &http.Client{Timeout: submitTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Second}}
 	defer hc.CloseIdleConnections()
+	if cfg.Workflows {
+		return cl.workflowWorkload(ctx, start, runID, reqs, rng, hc, toDB, done)
+	}
 	log := make([]checker.Submit, cfg.Jobs)
 	sem := make(chan struct{}, 256)
 	var wg sync.WaitGroup
@@ -132,6 +135,111 @@ func (cl *cluster) submit(ctx context.Context, hc *http.Client, i int, req apity
 		}
 		if try%len(cl.nodes) == len(cl.nodes)-1 {
 			time.Sleep(100 * time.Millisecond) // every replica refused: back off a little
+		}
+	}
+}
+
+// workflowWorkload submits the jobs as random DAGs (Config.Workflows): the
+// jobs are cut into workflows of 4–40 consecutive jobs; in each, every job
+// but the first depends on 1–3 earlier ones at random (fan-out where many
+// pick one parent, fan-in where one picks several). A workflow is sent at
+// its first job's due time, open loop, to replica w mod N and on an error
+// to the next (same workflow_key: idempotent). Every job of an
+// acknowledged workflow is logged acknowledged with its id.
+func (cl *cluster) workflowWorkload(ctx context.Context, start time.Time, runID string, reqs []apitype.SubmitRequest, rng *rand.Rand,
+	hc *http.Client, toDB func(time.Time) time.Time, done *atomic.Int64) []checker.Submit {
+	cfg := cl.cfg
+	log := make([]checker.Submit, len(reqs))
+	interval := time.Duration(float64(time.Second) / cfg.Rate)
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for a, w := 0, 0; a < len(reqs); w++ {
+		b := min(len(reqs), a+4+rng.IntN(37))
+		wreq := apitype.WorkflowSubmitRequest{WorkflowKey: fmt.Sprintf("chaos-%s-wf%05d", runID, w)}
+		for i := a; i < b; i++ {
+			reqs[i].RunAt = nil
+			j := apitype.WorkflowJob{SubmitRequest: reqs[i]}
+			if i > a {
+				seen := map[int]bool{}
+				for range 1 + rng.IntN(3) {
+					p := a + rng.IntN(i-a)
+					if !seen[p] {
+						seen[p] = true
+						j.DependsOn = append(j.DependsOn, apitype.DependencyRef{JobKey: reqs[p].JobKey})
+					}
+				}
+			}
+			wreq.Jobs = append(wreq.Jobs, j)
+		}
+		due := start.Add(time.Duration(a) * interval)
+		if d := time.Until(due); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			for i := a; i < b; i++ {
+				log[i] = checker.Submit{Key: reqs[i].JobKey, Type: reqs[i].JobType, SentAt: toDB(due), Err: "not sent: run cancelled"}
+			}
+			a = b
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(w, a, b int, due time.Time) {
+			defer func() { <-sem; wg.Done(); done.Add(int64(b - a)) }()
+			cl.submitWorkflow(ctx, hc, w, wreq, log[a:b], due, toDB)
+		}(w, a, b, due)
+		a = b
+	}
+	wg.Wait()
+	return log
+}
+
+func (cl *cluster) submitWorkflow(ctx context.Context, hc *http.Client, w int, req apitype.WorkflowSubmitRequest, log []checker.Submit, due time.Time, toDB func(time.Time) time.Time) {
+	for i, j := range req.Jobs {
+		log[i] = checker.Submit{Key: j.JobKey, Type: j.JobType, SentAt: toDB(due)}
+	}
+	deadline := time.Now().Add(submitDeadline)
+	for try := 0; ; try++ {
+		n := cl.nodes[(w+try)%len(cl.nodes)]
+		var err error
+		if r := n.current(); r != nil && r.Alive() {
+			c := client.New(r.URL())
+			c.HTTP = hc
+			wf, _, e := c.SubmitWorkflow(ctx, req)
+			if e == nil {
+				ids := make(map[string]uint64, len(wf.Jobs))
+				for _, j := range wf.Jobs {
+					ids[j.JobKey] = j.ID
+				}
+				for i := range log {
+					log[i].JobID, log[i].Replica, log[i].AckedAt, log[i].Err, log[i].Tries = ids[log[i].Key], n.name, toDB(time.Now()), "", try+1
+				}
+				return
+			}
+			err = e
+			var ae *client.APIError
+			if errors.As(e, &ae) && ae.Status < 500 {
+				for i := range log {
+					log[i].Err, log[i].Replica, log[i].Tries = e.Error(), n.name, try+1
+				}
+				return
+			}
+		} else {
+			err = fmt.Errorf("%s is down", n.name)
+		}
+		for i := range log {
+			log[i].Err, log[i].Tries = err.Error(), try+1
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		if try%len(cl.nodes) == len(cl.nodes)-1 {
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }

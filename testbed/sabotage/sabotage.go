@@ -18,6 +18,9 @@
 //   - lease-cancel: a handler keeps running after its run lost its lease.
 //   - outcome-retry: an outcome write is tried once (its errors are marked
 //     permanent).
+//   - unblock-outside-tx: a workflow parent's children are unblocked after
+//     its completion's transaction, in statements of their own and unfenced
+//     (unblockOutsideTx), not in it.
 //
 // With no switch on, Store passes every call through unchanged; the store
 // conformance suite (scheduler/storetest) runs against it so.
@@ -37,19 +40,21 @@ const (
 	DeadlockRetry = "deadlock-retry"
 	LeaseCancel   = "lease-cancel"
 	OutcomeRetry  = "outcome-retry"
+	UnblockOutTx  = "unblock-outside-tx"
 )
 
 // Names lists every switch, in the order --help shows them.
-var Names = []string{Fencing, CASGuard, Rescuer, DeadlockRetry, LeaseCancel, OutcomeRetry}
+var Names = []string{Fencing, CASGuard, Rescuer, DeadlockRetry, LeaseCancel, OutcomeRetry, UnblockOutTx}
 
 // Switches says which guarantees a replica breaks.
 type Switches struct {
-	NoFencing       bool // success completion without "AND attempt=?"
-	NoCASGuard      bool // cas claim without "AND attempt=?" (ABA)
-	NoRescuer       bool // never rescue expired leases
-	NoDeadlockRetry bool // do not retry 1213/1205/lost connections
-	NoLeaseCancel   bool // keep handlers running after their lease is lost
-	NoOutcomeRetry  bool // write an outcome once: no retry of transient errors (read-only, lost connection)
+	NoFencing        bool // success completion without "AND attempt=?"
+	NoCASGuard       bool // cas claim without "AND attempt=?" (ABA)
+	NoRescuer        bool // never rescue expired leases
+	NoDeadlockRetry  bool // do not retry 1213/1205/lost connections
+	NoLeaseCancel    bool // keep handlers running after their lease is lost
+	NoOutcomeRetry   bool // write an outcome once: no retry of transient errors (read-only, lost connection)
+	UnblockOutsideTx bool // unblock workflow children outside the parent's completion transaction
 }
 
 // Parse turns --sabotage names into Switches; an unknown name is an error
@@ -70,6 +75,8 @@ func Parse(names []string) (Switches, error) {
 			s.NoLeaseCancel = true
 		case OutcomeRetry:
 			s.NoOutcomeRetry = true
+		case UnblockOutTx:
+			s.UnblockOutsideTx = true
 		default:
 			return Switches{}, fmt.Errorf("--sabotage: unknown switch %q (want one of %s)", n, strings.Join(Names, ", "))
 		}
@@ -84,6 +91,6 @@ func (s Switches) Any() bool { return s != Switches{} }
 // spells them.
 func (s Switches) String() string {
 	on := map[string]bool{Fencing: s.NoFencing, CASGuard: s.NoCASGuard, Rescuer: s.NoRescuer,
-		DeadlockRetry: s.NoDeadlockRetry, LeaseCancel: s.NoLeaseCancel, OutcomeRetry: s.NoOutcomeRetry}
+		DeadlockRetry: s.NoDeadlockRetry, LeaseCancel: s.NoLeaseCancel, OutcomeRetry: s.NoOutcomeRetry, UnblockOutTx: s.UnblockOutsideTx}
 	return strings.Join(slices.DeleteFunc(slices.Clone(Names), func(n string) bool { return !on[n] }), ",")
 }

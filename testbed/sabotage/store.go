@@ -61,6 +61,9 @@ type Store struct {
 
 // Wrap returns inner sabotaged by sw; db is inner's database (store.DB()).
 func Wrap(inner scheduler.Store, db *sql.DB, sw Switches) *Store {
+	if sw.UnblockOutsideTx {
+		inner = &unblockOutsideTx{Store: inner, DB: db, Gap: 30 * time.Millisecond}
+	}
 	return &Store{inner: inner, db: db, sw: sw}
 }
 

@@ -60,6 +60,19 @@ export class Client {
     return this.call('POST', '/v1/jobs', body);
   }
 
+  /**
+   * Submits a workflow (docs/workflows.md): each job a POST /v1/jobs body plus depends_on, the
+   * job_keys of its parents in the workflow. All jobs are created or none; the same key and body
+   * again answer the existing workflow.
+   */
+  submitWorkflow(workflowKey, jobs) {
+    return this.call('POST', '/v1/workflows', { workflow_key: workflowKey, jobs });
+  }
+
+  getWorkflow(workflowKey) {
+    return this.call('GET', `/v1/workflows/${encodeURIComponent(workflowKey)}`);
+  }
+
   getJob(id) {
     return this.call('GET', `/v1/jobs/${Number(id)}`);
   }

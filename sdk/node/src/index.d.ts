@@ -74,11 +74,44 @@ export interface SubmitOptions {
   timeoutMs?: number;
 }
 
+/** One job of a workflow submit: a POST /v1/jobs body plus its parents' job_keys. */
+export interface WorkflowJob {
+  job_key: string;
+  job_type: string;
+  params?: Record<string, unknown>;
+  priority?: number;
+  max_retry?: number;
+  timeout_ms?: number;
+  depends_on?: (string | { job_key: string; on_parent_failure?: 'cancel' | 'run' })[];
+}
+
+/** A workflow as GET /v1/workflows/{key} answers it. */
+export interface Workflow {
+  id: number;
+  workflow_key: string;
+  status: 'RUNNING' | 'SUCCESS' | 'FAILED' | 'CANCELED';
+  counts: Record<string, number>;
+  jobs: (Job & { depends_on: string[]; blocked_parents: number })[];
+  edges: { parent: string; child: string; on_parent_failure: string }[];
+  [field: string]: unknown;
+}
+
+/** A parent of a fetched workflow job. */
+export interface ParentOutput {
+  job_id: number;
+  job_key: string;
+  status: string;
+  output?: unknown;
+}
+
 /** Calls one jobq replica over HTTP/JSON. */
 export class Client {
   constructor(server: string, options?: { token?: string; timeoutMs?: number });
   timeoutMs: number;
   submit(jobType: string, params?: Record<string, unknown>, options?: SubmitOptions): Promise<Job>;
+  /** Submits a workflow: jobs with depends_on (docs/workflows.md); all or none. */
+  submitWorkflow(workflowKey: string, jobs: WorkflowJob[]): Promise<Workflow>;
+  getWorkflow(workflowKey: string): Promise<Workflow>;
   getJob(id: number): Promise<Job>;
   cancelJob(id: number): Promise<Job>;
   fetchJobs(request: {
@@ -119,6 +152,8 @@ export class JobContext<P = any> {
   readonly jobType: string;
   readonly params: P;
   readonly attempt: number;
+  /** A workflow job's parents (job_id, job_key, status, output) by job_key; empty outside workflows. */
+  readonly parents: Record<string, ParentOutput>;
   /** Aborted when the job's cancel is requested, its lease is lost, or the shutdown timeout ran out. */
   readonly signal: AbortSignal;
   readonly cancelled: boolean;

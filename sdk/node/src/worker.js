@@ -43,6 +43,8 @@ export class JobContext {
     this.jobType = job.job_type;
     this.params = job.params ?? {};
     this.attempt = job.attempt;
+    // A workflow job's parents as the fetch answered them (job_id, job_key, status, output), by job_key.
+    this.parents = Object.fromEntries((job.parents ?? []).map((p) => [p.job_key, p]));
     this.#token = job.task_token;
     this.#client = client;
     this.logger = logger;

@@ -18,9 +18,11 @@ function setup() {
   const running = new Promise((r) => { started = r; });
   const worker = new Worker({ server: SERVER, workerId: `node-test-${randomUUID().slice(0, 8)}`, concurrency: 4,
     shutdownTimeoutMs: 2_000, waitMs: 1_000, logger: quiet });
+  const parentsSeen = {};
   worker.handle(TYPE, async (ctx) => {
     started();
     const p = ctx.params;
+    parentsSeen[ctx.jobKey] = Object.fromEntries(Object.entries(ctx.parents).map(([k, v]) => [k, v.output]));
     if (p.action === 'succeed') {
       await ctx.log('line one', 'line two');
       await ctx.progress(0.5, 'half way');
@@ -42,7 +44,7 @@ function setup() {
     }
     assert.fail(`job ${id} did not reach ${statuses}: ${JSON.stringify(got)}`);
   }
-  return { client, worker, running, submit, waitStatus };
+  return { client, worker, running, submit, waitStatus, parentsSeen };
 }
 
 test('success, failure and submit', { skip }, async () => {
@@ -93,4 +95,23 @@ test('a bad submit names the field', { skip }, async () => {
     assert.equal(err.field, 'priority');
     return true;
   });
+});
+
+test('a workflow child reads its parent\'s output', { skip }, async () => {
+  const { client, worker, parentsSeen } = setup();
+  const key = `node-wf-${randomUUID().slice(0, 8)}`;
+  const wf = await client.submitWorkflow(key, [
+    { job_key: `${key}-a`, job_type: TYPE, max_retry: 0, params: { action: 'succeed', output: { from: `${key}-a` } } },
+    { job_key: `${key}-b`, job_type: TYPE, max_retry: 0, params: { action: 'succeed' }, depends_on: [`${key}-a`] },
+  ]);
+  assert.deepEqual(wf.jobs.map((j) => j.status), ['WAITING', 'BLOCKED']);
+  worker.start();
+  try {
+    const end = Date.now() + 30_000;
+    while (Date.now() < end && (await client.getWorkflow(key)).status === 'RUNNING') await sleep(50);
+    assert.equal((await client.getWorkflow(key)).status, 'SUCCESS');
+    assert.deepEqual(parentsSeen[`${key}-b`], { [`${key}-a`]: { from: `${key}-a` } });
+  } finally {
+    await worker.stop();
+  }
 });

@@ -20,10 +20,12 @@ class ReplicaTest(unittest.TestCase):
         self.worker = Worker(SERVER, worker_id=f"py-test-{uuid.uuid4().hex[:8]}", concurrency=4,
                              shutdown_timeout=2.0, wait_ms=1000)
         self.started = threading.Event()
+        self.parents_seen = {}
         self.worker.register(TEST_TYPE, self.handle)
 
     def handle(self, ctx: JobContext):
         p = ctx.params
+        self.parents_seen[ctx.job_key] = {k: parent.get("output") for k, parent in ctx.parents.items()}
         self.started.set()
         if p.get("action") == "succeed":
             ctx.log("line one", "line two")
@@ -77,6 +79,23 @@ class ReplicaTest(unittest.TestCase):
         self.assertEqual(got["status"], "WAITING")
         self.assertEqual(got["retry_times"], 0)
         self.client.cancel_job(job["id"])
+
+    def test_workflow_child_reads_its_parent_output(self) -> None:
+        key = f"py-wf-{uuid.uuid4().hex[:8]}"
+        wf = self.client.submit_workflow(key, [
+            {"job_key": key + "-a", "job_type": TEST_TYPE, "max_retry": 0,
+             "params": {"action": "succeed", "output": {"from": key + "-a"}}},
+            {"job_key": key + "-b", "job_type": TEST_TYPE, "max_retry": 0, "params": {"action": "succeed"},
+             "depends_on": [key + "-a"]},
+        ])
+        self.assertEqual([j["status"] for j in wf["jobs"]], ["WAITING", "BLOCKED"])
+        self.worker.start()
+        self.addCleanup(self.worker.stop)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and self.client.get_workflow(key)["status"] == "RUNNING":
+            time.sleep(0.05)  # polling the API, as wait_status does
+        self.assertEqual(self.client.get_workflow(key)["status"], "SUCCESS")
+        self.assertEqual(self.parents_seen[key + "-b"], {key + "-a": {"from": key + "-a"}})
 
     def test_bad_submit_names_the_field(self) -> None:
         with self.assertRaises(APIError) as err:

@@ -231,6 +231,11 @@ type Counts struct {
 	// not a violation.
 	ReleasesAfterSlowRenewal int `json:"releases_after_slow_renewal"`
 	ReleasesAfterStall       int `json:"releases_after_stall"`
+	// ReleasesGivenBack is RELEASED executions the run queue gave back by
+	// design: queued behind busy workers longer than the run-queue wait,
+	// released unstarted (no retry spent) for any replica to claim.
+	// Counted, not a violation.
+	ReleasesGivenBack int `json:"releases_given_back"`
 	// WorkerLapses is remote worker runs rescued after the lease of their
 	// last renewal (or of their claim) ran out: the worker did not renew in
 	// time. Each is a stall of that worker over [its lease's end, the
@@ -501,6 +506,10 @@ func Check(h History) *Result {
 				unexplained = append(unexplained, u)
 			}
 		}
+		if e.Outcome == OutcomeReleased && strings.HasPrefix(e.Error, releasedGivenBack) {
+			c.ReleasesGivenBack++
+			continue
+		}
 		if u := unexplainedRelease(h, e); u != "" {
 			switch {
 			case slowRenewal(h, e):
@@ -542,6 +551,7 @@ func Check(h History) *Result {
 			r.Violations = append(r.Violations, Violation{Check: v.check, Count: len(v.ex), Examples: v.ex[:min(len(v.ex), maxExamples)]})
 		}
 	}
+	r.Violations = append(r.Violations, checkWorkflows(h, jobs, execs)...)
 	r.Valid = len(r.Violations) == 0
 
 	r.Pickup, r.EndToEnd = latencies(h, jobs, execs)
@@ -693,6 +703,11 @@ func unexplainedRescue(h History, e Execution) string {
 // ReleasedAtShutdown begins the error of a run released because its
 // replica was shutting down (scheduler: "released at shutdown: …").
 const ReleasedAtShutdown = "released at shutdown"
+
+// releasedGivenBack begins the error of a run the run queue gave back
+// unstarted (scheduler: "released: waited in the run queue longer than
+// the run-queue wait; …"), a release by design.
+const releasedGivenBack = "released: waited in the run queue longer than the run-queue wait"
 
 // releasedLostClaim is the error of a run released because its claim's
 // answer was lost on the way back (a cut connection) and no worker slot

@@ -812,6 +812,7 @@ func TestUnexplainedReleaseReported(t *testing.T) {
 	const queued = "released: its lease ran out before the handler started"
 	const shutdown = "released at shutdown: never started"
 	const lostClaim = "released: its claim's answer was lost and no worker slot was free"
+	const givenBack = "released: waited in the run queue longer than the run-queue wait; back to WAITING for any replica"
 	r := Check(releaseHistory(queued).h)
 	wantExactly(t, r, map[string]int{CheckUnexplainedRelease: 1})
 	v := violation(r, CheckUnexplainedRelease)
@@ -853,6 +854,7 @@ func TestUnexplainedReleaseReported(t *testing.T) {
 		{rule: "a slow renewal of its replica is counted apart", why: queued, slow: []SlowRenewal{{Owner: "replica-1.1", At: at(1200)}}, slowN: 1},
 		{rule: "a stall of its replica is counted apart", why: queued, stalls: []Stall{{Owner: "replica-1.1", From: at(1000), To: at(2000)}}, stN: 1},
 		{rule: "a stall of another replica explains no release", why: queued, stalls: []Stall{{Owner: "replica-2.1", From: at(1000), To: at(2000)}}, unexpl: 1},
+		{rule: "a run-queue give-back is a release by design", why: givenBack},
 	} {
 		b := releaseHistory(c.why)
 		b.h.Faults, b.h.SlowRenewals, b.h.Stalls = c.faults, c.slow, c.stalls

@@ -49,6 +49,9 @@ type History struct {
 	Executions []Execution `json:"executions"`
 	// Effects are the job_effect rows.
 	Effects []Effect `json:"effects"`
+	// Edges are the workflow dependencies between Jobs (workflow.go); none
+	// outside workflow workloads.
+	Edges []Edge `json:"edges,omitempty"`
 	// Faults is the harness's fault log.
 	Faults []Fault `json:"faults"`
 	// SlowRenewals are the heartbeats whose lease renewal the database did

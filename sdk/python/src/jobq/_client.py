@@ -82,6 +82,20 @@ class Client:
                 body[name] = value
         return self.call("POST", "/v1/jobs", body)
 
+    def submit_workflow(self, workflow_key: str, jobs: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+        """Submit a workflow (docs/workflows.md) and return it as the API answers.
+
+        Each job is a ``POST /v1/jobs`` body (``job_key``, ``job_type``, ``params``, …) plus
+        ``depends_on``: the ``job_key``\ s of its parents in the workflow (strings, or
+        ``{"job_key": …, "on_parent_failure": "run"}``). All jobs are created or none; the same key
+        and body again returns the existing workflow.
+        """
+        return self.call("POST", "/v1/workflows", {"workflow_key": workflow_key, "jobs": [dict(j) for j in jobs]})
+
+    def get_workflow(self, workflow_key: str) -> Dict[str, Any]:
+        """Return the workflow with its jobs, edges and ``status`` (APIError 404 when there is none)."""
+        return self.call("GET", "/v1/workflows/" + urllib.parse.quote(workflow_key, safe=""))
+
     def get_job(self, job_id: int) -> Dict[str, Any]:
         """Return the job with this id (APIError 404 when there is none)."""
         return self.call("GET", f"/v1/jobs/{int(job_id)}")

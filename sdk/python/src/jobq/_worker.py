@@ -67,6 +67,9 @@ class JobContext:
         self.job_type: str = str(job["job_type"])
         self.params: Any = job.get("params") if job.get("params") is not None else {}
         self.attempt: int = int(job.get("attempt", 0))
+        # parents: a workflow job's parents as the fetch answered them (job_id, job_key, status,
+        # output), by job_key; empty outside workflows.
+        self.parents: Dict[str, Dict[str, Any]] = {str(p.get("job_key")): dict(p) for p in job.get("parents") or []}
         self.cancelled = threading.Event()
         self.cancel_reason: Optional[str] = None
         self._token = str(job["task_token"])
