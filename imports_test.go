@@ -38,7 +38,7 @@ var importRules = []struct {
 	},
 	{
 		name: "the scheduler, the service and every transport link neither the MySQL driver nor the sqlc code",
-		from: []string{"scheduler", "service", "httpapi", "grpcapi", "console"}, transitive: true,
+		from: []string{"scheduler", "service", "httpapi", "grpcapi", "console", "auth"}, transitive: true,
 		forbidden: []string{"store", "gen/jobqdb", "github.com/go-sql-driver/mysql"},
 	},
 	{
@@ -51,10 +51,14 @@ var importRules = []struct {
 		from: []string{"cronplan", "testbed/dbprovider"}, forbidden: []string{"store", "scheduler", "service"},
 	},
 	{
-		name: "the product does not link the testbed",
+		name: "a transport does not import another transport (auth, errors and actions come from auth and service)",
+		from: []string{"httpapi", "grpcapi", "console"}, forbidden: []string{"httpapi", "grpcapi", "console"},
+	},
+	{
+		name: "the product does not link the testbed or the test helpers",
 		from: []string{"", "apitype", "client", "cronplan", "store", "storeerr", "scheduler", "service", "httpapi", "grpcapi",
-			"console", "metrics", "app", "jobtypes"},
-		forbidden: []string{"testbed/..."}, transitive: true,
+			"console", "metrics", "app", "jobtypes", "auth"},
+		forbidden: []string{"testbed/...", "scheduler/schedulertest", "internal/testdb"}, transitive: true,
 	},
 }
 
@@ -139,7 +143,10 @@ func TestImportRules(t *testing.T) {
 // TestImportRulesCatchPlantedViolations checks the checker itself: each
 // planted import must be reported.
 func TestImportRulesCatchPlantedViolations(t *testing.T) {
-	direct := map[string][]string{full("httpapi"): {full("service"), full("store")}}
+	direct := map[string][]string{
+		full("httpapi"): {full("service"), full("store")},
+		full("console"): {full("auth"), full("httpapi"), full("service")},
+	}
 	deps := map[string][]string{
 		full("client"):    {full("apitype"), full("scheduler"), "github.com/go-sql-driver/mysql"},
 		full("scheduler"): {full("storeerr"), full("store"), full("testbed/faultstore")},
@@ -153,7 +160,8 @@ func TestImportRulesCatchPlantedViolations(t *testing.T) {
 		full("scheduler") + " links " + full("store") + ": " + importRules[3].name,
 		full("console") + " links " + full("gen/jobqdb") + ": " + importRules[3].name,
 		full("console") + " links github.com/go-sql-driver/mysql: " + importRules[3].name,
-		full("scheduler") + " links " + full("testbed/faultstore") + ": " + importRules[6].name,
+		full("console") + " imports " + full("httpapi") + ": " + importRules[6].name,
+		full("scheduler") + " links " + full("testbed/faultstore") + ": " + importRules[7].name,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("violations =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

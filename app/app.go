@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/auth"
 	"github.com/jobq/jobq/callout"
 	"github.com/jobq/jobq/console"
 	"github.com/jobq/jobq/httpapi"
@@ -47,8 +48,13 @@ const BulkWriteTimeoutDefault = 10 * time.Minute
 
 // Config configures a replica.
 type Config struct {
-	// DSN is a go-sql-driver/mysql DSN naming the database. Required.
+	// DSN is a go-sql-driver/mysql DSN naming the database. Required
+	// unless DB is set.
 	DSN string
+	// DB, if set, is the open pool the replica uses instead of opening DSN
+	// (PoolMaxOpen and the idle-transaction timeout are then the caller's):
+	// the testbed's statement-counting pool. Stop closes it.
+	DB *sql.DB
 	// Listen is the API address. Defaults to ListenDefault.
 	Listen string
 	// NoAPI runs only the scheduler; NoScheduler runs only the API.
@@ -65,7 +71,7 @@ type Config struct {
 	MaxBodyBytes int64
 	// AuthTokens, when non-empty, makes the API require
 	// "Authorization: Bearer <token>" with one of them on every request but
-	// /healthz and /readyz (see httpapi.LoadAuthTokens). Defaults to none:
+	// /healthz and /readyz (see auth.LoadTokens). Defaults to none:
 	// no authentication, so keep Listen on loopback.
 	AuthTokens []string
 	// AllowedHosts are names (or "*.domain", or "*" for any) that requests
@@ -139,21 +145,64 @@ type Replica struct {
 	// ready caches Store.Ready for /readyz, the gRPC health check and the
 	// jobq_db_writable gauge (at most one check a second).
 	ready *store.ReadyCache
-	// stopReaper stops the IdleTxReaper (nil when the server has
-	// idle_transaction_timeout).
-	stopReaper func()
+
+	// cfg is the configuration with defaults filled (see start).
+	cfg Config
+	// ln is the API listener, bound first (see listen); hosts are the Host
+	// names its requests may carry.
+	ln    net.Listener
+	hosts *httpapi.HostPolicy
+	// cleanup holds what undoes each step that ran, in the order the steps
+	// ran; Stop, or a failed Start, runs it last to first.
+	cleanup []func(ctx context.Context) error
+	// reaping is set while the idle-transaction reaper runs (startReaper).
+	reaping bool
 }
 
 // Start binds the API listener first (a taken port fails before anything
 // touches the database or claims a job), then opens the database, migrates
 // if asked, and starts the scheduler and the API. It returns once both are
-// running.
+// running. Each step is a method of Replica run in order; each pushes what
+// undoes it on one cleanup stack, which a failing step (and later Stop)
+// runs last to first.
 func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
+	if cfg.DSN == "" && cfg.DB == nil {
+		return nil, errors.New("dsn: required (flag --dsn or JOBQ_DSN)")
+	}
+	r := &Replica{cfg: withDefaults(cfg)}
+	r.log = r.cfg.Logger.With("component", "app")
+	defer func() {
+		if err != nil {
+			_ = r.Stop(context.Background())
+		}
+	}()
+	steps := []func(context.Context) error{
+		r.listen,         // bind the API port (a taken port fails first)
+		r.openStore,      // open the database (or take cfg.DB), check the server
+		r.migrate,        // apply migrations if asked, then check the schema
+		r.startMetrics,   // the replica's registry, the scheduler's first observer
+		r.reconcileLanes, // remote job types: move their jobs to the workers' lane
+		r.register,       // RegisterFunc (the testbed's job types)
+		r.startScheduler, // scanner, dispatcher, heartbeat, completer, rescuer, …
+		r.startReaper,    // without idle_transaction_timeout (MySQL): end idle holders
+		r.buildServices,  // the API's service, operations service and workers service
+		r.startCallout,   // the HTTP call-out executor (with remote job types)
+		r.putPeriodic,    // schedules from configuration
+		r.serveAPI,       // HTTP, gRPC/Connect and the console on the listener
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// withDefaults fills cfg's defaults: the logger, the built-in job types,
+// the scheduler's defaults (an owner drawn here stays for the run).
+func withDefaults(cfg Config) Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.DSN == "" {
-		return nil, errors.New("dsn: required (flag --dsn or JOBQ_DSN)")
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = scheduler.NewRegistry()
@@ -165,47 +214,71 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if cfg.Metrics.Logger == nil {
 		cfg.Metrics.Logger = cfg.Logger
 	}
-	var ln net.Listener
-	var hosts *httpapi.HostPolicy
-	if !cfg.NoAPI {
-		listen := cfg.Listen
-		if listen == "" {
-			listen = ListenDefault
-		}
-		if hosts, err = httpapi.NewHostPolicy(listen, cfg.AllowedHosts); err != nil {
-			return nil, err
-		}
-		if ln, err = net.Listen("tcp", listen); err != nil {
-			return nil, listenError(listen, err)
-		}
-		defer func() {
-			if err != nil {
-				ln.Close()
-			}
-		}()
-	}
-	m := metrics.New(cfg.Metrics)
-	cfg.Scheduler.Hooks = m.Hooks(cfg.Scheduler.Hooks)
 	cfg.Scheduler = cfg.Scheduler.WithDefaults() // idempotent: keeps an owner drawn by the caller
-	pool := cfg.PoolMaxOpen
-	if pool <= 0 {
-		pool = cfg.Scheduler.Workers/2 + 10
+	return cfg
+}
+
+// onStop pushes undo on the cleanup stack.
+func (r *Replica) onStop(undo func(ctx context.Context) error) { r.cleanup = append(r.cleanup, undo) }
+
+// listen binds the API address (not with NoAPI).
+func (r *Replica) listen(context.Context) error {
+	if r.cfg.NoAPI {
+		return nil
 	}
-	// A session idle inside a transaction for Lease/5 (the heartbeat's
-	// safety margin) belongs to a frozen or lost process: the server ends
-	// it, so its row locks cannot hold off the rescue of its jobs.
-	st, err := store.Open(ctx, cfg.DSN, store.PoolConfig{MaxOpen: pool, IdleTxTimeout: cfg.Scheduler.Lease / 5})
+	listen := cmp.Or(r.cfg.Listen, ListenDefault)
+	hosts, err := httpapi.NewHostPolicy(listen, r.cfg.AllowedHosts)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r := &Replica{Store: st, log: cfg.Logger.With("component", "app")}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return listenError(listen, err)
+	}
+	r.ln, r.hosts = ln, hosts
+	r.onStop(func(context.Context) error {
+		// The server closes it on Shutdown; this closes one never served.
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	})
+	return nil
+}
+
+// openStore opens the database pool (or wraps cfg.DB) and detects the server.
+func (r *Replica) openStore(ctx context.Context) error {
+	var st *store.Store
+	var err error
+	if r.cfg.DB != nil {
+		st, err = store.OpenDB(ctx, r.cfg.DB)
+	} else {
+		pool := r.cfg.PoolMaxOpen
+		if pool <= 0 {
+			pool = r.cfg.Scheduler.Workers/2 + 10
+		}
+		// A session idle inside a transaction for Lease/5 (the heartbeat's
+		// safety margin) belongs to a frozen or lost process: the server ends
+		// it, so its row locks cannot hold off the rescue of its jobs.
+		st, err = store.Open(ctx, r.cfg.DSN, store.PoolConfig{MaxOpen: pool, IdleTxTimeout: r.cfg.Scheduler.Lease / 5})
+	}
+	if err != nil {
+		return err
+	}
+	r.Store = st
+	r.onStop(func(context.Context) error { return st.Close() })
 	r.log.Info("connected", "server", st.Server.Description, "skip_locked", st.Server.SkipLocked,
 		"idle_transaction_timeout", st.IdleTxTimeout)
-	if cfg.Migrate {
+	return nil
+}
+
+// migrate applies pending migrations (with Migrate) and checks the schema.
+func (r *Replica) migrate(ctx context.Context) error {
+	st := r.Store
+	if r.cfg.Migrate {
 		applied, err := st.MigrateUp(ctx)
 		if err != nil {
-			st.Close()
-			return nil, err
+			return err
 		}
 		if len(applied) > 0 {
 			r.log.Info("migrations applied", "versions", applied)
@@ -215,53 +288,114 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	// schema would answer submits with 500s and leave jobs WAITING for ever
 	// (unknown columns), a newer one may have changed what the queries mean.
 	if err := st.SchemaCheck(ctx); err != nil {
-		st.Close()
-		return nil, err
+		return err
 	}
 	r.ready = &store.ReadyCache{CheckFunc: st.Ready}
-	remoteTypes := cfg.Scheduler.RemoteTypes
-	st.SetRemoteTypes(remoteTypes)
-	if n, err := st.JobLaneReconcile(ctx, remoteTypes); err != nil {
-		st.Close()
-		return nil, err
-	} else if n > 0 {
+	return nil
+}
+
+// reconcileLanes tells the store the remote job types and moves jobs of
+// those types submitted before they were declared remote to the workers'
+// lane (and back for types no longer remote).
+func (r *Replica) reconcileLanes(ctx context.Context) error {
+	remoteTypes := r.cfg.Scheduler.RemoteTypes
+	r.Store.SetRemoteTypes(remoteTypes)
+	n, err := r.Store.JobLaneReconcile(ctx, remoteTypes)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
 		r.log.Info("jobs of remote types submitted before they were declared remote moved to the workers' lane", "jobs", n)
 	}
-	if cfg.RegisterFunc != nil {
-		if err := cfg.RegisterFunc(ctx, cfg.Registry, st.DB()); err != nil {
-			st.Close()
-			return nil, err
-		}
+	return nil
+}
+
+// register runs RegisterFunc (the testbed's job types).
+func (r *Replica) register(ctx context.Context) error {
+	if r.cfg.RegisterFunc != nil {
+		return r.cfg.RegisterFunc(ctx, r.cfg.Registry, r.Store.DB())
 	}
-	var wake func()
-	if !cfg.NoScheduler {
-		var sst scheduler.Store = st
-		if cfg.WrapStoreFunc != nil {
-			sst = cfg.WrapStoreFunc(st)
-		}
-		s, err := scheduler.New(sst, cfg.Registry, cfg.Scheduler, st.Server.SkipLocked)
-		if err != nil {
-			st.Close()
-			return nil, err
-		}
-		if err := s.Start(context.WithoutCancel(ctx)); err != nil {
-			st.Close()
-			return nil, err
-		}
-		r.Scheduler = s
-		m.ObserveScheduler(s)
-		wake = s.Wake
-	}
-	isRemote := func(t string) bool { return slices.Contains(remoteTypes, t) }
-	known := func(t string) bool { _, ok := cfg.Registry.Lookup(t); return ok || isRemote(t) }
+	return nil
+}
+
+// startMetrics builds the replica's metrics and makes them the scheduler's
+// first observer, before the caller's.
+func (r *Replica) startMetrics(context.Context) error {
+	m := metrics.New(r.cfg.Metrics)
 	r.Metrics = m
-	m.ObserveDB(st.DB())
+	r.onStop(func(context.Context) error { m.Close(); return nil })
+	r.cfg.Scheduler.Observer = scheduler.Observers(m, r.cfg.Scheduler.Observer)
+	m.ObserveDB(r.Store.DB())
 	m.ObserveReady(r.ready.Writable)
-	r.Service = service.New(m.WrapServiceStore(st), known, wake)
-	r.Service.SetParamsValidator(cfg.Registry.ValidateParams)
-	r.Service.SetRemoteTypeFunc(isRemote)
-	r.Service.SetLogStore(st)
-	r.Service.SetWorkflowStore(st)
+	return nil
+}
+
+// startScheduler builds and starts the scheduling loop (not with
+// NoScheduler). It runs until Stop, whatever ctx does.
+func (r *Replica) startScheduler(ctx context.Context) error {
+	if r.cfg.NoScheduler {
+		return nil
+	}
+	var sst scheduler.Store = r.Store
+	if r.cfg.WrapStoreFunc != nil {
+		sst = r.cfg.WrapStoreFunc(r.Store)
+	}
+	s, err := scheduler.New(sst, r.cfg.Registry, r.cfg.Scheduler, r.Store.Server.SkipLocked)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	r.Scheduler = s
+	r.onStop(func(context.Context) error { return s.Stop() })
+	r.Metrics.ObserveScheduler(s)
+	return nil
+}
+
+// startReaper starts the idle-transaction reaper when the server has no
+// idle_transaction_timeout (MySQL): it ends sessions idle in a transaction
+// holding row locks for Lease/5, as MariaDB's variable would.
+func (r *Replica) startReaper(context.Context) error {
+	if r.cfg.NoScheduler || r.Store.IdleTxTimeout != 0 {
+		return nil
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	reaper := &store.IdleTxReaper{Store: r.Store, IdleFor: r.cfg.Scheduler.Lease / 5, Interval: r.cfg.Scheduler.RescueInterval,
+		OnReapFunc: func(res store.ReapResult) {
+			switch {
+			case res.Err != nil:
+				r.log.Warn("idle transaction reaper", "err", res.Err)
+			case len(res.Refused) > 0:
+				r.log.Warn("idle transaction reaper: the server refused KILL (grant CONNECTION_ADMIN or SUPER)", "sessions", res.Refused)
+			case len(res.Killed) > 0:
+				r.log.Warn("idle transaction reaper ended sessions idle in a transaction holding rows", "sessions", res.Killed)
+			}
+		}}
+	go func() { defer close(done); reaper.Run(rctx) }()
+	r.reaping = true
+	r.onStop(func(context.Context) error { cancel(); <-done; r.reaping = false; return nil })
+	r.log.Info("idle transaction reaper on", "idle_for", reaper.IdleFor, "interval", reaper.Interval)
+	return nil
+}
+
+// buildServices builds the API's service and the operations service; with
+// a scheduler, a submit wakes it and an ops change refreshes it.
+func (r *Replica) buildServices(context.Context) error {
+	reg := r.cfg.Registry
+	remoteTypes := r.cfg.Scheduler.RemoteTypes
+	isRemote := func(t string) bool { return slices.Contains(remoteTypes, t) }
+	known := func(t string) bool { _, ok := reg.Lookup(t); return ok || isRemote(t) }
+	sopts := service.Options{Store: r.Metrics.WrapServiceStore(r.Store), KnownTypeFunc: known, ValidateParamsFunc: reg.ValidateParams,
+		RemoteTypeFunc: isRemote, Logs: r.Store}
+	oopts := service.OpsOptions{Store: r.Store, KnownTypeFunc: known, ValidateParamsFunc: reg.ValidateParams}
+	if s := r.Scheduler; s != nil {
+		sopts.WakeFunc, sopts.WakeAtFunc, oopts.ChangedFunc = s.Wake, s.WakeAt, s.RefreshOps
+	}
+	r.Service = service.New(sopts)
+	r.Service.SetWorkflowStore(r.Store)
+	r.Ops = service.NewOps(oopts)
 	if r.Scheduler != nil {
 		svc := r.Service
 		r.Scheduler.SetSpawnValidator(func(jobs []scheduler.SpawnJob) (*jobq.Spawn, error) {
@@ -278,93 +412,96 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 			return svc.ValidateSpawn(sp)
 		})
 	}
+	var remote *scheduler.Remote
 	if r.Scheduler != nil {
-		r.Service.SetWakeAtFunc(r.Scheduler.WakeAt)
-		r.Workers = service.NewWorkers(r.Scheduler.Remote(), r.Service)
-		if rem := r.Scheduler.Remote(); rem != nil {
-			cc := cfg.Callout
-			cc.WorkerID = cmp.Or(cc.WorkerID, "callout@"+cfg.Scheduler.Owner)
-			cc.Logger = cmp.Or(cc.Logger, cfg.Logger)
-			x, err := callout.New(ctx, rem, cc)
-			if err != nil {
-				r.Stop(context.Background())
-				return nil, err
-			}
-			r.Callout = x
-			x.Start(context.WithoutCancel(ctx))
-		}
-	} else {
-		r.Workers = service.NewWorkers(nil, r.Service)
+		remote = r.Scheduler.Remote()
 	}
-	var refreshOps func()
-	if r.Scheduler != nil {
-		refreshOps = r.Scheduler.RefreshOps
+	r.Workers = service.NewWorkers(remote, r.Service)
+	return nil
+}
+
+// startCallout starts the HTTP call-out executor on the scheduler's remote
+// lane (only with remote job types).
+func (r *Replica) startCallout(ctx context.Context) error {
+	if r.Scheduler == nil || r.Scheduler.Remote() == nil {
+		return nil
 	}
-	r.Ops = service.NewOps(st, known, refreshOps)
-	r.Ops.SetParamsValidator(cfg.Registry.ValidateParams)
-	for _, p := range cfg.Periodic {
+	cc := r.cfg.Callout
+	cc.WorkerID = cmp.Or(cc.WorkerID, "callout@"+r.cfg.Scheduler.Owner)
+	cc.Logger = cmp.Or(cc.Logger, r.cfg.Logger)
+	x, err := callout.New(ctx, r.Scheduler.Remote(), cc)
+	if err != nil {
+		return err
+	}
+	r.Callout = x
+	x.Start(context.WithoutCancel(ctx))
+	r.onStop(func(context.Context) error { x.Stop(); return nil })
+	return nil
+}
+
+// putPeriodic creates or replaces the schedules from configuration.
+func (r *Replica) putPeriodic(ctx context.Context) error {
+	for _, p := range r.cfg.Periodic {
 		if _, _, err := r.Ops.PutPeriodic(ctx, p, jobq.PeriodicSourceConfig); err != nil {
-			r.Stop(context.Background())
-			return nil, fmt.Errorf("periodic schedule %q: %w", p.Name, err)
+			return fmt.Errorf("periodic schedule %q: %w", p.Name, err)
 		}
 	}
-	if !cfg.NoAPI {
-		r.Addr = ln.Addr().String()
-		hopts := httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: r.ready.Check, Logger: cfg.Logger,
-			AuthTokens: cfg.AuthTokens, Ops: r.Ops, Workers: r.Workers, WorkerTokens: cfg.WorkerTokens}
+	return nil
+}
+
+// serveAPI serves the HTTP API, the console, /metrics and the gRPC/Connect
+// API on the listener (not with NoAPI).
+func (r *Replica) serveAPI(context.Context) error {
+	if r.cfg.NoAPI {
+		return nil
+	}
+	cfg := r.cfg
+	r.Addr = r.ln.Addr().String()
+	hopts := httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, ReadyFunc: r.ready.Check, Logger: cfg.Logger,
+		AuthTokens: cfg.AuthTokens, Ops: r.Ops, Workers: r.Workers, WorkerTokens: cfg.WorkerTokens}
+	if r.Callout != nil {
+		hopts.Callouts = r.Callout
+	}
+	h := httpapi.New(r.Service, hopts)
+	if !cfg.NoUI {
+		var err error
+		if h, err = r.withConsole(h, cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.WrapHandlerFunc != nil {
+		h = cfg.WrapHandlerFunc(h, r.Store.DB())
+	}
+	h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
+	h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.Workers, r.ready.Check, cfg)
+	h = httpapi.RequireHost(r.hosts, cfg.Logger, h) // every route, every protocol
+	h = withBulkWriteDeadline(h, max(cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault), BulkWriteTimeoutDefault))
+	r.server = &http.Server{Handler: h, Protocols: protocols,
+		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
+		ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),
+		WriteTimeout:      cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault),
+		IdleTimeout:       cmp.Or(cfg.IdleTimeout, IdleTimeoutDefault),
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	r.server.RegisterOnShutdown(grpcShutdown)
+	r.serveErr = make(chan error, 1)
+	srv, ln := r.server, r.ln
+	go func() { r.serveErr <- srv.Serve(ln) }()
+	r.onStop(func(ctx context.Context) error {
 		if r.Callout != nil {
-			hopts.Callouts = r.Callout
+			r.Callout.Stop() // before EndFetches: its fetches would answer at once, again and again
 		}
-		h := httpapi.New(r.Service, hopts)
-		if !cfg.NoUI {
-			if h, err = r.withConsole(h, cfg); err != nil {
-				ln.Close()
-				r.Stop(context.Background())
-				return nil, err
-			}
+		if r.Scheduler != nil {
+			r.Scheduler.EndFetches() // long-polling fetches answer now, so the server's shutdown need not wait for them
 		}
-		if cfg.WrapHandlerFunc != nil {
-			h = cfg.WrapHandlerFunc(h, st.DB())
-		}
-		h = r.Metrics.Handler(h) // GET /metrics, and API request metrics
-		h, protocols, grpcShutdown := withGRPC(h, r.Service, r.Ops, r.Workers, r.ready.Check, cfg)
-		h = httpapi.RequireHost(hosts, cfg.Logger, h) // every route, every protocol
-		h = withBulkWriteDeadline(h, max(cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault), BulkWriteTimeoutDefault))
-		r.server = &http.Server{Handler: h, Protocols: protocols,
-			ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, ReadHeaderTimeoutDefault),
-			ReadTimeout:       cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault),
-			WriteTimeout:      cmp.Or(cfg.WriteTimeout, WriteTimeoutDefault),
-			IdleTimeout:       cmp.Or(cfg.IdleTimeout, IdleTimeoutDefault),
-			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
-		r.server.RegisterOnShutdown(grpcShutdown)
-		r.serveErr = make(chan error, 1)
-		go func() { r.serveErr <- r.server.Serve(ln) }()
-		r.log.Info("api listening", "addr", r.Addr, "auth", len(cfg.AuthTokens) > 0, "console", !cfg.NoUI)
-		if len(cfg.AuthTokens) == 0 && !loopback(ln.Addr()) {
-			r.log.Warn("the API listens beyond loopback without authentication; set --auth-token-file or "+httpapi.AuthTokensEnv, "addr", r.Addr)
-		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	r.log.Info("api listening", "addr", r.Addr, "auth", len(cfg.AuthTokens) > 0, "console", !cfg.NoUI)
+	if len(cfg.AuthTokens) == 0 && !loopback(ln.Addr()) {
+		r.log.Warn("the API listens beyond loopback without authentication; set --auth-token-file or "+auth.TokensEnv, "addr", r.Addr)
 	}
-	if !cfg.NoScheduler && st.IdleTxTimeout == 0 {
-		// No idle_transaction_timeout (MySQL): the reaper ends sessions idle
-		// in a transaction holding row locks for Lease/5 instead.
-		rctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		reaper := &store.IdleTxReaper{Store: st, IdleFor: cfg.Scheduler.Lease / 5, Interval: cfg.Scheduler.RescueInterval,
-			OnReapFunc: func(res store.ReapResult) {
-				switch {
-				case res.Err != nil:
-					r.log.Warn("idle transaction reaper", "err", res.Err)
-				case len(res.Refused) > 0:
-					r.log.Warn("idle transaction reaper: the server refused KILL (grant CONNECTION_ADMIN or SUPER)", "sessions", res.Refused)
-				case len(res.Killed) > 0:
-					r.log.Warn("idle transaction reaper ended sessions idle in a transaction holding rows", "sessions", res.Killed)
-				}
-			}}
-		go func() { defer close(done); reaper.Run(rctx) }()
-		r.stopReaper = func() { cancel(); <-done }
-		r.log.Info("idle transaction reaper on", "idle_for", reaper.IdleFor, "interval", reaper.Interval)
-	}
-	return r, nil
+	return nil
 }
 
 // withConsole serves the web console at /ui/ beside the API handler api.
@@ -412,30 +549,16 @@ func loopback(a net.Addr) bool {
 func (r *Replica) Err() <-chan error { return r.serveErr }
 
 // Stop stops the API (finishing open requests), then the scheduler
-// gracefully (see scheduler.Stop), then closes the database.
+// gracefully (see scheduler.Stop), then the metrics, then closes the
+// database: the cleanup stack of Start, last step first. A second Stop
+// does nothing.
 func (r *Replica) Stop(ctx context.Context) error {
 	var errs []error
-	if r.Callout != nil {
-		r.Callout.Stop() // before EndFetches: its fetches would answer at once, again and again
+	for len(r.cleanup) > 0 {
+		undo := r.cleanup[len(r.cleanup)-1]
+		r.cleanup = r.cleanup[:len(r.cleanup)-1]
+		errs = append(errs, undo(ctx))
 	}
-	if r.Scheduler != nil {
-		r.Scheduler.EndFetches() // long-polling fetches answer now, so the server's shutdown need not wait for them
-	}
-	if r.server != nil {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		errs = append(errs, r.server.Shutdown(sctx))
-		cancel()
-	}
-	if r.Scheduler != nil {
-		errs = append(errs, r.Scheduler.Stop())
-	}
-	if r.Metrics != nil {
-		r.Metrics.Close()
-	}
-	if r.stopReaper != nil {
-		r.stopReaper()
-	}
-	errs = append(errs, r.Store.Close())
 	return errors.Join(errs...)
 }
 

@@ -56,7 +56,7 @@ func TestBulkOperationsOutliveWriteTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		go func(tx *sql.Tx) { time.Sleep(time.Second); _ = tx.Commit() }(tx)
+		go func(tx *sql.Tx) { time.Sleep(time.Second); _ = tx.Commit() }(tx) // the injected fault: rows held for a second (not a wait of the test)
 	}
 	base := "http://" + r.Addr
 	hc, gc := client.New(base), client.NewGRPC(base)

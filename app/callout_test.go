@@ -13,23 +13,21 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/callout"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 )
 
 var calloutSecret = []byte("callout-secret-0123456789")
 
 // calloutReplica is a worker replica whose remote type "hook" is bound to
 // url (loopback allowed: the test endpoints listen on 127.0.0.1), with a
-// retry backoff of backoff; done receives every applied completion.
-func calloutReplica(t *testing.T, url string, backoff time.Duration) (*workerReplica, chan jobq.Completion) {
-	done := make(chan jobq.Completion, 16)
+// retry backoff of backoff; done records its events (waitCompletion).
+func calloutReplica(t *testing.T, url string, backoff time.Duration) (*workerReplica, *completions) {
+	done := newCompletions()
 	w := startWorkerReplica(t, func(c *Config) {
 		c.Scheduler.RemoteTypes = append(c.Scheduler.RemoteTypes, "hook")
 		c.Scheduler.RetryBackoffBase = backoff
-		c.Scheduler.Hooks.CompletedFunc = func(c jobq.Completion, applied bool) {
-			if applied {
-				done <- c
-			}
-		}
+		c.Scheduler.Observer = done.rec
 		c.Callout = callout.Config{AllowLoopback: true, Timeout: 2 * time.Second,
 			Secrets:  map[string][]byte{"hook": calloutSecret},
 			Bindings: []callout.Binding{{JobType: "hook", URL: url}}}
@@ -37,19 +35,27 @@ func calloutReplica(t *testing.T, url string, backoff time.Duration) (*workerRep
 	return w, done
 }
 
-func waitCompletion(t *testing.T, done <-chan jobq.Completion, id uint64) jobq.Completion {
+// completions hands out a replica's applied completions of each job in
+// order, from its events.
+type completions struct {
+	rec  *schedulertest.Recorder
+	seen map[uint64]int // completions of each job already handed out
+}
+
+func newCompletions() *completions {
+	return &completions{rec: schedulertest.NewRecorder(), seen: map[uint64]int{}}
+}
+
+// waitCompletion returns job id's next applied completion (after those it
+// returned before), waiting up to 20s for it.
+func waitCompletion(t *testing.T, done *completions, id uint64) jobq.Completion {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
-	for {
-		select {
-		case c := <-done:
-			if c.ID == id {
-				return c
-			}
-		case <-timeout:
-			t.Fatalf("job %d: no completion within 20s", id)
-		}
-	}
+	n := done.seen[id] + 1
+	evs := done.rec.WaitN(t, scheduler.EventCompleted, func(e scheduler.Event) bool {
+		return e.Applied && e.Completion.ID == id
+	}, n, 20*time.Second)
+	done.seen[id] = n
+	return evs[n-1].Completion
 }
 
 // TestCalloutAcceptedCompletesLater: the endpoint verifies the signature,
@@ -229,14 +235,10 @@ func TestCalloutTimeoutFails(t *testing.T) {
 	}))
 	defer ep.Close()
 	defer close(release)
-	done := make(chan jobq.Completion, 4)
+	done := newCompletions()
 	w := startWorkerReplica(t, func(c *Config) {
 		c.Scheduler.RemoteTypes = append(c.Scheduler.RemoteTypes, "hook")
-		c.Scheduler.Hooks.CompletedFunc = func(c jobq.Completion, applied bool) {
-			if applied {
-				done <- c
-			}
-		}
+		c.Scheduler.Observer = done.rec
 		c.Callout = callout.Config{AllowLoopback: true, Timeout: 300 * time.Millisecond,
 			Secrets: map[string][]byte{"hook": calloutSecret}, Bindings: []callout.Binding{{JobType: "hook", URL: ep.URL}}}
 	})

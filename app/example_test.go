@@ -108,7 +108,7 @@ func Example_ownJobType() {
 				fmt.Println(j.JobKey, j.Status, "attempt", j.Attempt)
 				break
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the example shows what an API client does: poll the job
 		}
 	}
 	var rows, cents int

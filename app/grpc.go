@@ -4,8 +4,8 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/jobq/jobq/auth"
 	"github.com/jobq/jobq/grpcapi"
-	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/service"
 )
 
@@ -13,7 +13,7 @@ import (
 // gRPC-Web and Connect, gRPC health and server reflection (package grpcapi)
 // on their gRPC paths, and api (the HTTP API) on every other path. With
 // cfg.AuthTokens, JobService and reflection need the same bearer token as
-// the HTTP API (httpapi.RequireBearer); health checks stay open. It also
+// the HTTP API (auth.RequireBearer); health checks stay open. It also
 // returns the http.Server protocols that serve both on one plain-TCP port
 // (HTTP/1.1 and unencrypted HTTP/2 with prior knowledge, i.e. h2c, which
 // gRPC clients use) and a hook for http.Server.RegisterOnShutdown that ends
@@ -30,10 +30,10 @@ func withGRPC(api http.Handler, svc *service.Service, ops *service.Ops, workers 
 	switch {
 	case len(cfg.WorkerTokens) > 0:
 		gate = func(h http.Handler) http.Handler {
-			return httpapi.Authenticate(cfg.AuthTokens, cfg.WorkerTokens, cfg.Logger, h)
+			return auth.Authenticate(cfg.AuthTokens, cfg.WorkerTokens, cfg.Logger, h)
 		}
 	case len(cfg.AuthTokens) > 0:
-		gate = func(h http.Handler) http.Handler { return httpapi.RequireBearer(cfg.AuthTokens, cfg.Logger, h) }
+		gate = func(h http.Handler) http.Handler { return auth.RequireBearer(cfg.AuthTokens, cfg.Logger, h) }
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", api)

@@ -73,7 +73,7 @@ func TestServeRunsTheReaperWithoutIdleTransactionTimeout(t *testing.T) {
 		return r
 	}
 	r := start()
-	if got := r.stopReaper != nil; got != (r.Store.IdleTxTimeout == 0) {
+	if got := r.reaping; got != (r.Store.IdleTxTimeout == 0) {
 		t.Fatalf("reaper running %v with idle_transaction_timeout %v on %s", got, r.Store.IdleTxTimeout, r.Store.Server.Description)
 	}
 	if err := r.Stop(ctx); err != nil {
@@ -81,8 +81,8 @@ func TestServeRunsTheReaperWithoutIdleTransactionTimeout(t *testing.T) {
 	}
 	t.Setenv(store.ForceMySQLDialectEnv, "1")
 	r = start()
-	if r.stopReaper == nil || r.Store.IdleTxTimeout != 0 {
-		t.Fatalf("MySQL dialect: reaper running %v, idle_transaction_timeout %v; want the reaper and none", r.stopReaper != nil, r.Store.IdleTxTimeout)
+	if !r.reaping || r.Store.IdleTxTimeout != 0 {
+		t.Fatalf("MySQL dialect: reaper running %v, idle_transaction_timeout %v; want the reaper and none", r.reaping, r.Store.IdleTxTimeout)
 	}
 	if err := r.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/service"
 )
 
@@ -383,7 +384,7 @@ func TestWorkerFetchWokenBySubmit(t *testing.T) {
 			listed = listed || x.WorkerID == "waiter"
 		}
 		if !listed {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // polls the worker list: a fetch that began waiting sends no event
 		}
 	}
 	id := w.submit("wake-1", "resize")
@@ -397,13 +398,13 @@ func TestWorkerFetchWokenBySubmit(t *testing.T) {
 // on (its count grows) and the job stays WAITING, attempt 0, until a
 // worker fetches it. A type both remote and handled refuses to start.
 func TestRemoteTypesNeverRunInProcess(t *testing.T) {
-	w := startWorkerReplica(t, nil)
+	rec := schedulertest.NewRecorder()
+	w := startWorkerReplica(t, func(c *Config) { c.Scheduler.Observer = rec })
 	remoteID := w.submit("lane-remote", "resize")
+	mark := rec.Mark()
 	localID := w.submit("lane-local", "local")
-	scans := w.r.Scheduler.Stats().Scans
-	for w.row(localID).Status != "SUCCESS" || w.r.Scheduler.Stats().Scans < scans+5 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	rec.WaitFor(t, scheduler.EventCompleted, schedulertest.Finished(localID, jobq.OutcomeSuccess), time.Minute)
+	rec.WaitAfterN(t, mark, scheduler.EventScanned, nil, 5, time.Minute)
 	if got := w.row(remoteID); got.Status != "WAITING" || got.Attempt != 0 {
 		t.Fatalf("remote job after 5 scans: %+v, want WAITING attempt 0", got)
 	}
@@ -618,11 +619,11 @@ func TestWorkerFetchOfAGoneClientReleases(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := startWorkerReplica(t, func(c *Config) {
-		c.Scheduler.Hooks.FetchClaimedFunc = func(jobs []jobq.ClaimedJob) {
-			if len(jobs) > 0 && jobs[0].JobType == "resize" {
+		c.Scheduler.Observer = scheduler.ObserverFunc(func(e scheduler.Event) {
+			if e.Kind == scheduler.EventFetchClaimed && len(e.Jobs) > 0 && e.Jobs[0].JobType == "resize" {
 				cancel() // the client goes away between the claim and the answer
 			}
-		}
+		})
 	})
 	id := w.submit("gone-1", "resize")
 	jobs, err := w.r.Scheduler.Remote().Fetch(ctx, scheduler.FetchParams{WorkerID: "gone", Types: []string{"resize"}, MaxJobs: 1})
@@ -644,7 +645,9 @@ func TestWorkerFetchOfAGoneClientReleases(t *testing.T) {
 // An in-process handler's output, log lines and progress are kept per
 // attempt and shown like a worker's.
 func TestHandlerOutputLogProgress(t *testing.T) {
+	rec := schedulertest.NewRecorder()
 	w := startWorkerReplica(t, func(c *Config) {
+		c.Scheduler.Observer = rec
 		c.Registry.Register("report", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
 			if err := job.Log("step one", "step two"); err != nil {
 				return err
@@ -656,9 +659,7 @@ func TestHandlerOutputLogProgress(t *testing.T) {
 		}))
 	})
 	id := w.submit("report-1", "report")
-	for w.row(id).Status != "SUCCESS" {
-		time.Sleep(5 * time.Millisecond)
-	}
+	rec.WaitFor(t, scheduler.EventCompleted, schedulertest.Finished(id, jobq.OutcomeSuccess), time.Minute)
 	code, body := w.call(adminToken, "GET", fmt.Sprintf("/v1/jobs/%d", id), nil)
 	var j apitype.Job
 	if code != 200 || json.Unmarshal(body, &j) != nil || string(j.Output) != `{"attempt":1,"key":"report-1"}` {

@@ -27,7 +27,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobq/jobq/httpapi"
+	"github.com/jobq/jobq/auth"
 	"github.com/jobq/jobq/service"
 )
 
@@ -114,7 +114,7 @@ func New(opts Options) (*Console, error) {
 	}
 	c := &Console{opts: opts, log: opts.Logger.With("component", "console"), pages: map[string]*template.Template{}}
 	if len(opts.AuthTokens) > 0 {
-		c.accepted = httpapi.TokenMatcher(opts.AuthTokens)
+		c.accepted = auth.TokenMatcher(opts.AuthTokens)
 	}
 	for _, page := range []string{"overview", "jobs", "job", "types", "workers", "workflows", "workflow", "login", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
@@ -208,7 +208,7 @@ func (c *Console) auth(next http.HandlerFunc) http.HandlerFunc {
 }
 
 func (c *Console) authenticated(r *http.Request) bool {
-	if tok, ok := httpapi.BearerToken(r.Header.Get("Authorization")); ok && c.accepted(tok) {
+	if tok, ok := auth.BearerToken(r.Header.Get("Authorization")); ok && c.accepted(tok) {
 		return true
 	}
 	ck, err := r.Cookie(CookieName)
@@ -291,10 +291,10 @@ func (a *answer) StatusText() string {
 	return fmt.Sprintf("%d %s", a.Status, http.StatusText(a.Status))
 }
 
-// errAnswer maps a service error as the HTTP API does (httpapi.ErrorFor).
+// errAnswer maps a service error as the HTTP API does (service.ErrorFor).
 // A missing job or schedule names what is missing.
 func (c *Console) errAnswer(err error, notFound string) *answer {
-	status, d := httpapi.ErrorFor(err)
+	status, d := service.ErrorFor(err)
 	switch status {
 	case http.StatusNotFound:
 		if notFound != "" {
@@ -302,7 +302,7 @@ func (c *Console) errAnswer(err error, notFound string) *answer {
 		}
 	case http.StatusServiceUnavailable:
 		c.log.Warn("console: database unavailable", "err", err)
-	case httpapi.StatusClientClosedRequest:
+	case service.StatusClientClosedRequest:
 		c.log.Debug("console: client disconnected before its answer", "err", err)
 	case http.StatusInternalServerError:
 		c.log.Error("console: internal error", "err", err)

@@ -192,7 +192,9 @@ func shotsDir(t *testing.T) string {
 }
 
 // waitJob polls the API until job id is in state want (bounded; the test
-// waits on the job's state, it never asserts how long that took).
+// waits on the job's state, it never asserts how long that took). It polls
+// because this is a process-level test: the replicas are `jobq serve`
+// processes, whose scheduler events do not reach this process.
 func waitJob(t *testing.T, c *client.Client, id uint64, want jobq.JobState) apitype.Job {
 	t.Helper()
 	ctx := context.Background()

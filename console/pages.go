@@ -16,7 +16,6 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/cronplan"
-	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/service"
 )
 
@@ -338,18 +337,19 @@ func prettyJSON(raw json.RawMessage) string {
 	return buf.String()
 }
 
-// jobAction runs cancel or retry through the same code as the HTTP API
-// (httpapi.Cancel / httpapi.Retry) and shows the job with the answer.
+// jobAction runs cancel or retry through the service, as the HTTP API does
+// (service.Cancel / service.Retry, whose *service.StateError names the
+// job's status and the rule), and shows the job with the answer.
 func (c *Console) jobAction(action string) http.HandlerFunc {
-	run := map[string]func(context.Context, *service.Service, uint64) (jobq.Job, error){
-		"cancel": httpapi.Cancel, "retry": httpapi.Retry}[action]
+	run := map[string]func(context.Context, uint64) (jobq.Job, error){
+		"cancel": c.opts.Service.Cancel, "retry": c.opts.Service.Retry}[action]
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := service.ParseID(r.PathValue("id"))
 		if err != nil {
 			c.renderAnswer(w, r, "job", "Job", "jobs", c.errAnswer(err, ""), nil)
 			return
 		}
-		job, err := run(r.Context(), c.opts.Service, id)
+		job, err := run(r.Context(), id)
 		var ans *answer
 		if err != nil {
 			ans = c.errAnswer(err, fmt.Sprintf("job %d not found", id))

@@ -347,8 +347,10 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// exampleFiles hold the Example functions the pages' Go blocks quote.
-var exampleFiles = []string{"../app/example_test.go", "../client/example_test.go", "../callout/example_test.go"}
+// exampleFiles hold the Example functions (and the schedulertest test)
+// the pages' Go blocks quote.
+var exampleFiles = []string{"../app/example_test.go", "../client/example_test.go", "../callout/example_test.go",
+	"../scheduler/schedulertest/scheduler_test.go"}
 
 // dedent drops each line's leading tabs and spaces, so a block quoted out
 // of a function body matches its source.

@@ -9,7 +9,7 @@
 //	*service.ValidationError  → InvalidArgument, message "field: rule", google.rpc.BadRequest detail
 //	service.ErrNotFound       → NotFound
 //	service.ErrKeyConflict    → AlreadyExists (SubmitJob: job_key reused with a different request)
-//	service.ErrInvalidState   → FailedPrecondition, google.rpc.PreconditionFailure detail (type "STATE")
+//	*service.StateError       → FailedPrecondition, google.rpc.PreconditionFailure detail (type "STATE")
 //	jobq.ErrUnavailable       → Unavailable (read-only, node not ready, lost
 //	                            connection, a conflict that outlived the
 //	                            service's retries; also: server shutting down)
@@ -18,7 +18,6 @@
 package grpcapi
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,7 +103,7 @@ func New(svc *service.Service, opts Options) *Server {
 // gRPC and gRPC-Web (HTTP/1.1 or HTTP/2) and Connect; gRPC needs HTTP/2,
 // which a plain-TCP listener offers as h2c when the http.Server enables
 // unencrypted HTTP/2. gate, if not nil, wraps JobService and reflection
-// (e.g. httpapi.RequireBearer); health stays open, like /healthz, so
+// (e.g. auth.RequireBearer); health stays open, like /healthz, so
 // probes need no credentials.
 func (s *Server) Register(mux *http.ServeMux, gate func(http.Handler) http.Handler) {
 	if gate == nil {
@@ -256,7 +255,7 @@ func (s *Server) CancelJob(ctx context.Context, req *connect.Request[jobqv1.Canc
 	}
 	job, err := s.svc.Cancel(ctx, id)
 	if err != nil {
-		return nil, s.failState(job, id, "cancel", err)
+		return nil, s.failState(id, err)
 	}
 	return connect.NewResponse(&jobqv1.CancelJobResponse{Job: JobToProto(job)}), nil
 }
@@ -269,7 +268,7 @@ func (s *Server) RetryJob(ctx context.Context, req *connect.Request[jobqv1.Retry
 	}
 	job, err := s.svc.Retry(ctx, id)
 	if err != nil {
-		return nil, s.failState(job, id, "retry", err)
+		return nil, s.failState(id, err)
 	}
 	return connect.NewResponse(&jobqv1.RetryJobResponse{Job: JobToProto(job)}), nil
 }
@@ -370,15 +369,16 @@ func (s *Server) failJob(id uint64, err error) error {
 	return s.fail(err)
 }
 
-// failState is failJob for CancelJob and RetryJob: ErrInvalidState becomes
-// FailedPrecondition saying the job's status and what op applies to, with a
-// PreconditionFailure detail (type "STATE", subject "jobs/<id>").
-func (s *Server) failState(job jobq.Job, id uint64, op string, err error) error {
-	if !errors.Is(err, service.ErrInvalidState) {
+// failState is failJob for CancelJob and RetryJob: a *service.StateError
+// becomes FailedPrecondition with its message (the job's status and what
+// the operation applies to) and a PreconditionFailure detail (type
+// "STATE", subject "jobs/<id>").
+func (s *Server) failState(id uint64, err error) error {
+	var se *service.StateError
+	if !errors.As(err, &se) {
 		return s.failJob(id, err)
 	}
-	applies := map[string]string{"cancel": "WAITING, SCHEDULED or RUNNING", "retry": "FAILED or CANCELED"}[op]
-	desc := fmt.Sprintf("job %d is %s: %s applies to %s jobs", id, cmp.Or(job.Status, "in another state"), op, applies)
+	desc := se.Error()
 	ce := connect.NewError(connect.CodeFailedPrecondition, errors.New(desc))
 	if d, derr := connect.NewErrorDetail(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{{
 		Type: "STATE", Subject: "jobs/" + strconv.FormatUint(id, 10), Description: desc,

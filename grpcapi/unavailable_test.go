@@ -32,7 +32,7 @@ func TestWritesRefusedAreUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	srv := grpcapi.New(service.New(ro, func(string) bool { return true }, nil), grpcapi.Options{Logger: quietLogger()})
+	srv := grpcapi.New(service.New(service.Options{Store: ro, KnownTypeFunc: func(string) bool { return true }}), grpcapi.Options{Logger: quietLogger()})
 	_, err = srv.SubmitJob(ctx, connect.NewRequest(&jobqv1.SubmitJobRequest{JobKey: "k", JobType: "noop", Params: "{}"}))
 	if got := connect.CodeOf(err); got != connect.CodeUnavailable {
 		t.Fatalf("SubmitJob: code %v (%v), want Unavailable", got, err)

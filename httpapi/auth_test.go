@@ -1,10 +1,7 @@
 package httpapi_test
 
 import (
-	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,53 +81,5 @@ func TestNoAuthByDefault(t *testing.T) {
 	h, _ := newRobustAPI(t, httpapi.Options{})
 	if rec := do(h, "GET", "/v1/jobs", nil, nil); rec.Code != http.StatusOK {
 		t.Fatalf("GET /v1/jobs without tokens configured: %d", rec.Code)
-	}
-}
-
-func TestLoadAuthTokens(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	good := write("good", "# ops team\n"+tokenA+"\n\n  "+tokenB+"  \n")
-	got, err := httpapi.LoadAuthTokens(good, " tokE-0123456789abcdef , ")
-	if err != nil {
-		t.Fatalf("LoadAuthTokens: %v", err)
-	}
-	want := []string{tokenA, tokenB, "tokE-0123456789abcdef"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("tokens = %q, want %q", got, want)
-	}
-	if got, err := httpapi.LoadAuthTokens("", ""); err != nil || len(got) != 0 {
-		t.Fatalf("no file, no env: %q, %v; want none (auth off)", got, err)
-	}
-	secret := "short-secret"
-	bad := []struct {
-		name, file, env, want string
-	}{
-		{"empty file", write("empty", "# nothing\n\n"), "", "holds no token"},
-		{"missing file", filepath.Join(dir, "nope"), "", "no such file"},
-		{"short token in file", write("short", secret+"\n"), "", "line 1: a token must be at least 16 bytes"},
-		{"space in token", write("space", "abcdefgh ijklmnopq\n"), "", "line 1: a token may hold only"},
-		{"short token in env", "", tokenA + "," + secret, "JOBQ_AUTH_TOKENS token 2: a token must be at least 16 bytes"},
-		{"quote in env token", "", `abcdefghijklmnop"q`, "may hold only"},
-	}
-	for _, c := range bad {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := httpapi.LoadAuthTokens(c.file, c.env)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want it to contain %q", err, c.want)
-			}
-			if strings.Contains(err.Error(), secret) {
-				t.Fatalf("error echoes the token: %v", err)
-			}
-		})
-	}
-	if _, err := httpapi.LoadAuthTokens(write("empty2", ""), ""); !errors.Is(err, httpapi.ErrNoAuthTokens) {
-		t.Fatalf("empty file: %v, want ErrNoAuthTokens", err)
 	}
 }

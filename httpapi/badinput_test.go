@@ -32,7 +32,7 @@ func newRobustAPI(t testing.TB, opts httpapi.Options) (http.Handler, *store.Stor
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	svc := service.New(st, func(typ string) bool { return registeredTypes[typ] }, nil)
+	svc := service.New(service.Options{Store: st, KnownTypeFunc: func(typ string) bool { return registeredTypes[typ] }})
 	return httpapi.New(svc, opts), st
 }
 

@@ -23,10 +23,8 @@ func TestPeriodicParamsValidatedLikeSubmit(t *testing.T) {
 	reg := scheduler.NewRegistry()
 	jobtypes.Register(reg)
 	known := func(typ string) bool { _, ok := reg.Lookup(typ); return ok }
-	ops := service.NewOps(st, known, nil)
-	ops.SetParamsValidator(reg.ValidateParams)
-	svc := service.New(st, known, nil)
-	svc.SetParamsValidator(reg.ValidateParams)
+	ops := service.NewOps(service.OpsOptions{Store: st, KnownTypeFunc: known, ValidateParamsFunc: reg.ValidateParams})
+	svc := service.New(service.Options{Store: st, KnownTypeFunc: known, ValidateParamsFunc: reg.ValidateParams})
 	h := httpapi.New(svc, httpapi.Options{Ops: ops, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	rows := func() int {
 		var n int

@@ -18,8 +18,8 @@ import (
 // interval robfig/cron would silently change, and write nothing.
 func TestOpsRejectsRepeatedFieldsAndQuery(t *testing.T) {
 	st := testdb.Store(t)
-	ops := service.NewOps(st, func(typ string) bool { return registeredTypes[typ] }, nil)
-	h := httpapi.New(service.New(st, func(typ string) bool { return registeredTypes[typ] }, nil), httpapi.Options{Ops: ops})
+	ops := service.NewOps(service.OpsOptions{Store: st, KnownTypeFunc: func(typ string) bool { return registeredTypes[typ] }})
+	h := httpapi.New(service.New(service.Options{Store: st, KnownTypeFunc: func(typ string) bool { return registeredTypes[typ] }}), httpapi.Options{Ops: ops})
 	periodicRows := func() int {
 		var n int
 		if err := st.DB().QueryRowContext(context.Background(), "SELECT COUNT(*) FROM periodic_job").Scan(&n); err != nil {

@@ -49,7 +49,7 @@ func TestConnectionLimitAnswers503(t *testing.T) {
 	}
 	defer held.Close()
 	known := func(typ string) bool { return registeredTypes[typ] }
-	h := httpapi.New(service.New(st, known, nil), httpapi.Options{Ops: service.NewOps(st, known, nil)})
+	h := httpapi.New(service.New(service.Options{Store: st, KnownTypeFunc: known}), httpapi.Options{Ops: service.NewOps(service.OpsOptions{Store: st, KnownTypeFunc: known})})
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/v1/jobs", `{"job_key":"k","job_type":"noop"}`},
 		{"POST", "/v1/jobs:batch", `{"jobs":[{"job_key":"k","job_type":"noop"}]}`},

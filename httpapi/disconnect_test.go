@@ -40,7 +40,7 @@ func TestClientDisconnectIsNotAnError(t *testing.T) {
 	st := testdb.Store(t)
 	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := httpapi.New(service.New(st, func(string) bool { return true }, nil), httpapi.Options{Logger: log})
+	h := httpapi.New(service.New(service.Options{Store: st, KnownTypeFunc: func(string) bool { return true }}), httpapi.Options{Logger: log})
 	for _, tc := range []struct{ method, path, body string }{
 		{"GET", "/v1/jobs", ""},
 		{"GET", "/v1/jobs/1", ""},

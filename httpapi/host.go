@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/auth"
 )
 
 // HostPolicy decides which Host headers a replica answers. A web page can
@@ -142,7 +143,7 @@ func validHostName(h string) bool {
 // platform gives it, and the answers reveal nothing.
 func RequireHost(p *HostPolicy, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p.Allows(r.Host) || unauthenticatedPaths[r.URL.Path] {
+		if p.Allows(r.Host) || auth.ProbePath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}

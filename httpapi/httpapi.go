@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/auth"
 	"github.com/jobq/jobq/service"
 )
 
@@ -38,7 +38,7 @@ type Options struct {
 	// AuthTokens, when non-empty, are the accepted bearer tokens: every
 	// request except /healthz and /readyz must carry
 	// "Authorization: Bearer <token>" or gets 401. Defaults to none (no
-	// authentication). See LoadAuthTokens.
+	// authentication). See auth.LoadTokens.
 	AuthTokens []string
 	// ReadyFunc reports readiness for /readyz (e.g. a database ping).
 	ReadyFunc func(ctx context.Context) error
@@ -94,9 +94,9 @@ func New(svc *service.Service, opts Options) http.Handler {
 	var h http.Handler = jsonRouteErrors(mux)
 	switch {
 	case len(opts.WorkerTokens) > 0:
-		h = Authenticate(opts.AuthTokens, opts.WorkerTokens, a.log, h)
+		h = auth.Authenticate(opts.AuthTokens, opts.WorkerTokens, a.log, h)
 	case len(opts.AuthTokens) > 0:
-		h = requireBearer(opts.AuthTokens, a.log, h)
+		h = auth.RequireBearer(opts.AuthTokens, a.log, h)
 	}
 	return crossOrigin.Handler(h)
 }
@@ -299,42 +299,14 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 	a.withID(w, r, func(id uint64) (any, error) {
-		j, err := Cancel(r.Context(), a.svc, id)
+		j, err := a.svc.Cancel(r.Context(), id)
 		return apitype.JobFrom(j), err
 	})
 }
 
-// Cancel runs svc.Cancel and turns ErrInvalidState into an error naming the
-// job's current status and the rule (HTTP 409 through ErrorFor). The web
-// console calls it too, so both answer alike.
-func Cancel(ctx context.Context, svc *service.Service, id uint64) (jobq.Job, error) {
-	return stateError(svc.Cancel(ctx, id))("cancel applies to WAITING, SCHEDULED or RUNNING jobs")
-}
-
-// Retry runs svc.Retry like Cancel.
-func Retry(ctx context.Context, svc *service.Service, id uint64) (jobq.Job, error) {
-	return stateError(svc.Retry(ctx, id))("retry applies to FAILED or CANCELED jobs")
-}
-
-// stateError turns ErrInvalidState into a message naming the job's current
-// status and the rule (HTTP 409).
-func stateError(job jobq.Job, err error) func(rule string) (jobq.Job, error) {
-	return func(rule string) (jobq.Job, error) {
-		if errors.Is(err, service.ErrInvalidState) {
-			return job, &stateConflict{msg: "job " + itoa(int64(job.ID)) + " is " + string(job.Status) + ": " + rule}
-		}
-		return job, err
-	}
-}
-
-type stateConflict struct{ msg string }
-
-func (e *stateConflict) Error() string { return e.msg }
-func (e *stateConflict) Unwrap() error { return service.ErrInvalidState }
-
 func (a *api) retry(w http.ResponseWriter, r *http.Request) {
 	a.withID(w, r, func(id uint64) (any, error) {
-		j, err := Retry(r.Context(), a.svc, id)
+		j, err := a.svc.Retry(r.Context(), id)
 		return apitype.JobFrom(j), err
 	})
 }
@@ -367,60 +339,21 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// fail maps a service error to its status code (ErrorFor) and writes it.
+// fail maps a service error to its status code (service.ErrorFor) and
+// writes it.
 func (a *api) fail(w http.ResponseWriter, err error) {
-	status, d := ErrorFor(err)
+	status, d := service.ErrorFor(err)
 	switch status {
 	case http.StatusServiceUnavailable:
 		a.log.Warn("database unavailable", "cause", service.Cause(err), "err", err)
 		unavailable(w, d.Message)
 		return
-	case StatusClientClosedRequest:
+	case service.StatusClientClosedRequest:
 		a.log.Debug("client disconnected before its answer", "err", err)
 	case http.StatusInternalServerError:
 		a.log.Error("internal error", "err", err)
 	}
 	writeJSON(w, status, apitype.ErrorBody{Error: d})
-}
-
-// StatusClientClosedRequest is the status ErrorFor gives a request whose
-// client went away before its answer (its context was cancelled): 499, as
-// nginx logs it. Nobody reads the answer; it keeps the access metrics
-// apart from server faults.
-const StatusClientClosedRequest = 499
-
-// ErrorFor maps an error of package service to the API's HTTP status and
-// error detail: *service.ValidationError 400, ErrNotFound 404,
-// ErrInvalidState 409, jobq.ErrUnavailable 503 (read-only, a Galera node
-// not ready, a lost connection, or a conflict that outlived the retries:
-// the client may retry, never a 500), context.Canceled (the client went
-// away) StatusClientClosedRequest, anything else 500 with a generic
-// message (the error itself is for the log). The web console shows the same
-// answers.
-func ErrorFor(err error) (int, apitype.ErrorDetail) {
-	if status, d, ok := workerErrorFor(err); ok {
-		return status, d
-	}
-	var ve *service.ValidationError
-	switch {
-	case errors.As(err, &ve):
-		return http.StatusBadRequest, apitype.ErrorDetail{Code: "invalid_argument", Field: ve.Field, Message: ve.Error()}
-	case errors.Is(err, service.ErrNotFound):
-		return http.StatusNotFound, apitype.ErrorDetail{Code: "not_found", Message: "job not found"}
-	case errors.Is(err, service.ErrInvalidState):
-		msg := "cancel applies to WAITING, SCHEDULED or RUNNING jobs, retry to FAILED or CANCELED jobs"
-		var sc *stateConflict
-		if errors.As(err, &sc) {
-			msg = sc.msg
-		}
-		return http.StatusConflict, apitype.ErrorDetail{Code: "failed_precondition", Field: "status", Message: msg}
-	case errors.Is(err, jobq.ErrUnavailable):
-		return http.StatusServiceUnavailable, apitype.ErrorDetail{Code: "unavailable", Message: "database unavailable, retry later"}
-	case errors.Is(err, context.Canceled):
-		return StatusClientClosedRequest, apitype.ErrorDetail{Code: "canceled", Message: "the client closed the request"}
-	default:
-		return http.StatusInternalServerError, apitype.ErrorDetail{Code: "internal", Message: "internal error"}
-	}
 }
 
 // RetryAfterSeconds is the Retry-After a 503 unavailable answer carries:

@@ -33,7 +33,7 @@ type apiServer struct {
 func startAPI(t *testing.T) *apiServer {
 	t.Helper()
 	st := testdb.Store(t)
-	svc := service.New(st, func(typ string) bool { return typ == "noop" || typ == "sleep" }, nil)
+	svc := service.New(service.Options{Store: st, KnownTypeFunc: func(typ string) bool { return typ == "noop" || typ == "sleep" }})
 	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
 	return &apiServer{t: t, srv: srv, st: st}

@@ -27,8 +27,8 @@ func startBuiltinAPI(t *testing.T) *apiServer {
 	if err := testbedtypes.RegisterTestbed(context.Background(), reg, st.DB()); err != nil {
 		t.Fatal(err)
 	}
-	svc := service.New(st, func(typ string) bool { _, ok := reg.Lookup(typ); return ok }, nil)
-	svc.SetParamsValidator(reg.ValidateParams)
+	svc := service.New(service.Options{Store: st, KnownTypeFunc: func(typ string) bool { _, ok := reg.Lookup(typ); return ok },
+		ValidateParamsFunc: reg.ValidateParams})
 	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
 	return &apiServer{t: t, srv: srv, st: st}

@@ -32,7 +32,7 @@ func TestWritesRefusedAnswer503(t *testing.T) {
 	}
 	defer rw.Close()
 	known := func(typ string) bool { return registeredTypes[typ] }
-	job, _, err := service.New(rw, known, nil).Submit(ctx, apitype.SubmitRequest{JobKey: "k1", JobType: "noop", Params: []byte(`{}`)})
+	job, _, err := service.New(service.Options{Store: rw, KnownTypeFunc: known}).Submit(ctx, apitype.SubmitRequest{JobKey: "k1", JobType: "noop", Params: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestWritesRefusedAnswer503(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	h := httpapi.New(service.New(ro, known, nil), httpapi.Options{Ops: service.NewOps(ro, known, nil)})
+	h := httpapi.New(service.New(service.Options{Store: ro, KnownTypeFunc: known}), httpapi.Options{Ops: service.NewOps(service.OpsOptions{Store: ro, KnownTypeFunc: known})})
 	id := strconv.FormatUint(job.ID, 10)
 	cases := []struct{ method, path, body string }{
 		{"POST", "/v1/jobs", `{"job_key":"k2","job_type":"noop","params":{}}`},

@@ -2,16 +2,10 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
-	"errors"
-	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/service"
 )
 
@@ -138,111 +132,5 @@ func (a *api) logs(w http.ResponseWriter, r *http.Request) {
 	}
 	a.withID(w, r, func(id uint64) (any, error) {
 		return a.svc.Logs(r.Context(), id, q.Get("attempt"), q.Get("after"), q.Get("limit"))
-	})
-}
-
-// workerErrorFor maps the worker protocol's refusals: 403 forbidden, 409
-// stale or conflict, 413 too_large; ok is false for any other error.
-func workerErrorFor(err error) (int, apitype.ErrorDetail, bool) {
-	var fb *service.Forbidden
-	var cf *service.Conflict
-	var tl *service.TooLarge
-	switch {
-	case errors.As(err, &fb):
-		return http.StatusForbidden, apitype.ErrorDetail{Code: "forbidden", Field: fb.Field, Message: fb.Error()}, true
-	case errors.As(err, &cf):
-		return http.StatusConflict, apitype.ErrorDetail{Code: cf.Code, Field: cf.Field, Message: cf.Error()}, true
-	case errors.As(err, &tl):
-		return http.StatusRequestEntityTooLarge, apitype.ErrorDetail{Code: "too_large", Field: tl.Field, Message: tl.Error()}, true
-	}
-	return 0, apitype.ErrorDetail{}, false
-}
-
-// workerRoutes are what a worker token may call (with a grant where noted).
-func workerRoute(r *http.Request) bool {
-	p := r.URL.Path
-	if r.Method == http.MethodPost {
-		switch p {
-		case "/v1/workers/fetch", "/v1/workers/heartbeat", "/v1/workers/complete", "/v1/workers/log", "/v1/workers/progress",
-			"/v1/jobs", "/v1/jobs:batch", // the submit grant, checked by the service
-			"/jobq.v1.WorkerService/Fetch", "/jobq.v1.WorkerService/Heartbeat", "/jobq.v1.WorkerService/Complete",
-			"/jobq.v1.WorkerService/AppendLog", "/jobq.v1.WorkerService/ReportProgress",
-			"/jobq.v1.JobService/SubmitJob", "/jobq.v1.JobService/SubmitJobs", "/jobq.v1.JobService/GetJob",
-			"/jobq.v1.JobService/ListExecutions":
-			return true
-		}
-		return false
-	}
-	if r.Method != http.MethodGet {
-		return false
-	}
-	// GET /v1/jobs/{id}, /v1/jobs/{id}/executions, /v1/jobs/{id}/logs: the read grant.
-	rest, ok := strings.CutPrefix(p, "/v1/jobs/")
-	if !ok || rest == "" {
-		return false
-	}
-	id, sub, _ := strings.Cut(rest, "/")
-	return id != "" && (sub == "" || sub == "executions" || sub == "logs")
-}
-
-// Authenticate is the API's authentication with worker tokens beside the
-// admin tokens (docs/workers.md, "Credentials"): an admin token may call
-// everything; a worker token only the worker routes and, with its grants,
-// submit and read routes (others answer 403 forbidden naming its scope);
-// the request's context carries the caller (service.WithCaller) so the
-// service checks the job types. Without a token a request is an admin's
-// when no admin token is configured (the API's open default), else 401.
-// /healthz and /readyz stay open. Tokens are never logged.
-func Authenticate(admin []string, workers []service.WorkerCredential, log *slog.Logger, next http.Handler) http.Handler {
-	isAdmin := TokenMatcher(admin)
-	digests := make([][sha256.Size]byte, len(workers))
-	for i, c := range workers {
-		digests[i] = sha256.Sum256([]byte(c.Token))
-	}
-	workerOf := func(presented string) int {
-		d := sha256.Sum256([]byte(presented))
-		found := -1
-		for i := range digests {
-			if subtle.ConstantTimeCompare(d[:], digests[i][:]) == 1 {
-				found = i
-			}
-		}
-		return found
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if unauthenticatedPaths[r.URL.Path] {
-			next.ServeHTTP(w, r)
-			return
-		}
-		presented, ok := bearerToken(r.Header.Get("Authorization"))
-		switch {
-		case ok && len(admin) > 0 && isAdmin(presented):
-			next.ServeHTTP(w, r)
-			return
-		case ok:
-			if i := workerOf(presented); i >= 0 {
-				scope := workers[i].Scope
-				if !workerRoute(r) {
-					log.Warn("worker token refused on a route outside its scope", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
-					writeJSON(w, http.StatusForbidden, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "forbidden", Field: "Authorization",
-						Message: "Authorization: a worker token may call only the worker routes and, with its grants, submit and read jobs of its types (" + scope.String() + ")"}})
-					return
-				}
-				next.ServeHTTP(w, r.WithContext(service.WithCaller(r.Context(), service.Caller{Worker: &scope})))
-				return
-			}
-		case len(admin) == 0:
-			next.ServeHTTP(w, r)
-			return
-		}
-		challenge := `Bearer realm="jobq"`
-		msg := `Authorization: required, as "Bearer <token>"`
-		if ok {
-			challenge += `, error="invalid_token"`
-			msg = "Authorization: the bearer token is not accepted"
-		}
-		log.Warn("unauthenticated request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "token_given", ok)
-		w.Header().Set("WWW-Authenticate", challenge)
-		writeJSON(w, http.StatusUnauthorized, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "unauthenticated", Field: "Authorization", Message: msg}})
 	})
 }

@@ -106,7 +106,9 @@ func TestIdleReplicaReadsDoNotGrowWithParkedJobs(t *testing.T) {
 	rowsRead := rowsReadCounter(t, db, cfg.DBName)
 
 	measure := func(parked int) float64 {
-		// Wait for a sample that saw the parked jobs, then count 5 s.
+		// Wait for a sample that saw the parked jobs, then count 5 s. Polled:
+		// the backlog sampler's gauge is read from the registry, and a
+		// sample is no scheduler event.
 		waitUntil(t, time.Minute, "a backlog sample after parking", func() bool {
 			return sum(t, r.Metrics.Registry, "jobq_backlog_jobs", map[string]string{"status": "SCHEDULED"}) >= float64(min(parked, metrics.BacklogCountLimitDefault))
 		})

@@ -11,11 +11,11 @@
 // Wiring (app.Start does this for `jobq serve`):
 //
 //	m := metrics.New(metrics.Options{})
-//	cfg.Hooks = m.Hooks(cfg.Hooks)            // before scheduler.New
+//	cfg.Observer = scheduler.Observers(m, cfg.Observer) // before scheduler.New
 //	s, _ := scheduler.New(st, db, reg, cfg, ok)
 //	m.ObserveScheduler(s)                      // gauges and counters read from s
 //	m.ObserveDB(db)                            // pool stats and the backlog sampler
-//	svc := service.New(m.WrapServiceStore(st), known, wake)
+//	svc := service.New(service.Options{Store: m.WrapServiceStore(st), KnownTypeFunc: known, WakeFunc: wake})
 //	handler := m.Handler(apiHandler)           // adds GET /metrics
 //	defer m.Close()
 package metrics
@@ -214,96 +214,54 @@ func New(opts Options) *Metrics {
 	return m
 }
 
-// Hooks returns scheduler hooks that record metrics and then call next's
-// hooks (nil fields of next are skipped). Install them before scheduler.New.
-func (m *Metrics) Hooks(next scheduler.Hooks) scheduler.Hooks {
-	h := next
-	h.ClaimedFunc = func(jobs []jobq.ClaimedJob, conflicts int) {
-		m.onClaimed(jobs, conflicts)
-		if next.ClaimedFunc != nil {
-			next.ClaimedFunc(jobs, conflicts)
-		}
-	}
-	h.FetchClaimedFunc = func(jobs []jobq.ClaimedJob) {
+// Observe records a scheduler event (Metrics is a scheduler.Observer):
+// claims (a remote worker's fetch too), pickup latency up to the handler's
+// start, completions by outcome, stale completions, run durations, write
+// failures, rescues, lost leases, database errors, scans, and remote
+// workers' fetches, heartbeats and completions. Install it as the scheduler's Config.Observer before
+// scheduler.New (scheduler.Observers combines it with others).
+func (m *Metrics) Observe(e scheduler.Event) {
+	switch e.Kind {
+	case scheduler.EventClaimed:
+		m.onClaimed(e.Jobs, e.Conflicts)
+	case scheduler.EventFetchClaimed:
 		// Counted like the replica's own claims, but not kept for a run
 		// duration: a worker's run may be completed through another replica.
-		for _, j := range jobs {
+		for _, j := range e.Jobs {
 			m.claimed.WithLabelValues(j.JobType).Inc()
 			m.pickup.WithLabelValues(j.JobType).Observe(PickupSeconds(j))
 		}
-		if next.FetchClaimedFunc != nil {
-			next.FetchClaimedFunc(jobs)
+	case scheduler.EventStarted:
+		if e.Job != nil {
+			m.pickup.WithLabelValues(e.Job.JobType).Observe(StartPickupSeconds(e.Job, e.Duration))
 		}
-	}
-	h.StartedFunc = func(job *scheduler.Job, queued time.Duration) {
-		m.pickup.WithLabelValues(job.JobType).Observe(StartPickupSeconds(job, queued))
-		if next.StartedFunc != nil {
-			next.StartedFunc(job, queued)
-		}
-	}
-	h.CompletedFunc = func(c jobq.Completion, applied bool) {
-		m.onCompleted(c, applied)
-		if next.CompletedFunc != nil {
-			next.CompletedFunc(c, applied)
-		}
-	}
-	h.CompletionFailedFunc = func(c jobq.Completion, err error) {
+	case scheduler.EventFetched:
+		m.fetches.WithLabelValues(e.Result).Inc()
+		m.fetchWait.Observe(e.Duration.Seconds())
+	case scheduler.EventRemoteCompleted:
+		m.remoteComplete.WithLabelValues(e.Result).Inc()
+	case scheduler.EventRemoteHeartbeat:
+		m.heartbeats.WithLabelValues(e.Result).Add(float64(e.N))
+	case scheduler.EventCompleted:
+		m.onCompleted(e.Completion, e.Applied)
+	case scheduler.EventCompletionFailed:
 		m.writeFailures.Inc()
-		m.forget(c.Fence)
-		if next.CompletionFailedFunc != nil {
-			next.CompletionFailedFunc(c, err)
-		}
-	}
-	h.FetchFunc = func(result string, waited time.Duration) {
-		m.fetches.WithLabelValues(result).Inc()
-		m.fetchWait.Observe(waited.Seconds())
-		if next.FetchFunc != nil {
-			next.FetchFunc(result, waited)
-		}
-	}
-	h.RemoteCompletedFunc = func(result string) {
-		m.remoteComplete.WithLabelValues(result).Inc()
-		if next.RemoteCompletedFunc != nil {
-			next.RemoteCompletedFunc(result)
-		}
-	}
-	h.HeartbeatFunc = func(state string, n int) {
-		m.heartbeats.WithLabelValues(state).Add(float64(n))
-		if next.HeartbeatFunc != nil {
-			next.HeartbeatFunc(state, n)
-		}
-	}
-	h.RescuedFunc = func(rescued []jobq.Fence) {
-		m.rescued.Add(float64(len(rescued)))
-		if next.RescuedFunc != nil {
-			next.RescuedFunc(rescued)
-		}
-	}
-	h.LeaseLostFunc = func(f jobq.Fence) {
+		m.forget(e.Completion.Fence)
+	case scheduler.EventRescued:
+		m.rescued.Add(float64(len(e.Fences)))
+	case scheduler.EventLeaseLost:
 		m.leaseLost.Inc()
-		if next.LeaseLostFunc != nil {
-			next.LeaseLostFunc(f)
+	case scheduler.EventDBError:
+		if errno := ErrnoLabel(e.Err); errno != "" {
+			m.dbErrors.WithLabelValues(e.Op, errno).Inc()
 		}
+		if cause := store.Cause(e.Err); cause != "" {
+			m.dbTransient.WithLabelValues(e.Op, cause).Inc()
+		}
+	case scheduler.EventScanned:
+		m.scanDuration.Observe(e.Duration.Seconds())
+		m.scanBatch.Observe(float64(e.N))
 	}
-	h.DBErrorFunc = func(op string, err error) {
-		if errno := ErrnoLabel(err); errno != "" {
-			m.dbErrors.WithLabelValues(op, errno).Inc()
-		}
-		if cause := store.Cause(err); cause != "" {
-			m.dbTransient.WithLabelValues(op, cause).Inc()
-		}
-		if next.DBErrorFunc != nil {
-			next.DBErrorFunc(op, err)
-		}
-	}
-	h.ScanFunc = func(d time.Duration, batch int) {
-		m.scanDuration.Observe(d.Seconds())
-		m.scanBatch.Observe(float64(batch))
-		if next.ScanFunc != nil {
-			next.ScanFunc(d, batch)
-		}
-	}
-	return h
 }
 
 // ErrnoLabel returns the errno label of jobq_db_errors_total for err: the

@@ -617,7 +617,11 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 }
 
 // waitForDiag polls cond every 100ms for up to slowWait; on timeout it
-// fails the test with diag's account of the state, if any.
+// fails the test with diag's account of the state, if any. It polls
+// because this is a process-level test: the replicas are `jobq serve`
+// processes (one SIGSTOPped on purpose) and the states waited for are a
+// real Prometheus server's scrapes, neither of which sends this process
+// an event.
 func waitForDiag(t *testing.T, what string, cond func() bool, diag func() string) {
 	t.Helper()
 	start := time.Now()

@@ -56,15 +56,15 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 	claimsB := make(chan claimResult, 10)
 	cfgB := fastConfig("b")
 	cfgB.Strategy = scheduler.StrategyCAS
-	cfgB.Hooks.ClaimedFunc = func(jobs []jobq.ClaimedJob, conflicts int) {
-		if len(jobs) == 0 && conflicts == 0 {
+	cfgB.Observer = on(scheduler.EventClaimed, func(e scheduler.Event) {
+		if len(e.Jobs) == 0 && e.Conflicts == 0 {
 			return // an empty scan
 		}
 		select {
-		case claimsB <- claimResult{append([]jobq.ClaimedJob(nil), jobs...), conflicts}:
+		case claimsB <- claimResult{append([]jobq.ClaimedJob(nil), e.Jobs...), e.Conflicts}:
 		default:
 		}
-	}
+	})
 	b := startScheduler(t, sabotage.Wrap(fsB, st.DB(), sabotage.Switches{NoCASGuard: noCASGuard}), reg, cfgB)
 	closed(t, held.Reached(), slowWait, "B held after its cas candidate read")
 
@@ -72,16 +72,14 @@ func runABA(t *testing.T, noCASGuard bool) abaRun {
 	cfgA.Strategy = scheduler.StrategyCAS
 	cfgA.RetryBackoffBase = time.Second // re-queued run_at is 0.75–1.25 s ahead
 	a := startScheduler(t, st, reg, cfgA)
-	requeued := waitJob(t, st, job.ID, slowWait, "attempt 1 failed and re-queued", func(j jobq.Job) bool {
-		return j.Status == jobq.StateScheduled && j.Attempt == 1
-	})
+	requeued := waitRequeued(t, st, job.ID) // attempt 1 failed: SCHEDULED with backoff
 	if err := a.Stop(); err != nil {
 		t.Fatalf("stop A: %v", err)
 	}
 
 	held.Release()
 	first := recv(t, claimsB, slowWait, "B's claim with the stale candidate")
-	final := waitJob(t, st, job.ID, slowWait, "job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	final := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
 	if err := b.Stop(); err != nil {
 		t.Fatalf("stop B: %v", err)
 	}

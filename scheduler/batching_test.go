@@ -57,12 +57,9 @@ func TestDrainClaimsFullBatches(t *testing.T) {
 			cfg := fastConfig("drain-" + c.name)
 			cfg.Workers, cfg.BatchLimit, cfg.DrainWait = workers, 200, c.drainWait
 			cfg.RunQueue = -1 // claims sized by free workers alone (TestRunQueue covers the queue)
-			cfg.Hooks.ClaimedFunc = sizes.hook
+			cfg.Observer = on(scheduler.EventClaimed, func(e scheduler.Event) { sizes.hook(e.Jobs, e.Conflicts) })
 			startScheduler(t, st, reg, cfg)
-			waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
-				got, err := countStatus(st, jobq.StateSuccess)
-				return got == n, err
-			})
+			waitSucceeded(t, n)
 			got := sizes.get()
 			total, partial := 0, 0
 			for _, s := range got {
@@ -122,11 +119,11 @@ func TestCompleteLingerBatchesCompletions(t *testing.T) {
 			startScheduler(t, st, reg, cfg)
 			closed(t, noopStarted, slowWait, "the no-op job started")
 			if !c.sameBatch {
-				waitJob(t, st, first.ID, slowWait, "no-op job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+				waitFinished(t, st, first.ID, jobq.OutcomeSuccess)
 			}
 			release.Open()
 			for _, id := range []uint64{first.ID, later.ID} {
-				waitJob(t, st, id, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+				waitFinished(t, st, id, jobq.OutcomeSuccess)
 			}
 			fin := func(id uint64) time.Time {
 				ex := executions(t, st, id)
@@ -155,7 +152,7 @@ func TestLoneJobIsNotDelayedByBatching(t *testing.T) {
 	s := startScheduler(t, st, reg, cfg)
 	j := submit(t, st, "lone", "noop", `{}`, 0)
 	s.Wake()
-	done := waitJob(t, st, j.ID, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	done := waitFinished(t, st, j.ID, jobq.OutcomeSuccess)
 	if took := done.FinishedAt.Sub(done.CreateTime); took >= cfg.DrainWait {
 		t.Fatalf("submit to finish took %s: held by the %s drain wait or completion linger", took, cfg.DrainWait)
 	}
@@ -195,13 +192,10 @@ func TestDrainWaitIgnoresSlotsHeldByLongHandlers(t *testing.T) {
 		submit(t, st, key("short", i), "noop", `{}`, 0)
 	}
 	s.Wake()
-	waitFor(t, slowWait, "the short backlog SUCCESS", func() (bool, error) {
-		got, err := countStatus(st, jobq.StateSuccess)
-		return got == n, err
-	})
+	waitSucceeded(t, n)
 	lone := submit(t, st, "lone-busy", "noop", `{}`, 0)
 	s.Wake()
-	done := waitJob(t, st, lone.ID, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	done := waitFinished(t, st, lone.ID, jobq.OutcomeSuccess)
 	if took := done.FinishedAt.Sub(done.CreateTime); took >= cfg.DrainWait {
 		t.Fatalf("a job submitted to the busy replica took %s: it waited the %s drain wait for slots held by long handlers", took, cfg.DrainWait)
 	}

@@ -43,14 +43,15 @@ func TestBusyRowIsNotRenewedNorLost(t *testing.T) {
 	if _, err := tx.ExecContext(ctx, "SELECT id FROM job_queue WHERE id = ? FOR UPDATE", busy.job.ID); err != nil {
 		t.Fatal(err)
 	}
+	events := &eventLog{}
 	h := newHeartbeat(heartbeatParams{
 		Store: st, Runs: runs, Owner: "o", Lease: lease, Interval: lease / 3,
-		Retry: testRetrier(), Log: discardLog(), Fails: new(atomic.Int64), Stalls: new(atomic.Int64), LeaseLost: new(atomic.Int64),
+		Retry: testRetrier(), Log: discardLog(), Events: events.emitter(),
 	})
 	if n := h.beat(ctx); n != 1 {
 		t.Fatalf("beat renewed %d runs, want 1 (the free one)", n)
 	}
-	if lost, c := h.p.LeaseLost.Load(), cancelled.Load(); lost != 0 || c != 0 {
+	if lost, c := events.count(EventLeaseLost), cancelled.Load(); lost != 0 || c != 0 {
 		t.Fatalf("LeaseLost = %d, cancels = %d; want 0 (a busy row is still held)", lost, c)
 	}
 	if !busy.leaseDeadline.Equal(start) {

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -17,15 +16,13 @@ type claimStore interface {
 
 // claimerParams configures the claimer.
 type claimerParams struct {
-	Store       claimStore
-	Strategy    string // StrategySkipLocked or StrategyCAS
-	Owner       string
-	Lease       time.Duration
-	Retry       dbRetrier
-	Claimed     *atomic.Int64 // Stats.Claimed
-	Conflicts   *atomic.Int64 // Stats.ClaimConflicts
-	ClaimedFunc func(jobs []jobq.ClaimedJob, conflicts int)
-	Lost        *lostClaims // failed tries, for the scanner to reconcile
+	Store    claimStore
+	Strategy string // StrategySkipLocked or StrategyCAS
+	Owner    string
+	Lease    time.Duration
+	Retry    dbRetrier
+	Events   emitter     // EventClaimed
+	Lost     *lostClaims // failed tries, for the scanner to reconcile
 }
 
 // claimer runs the configured claim strategy. It is not safe for concurrent
@@ -99,10 +96,6 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 	c.lastEmpty = len(got.jobs) == 0
 	c.lastFull = len(got.jobs) == n
 	c.lastSize = len(got.jobs)
-	p.Claimed.Add(int64(len(got.jobs)))
-	p.Conflicts.Add(int64(got.conflicts))
-	if p.ClaimedFunc != nil {
-		p.ClaimedFunc(got.jobs, got.conflicts)
-	}
+	p.Events.emit(Event{Kind: EventClaimed, Jobs: got.jobs, Conflicts: got.conflicts})
 	return got.jobs, nil
 }

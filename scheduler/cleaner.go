@@ -15,19 +15,14 @@ type cleanerStore interface {
 
 // cleanerParams configures the cleaner (OpsConfig's retention settings).
 type cleanerParams struct {
-	Store       cleanerStore
-	Retention   time.Duration // > 0
-	Interval    time.Duration // ±10% jitter
-	Batch       int
-	MaxPerPass  int
-	CleanedFunc func(res jobq.PurgeResult)
-	Retry       dbRetrier
-	Log         *slog.Logger
-}
-
-// cleanerSignals are the cleaner's test signals.
-type cleanerSignals struct {
-	pass testSignal[jobq.PurgeResult] // a retention pass ended
+	Store      cleanerStore
+	Retention  time.Duration // > 0
+	Interval   time.Duration // ±10% jitter
+	Batch      int
+	MaxPerPass int
+	Events     emitter // EventCleaned
+	Retry      dbRetrier
+	Log        *slog.Logger
 }
 
 // cleaner runs a retention pass every Interval (±10%). Every replica may run
@@ -35,8 +30,7 @@ type cleanerSignals struct {
 // concurrent cleaners only wait briefly for one another.
 type cleaner struct {
 	loopService
-	p           cleanerParams
-	testSignals cleanerSignals
+	p cleanerParams
 }
 
 func newCleaner(p cleanerParams) *cleaner { return &cleaner{p: p} }
@@ -45,7 +39,7 @@ func newCleaner(p cleanerParams) *cleaner { return &cleaner{p: p} }
 func (c *cleaner) Start(ctx context.Context) error { return c.start(ctx, c.run) }
 
 func (c *cleaner) run(ctx context.Context) {
-	runEvery(ctx, c.p.Interval, c.p.Interval/10, func(ctx context.Context) { c.testSignals.pass.signal(c.pass(ctx)) })
+	runEvery(ctx, c.p.Interval, c.p.Interval/10, func(ctx context.Context) { c.pass(ctx) })
 }
 
 // pass deletes up to MaxPerPass terminal jobs finished more than Retention
@@ -65,8 +59,6 @@ func (c *cleaner) pass(ctx context.Context) jobq.PurgeResult {
 		p.Log.Info("retention pass", "component", "cleaner", "deleted_jobs", res.Jobs,
 			"deleted_executions", res.Executions, "batches", res.Batches, "cutoff", res.Cutoff)
 	}
-	if p.CleanedFunc != nil {
-		p.CleanedFunc(res)
-	}
+	p.Events.emit(Event{Kind: EventCleaned, Purged: res})
 	return res
 }

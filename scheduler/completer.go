@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,11 +34,6 @@ type completerParams struct {
 	Log      *slog.Logger
 }
 
-// completerSignals are the completer's test signals.
-type completerSignals struct {
-	flushed testSignal[[]jobq.Completion] // a batch was written (or failed)
-}
-
 // completer writes outcomes in batches: every completion waiting when a
 // batch starts (up to Batch), plus those of handlers that return within
 // Linger, commits in one transaction, each row fenced by its attempt. Up to
@@ -49,14 +43,13 @@ type completerSignals struct {
 // order does not matter); while every flusher is busy, the next batch keeps
 // filling.
 type completer struct {
-	p           completerParams
-	ch          chan jobq.Completion
-	done        chan struct{}
-	flushers    chan struct{} // a token per batch being written
-	flushing    sync.WaitGroup
-	started     atomic.Bool
-	stopOnce    sync.Once
-	testSignals completerSignals
+	p        completerParams
+	ch       chan jobq.Completion
+	done     chan struct{}
+	flushers chan struct{} // a token per batch being written
+	flushing sync.WaitGroup
+	started  atomic.Bool
+	stopOnce sync.Once
 }
 
 func newCompleter(p completerParams) *completer {
@@ -150,11 +143,6 @@ func (c *completer) awaitFlusher(batch []jobq.Completion) (_ []jobq.Completion, 
 
 func (c *completer) flush(batch []jobq.Completion) {
 	p := c.p
-	defer func() {
-		if c.testSignals.flushed.enabled() {
-			c.testSignals.flushed.signal(slices.Clone(batch))
-		}
-	}()
 	fences := make([]jobq.Fence, len(batch))
 	for i, comp := range batch {
 		fences[i] = comp.Fence

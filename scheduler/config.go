@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/storeerr"
 )
 
@@ -218,8 +217,11 @@ type Config struct {
 	DBRetry storeerr.RetryPolicy
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
-	// Hooks observe the scheduler (tests, metrics, the testbed).
-	Hooks Hooks
+	// Observer receives every event of this replica's scheduler (see
+	// Event), after Stats has counted it: the metrics, the testbed and
+	// tests observe through it; Observers combines several. Defaults to
+	// nil: only Stats counts.
+	Observer Observer
 	// Ops configures concurrency limits, periodic schedules and retention
 	// (see OpsConfig for each default).
 	Ops OpsConfig
@@ -233,56 +235,6 @@ type Config struct {
 	// is found within it; work made due on this one wakes the fetch at once.
 	// Defaults to 1s.
 	RemoteScanInterval time.Duration
-}
-
-// Hooks are optional callbacks. They run on scheduler goroutines, may be
-// called concurrently (ClaimedFunc and ScanFunc too: a draining replica
-// keeps up to ClaimsInFlight claims running at once), and must not block
-// for long.
-type Hooks struct {
-	// ClaimedFunc is called after each claim with the jobs claimed (possibly
-	// none) and the claim conflicts (cas rows another replica won).
-	ClaimedFunc func(jobs []jobq.ClaimedJob, conflicts int)
-	// CompletedFunc is called after a completion commits; applied is false
-	// for a stale completion that was refused.
-	CompletedFunc func(c jobq.Completion, applied bool)
-	// CompletionFailedFunc is called when a run's completion could not be
-	// written after retries (err is the last error); its lease will expire
-	// and the job will be rescued. Every claimed run ends in exactly one
-	// CompletedFunc or CompletionFailedFunc call.
-	CompletionFailedFunc func(c jobq.Completion, err error)
-	// RescuedFunc is called after a rescue pass with the runs it rescued.
-	RescuedFunc func(rescued []jobq.Fence)
-	// LeaseLostFunc is called when a running handler is cancelled because its
-	// run lost its lease.
-	LeaseLostFunc func(f jobq.Fence)
-	// DBErrorFunc is called for every database error (retried or not) with
-	// the operation name.
-	DBErrorFunc func(op string, err error)
-	// StartedFunc is called as a handler starts, with its job and how long
-	// the run waited in the run queue for a worker (0 when one was free).
-	// The job is the handler's: read it, never change it.
-	StartedFunc func(job *Job, queued time.Duration)
-	// ScanFunc is called after each claim a scan sends, with the claim's
-	// duration and the jobs it took.
-	ScanFunc func(d time.Duration, batch int)
-	// PromotedFunc is called after a promoter pass that made n SCHEDULED
-	// jobs WAITING (n > 0).
-	PromotedFunc func(n int)
-	// FetchClaimedFunc is called after a remote worker's fetch claimed jobs
-	// (ClaimedFunc is not: the runs are the worker's, and may be completed
-	// through another replica).
-	FetchClaimedFunc func(jobs []jobq.ClaimedJob)
-	// FetchFunc is called when a remote worker's fetch answers: result is
-	// "jobs" (it took jobs), "empty" (its wait passed), "canceled" (the
-	// client went away) or "error"; waited is how long it was open.
-	FetchFunc func(result string, waited time.Duration)
-	// RemoteCompletedFunc is called for each remote completion answered:
-	// "applied", "stale", "conflict" or "forbidden".
-	RemoteCompletedFunc func(result string)
-	// HeartbeatFunc is called for each task token a remote heartbeat
-	// answered, with its state (renewed, cancel_requested, lost).
-	HeartbeatFunc func(state string, n int)
 }
 
 // pollJitterFor is the default PollJitter for interval: interval/5, so

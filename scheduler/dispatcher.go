@@ -34,8 +34,9 @@ import (
 // dispatcher's outcome path: settle (then the completer and finishRun) for
 // a run this replica holds, finishRun for a completion written on a
 // worker's behalf (remoteExecutor.flushCompletions). Both paths write with
-// the same fenced store calls and count the outcome the same way (Stats,
-// hooks, metrics), and an unfinished run of either is rescued alike.
+// the same fenced store calls and count the outcome the same way (one
+// EventCompleted: Stats, the Observer, the metrics), and an unfinished run
+// of either is rescued alike.
 //
 // stop starts nothing more: runs that did not start are released (WAITING,
 // no retry spent) and waiting fetches answer at once.
@@ -56,10 +57,12 @@ var (
 // path — settle, outcome, completeTx, finishRun — that every run ends
 // through, whichever executor ran it.
 type dispatcher struct {
-	cfg      Config
-	store    Store
-	log      *slog.Logger
-	stats    *stats
+	cfg   Config
+	store Store
+	log   *slog.Logger
+	// events hands the dispatcher's events (EventStarted, EventGivenBack,
+	// EventCompleted, EventCompletionFailed) to the scheduler.
+	events   emitter
 	runs     *runTable
 	slots    *slots
 	work     *workTracker
@@ -171,7 +174,7 @@ func (x *localExecutor) dropQueued(q *queuedRun) {
 // RunQueueWait: back to WAITING for any replica, without spending a retry.
 func (x *localExecutor) giveBackQueued(q *queuedRun, waited time.Duration) {
 	defer x.handlers.Done()
-	x.d.stats.givenBack.Add(1)
+	x.d.events.emit(Event{Kind: EventGivenBack, Fence: q.r.job.Fence(), Duration: waited})
 	x.d.log.Debug("run queue: giving back a job that waited too long for a worker", "component", "dispatcher",
 		"job_id", q.r.job.ID, "attempt", q.r.job.Attempt, "waited_ms", waited.Milliseconds())
 	q.r.givenBack = true
@@ -192,9 +195,7 @@ func (x *localExecutor) runHandler(ctx context.Context, r *run, h Handler, ok bo
 		x.d.settle(r, h, releaseUnstarted(job, "released: its lease ran out before the handler started"))
 		return
 	}
-	if x.d.cfg.Hooks.StartedFunc != nil {
-		x.d.cfg.Hooks.StartedFunc(job, queued)
-	}
+	x.d.events.emit(Event{Kind: EventStarted, Fence: job.Fence(), Job: job, Duration: queued})
 	began := time.Now()
 	var err error
 	if !ok {
@@ -339,12 +340,9 @@ func (d *dispatcher) finishRun(c jobq.Completion, applied bool, writeErr error) 
 		r.cancel(nil)
 	}
 	if writeErr != nil {
-		if d.cfg.Hooks.CompletionFailedFunc != nil {
-			d.cfg.Hooks.CompletionFailedFunc(c, writeErr)
-		}
+		d.events.emit(Event{Kind: EventCompletionFailed, Completion: c, Err: writeErr})
 		return
 	}
-	d.stats.completed.Add(1)
 	if applied && (c.HasChildren || c.Spawn != nil) {
 		// The completion settled workflow children: some may be runnable
 		// now, here and for this replica's remote workers.
@@ -352,24 +350,11 @@ func (d *dispatcher) finishRun(c jobq.Completion, applied bool, writeErr error) 
 	}
 	switch {
 	case !applied:
-		d.stats.stale.Add(1)
 		d.log.Warn("stale completion refused: the run lost its lease", "component", "completer",
 			"job_id", c.ID, "attempt", c.Attempt, "outcome", c.Outcome)
-	case c.Outcome == jobq.OutcomeSuccess:
-		d.stats.succeeded.Add(1)
-	case c.Outcome == jobq.OutcomeReleased:
-		d.stats.released.Add(1)
-	default:
-		d.stats.failed.Add(1)
-		if c.Retry {
-			d.stats.retried.Add(1)
-			if c.Backoff > 0 {
-				// The job is SCHEDULED until NOW(6)+Backoff, written just now.
-				d.promoter.promoteAt(time.Now().Add(c.Backoff))
-			}
-		}
+	case c.Retry && c.Backoff > 0:
+		// The job is SCHEDULED until NOW(6)+Backoff, written just now.
+		d.promoter.promoteAt(time.Now().Add(c.Backoff))
 	}
-	if d.cfg.Hooks.CompletedFunc != nil {
-		d.cfg.Hooks.CompletedFunc(c, applied)
-	}
+	d.events.emit(Event{Kind: EventCompleted, Completion: c, Applied: applied})
 }

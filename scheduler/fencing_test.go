@@ -76,16 +76,14 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 	fsA.On(faultstore.LeaseRenewBefore, func(context.Context) error { return errInjected })
 	cfgA := zombieConfig("a")
 	hookA, doneA := completions()
-	cfgA.Hooks.CompletedFunc = hookA
+	cfgA.Observer = hookA
 	a := startScheduler(t, fsA, regA, cfgA)
 
-	waitJob(t, st, job.ID, slowWait, "A holds attempt 1", func(j jobq.Job) bool {
-		return j.Status == jobq.StateRunning && j.Attempt == 1 && j.Owner == "a"
-	})
+	waitStarted(t, job.ID, 1) // A holds attempt 1 (B does not run yet)
 	if cause := recv(t, ctxCancelled, slowWait, "A's handler context cancelled"); cause != scheduler.ErrLeaseLost {
 		t.Fatalf("A's handler context cause = %v, want ErrLeaseLost", cause)
 	}
-	waitFor(t, slowWait, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
+	waitLeaseExpired(t, st, job.ID)
 
 	regB := scheduler.NewRegistry()
 	regB.Register("zombie", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
@@ -94,9 +92,7 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 	}))
 	b := startScheduler(t, st, regB, rescuerConfig("b"))
 	rescued := b.RescueNow(context.Background())
-	byB := waitJob(t, st, job.ID, slowWait, "B's attempt 2 SUCCESS", func(j jobq.Job) bool {
-		return j.Status == jobq.StateSuccess
-	})
+	byB := waitFinished(t, st, job.ID, jobq.OutcomeSuccess) // B's attempt 2: A's handler is still held
 
 	gateA.Open()
 	late := recv(t, doneA, slowWait, "A's late completion")
@@ -181,10 +177,10 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 	fsA.On(faultstore.LeaseRenewBefore, func(context.Context) error { return errInjected })
 	cfgA := zombieConfig("a")
 	hookA, doneA := completions()
-	cfgA.Hooks.CompletedFunc = hookA
+	cfgA.Observer = hookA
 	startScheduler(t, fsA, reg, cfgA)
-	waitJob(t, st, job.ID, slowWait, "A holds attempt 1", func(j jobq.Job) bool { return j.Status == jobq.StateRunning })
-	waitFor(t, slowWait, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
+	waitStarted(t, job.ID, 1) // A holds attempt 1
+	waitLeaseExpired(t, st, job.ID)
 
 	fsB := faultstore.Wrap(st)
 	held := fsB.PauseOnce(faultstore.RescueCandidatesAfter, nil)
@@ -236,18 +232,18 @@ func runEffectZombie(t *testing.T, noFencing bool) (tx, nonTx int64, statsA sche
 	cfgA := zombieConfig("a")
 	cfgA.Lease = 2 * time.Second // A's completion context lasts 2 leases: room for B's whole run
 	hookA, doneA := completions()
-	cfgA.Hooks.CompletedFunc = hookA
+	cfgA.Observer = hookA
 	a := startScheduler(t, fsA, reg, cfgA)
 	closed(t, held.Reached(), slowWait, "A held before its transactional completion")
-	waitFor(t, slowWait, "A's lease expired on the database clock", func() (bool, error) { return leaseExpired(st, job.ID) })
+	waitLeaseExpired(t, st, job.ID)
 
 	b := startScheduler(t, st, reg, rescuerConfig("b"))
 	if got := b.RescueNow(context.Background()); len(got) != 1 {
 		t.Fatalf("B rescued %v, want the one job", got)
 	}
-	waitJob(t, st, job.ID, slowWait, "B's attempt 2 SUCCESS", func(j jobq.Job) bool {
-		return j.Status == jobq.StateSuccess && j.Attempt == 2
-	})
+	if j := waitFinished(t, st, job.ID, jobq.OutcomeSuccess); j.Attempt != 2 { // A is held before its completion
+		t.Fatalf("succeeded with attempt %d, want B's attempt 2", j.Attempt)
+	}
 	held.Release()
 	recv(t, doneA, slowWait, "A's late completion")
 	if err := a.Stop(); err != nil {

@@ -2,8 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -24,19 +24,9 @@ type heartbeatParams struct {
 	Lease    time.Duration
 	Interval time.Duration // Config.HeartbeatInterval
 
-	Retry         dbRetrier
-	Log           *slog.Logger
-	Fails         *atomic.Int64 // Stats.HeartbeatFails
-	Stalls        *atomic.Int64 // Stats.HeartbeatStalls
-	LeaseLost     *atomic.Int64 // Stats.LeaseLost
-	LeaseLostFunc func(jobq.Fence)
-}
-
-// heartbeatSignals are the heartbeat's test signals.
-type heartbeatSignals struct {
-	beat  testSignal[int]           // a beat ended; the runs it renewed
-	lost  testSignal[jobq.Fence]    // a run lost its lease
-	stall testSignal[time.Duration] // a beat began late by this much (checkStall)
+	Retry  dbRetrier
+	Log    *slog.Logger
+	Events emitter // EventRenewed, EventRenewalFailed, EventHeartbeatStall, EventLeaseLost
 }
 
 // heartbeat renews every in-flight lease in one statement each Interval. A
@@ -48,8 +38,7 @@ type heartbeatSignals struct {
 // timer, leaseGuardMargin before the local lease deadline.
 type heartbeat struct {
 	loopService
-	p           heartbeatParams
-	testSignals heartbeatSignals
+	p heartbeatParams
 	// testHold, when set, runs before each wait for the next beat: a test
 	// holds the loop there as a starved CPU would.
 	testHold func()
@@ -112,7 +101,8 @@ func (h *heartbeat) run(ctx context.Context) {
 		case <-t.C:
 			began := time.Now()
 			h.checkStall(began.Sub(due))
-			h.testSignals.beat.signal(h.beat(context.WithoutCancel(ctx)))
+			renewed := h.beat(context.WithoutCancel(ctx))
+			h.p.Events.emit(Event{Kind: EventRenewed, N: renewed})
 			// The next beat is due an Interval after this one began, or at
 			// once when this one took longer (a slow database is not a
 			// stall: it is the renewal deadline's business).
@@ -124,7 +114,8 @@ func (h *heartbeat) run(ctx context.Context) {
 		case <-h.wake:
 			// A beat out of schedule for runs that would otherwise be
 			// renewed too late; the next scheduled beat stays where it is.
-			h.testSignals.beat.signal(h.beat(context.WithoutCancel(ctx)))
+			renewed := h.beat(context.WithoutCancel(ctx))
+			h.p.Events.emit(Event{Kind: EventRenewed, N: renewed})
 		}
 	}
 }
@@ -140,10 +131,9 @@ func (h *heartbeat) checkStall(late time.Duration) {
 	if late <= heartbeatStallThreshold(h.p.Lease) {
 		return
 	}
-	h.p.Stalls.Add(1)
+	h.p.Events.emit(Event{Kind: EventHeartbeatStall, Duration: late})
 	h.p.Log.Warn("heartbeat ran late: this process was not scheduled in time (CPU starvation, a stop or a long pause); leases may have expired meanwhile",
 		"component", "heartbeat", "late_ms", late.Milliseconds(), "lease_ms", h.p.Lease.Milliseconds(), "runs", h.p.Runs.len())
-	h.testSignals.stall.signal(late)
 }
 
 // beat renews the live runs' leases and returns how many it renewed.
@@ -165,7 +155,7 @@ func (h *heartbeat) beat(ctx context.Context) int {
 		return p.Store.LeaseRenewMany(ctx, jobq.LeaseRenewParams{Owner: p.Owner, Lease: p.Lease, IDs: ids})
 	})
 	if err != nil {
-		p.Fails.Add(1)
+		p.Events.emit(Event{Kind: EventRenewalFailed, Err: err})
 		p.Log.Warn("lease renewal failed", "component", "heartbeat", "runs", len(runs), "cause", storeerr.Cause(err), "err", err)
 		h.expireUnrenewed(runs)
 		return 0
@@ -195,7 +185,7 @@ func (h *heartbeat) beat(ctx context.Context) int {
 		return p.Store.JobFenceStates(ctx, restIDs)
 	})
 	if err != nil {
-		p.Fails.Add(1)
+		p.Events.emit(Event{Kind: EventRenewalFailed, Err: err})
 		p.Log.Warn("fence state read failed", "component", "heartbeat", "err", err)
 		h.renewed(kept, sent)
 		h.expireUnrenewed(rest)
@@ -231,13 +221,17 @@ func (h *heartbeat) beat(ctx context.Context) int {
 		}
 	}
 	if busy > 0 {
-		p.Fails.Add(1)
+		p.Events.emit(Event{Kind: EventRenewalFailed, N: busy, Err: errRowsBusy})
 		p.Log.Warn("lease renewal skipped runs whose row another transaction holds; their leases were not renewed by this beat",
 			"component", "heartbeat", "runs", busy, "renewed", len(kept))
 	}
 	h.renewed(kept, sent)
 	return len(kept)
 }
+
+// errRowsBusy is the Err of the EventRenewalFailed of a beat that skipped
+// runs whose row another transaction held.
+var errRowsBusy = errors.New("lease renewal skipped runs whose row another transaction holds")
 
 // renewed moves the runs' lease deadlines to sent+Lease (sent is when the
 // renewal statement was sent, so the estimate stays before lease_until).
@@ -281,11 +275,7 @@ func (h *heartbeat) lose(r *run) {
 	if !p.Runs.markLost(r) { // already lost, or finished
 		return
 	}
-	p.LeaseLost.Add(1)
 	p.Log.Warn("run lost its lease; cancelling its handler", "component", "heartbeat", "job_id", r.job.ID, "attempt", r.job.Attempt)
 	r.cancel(ErrLeaseLost)
-	if p.LeaseLostFunc != nil {
-		p.LeaseLostFunc(r.job.Fence())
-	}
-	h.testSignals.lost.signal(r.job.Fence())
+	p.Events.emit(Event{Kind: EventLeaseLost, Fence: r.job.Fence()})
 }

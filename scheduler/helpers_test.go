@@ -17,6 +17,7 @@ import (
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
 	testbedtypes "github.com/jobq/jobq/testbed/jobtypes"
@@ -36,8 +37,11 @@ func fastConfig(owner string) scheduler.Config {
 	}
 }
 
+// startScheduler starts a scheduler that t's event recorder (events)
+// observes besides cfg.Observer, and stops it at cleanup.
 func startScheduler(t *testing.T, st scheduler.Store, reg *scheduler.Registry, cfg scheduler.Config) *scheduler.Scheduler {
 	t.Helper()
+	cfg.Observer = scheduler.Observers(events(t), cfg.Observer)
 	s, err := scheduler.New(st, reg, cfg, true)
 	if err != nil {
 		t.Fatalf("new scheduler: %v", err)
@@ -51,13 +55,53 @@ func startScheduler(t *testing.T, st scheduler.Store, reg *scheduler.Registry, c
 
 func submit(t *testing.T, st *store.Store, key, typ, params string, maxRetry int) jobq.Job {
 	t.Helper()
-	svc := service.New(st, nil, nil)
+	svc := service.New(service.Options{Store: st})
 	mr := maxRetry
 	job, _, err := svc.Submit(context.Background(), apitype.SubmitRequest{JobKey: key, JobType: typ, Params: []byte(params), MaxRetry: &mr})
 	if err != nil {
 		t.Fatalf("submit %s: %v", key, err)
 	}
 	return job
+}
+
+// recorders holds each test's event recorder (see events).
+var recorders sync.Map // testing.TB → *schedulertest.Recorder
+
+// events returns t's event recorder: every scheduler startScheduler starts
+// for t reports to it, so the test waits on their events instead of
+// polling the database.
+func events(t testing.TB) *schedulertest.Recorder {
+	if r, ok := recorders.Load(t); ok {
+		return r.(*schedulertest.Recorder)
+	}
+	r, loaded := recorders.LoadOrStore(t, schedulertest.NewRecorder())
+	if !loaded {
+		t.Cleanup(func() { recorders.Delete(t) })
+	}
+	return r.(*schedulertest.Recorder)
+}
+
+// waitFinished waits until job id ends with outcome on one of t's
+// schedulers (its completion committed) and returns the job's row.
+func waitFinished(t *testing.T, st *store.Store, id uint64, outcome jobq.Outcome) jobq.Job {
+	t.Helper()
+	events(t).WaitFor(t, scheduler.EventCompleted, schedulertest.Finished(id, outcome), slowWait)
+	return getJob(t, st, id)
+}
+
+// waitRequeued waits until job id's run failed and was re-queued for
+// another attempt on one of t's schedulers, and returns the job's row.
+func waitRequeued(t *testing.T, st *store.Store, id uint64) jobq.Job {
+	t.Helper()
+	events(t).WaitFor(t, scheduler.EventCompleted, schedulertest.Requeued(id), slowWait)
+	return getJob(t, st, id)
+}
+
+// waitSucceeded waits until n runs of t's schedulers succeeded (n
+// applied SUCCESS completions).
+func waitSucceeded(t *testing.T, n int) {
+	t.Helper()
+	events(t).WaitN(t, scheduler.EventCompleted, schedulertest.Applied(jobq.OutcomeSuccess), n, slowWait)
 }
 
 // slowWait bounds waits for what a loaded machine can stretch (a scheduler
@@ -80,7 +124,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, erro
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // waitFor polls: only for what no event reports (see its callers)
 	}
 }
 
@@ -124,6 +168,7 @@ func executions(t *testing.T, st *store.Store, id uint64) []jobq.Execution {
 func waitJob(t *testing.T, st *store.Store, id uint64, d time.Duration, what string, pred func(jobq.Job) bool) jobq.Job {
 	t.Helper()
 	var last jobq.Job
+	// Polls: only for a job run outside this process (kill_test.go).
 	waitFor(t, d, what, func() (bool, error) {
 		j, err := st.JobGet(context.Background(), id)
 		last = j
@@ -218,15 +263,42 @@ func execSummary(ex []jobq.Execution) []string {
 	return out
 }
 
-// completions returns a CompletedFunc hook and the channel it reports on.
-func completions() (func(jobq.Completion, bool), chan completion) {
+// completions returns an observer of completions and the channel it
+// reports them on.
+func completions() (scheduler.Observer, chan completion) {
 	ch := make(chan completion, 100)
-	return func(c jobq.Completion, applied bool) { ch <- completion{c, applied} }, ch
+	return on(scheduler.EventCompleted, func(e scheduler.Event) { ch <- completion{e.Completion, e.Applied} }), ch
+}
+
+// on returns an observer calling f with each event of kind.
+func on(kind scheduler.EventKind, f func(scheduler.Event)) scheduler.Observer {
+	return scheduler.ObserverFunc(func(e scheduler.Event) {
+		if e.Kind == kind {
+			f(e)
+		}
+	})
 }
 
 type completion struct {
 	jobq.Completion
 	Applied bool
+}
+
+// waitStarted waits until attempt of job id starts on one of t's
+// schedulers (its handler is about to run; the job is RUNNING).
+func waitStarted(t *testing.T, id uint64, attempt int) {
+	t.Helper()
+	events(t).WaitFor(t, scheduler.EventStarted, func(e scheduler.Event) bool {
+		return e.Fence.ID == id && e.Fence.Attempt == attempt
+	}, slowWait)
+}
+
+// waitLeaseExpired waits until job id's lease ran out on the database
+// clock. It polls: a lease running out is the database clock passing a
+// value, which no replica observes as an event.
+func waitLeaseExpired(t *testing.T, st *store.Store, id uint64) {
+	t.Helper()
+	waitFor(t, slowWait, "the lease expired on the database clock", func() (bool, error) { return leaseExpired(st, id) })
 }
 
 // leaseExpired reports whether job id's lease ran out on the database clock.

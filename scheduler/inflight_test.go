@@ -70,27 +70,27 @@ func scanWithLanes(t *testing.T, n, batch, lanes, workers int, holdMax time.Dura
 	}
 	ov := &overlapStore{claimStore: st, holdMax: holdMax, arrived: make(chan struct{})}
 	params := claimerParams{Store: ov, Strategy: StrategySkipLocked, Owner: "inflight", Lease: time.Minute,
-		Retry: testRetrier(), Claimed: new(atomic.Int64), Conflicts: new(atomic.Int64)}
+		Retry: testRetrier()}
 	var extra []*claimer
 	for range lanes {
 		extra = append(extra, newClaimer(params))
 	}
 	slots := newSlots(workers, 0)
 	var mu sync.Mutex
+	events := &eventLog{}
 	sc := newScanner(scannerParams{
 		Claimer: newClaimer(params), Lanes: extra, Slots: slots,
 		DispatchFunc: func(cj jobq.ClaimedJob) { mu.Lock(); got = append(got, cj.ID); mu.Unlock() },
 		PollInterval: time.Hour, BatchLimit: batch, Workers: workers, DrainWait: -1, Log: discardLog(),
-		Scans: new(atomic.Int64), ClaimErrors: new(atomic.Int64), Lost: &lostClaims{},
+		Events: events.emitter(), Lost: &lostClaims{},
 	})
-	sc.testSignals.scanned.init()
 	startService(t, sc)
 	slots.wakeUp() // the poll interval is an hour: only the wake-up scans
-	if d := sc.testSignals.scanned.wait(t, signalTimeout); d != n {
+	if d := events.next(t, EventScanDone, signalTimeout).N; d != n {
 		t.Fatalf("scan dispatched %d jobs, want %d", d, n)
 	}
 	slices.Sort(got)
-	return got, want, ov.most(), sc.p.Scans.Load(), slots.available()
+	return got, want, ov.most(), int64(events.count(EventScanned)), slots.available()
 }
 
 // A draining scan with one lane keeps two claims in flight, each claiming

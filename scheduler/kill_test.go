@@ -73,6 +73,8 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 			t.Logf("jobq serve output:\n%s", out)
 		}
 	})
+	// Polled: the job runs in a `jobq serve` child process, whose events this
+	// process does not see.
 	running := waitJob(t, st, job.ID, slowWait, "job RUNNING on the jobq serve process", func(j jobq.Job) bool {
 		return j.Status == jobq.StateRunning && j.Owner == "proc-a"
 	})
@@ -96,7 +98,11 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 	cfgB.Strategy = scheduler.StrategySkipLocked
 	cfgB.Lease = lease
 	cfgB.RescueInterval = rescueInterval
-	cfgB.Hooks.RescuedFunc = func(f []jobq.Fence) { rescuedCh <- f }
+	cfgB.Observer = on(scheduler.EventRescued, func(e scheduler.Event) {
+		if len(e.Fences) > 0 {
+			rescuedCh <- e.Fences
+		}
+	})
 	b := startScheduler(t, fsB, reg, cfgB)
 
 	killedAt, err := st.DBNow(context.Background())
@@ -129,7 +135,7 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 	t.Logf("job back to WAITING %s after the kill (lease %s + rescue interval %s)", w.UpdateTime.Sub(killedAt), lease, rescueInterval)
 
 	held.Release()
-	f := waitJob(t, st, job.ID, slowWait, "job SUCCESS on B", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	f := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
 	if err := b.Stop(); err != nil {
 		t.Fatalf("stop B: %v", err)
 	}
@@ -180,6 +186,8 @@ func TestKilledReplicaEveryAttemptOneExecutionRow(t *testing.T) {
 			_ = proc.Wait()
 		}
 	})
+	// Polled: the jobs run in a `jobq serve` child process, whose events
+	// this process does not see.
 	waitFor(t, 30*time.Second, "proc-a running its workers' worth of jobs", func() (bool, error) {
 		n, err := countStatus(st, jobq.StateRunning)
 		return n == workersA, err
@@ -208,10 +216,7 @@ func TestKilledReplicaEveryAttemptOneExecutionRow(t *testing.T) {
 	cfgB.Lease = lease
 	cfgB.RescueInterval = rescueInterval
 	b := startScheduler(t, st, reg, cfgB)
-	waitFor(t, 30*time.Second, "every job SUCCESS on B", func() (bool, error) {
-		n, err := countStatus(st, jobq.StateSuccess)
-		return n == jobs, err
-	})
+	waitSucceeded(t, jobs) // every job, on B
 	if err := b.Stop(); err != nil {
 		t.Fatalf("stop B: %v", err)
 	}

@@ -23,7 +23,7 @@ type lateClaimStore struct {
 func (s *lateClaimStore) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
 	jobs, err := s.Store.JobClaimSkipLocked(ctx, p)
 	if len(jobs) > 0 && s.done.CompareAndSwap(false, true) {
-		time.Sleep(s.delay)
+		time.Sleep(s.delay) // the injected fault: the claim's answer arrives this late (not a wait of the test)
 	}
 	return jobs, err
 }
@@ -75,7 +75,7 @@ func lateClaimNeverStarts(t *testing.T, owner string, lease, delay time.Duration
 	if a := recv(t, started, slowWait, "a handler started"); a != 2 {
 		t.Fatalf("the handler started attempt %d, want only attempt 2 (attempt 1's claim answered %s after it was sent, lease %s: past its guard's point)", a, delay, lease)
 	}
-	final := waitJob(t, st, job.ID, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	final := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
 	ex := executions(t, st, job.ID)
 	if final.Attempt != 2 || final.RetryTimes != 0 || len(ex) != 2 || ex[0].Outcome != jobq.OutcomeReleased || ex[1].Outcome != jobq.OutcomeSuccess {
 		t.Fatalf("attempt %d, retry_times %d, executions %v; want attempt 2, 0, [1 RELEASED, 2 SUCCESS]", final.Attempt, final.RetryTimes, execSummary(ex))

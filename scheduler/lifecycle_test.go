@@ -9,6 +9,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/service"
 )
 
@@ -41,11 +42,11 @@ func TestCancelRunningJob(t *testing.T) {
 			cfg.Lease = 3 * time.Second
 			cfg.HeartbeatInterval = 500 * time.Millisecond
 			hook, done := completions()
-			cfg.Hooks.CompletedFunc = hook
+			cfg.Observer = hook
 			s := startScheduler(t, st, reg, cfg)
 			recv(t, started, slowWait, "handler started")
 
-			svc := service.New(st, nil, nil)
+			svc := service.New(service.Options{Store: st})
 			asked := time.Now()
 			j, err := svc.Cancel(context.Background(), job.ID)
 			if err != nil {
@@ -109,9 +110,12 @@ func TestStopWaitsForRunningHandler(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop() }()
 	first := getJob(t, st, job.ID).LeaseUntil
-	renewed := waitJob(t, st, job.ID, slowWait, "lease renewed during shutdown", func(j jobq.Job) bool {
-		return j.LeaseUntil != nil && j.LeaseUntil.After(*first)
-	})
+	mark := events(t).Mark() // after the read: the next beat's renewal commits later
+	events(t).WaitAfter(t, mark, scheduler.EventRenewed, schedulertest.NonEmpty, slowWait)
+	renewed := getJob(t, st, job.ID)
+	if renewed.LeaseUntil == nil || !renewed.LeaseUntil.After(*first) {
+		t.Fatalf("lease_until %v after a renewal during shutdown, want after %v", renewed.LeaseUntil, first)
+	}
 	later := submit(t, st, "after-stop", "wait", `{}`, 3)
 	select {
 	case err := <-stopped:

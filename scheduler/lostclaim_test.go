@@ -34,7 +34,7 @@ func TestClaimWithLostAnswerIsAdoptedNotRescued(t *testing.T) {
 	if got := recv(t, ran, slowWait, "the handler ran"); got != 1 {
 		t.Fatalf("the handler ran attempt %d, want 1 (the lost claim's own run, adopted)", got)
 	}
-	final := waitJob(t, st, job.ID, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	final := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
 	if final.Attempt != 1 {
 		t.Fatalf("final attempt %d, want 1", final.Attempt)
 	}
@@ -91,14 +91,17 @@ func TestLostClaimWithoutFreeSlotIsReleased(t *testing.T) {
 		lost = b.ID
 	}
 	// The lost claim committed before the retry that started `first`.
-	j := waitJob(t, st, lost, slowWait, "the lost claim's job to leave RUNNING", func(j jobq.Job) bool { return j.Status != jobq.StateRunning })
+	events(t).WaitFor(t, scheduler.EventCompleted, func(e scheduler.Event) bool {
+		return e.Completion.ID == lost && e.Completion.Outcome == jobq.OutcomeReleased
+	}, slowWait)
+	j := getJob(t, st, lost)
 	ex := executions(t, st, lost)
 	if j.Status != jobq.StateWaiting || j.RetryTimes != 0 || len(ex) != 1 || ex[0].Attempt != 1 || ex[0].Outcome != jobq.OutcomeReleased {
 		t.Fatalf("lost claim's job: %s, retry_times %d, executions %v; want WAITING, 0, [1 RELEASED]", j.Status, j.RetryTimes, execSummary(ex))
 	}
 	close(unblock)
 	for _, id := range []uint64{a.ID, b.ID} {
-		waitJob(t, st, id, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+		waitFinished(t, st, id, jobq.OutcomeSuccess)
 	}
 	final := getJob(t, st, lost)
 	if got := execSummary(executions(t, st, lost)); final.Attempt != 2 || final.RetryTimes != 0 || len(got) != 2 {

@@ -152,7 +152,7 @@ func (s *Scheduler) adoptLost(ctx context.Context, since time.Time) (int, error)
 		cj.LeaseBase = since
 		s.log.Warn("took on a run whose claim committed although its answer was lost",
 			"component", "scanner", "job_id", cj.ID, "attempt", cj.Attempt)
-		s.stats.adopted.Add(1)
+		s.emit(Event{Kind: EventAdopted, Fence: f})
 		s.disp.dispatch(cj)
 		n++
 	}

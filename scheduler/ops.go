@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -53,11 +52,6 @@ type OpsConfig struct {
 	// CleanMaxPerPass caps the jobs one cleaner pass deletes; the rest wait
 	// for the next pass. Defaults to 10000.
 	CleanMaxPerPass int
-	// PeriodicFiredFunc, if set, is called after this replica fired a
-	// schedule (whether or not it inserted a job).
-	PeriodicFiredFunc func(name string, res jobq.PeriodicFireResult)
-	// CleanedFunc, if set, is called after each cleaner pass.
-	CleanedFunc func(res jobq.PurgeResult)
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -122,9 +116,7 @@ type limitedClaimerParams struct {
 	BatchLimit   int
 	Retry        dbRetrier
 	Log          *slog.Logger
-	Claimed      *atomic.Int64 // Stats.Claimed
-	ClaimErrors  *atomic.Int64 // Stats.ClaimErrors
-	ClaimedFunc  func(jobs []jobq.ClaimedJob, conflicts int)
+	Events       emitter     // EventClaimed, EventClaimFailed
 	Lost         *lostClaims // failed tries, for the scanner to reconcile
 }
 
@@ -190,7 +182,7 @@ func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
 		})
 		if err != nil || !due {
 			if err != nil && ctx.Err() == nil {
-				p.ClaimErrors.Add(1)
+				p.Events.emit(Event{Kind: EventClaimFailed, Err: err})
 				logDBFailure(p.Log, "limited claim probe failed", err, "component", "scanner", "job_type", typ)
 			}
 			continue
@@ -207,15 +199,12 @@ func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
 		if err != nil {
 			p.Slots.unreserve(n)
 			if ctx.Err() == nil {
-				p.ClaimErrors.Add(1)
+				p.Events.emit(Event{Kind: EventClaimFailed, Err: err})
 				logDBFailure(p.Log, "limited claim failed", err, "component", "scanner", "job_type", typ)
 			}
 			continue
 		}
-		p.Claimed.Add(int64(len(jobs)))
-		if p.ClaimedFunc != nil {
-			p.ClaimedFunc(jobs, 0)
-		}
+		p.Events.emit(Event{Kind: EventClaimed, Jobs: jobs})
 		for i := range jobs {
 			p.DispatchFunc(jobs[i])
 		}

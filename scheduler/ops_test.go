@@ -32,7 +32,7 @@ import (
 // local wake-up, so only the scanner's own timer finds the job.
 func opSubmit(t *testing.T, st *store.Store, req apitype.SubmitRequest) jobq.Job {
 	t.Helper()
-	job, created, err := service.New(st, nil, nil).Submit(context.Background(), req)
+	job, created, err := service.New(service.Options{Store: st}).Submit(context.Background(), req)
 	if err != nil || !created {
 		t.Fatalf("submit %s: created=%v err=%v", req.JobKey, created, err)
 	}
@@ -68,7 +68,7 @@ func TestOpsRunAtNeverEarlyStartsWithinOnePoll(t *testing.T) {
 	if !job.RunAt.Equal(runAt) || job.RunAt.Location() != time.UTC {
 		t.Fatalf("stored run_at = %v, want %v in UTC", job.RunAt, runAt)
 	}
-	done := waitJob(t, st, job.ID, slowWait, "job status "+string(jobq.StateSuccess), func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	done := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
 	started := *done.StartedAt
 	if started.Before(runAt) {
 		t.Fatalf("started_at %v is before run_at %v", started, runAt)
@@ -118,7 +118,7 @@ func TestOpsCancelRunningWithinOneHeartbeat(t *testing.T) {
 		t.Fatalf("context cause = %v, want ErrCancelRequested", v.cause)
 	}
 	t.Logf("handler saw the cancel %s after it was requested (heartbeat every %s)", v.at.Sub(asked), hb)
-	final := waitJob(t, st, job.ID, slowWait, "job status "+string(jobq.StateCanceled), func(j jobq.Job) bool { return j.Status == jobq.StateCanceled })
+	final := waitFinished(t, st, job.ID, jobq.OutcomeCanceled)
 	if final.RetryTimes != 0 || final.Attempt != 1 || final.FinishedAt == nil {
 		t.Fatalf("final job: retry_times=%d attempt=%d finished_at=%v, want 0, 1, set", final.RetryTimes, final.Attempt, final.FinishedAt)
 	}
@@ -148,7 +148,7 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 		return context.Cause(ctx)
 	}))
 	reg.Register("ignores", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond) // the handler's own work, ignoring its 100 ms deadline (not a wait of the test)
 		return nil
 	}))
 	startScheduler(t, st, reg, fastConfig("timeout"))
@@ -156,7 +156,7 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 	obeys := opSubmit(t, st, apitype.SubmitRequest{JobKey: "obeys", JobType: "obeys", MaxRetry: ptr(1), TimeoutMs: ptr(200)})
 	ignores := opSubmit(t, st, apitype.SubmitRequest{JobKey: "ignores", JobType: "ignores", MaxRetry: ptr(0), TimeoutMs: ptr(100)})
 
-	j := waitJob(t, st, obeys.ID, slowWait, "job status "+string(jobq.StateSuccess), func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	j := waitFinished(t, st, obeys.ID, jobq.OutcomeSuccess)
 	if j.RetryTimes != 1 || j.Attempt != 2 || !strings.Contains(j.LastError, scheduler.ErrJobTimeout.Error()) {
 		t.Fatalf("obeys: retry_times=%d attempt=%d last_error=%q, want 1, 2, containing %q", j.RetryTimes, j.Attempt, j.LastError, scheduler.ErrJobTimeout)
 	}
@@ -174,7 +174,7 @@ func TestOpsTimeoutIsFailedAttempt(t *testing.T) {
 	}
 	mu.Unlock()
 
-	k := waitJob(t, st, ignores.ID, slowWait, "job status "+string(jobq.StateFailed), func(j jobq.Job) bool { return j.Status == jobq.StateFailed })
+	k := waitFinished(t, st, ignores.ID, jobq.OutcomeFailed)
 	if want := scheduler.ErrJobTimeout.Error() + " after 100ms"; k.LastError != want || k.RetryTimes != 0 {
 		t.Fatalf("ignores: last_error=%q retry_times=%d, want %q, 0", k.LastError, k.RetryTimes, want)
 	}
@@ -207,7 +207,7 @@ func TestOpsPauseResume(t *testing.T) {
 		<-release
 		return nil
 	}))
-	s := startScheduler(t, st, reg, fastConfig("pause"))
+	startScheduler(t, st, reg, fastConfig("pause"))
 
 	first := submit(t, st, "report-0", "report", `{}`, 3)
 	if id := recv(t, running, slowWait, "first report job running"); id != first.ID {
@@ -224,12 +224,10 @@ func TestOpsPauseResume(t *testing.T) {
 	for i := range 5 {
 		submit(t, st, key("noop", i), "noop", `{}`, 3)
 	}
-	waitFor(t, slowWait, "5 noop jobs SUCCESS", func() (bool, error) {
-		n, err := countStatus(st, jobq.StateSuccess)
-		return n == 5, err
-	})
-	scans := s.Stats().Scans
-	waitFor(t, slowWait, "5 more scans", func() (bool, error) { return s.Stats().Scans >= scans+5, nil })
+	// The 5 noop jobs succeed (the first report job still runs), then 5
+	// more claims, none taking a paused job.
+	waitSucceeded(t, 5)
+	events(t).WaitAfterN(t, events(t).Mark(), scheduler.EventScanned, nil, 5, slowWait)
 	for _, id := range paused {
 		if j := getJob(t, st, id); j.Status != jobq.StateWaiting || j.Attempt != 0 {
 			t.Fatalf("paused job %d: status=%s attempt=%d, want WAITING 0", id, j.Status, j.Attempt)
@@ -239,14 +237,14 @@ func TestOpsPauseResume(t *testing.T) {
 		t.Fatalf("job running before the pause: status=%s, want RUNNING", j.Status)
 	}
 	close(release) // the running job finishes while its type is paused
-	if j := waitJob(t, st, first.ID, slowWait, "job status "+string(jobq.StateSuccess), func(j jobq.Job) bool { return j.Status == jobq.StateSuccess }); j.Attempt != 1 {
+	if j := waitFinished(t, st, first.ID, jobq.OutcomeSuccess); j.Attempt != 1 {
 		t.Fatalf("first job attempt = %d, want 1", j.Attempt)
 	}
 	if ctl, err := st.TypeSetPaused(ctx, "report", false); err != nil || ctl.Paused {
 		t.Fatalf("resume: %+v %v", ctl, err)
 	}
 	for _, id := range paused {
-		if j := waitJob(t, st, id, slowWait, "job status "+string(jobq.StateSuccess), func(j jobq.Job) bool { return j.Status == jobq.StateSuccess }); j.Attempt != 1 {
+		if j := waitFinished(t, st, id, jobq.OutcomeSuccess); j.Attempt != 1 {
 			t.Fatalf("resumed job %d attempt = %d, want 1", id, j.Attempt)
 		}
 	}
@@ -310,27 +308,23 @@ func TestOpsConcurrencyLimitAcrossReplicas(t *testing.T) {
 	count := func(q string) int64 { return scalar(t, st.DB(), q) }
 	// The limited jobs have the higher priority, so they sit at the head of
 	// idx_scan.
+	backups := map[uint64]bool{}
 	for i := range 50 {
-		opSubmit(t, st, apitype.SubmitRequest{JobKey: key("backup", i), JobType: "backup", Priority: ptr(100), MaxRetry: ptr(0)})
+		backups[opSubmit(t, st, apitype.SubmitRequest{JobKey: key("backup", i), JobType: "backup", Priority: ptr(100), MaxRetry: ptr(0)}).ID] = true
 	}
-	waitFor(t, slowWait, "2 backup jobs RUNNING", func() (bool, error) {
-		return count("SELECT COUNT(*) FROM job_queue WHERE job_type='backup' AND status='RUNNING'") == 2, nil
-	})
+	// 2 backup jobs RUNNING (their handlers hold until release).
+	events(t).WaitN(t, scheduler.EventStarted, func(e scheduler.Event) bool { return backups[e.Fence.ID] }, 2, slowWait)
 	const others = 300
 	for i := range others {
 		submit(t, st, key("other", i), "other", `{}`, 0)
 	}
-	waitFor(t, slowWait, "other jobs SUCCESS while the backups hold", func() (bool, error) {
-		return count("SELECT COUNT(*) FROM job_queue WHERE job_type='other' AND status='SUCCESS'") == others, nil
-	})
+	waitSucceeded(t, others) // the other jobs, while the backups hold
 	if running, waiting := count("SELECT COUNT(*) FROM job_queue WHERE job_type='backup' AND status='RUNNING'"),
 		count("SELECT COUNT(*) FROM job_queue WHERE job_type='backup' AND status='WAITING'"); running != 2 || waiting != 48 {
 		t.Fatalf("after the other jobs: backup RUNNING %d, WAITING %d; want 2 and 48", running, waiting)
 	}
 	close(release)
-	waitFor(t, slowWait, "backup jobs SUCCESS", func() (bool, error) {
-		return count("SELECT COUNT(*) FROM job_queue WHERE job_type='backup' AND status='SUCCESS'") == 50, nil
-	})
+	waitSucceeded(t, others+50) // and the 50 backup jobs
 	rows, err := st.DB().Query(`SELECT e.started_at, e.finished_at, e.owner FROM job_execution e
 		JOIN job_queue q ON q.id = e.job_id WHERE q.job_type = 'backup'`)
 	if err != nil {
@@ -404,13 +398,33 @@ func mustCron(t *testing.T, expr string) func(time.Time) time.Time {
 	return sched.Next
 }
 
-// firedLog collects PeriodicFiredFunc calls.
+// succeededKeys returns the job keys of the jobs whose run succeeded in
+// evs (the claim that took each job names its key).
+func succeededKeys(evs []scheduler.Event) map[string]bool {
+	keys := map[uint64]string{}
+	out := map[string]bool{}
+	for _, e := range evs {
+		for _, j := range e.Jobs {
+			keys[j.ID] = j.JobKey
+		}
+		if e.Kind == scheduler.EventCompleted && e.Applied && e.Completion.Outcome == jobq.OutcomeSuccess {
+			out[keys[e.Completion.ID]] = true
+		}
+	}
+	return out
+}
+
+// firedLog collects EventPeriodicFired events.
 type firedLog struct {
 	mu    sync.Mutex
 	fires map[string][]jobq.PeriodicFireResult
 }
 
-func (f *firedLog) hook(name string, res jobq.PeriodicFireResult) {
+func (f *firedLog) Observe(e scheduler.Event) {
+	if e.Kind != scheduler.EventPeriodicFired {
+		return
+	}
+	name, res := e.Name, e.Fire
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fires == nil {
@@ -444,13 +458,13 @@ func TestOpsPeriodicThreeReplicasExactlyOnePerSecond(t *testing.T) {
 	var reps []*scheduler.Scheduler
 	for _, owner := range []string{"p1", "p2", "p3"} {
 		cfg := fastConfig(owner)
-		cfg.Ops.PeriodicFiredFunc = log.hook
+		cfg.Observer = &log
 		reps = append(reps, startScheduler(t, st, reg, cfg))
 	}
 	end := first.Add(10 * time.Second) // instants first … first+9s
-	waitFor(t, slowWait, "the 10th instant enqueued and run", func() (bool, error) {
-		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key = ? AND status = 'SUCCESS'", jobq.PeriodicKey("tick", end.Add(-time.Second))) == 1, nil
-	})
+	events(t).WaitUntil(t, "the 10th instant enqueued and run", func(evs []scheduler.Event) bool {
+		return succeededKeys(evs)[jobq.PeriodicKey("tick", end.Add(-time.Second))]
+	}, slowWait)
 	for _, s := range reps {
 		if err := s.Stop(); err != nil {
 			t.Fatalf("stop: %v", err)
@@ -504,7 +518,7 @@ func TestOpsPeriodicMisfireSkipAndOnce(t *testing.T) {
 		for _, owner := range []string{round + "-a", round + "-b"} {
 			cfg := fastConfig(owner)
 			cfg.Ops.MisfireThreshold = threshold
-			cfg.Ops.PeriodicFiredFunc = log.hook
+			cfg.Observer = &log
 			reps = append(reps, startScheduler(t, st, reg, cfg))
 		}
 		return reps
@@ -516,13 +530,19 @@ func TestOpsPeriodicMisfireSkipAndOnce(t *testing.T) {
 			}
 		}
 	}
-	succeeded := func(name string) int64 {
-		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key LIKE ? AND status = 'SUCCESS'", name+"@%")
+	succeeded := func(evs []scheduler.Event, name string) int {
+		n := 0
+		for k := range succeededKeys(evs) {
+			if strings.HasPrefix(k, name+"@") {
+				n++
+			}
+		}
+		return n
 	}
 	reps := start("up")
-	waitFor(t, slowWait, "2 jobs per schedule", func() (bool, error) {
-		return succeeded("skipper") >= 2 && succeeded("oncer") >= 2, nil
-	})
+	events(t).WaitUntil(t, "2 jobs per schedule", func(evs []scheduler.Event) bool {
+		return succeeded(evs, "skipper") >= 2 && succeeded(evs, "oncer") >= 2
+	}, slowWait)
 	stop(reps)
 	lastBefore := map[string]time.Time{}
 	for _, name := range []string{"skipper", "oncer"} {
@@ -536,7 +556,8 @@ func TestOpsPeriodicMisfireSkipAndOnce(t *testing.T) {
 	if lastBefore["oncer"].After(latest) {
 		latest = lastBefore["oncer"]
 	}
-	// Down until more than 5 slots are older than the threshold.
+	// Down until more than 5 slots are older than the threshold. Polled:
+	// every replica is stopped, so no event marks the database clock passing.
 	waitFor(t, slowWait, "6 slots missed", func() (bool, error) {
 		return opDBNow(t, st).Sub(latest) >= 6*time.Second+threshold, nil
 	})
@@ -553,20 +574,21 @@ func TestOpsPeriodicMisfireSkipAndOnce(t *testing.T) {
 		}
 		return f, !f.DBNow.IsZero()
 	}
-	waitFor(t, slowWait, "a fire after the restart, its jobs SUCCESS", func() (bool, error) {
+	events(t).WaitUntil(t, "a fire after the restart, its jobs SUCCESS", func(evs []scheduler.Event) bool {
+		done := succeededKeys(evs)
 		for _, name := range []string{"skipper", "oncer"} {
 			f, ok := first(name)
 			if !ok {
-				return false, nil
+				return false
 			}
 			for _, at := range f.Inserted {
-				if scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key = ? AND status = 'SUCCESS'", jobq.PeriodicKey(name, at)) != 1 {
-					return false, nil
+				if !done[jobq.PeriodicKey(name, at)] {
+					return false
 				}
 			}
 		}
-		return true, nil
-	})
+		return true
+	}, slowWait)
 	stop(reps)
 	for name, wantCatchUp := range map[string]int{"skipper": 0, "oncer": 1} {
 		f, _ := first(name)
@@ -638,7 +660,7 @@ func TestOpsRetentionCleaner(t *testing.T) {
 	cfg.Ops.Retention = time.Hour
 	cfg.Ops.CleanInterval = 100 * time.Millisecond
 	cfg.Ops.CleanBatch = 100
-	cfg.Ops.CleanedFunc = func(r jobq.PurgeResult) { passes <- r }
+	cfg.Observer = on(scheduler.EventCleaned, func(e scheduler.Event) { passes <- e.Purged })
 	startScheduler(t, st, scheduler.NewRegistry(), cfg)
 
 	first := recv(t, passes, slowWait, "first cleaner pass")

@@ -60,9 +60,7 @@ func (w outcomeWriter) write(op string, fences []jobq.Fence, fn func(ctx context
 		ctx, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now()).Add(completionWriteTimeout(w.Lease)))
 		err := fn(ctx)
 		cancel()
-		if err != nil && w.Retry.errFunc != nil {
-			w.Retry.errFunc(op, err)
-		}
+		w.Retry.report(op, err)
 		if err == nil || !storeerr.IsRetryable(err) {
 			return err
 		}
@@ -72,7 +70,7 @@ func (w outcomeWriter) write(op string, fences []jobq.Fence, fn func(ctx context
 			return &pastLeaseDeadlineError{err: err, tries: tries, retried: now.Sub(start)}
 		}
 		tries++
-		w.Retry.retries.Add(1)
+		w.Retry.events.emit(Event{Kind: EventDBRetry, Op: op, Err: err})
 		w.Log.Debug("retrying outcome write", "op", op, "runs", len(fences), "cause", storeerr.Cause(err), "err", err)
 		time.Sleep(time.Duration(rand.Int64N(int64(backoff))) + 1)
 		backoff = min(2*backoff, OutcomeRetryMaxBackoff)

@@ -31,16 +31,10 @@ type periodicPlannerParams struct {
 	// timer serves both.
 	RefreshFunc func(ctx context.Context)
 	// WakeFunc asks the scanner to scan now (the fired jobs are due).
-	WakeFunc  func()
-	FiredFunc func(name string, res jobq.PeriodicFireResult)
-	Retry     dbRetrier
-	Log       *slog.Logger
-}
-
-// periodicPlannerSignals are the planner's test signals.
-type periodicPlannerSignals struct {
-	refreshed testSignal[int]    // a refresh ended; the schedules known
-	fired     testSignal[string] // a schedule was fired (or its fire failed)
+	WakeFunc func()
+	Events   emitter // EventPeriodicFired, EventOpsRefreshed
+	Retry    dbRetrier
+	Log      *slog.Logger
 }
 
 // periodicEntry is one schedule as this replica knows it.
@@ -56,9 +50,8 @@ type periodicEntry struct {
 // refreshNow.
 type periodicPlanner struct {
 	loopService
-	p           periodicPlannerParams
-	refresh     chan struct{}
-	testSignals periodicPlannerSignals
+	p       periodicPlannerParams
+	refresh chan struct{}
 
 	mu       sync.Mutex
 	periodic map[string]*periodicEntry
@@ -123,7 +116,7 @@ func (pl *periodicPlanner) reload(ctx context.Context) {
 		p.RefreshFunc(ctx)
 	}
 	if p.Disabled {
-		pl.testSignals.refreshed.signal(0)
+		p.Events.emit(Event{Kind: EventOpsRefreshed})
 		return
 	}
 	list, err := withRetryV(ctx, p.Retry, "ops.periodic", refreshMaxAttempts, func() ([]jobq.Periodic, error) {
@@ -136,7 +129,7 @@ func (pl *periodicPlanner) reload(ctx context.Context) {
 		return
 	}
 	pl.setPeriodic(list)
-	pl.testSignals.refreshed.signal(len(list))
+	p.Events.emit(Event{Kind: EventOpsRefreshed, N: len(list)})
 }
 
 // setPeriodic replaces the known schedules with list; each fires when the
@@ -180,7 +173,6 @@ func (pl *periodicPlanner) fireDue(ctx context.Context) {
 			return
 		}
 		pl.fire(ctx, name)
-		pl.testSignals.fired.signal(name)
 	}
 }
 
@@ -205,9 +197,7 @@ func (pl *periodicPlanner) fire(ctx context.Context, name string) {
 		p.Log.Debug("periodic jobs enqueued", "component", "periodic", "name", name, "instants", fmt.Sprint(res.Inserted))
 		p.WakeFunc() // the jobs are due now: scan at once
 	}
-	if p.FiredFunc != nil {
-		p.FiredFunc(name, res)
-	}
+	p.Events.emit(Event{Kind: EventPeriodicFired, Name: name, Fire: res})
 }
 
 // afterFire sets the schedule's next fire time after a fire that returned

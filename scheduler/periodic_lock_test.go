@@ -32,9 +32,9 @@ func TestOpsPeriodicHeldRowLosesNoInstant(t *testing.T) {
 	for _, owner := range []string{"p1", "p2"} {
 		reps = append(reps, startScheduler(t, st, reg, fastConfig(owner)))
 	}
-	waitFor(t, slowWait, "the first instant run", func() (bool, error) {
-		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key = ? AND status = 'SUCCESS'", jobq.PeriodicKey("tick", first)) == 1, nil
-	})
+	events(t).WaitUntil(t, "the first instant run", func(evs []scheduler.Event) bool {
+		return succeededKeys(evs)[jobq.PeriodicKey("tick", first)]
+	}, slowWait)
 
 	// The holder: a separate session that locks the schedule row and keeps
 	// it for 4 s.
@@ -62,9 +62,9 @@ func TestOpsPeriodicHeldRowLosesNoInstant(t *testing.T) {
 	t.Logf("row held %s – %s", heldFrom.Format(time.RFC3339Nano), heldTo.Format(time.RFC3339Nano))
 
 	end := heldTo.Truncate(time.Second).Add(3 * time.Second) // two instants after the release
-	waitFor(t, slowWait, "an instant 3 s after the release run", func() (bool, error) {
-		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key = ? AND status = 'SUCCESS'", jobq.PeriodicKey("tick", end)) == 1, nil
-	})
+	events(t).WaitUntil(t, "an instant 3 s after the release run", func(evs []scheduler.Event) bool {
+		return succeededKeys(evs)[jobq.PeriodicKey("tick", end)]
+	}, slowWait)
 	for _, s := range reps {
 		if err := s.Stop(); err != nil {
 			t.Fatalf("stop: %v", err)

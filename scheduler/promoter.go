@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -22,16 +21,10 @@ type promoterParams struct {
 	Interval time.Duration // Config.PromoteInterval (±20% jitter)
 	Batch    int           // Config.PromoteBatch
 	// WakeFunc asks the scanner to scan now (the promoted jobs are due).
-	WakeFunc     func()
-	Retry        dbRetrier
-	Log          *slog.Logger
-	Promoted     *atomic.Int64 // Stats.Promoted
-	PromotedFunc func(n int)
-}
-
-// promoterSignals are the promoter's test signals.
-type promoterSignals struct {
-	pass testSignal[int] // a pass ended; the jobs it promoted
+	WakeFunc func()
+	Retry    dbRetrier
+	Log      *slog.Logger
+	Events   emitter // EventPromoted
 }
 
 // promoter moves SCHEDULED jobs whose run_at has come on the database clock
@@ -46,9 +39,8 @@ type promoterSignals struct {
 // conditioned on status='SCHEDULED', so each job is promoted once.
 type promoter struct {
 	loopService
-	p           promoterParams
-	poke        chan struct{}
-	testSignals promoterSignals
+	p    promoterParams
+	poke chan struct{}
 
 	mu   sync.Mutex
 	hint time.Time // earliest local instant a local submit or retry is due; zero: none
@@ -102,9 +94,7 @@ func (pr *promoter) run(ctx context.Context) {
 			continue
 		case <-timer.C:
 		}
-		var promoted int
-		next, promoted = pr.pass(ctx)
-		pr.testSignals.pass.signal(promoted)
+		next, _ = pr.pass(ctx)
 		resetTimer(timer, time.Until(next))
 	}
 }
@@ -148,9 +138,6 @@ func (pr *promoter) pass(ctx context.Context) (next time.Time, promoted int) {
 		}
 		if total > 0 {
 			p.WakeFunc() // promoted jobs are due: scan at once
-			if p.PromotedFunc != nil {
-				p.PromotedFunc(total)
-			}
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -163,11 +150,11 @@ func (pr *promoter) pass(ctx context.Context) (next time.Time, promoted int) {
 }
 
 // promoteDue promotes due jobs Batch at a time until a batch comes back
-// short, and counts them in Stats.Promoted.
+// short, and reports them (EventPromoted).
 func (pr *promoter) promoteDue(ctx context.Context) (int, error) {
 	p := pr.p
 	total := 0
-	defer func() { p.Promoted.Add(int64(total)) }()
+	defer func() { p.Events.emit(Event{Kind: EventPromoted, N: total}) }()
 	for ctx.Err() == nil {
 		n, err := withRetryV(ctx, p.Retry, "promote", retryUntilDone, func() (int, error) {
 			return p.Store.JobPromoteDue(ctx, p.Batch)

@@ -69,6 +69,9 @@ type remoteExecutor struct {
 	types map[string]bool
 	retry dbRetrier
 	log   *slog.Logger
+	// events hands the remote events (EventFetched, EventFetchClaimed,
+	// EventRemoteHeartbeat, EventRemoteCompleted) to the scheduler.
+	events emitter
 	// wake is fired by submits, promotions and retries on this replica: a
 	// waiting fetch claims at once.
 	wake *broadcast
@@ -163,20 +166,18 @@ func (r *Remote) Lease() time.Duration { return r.x.cfg.Lease }
 func (r *Remote) Fetch(ctx context.Context, p FetchParams) (jobs []FetchedJob, err error) {
 	x := r.x
 	start := time.Now()
-	if f := x.cfg.Hooks.FetchFunc; f != nil {
-		defer func() {
-			result := "empty"
-			switch {
-			case ctx.Err() != nil:
-				result = "canceled"
-			case err != nil:
-				result = "error"
-			case len(jobs) > 0:
-				result = "jobs"
-			}
-			f(result, time.Since(start))
-		}()
-	}
+	defer func() {
+		result := "empty"
+		switch {
+		case ctx.Err() != nil:
+			result = "canceled"
+		case err != nil:
+			result = "error"
+		case len(jobs) > 0:
+			result = "jobs"
+		}
+		x.events.emit(Event{Kind: EventFetched, Result: result, Duration: time.Since(start), N: len(jobs), Err: err})
+	}()
 	return r.fetch(ctx, p, start)
 }
 
@@ -201,9 +202,7 @@ func (r *Remote) fetch(ctx context.Context, p FetchParams, start time.Time) ([]F
 			return nil, err
 		}
 		if len(jobs) > 0 {
-			if x.cfg.Hooks.FetchClaimedFunc != nil {
-				x.cfg.Hooks.FetchClaimedFunc(jobs)
-			}
+			x.events.emit(Event{Kind: EventFetchClaimed, Jobs: jobs})
 			if ctx.Err() != nil {
 				r.releaseClaimed(jobs, "released: the fetch's client went away")
 				return nil, ctx.Err()
@@ -291,13 +290,13 @@ type HeartbeatResult struct {
 // was requested is cancel_requested. The answers are in token order.
 func (r *Remote) Heartbeat(ctx context.Context, workerID string, tokens []string, allow func(jobType string) bool) ([]HeartbeatResult, error) {
 	out, err := r.heartbeat(ctx, workerID, tokens, allow)
-	if f := r.x.cfg.Hooks.HeartbeatFunc; f != nil && err == nil {
+	if err == nil {
 		n := map[HeartbeatState]int{}
 		for _, o := range out {
 			n[o.State]++
 		}
 		for st, k := range n {
-			f(string(st), k)
+			r.x.events.emit(Event{Kind: EventRemoteHeartbeat, Result: string(st), N: k})
 		}
 	}
 	return out, err
@@ -400,20 +399,22 @@ type CompleteResult struct {
 // applied; ErrTokenForbidden for a wrong secret or a job type outside
 // p.Allow; ErrTokenMalformed. Only an applied completion changes anything.
 func (r *Remote) Complete(ctx context.Context, p CompleteParams) (res CompleteResult, err error) {
-	if f := r.x.cfg.Hooks.RemoteCompletedFunc; f != nil {
-		defer func() {
-			switch {
-			case err == nil:
-				f("applied")
-			case errors.Is(err, ErrTokenStale):
-				f("stale")
-			case errors.Is(err, ErrOutcomeConflict):
-				f("conflict")
-			case errors.Is(err, ErrTokenForbidden):
-				f("forbidden")
-			}
-		}()
-	}
+	defer func() {
+		result := ""
+		switch {
+		case err == nil:
+			result = "applied"
+		case errors.Is(err, ErrTokenStale):
+			result = "stale"
+		case errors.Is(err, ErrOutcomeConflict):
+			result = "conflict"
+		case errors.Is(err, ErrTokenForbidden):
+			result = "forbidden"
+		default:
+			return
+		}
+		r.x.events.emit(Event{Kind: EventRemoteCompleted, Result: result, Err: err})
+	}()
 	return r.complete(ctx, p)
 }
 
@@ -875,8 +876,8 @@ func parseTaskToken(t string) (parsedToken, error) {
 	return parsedToken{ID: id, Attempt: attempt, secret: secret}, nil
 }
 
-func newRemoteExecutor(st RemoteStore, cfg Config, retry dbRetrier, log *slog.Logger) *remoteExecutor {
-	x := &remoteExecutor{store: st, cfg: cfg, types: map[string]bool{}, retry: retry, log: log,
+func newRemoteExecutor(st RemoteStore, cfg Config, retry dbRetrier, log *slog.Logger, events emitter) *remoteExecutor {
+	x := &remoteExecutor{store: st, cfg: cfg, types: map[string]bool{}, retry: retry, log: log, events: events,
 		wake: &broadcast{}, workers: &workerBook{m: map[string]*WorkerInfo{}}, stopped: make(chan struct{})}
 	for _, t := range cfg.RemoteTypes {
 		x.types[t] = true

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -20,18 +19,12 @@ type rescuerParams struct {
 	Store rescuerStore
 	// Runs, if set, are this replica's runs: the rescuer leaves those whose
 	// outcome is being written (runTable.writingOutcome) to the completer.
-	Runs        *runTable
-	Interval    time.Duration // Config.RescueInterval (±20% jitter)
-	Batch       int           // Config.RescueBatch
-	Retry       dbRetrier
-	Log         *slog.Logger
-	Rescued     *atomic.Int64 // Stats.Rescued
-	RescuedFunc func(rescued []jobq.Fence)
-}
-
-// rescuerSignals are the rescuer's test signals.
-type rescuerSignals struct {
-	pass testSignal[[]jobq.Fence] // a pass ended; the runs it rescued
+	Runs     *runTable
+	Interval time.Duration // Config.RescueInterval (±20% jitter)
+	Batch    int           // Config.RescueBatch
+	Retry    dbRetrier
+	Log      *slog.Logger
+	Events   emitter // EventRescued
 }
 
 // rescuer returns RUNNING jobs whose lease expired on the database clock to
@@ -40,8 +33,7 @@ type rescuerSignals struct {
 // fight and never overwrite a run that completed meanwhile.
 type rescuer struct {
 	loopService
-	p           rescuerParams
-	testSignals rescuerSignals
+	p rescuerParams
 }
 
 func newRescuer(p rescuerParams) *rescuer { return &rescuer{p: p} }
@@ -50,7 +42,7 @@ func newRescuer(p rescuerParams) *rescuer { return &rescuer{p: p} }
 func (r *rescuer) Start(ctx context.Context) error { return r.start(ctx, r.run) }
 
 func (r *rescuer) run(ctx context.Context) {
-	runEvery(ctx, r.p.Interval, r.p.Interval/5, func(ctx context.Context) { r.testSignals.pass.signal(r.pass(ctx)) })
+	runEvery(ctx, r.p.Interval, r.p.Interval/5, func(ctx context.Context) { r.pass(ctx) })
 }
 
 // pass rescues up to Batch expired runs and returns them.
@@ -87,9 +79,6 @@ func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
 			p.Log.Info("rescued expired lease", "component", "rescuer", "job_id", f.ID, "attempt", f.Attempt)
 		}
 	}
-	p.Rescued.Add(int64(len(rescued)))
-	if len(rescued) > 0 && p.RescuedFunc != nil {
-		p.RescuedFunc(rescued)
-	}
+	p.Events.emit(Event{Kind: EventRescued, Fences: rescued})
 	return rescued
 }

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 
 	"github.com/jobq/jobq/storeerr"
 )
@@ -27,13 +26,12 @@ const (
 	refreshMaxAttempts = 3
 )
 
-// dbRetrier runs database operations with the DBRetry policy, counting
-// every retry and reporting every error to Hooks.DBErrorFunc.
+// dbRetrier runs database operations with the DBRetry policy, reporting
+// every retry (EventDBRetry) and every error (EventDBError).
 type dbRetrier struct {
-	policy  storeerr.RetryPolicy
-	log     *slog.Logger
-	retries *atomic.Int64       // Stats.DBRetries
-	errFunc func(string, error) // Hooks.DBErrorFunc, may be nil
+	policy storeerr.RetryPolicy
+	log    *slog.Logger
+	events emitter // nil: a service tested alone
 }
 
 // withRetry runs fn under r with at most attempts tries (retryUntilDone:
@@ -54,16 +52,16 @@ func (r dbRetrier) policyFor(attempts int) storeerr.RetryPolicy {
 		p.MaxAttempts = attempts
 	}
 	p.OnRetryFunc = func(op string, err error) {
-		r.retries.Add(1)
+		r.events.emit(Event{Kind: EventDBRetry, Op: op, Err: err})
 		r.log.Debug("retrying database operation", "op", op, "cause", storeerr.Cause(err), "err", err)
 	}
 	return p
 }
 
-// report hands a database error to Hooks.DBErrorFunc.
+// report emits a database error (EventDBError).
 func (r dbRetrier) report(op string, err error) {
-	if err != nil && r.errFunc != nil {
-		r.errFunc(op, err)
+	if err != nil {
+		r.events.emit(Event{Kind: EventDBError, Op: op, Err: err})
 	}
 }
 

@@ -84,11 +84,10 @@ func TestRetryBackoffSpreadsRequeues(t *testing.T) {
 	cfg.Workers = 200
 	cfg.Logger = bufferedLogger(t)
 	s := startScheduler(t, st, reg, cfg)
-	waitFor(t, slowWait, "all jobs re-queued once", func() (bool, error) {
-		var k int64
-		err := st.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE status IN ('SCHEDULED', 'WAITING') AND retry_times = 1").Scan(&k)
-		return k == n, err
-	})
+	// Every job's first attempt failed and was re-queued.
+	events(t).WaitN(t, scheduler.EventCompleted, func(e scheduler.Event) bool {
+		return e.Applied && e.Completion.Outcome == jobq.OutcomeFailed && e.Completion.Retry
+	}, n, slowWait)
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -195,9 +194,10 @@ func TestDeadlockRetried(t *testing.T) {
 			dbErrs := &syncList{}
 			cfg := fastConfig("a")
 			cfg.Strategy = c.strategy
-			cfg.Hooks.DBErrorFunc = func(op string, err error) { dbErrs.add(fmt.Sprintf("%s:%d", op, store.ErrorNumber(err))) }
 			hook, done := completions()
-			cfg.Hooks.CompletedFunc = hook
+			cfg.Observer = scheduler.Observers(hook, on(scheduler.EventDBError, func(e scheduler.Event) {
+				dbErrs.add(fmt.Sprintf("%s:%d", e.Op, store.ErrorNumber(e.Err)))
+			}))
 			s := startScheduler(t, fs, reg, cfg)
 			comp := recv(t, done, slowWait, "the completion")
 			if err := s.Stop(); err != nil {
@@ -246,7 +246,7 @@ func TestDeadlockNotRetriedWhenRetriesAreBroken(t *testing.T) {
 	cfg.Strategy = scheduler.StrategySkipLocked
 	cfg.Lease = time.Second
 	s := startScheduler(t, sabotage.Wrap(fs, st.DB(), sabotage.Switches{NoDeadlockRetry: true}), reg, cfg)
-	j := waitJob(t, st, job.ID, slowWait, "job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	j := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

@@ -25,13 +25,14 @@ type replicaLog struct {
 	claimed  map[string]map[jobq.Fence]time.Time // owner → fence → claim answered
 	started  map[string]map[jobq.Fence]time.Time
 	released map[string]map[jobq.Fence]time.Time
-	spans    map[string][][2]time.Time // owner → handler [start, end]
+	given    map[string]map[jobq.Fence]time.Time // owner → fence → given back by the run queue
+	spans    map[string][][2]time.Time           // owner → handler [start, end]
 	running  map[string]int
 }
 
 func newReplicaLog() *replicaLog {
 	return &replicaLog{claimed: map[string]map[jobq.Fence]time.Time{}, started: map[string]map[jobq.Fence]time.Time{},
-		released: map[string]map[jobq.Fence]time.Time{}, spans: map[string][][2]time.Time{}, running: map[string]int{}}
+		released: map[string]map[jobq.Fence]time.Time{}, given: map[string]map[jobq.Fence]time.Time{}, spans: map[string][][2]time.Time{}, running: map[string]int{}}
 }
 
 func put(m map[string]map[jobq.Fence]time.Time, owner string, f jobq.Fence, t time.Time) {
@@ -43,29 +44,34 @@ func put(m map[string]map[jobq.Fence]time.Time, owner string, f jobq.Fence, t ti
 	}
 }
 
-// hooks returns owner's ClaimedFunc and CompletedFunc.
-func (l *replicaLog) hooks(owner string, claimedFunc func(jobs []jobq.ClaimedJob)) scheduler.Hooks {
-	return scheduler.Hooks{
-		ClaimedFunc: func(jobs []jobq.ClaimedJob, _ int) {
+// observer records owner's claims and releases from its events, calling
+// claimedFunc (may be nil) with each claim's jobs.
+func (l *replicaLog) observer(owner string, claimedFunc func(jobs []jobq.ClaimedJob)) scheduler.Observer {
+	return scheduler.ObserverFunc(func(e scheduler.Event) {
+		switch e.Kind {
+		case scheduler.EventClaimed:
 			now := time.Now()
 			l.mu.Lock()
-			for _, j := range jobs {
+			for _, j := range e.Jobs {
 				put(l.claimed, owner, j.Fence(), now)
 			}
 			l.mu.Unlock()
 			if claimedFunc != nil {
-				claimedFunc(jobs)
+				claimedFunc(e.Jobs)
 			}
-		},
-		CompletedFunc: func(c jobq.Completion, applied bool) {
-			if c.Outcome != jobq.OutcomeReleased {
+		case scheduler.EventGivenBack:
+			l.mu.Lock()
+			put(l.given, owner, e.Fence, time.Now())
+			l.mu.Unlock()
+		case scheduler.EventCompleted:
+			if e.Completion.Outcome != jobq.OutcomeReleased {
 				return
 			}
 			l.mu.Lock()
-			put(l.released, owner, c.Fence, time.Now())
+			put(l.released, owner, e.Completion.Fence, time.Now())
 			l.mu.Unlock()
-		},
-	}
+		}
+	})
 }
 
 // wrap records the handler spans of h, by the job's owner.
@@ -209,8 +215,9 @@ func runHoard(t *testing.T, noops, sleeps, sleepMs, aWorkers, bWorkers int) *hoa
 	var mu sync.Mutex
 	var longDone int
 	allDone := make(chan struct{})
-	onDone := func(c jobq.Completion, applied bool) {
-		if c.Outcome != jobq.OutcomeSuccess || !applied {
+	onDone := scheduler.ObserverFunc(func(e scheduler.Event) {
+		c := e.Completion
+		if e.Kind != scheduler.EventCompleted || c.Outcome != jobq.OutcomeSuccess || !e.Applied {
 			return
 		}
 		mu.Lock()
@@ -224,27 +231,23 @@ func runHoard(t *testing.T, noops, sleeps, sleepMs, aWorkers, bWorkers int) *hoa
 			h.lastLongDone = time.Now()
 			close(allDone)
 		}
-	}
+	})
 	// Every setting but the workers at its default (poll interval 1 s,
 	// batch limit 500, run queue 500, lease 30 s).
 	cfgA := scheduler.Config{Owner: h.aOwner, Workers: aWorkers, Logger: bufferedLogger(t)}
-	cfgA.Hooks = h.log.hooks(h.aOwner, func(jobs []jobq.ClaimedJob) {
+	cfgA.Observer = scheduler.Observers(h.log.observer(h.aOwner, func(jobs []jobq.ClaimedJob) {
 		for _, j := range jobs {
 			if j.JobType == jobtypes.Sleep {
 				once.Do(func() { h.firstLong = time.Now(); close(longClaimed) })
 			}
 		}
-	})
-	hooksA := cfgA.Hooks
-	cfgA.Hooks.CompletedFunc = func(c jobq.Completion, applied bool) { hooksA.CompletedFunc(c, applied); onDone(c, applied) }
+	}), onDone)
 	h.a = startScheduler(t, st, reg, cfgA)
 	h.pollInterval = h.a.Config().PollInterval
 	h.a.Wake()
 	closed(t, longClaimed, slowWait, "replica A claiming the first long job")
 	cfgB := scheduler.Config{Owner: h.bOwner, Workers: bWorkers, Logger: bufferedLogger(t)}
-	cfgB.Hooks = h.log.hooks(h.bOwner, nil)
-	hooksB := cfgB.Hooks
-	cfgB.Hooks.CompletedFunc = func(c jobq.Completion, applied bool) { hooksB.CompletedFunc(c, applied); onDone(c, applied) }
+	cfgB.Observer = scheduler.Observers(h.log.observer(h.bOwner, nil), onDone)
 	h.bStarted = time.Now()
 	h.b = startScheduler(t, st, reg, cfgB)
 	closed(t, allDone, time.Duration(sleeps*sleepMs)*time.Millisecond+slowWait, "every long job done")
@@ -254,6 +257,23 @@ func runHoard(t *testing.T, noops, sleeps, sleepMs, aWorkers, bWorkers int) *hoa
 			t.Fatal(err)
 		}
 	}
+	// Every run the run queue gave back is counted (Stats.GivenBack, from
+	// its given_back event) and ends released, unstarted.
+	h.log.mu.Lock()
+	for owner, st := range map[string]scheduler.Stats{h.aOwner: h.a.Stats(), h.bOwner: h.b.Stats()} {
+		if got := int64(len(h.log.given[owner])); got != st.GivenBack {
+			t.Errorf("%s: %d given_back events, Stats.GivenBack %d; want equal", owner, got, st.GivenBack)
+		}
+		for f := range h.log.given[owner] {
+			if _, ok := h.log.released[owner][f]; !ok {
+				t.Errorf("%s: run %v given back without a RELEASED completion", owner, f)
+			}
+			if _, ok := h.log.started[owner][f]; ok {
+				t.Errorf("%s: run %v given back after its handler started", owner, f)
+			}
+		}
+	}
+	h.log.mu.Unlock()
 	h.ranOnA = scalar(t, st.DB(), `SELECT COUNT(*) FROM job_execution e JOIN job_queue q ON q.id = e.job_id
 		WHERE q.job_type = 'sleep' AND e.outcome = 'SUCCESS' AND e.owner = ?`, h.aOwner)
 	h.ranOnB = scalar(t, st.DB(), `SELECT COUNT(*) FROM job_execution e JOIN job_queue q ON q.id = e.job_id
@@ -335,13 +355,10 @@ func TestPickupLatencyCountsRunQueueWait(t *testing.T) {
 	// A poll interval of 10 s keeps the queued jobs (waiting ≤ 1 s) well
 	// below the run-queue wait (2.5 s): none is given back.
 	cfg := scheduler.Config{Owner: "pickup", Workers: 1, PollInterval: 10 * time.Second, Logger: bufferedLogger(t)}
-	cfg.Hooks = m.Hooks(l.hooks("pickup", nil))
+	cfg.Observer = scheduler.Observers(m, l.observer("pickup", nil))
 	s := startScheduler(t, st, l.registry(), cfg)
 	s.Wake()
-	waitFor(t, slowWait, "every job SUCCESS", func() (bool, error) {
-		n, err := countStatus(st, jobq.StateSuccess)
-		return n == 200+sleeps, err
-	})
+	waitSucceeded(t, 200+sleeps)
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}

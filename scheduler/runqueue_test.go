@@ -31,12 +31,9 @@ func TestRunQueueClaimsBeyondWorkers(t *testing.T) {
 	var sizes claimSizes
 	cfg := fastConfig("rq")
 	cfg.Workers, cfg.BatchLimit, cfg.RunQueue = workers, 200, 100
-	cfg.Hooks.ClaimedFunc = sizes.hook
+	cfg.Observer = on(scheduler.EventClaimed, func(e scheduler.Event) { sizes.hook(e.Jobs, e.Conflicts) })
 	startScheduler(t, st, reg, cfg)
-	waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
-		got, err := countStatus(st, jobq.StateSuccess)
-		return got == n, err
-	})
+	waitSucceeded(t, n)
 	got := sizes.get()
 	if m := slices.Max(got); m <= workers || m > workers+100 {
 		t.Fatalf("largest claim %d jobs, want more than %d workers and at most %d (workers + run queue); claims %v", m, workers, workers+100, got)
@@ -204,16 +201,13 @@ func TestTwoClaimsInFlightHoldLeasesAndReleaseAtShutdown(t *testing.T) {
 	cfg.Lease, cfg.ShutdownTimeout = time.Second, 100*time.Millisecond
 	s := startScheduler(t, hc, reg, cfg)
 	s.Wake()
-	waitFor(t, slowWait, "every worker holding a run", func() (bool, error) {
-		got, err := countStatus(st, jobq.StateRunning)
-		return got == workers, err
-	})
+	events(t).WaitN(t, scheduler.EventStarted, nil, workers, slowWait) // every worker holding a run
 	if m := hc.mostInFlight(); m != 2 {
 		t.Fatalf("at most %d claims in flight, want 2", m)
 	}
-	// Three leases later nothing was rescued: every run still holds its
-	// first attempt.
-	time.Sleep(3 * cfg.Lease)
+	// Three leases later (nine heartbeats of Lease/3, each renewing every
+	// run) nothing was rescued: every run still holds its first attempt.
+	events(t).WaitAfterN(t, events(t).Mark(), scheduler.EventRenewed, func(e scheduler.Event) bool { return e.N == workers }, 9, slowWait)
 	if bad := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE status = 'RUNNING' AND attempt <> 1"); bad != 0 {
 		t.Fatalf("%d runs rescued while their replica renewed them", bad)
 	}

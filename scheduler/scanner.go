@@ -32,14 +32,7 @@ type scannerParams struct {
 	Workers      int
 	DrainWait    time.Duration // ≤ 0: off
 	Log          *slog.Logger
-	Scans        *atomic.Int64 // Stats.Scans
-	ClaimErrors  *atomic.Int64 // Stats.ClaimErrors
-	ScanFunc     func(d time.Duration, batch int)
-}
-
-// scannerSignals are the scanner's test signals.
-type scannerSignals struct {
-	scanned testSignal[int] // a scan ended; the jobs it dispatched
+	Events       emitter // EventScanned, EventScanDone, EventClaimFailed
 }
 
 // scanner fires every PollInterval ± PollJitter, on wake-up, and again
@@ -47,8 +40,7 @@ type scannerSignals struct {
 // many slots are free as the last claim took, or after at most DrainWait.
 type scanner struct {
 	loopService
-	p           scannerParams
-	testSignals scannerSignals
+	p scannerParams
 }
 
 func newScanner(p scannerParams) *scanner { return &scanner{p: p} }
@@ -67,7 +59,7 @@ func (sc *scanner) run(ctx context.Context) {
 		case <-timer.C:
 		case <-p.Slots.wake:
 		}
-		sc.testSignals.scanned.signal(sc.scan(ctx))
+		sc.p.Events.emit(Event{Kind: EventScanDone, N: sc.scan(ctx)})
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -152,14 +144,11 @@ func (sc *scanner) claimOnce(ctx context.Context, c *claimer) (dispatched int, m
 		}
 		start := time.Now()
 		jobs, err := c.claim(ctx, n)
-		p.Scans.Add(1)
-		if p.ScanFunc != nil {
-			p.ScanFunc(time.Since(start), len(jobs))
-		}
+		p.Events.emit(Event{Kind: EventScanned, Duration: time.Since(start), N: len(jobs)})
 		if err != nil {
 			p.Slots.unreserve(n)
 			if ctx.Err() == nil {
-				p.ClaimErrors.Add(1)
+				p.Events.emit(Event{Kind: EventClaimFailed, Err: err})
 				logDBFailure(p.Log, "claim failed; the queue is not known to be empty, the next scan retries", err, "component", "scanner")
 			}
 			return 0, false

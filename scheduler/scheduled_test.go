@@ -137,10 +137,7 @@ func TestNoExecutionBeforeDue(t *testing.T) {
 				SELECT CONCAT('legacy-', seq), 'rec', '{}', 'h', 'WAITING', NOW(6) + INTERVAL seq * 50000 MICROSECOND, NOW(6), NOW(6) FROM seq_1_to_20`); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, slowWait, "every job SUCCESS", func() (bool, error) {
-				k, err := countStatus(st, jobq.StateSuccess)
-				return k == n+legacy, err
-			})
+			waitSucceeded(t, n+legacy)
 			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE started_at < due_at"); got != 0 {
 				t.Fatalf("%d executions started before their due time", got)
 			}
@@ -184,16 +181,18 @@ func TestRetryBackoffGoesThroughScheduled(t *testing.T) {
 	cfg := fastConfig("a")
 	cfg.RetryBackoffBase = 300 * time.Millisecond
 	cfg.PromoteInterval = time.Hour // only the completer's local hint can wake the promoter in time
-	cfg.Hooks.PromotedFunc = func(n int) { promoted <- n }
+	cfg.Observer = on(scheduler.EventPromoted, func(e scheduler.Event) {
+		if e.N > 0 {
+			promoted <- e.N
+		}
+	})
 	startScheduler(t, st, reg, cfg)
 	job := submit(t, st, "flaky", "flaky", `{}`, 3)
-	waitJob(t, st, job.ID, slowWait, "attempt 1 re-queued SCHEDULED", func(j jobq.Job) bool {
-		return j.Attempt == 1 && j.Status == jobq.StateScheduled
-	})
+	waitRequeued(t, st, job.ID) // attempt 1 failed: SCHEDULED with backoff
 	if n := recv(t, promoted, slowWait, "the retry promoted"); n != 1 {
 		t.Fatalf("promoted %d, want 1", n)
 	}
-	final := waitJob(t, st, job.ID, slowWait, "job SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	final := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
 	ex := executions(t, st, job.ID)
 	if got, want := fmt.Sprint(execSummary(ex)), "[1:a:FAILED 2:a:SUCCESS]"; got != want || final.RetryTimes != 1 {
 		t.Fatalf("executions %s retry_times %d, want %s and 1", got, final.RetryTimes, want)

@@ -94,10 +94,10 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
 		slots: newSlots(cfg.Workers, cfg.runQueue()), work: newWorkTracker(), runs: newRunTable(),
 	}
-	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, retries: &s.stats.dbRetries, errFunc: cfg.Hooks.DBErrorFunc}
+	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, events: s.emit}
 	s.lost = &lostClaims{}
 	s.outcomes = outcomeWriter{Runs: s.runs, Lease: cfg.Lease, Retry: s.retry, Log: s.log}
-	s.disp = &dispatcher{cfg: cfg, store: st, log: s.log, stats: &s.stats, runs: s.runs, slots: s.slots, work: s.work,
+	s.disp = &dispatcher{cfg: cfg, store: st, log: s.log, events: s.emit, runs: s.runs, slots: s.slots, work: s.work,
 		lost: s.lost, outcomes: s.outcomes}
 	s.disp.reporter, _ = st.(runReporter)
 	s.disp.local = newLocalExecutor(s.disp, reg)
@@ -106,7 +106,7 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		if !ok {
 			return nil, errors.New("remote job types: the store does not serve remote workers")
 		}
-		s.disp.remote = newRemoteExecutor(rs, cfg, s.retry, s.log)
+		s.disp.remote = newRemoteExecutor(rs, cfg, s.retry, s.log, s.emit)
 		s.disp.remote.d = s.disp
 	}
 	s.build()
@@ -116,11 +116,11 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 
 // build creates the services from the configuration.
 func (s *Scheduler) build() {
-	cfg, hooks := s.cfg, s.cfg.Hooks
+	cfg := s.cfg
 	s.heartbeat = newHeartbeat(heartbeatParams{
 		Store: s.store, Runs: s.runs, Owner: cfg.Owner, Lease: cfg.Lease, Interval: cfg.HeartbeatInterval,
 		Retry: s.retry, Log: s.log,
-		Fails: &s.stats.heartbeatFails, Stalls: &s.stats.heartbeatStalls, LeaseLost: &s.stats.leaseLost, LeaseLostFunc: hooks.LeaseLostFunc,
+		Events: s.emit,
 	})
 	s.completer = newCompleter(completerParams{
 		Store: s.store, Batch: cfg.CompleteBatch, Linger: cfg.CompleteLinger,
@@ -128,32 +128,32 @@ func (s *Scheduler) build() {
 	})
 	s.rescuer = newRescuer(rescuerParams{
 		Store: s.store, Runs: s.runs, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,
-		Rescued: &s.stats.rescued, RescuedFunc: hooks.RescuedFunc,
+		Events: s.emit,
 	})
 	s.promoter = newPromoter(promoterParams{
 		Store: s.store, Interval: cfg.PromoteInterval, Batch: cfg.PromoteBatch, WakeFunc: s.wakeAll,
-		Retry: s.retry, Log: s.log, Promoted: &s.stats.promoted, PromotedFunc: hooks.PromotedFunc,
+		Retry: s.retry, Log: s.log, Events: s.emit,
 	})
 	s.limited = newLimitedClaimer(limitedClaimerParams{
 		Store: s.store, Slots: s.slots, DispatchFunc: s.disp.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
 		BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
-		Claimed: &s.stats.claimed, ClaimErrors: &s.stats.claimErrors, ClaimedFunc: hooks.ClaimedFunc, Lost: s.lost,
+		Events: s.emit, Lost: s.lost,
 	})
 	s.planner = newPeriodicPlanner(periodicPlannerParams{
 		Store: s.store, RefreshInterval: cfg.Ops.RefreshInterval, MisfireThreshold: cfg.Ops.MisfireThreshold,
 		Disabled: cfg.Ops.DisablePeriodic, RefreshFunc: s.limited.reload, WakeFunc: s.wakeAll,
-		FiredFunc: cfg.Ops.PeriodicFiredFunc, Retry: s.retry, Log: s.log,
+		Events: s.emit, Retry: s.retry, Log: s.log,
 	})
 	if cfg.Ops.Retention > 0 {
 		s.cleaner = newCleaner(cleanerParams{
 			Store: s.store, Retention: cfg.Ops.Retention, Interval: cfg.Ops.CleanInterval, Batch: cfg.Ops.CleanBatch,
-			MaxPerPass: cfg.Ops.CleanMaxPerPass, CleanedFunc: cfg.Ops.CleanedFunc, Retry: s.retry, Log: s.log,
+			MaxPerPass: cfg.Ops.CleanMaxPerPass, Events: s.emit, Retry: s.retry, Log: s.log,
 		})
 	}
 	claims := claimerParams{
 		Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
-		Retry:   s.retry,
-		Claimed: &s.stats.claimed, Conflicts: &s.stats.claimConflicts, ClaimedFunc: hooks.ClaimedFunc, Lost: s.lost,
+		Retry:  s.retry,
+		Events: s.emit, Lost: s.lost,
 	}
 	var lanes []*claimer
 	for range cfg.claimsInFlight() - 1 {
@@ -164,7 +164,7 @@ func (s *Scheduler) build() {
 		Limited: s.limited, Slots: s.slots, DispatchFunc: s.disp.dispatch, Lost: s.lost, AdoptFunc: s.adoptLost,
 		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
 		DrainWait: cfg.DrainWait, Log: s.log,
-		Scans: &s.stats.scans, ClaimErrors: &s.stats.claimErrors, ScanFunc: hooks.ScanFunc,
+		Events: s.emit,
 	})
 }
 
@@ -287,7 +287,8 @@ func (s *Scheduler) FreeSlots() int { return s.slots.available() }
 // a worker, and how long the oldest of them has waited.
 func (s *Scheduler) Queued() (n int, oldest time.Duration) { return s.disp.local.queue.len() }
 
-// Stats is a snapshot of a replica's counters since Start.
+// Stats is a snapshot of a replica's counters since Start, counted from
+// its events (Event) before Config.Observer sees them.
 type Stats struct {
 	Claimed        int64 // runs claimed
 	ClaimConflicts int64 // cas rows another replica won
@@ -316,11 +317,6 @@ type Stats struct {
 	HeartbeatStalls int64
 	Scans           int64
 	Promoted        int64 // SCHEDULED jobs this replica's promoter made WAITING
-}
-
-type stats struct {
-	claimed, claimConflicts, claimErrors, completed, succeeded, failed, retried,
-	stale, rescued, leaseLost, released, givenBack, adopted, dbRetries, heartbeatFails, heartbeatStalls, scans, promoted atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
@@ -27,10 +26,7 @@ func TestTwoReplicasRunEachJobOnce(t *testing.T) {
 				cfg.Strategy = strategy
 				startScheduler(t, st, reg, cfg)
 			}
-			waitFor(t, slowWait, "all jobs SUCCESS", func() (bool, error) {
-				n2, err := countStatus(st, jobq.StateSuccess)
-				return n2 == n, err
-			})
+			waitSucceeded(t, n)
 			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution"); got != n {
 				t.Fatalf("executions = %d, want %d", got, n)
 			}

@@ -1,7 +1,7 @@
 package scheduler
 
 // Each service started alone against the real database, observed through
-// its test signals (no polling of the database, no sleeps).
+// the events it emits (no polling of the database, no sleeps).
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,14 +19,99 @@ import (
 	"github.com/jobq/jobq/store"
 )
 
-// signalTimeout bounds every wait on a test signal (a hang, not a timing
+// signalTimeout bounds every wait on an event (a hang, not a timing
 // assertion: the events come within milliseconds).
 const signalTimeout = 10 * time.Second
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func testRetrier() dbRetrier {
-	return dbRetrier{log: discardLog(), retries: new(atomic.Int64)}
+	return dbRetrier{log: discardLog()}
+}
+
+// eventLog records the events of a service built alone (its params'
+// Events emitter), for the test to count and to wait on in order.
+type eventLog struct {
+	mu      sync.Mutex
+	events  []Event
+	read    map[EventKind]int // per kind, how many next has returned
+	changed chan struct{}     // closed and replaced at each event
+}
+
+func (l *eventLog) emitter() emitter {
+	return func(e Event) {
+		l.mu.Lock()
+		l.events = append(l.events, e)
+		if l.changed != nil {
+			close(l.changed)
+			l.changed = nil
+		}
+		l.mu.Unlock()
+	}
+}
+
+// next returns the next event of kind not returned before, waiting up to
+// timeout for it.
+func (l *eventLog) next(t testing.TB, kind EventKind, timeout time.Duration) Event {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		if l.read == nil {
+			l.read = map[EventKind]int{}
+		}
+		seen := 0
+		for _, e := range l.events {
+			if e.Kind != kind {
+				continue
+			}
+			if seen == l.read[kind] {
+				l.read[kind]++
+				l.mu.Unlock()
+				return e
+			}
+			seen++
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("no %s event within %s", kind, timeout)
+			return Event{}
+		}
+	}
+}
+
+// total sums over the events of kind what they count: runs rescued, jobs
+// promoted or claimed.
+func (l *eventLog) total(kind EventKind) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.Kind == kind {
+			n += len(e.Fences) + len(e.Jobs) + e.N
+		}
+	}
+	return n
+}
+
+// count returns how many events of kind were emitted.
+func (l *eventLog) count(kind EventKind) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 func submitJob(t *testing.T, st *store.Store, key string) jobq.Job {
@@ -75,29 +161,28 @@ func TestHeartbeatRenewsAndLosesRuns(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	r := &run{job: &Job{ClaimedJob: jobq.ClaimedJob{ID: cj.ID, Attempt: cj.Attempt}}, cancel: cancel, leaseDeadline: firstLeaseDeadline(time.Time{}, 2*time.Second)}
+	events := &eventLog{}
 	h := newHeartbeat(heartbeatParams{
 		Store: st, Runs: runs, Owner: "hb-owner", Lease: 2 * time.Second, Interval: 250 * time.Millisecond,
-		Retry: testRetrier(), Log: discardLog(), Fails: new(atomic.Int64), Stalls: new(atomic.Int64), LeaseLost: new(atomic.Int64),
+		Retry: testRetrier(), Log: discardLog(), Events: events.emitter(),
 	})
 	runs.add(r, time.Hour, func() {})
-	h.testSignals.beat.init()
-	h.testSignals.lost.init()
 	startService(t, h)
 
-	if got := h.testSignals.beat.wait(t, signalTimeout); got != 1 {
-		t.Fatalf("first beat renewed %d runs, want 1 (fails %d)", got, h.p.Fails.Load())
+	if got := events.next(t, EventRenewed, signalTimeout).N; got != 1 {
+		t.Fatalf("first beat renewed %d runs, want 1 (fails %d)", got, events.count(EventRenewalFailed))
 	}
 	// Another replica takes the job over: the next beat must lose the run.
 	if _, err := st.DB().Exec("UPDATE job_queue SET owner = 'other', attempt = attempt + 1 WHERE id = ?", j.ID); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.testSignals.lost.wait(t, signalTimeout); got != cj.Fence() {
+	if got := events.next(t, EventLeaseLost, signalTimeout).Fence; got != cj.Fence() {
 		t.Fatalf("lost %+v, want %+v", got, cj.Fence())
 	}
 	if cause := context.Cause(ctx); !errors.Is(cause, ErrLeaseLost) {
 		t.Fatalf("handler context cause = %v, want ErrLeaseLost", cause)
 	}
-	if n := h.p.LeaseLost.Load(); n != 1 {
+	if n := events.count(EventLeaseLost); n != 1 {
 		t.Fatalf("LeaseLost = %d, want 1", n)
 	}
 }
@@ -125,7 +210,6 @@ func TestCompleterWritesFencedOutcomes(t *testing.T) {
 		Writer: outcomeWriter{Runs: newRunTable(), Lease: time.Minute, Retry: testRetrier(), Log: discardLog()},
 		Log:    discardLog(),
 	})
-	c.testSignals.flushed.init()
 	startService(t, c)
 
 	// The second run is stale: its attempt no longer owns the job.
@@ -134,18 +218,18 @@ func TestCompleterWritesFencedOutcomes(t *testing.T) {
 	c.submit(jobq.Completion{Fence: claimed[0].Fence(), Outcome: jobq.OutcomeSuccess})
 	c.submit(jobq.Completion{Fence: stale, Outcome: jobq.OutcomeSuccess})
 	var written []jobq.Fence
-	for len(written) < 2 {
-		for _, comp := range c.testSignals.flushed.wait(t, signalTimeout) {
-			written = append(written, comp.Fence)
+	got := map[jobq.Fence]bool{}
+	for range 2 {
+		select {
+		case f := <-finished:
+			written = append(written, f.fence)
+			got[f.fence] = f.applied
+		case <-time.After(signalTimeout):
+			t.Fatalf("%d of 2 completions written within %s", len(written), signalTimeout)
 		}
 	}
 	if !slices.Equal(written, []jobq.Fence{claimed[0].Fence(), stale}) {
 		t.Fatalf("written %+v", written)
-	}
-	got := map[jobq.Fence]bool{}
-	for range 2 {
-		f := <-finished
-		got[f.fence] = f.applied
 	}
 	if !got[claimed[0].Fence()] || got[stale] {
 		t.Fatalf("applied = %v, want only %+v", got, claimed[0].Fence())
@@ -166,14 +250,14 @@ func TestRescuerReturnsExpiredLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	cj := claimAll(t, st, "dead-owner", time.Millisecond)[0]
+	events := &eventLog{}
 	r := newRescuer(rescuerParams{
 		Store: st, Interval: 20 * time.Millisecond, Batch: 10, Retry: testRetrier(), Log: discardLog(),
-		Rescued: new(atomic.Int64),
+		Events: events.emitter(),
 	})
-	r.testSignals.pass.init()
 	startService(t, r)
 	for {
-		rescued := r.testSignals.pass.wait(t, signalTimeout)
+		rescued := events.next(t, EventRescued, signalTimeout).Fences
 		if len(rescued) == 0 {
 			continue // a pass ran before the lease expired on the database clock
 		}
@@ -185,7 +269,7 @@ func TestRescuerReturnsExpiredLeases(t *testing.T) {
 	if s := jobStatus(t, st, j.ID); s != jobq.StateWaiting {
 		t.Fatalf("status %s, want WAITING", s)
 	}
-	if n := r.p.Rescued.Load(); n != 1 {
+	if n := events.total(EventRescued); n != 1 {
 		t.Fatalf("Rescued = %d, want 1", n)
 	}
 }
@@ -196,29 +280,29 @@ func TestScannerClaimsAndDispatches(t *testing.T) {
 	want := []uint64{submitJob(t, st, "s1").ID, submitJob(t, st, "s2").ID, submitJob(t, st, "s3").ID}
 	slots := newSlots(10, 0)
 	var got []uint64
+	events := &eventLog{}
 	sc := newScanner(scannerParams{
 		Claimer: newClaimer(claimerParams{
 			Store: st, Strategy: StrategySkipLocked, Owner: "s-owner", Lease: time.Minute, Retry: testRetrier(),
-			Claimed: new(atomic.Int64), Conflicts: new(atomic.Int64),
+			Events: events.emitter(),
 		}),
 		Slots:        slots,
 		DispatchFunc: func(cj jobq.ClaimedJob) { got = append(got, cj.ID) },
 		PollInterval: time.Hour, BatchLimit: 2, Workers: 10, DrainWait: -1, Log: discardLog(),
-		Scans: new(atomic.Int64), ClaimErrors: new(atomic.Int64),
+		Events: events.emitter(),
 	})
-	sc.testSignals.scanned.init()
 	startService(t, sc)
 	slots.wakeUp() // the poll interval is an hour: only the wake-up scans
 	// Batches of 2: the first comes back full, so the scan drains on to the
 	// second (1 job) in the same scan.
-	if n := sc.testSignals.scanned.wait(t, signalTimeout); n != 3 {
+	if n := events.next(t, EventScanDone, signalTimeout).N; n != 3 {
 		t.Fatalf("scan dispatched %d jobs, want 3", n)
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("dispatched %v, want %v", got, want)
 	}
-	if n := sc.p.Scans.Load(); n != 2 {
+	if n := events.count(EventScanned); n != 2 {
 		t.Fatalf("claims = %d, want 2", n)
 	}
 	if free := slots.available(); free != 7 {
@@ -236,18 +320,17 @@ func TestPeriodicPlannerFiresSchedules(t *testing.T) {
 		t.Fatal(err)
 	}
 	var woken, refreshed atomic.Int64
+	events := &eventLog{}
 	pl := newPeriodicPlanner(periodicPlannerParams{
 		Store: st, RefreshInterval: time.Hour, MisfireThreshold: time.Second,
 		RefreshFunc: func(context.Context) { refreshed.Add(1) }, WakeFunc: func() { woken.Add(1) },
-		Retry: testRetrier(), Log: discardLog(),
+		Retry: testRetrier(), Log: discardLog(), Events: events.emitter(),
 	})
-	pl.testSignals.refreshed.init()
-	pl.testSignals.fired.init()
 	startService(t, pl)
-	if n := pl.testSignals.refreshed.wait(t, signalTimeout); n != 1 {
+	if n := events.next(t, EventOpsRefreshed, signalTimeout).N; n != 1 {
 		t.Fatalf("refresh knew %d schedules, want 1", n)
 	}
-	if name := pl.testSignals.fired.wait(t, signalTimeout); name != "p" {
+	if name := events.next(t, EventPeriodicFired, signalTimeout).Name; name != "p" {
 		t.Fatalf("fired %q, want p", name)
 	}
 	// The cursor was a minute late: misfire "once" enqueues that one instant.
@@ -262,7 +345,7 @@ func TestPeriodicPlannerFiresSchedules(t *testing.T) {
 		t.Fatalf("woken %d, refreshed %d; want 1, 1", woken.Load(), refreshed.Load())
 	}
 	pl.refreshNow()
-	if n := pl.testSignals.refreshed.wait(t, signalTimeout); n != 1 {
+	if n := events.next(t, EventOpsRefreshed, signalTimeout).N; n != 1 {
 		t.Fatalf("refresh knew %d schedules, want 1", n)
 	}
 }
@@ -280,13 +363,13 @@ func TestCleanerDeletesOldTerminalJobs(t *testing.T) {
 	if _, err := st.DB().Exec("UPDATE job_queue SET create_time = NOW(6) - INTERVAL 3 HOUR, finished_at = NOW(6) - INTERVAL 2 HOUR WHERE id = ?", old.ID); err != nil {
 		t.Fatal(err)
 	}
+	events := &eventLog{}
 	c := newCleaner(cleanerParams{
 		Store: st, Retention: time.Hour, Interval: 20 * time.Millisecond, Batch: 10, MaxPerPass: 100,
-		Retry: testRetrier(), Log: discardLog(),
+		Retry: testRetrier(), Log: discardLog(), Events: events.emitter(),
 	})
-	c.testSignals.pass.init()
 	startService(t, c)
-	if res := c.testSignals.pass.wait(t, signalTimeout); res.Jobs != 1 || res.Executions != 1 || res.Batches != 1 {
+	if res := events.next(t, EventCleaned, signalTimeout).Purged; res.Jobs != 1 || res.Executions != 1 || res.Batches != 1 {
 		t.Fatalf("first pass deleted %+v, want 1 job, 1 execution, 1 batch", res)
 	}
 	if _, err := st.JobGet(ctx, old.ID); !errors.Is(err, jobq.ErrNotFound) {
@@ -295,7 +378,7 @@ func TestCleanerDeletesOldTerminalJobs(t *testing.T) {
 	if s := jobStatus(t, st, fresh.ID); s != jobq.StateSuccess {
 		t.Fatalf("fresh job status %s, want SUCCESS (kept)", s)
 	}
-	if res := c.testSignals.pass.wait(t, signalTimeout); res.Jobs != 0 {
+	if res := events.next(t, EventCleaned, signalTimeout).Purged; res.Jobs != 0 {
 		t.Fatalf("second pass deleted %d jobs, want 0", res.Jobs)
 	}
 }
@@ -315,20 +398,25 @@ func TestPromoterPromotesDueJobs(t *testing.T) {
 	if _, err := st.DB().Exec("UPDATE job_queue SET run_at = NOW(6) - INTERVAL 1 SECOND WHERE id = ?", j.ID); err != nil {
 		t.Fatal(err)
 	}
-	var woken atomic.Int64
+	woken := make(chan struct{}, 10)
+	events := &eventLog{}
 	pr := newPromoter(promoterParams{
-		Store: st, Interval: time.Hour, Batch: 10, WakeFunc: func() { woken.Add(1) },
-		Retry: testRetrier(), Log: discardLog(), Promoted: new(atomic.Int64),
+		Store: st, Interval: time.Hour, Batch: 10, WakeFunc: func() { woken <- struct{}{} },
+		Retry: testRetrier(), Log: discardLog(), Events: events.emitter(),
 	})
-	pr.testSignals.pass.init()
 	startService(t, pr)
-	if n := pr.testSignals.pass.wait(t, signalTimeout); n != 1 {
+	if n := events.next(t, EventPromoted, signalTimeout).N; n != 1 {
 		t.Fatalf("first pass promoted %d, want 1", n)
 	}
 	if s := jobStatus(t, st, j.ID); s != jobq.StateWaiting {
 		t.Fatalf("status %s, want WAITING", s)
 	}
-	if woken.Load() != 1 || pr.p.Promoted.Load() != 1 {
-		t.Fatalf("woken %d, Promoted %d; want 1, 1", woken.Load(), pr.p.Promoted.Load())
+	select {
+	case <-woken: // the promotion woke the scanner (after the event: wait for it)
+	case <-time.After(signalTimeout):
+		t.Fatal("no wake-up after the promotion")
+	}
+	if n, p := len(woken), events.total(EventPromoted); n != 0 || p != 1 {
+		t.Fatalf("%d more wake-ups, promoted %d; want 0, 1", n, p)
 	}
 }

@@ -93,14 +93,12 @@ func TestHeartbeatCountsRunsItCouldNotRenew(t *testing.T) {
 	// Held across at least one beat (every second), released before the
 	// guard would give the run up (lease − lease/5 = 2.4 s after the last
 	// renewal).
-	waitFor(t, 1600*time.Millisecond, "a counted heartbeat failure while the row is held", func() (bool, error) {
-		return s.Stats().HeartbeatFails > 0, nil
-	})
+	events(t).WaitFor(t, scheduler.EventRenewalFailed, nil, 1600*time.Millisecond)
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
 	g.Open()
-	waitJob(t, st, id, slowWait, "SUCCESS", func(j jobq.Job) bool { return j.Status == jobq.StateSuccess })
+	waitFinished(t, st, id, jobq.OutcomeSuccess)
 	if n := warns.with("lease renewal skipped runs"); n == 0 || int64(n) != s.Stats().HeartbeatFails {
 		t.Fatalf("WARN lines about skipped renewals: %d, heartbeat failures: %d; want equal and > 0 (logs %s)", n, s.Stats().HeartbeatFails, warns)
 	}
@@ -158,24 +156,24 @@ func TestSlowReplicaKeepsItsLeases(t *testing.T) {
 		warns := newWarnCounter()
 		cfg := scheduler.Config{Owner: owner, Workers: workers, Lease: lease, RescueInterval: 500 * time.Millisecond,
 			Logger: slog.New(warns), ShutdownTimeout: 10 * time.Second}
-		cfg.Hooks.LeaseLostFunc = func(f jobq.Fence) { tl.mu.Lock(); tl.lost[f] = true; tl.mu.Unlock() }
-		cfg.Hooks.CompletedFunc = func(c jobq.Completion, applied bool) {
-			if !applied {
-				tl.mu.Lock()
-				tl.stale[c.Fence] = true
-				tl.mu.Unlock()
+		cfg.Observer = scheduler.ObserverFunc(func(e scheduler.Event) {
+			tl.mu.Lock()
+			defer tl.mu.Unlock()
+			switch {
+			case e.Kind == scheduler.EventLeaseLost:
+				tl.lost[e.Fence] = true
+			case e.Stale():
+				tl.stale[e.Completion.Fence] = true
+			case e.Kind == scheduler.EventCompletionFailed:
+				tl.fail[e.Completion.Fence] = true
 			}
-		}
-		cfg.Hooks.CompletionFailedFunc = func(c jobq.Completion, _ error) { tl.mu.Lock(); tl.fail[c.Fence] = true; tl.mu.Unlock() }
+		})
 		return startScheduler(t, st, reg, cfg), tl, warns
 	}
 	start := time.Now()
 	sSlow, tSlow, wSlow := newReplica("slow", slow)
 	sFast, _, _ := newReplica("fast", fast)
-	waitFor(t, slowWait, "every job SUCCESS", func() (bool, error) {
-		n, err := countStatus(fast, jobq.StateSuccess)
-		return n == jobs, err
-	})
+	waitSucceeded(t, jobs)
 	took := time.Since(start)
 	for _, s := range []*scheduler.Scheduler{sSlow, sFast} {
 		if err := s.Stop(); err != nil {

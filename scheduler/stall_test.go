@@ -54,7 +54,7 @@ func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return 
 
 // stallHeartbeat is a heartbeat over one run claimed on a real database,
 // renewing through a slowRenewStore that holds its first renewal for hold.
-func stallHeartbeat(t *testing.T, hold, lease, interval time.Duration, log *slog.Logger) (*heartbeat, *slowRenewStore) {
+func stallHeartbeat(t *testing.T, hold, lease, interval time.Duration, log *slog.Logger) (*heartbeat, *slowRenewStore, *eventLog) {
 	t.Helper()
 	db := testdb.Store(t)
 	submitJob(t, db, "stall")
@@ -64,13 +64,12 @@ func stallHeartbeat(t *testing.T, hold, lease, interval time.Duration, log *slog
 	_, cancel := context.WithCancelCause(context.Background())
 	r := &run{job: &Job{ClaimedJob: jobq.ClaimedJob{ID: cj.ID, Attempt: cj.Attempt}}, cancel: cancel, leaseDeadline: firstLeaseDeadline(time.Time{}, lease)}
 	runs.add(r, time.Hour, func() {})
+	events := &eventLog{}
 	h := newHeartbeat(heartbeatParams{
 		Store: st, Runs: runs, Owner: "stall-owner", Lease: lease, Interval: interval,
-		Retry: testRetrier(), Log: log, Fails: new(atomic.Int64), Stalls: new(atomic.Int64), LeaseLost: new(atomic.Int64),
+		Retry: testRetrier(), Log: log, Events: events.emitter(),
 	})
-	h.testSignals.beat.init()
-	h.testSignals.stall.init()
-	return h, st
+	return h, st, events
 }
 
 // A heartbeat the runtime did not run when its timer was due — held here
@@ -82,18 +81,18 @@ func TestHeartbeatReportsItsOwnStall(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
 	const lease, interval, hold = 2 * time.Second, 250 * time.Millisecond, time.Second
-	h, _ := stallHeartbeat(t, 0, lease, interval, slog.New(slog.NewJSONHandler(&logs, nil)))
+	h, _, events := stallHeartbeat(t, 0, lease, interval, slog.New(slog.NewJSONHandler(&logs, nil)))
 	var once sync.Once
-	h.testHold = func() { once.Do(func() { time.Sleep(hold) }) }
+	h.testHold = func() { once.Do(func() { time.Sleep(hold) }) } // the injected stall itself (not a wait of the test)
 	startService(t, h)
-	late := h.testSignals.stall.wait(t, stallWait)
+	late := events.next(t, EventHeartbeatStall, stallWait).Duration
 	if late < hold-interval {
 		t.Fatalf("stall measured %s, want at least %s (held %s, interval %s)", late, hold-interval, hold, interval)
 	}
-	if n := h.p.Stalls.Load(); n < 1 {
+	if n := events.count(EventHeartbeatStall); n < 1 {
 		t.Fatalf("Stalls = %d, want ≥ 1", n)
 	}
-	h.testSignals.beat.wait(t, stallWait) // the late beat still renews
+	events.next(t, EventRenewed, stallWait) // the late beat still renews
 	out := logs.String()
 	if !strings.Contains(out, `"msg":"heartbeat ran late`) || !strings.Contains(out, `"late_ms":`) || !strings.Contains(out, `"runs":1`) {
 		t.Fatalf("log = %s; want a WARN 'heartbeat ran late' with late_ms and runs", out)
@@ -108,12 +107,12 @@ func TestHeartbeatReportsItsOwnStall(t *testing.T) {
 func TestSlowRenewalIsNotAStall(t *testing.T) {
 	t.Parallel()
 	const lease, interval = 10 * time.Second, 100 * time.Millisecond
-	h, st := stallHeartbeat(t, 3*time.Second, lease, interval, discardLog())
+	h, st, events := stallHeartbeat(t, 3*time.Second, lease, interval, discardLog())
 	startService(t, h)
 	for st.calls.Load() < 3 {
-		h.testSignals.beat.wait(t, stallWait)
+		events.next(t, EventRenewed, stallWait)
 	}
-	if n := h.p.Stalls.Load(); n != 0 {
+	if n := events.count(EventHeartbeatStall); n != 0 {
 		t.Fatalf("Stalls = %d after a slow renewal, want 0 (threshold %s)", n, heartbeatStallThreshold(lease))
 	}
 }
@@ -122,13 +121,13 @@ func TestSlowRenewalIsNotAStall(t *testing.T) {
 // that much is not yet a stall.
 func TestCheckStallThreshold(t *testing.T) {
 	const lease = 2 * time.Second
-	h, _ := stallHeartbeat(t, 0, lease, time.Second, discardLog())
+	h, _, events := stallHeartbeat(t, 0, lease, time.Second, discardLog())
 	h.checkStall(leaseGuardMargin(lease))
-	if n := h.p.Stalls.Load(); n != 0 {
+	if n := events.count(EventHeartbeatStall); n != 0 {
 		t.Fatalf("Stalls = %d at the threshold, want 0", n)
 	}
 	h.checkStall(leaseGuardMargin(lease) + time.Millisecond)
-	if n := h.p.Stalls.Load(); n != 1 {
+	if n := events.count(EventHeartbeatStall); n != 1 {
 		t.Fatalf("Stalls = %d past the threshold, want 1", n)
 	}
 }

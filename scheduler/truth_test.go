@@ -15,6 +15,7 @@ import (
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/store"
 )
 
@@ -73,16 +74,16 @@ func (q *queueFill) handler() scheduler.Handler {
 func (q *queueFill) awaitHeld(t *testing.T, st *store.Store, n int) {
 	t.Helper()
 	held := false
-	waitFor(t, slowWait, "a handler holding the worker with jobs queued behind it", func() (bool, error) {
+	// Checked at each event (scans come every poll interval).
+	events(t).WaitUntil(t, "a handler holding the worker with jobs queued behind it", func(evs []scheduler.Event) bool {
 		select {
 		case <-q.held:
 			held = true
-			return true, nil
+			return true
 		default:
 		}
-		done, err := countStatus(st, jobq.StateSuccess)
-		return done == int64(n), err
-	})
+		return len(schedulertest.Succeeded(evs)) == n
+	}, slowWait)
 	if !held {
 		t.Fatalf("all %d jobs finished and no claim took %d jobs: the run queue never held a job behind the busy worker", n, q.min)
 	}
@@ -114,19 +115,17 @@ func TestQueuedRunsRenewedWhileTheyWait(t *testing.T) {
 	if queued < int64(q.min-1) {
 		t.Fatalf("%d runs queued behind the held worker, want ≥ %d", queued, q.min-1)
 	}
-	// Three leases: a queued run that nobody renews is rescued by now (the
-	// rescuer runs every 200 ms).
-	time.Sleep(3 * cfg.Lease)
+	// Three leases (nine heartbeats of Lease/3, each renewing the held and
+	// the queued runs): a queued run that nobody renews is rescued by now
+	// (the rescuer runs every 200 ms).
+	events(t).WaitAfterN(t, events(t).Mark(), scheduler.EventRenewed, schedulertest.NonEmpty, 9, slowWait)
 	if bad := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE attempt > 1 OR retry_times > 0"); bad != 0 || s.Stats().Rescued != 0 {
 		logOutcomes(t, st)
 		t.Fatalf("queued run not renewed while it waited: %d of %d jobs queued behind a held worker for 3 leases were rescued (Stats.Rescued %d)",
 			bad, queued, s.Stats().Rescued)
 	}
 	close(q.release)
-	waitFor(t, slowWait, "every job SUCCESS once the worker is free", func() (bool, error) {
-		got, err := countStatus(st, jobq.StateSuccess)
-		return got == n, err
-	})
+	waitSucceeded(t, n) // every job, once the worker is free
 	if bad := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_queue q WHERE q.attempt <> 1
 		OR 1 <> (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id AND e.outcome = 'SUCCESS')`); bad != 0 {
 		logOutcomes(t, st)
@@ -167,31 +166,25 @@ func TestRunQueueOffersPlacesOnlyForRecentFinishes(t *testing.T) {
 		submitPriority(t, st, key("early", i), "noop", 0)
 	}
 	s.Wake()
-	waitFor(t, slowWait, "the early jobs SUCCESS", func() (bool, error) {
-		got, err := countStatus(st, jobq.StateSuccess)
-		return got == early, err
-	})
+	waitSucceeded(t, early)
 	submitPriority(t, st, "holder", "hold", 0)
 	s.Wake()
 	recv(t, started, slowWait, "the holding handler started")
-	// Well past the window (100 ms): nothing finished lately.
+	// Well past the window (100 ms): nothing finished lately. A sleep: the
+	// test needs time to pass with nothing happening, which no event marks.
 	time.Sleep(time.Second)
 	for i := range 10 {
 		submitPriority(t, st, key("late", i), "noop", 0)
 	}
 	// Scans on wake-up and every 50 ms; a second is 20 of them.
-	for range 4 {
-		s.Wake()
-		time.Sleep(250 * time.Millisecond)
-	}
+	mark := events(t).Mark()
+	s.Wake()
+	events(t).WaitAfterN(t, mark, scheduler.EventScanDone, nil, 20, slowWait)
 	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_key LIKE 'late-%' AND status <> 'WAITING'"); got != 0 {
 		t.Fatalf("run queue offered places for finishes outside its window: %d jobs claimed behind the held worker with no job finished within the window", got)
 	}
 	close(release)
-	waitFor(t, slowWait, "every job SUCCESS once the worker is free", func() (bool, error) {
-		got, err := countStatus(st, jobq.StateSuccess)
-		return got == early+11, err
-	})
+	waitSucceeded(t, early+11) // every job, once the worker is free
 }
 
 // A run whose job another owner holds now (rescued and re-claimed by a
@@ -294,14 +287,19 @@ func TestOutcomeWriteGivesUpAtTheLeaseDeadline(t *testing.T) {
 		jobtypes.Register(reg)
 		cfg := fastConfig("outcome-deadline")
 		cfg.Lease = time.Second
-		cfg.Hooks.ClaimedFunc = func(jobs []jobq.ClaimedJob, _ int) {
-			if len(jobs) > 0 {
-				offer(claimed, time.Now())
-			}
-		}
 		// The first of each is kept: a rescued job runs and fails again.
-		cfg.Hooks.CompletionFailedFunc = func(c jobq.Completion, err error) { offer(failed, failure{time.Now(), err}) }
-		cfg.Hooks.CompletedFunc = func(c jobq.Completion, ok bool) { offer(applied, ok) }
+		cfg.Observer = scheduler.ObserverFunc(func(e scheduler.Event) {
+			switch e.Kind {
+			case scheduler.EventClaimed:
+				if len(e.Jobs) > 0 {
+					offer(claimed, time.Now())
+				}
+			case scheduler.EventCompletionFailed:
+				offer(failed, failure{time.Now(), e.Err})
+			case scheduler.EventCompleted:
+				offer(applied, e.Applied)
+			}
+		})
 		startScheduler(t, ws, reg, cfg)
 		submitPriority(t, st, "outcome", "noop", 0)
 		return ws, st, claimed, failed, applied, cfg
@@ -373,7 +371,7 @@ func TestGivenUpOutcomeWriteLeavesTheRunToTheRescuer(t *testing.T) {
 	failed := make(chan jobq.Fence, 1)
 	cfg := fastConfig("given-up")
 	cfg.Lease = 2 * time.Second
-	cfg.Hooks.CompletionFailedFunc = func(c jobq.Completion, err error) { offer(failed, c.Fence) }
+	cfg.Observer = on(scheduler.EventCompletionFailed, func(e scheduler.Event) { offer(failed, e.Completion.Fence) })
 	startScheduler(t, fs, reg, cfg)
 	// A held run whose lease the heartbeat renews: each move of its
 	// lease_until is a beat that landed.
@@ -393,12 +391,13 @@ func TestGivenUpOutcomeWriteLeavesTheRunToTheRescuer(t *testing.T) {
 	}
 	nextBeat := func(after sql.NullTime) sql.NullTime {
 		t.Helper()
-		var got sql.NullTime
-		waitFor(t, slowWait, "a lease renewal of the held run", func() (bool, error) {
-			got, _ = leaseOf(holder.ID)
-			return got.Time.After(after.Time), nil
-		})
-		return got
+		for {
+			mark := events(t).Mark()
+			events(t).WaitAfter(t, mark, scheduler.EventRenewed, schedulertest.NonEmpty, slowWait)
+			if got, _ := leaseOf(holder.ID); got.Time.After(after.Time) {
+				return got
+			}
+		}
 	}
 	// A beat in flight when the write was given up may still carry the
 	// run: the baseline is taken after the next beat landed.
@@ -411,10 +410,10 @@ func TestGivenUpOutcomeWriteLeavesTheRunToTheRescuer(t *testing.T) {
 		t.Fatalf("run renewed after its outcome write was given up (lease_until %s → %s): a given-up outcome write must leave the run to the rescuer",
 			l1.Time.Format(time.RFC3339Nano), l2.Time.Format(time.RFC3339Nano))
 	}
-	waitFor(t, slowWait, "the job rescued and run again", func() (bool, error) {
-		j, err := st.JobGet(context.Background(), job.ID)
-		return j.Status == jobq.StateSuccess && j.Attempt == f.Attempt+1, err
-	})
+	// The job rescued and run again.
+	if j := waitFinished(t, st, job.ID, jobq.OutcomeSuccess); j.Attempt != f.Attempt+1 {
+		t.Fatalf("succeeded on attempt %d, want %d (the run after the rescue)", j.Attempt, f.Attempt+1)
+	}
 }
 
 // failFirstCompletion is the real store whose first outcome write that
@@ -472,10 +471,11 @@ func TestPromoterNeverPromotesBeforeRunAt(t *testing.T) {
 	if early || (beforeDue && status != string(jobq.StateScheduled)) {
 		t.Fatalf("promoter promoted a job before its run_at: %s while the database clock is before its run_at (promoted early: %v)", status, early)
 	}
-	waitFor(t, slowWait, "the job due in 500 ms run", func() (bool, error) {
-		j, err := st.JobGetByKey(context.Background(), "soon")
-		return j.Status == jobq.StateSuccess, err
-	})
+	soon, err := st.JobGetByKey(context.Background(), "soon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFinished(t, st, soon.ID, jobq.OutcomeSuccess) // the job due in 500 ms
 	if got := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_queue WHERE job_key = 'soon' AND started_at < run_at`); got != 0 {
 		t.Fatal("promoter promoted a job before its run_at: it started before its run_at")
 	}

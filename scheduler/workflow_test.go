@@ -67,7 +67,7 @@ func TestWorkflowRunsInOrderWithOutputsAndSpawn(t *testing.T) {
 		return job.SetOutput(map[string]string{"key": job.JobKey})
 	}))
 	startScheduler(t, st, reg, fastConfig("r1"))
-	svc := service.New(st, nil, nil)
+	svc := service.New(service.Options{Store: st})
 	svc.SetWorkflowStore(st)
 	dep := func(keys ...string) []apitype.DependencyRef {
 		var out []apitype.DependencyRef
@@ -125,7 +125,7 @@ func TestWorkflowUnblockWakesTheScanner(t *testing.T) {
 	cfg := fastConfig("r1")
 	cfg.PollInterval, cfg.PollJitter = 30*time.Second, time.Second
 	sc := startScheduler(t, st, reg, cfg)
-	svc := service.New(st, nil, sc.Wake)
+	svc := service.New(service.Options{Store: st, WakeFunc: sc.Wake})
 	svc.SetWorkflowStore(st)
 	_, _, err := svc.SubmitWorkflow(context.Background(), apitype.WorkflowSubmitRequest{WorkflowKey: "w", Jobs: []apitype.WorkflowJob{
 		{SubmitRequest: apitype.SubmitRequest{JobKey: "a", JobType: "step"}},

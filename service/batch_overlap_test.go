@@ -33,7 +33,7 @@ func TestBatchOverlappedByAConcurrentSubmitAnswersAsSingleSubmits(t *testing.T) 
 	t.Parallel()
 	ctx := context.Background()
 	st := testdb.Store(t)
-	svc := service.New(st, nil, nil)
+	svc := service.New(service.Options{Store: st})
 	if _, _, err := svc.Submit(ctx, sleepReq("same", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestBatchOverlappedByAConcurrentSubmitAnswersAsSingleSubmits(t *testing.T) 
 		if time.Now().After(deadline) {
 			t.Fatal("timed out after 2m waiting for the batch's INSERT to wait for the concurrent submit")
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polls the lock waits: a statement waiting on a row lock sends no event
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestOverlappingConcurrentBatchesAnswerAsSingleSubmits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := testdb.Store(t)
-	svc := service.New(st, nil, nil)
+	svc := service.New(service.Options{Store: st})
 	const batches, keys = 6, 40
 	reqOf := func(b, k int) apitype.SubmitRequest {
 		ms := 1

@@ -31,7 +31,7 @@ func FuzzDecodeSubmit(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	svc := service.New(nil, func(typ string) bool { return typ == "noop" }, nil)
+	svc := service.New(service.Options{KnownTypeFunc: func(typ string) bool { return typ == "noop" }})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := service.DecodeSubmit(body)
 		if err == nil {

@@ -60,23 +60,32 @@ type Ops struct {
 	changed   func()
 	retry     storeerr.RetryPolicy
 	// validateParams, if set, checks a schedule's params for its job type,
-	// as a submit's are (Service.SetParamsValidator).
+	// as a submit's are (Options.ValidateParamsFunc).
 	validateParams func(jobType string, params json.RawMessage) (field, rule string)
 }
 
-// SetParamsValidator makes schedules check their params with f (the same
-// check a submit of that job type gets): a schedule whose every run would
-// be refused at submit is refused when it is put, naming the field.
-func (o *Ops) SetParamsValidator(f func(jobType string, params json.RawMessage) (field, rule string)) {
-	o.validateParams = f
+// OpsOptions configures an Ops.
+type OpsOptions struct {
+	// Store is where type controls and schedules are kept. Required.
+	Store OpsStore
+	// KnownTypeFunc reports registered job types. Defaults to nil: every
+	// type is accepted.
+	KnownTypeFunc func(jobType string) bool
+	// ValidateParamsFunc checks a schedule's params (the same check a
+	// submit of that job type gets): a schedule whose every run would be
+	// refused at submit is refused when it is put, naming the field.
+	// Defaults to nil: params are only checked to be a JSON object.
+	ValidateParamsFunc func(jobType string, params json.RawMessage) (field, rule string)
+	// ChangedFunc is called after every change to type controls or
+	// schedules so the local scheduler re-reads them at once
+	// (scheduler.RefreshOps). Defaults to nil: none.
+	ChangedFunc func()
 }
 
-// NewOps returns the operations service. knownType (may be nil) reports
-// registered job types; changed (may be nil) is called after every change
-// to type controls or schedules so the local scheduler re-reads them at
-// once (scheduler.RefreshOps).
-func NewOps(st OpsStore, knownType func(string) bool, changed func()) *Ops {
-	return &Ops{store: st, knownType: knownType, changed: changed, retry: storeerr.RetryPolicy{MaxAttempts: opsRetryAttempts}}
+// NewOps returns the operations service configured by opts.
+func NewOps(opts OpsOptions) *Ops {
+	return &Ops{store: opts.Store, knownType: opts.KnownTypeFunc, changed: opts.ChangedFunc,
+		validateParams: opts.ValidateParamsFunc, retry: storeerr.RetryPolicy{MaxAttempts: opsRetryAttempts}}
 }
 
 func (o *Ops) notify() {

@@ -100,25 +100,41 @@ type Service struct {
 	workflows WorkflowStore
 }
 
-// SetRemoteTypeFunc sets the function reporting the remote job types.
-func (s *Service) SetRemoteTypeFunc(f func(string) bool) { s.isRemote = f }
-
-// SetParamsValidator makes submits check params with f (typically a
-// scheduler.Registry's ValidateParams): a field f names is a 400 naming that
-// field and the rule it breaks, and nothing is written.
-func (s *Service) SetParamsValidator(f func(jobType string, params json.RawMessage) (field, rule string)) {
-	s.validateParams = f
+// Options configures a Service.
+type Options struct {
+	// Store is where jobs are kept (a *store.Store, possibly wrapped, e.g.
+	// by metrics.WrapServiceStore). Required.
+	Store Store
+	// KnownTypeFunc reports whether a job_type is registered (typically
+	// scheduler.Registry.Lookup); a submit of another type is a 400 naming
+	// job_type. Defaults to nil: every type is accepted.
+	KnownTypeFunc func(jobType string) bool
+	// ValidateParamsFunc checks a submit's params for its job type
+	// (typically scheduler.Registry.ValidateParams): a field it names is a
+	// 400 naming that field and the rule it breaks, and nothing is written.
+	// Defaults to nil: params are only checked to be a JSON object.
+	ValidateParamsFunc func(jobType string, params json.RawMessage) (field, rule string)
+	// WakeFunc is called after jobs are created WAITING (or retried), so
+	// the local scanner claims them at once (scheduler.Wake). Defaults to
+	// nil: none.
+	WakeFunc func()
+	// WakeAtFunc is called after a job is created SCHEDULED (run_at ahead
+	// of the database clock) with its RunAt and CreateTime, so the local
+	// promoter makes it WAITING when it is due (scheduler.WakeAt). Defaults
+	// to nil: none.
+	WakeAtFunc func(runAt, dbNow time.Time)
+	// RemoteTypeFunc reports the job types run by remote workers (a worker
+	// token's "*" covers those). Defaults to nil: none.
+	RemoteTypeFunc func(jobType string) bool
+	// Logs serves Logs (typically the *store.Store). Defaults to nil: Logs
+	// returns no lines.
+	Logs LogStore
 }
 
-// SetWakeAtFunc sets the function called after a job is created SCHEDULED
-// (run_at ahead of the database clock) with its RunAt and CreateTime, so the
-// local promoter makes it WAITING when it is due (scheduler.WakeAt).
-func (s *Service) SetWakeAtFunc(f func(runAt, dbNow time.Time)) { s.wakeAt = f }
-
-// New returns a Service. knownType reports registered job types; wake (may
-// be nil) is called after each created job so the local scanner claims it at once.
-func New(st Store, knownType func(string) bool, wake func()) *Service {
-	return &Service{store: st, knownType: knownType, wake: wake, retry: storeerr.RetryPolicy{MaxAttempts: apiRetryAttempts}}
+// New returns a Service configured by opts.
+func New(opts Options) *Service {
+	return &Service{store: opts.Store, knownType: opts.KnownTypeFunc, wake: opts.WakeFunc, wakeAt: opts.WakeAtFunc,
+		validateParams: opts.ValidateParamsFunc, isRemote: opts.RemoteTypeFunc, logs: opts.Logs, retry: storeerr.RetryPolicy{MaxAttempts: apiRetryAttempts}}
 }
 
 // submitFields are the fields of a submit body, exactly as spelled.
@@ -791,15 +807,18 @@ func (s *Service) List(ctx context.Context, req ListRequest) (jobs []jobq.Job, n
 }
 
 // Cancel cancels a WAITING or SCHEDULED job at once, or requests cancellation of a
-// RUNNING one (CANCELED when its handler returns, whatever it returns).
+// RUNNING one (CANCELED when its handler returns, whatever it returns). A
+// job in another status is a *StateError (OpCancel).
 func (s *Service) Cancel(ctx context.Context, id uint64) (jobq.Job, error) {
 	j, err := retryV(ctx, s.retry, "cancel", func() (jobq.Job, error) { return s.store.JobCancel(ctx, id) })
-	return j, err
+	return j, stateError(OpCancel, id, j, err)
 }
 
-// Retry re-queues a FAILED or CANCELED job with a fresh retry budget.
+// Retry re-queues a FAILED or CANCELED job with a fresh retry budget. A job
+// in another status is a *StateError (OpRetry).
 func (s *Service) Retry(ctx context.Context, id uint64) (jobq.Job, error) {
 	j, err := retryV(ctx, s.retry, "retry", func() (jobq.Job, error) { return s.store.JobRetry(ctx, id) })
+	err = stateError(OpRetry, id, j, err)
 	if err == nil && s.wake != nil {
 		s.wake()
 	}

@@ -57,7 +57,7 @@ func known(typ string) bool { return typ == "noop" }
 func TestConcurrentSubmitSameKeyOneRow(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
-	svc := service.New(st, known, nil)
+	svc := service.New(service.Options{Store: st, KnownTypeFunc: known})
 	reqs := make([]apitype.SubmitRequest, 10)
 	for i := range reqs {
 		// The same request, with params spelled differently (key order and
@@ -121,7 +121,7 @@ func TestConcurrentSubmitSameKeyOneRow(t *testing.T) {
 func TestConcurrentSubmitDifferentBodiesConflict(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
-	svc := service.New(st, known, nil)
+	svc := service.New(service.Options{Store: st, KnownTypeFunc: known})
 	reqs := make([]apitype.SubmitRequest, 10)
 	for i := range reqs {
 		reqs[i] = apitype.SubmitRequest{JobKey: "contested", JobType: "noop", Params: []byte(fmt.Sprintf(`{"n":%d}`, i))}

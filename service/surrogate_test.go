@@ -18,7 +18,7 @@ import (
 func TestIdempotencyTellsLoneSurrogatesApart(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
-	svc := service.New(st, nil, nil)
+	svc := service.New(service.Options{Store: st})
 	ctx := context.Background()
 	submit := func(key, params string) (uint64, bool, error) {
 		job, created, err := svc.Submit(ctx, apitype.SubmitRequest{JobKey: key, JobType: "noop", Params: json.RawMessage(params)})

@@ -457,9 +457,6 @@ type LogStore interface {
 	JobLogs(ctx context.Context, id uint64, attempt, afterSeq, limit int) ([]jobq.LogLine, int, error)
 }
 
-// SetLogStore makes Logs read from st.
-func (s *Service) SetLogStore(st LogStore) { s.logs = st }
-
 // Logs returns up to limit (1–1000, default 1000) lines of a job's attempt
 // log after line after; attempt 0 means the latest attempt with a log.
 // The query values are as the transport received them ("" for unset).

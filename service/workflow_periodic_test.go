@@ -22,7 +22,7 @@ func TestPeriodicStartsAWorkflowPerInstant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := testdb.Store(t)
-	ops := service.NewOps(st, func(t string) bool { return t == "noop" }, nil)
+	ops := service.NewOps(service.OpsOptions{Store: st, KnownTypeFunc: func(t string) bool { return t == "noop" }})
 	tmpl := &apitype.PeriodicWorkflow{Jobs: []apitype.WorkflowJob{
 		{SubmitRequest: apitype.SubmitRequest{JobKey: "build", JobType: "noop"}},
 		{SubmitRequest: apitype.SubmitRequest{JobKey: "deploy", JobType: "noop"}, DependsOn: []apitype.DependencyRef{{JobKey: "build"}}},

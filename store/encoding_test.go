@@ -17,6 +17,7 @@ import (
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
 )
@@ -81,6 +82,8 @@ func TestFailureAlwaysRecorded(t *testing.T) {
 	cfg := scheduler.Config{Owner: "enc", PollInterval: 50 * time.Millisecond, PollJitter: 10 * time.Millisecond,
 		Lease: time.Second, RescueInterval: 100 * time.Millisecond, RetryBackoffBase: 20 * time.Millisecond,
 		Workers: 8, Logger: quiet(), ShutdownTimeout: 5 * time.Second}
+	events := schedulertest.NewRecorder()
+	cfg.Observer = events
 	s, err := scheduler.New(st, reg, cfg, st.Server.SkipLocked)
 	if err != nil {
 		t.Fatal(err)
@@ -89,34 +92,28 @@ func TestFailureAlwaysRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Stop() })
-	svc := service.New(st, nil, s.Wake)
+	svc := service.New(service.Options{Store: st, WakeFunc: s.Wake})
 	var keys []string
+	ids := map[string]uint64{}
 	for name := range errs {
 		for _, maxRetry := range []int{0, 1} {
 			key := fmt.Sprintf("%s#%d", name, maxRetry)
 			mr := maxRetry
-			if _, _, err := svc.Submit(context.Background(), apitype.SubmitRequest{JobKey: key, JobType: "failing", MaxRetry: &mr}); err != nil {
+			job, _, err := svc.Submit(context.Background(), apitype.SubmitRequest{JobKey: key, JobType: "failing", MaxRetry: &mr})
+			if err != nil {
 				t.Fatalf("submit %s: %v", key, err)
 			}
 			keys = append(keys, key)
+			ids[key] = job.ID
 		}
 	}
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
 	for _, key := range keys {
-		var j jobq.Job
-		for {
-			j, err = st.JobGetByKey(ctx, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if j.Status == jobq.StateFailed {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: still %s (attempt %d) after 30s: its failure was not recorded", key, j.Status, j.Attempt)
-			}
-			time.Sleep(20 * time.Millisecond)
+		// Its last attempt's failure recorded (FAILED, no retry left).
+		events.WaitFor(t, scheduler.EventCompleted, schedulertest.Finished(ids[key], jobq.OutcomeFailed), 30*time.Second)
+		j, err := st.JobGetByKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
 		}
 		want := j.MaxRetry + 1
 		if j.Attempt != want || j.RetryTimes != j.MaxRetry {
@@ -185,7 +182,7 @@ func TestCharsetForcedToUTF8MB4(t *testing.T) {
 	}
 	key := "latin1-dsn-🙂𝄞"
 	params := `{"e":"👍🏽"}`
-	svc := service.New(st, nil, nil)
+	svc := service.New(service.Options{Store: st})
 	j, _, err := svc.Submit(context.Background(), apitype.SubmitRequest{JobKey: key, JobType: "noop", Params: []byte(params)})
 	if err != nil {
 		t.Fatalf("submit: %v", err)

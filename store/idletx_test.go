@@ -68,7 +68,7 @@ func TestFrozenTransactionDoesNotHoldOffRescue(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the frozen transaction still holds the row after 2 min: the server never ended it")
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // polls: the server ending an idle transaction sends no event
 	}
 	j := jobRow(t, st, id)
 	if j.Status != "WAITING" || j.RetryTimes != 1 {

@@ -28,6 +28,7 @@ import (
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/service"
 )
 
@@ -47,7 +48,7 @@ func startReplica(t *testing.T, periodic []apitype.PeriodicRequest) (*app.Replic
 	jobtypes.Register(reg)
 	r, err := app.Start(context.Background(), app.Config{
 		DSN: dsn, Listen: "127.0.0.1:0", Registry: reg, Logger: quiet, Periodic: periodic,
-		Scheduler: scheduler.Config{Owner: "cli-test", PollInterval: 100 * time.Millisecond, PollJitter: 20 * time.Millisecond,
+		Scheduler: scheduler.Config{Owner: "cli-test", Observer: events(t), PollInterval: 100 * time.Millisecond, PollJitter: 20 * time.Millisecond,
 			Lease: 2 * time.Second, RescueInterval: time.Second, RetryBackoffBase: 50 * time.Millisecond,
 			Workers: 10, ShutdownTimeout: 5 * time.Second, Logger: quiet},
 	})
@@ -106,18 +107,39 @@ func decode[T any](t *testing.T, s string) T {
 	return v
 }
 
-func waitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d time.Duration) apitype.Job {
+// recorders holds each test's event recorder (see events).
+var recorders sync.Map // testing.TB → *schedulertest.Recorder
+
+// events returns t's event recorder, which observes the replica
+// startReplica starts for t.
+func events(t testing.TB) *schedulertest.Recorder {
+	r, loaded := recorders.LoadOrStore(t, schedulertest.NewRecorder())
+	if !loaded {
+		t.Cleanup(func() { recorders.Delete(t) })
+	}
+	return r.(*schedulertest.Recorder)
+}
+
+// awaitJob waits until job id is in status, on the replica's events: the
+// k-th event that can leave it there (its start for RUNNING, a final
+// completion for SUCCESS, FAILED or CANCELED), then a read through the API
+// that must show status — else the next such event (a retried job ends
+// more than once).
+func awaitJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d time.Duration) apitype.Job {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	kind, pred := scheduler.EventCompleted, schedulertest.Finished(id, jobq.Outcome(status))
+	if status == jobq.StateRunning {
+		kind, pred = scheduler.EventStarted, schedulertest.Job(id)
+	}
+	for k := 1; ; k++ {
+		events(t).WaitN(t, kind, pred, k, d)
 		j, err := c.Get(context.Background(), id)
-		if err == nil && j.Status == status {
+		if err != nil {
+			t.Fatalf("get job %d: %v", id, err)
+		}
+		if j.Status == status {
 			return j
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d: status %s (err %v), want %s within %s", id, j.Status, err, status, d)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -187,9 +209,10 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	if tc := decode[apitype.TypeControl](t, mustCLI(t, "pause", "sleep", srv, tr)); !tc.Paused || tc.JobType != "sleep" {
 		t.Fatalf("pause printed %+v", tc)
 	}
+	mark := events(t).Mark()
 	waiting := submitJob(t, c, apitype.SubmitRequest{JobKey: "paused-1", JobType: "sleep",
 		RunAt: ptr(time.Now().UTC().Add(-10 * time.Second).Format(time.RFC3339Nano))})
-	time.Sleep(500 * time.Millisecond) // five poll intervals
+	events(t).WaitAfterN(t, mark, scheduler.EventScanned, nil, 5, 30*time.Second) // five scans since the submit
 	if j, _ := c.Get(ctx, waiting.ID); j.Status != jobq.StateWaiting || j.Attempt != 0 {
 		t.Fatalf("job of a paused type: status=%s attempt=%d, want WAITING 0", j.Status, j.Attempt)
 	}
@@ -215,37 +238,33 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	if tc := decode[apitype.TypeControl](t, mustCLI(t, "resume", "sleep", srv, tr)); tc.Paused {
 		t.Fatalf("resume printed %+v", tc)
 	}
-	waitJob(t, c, waiting.ID, jobq.StateSuccess, 5*time.Second)
+	awaitJob(t, c, waiting.ID, jobq.StateSuccess, 5*time.Second)
 
 	// limit
+	mark = events(t).Mark()
 	if tc := decode[apitype.TypeControl](t, mustCLI(t, "limit", "sleep", "2", srv, tr)); tc.MaxRunning != 2 {
 		t.Fatalf("limit printed %+v", tc)
 	}
 	// The replica that took the call re-reads its limits at once, not after
 	// its 30s refresh interval.
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		got := r.Scheduler.LimitedTypes()
-		if len(got) == 1 && got["sleep"] == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica's limited types 2s after the API call = %v, want map[sleep:2]", got)
-		}
+	events(t).WaitAfter(t, mark, scheduler.EventOpsRefreshed, nil, 2*time.Second)
+	if got := r.Scheduler.LimitedTypes(); len(got) != 1 || got["sleep"] != 2 {
+		t.Fatalf("replica's limited types after the refresh the API call asked for = %v, want map[sleep:2]", got)
 	}
 	limited := submitJob(t, c, apitype.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
-	waitJob(t, c, limited.ID, jobq.StateSuccess, 5*time.Second)
+	awaitJob(t, c, limited.ID, jobq.StateSuccess, 5*time.Second)
 	if tc := decode[apitype.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv, tr)); tc.MaxRunning != 0 {
 		t.Fatalf("limit 0 printed %+v", tc)
 	}
 
 	// cancel a RUNNING job through the CLI.
 	long := submitJob(t, c, apitype.SubmitRequest{JobKey: "long", JobType: "sleep", Params: json.RawMessage(`{"ms":30000}`)})
-	waitJob(t, c, long.ID, jobq.StateRunning, 5*time.Second)
+	awaitJob(t, c, long.ID, jobq.StateRunning, 5*time.Second)
 	if j := decode[apitype.Job](t, mustCLI(t, "cancel", fmt.Sprint(long.ID), srv, tr)); !j.CancelRequested {
 		t.Fatalf("cancel printed %+v", j)
 	}
 	hb := r.Scheduler.Config().HeartbeatInterval
-	waitJob(t, c, long.ID, jobq.StateCanceled, hb+2*time.Second)
+	awaitJob(t, c, long.ID, jobq.StateCanceled, hb+2*time.Second)
 
 	// bulk retry: flaky fails its first attempt; with max_retry 0 it ends FAILED.
 	var flaky []uint64
@@ -254,7 +273,7 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	}
 	other := submitJob(t, c, apitype.SubmitRequest{JobKey: "effect-fails", JobType: "flaky", MaxRetry: ptr(0), Params: json.RawMessage(`{"failures":5}`)})
 	for _, id := range append(flaky, other.ID) {
-		waitJob(t, c, id, jobq.StateFailed, 5*time.Second)
+		awaitJob(t, c, id, jobq.StateFailed, 5*time.Second)
 	}
 	if _, err := runCLI(t, "retry", srv, tr); err == nil || !strings.Contains(err.Error(), "--status") {
 		t.Fatalf("retry without id or --status: err = %v", err)
@@ -263,11 +282,11 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 		t.Fatalf("bulk retry retried %d, want 4", res.Retried)
 	}
 	for _, id := range flaky {
-		if j := waitJob(t, c, id, jobq.StateSuccess, 5*time.Second); j.Attempt != 2 || j.RetryTimes != 0 {
+		if j := awaitJob(t, c, id, jobq.StateSuccess, 5*time.Second); j.Attempt != 2 || j.RetryTimes != 0 {
 			t.Fatalf("retried job %d: attempt=%d retry_times=%d, want 2, 0", id, j.Attempt, j.RetryTimes)
 		}
 	}
-	waitJob(t, c, other.ID, jobq.StateFailed, 5*time.Second) // its 2nd attempt fails too
+	awaitJob(t, c, other.ID, jobq.StateFailed, 5*time.Second) // its 2nd attempt fails too
 	if res := decode[apitype.RetryBulkResult](t, mustCLI(t, "retry", "--status", "CANCELED", "--type", "noop", srv, tr)); res.Retried != 0 {
 		t.Fatalf("bulk retry of no job retried %d", res.Retried)
 	}
@@ -314,28 +333,18 @@ func TestOpsCLIPeriodic(t *testing.T) {
 	// The replica that took the API call fires the new schedule at once
 	// (RefreshOps), not after its 30s refresh interval.
 	k := jobq.PeriodicKey("tick", first)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		page, err := c.List(ctx, string(jobq.StateSuccess), "noop", 1000, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, j := range page.Jobs {
+	var id uint64
+	events(t).WaitFor(t, scheduler.EventClaimed, func(e scheduler.Event) bool {
+		for _, j := range e.Jobs {
 			if j.JobKey == k {
-				found = true
-				if !j.RunAt.Equal(first) || string(j.Params) != `{"n":1}` {
-					t.Fatalf("periodic job %+v: run_at/params", j)
-				}
+				id = j.ID
+				return true
 			}
 		}
-		if found {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s did not run within 5s", k)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}, 5*time.Second)
+	if j := awaitJob(t, c, id, jobq.StateSuccess, 5*time.Second); !j.RunAt.Equal(first) || string(j.Params) != `{"n":1}` {
+		t.Fatalf("periodic job %+v: run_at/params", j)
 	}
 	if out := mustCLI(t, "periodic", "rm", "tick", srv); out != "deleted tick\n" {
 		t.Fatalf("periodic rm printed %q", out)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jobq/jobq/app"
+	"github.com/jobq/jobq/auth"
 	"github.com/jobq/jobq/callout"
-	"github.com/jobq/jobq/httpapi"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
@@ -130,7 +130,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	tokens, err := httpapi.LoadAuthTokens(c.AuthTokenFile, os.Getenv(httpapi.AuthTokensEnv))
+	tokens, err := auth.LoadTokens(c.AuthTokenFile, os.Getenv(auth.TokensEnv))
 	if err != nil {
 		return err
 	}

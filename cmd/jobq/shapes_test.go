@@ -22,7 +22,7 @@ func TestStatsAndExecutionsOutputShapes(t *testing.T) {
 	mr := 1
 	job := submitJob(t, c, apitype.SubmitRequest{JobKey: "flaky-once", JobType: "flaky",
 		Params: json.RawMessage(`{"failures":1}`), MaxRetry: &mr})
-	waitJob(t, c, job.ID, jobq.StateSuccess, 30*time.Second)
+	awaitJob(t, c, job.ID, jobq.StateSuccess, 30*time.Second)
 
 	out := mustCLI(t, "stats", "-o", "table", srv)
 	if !strings.Contains(out, "attempts finished 2 ") || !strings.Contains(out, "by outcome [FAILED 1, SUCCESS 1]") {

@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 )
 
 // TestStdoutOutput: a command's stdout is its JSON value when it parses,
@@ -62,7 +63,7 @@ func startWorkReplica(t *testing.T, types ...string) *client.Client {
 	t.Helper()
 	r, err := app.Start(context.Background(), app.Config{
 		DSN: testdb.DSN(t), Listen: "127.0.0.1:0", Registry: scheduler.NewRegistry(), Logger: quiet, NoUI: true,
-		Scheduler: scheduler.Config{Owner: "work-test", PollInterval: 100 * time.Millisecond, PollJitter: 20 * time.Millisecond,
+		Scheduler: scheduler.Config{Owner: "work-test", Observer: events(t), PollInterval: 100 * time.Millisecond, PollJitter: 20 * time.Millisecond,
 			Lease: 3 * time.Second, RescueInterval: time.Second, RetryBackoffBase: 50 * time.Millisecond,
 			Workers: 10, ShutdownTimeout: 5 * time.Second, Logger: quiet, RemoteTypes: types},
 	})
@@ -106,7 +107,7 @@ func TestWorkCommandGetsTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j = waitJob(t, c, j.ID, jobq.StateSuccess, 30*time.Second)
+	j = awaitWorkJob(t, c, j.ID, jobq.StateSuccess, 30*time.Second)
 	var out string
 	if err := json.Unmarshal(j.Output, &out); err != nil {
 		t.Fatalf("output %s: want a JSON string (stdout is not JSON): %v", j.Output, err)
@@ -140,11 +141,11 @@ func TestWorkCommandKilledAfterGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, c, stubborn.ID, jobq.StateRunning, 30*time.Second)
+	events(t).WaitFor(t, scheduler.EventFetchClaimed, schedulertest.Job(stubborn.ID), 30*time.Second) // RUNNING: a worker took it
 	if _, err := c.Cancel(context.Background(), stubborn.ID); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, c, stubborn.ID, jobq.StateCanceled, 30*time.Second)
+	j := awaitWorkJob(t, c, stubborn.ID, jobq.StateCanceled, 30*time.Second)
 	if !strings.Contains(j.LastError, "signal: killed") {
 		t.Fatalf("last_error %q, want the command killed by SIGKILL (it ignores SIGTERM)", j.LastError)
 	}
@@ -154,9 +155,29 @@ func TestWorkCommandKilledAfterGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j = waitJob(t, c, exit.ID, jobq.StateFailed, 30*time.Second)
+	j = awaitWorkJob(t, c, exit.ID, jobq.StateFailed, 30*time.Second)
 	if j.Attempt != 1 || j.RetryTimes != 0 || j.LastError != "exit status 65: bad input" {
 		t.Fatalf("exit 65: attempt %d, retry_times %d, last_error %q; want FAILED at once with %q",
 			j.Attempt, j.RetryTimes, j.LastError, "exit status 65: bad input")
+	}
+}
+
+// awaitWorkJob waits until job id, run by a remote worker, is in a final
+// status: on the replica's events, the k-th applied completion of the job,
+// then a read through the API that must show status — else the next one.
+// (A worker's outcome is not always the job's: a failure of a job whose
+// cancel was requested leaves it CANCELED.)
+func awaitWorkJob(t *testing.T, c *client.Client, id uint64, status jobq.JobState, d time.Duration) apitype.Job {
+	t.Helper()
+	applied := func(e scheduler.Event) bool { return e.Applied && e.Completion.ID == id }
+	for k := 1; ; k++ {
+		events(t).WaitN(t, scheduler.EventCompleted, applied, k, d)
+		j, err := c.Get(context.Background(), id)
+		if err != nil {
+			t.Fatalf("get job %d: %v", id, err)
+		}
+		if j.Status == status {
+			return j
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/store"
 )
 
@@ -39,7 +40,7 @@ type classic struct {
 	errs               errCounts
 	completed, lost    atomic.Int64
 	dbs                []*sql.DB
-	apis               []*apiServer
+	apis               []*app.Replica
 	cancel             context.CancelFunc
 	scanners, handlers sync.WaitGroup
 }
@@ -57,11 +58,7 @@ func (c *classic) Start(ctx context.Context) error {
 		}
 		c.dbs = append(c.dbs, db)
 		if c.withAPI {
-			st, err := store.OpenDB(ctx, db)
-			if err != nil {
-				return err
-			}
-			a, err := startAPI(st, nil, nil) // the classic design has no wake-up
+			a, err := startReplica(ctx, db, nil, true) // API only: the classic design has no wake-up
 			if err != nil {
 				return err
 			}
@@ -158,18 +155,19 @@ func (c *classic) Counters() Counters {
 func (c *classic) APIs() []string {
 	var out []string
 	for _, a := range c.apis {
-		out = append(out, a.url)
+		out = append(out, apiURL(a))
 	}
 	return out
 }
 
 func (c *classic) Stop() error {
-	for _, a := range c.apis {
-		a.stop()
-	}
 	c.cancel()
 	c.scanners.Wait()
 	c.handlers.Wait()
+	// The API replicas share the scanners' pools, which their Stop closes.
+	for _, a := range c.apis {
+		_ = a.Stop(context.Background())
+	}
 	for _, db := range c.dbs {
 		db.Close()
 	}

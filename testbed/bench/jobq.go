@@ -14,9 +14,8 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/jobtypes"
+	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 	"github.com/jobq/jobq/testbed/replica"
 )
 
@@ -62,9 +61,7 @@ type jobqInProc struct {
 	completed atomic.Int64
 	claims    atomic.Int64 // non-empty claims
 	claimed   atomic.Int64 // jobs in them
-	scheds    []*scheduler.Scheduler
-	dbs       []*sql.DB
-	apis      []*apiServer
+	reps      []*app.Replica
 }
 
 func newJobqInProc(dsn string, rc ReplicaConfig, withAPI bool) *jobqInProc {
@@ -77,43 +74,28 @@ func (j *jobqInProc) Start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		j.dbs = append(j.dbs, db)
-		st, err := store.OpenDB(ctx, db)
-		if err != nil {
-			return err
-		}
-		reg := scheduler.NewRegistry()
-		jobtypes.Register(reg)
 		cfg := j.rc.schedulerConfig(fmt.Sprintf("bench-%s-%d", j.rc.Strategy, i))
-		cfg.Hooks = scheduler.Hooks{
-			ClaimedFunc: func(jobs []jobq.ClaimedJob, _ int) {
-				if len(jobs) > 0 {
+		cfg.Observer = scheduler.ObserverFunc(func(e scheduler.Event) {
+			switch e.Kind {
+			case scheduler.EventClaimed:
+				if len(e.Jobs) > 0 {
 					j.claims.Add(1)
-					j.claimed.Add(int64(len(jobs)))
+					j.claimed.Add(int64(len(e.Jobs)))
 				}
-			},
-			DBErrorFunc: func(op string, err error) { j.errs.add(err) },
-			CompletedFunc: func(c jobq.Completion, applied bool) {
-				if applied && c.Outcome == jobq.OutcomeSuccess {
+			case scheduler.EventDBError:
+				j.errs.add(e.Err)
+			case scheduler.EventCompleted:
+				if e.Applied && e.Completion.Outcome == jobq.OutcomeSuccess {
 					j.completed.Add(1)
 				}
-			},
-		}
-		s, err := scheduler.New(st, reg, cfg, st.Server.SkipLocked)
-		if err != nil {
-			return err
-		}
-		if err := s.Start(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		j.scheds = append(j.scheds, s)
-		if j.withAPI {
-			a, err := startAPI(st, s.Wake, s.WakeAt)
-			if err != nil {
-				return err
 			}
-			j.apis = append(j.apis, a)
+		})
+		r, err := startReplica(ctx, db, &cfg, j.withAPI)
+		if err != nil {
+			db.Close()
+			return err
 		}
+		j.reps = append(j.reps, r)
 	}
 	return nil
 }
@@ -126,39 +108,30 @@ func (j *jobqInProc) claimStats() (claims, jobs int64) { return j.claims.Load(),
 func (j *jobqInProc) Counters() Counters {
 	c := Counters{Deadlocks: j.errs.deadlock.Load(), LockWaits: j.errs.lockWait.Load(),
 		OtherErrors: j.errs.other.Load(), Statements: j.counter.Load(), RowsWritten: j.counter.Rows()}
-	for _, s := range j.scheds {
-		c.ClaimConflicts += s.Stats().ClaimConflicts
+	for _, r := range j.reps {
+		c.ClaimConflicts += r.Scheduler.Stats().ClaimConflicts
 	}
 	return c
 }
 
 func (j *jobqInProc) APIs() []string {
 	var out []string
-	for _, a := range j.apis {
-		out = append(out, a.url)
+	for _, r := range j.reps {
+		if r.Addr != "" {
+			out = append(out, apiURL(r))
+		}
 	}
 	return out
 }
 
+// Stop stops every replica at once (API, scheduler, pool: app's order).
 func (j *jobqInProc) Stop() error {
-	var errs []error
-	for _, a := range j.apis {
-		a.stop()
-	}
 	var wg sync.WaitGroup
-	errCh := make(chan error, len(j.scheds))
-	for _, s := range j.scheds {
-		wg.Add(1)
-		go func() { defer wg.Done(); errCh <- s.Stop() }()
+	errs := make([]error, len(j.reps))
+	for i, r := range j.reps {
+		wg.Go(func() { errs[i] = r.Stop(context.Background()) })
 	}
 	wg.Wait()
-	close(errCh)
-	for err := range errCh {
-		errs = append(errs, err)
-	}
-	for _, db := range j.dbs {
-		db.Close()
-	}
 	return errors.Join(errs...)
 }
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/scheduler"
-	"github.com/jobq/jobq/store"
 )
 
 // The throughput report (`jobq bench --throughput`, issue #17) measures in
@@ -376,18 +375,13 @@ func (h *Harness) measureEnqueue(ctx context.Context, i int) (er enqueueRound, e
 		if err != nil {
 			return er, err
 		}
-		st, err := store.OpenDB(ctx, db)
+		rep, err := startReplica(ctx, db, nil, true) // API only
 		if err != nil {
 			db.Close()
 			return er, err
 		}
-		api, err := startAPI(st, nil, nil)
-		if err != nil {
-			st.Close()
-			return er, err
-		}
 		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * EnqueueClients}, Timeout: 30 * time.Second}
-		cleanup = func() { api.stop(); st.Close(); hc.CloseIdleConnections() }
+		cleanup = func() { _ = rep.Stop(context.Background()); hc.CloseIdleConnections() }
 		clients = EnqueueClients
 		n, path := 1, "/v1/jobs"
 		if i == 3 {
@@ -404,7 +398,7 @@ func (h *Harness) measureEnqueue(ctx context.Context, i int) (er enqueueRound, e
 				}
 				body, _ = json.Marshal(apitype.SubmitBatchRequest{Jobs: jobs})
 			}
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, api.url+path, bytes.NewReader(body))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, apiURL(rep)+path, bytes.NewReader(body))
 			if err != nil {
 				return err
 			}

@@ -220,8 +220,8 @@ func chainWorkflows(round, n, length int) []jobq.WorkflowSubmitParams {
 	return out
 }
 
-// startReplica starts one in-process replica at its defaults.
-func startReplica(ctx context.Context, dsn, owner string) (*scheduler.Scheduler, *store.Store, error) {
+// startWorkflowReplica starts one in-process scheduler at its defaults.
+func startWorkflowReplica(ctx context.Context, dsn, owner string) (*scheduler.Scheduler, *store.Store, error) {
 	st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 40})
 	if err != nil {
 		return nil, nil, err
@@ -243,7 +243,7 @@ func startReplica(ctx context.Context, dsn, owner string) (*scheduler.Scheduler,
 // drainRate starts a replica, waits until n jobs succeeded and returns
 // n / (last finished_at − first started_at) on the database clock.
 func drainRate(ctx context.Context, admin *store.Store, dsn string, n int) (float64, error) {
-	s, st, err := startReplica(ctx, dsn, "bench-wf")
+	s, st, err := startWorkflowReplica(ctx, dsn, "bench-wf")
 	if err != nil {
 		return 0, err
 	}
@@ -279,7 +279,7 @@ func drainRate(ctx context.Context, admin *store.Store, dsn string, n int) (floa
 // child) one at a time to an idle replica (poll interval at its default,
 // 1 s) and returns each child's claim minus its last parent's completion.
 func unblockLatency(ctx context.Context, admin *store.Store, dsn string, samples int) ([]time.Duration, error) {
-	s, st, err := startReplica(ctx, dsn, "bench-unblock")
+	s, st, err := startWorkflowReplica(ctx, dsn, "bench-unblock")
 	if err != nil {
 		return nil, err
 	}

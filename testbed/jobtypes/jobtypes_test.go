@@ -48,7 +48,7 @@ func TestEffectEndMarkerIsTheWorkEndNotTheInsert(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("no INSERT like %q waiting on the lock within 2 minutes", like)
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // polls the processlist: a statement waiting on a table lock sends no event
 		}
 	}
 	count := func(id uint64, kind string) int {
@@ -72,7 +72,7 @@ func TestEffectEndMarkerIsTheWorkEndNotTheInsert(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- (EffectHandler{DB: db}).Work(ctx, job) }()
 		for count(job.ID, "non_tx") == 0 {
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // polls job_effect: the handler, called directly, reports its first row nowhere else
 		}
 		if _, err := lock.ExecContext(ctx, "LOCK TABLES job_effect WRITE"); err != nil {
 			t.Fatal(err)

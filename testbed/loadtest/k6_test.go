@@ -52,7 +52,7 @@ func TestK6Scripts(t *testing.T) {
 		t.Fatal("node is required to check the k6 scripts parse: ", err)
 	}
 	st := testdbStore(t)
-	h := httpapi.New(service.New(st, func(string) bool { return true }, nil), httpapi.Options{ReadyFunc: st.Ping})
+	h := httpapi.New(service.New(service.Options{Store: st, KnownTypeFunc: func(string) bool { return true }}), httpapi.Options{ReadyFunc: st.Ping})
 	for _, path := range scripts {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			src, err := os.ReadFile(path)

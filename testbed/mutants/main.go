@@ -116,8 +116,9 @@ var mutants = []mutant{
 	},
 	{
 		Name: "batched-success-fenced-by-status", Bug: "4: batched success completion fenced by status alone",
-		Rule:   "want refused",
-		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND attempt = ?", "WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND ? IS NOT NULL"}},
+		Rule: "want refused",
+		Edits: []edit{{"gen/jobqdb/complete_many.sql.go", "'SUCCESS'),\n    lease_until = NULL,\n    finished_at = NOW(6),\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND attempt = ?",
+			"'SUCCESS'),\n    lease_until = NULL,\n    finished_at = NOW(6),\n    update_time = NOW(6)\nWHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'\n  AND ? IS NOT NULL"}},
 		Checks: []check{{"./store/", "^TestLateSuccessRefusedWhileNextRunIsRunning$"}},
 	},
 	{
@@ -181,8 +182,8 @@ var mutants = []mutant{
 		Name: "queued-run-not-renewed", Bug: "a queued run joins the run table (renewed, guarded) only when a worker takes it",
 		Rule: "queued run not renewed while it waited",
 		Edits: []edit{
-			{"scheduler/dispatcher.go", "\ts.runs.add(r, s.heartbeat.guardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })\n", ""},
-			{"scheduler/dispatcher.go", "\tdefer func() { <-s.workers }()\n", "\tdefer func() { <-s.workers }()\n\ts.runs.add(r, s.heartbeat.guardDelay(r.leaseDeadline), func() { s.heartbeat.guardFired(r) })\n"},
+			{"scheduler/dispatcher.go", "\ts.runs.add(r, guard, func() { s.heartbeat.guardFired(r) })\n", ""},
+			{"scheduler/dispatcher.go", "func (s *Scheduler) runQueued(q *queuedRun, queued time.Duration) {\n", "func (s *Scheduler) runQueued(q *queuedRun, queued time.Duration) {\n\ts.runs.add(q.r, s.heartbeat.guardDelay(q.r.leaseDeadline), func() { s.heartbeat.guardFired(q.r) })\n"},
 		},
 		Checks: []check{{"./scheduler/", "^TestQueuedRunsRenewedWhileTheyWait$"}},
 	},
@@ -213,7 +214,7 @@ var mutants = []mutant{
 	{
 		Name: "runqueue-ignores-recent", Bug: "the run queue offers every place, whatever finished recently",
 		Rule:   "run queue offered places for finishes outside its window",
-		Edits:  []edit{{"scheduler/pool.go", "allowed := s.workers + min(s.queueMax, s.recent.count(time.Now()))", "allowed := s.workers + s.queueMax"}},
+		Edits:  []edit{{"scheduler/pool.go", "allowed := s.workers + min(s.queueMax, s.recent.places(time.Now(), s.workers))", "allowed := s.workers + s.queueMax"}},
 		Checks: []check{{"./scheduler/", "^TestRunQueueOffersPlacesOnlyForRecentFinishes$"}},
 	},
 	{
@@ -231,7 +232,7 @@ var mutants = []mutant{
 	{
 		Name: "serve-no-idle-tx-timeout", Bug: "jobq serve no longer sets idle_transaction_timeout on its sessions",
 		Rule:   "serve's sessions must carry idle_transaction_timeout",
-		Edits:  []edit{{"app/app.go", "store.PoolConfig{MaxOpen: pool, IdleTxTimeout: cfg.Scheduler.Lease / 5}", "store.PoolConfig{MaxOpen: pool}"}},
+		Edits:  []edit{{"app/app.go", "store.PoolConfig{MaxOpen: pool, IdleTxTimeout: r.cfg.Scheduler.Lease / 5}", "store.PoolConfig{MaxOpen: pool}"}},
 		Checks: []check{{"./app/", "^TestServeSessionsCarryIdleTransactionTimeout$"}},
 	},
 	{
@@ -243,7 +244,7 @@ var mutants = []mutant{
 	{
 		Name: "split-without-fence-read", Bug: "the completion split takes every fenced success as live (the stale one sinks each split: row by row)",
 		Rule:   "want the split batch's one insert",
-		Edits:  []edit{{"store/complete.go", "if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced && live[c.Fence] {", "if c.Outcome == jobq.OutcomeSuccess && !c.Unfenced {"}},
+		Edits:  []edit{{"store/complete.go", "if c.Outcome == jobq.OutcomeSuccess && live[c.Fence] {", "if c.Outcome == jobq.OutcomeSuccess {"}},
 		Checks: []check{{"./store/", "^TestStaleSuccessSplitsTheBatch$"}},
 	},
 	{

@@ -64,7 +64,7 @@ func TestLeaseRenewalFailingCancelsBeforeExpiry(t *testing.T) {
 			}
 			defer s.Stop()
 			mr := 0
-			if _, _, err := service.New(st, nil, s.Wake).Submit(context.Background(),
+			if _, _, err := service.New(service.Options{Store: st, WakeFunc: s.Wake}).Submit(context.Background(),
 				apitype.SubmitRequest{JobKey: "hold-1", JobType: "hold", MaxRetry: &mr}); err != nil {
 				t.Fatal(err)
 			}

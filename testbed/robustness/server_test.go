@@ -17,6 +17,7 @@ import (
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/service"
 	"github.com/jobq/jobq/store"
 	"github.com/jobq/jobq/testbed/faultstore"
@@ -93,8 +94,9 @@ func TestServerSupport(t *testing.T) {
 	reg := scheduler.NewRegistry()
 	reg.Register("noop", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
 	var logs syncBuffer
+	events := schedulertest.NewRecorder()
 	cfg := scheduler.Config{Owner: "old-server", PollInterval: 50 * time.Millisecond, PollJitter: 10 * time.Millisecond,
-		Workers: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		Workers: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Observer: events}
 
 	explicit := cfg
 	explicit.Strategy = scheduler.StrategySkipLocked
@@ -117,11 +119,11 @@ func TestServerSupport(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	j, _, err := service.New(st, nil, s.Wake).Submit(context.Background(), apitype.SubmitRequest{JobKey: "on-cas", JobType: "noop"})
+	j, _, err := service.New(service.Options{Store: st, WakeFunc: s.Wake}).Submit(context.Background(), apitype.SubmitRequest{JobKey: "on-cas", JobType: "noop"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, st, j.ID, jobq.StateSuccess, 20*time.Second)
+	events.WaitFor(t, scheduler.EventCompleted, schedulertest.Finished(j.ID, jobq.OutcomeSuccess), 20*time.Second)
 
 	// The store itself refuses the skiplocked claim on such a server.
 	old, err := store.Open(context.Background(), dsn, store.PoolConfig{MaxOpen: 1})
@@ -137,8 +139,8 @@ func TestServerSupport(t *testing.T) {
 
 // TestFailedClaimIsAnError makes the claim queries fail — with an error
 // that is not retried, then with a deadlock retried on every attempt — and
-// checks that the failure shows in the logs (ERROR), in Stats.ClaimErrors
-// and in the DBErrorFunc hook the metrics count, and that no claim is ever
+// checks that the failure shows in the logs (ERROR), in claim_failed events
+// (Stats.ClaimErrors) and in the db_error events the metrics count, and that no claim is ever
 // reported as an empty result while the queries fail; once they work the
 // waiting job runs.
 func TestFailedClaimIsAnError(t *testing.T) {
@@ -167,20 +169,17 @@ func TestFailedClaimIsAnError(t *testing.T) {
 			var dbErrors, emptyWhileFailing atomic.Int64
 			reg := scheduler.NewRegistry()
 			reg.Register("noop", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+			events := schedulertest.NewRecorder()
 			cfg := scheduler.Config{Owner: "claim-" + strategy, Strategy: strategy, PollInterval: 50 * time.Millisecond,
 				PollJitter: 10 * time.Millisecond, Workers: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-				Hooks: scheduler.Hooks{
-					DBErrorFunc: func(op string, err error) {
-						if strings.HasPrefix(op, "claim") {
-							dbErrors.Add(1)
-						}
-					},
-					ClaimedFunc: func(jobs []jobq.ClaimedJob, _ int) {
-						if len(jobs) == 0 && failing.Load() {
-							emptyWhileFailing.Add(1)
-						}
-					},
-				}}
+				Observer: scheduler.Observers(events, scheduler.ObserverFunc(func(e scheduler.Event) {
+					switch {
+					case e.Kind == scheduler.EventDBError && strings.HasPrefix(e.Op, "claim"):
+						dbErrors.Add(1)
+					case e.Kind == scheduler.EventClaimed && len(e.Jobs) == 0 && failing.Load():
+						emptyWhileFailing.Add(1)
+					}
+				}))}
 			s, err := scheduler.New(fs, reg, cfg, st.Server.SkipLocked)
 			if err != nil {
 				t.Fatal(err)
@@ -189,18 +188,19 @@ func TestFailedClaimIsAnError(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Stop()
-			j, _, err := service.New(st, nil, s.Wake).Submit(context.Background(), apitype.SubmitRequest{JobKey: "k", JobType: "noop"})
+			j, _, err := service.New(service.Options{Store: st, WakeFunc: s.Wake}).Submit(context.Background(), apitype.SubmitRequest{JobKey: "k", JobType: "noop"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitUntil(t, 10*time.Second, "a claim error", func() bool { return s.Stats().ClaimErrors >= 2 })
+			events.WaitN(t, scheduler.EventClaimFailed, nil, 2, 10*time.Second)
 			if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "claim failed") ||
 				!strings.Contains(logs.String(), "doesn't exist") {
 				t.Fatalf("claim failure not logged as an error: %q", logs.String())
 			}
 			mode.Store(1) // deadlocks: retried with backoff, still never "empty"
-			before := dbErrors.Load()
-			waitUntil(t, 10*time.Second, "retried deadlocks", func() bool { return dbErrors.Load() >= before+5 })
+			mark := events.Mark()
+			claimErr := func(e scheduler.Event) bool { return strings.HasPrefix(e.Op, "claim") }
+			events.WaitAfterN(t, mark, scheduler.EventDBError, claimErr, 5, 10*time.Second)
 			if n := emptyWhileFailing.Load(); n != 0 {
 				t.Fatalf("%d failed claims were reported as an empty queue", n)
 			}
@@ -208,32 +208,7 @@ func TestFailedClaimIsAnError(t *testing.T) {
 				t.Fatalf("job is %s while every claim fails, want WAITING", got.Status)
 			}
 			failing.Store(false)
-			waitJob(t, st, j.ID, jobq.StateSuccess, 20*time.Second)
+			events.WaitFor(t, scheduler.EventCompleted, schedulertest.Finished(j.ID, jobq.OutcomeSuccess), 20*time.Second)
 		})
 	}
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func waitJob(t *testing.T, st *store.Store, id uint64, status jobq.JobState, d time.Duration) jobq.Job {
-	t.Helper()
-	var j jobq.Job
-	waitUntil(t, d, "job "+string(status), func() bool {
-		var err error
-		j, err = st.JobGet(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return j.Status == status
-	})
-	return j
 }

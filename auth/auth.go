@@ -1,10 +1,17 @@
-package httpapi
+// Package auth is jobq's bearer-token authentication, shared by every
+// transport on the API listener (the HTTP API, the gRPC/Connect API and the
+// web console): loading the tokens, comparing a presented token in
+// constant time, and the HTTP middleware that refuses a request without
+// one. It imports no transport, so a transport that needs it does not
+// import another transport.
+package auth
 
 import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,26 +22,26 @@ import (
 	"github.com/jobq/jobq/apitype"
 )
 
-// AuthTokensEnv is the environment variable holding bearer tokens,
+// TokensEnv is the environment variable holding bearer tokens,
 // comma-separated, for `jobq serve` (read in addition to --auth-token-file).
-const AuthTokensEnv = "JOBQ_AUTH_TOKENS"
+const TokensEnv = "JOBQ_AUTH_TOKENS"
 
-// MinAuthTokenLen is the shortest accepted bearer token, in bytes.
-const MinAuthTokenLen = 16
+// MinTokenLen is the shortest accepted bearer token, in bytes.
+const MinTokenLen = 16
 
-// ErrNoAuthTokens is returned by LoadAuthTokens when a token file was named
+// ErrNoTokens is returned by LoadTokens when a token file was named
 // but holds no token: asking for authentication and getting none must not
 // silently leave the API open.
-var ErrNoAuthTokens = errors.New("auth: the token file holds no token")
+var ErrNoTokens = errors.New("auth: the token file holds no token")
 
-// LoadAuthTokens reads bearer tokens from file (one per line; blank lines
+// LoadTokens reads bearer tokens from file (one per line; blank lines
 // and lines starting with '#' are skipped; "" for none) and from env (a
-// comma-separated list, usually os.Getenv(AuthTokensEnv); "" for none) and
-// returns them all. Each token must be at least MinAuthTokenLen bytes of the
+// comma-separated list, usually os.Getenv(TokensEnv); "" for none) and
+// returns them all. Each token must be at least MinTokenLen bytes of the
 // RFC 6750 token alphabet (A–Z a–z 0–9 - . _ ~ + / and trailing =). An empty
 // result means authentication is off. Errors name the file and line, never
 // the token.
-func LoadAuthTokens(file, env string) ([]string, error) {
+func LoadTokens(file, env string) ([]string, error) {
 	var tokens []string
 	if file != "" {
 		b, err := os.ReadFile(file)
@@ -56,7 +63,7 @@ func LoadAuthTokens(file, env string) ([]string, error) {
 			return nil, fmt.Errorf("auth token file %s: %w", file, err)
 		}
 		if len(tokens) == 0 {
-			return nil, fmt.Errorf("%w: %s", ErrNoAuthTokens, file)
+			return nil, fmt.Errorf("%w: %s", ErrNoTokens, file)
 		}
 	}
 	for i, t := range strings.Split(env, ",") {
@@ -65,7 +72,7 @@ func LoadAuthTokens(file, env string) ([]string, error) {
 			continue
 		}
 		if err := checkToken(t); err != nil {
-			return nil, fmt.Errorf("%s token %d: %w", AuthTokensEnv, i+1, err)
+			return nil, fmt.Errorf("%s token %d: %w", TokensEnv, i+1, err)
 		}
 		tokens = append(tokens, t)
 	}
@@ -73,8 +80,8 @@ func LoadAuthTokens(file, env string) ([]string, error) {
 }
 
 func checkToken(t string) error {
-	if len(t) < MinAuthTokenLen {
-		return fmt.Errorf("a token must be at least %d bytes, got %d", MinAuthTokenLen, len(t))
+	if len(t) < MinTokenLen {
+		return fmt.Errorf("a token must be at least %d bytes, got %d", MinTokenLen, len(t))
 	}
 	body := strings.TrimRight(t, "=")
 	if body == "" {
@@ -92,26 +99,26 @@ func checkToken(t string) error {
 // unauthenticatedPaths stay open without a token so probes keep working.
 var unauthenticatedPaths = map[string]bool{"/healthz": true, "/readyz": true}
 
-// RequireBearer applies the API's bearer-token check to handlers served
-// beside it on the same listener (the gRPC, gRPC-Web and Connect API, see
-// app): a request without "Authorization: Bearer <token>" naming one of
-// tokens gets 401 with a JSON error body, which gRPC and Connect clients
-// report as Unauthenticated. tokens must be non-empty (see LoadAuthTokens).
-func RequireBearer(tokens []string, log *slog.Logger, next http.Handler) http.Handler {
-	return requireBearer(tokens, log, next)
-}
+// ProbePath reports whether path is a probe (/healthz, /readyz), which
+// stays open without a token (and, in httpapi.RequireHost, for any Host).
+func ProbePath(path string) bool { return unauthenticatedPaths[path] }
 
-// requireBearer wraps next so that every request except /healthz and
+// RequireBearer wraps next so that every request except /healthz and
 // /readyz must carry "Authorization: Bearer <token>" with one of tokens
-// (compared as TokenMatcher does).
-func requireBearer(tokens []string, log *slog.Logger, next http.Handler) http.Handler {
+// (compared as TokenMatcher does); any other request gets 401 with a JSON
+// error body (apitype.ErrorBody, code "unauthenticated", field
+// "Authorization"), which gRPC and Connect clients report as
+// Unauthenticated. The HTTP API and the gRPC, gRPC-Web and Connect API
+// (see app) are served behind it. tokens must be non-empty (see
+// LoadTokens).
+func RequireBearer(tokens []string, log *slog.Logger, next http.Handler) http.Handler {
 	accepted := TokenMatcher(tokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if unauthenticatedPaths[r.URL.Path] {
 			next.ServeHTTP(w, r)
 			return
 		}
-		presented, ok := bearerToken(r.Header.Get("Authorization"))
+		presented, ok := BearerToken(r.Header.Get("Authorization"))
 		if ok && accepted(presented) {
 			next.ServeHTTP(w, r)
 			return
@@ -124,7 +131,11 @@ func requireBearer(tokens []string, log *slog.Logger, next http.Handler) http.Ha
 		}
 		log.Warn("unauthenticated request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "token_given", ok)
 		w.Header().Set("WWW-Authenticate", challenge)
-		writeJSON(w, http.StatusUnauthorized, apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "unauthenticated", Field: "Authorization", Message: msg}})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(apitype.ErrorBody{Error: apitype.ErrorDetail{Code: "unauthenticated", Field: "Authorization", Message: msg}})
 	})
 }
 
@@ -149,12 +160,9 @@ func TokenMatcher(tokens []string) func(presented string) bool {
 }
 
 // BearerToken extracts the token of an "Authorization: Bearer <token>"
-// header; ok is false when there is none.
-func BearerToken(h string) (token string, ok bool) { return bearerToken(h) }
-
-// bearerToken extracts the token of an "Authorization: Bearer <token>"
-// header; the scheme is case-insensitive (RFC 7235).
-func bearerToken(h string) (string, bool) {
+// header; ok is false when there is none. The scheme is case-insensitive
+// (RFC 7235).
+func BearerToken(h string) (token string, ok bool) {
 	scheme, tok, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") {
 		return "", false
