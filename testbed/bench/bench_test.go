@@ -326,6 +326,7 @@ func TestMissedTargetSaysByHowMuchAndWhy(t *testing.T) {
 	sk.Rounds = []float64{650, 700, 760}
 	sk.Diagnosis = Diagnosis{BenchCPUCores: 0.2, ServerCPUCores: 1.9, JobsPerClaim: 27.3, RowLockMsPer1000: 110}
 	ceil := pt("headline", StrategyCeiling, 0, 50, 50, 1000)
+	ceil.ClaimSize = 27 // measured at the claim size jobq used: a comparison
 	ceil.StatementsPerJob = 0.18
 	ceil.Diagnosis = Diagnosis{BenchCPUCores: 0.05, ServerCPUCores: 1.5, RowLockMsPer1000: 15}
 	res := &Result{CPUs: 2, Points: []Point{ceil, sk, pt("headline", StrategyClassic, 0, 200, 50, 100)}}

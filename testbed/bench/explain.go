@@ -230,7 +230,7 @@ func (h *Harness) explainAll(ctx context.Context, enforce bool) ([]Plan, error) 
 	}
 	args := map[string]string{"?": "200", "owner": "'bench'", "lease_us": "30000000", "lease_base": "NOW(6)", "started_at": "NOW(6)", "update_time": "NOW(6)", "id": fmt.Sprint(ids[0]),
 		"attempt": "1", "next_status": "'WAITING'", "backoff_us": "1000000", "retry_inc": "1", "last_error": "'x'",
-		"outcome": "'SUCCESS'", "error": "NULL", "job_id": fmt.Sprint(ids[0])}
+		"outcome": "'SUCCESS'", "error": "NULL", "output": "NULL", "job_id": fmt.Sprint(ids[0])}
 	var plans []Plan
 	for _, ss := range SteadyState {
 		q, ok := byName[ss.Name]
