@@ -7,12 +7,13 @@
 # make test) run it. ensure-galera.sh is listed because the chaos package's
 # TestGaleraNodeKillIsValid starts a 3-node Galera cluster (about 50 s);
 # ensure-java.sh because the conformance suite builds sdk/java; ensure-jq.sh
-# because its `jobq work` worker script reads params with jq. A
+# because its `jobq work` worker script reads params with jq;
+# ensure-python.sh for the Python worker library and the README. A
 # test that needs a new tool: write its
 # ensure-NAME.sh (sourcing lib/apt.sh) and add NAME here.
 set -euo pipefail
 cd "$(dirname "$0")"
-for name in db galera prometheus node java jq browser; do
+for name in db galera prometheus node python java jq browser; do
   if [ -f "ensure-$name.sh" ]; then
     bash "./ensure-$name.sh"
   fi
