@@ -23,6 +23,7 @@ func TestIdleTxReaperFreesAFrozenHoldersRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	testdb.ServerWide(t, st, "jobq_test_innodb_trx_watch")
 	if st.IdleTxTimeout != 0 || st.Server.MariaDB || st.Server.InsertReturning {
 		t.Fatalf("forced MySQL dialect: IdleTxTimeout %v, MariaDB %v, InsertReturning %v; want 0, false, false",
 			st.IdleTxTimeout, st.Server.MariaDB, st.Server.InsertReturning)

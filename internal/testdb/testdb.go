@@ -134,3 +134,29 @@ func Store(t testing.TB) *store.Store {
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// ServerWide serializes the tests, in every package and process sharing
+// the test server, that hold a transaction idle on purpose and watch the
+// server's own transaction tables (information_schema.INNODB_TRX joined to
+// PROCESSLIST) for it: run at the same time, two of them each stopped
+// seeing their own held transaction (seen with the idle-transaction reaper
+// test and the overlapping-batch test in one `make test`). It takes the
+// server's advisory lock name (GET_LOCK, on a connection of its own, for
+// up to 5 minutes) and releases it at cleanup.
+func ServerWide(t testing.TB, st *store.Store, name string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := st.DB().Conn(ctx)
+	if err != nil {
+		t.Fatalf("server-wide lock %s: %v", name, err)
+	}
+	var got int
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 300)", name).Scan(&got); err != nil || got != 1 {
+		conn.Close()
+		t.Fatalf("server-wide lock %s: GET_LOCK = %d, %v", name, got, err)
+	}
+	t.Cleanup(func() {
+		_, _ = conn.ExecContext(context.Background(), "DO RELEASE_LOCK(?)", name)
+		conn.Close()
+	})
+}
