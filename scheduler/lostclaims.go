@@ -153,7 +153,7 @@ func (s *Scheduler) adoptLost(ctx context.Context, since time.Time) (int, error)
 		s.log.Warn("took on a run whose claim committed although its answer was lost",
 			"component", "scanner", "job_id", cj.ID, "attempt", cj.Attempt)
 		s.emit(Event{Kind: EventAdopted, Fence: f})
-		s.dispatch(cj)
+		s.disp.dispatch(cj)
 		n++
 	}
 	return n, nil

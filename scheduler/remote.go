@@ -53,13 +53,16 @@ var (
 // a waiting fetch goes without its own claim.
 const RemoteScanInterval = time.Second
 
-// remoteExecutor runs claimed jobs of the remote job types on remote
-// workers: a worker's fetch claims them exactly as the scanner claims for
-// the handler pool (same lease, attempt+1, owner 'worker:<id>'), the
-// worker's heartbeats renew their leases, and its completion is written by
-// the same fenced store path (JobCompleteMany) as an in-process handler's.
-// The rescuer and the metrics see no difference. Only the secret of the
-// task token, drawn at claim time, is the remote executor's own.
+// remoteExecutor is the executor of lane 1: it runs claimed jobs of the
+// remote job types on remote workers. A worker's fetch claims them exactly
+// as the scanner claims for the handler pool (same lease, attempt+1, owner
+// 'worker:<id>') and hands each to the dispatcher (dispatchFetched), which
+// routes it here (execute: into the fetch's answer, with its task token);
+// the worker's heartbeats renew their leases, and its completion is written
+// by the same fenced store path (JobCompleteMany) as an in-process
+// handler's and ends the run through the dispatcher's finishRun. The
+// rescuer and the metrics see no difference. Only the secret of the task
+// token, drawn at claim time, is the remote executor's own.
 type remoteExecutor struct {
 	store RemoteStore
 	cfg   Config
@@ -72,16 +75,46 @@ type remoteExecutor struct {
 	// wake is fired by submits, promotions and retries on this replica: a
 	// waiting fetch claims at once.
 	wake *broadcast
-	// finishFunc counts a run's end once its outcome was written (or
-	// refused): Scheduler.finishRun, the same for a handler's run.
-	finishFunc func(c jobq.Completion, applied bool, err error)
-	workers    *workerBook
+	// d is the dispatcher: a job a fetch claimed goes to it
+	// (dispatchFetched), which routes it to execute; a run's end is counted
+	// by its finishRun once the outcome was written (or refused), the same
+	// as for a handler's run.
+	d       *dispatcher
+	workers *workerBook
 	// completions batches concurrent remote completions.
 	completions completionBatcher
-	// stop ends waiting fetches (Scheduler.Stop).
-	stop     chan struct{}
+	// stopped ends waiting fetches (stop).
+	stopped  chan struct{}
 	stopOnce sync.Once
 }
+
+// fetchAnswer is the answer of one fetch: the jobs it claimed, each with
+// its task token, as execute hands them over.
+type fetchAnswer struct {
+	owner string // 'worker:<id>'
+	nonce []byte // the lease nonce the claim stored: the task tokens' key
+	jobs  []FetchedJob
+}
+
+// execute hands r, a job a fetch claimed, to the fetching worker: into the
+// fetch's answer with its task token. The worker ends the run with one
+// completion (Complete, or the rescuer after its lease), written by
+// flushCompletions and counted by finishRun. A run without a fetch (not
+// routed here: a replica's claims read lane 0 only) is released unstarted
+// through the dispatcher, like a run the handler pool dropped.
+func (x *remoteExecutor) execute(r *run) {
+	f, cj := r.fetch, r.job.ClaimedJob
+	if f == nil {
+		x.d.settle(r, nil, releaseUnstarted(r.job, "released: no remote worker fetched it"))
+		return
+	}
+	f.jobs = append(f.jobs, FetchedJob{ClaimedJob: cj, TaskToken: taskToken(cj.Fence(), f.nonce),
+		Lease: x.cfg.Lease, Heartbeat: x.cfg.HeartbeatInterval})
+}
+
+// stop ends the waiting fetches (they answer with no job) and makes new
+// ones answer at once: the replica is stopping.
+func (x *remoteExecutor) stop() { x.stopOnce.Do(func() { close(x.stopped) }) }
 
 // Remote is the remote executor's face to the service package: the worker
 // protocol of docs/workers.md, after the service checked the request.
@@ -89,10 +122,10 @@ type Remote struct{ x *remoteExecutor }
 
 // Remote returns the remote executor (nil when no job type is remote).
 func (s *Scheduler) Remote() *Remote {
-	if s.remote == nil {
+	if s.disp.remote == nil {
 		return nil
 	}
-	return &Remote{x: s.remote}
+	return &Remote{x: s.disp.remote}
 }
 
 // FetchParams is one worker's fetch.
@@ -174,14 +207,13 @@ func (r *Remote) fetch(ctx context.Context, p FetchParams, start time.Time) ([]F
 				r.releaseClaimed(jobs, "released: the fetch's client went away")
 				return nil, ctx.Err()
 			}
-			out := make([]FetchedJob, len(jobs))
-			for i, j := range jobs {
-				out[i] = FetchedJob{ClaimedJob: j, TaskToken: taskToken(j.Fence(), nonce),
-					Lease: x.cfg.Lease, Heartbeat: x.cfg.HeartbeatInterval}
+			f := &fetchAnswer{owner: owner, nonce: nonce, jobs: make([]FetchedJob, 0, len(jobs))}
+			for _, j := range jobs {
+				x.d.dispatchFetched(j, f)
 			}
-			r.addParents(ctx, out)
+			r.addParents(ctx, f.jobs)
 			x.workers.took(p.WorkerID, len(jobs))
-			return out, nil
+			return f.jobs, nil
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -194,7 +226,7 @@ func (r *Remote) fetch(ctx context.Context, p FetchParams, start time.Time) ([]F
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
-		case <-x.stop:
+		case <-x.stopped:
 			t.Stop()
 			return nil, nil
 		}
@@ -229,7 +261,7 @@ func (r *Remote) releaseClaimed(jobs []jobq.ClaimedJob, why string) {
 		return
 	}
 	for i, c := range cs {
-		x.finishFunc(c, applied[i], nil)
+		x.d.finishRun(c, applied[i], nil)
 	}
 	x.wake.fire()
 }
@@ -529,7 +561,7 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 			// The run's end is counted as a handler's is (Stats, hooks,
 			// metrics, the promoter's wake-up for a retry): a repeat of an
 			// already applied completion is not counted again.
-			x.finishFunc(c, applied[i], nil)
+			x.d.finishRun(c, applied[i], nil)
 		}
 		if applied[i] {
 			appliedIDs = append(appliedIDs, c.ID)
@@ -846,7 +878,7 @@ func parseTaskToken(t string) (parsedToken, error) {
 
 func newRemoteExecutor(st RemoteStore, cfg Config, retry dbRetrier, log *slog.Logger, events emitter) *remoteExecutor {
 	x := &remoteExecutor{store: st, cfg: cfg, types: map[string]bool{}, retry: retry, log: log, events: events,
-		wake: &broadcast{}, workers: &workerBook{m: map[string]*WorkerInfo{}}, stop: make(chan struct{})}
+		wake: &broadcast{}, workers: &workerBook{m: map[string]*WorkerInfo{}}, stopped: make(chan struct{})}
 	for _, t := range cfg.RemoteTypes {
 		x.types[t] = true
 	}

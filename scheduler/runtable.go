@@ -8,11 +8,19 @@ import (
 	"github.com/jobq/jobq"
 )
 
-// run is one claimed run of one job on this replica, from dispatch until its
-// completion committed (or could not be written).
+// run is one claimed run of one job, from dispatch until its completion
+// committed (or could not be written): what the dispatcher hands an
+// executor. A run this replica holds has ctx and cancel and is in the
+// runTable; a run a remote worker fetched has fetch instead.
 type run struct {
-	job    *Job
+	job *Job
+	// ctx is the context the run's work runs under; cancel ends it with a
+	// cause (ErrLeaseLost, ErrCancelRequested, ErrShutdown).
+	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// fetch is the answer of the remote worker's fetch that claimed the
+	// run (remoteExecutor); nil for a run this replica claimed.
+	fetch *fetchAnswer
 	// leaseDeadline is the local monotonic estimate of lease_until; lost is
 	// set once the run was found to have lost its lease. Both are guarded by
 	// the runTable's mutex.

@@ -1,12 +1,14 @@
 // Package scheduler is jobq's scheduling core: a jittered scanner with
 // local wake-up and drain mode, pluggable claim strategies (skiplocked, cas),
-// a bounded worker pool, a heartbeat renewing all in-flight leases in one
-// statement, a batching completer whose writes are fenced by attempt, and a
-// rescuer returning expired leases, plus the operations services (limited
-// claim, periodic planner, cleaner). Each service is its own type with a
-// params struct and Start/Stop (service.go); the in-flight runs live in a
-// runTable, the lease-derived timings are named in timing.go and the retry
-// budgets in retry.go. The design is in docs/architecture.md.
+// a dispatcher handing claimed runs to their executors (a bounded
+// in-process worker pool, remote workers), a heartbeat renewing all
+// in-flight leases in one statement, a batching completer whose writes are
+// fenced by attempt, and a rescuer returning expired leases, plus the
+// operations services (limited claim, periodic planner, cleaner). Each
+// service is its own type with a params struct and Start/Stop (service.go);
+// the in-flight runs live in a runTable, the lease-derived timings are named
+// in timing.go and the retry budgets in retry.go. The design is in
+// docs/architecture.md.
 package scheduler
 
 import (
@@ -35,19 +37,15 @@ type Scheduler struct {
 	outcomes outcomeWriter
 	stats    stats
 
-	slots *slots // claim capacity (workers + run queue), wake-up
-
-	spawnValidate SpawnValidateFunc // Job.Spawn's check (SetSpawnValidator)
-	// queue runs at most Workers handlers at once; a claimed job waits in
-	// it, in claim order, while every worker is busy.
-	queue *runQueue
+	slots *slots       // claim capacity (workers + run queue), wake-up
 	work  *workTracker // handlers that have not handed their outcome on
 	runs  *runTable    // in-flight runs
 	lost  *lostClaims  // claim tries whose answer was lost (the scanner's)
+	// disp hands claimed runs to the executors (the in-process handler
+	// pool, remote workers) and writes their outcomes (dispatcher.go).
+	disp *dispatcher
 
-	hardCtx    context.Context // work (handlers)
-	hardCancel context.CancelCauseFunc
-	handlers   sync.WaitGroup // running handlers
+	hardCancel context.CancelCauseFunc // cancels the runs' contexts (work)
 
 	scanner   *scanner
 	rescuer   *rescuer
@@ -58,11 +56,6 @@ type Scheduler struct {
 	limited *limitedClaimer
 	planner *periodicPlanner
 	cleaner *cleaner
-	// remote runs the remote job types on workers; nil without any.
-	remote *remoteExecutor
-	// reporter writes handlers' log lines and progress (nil when the store
-	// cannot: the handlers' Log and Progress then do nothing).
-	reporter runReporter
 
 	started    atomic.Bool
 	stopOnce   sync.Once
@@ -100,38 +93,38 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		cfg: cfg, store: st, reg: reg,
 		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
 		slots: newSlots(cfg.Workers, cfg.runQueue()), work: newWorkTracker(), runs: newRunTable(),
-		queue: newRunQueue(cfg.Workers, cfg.runQueueWait()),
 	}
-	s.queue.runFunc, s.queue.dropFunc, s.queue.giveBackFunc = s.runQueued, s.dropQueued, s.giveBackQueued
 	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, events: s.emit}
-	s.reporter, _ = st.(runReporter)
+	s.lost = &lostClaims{}
+	s.outcomes = outcomeWriter{Runs: s.runs, Lease: cfg.Lease, Retry: s.retry, Log: s.log}
+	s.disp = &dispatcher{cfg: cfg, store: st, log: s.log, events: s.emit, runs: s.runs, slots: s.slots, work: s.work,
+		lost: s.lost, outcomes: s.outcomes}
+	s.disp.reporter, _ = st.(runReporter)
+	s.disp.local = newLocalExecutor(s.disp, reg)
 	if len(cfg.RemoteTypes) > 0 {
 		rs, ok := st.(RemoteStore)
 		if !ok {
 			return nil, errors.New("remote job types: the store does not serve remote workers")
 		}
-		s.remote = newRemoteExecutor(rs, cfg, s.retry, s.log, s.emit)
+		s.disp.remote = newRemoteExecutor(rs, cfg, s.retry, s.log, s.emit)
+		s.disp.remote.d = s.disp
 	}
 	s.build()
-	if s.remote != nil {
-		s.remote.finishFunc = s.finishRun
-	}
+	s.disp.heartbeat, s.disp.completer, s.disp.promoter, s.disp.wakeFunc = s.heartbeat, s.completer, s.promoter, s.wakeAll
 	return s, nil
 }
 
 // build creates the services from the configuration.
 func (s *Scheduler) build() {
 	cfg := s.cfg
-	s.lost = &lostClaims{}
 	s.heartbeat = newHeartbeat(heartbeatParams{
 		Store: s.store, Runs: s.runs, Owner: cfg.Owner, Lease: cfg.Lease, Interval: cfg.HeartbeatInterval,
 		Retry: s.retry, Log: s.log,
 		Events: s.emit,
 	})
-	s.outcomes = outcomeWriter{Runs: s.runs, Lease: cfg.Lease, Retry: s.retry, Log: s.log}
 	s.completer = newCompleter(completerParams{
 		Store: s.store, Batch: cfg.CompleteBatch, Linger: cfg.CompleteLinger,
-		QueueSize: cfg.Workers + cfg.CompleteBatch, Work: s.work, FinishFunc: s.finishRun, Writer: s.outcomes, Flushers: cfg.CompleteFlushers, Log: s.log,
+		QueueSize: cfg.Workers + cfg.CompleteBatch, Work: s.work, FinishFunc: s.disp.finishRun, Writer: s.outcomes, Flushers: cfg.CompleteFlushers, Log: s.log,
 	})
 	s.rescuer = newRescuer(rescuerParams{
 		Store: s.store, Runs: s.runs, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,
@@ -142,7 +135,7 @@ func (s *Scheduler) build() {
 		Retry: s.retry, Log: s.log, Events: s.emit,
 	})
 	s.limited = newLimitedClaimer(limitedClaimerParams{
-		Store: s.store, Slots: s.slots, DispatchFunc: s.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
+		Store: s.store, Slots: s.slots, DispatchFunc: s.disp.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
 		BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
 		Events: s.emit, Lost: s.lost,
 	})
@@ -168,7 +161,7 @@ func (s *Scheduler) build() {
 	}
 	s.scanner = newScanner(scannerParams{
 		Claimer: newClaimer(claims), Lanes: lanes,
-		Limited: s.limited, Slots: s.slots, DispatchFunc: s.dispatch, Lost: s.lost, AdoptFunc: s.adoptLost,
+		Limited: s.limited, Slots: s.slots, DispatchFunc: s.disp.dispatch, Lost: s.lost, AdoptFunc: s.adoptLost,
 		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
 		DrainWait: cfg.DrainWait, Log: s.log,
 		Events: s.emit,
@@ -206,7 +199,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("scheduler: already started")
 	}
-	s.hardCtx, s.hardCancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	s.disp.hardCtx, s.hardCancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	context.AfterFunc(ctx, func() { s.hardCancel(ErrShutdown) })
 	// The completer and heartbeat outlive the soft stop; Stop ends them.
 	if err := errors.Join(s.completer.Start(ctx), s.heartbeat.Start(ctx)); err != nil {
@@ -229,8 +222,8 @@ func (s *Scheduler) Wake() { s.wakeAll() }
 // wakeAll wakes the scanner and every waiting fetch of a remote worker.
 func (s *Scheduler) wakeAll() {
 	s.slots.wakeUp()
-	if s.remote != nil {
-		s.remote.wake.fire()
+	if s.disp.remote != nil {
+		s.disp.remote.wake.fire()
 	}
 }
 
@@ -247,9 +240,9 @@ func (s *Scheduler) Stop() error {
 		for _, svc := range s.softServices() {
 			svc.Stop()
 		}
-		s.queue.stop() // queued jobs never start: released at once
+		s.disp.local.stop() // queued jobs never start: released at once
 		done := make(chan struct{})
-		go func() { s.handlers.Wait(); close(done) }()
+		go func() { s.disp.local.handlers.Wait(); close(done) }()
 		t := time.NewTimer(s.cfg.ShutdownTimeout)
 		select {
 		case <-done:
@@ -278,8 +271,8 @@ func (s *Scheduler) Stop() error {
 // jobs they have, none) and makes new ones answer at once: the replica is
 // stopping. Stop calls it too.
 func (s *Scheduler) EndFetches() {
-	if s.remote != nil {
-		s.remote.stopOnce.Do(func() { close(s.remote.stop) })
+	if s.disp.remote != nil {
+		s.disp.remote.stop()
 	}
 }
 
@@ -292,7 +285,7 @@ func (s *Scheduler) FreeSlots() int { return s.slots.available() }
 
 // Queued returns how many claimed runs wait in this replica's run queue for
 // a worker, and how long the oldest of them has waited.
-func (s *Scheduler) Queued() (n int, oldest time.Duration) { return s.queue.len() }
+func (s *Scheduler) Queued() (n int, oldest time.Duration) { return s.disp.local.queue.len() }
 
 // Stats is a snapshot of a replica's counters since Start, counted from
 // its events (Event) before Config.Observer sees them.

@@ -37,7 +37,7 @@ type SpawnValidateFunc func(jobs []SpawnJob) (*jobq.Spawn, error)
 // SetSpawnValidator sets how Job.Spawn checks what a handler spawns (the
 // API's submit rules); without one, only the graph and the params' JSON
 // are checked.
-func (s *Scheduler) SetSpawnValidator(f SpawnValidateFunc) { s.spawnValidate = f }
+func (s *Scheduler) SetSpawnValidator(f SpawnValidateFunc) { s.disp.spawnValidate = f }
 
 // Parents returns the run's parents in its workflow — job_key, status and
 // recorded output (the output of the attempt that succeeded) — read from

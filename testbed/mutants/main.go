@@ -182,8 +182,8 @@ var mutants = []mutant{
 		Name: "queued-run-not-renewed", Bug: "a queued run joins the run table (renewed, guarded) only when a worker takes it",
 		Rule: "queued run not renewed while it waited",
 		Edits: []edit{
-			{"scheduler/dispatcher.go", "\ts.runs.add(r, guard, func() { s.heartbeat.guardFired(r) })\n", ""},
-			{"scheduler/dispatcher.go", "func (s *Scheduler) runQueued(q *queuedRun, queued time.Duration) {\n", "func (s *Scheduler) runQueued(q *queuedRun, queued time.Duration) {\n\ts.runs.add(q.r, s.heartbeat.guardDelay(q.r.leaseDeadline), func() { s.heartbeat.guardFired(q.r) })\n"},
+			{"scheduler/dispatcher.go", "\td.runs.add(r, guard, func() { d.heartbeat.guardFired(r) })\n", ""},
+			{"scheduler/dispatcher.go", "func (x *localExecutor) runQueued(q *queuedRun, queued time.Duration) {\n", "func (x *localExecutor) runQueued(q *queuedRun, queued time.Duration) {\n\tx.d.runs.add(q.r, x.d.heartbeat.guardDelay(q.r.leaseDeadline), func() { x.d.heartbeat.guardFired(q.r) })\n"},
 		},
 		Checks: []check{{"./scheduler/", "^TestQueuedRunsRenewedWhileTheyWait$"}},
 	},
@@ -202,7 +202,7 @@ var mutants = []mutant{
 	{
 		Name: "given-up-write-keeps-run", Bug: "a given-up outcome write leaves its run in the run table (renewed for ever, never rescued)",
 		Rule:   "run renewed after its outcome write was given up",
-		Edits:  []edit{{"scheduler/dispatcher.go", "\tif r := s.runs.remove(c.Fence); r != nil {\n", "\tif writeErr != nil {\n\t} else if r := s.runs.remove(c.Fence); r != nil {\n"}},
+		Edits:  []edit{{"scheduler/dispatcher.go", "\tif r := d.runs.remove(c.Fence); r != nil {\n", "\tif writeErr != nil {\n\t} else if r := d.runs.remove(c.Fence); r != nil {\n"}},
 		Checks: []check{{"./scheduler/", "^TestGivenUpOutcomeWriteLeavesTheRunToTheRescuer$"}},
 	},
 	{
