@@ -29,7 +29,7 @@ type BenchCmd struct {
 	FutureOnly      bool            `help:"Measure only the future-jobs axis (rows examined, idle cost, drain of 10,000 due jobs)." name:"future-only"`
 	IdleWindow      time.Duration   `help:"How long an idle replica's statements are counted (default 21s, CI 6s)." name:"idle-window"`
 	Procs           bool            `help:"Run jobq replicas as 'jobq serve' processes instead of in-process."`
-	Throughput      bool            `help:"Only the throughput report (#17): jobq at its defaults and at its best-flag candidates against the raw SQL ceiling at its best claim size, enqueue rates (single submits from 32 clients, batch API, raw INSERTs), statements and rows written per job; --rounds interleaved rounds."`
+	Throughput      bool            `help:"Only the throughput report: jobq at its defaults and at its best-flag candidates against the raw SQL ceiling at its best claim size, enqueue rates (single submits from 32 clients, batch API, raw INSERTs), statements and rows written per job; --rounds interleaved rounds."`
 	DrainOnly       bool            `help:"With --throughput: only the drain points (no enqueue points and targets)." name:"drain-only"`
 	ProfileDrain    bool            `help:"With --throughput: write a CPU profile of each jobq drain point's first round (in-process replicas) to --out/cpu_drain_<n>.pprof." name:"profile-drain"`
 	Tune            bool            `help:"Search batch limit, poll interval and jitter for the highest throughput within --slo; print 'jobq serve' flags."`
