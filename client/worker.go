@@ -530,8 +530,8 @@ func (w *Worker) drop(hj *heldJob) {
 // complete sends body until it is answered, retrying network errors and
 // 5xx answers with the same bytes (backoff 100 ms doubling to 5 s) until
 // the job's lease deadline. 409 (stale or conflict) ends the retries; a
-// 400 or 413 answer to a success is sent again as a failure carrying the
-// server's message.
+// 400 or 413 answer to a success is sent again as a failure without retry
+// carrying the server's message (the same output would be refused again).
 func (w *Worker) complete(hj *heldJob, body apitype.CompleteRequest) {
 	job := hj.job
 	w.mu.Lock()
@@ -558,8 +558,9 @@ func (w *Worker) complete(hj *heldJob, body apitype.CompleteRequest) {
 					"job_id", job.ID, "attempt", job.Attempt, "code", ae.Detail.Code)
 				return
 			case (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge) && body.Outcome == outcomeSuccess:
-				w.log.Warn("success refused; reporting it as a failure", "job_id", job.ID, "attempt", job.Attempt, "err", err)
-				retry := true
+				// Every attempt would give the same output: fail the job now.
+				w.log.Warn("success refused; reporting it as a failure without retry", "job_id", job.ID, "attempt", job.Attempt, "err", err)
+				retry := false
 				body = apitype.CompleteRequest{TaskToken: body.TaskToken, Outcome: outcomeFailure, Error: ae.Detail.Message, Retry: &retry}
 				if raw, err = json.Marshal(body); err != nil {
 					return

@@ -6,8 +6,9 @@
 #   bash sdk/java/build.sh             build/jobq-worker.jar, build/test-classes, run the tests
 #   bash sdk/java/build.sh --no-tests  the same without running the tests
 #
-# The tests in ReplicaTest run against the replica named by JOBQ_SERVER (started with
-# --remote-type sdk-test) and are skipped when it is unset.
+# The tests in ReplicaTest run against the replica named by JOBQ_TEST_SERVER (started with
+# --remote-type sdk-test) and are skipped when it is unset. An inherited JOBQ_SERVER (a user's
+# replica) is not used by the tests. The ResizeWorker example of README.md is compiled too.
 set -euo pipefail
 cd "$(dirname "$0")"
 run_tests=1
@@ -37,8 +38,18 @@ javac --release 17 -nowarn -XDignore.symbol.file -d build/test-classes \
   -cp "build/jobq-worker.jar:$GSON:$JUNIT" $(find src/test/java -name '*.java')
 echo "build.sh: built build/jobq-worker.jar"
 
+# The README's example must compile against the library as built.
+mkdir -p build/readme build/readme-classes
+awk '/^```java$/ {on=1; next} /^```$/ {if (on) exit} on' README.md > build/readme/ResizeWorker.java
+javac --release 17 -Xlint:all -Werror -d build/readme-classes -cp "build/jobq-worker.jar:$GSON" \
+  build/readme/ResizeWorker.java
+echo "build.sh: README.md's ResizeWorker compiles"
+
 if [ "$run_tests" = 1 ]; then
   status=0
+  if [ -n "${JOBQ_SERVER:-}" ] && [ -z "${JOBQ_TEST_SERVER:-}" ]; then
+    echo "build.sh: JOBQ_SERVER is not used by the tests; set JOBQ_TEST_SERVER to run ReplicaTest against a replica"
+  fi
   java -jar "$JUNIT" --disable-banner --disable-ansi-colors --details=tree \
     --class-path "build/test-classes:build/jobq-worker.jar:$GSON" \
     --select-package io.github.jobq.worker | tee build/junit.txt || status=$?

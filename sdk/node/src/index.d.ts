@@ -170,8 +170,11 @@ export class JobContext<P = any> {
 export type Handler<P = any, O = unknown> = (ctx: JobContext<P>) => O | Promise<O>;
 
 export interface WorkerOptions {
-  /** The replica's base URL, e.g. http://127.0.0.1:8080. */
-  server: string;
+  /**
+   * The replica's base URL, e.g. http://127.0.0.1:8080, or a list of replicas' URLs: the worker talks to
+   * one at a time and moves to the next one when a call gets no answer or a 5xx answer.
+   */
+  server: string | string[];
   /** A worker (or admin) token; none where the replica has no credentials configured. */
   token?: string;
   /** Names the worker (owner `worker:<workerId>`). Defaults to `<hostname>-<pid>`. */

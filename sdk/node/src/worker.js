@@ -1,13 +1,59 @@
 // The worker runtime: fetch loop, heartbeats, completion retries and graceful shutdown.
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ApiError, Client } from './client.js';
+import { ApiError, Client, TransportError } from './client.js';
 
 export const VERSION = '0.1.0';
 
 // Completion retries: backoff from 100 ms doubling to 5 s (docs/workers.md, rule 3).
 const BACKOFF_FIRST_MS = 100;
 const BACKOFF_MAX_MS = 5_000;
+
+// The attempt's log takes lines of at most 4,096 bytes and 65,536 bytes in all; a handler's stack is cut
+// to fit in a quarter of that, keeping its start (the error and the innermost frames).
+const LOG_LINE_BYTES = 4_096;
+const TRACE_LOG_BYTES = 16_384;
+
+/** The failure's error for a thrown value: its type and message (`TypeError: …`). */
+export function errorText(err) {
+  if (!(err instanceof Error)) return String(err);
+  const name = err.name && err.name !== 'Error' ? err.name : err.constructor?.name || 'Error';
+  return err.message ? `${name}: ${err.message}` : name;
+}
+
+/** The start of text within limit bytes of UTF-8. */
+function cut(text, limit) {
+  const b = Buffer.from(text, 'utf8');
+  return b.length <= limit ? text : b.subarray(0, limit).toString('utf8').replace(/\uFFFD$/, '');
+}
+
+/** A thrown value's stack as log lines: each ≤ 4,096 bytes, ≤ 16 KiB in all, the start kept. */
+export function traceLines(err) {
+  const text = err instanceof Error && typeof err.stack === 'string' ? err.stack : errorText(err);
+  const kept = [];
+  let total = 0;
+  for (const line of text.split('\n').map((l) => cut(l, LOG_LINE_BYTES))) {
+    total += Buffer.byteLength(line) + 1;
+    if (total > TRACE_LOG_BYTES) {
+      kept.push('… (stack trace cut)');
+      break;
+    }
+    kept.push(line);
+  }
+  return kept;
+}
+
+/** The completion fields for a handler's output: a success, or a failure without retry when the output
+ * cannot be encoded as JSON (every attempt would give the same). */
+function outputOutcome(output) {
+  let encoded;
+  try {
+    encoded = JSON.stringify(output ?? null);
+  } catch (err) {
+    return { outcome: 'failure', error: `output: must be JSON-serializable: ${errorText(err)}`, retry: false };
+  }
+  return { outcome: 'success', output: JSON.parse(encoded ?? 'null') };
+}
 
 /**
  * Throw JobFailed from a handler to fail the job with this message; `retry: false` fails it now.
@@ -120,9 +166,16 @@ export class Worker {
   #heartbeatTimer = null;
   #stopping = false;
   #stopped = null;
+  #apis; // one Client per replica: server, or each of its list
+  #urls;
+  #cur = 0; // index into #apis of the replica in use
+  #api;
 
   /**
-   * @param {{server: string, token?: string, workerId?: string, concurrency?: number,
+   * `server` is a replica's base URL or a list of them: the worker talks to one at a time and moves to
+   * the next one (round robin) when a call gets no answer or a 5xx answer; heartbeats and completions
+   * of held jobs go there too (task tokens are checked in the database, valid at every replica).
+   * @param {{server: string | string[], token?: string, workerId?: string, concurrency?: number,
    *   shutdownTimeoutMs?: number, labels?: Record<string,string>, waitMs?: number,
    *   client?: Client, logger?: Pick<Console,'info'|'warn'|'error'>}} options
    */
@@ -130,13 +183,38 @@ export class Worker {
     if (!Number.isInteger(concurrency) || concurrency < 1) {
       throw new RangeError(`concurrency: must be an integer of at least 1, got ${concurrency}`);
     }
-    this.client = client ?? new Client(server, { token });
+    this.#urls = client ? ['(client)'] : Array.isArray(server) ? [...server] : [server];
+    if (this.#urls.length === 0) throw new TypeError("server: required (a replica's base URL, or a list of them)");
+    this.#apis = client ? [client] : this.#urls.map((s) => new Client(s, { token }));
+    this.client = this.#apis[0];
+    const call = (name) => (...args) => this.#call(name, args);
+    this.#api = {
+      fetchJobs: call('fetchJobs'), heartbeat: call('heartbeat'), complete: call('complete'),
+      appendLog: call('appendLog'), reportProgress: call('reportProgress'),
+    };
     this.workerId = workerId || `${hostname()}-${process.pid}`;
     this.concurrency = concurrency;
     this.shutdownTimeoutMs = shutdownTimeoutMs;
     this.labels = labels;
     this.waitMs = waitMs;
     this.logger = logger;
+  }
+
+  /** Calls one Client method on the replica in use; no answer or a 5xx moves to the next replica (the
+   * call is not repeated here: the caller's retry goes there). */
+  async #call(name, args) {
+    const i = this.#cur;
+    try {
+      return await this.#apis[i][name](...args);
+    } catch (err) {
+      const fault = err instanceof TransportError || (err instanceof ApiError && err.retryable);
+      const stopping = name === 'fetchJobs' && this.#fetchAbort.signal.aborted;
+      if (fault && !stopping && this.#apis.length > 1 && this.#cur === i) {
+        this.#cur = (i + 1) % this.#apis.length;
+        this.logger.warn(`replica ${this.#urls[i]} unreachable; moving to ${this.#urls[this.#cur]}: ${err.message}`);
+      }
+      throw err;
+    }
   }
 
   /** Registers `fn(ctx) → output` (sync or async) as the handler of `jobType`; the output must be JSON. */
@@ -151,6 +229,8 @@ export class Worker {
   start() {
     if (this.#handlers.size === 0) throw new Error('start: no handler registered');
     if (this.#fetchLoop) throw new Error('start: already started');
+    this.logger.info(`worker ${this.workerId} started: job_types=${[...this.#handlers.keys()].sort().join(',')} ` +
+      `concurrency=${this.concurrency} replicas=${this.#urls.join(',')}`);
     this.#fetchLoop = this.#fetchJobs();
     this.#scheduleHeartbeat();
   }
@@ -198,6 +278,7 @@ export class Worker {
     await Promise.all(releases);
     clearTimeout(this.#heartbeatTimer);
     this.#heartbeatTimer = null;
+    this.logger.info(`worker ${this.workerId} stopped`);
   }
 
   #wakeFetch() {
@@ -217,7 +298,7 @@ export class Worker {
       }
       let jobs;
       try {
-        jobs = await this.client.fetchJobs({
+        jobs = await this.#api.fetchJobs({
           workerId: this.workerId, jobTypes, maxJobs: Math.min(this.concurrency - this.#runs.size, 1_000), waitMs: this.waitMs,
           labels: this.labels, version: `jobq-node/${VERSION}`, signal: this.#fetchAbort.signal,
         });
@@ -236,7 +317,7 @@ export class Worker {
   }
 
   #start(job, sent) {
-    const ctx = new JobContext(job, this.client, this.logger);
+    const ctx = new JobContext(job, this.#api, this.logger);
     const lease = job.lease_ms || 30_000;
     const run = {
       ctx, token: job.task_token, lease, heartbeat: job.heartbeat_ms || lease / 3,
@@ -260,11 +341,15 @@ export class Worker {
     const body = { task_token: run.token };
     try {
       const output = await this.#handlers.get(ctx.jobType)(ctx);
-      const encoded = JSON.stringify(output ?? null);
-      Object.assign(body, { outcome: 'success', output: JSON.parse(encoded) });
+      Object.assign(body, outputOutcome(output));
     } catch (err) {
       if (err instanceof JobFailed) Object.assign(body, { outcome: 'failure', error: err.message, retry: err.retry });
-      else Object.assign(body, { outcome: 'failure', error: err?.message || String(err) });
+      else {
+        Object.assign(body, { outcome: 'failure', error: errorText(err) });
+        const trace = traceLines(err);
+        this.logger.error(`job ${ctx.id} attempt ${ctx.attempt}: handler threw ${body.error}\n${trace.join('\n')}`);
+        if (!run.lost) await ctx.log(...trace);
+      }
     }
     if (!run.claim('completing')) return; // released by the shutdown: its result is not reported
     if (run.lost) {
@@ -299,7 +384,7 @@ export class Worker {
     for (;;) {
       let err;
       try {
-        await this.client.complete(body);
+        await this.#api.complete(body);
         return;
       } catch (e) {
         err = e;
@@ -310,8 +395,9 @@ export class Worker {
           return;
         }
         if ((err.status === 400 || err.status === 413) && body.outcome === 'success') {
-          this.logger.warn(`job ${ctx.id} attempt ${ctx.attempt}: output refused, reported as failure: ${err.serverMessage}`);
-          body = { task_token: run.token, outcome: 'failure', error: err.serverMessage };
+          // The same output is refused on every attempt: no retry.
+          this.logger.warn(`job ${ctx.id} attempt ${ctx.attempt}: output refused, reported as failure without retry: ${err.serverMessage}`);
+          body = { task_token: run.token, outcome: 'failure', error: err.serverMessage, retry: false };
           continue;
         }
         if (!err.retryable) {
@@ -342,7 +428,7 @@ export class Worker {
     const sent = performance.now();
     let results;
     try {
-      results = await this.client.heartbeat(this.workerId, runs.map((r) => r.token));
+      results = await this.#api.heartbeat(this.workerId, runs.map((r) => r.token));
     } catch (err) {
       // Not a loss: the database decides. The outcome is still sent when the work ends, and the
       // replica answers 409 stale if the lease was rescued meanwhile.

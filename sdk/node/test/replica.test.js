@@ -87,6 +87,43 @@ test('shutdown releases running work', { skip }, async () => {
   await client.cancelJob(job.id);
 });
 
+test('a dead replica in the list is skipped', { skip }, async () => {
+  const { createServer } = await import('node:net');
+  const srv = createServer().listen(0, '127.0.0.1');
+  await new Promise((r) => srv.once('listening', r));
+  const dead = `http://127.0.0.1:${srv.address().port}`;
+  srv.close();
+  const { client, submit, waitStatus } = setup();
+  const worker = new Worker({ server: [dead, SERVER], workerId: `node-test-${randomUUID().slice(0, 8)}`,
+    shutdownTimeoutMs: 2_000, waitMs: 1_000, logger: quiet }).handle(TYPE, (ctx) => ctx.params.output);
+  const jobs = [];
+  for (let i = 0; i < 3; i++) jobs.push(await submit({ action: 'succeed', output: { n: i } }));
+  worker.start();
+  try {
+    for (const [i, j] of jobs.entries()) {
+      const got = await waitStatus(j.id);
+      assert.deepEqual([got.status, got.output], ['SUCCESS', { n: i }]);
+    }
+  } finally {
+    await worker.stop();
+  }
+  void client;
+});
+
+test('a thrown error is recorded with its type', { skip }, async () => {
+  const { submit, waitStatus } = setup();
+  const worker = new Worker({ server: SERVER, workerId: `node-test-${randomUUID().slice(0, 8)}`,
+    shutdownTimeoutMs: 2_000, waitMs: 1_000, logger: quiet }).handle(TYPE, (ctx) => ctx.params.disk.cpus);
+  const j = await submit({ action: 'crash' });
+  worker.start();
+  try {
+    const got = await waitStatus(j.id);
+    assert.deepEqual([got.status, got.last_error], ['FAILED', "TypeError: Cannot read properties of undefined (reading 'cpus')"]);
+  } finally {
+    await worker.stop();
+  }
+});
+
 test('a bad submit names the field', { skip }, async () => {
   const client = new Client(SERVER);
   await assert.rejects(client.submit(TYPE, {}, { priority: 5000 }), (err) => {

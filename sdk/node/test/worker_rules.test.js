@@ -3,6 +3,8 @@ import { test, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cancelled, JobFailed, Worker } from '../src/index.js';
+import { createServer } from 'node:net';
+import { once } from 'node:events';
 import { Stub, job, quiet } from './stub.js';
 
 let stub;
@@ -60,7 +62,78 @@ test('a refused output is reported as a failure with the server message', async 
   w.start();
   await stub.waitFor((r) => count(COMPLETE)(r) === 2);
   await w.stop();
-  assert.deepEqual(stub.bodies(COMPLETE)[1], { task_token: 'jqt1.3.1.secret', outcome: 'failure', error: msg });
+  assert.deepEqual(stub.bodies(COMPLETE)[1], { task_token: 'jqt1.3.1.secret', outcome: 'failure', error: msg, retry: false });
+});
+
+for (const [name, output, want] of [
+  ['a BigInt', { n: 1n }, /^output: must be JSON-serializable: TypeError: .*BigInt/],
+  ['a cycle', (() => { const o = {}; o.self = o; return o; })(), /^output: must be JSON-serializable: TypeError: .*circular/],
+]) {
+  test(`an output with ${name} fails without retry`, async () => {
+    serve(job(9));
+    const w = worker(() => output);
+    w.start();
+    await stub.waitFor((r) => count(COMPLETE)(r) === 1);
+    await w.stop();
+    const [body] = stub.bodies(COMPLETE);
+    assert.equal(body.outcome, 'failure');
+    assert.equal(body.retry, false);
+    assert.match(body.error, want);
+  });
+}
+
+function recorder() {
+  const lines = { info: [], warn: [], error: [] };
+  return { lines, info: (m) => lines.info.push(m), warn: (m) => lines.warn.push(m), error: (m) => lines.error.push(m) };
+}
+
+test('a thrown error gives its type in the error and its stack in the log', async () => {
+  serve(job(10));
+  const logger = recorder();
+  const w = new Worker({ server: stub.url, workerId: 'test-1', waitMs: 100, logger })
+    .handle('t', function resize(ctx) { return ctx.params.disk.cpus; });
+  w.start();
+  await stub.waitFor((r) => count(COMPLETE)(r) === 1);
+  await w.stop();
+  const [body] = stub.bodies(COMPLETE);
+  assert.equal(body.error, "TypeError: Cannot read properties of undefined (reading 'cpus')");
+  const lines = stub.bodies('/v1/workers/log').flatMap((b) => b.lines);
+  assert.equal(lines[0], body.error);
+  assert.match(lines[1], /at resize /);
+  assert.match(logger.lines.error.join('\n'), /at resize /);
+  assert.match(logger.lines.info[0], /^worker test-1 started: job_types=t concurrency=4 replicas=http/);
+  assert.equal(logger.lines.info.at(-1), 'worker test-1 stopped');
+});
+
+test('a stack in the log is bounded', async () => {
+  serve(job(11));
+  const w = worker(() => {
+    const err = new RangeError('y'.repeat(10_000));
+    err.stack = `RangeError: ${'y'.repeat(10_000)}\n` + '    at frame (file.js:1:1)\n'.repeat(2_000);
+    throw err;
+  });
+  w.start();
+  await stub.waitFor((r) => count(COMPLETE)(r) === 1);
+  await w.stop();
+  const lines = stub.bodies('/v1/workers/log').flatMap((b) => b.lines);
+  assert.ok(Math.max(...lines.map((l) => Buffer.byteLength(l))) <= 4_096);
+  assert.ok(lines.reduce((n, l) => n + Buffer.byteLength(l) + 1, 0) <= 16_384 + 64);
+  assert.ok(stub.bodies(COMPLETE)[0].error.startsWith('RangeError: yyy'));
+});
+
+test('a dead replica first in the list is skipped', async () => {
+  const srv = createServer().listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const dead = `http://127.0.0.1:${srv.address().port}`;
+  srv.close();
+  serve(job(12));
+  const logger = recorder();
+  const w = new Worker({ server: [dead, stub.url], workerId: 'test-1', waitMs: 100, logger }).handle('t', () => ({ ok: true }));
+  w.start();
+  await stub.waitFor((r) => count(COMPLETE)(r) === 1);
+  await w.stop();
+  assert.deepEqual(stub.bodies(COMPLETE)[0].output, { ok: true });
+  assert.ok(logger.lines.warn.some((m) => m.includes(`moving to ${stub.url}`)), logger.lines.warn.join('\n'));
 });
 
 test('cancel_requested aborts the signal and the job fails as canceled', async () => {

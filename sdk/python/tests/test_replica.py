@@ -97,6 +97,32 @@ class ReplicaTest(unittest.TestCase):
         self.assertEqual(self.client.get_workflow(key)["status"], "SUCCESS")
         self.assertEqual(self.parents_seen[key + "-b"], {key + "-a": {"from": key + "-a"}})
 
+    def test_a_dead_replica_in_the_list_is_skipped(self) -> None:
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+        s.close()
+        self.worker = Worker([dead, SERVER], worker_id=f"py-test-{uuid.uuid4().hex[:8]}", shutdown_timeout=2.0,
+                             wait_ms=1000)
+        self.worker.register(TEST_TYPE, self.handle)
+        jobs = [self.submit(action="succeed", output={"n": i}) for i in range(3)]
+        self.worker.start()
+        self.addCleanup(self.worker.stop)
+        for i, j in enumerate(jobs):
+            got = self.wait_status(j["id"])
+            self.assertEqual((got["status"], got["output"]), ("SUCCESS", {"n": i}))
+
+    def test_handler_exception_type_and_trace(self) -> None:
+        self.worker = Worker(SERVER, worker_id=f"py-test-{uuid.uuid4().hex[:8]}", shutdown_timeout=2.0, wait_ms=1000)
+        self.worker.register(TEST_TYPE, lambda ctx: ctx.params["cpus"])
+        j = self.submit(action="crash")
+        self.worker.start()
+        self.addCleanup(self.worker.stop)
+        with self.assertLogs("jobq.worker", "ERROR"):
+            got = self.wait_status(j["id"])
+        self.assertEqual((got["status"], got["last_error"]), ("FAILED", "KeyError: 'cpus'"))
+
     def test_bad_submit_names_the_field(self) -> None:
         with self.assertRaises(APIError) as err:
             self.client.submit(TEST_TYPE, {}, priority=5000)

@@ -71,7 +71,74 @@ class WorkerRulesTest(unittest.TestCase):
         w.start()
         self.addCleanup(w.stop)
         self.assertTrue(self.stub.wait_for(lambda r: len([p for p, _ in r if p == "/v1/workers/complete"]) == 2))
-        self.assertEqual(self.completes()[1], {"task_token": "jqt1.3.1.secret", "outcome": "failure", "error": msg})
+        self.assertEqual(self.completes()[1], {"task_token": "jqt1.3.1.secret", "outcome": "failure", "error": msg,
+                                               "retry": False})
+
+    def test_unserializable_output_fails_without_retry(self) -> None:
+        self.serve(job(9))
+        w = self.worker(lambda ctx: {"x": object()})
+        w.start()
+        self.addCleanup(w.stop)
+        self.assertTrue(self.stub.wait_for(lambda r: any(p == "/v1/workers/complete" for p, _ in r)))
+        body = self.completes()[0]
+        self.assertEqual((body["outcome"], body["retry"]), ("failure", False))
+        self.assertTrue(body["error"].startswith("output: must be JSON-serializable: TypeError: "), body["error"])
+
+    def test_exception_type_in_error_and_trace_in_log(self) -> None:
+        self.serve(job(10))
+
+        def handler(ctx: JobContext):
+            return {"cpus": ctx.params["cpus"]}
+
+        w = self.worker(handler)
+        w.start()
+        self.addCleanup(w.stop)
+        with self.assertLogs("jobq.worker", "ERROR") as logs:
+            self.assertTrue(self.stub.wait_for(lambda r: any(p == "/v1/workers/complete" for p, _ in r)))
+        self.assertEqual(self.completes()[0]["error"], "KeyError: 'cpus'")
+        lines = [line for b in self.stub.bodies("/v1/workers/log") for line in b["lines"]]
+        self.assertEqual(lines[0], "Traceback (most recent call last):")
+        self.assertIn("in handler", "\n".join(lines))
+        self.assertEqual(lines[-1], "KeyError: 'cpus'")
+        self.assertIn("Traceback", "\n".join(logs.output))
+
+    def test_stack_trace_in_the_log_is_bounded(self) -> None:
+        self.serve(job(11))
+
+        def deep(n: int):
+            if n == 0:
+                raise ValueError("y" * 10000)
+            return deep(n - 1)
+
+        w = self.worker(lambda ctx: deep(400))
+        w.start()
+        self.addCleanup(w.stop)
+        with self.assertLogs("jobq.worker", "ERROR"):
+            self.assertTrue(self.stub.wait_for(lambda r: any(p == "/v1/workers/complete" for p, _ in r)))
+        lines = [line for b in self.stub.bodies("/v1/workers/log") for line in b["lines"]]
+        self.assertLessEqual(max(len(line.encode()) for line in lines), 4096)
+        self.assertLessEqual(sum(len(line.encode()) + 1 for line in lines), 16384 + 64)
+        self.assertTrue(lines[-1].endswith("yyy"))
+        self.assertTrue(self.completes()[0]["error"].startswith("ValueError: yyy"))
+
+    def test_a_dead_replica_first_in_the_list_is_skipped(self) -> None:
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+        s.close()
+        self.serve(job(12))
+        w = Worker([dead, self.stub.url], worker_id="test-1", wait_ms=100)
+        w.register("t", lambda ctx: {"ok": True})
+        with self.assertLogs("jobq.worker", "INFO") as logs:
+            w.start()
+            self.assertTrue(self.stub.wait_for(lambda r: any(p == "/v1/workers/complete" for p, _ in r)))
+            w.stop()
+        self.assertEqual(self.completes()[0]["output"], {"ok": True})
+        text = "\n".join(logs.output)
+        self.assertIn("started", text)
+        self.assertIn("moving to " + self.stub.url, text)
+        self.assertIn("stopped", text)
 
     def test_cancel_requested_reaches_the_work(self) -> None:
         self.serve(job(4, heartbeat_ms=50))

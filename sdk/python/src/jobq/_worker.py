@@ -10,7 +10,8 @@ import signal
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+import traceback
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._client import APIError, Client, TransportError
 
@@ -22,6 +23,13 @@ log = logging.getLogger("jobq.worker")
 # Completion retries: backoff from 100 ms doubling to 5 s (docs/workers.md, rule 3).
 _BACKOFF_FIRST = 0.1
 _BACKOFF_MAX = 5.0
+
+# MAX_OUTPUT_BYTES is the largest output the replica takes: its JSON encoding, in bytes (docs/workers.md).
+MAX_OUTPUT_BYTES = 65536
+# The attempt's log takes lines of at most 4,096 bytes and 65,536 bytes in all; a handler's stack trace
+# is cut to fit in a quarter of that, keeping its end (the innermost frames and the exception).
+_LOG_LINE_BYTES = 4096
+_TRACE_LOG_BYTES = 16384
 
 
 class JobFailed(Exception):
@@ -136,9 +144,91 @@ class _Run:
             return True
 
 
+class _Replicas:
+    """_Replicas talks to one replica at a time, starting with the first URL, and moves to the next one
+    (round robin) when a call gets no answer or a 5xx answer; the failed call is not repeated here, the
+    caller's retry goes to the next replica. Task tokens are checked in the database, so any replica
+    takes the heartbeats, logs and completions of a job another one handed out."""
+
+    def __init__(self, clients: Sequence[Client]) -> None:
+        self.clients = list(clients)
+        self._cur = 0
+        self._lock = threading.Lock()
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            i = self._cur
+        try:
+            return getattr(self.clients[i], name)(*args, **kwargs)
+        except (APIError, TransportError) as exc:
+            aborted = kwargs.get("abort_key") in self.clients[i]._aborted  # the worker's stop, not a fault
+            if len(self.clients) > 1 and not aborted and (isinstance(exc, TransportError) or exc.retryable):
+                with self._lock:
+                    if self._cur == i:
+                        self._cur = (i + 1) % len(self.clients)
+                        log.warning("replica %s unreachable; moving to %s: %s", _base(self.clients[i]),
+                                    _base(self.clients[self._cur]), exc)
+            raise
+
+    def fetch(self, *args: Any, **kwargs: Any) -> List[Dict[str, Any]]:
+        return self._call("fetch", *args, **kwargs)
+
+    def heartbeat(self, *args: Any, **kwargs: Any) -> List[Dict[str, Any]]:
+        return self._call("heartbeat", *args, **kwargs)
+
+    def complete(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        return self._call("complete", *args, **kwargs)
+
+    def append_log(self, *args: Any, **kwargs: Any) -> None:
+        self._call("append_log", *args, **kwargs)
+
+    def report_progress(self, *args: Any, **kwargs: Any) -> None:
+        self._call("report_progress", *args, **kwargs)
+
+    def abort(self, abort_key: int) -> None:
+        for c in self.clients:
+            c.abort(abort_key)
+
+
+def _base(c: Client) -> str:
+    return f"{c._scheme}://{c._host}" + (f":{c._port}" if c._port else "") + c._prefix
+
+
+def _cut(text: str, limit: int) -> str:
+    """The end of text within limit bytes of UTF-8 (the start of a line is cut, not its end)."""
+    b = text.encode("utf-8", "replace")
+    return text if len(b) <= limit else b[-limit:].decode("utf-8", "ignore")
+
+
+def _trace_lines(exc: BaseException) -> List[str]:
+    """The exception's stack trace as log lines: each ≤ 4,096 bytes, ≤ 16 KiB in all, ending kept."""
+    lines = [_cut(line, _LOG_LINE_BYTES) for chunk in traceback.format_exception(type(exc), exc, exc.__traceback__)
+             for line in chunk.rstrip("\n").split("\n")]
+    kept: List[str] = []
+    total = 0
+    for line in reversed(lines):
+        total += len(line.encode("utf-8", "replace")) + 1
+        if total > _TRACE_LOG_BYTES:
+            kept.append("… (stack trace cut)")
+            break
+        kept.append(line)
+    return kept[::-1]
+
+
+def _error_text(exc: BaseException) -> str:
+    """The failure's error for an exception: its type and message, as Python prints them
+    (``KeyError: 'cpus'``, ``json.decoder.JSONDecodeError: …``)."""
+    t = type(exc)
+    name = t.__qualname__ if t.__module__ in ("builtins", "__main__") else f"{t.__module__}.{t.__qualname__}"
+    text = str(exc)
+    return f"{name}: {text}" if text else name
+
+
 class Worker:
     """Worker pulls jobs of its registered job types from a jobq replica and runs them in threads.
 
+    ``server`` is a replica's base URL, or a list of them: the worker talks to one at a time and moves to
+    the next one when a call gets no answer or a 5xx answer (a replica that died, froze or is cut off).
     Register one handler per job type (``@worker.handler("resize")``), then ``run()`` until SIGTERM or
     SIGINT, or ``start()`` and later ``stop()``. At most ``concurrency`` jobs run at once and the worker
     never fetches more than it can start. ``shutdown_timeout`` (seconds) is how long ``stop`` lets
@@ -147,7 +237,7 @@ class Worker:
 
     def __init__(
         self,
-        server: str,
+        server: Union[str, Sequence[str]],
         *,
         token: Optional[str] = None,
         worker_id: Optional[str] = None,
@@ -159,7 +249,12 @@ class Worker:
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency: must be at least 1, got {concurrency}")
-        self.client = client or Client(server, token)
+        servers = [server] if isinstance(server, str) else list(server)
+        if not servers and client is None:
+            raise ValueError("server: required (a replica's base URL, or a list of them)")
+        clients = [client] if client is not None else [Client(s, token) for s in servers]
+        self.client = clients[0]
+        self._api = _Replicas(clients)
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.concurrency = concurrency
         self.shutdown_timeout = shutdown_timeout
@@ -203,6 +298,9 @@ class Worker:
         if self._started:
             raise RuntimeError("start: already started")
         self._started = True
+        log.info("worker %s started: job_types=%s concurrency=%d replicas=%s", self.worker_id,
+                 ",".join(sorted(self._handlers)), self.concurrency,
+                 ",".join(_base(c) for c in self._api.clients))
         for name, target in (("jobq-fetch", self._fetch_loop), ("jobq-heartbeat", self._heartbeat_loop)):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
@@ -233,7 +331,7 @@ class Worker:
         ``shutdown_timeout``), then cancel the rest and release their jobs. Blocks until done."""
         timeout = self.shutdown_timeout if timeout is None else timeout
         self._stopping.set()
-        self.client.abort(self._fetch_key)
+        self._api.abort(self._fetch_key)
         with self._cond:
             self._cond.notify_all()
         if self._threads:
@@ -257,6 +355,8 @@ class Worker:
             self._cond.notify_all()
         for t in self._threads[1:]:
             t.join()
+        if self._started:
+            log.info("worker %s stopped", self.worker_id)
 
     def _running(self) -> bool:
         return any(r.state != "releasing" for r in self._runs.values())
@@ -274,7 +374,7 @@ class Worker:
             if self._stopping.is_set():
                 break
             try:
-                jobs = self.client.fetch(self.worker_id, types, min(free, 1000), self.wait_ms, self.labels,
+                jobs = self._api.fetch(self.worker_id, types, min(free, 1000), self.wait_ms, self.labels,
                                          f"jobq-python/{VERSION}", abort_key=self._fetch_key)
             except (APIError, TransportError) as exc:
                 if self._stopping.is_set():
@@ -289,7 +389,7 @@ class Worker:
                 self._start(job, received)
 
     def _start(self, job: Mapping[str, Any], sent: float) -> None:
-        run = _Run(job, JobContext(job, self.client), sent)
+        run = _Run(job, JobContext(job, self._api), sent)  # type: ignore[arg-type]
         with self._cond:
             self._runs[run.token] = run
             self._cond.notify_all()
@@ -306,12 +406,17 @@ class Worker:
         body: Dict[str, Any] = {"task_token": run.token}
         try:
             output = self._handlers[ctx.job_type](ctx)
-            encoded = json.dumps(output)
-            body.update(outcome="success", output=json.loads(encoded))
         except JobFailed as exc:
             body.update(outcome="failure", error=exc.message, retry=exc.retry)
         except Exception as exc:  # a handler's error fails its job, it does not stop the worker
-            body.update(outcome="failure", error=str(exc) or exc.__class__.__name__)
+            body.update(outcome="failure", error=_error_text(exc))
+            trace = _trace_lines(exc)
+            log.error("job %d attempt %d: handler raised %s\n%s", ctx.id, ctx.attempt, body["error"],
+                      "\n".join(trace))
+            if not run.lost:
+                ctx.log(*trace)
+        else:
+            body.update(_output_outcome(output))
         if not run.claim("completing"):
             return  # released by the shutdown: its result is not reported
         if run.lost:
@@ -338,7 +443,7 @@ class Worker:
         delay = _BACKOFF_FIRST
         while True:
             try:
-                answer = self.client.complete(body)
+                answer = self._api.complete(body)
                 log.debug("job %d attempt %d: %s applied, status %s", ctx.id, ctx.attempt,
                           body["outcome"], answer.get("status"))
                 return
@@ -347,9 +452,10 @@ class Worker:
                     log.info("job %d attempt %d: %s not applied: %s", ctx.id, ctx.attempt, body["outcome"], exc)
                     return
                 if exc.status in (400, 413) and body["outcome"] == "success":
-                    log.warning("job %d attempt %d: output refused, reported as failure: %s",
+                    # The same output is refused on every attempt: no retry.
+                    log.warning("job %d attempt %d: output refused, reported as failure without retry: %s",
                                 ctx.id, ctx.attempt, exc.message)
-                    body = {"task_token": run.token, "outcome": "failure", "error": exc.message}
+                    body = {"task_token": run.token, "outcome": "failure", "error": exc.message, "retry": False}
                     continue
                 if not exc.retryable:
                     log.error("job %d attempt %d: %s refused: %s", ctx.id, ctx.attempt, body["outcome"], exc)
@@ -386,7 +492,7 @@ class Worker:
     def _heartbeat(self, runs: Sequence[_Run]) -> None:
         sent = time.monotonic()
         try:
-            results = self.client.heartbeat(self.worker_id, [r.token for r in runs])
+            results = self._api.heartbeat(self.worker_id, [r.token for r in runs])
         except (APIError, TransportError) as exc:
             # Not a loss: the database decides. The outcome is still sent when the work ends, and
             # the replica answers 409 stale if the lease was rescued meanwhile.
@@ -406,6 +512,16 @@ class Worker:
             run.lost = True
             log.warning("job %d attempt %d: lost (%s): cancelling its work", run.ctx.id, run.ctx.attempt, why)
         run.ctx._cancel("lost")
+
+
+def _output_outcome(output: Any) -> Dict[str, Any]:
+    """The completion fields for a handler's output: a success, or a failure without retry when the
+    output is not JSON (every attempt would give the same)."""
+    try:
+        encoded = json.dumps(output, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return {"outcome": "failure", "retry": False, "error": "output: must be JSON-serializable: " + _error_text(exc)}
+    return {"outcome": "success", "output": json.loads(encoded)}
 
 
 _keys = itertools.count(1)

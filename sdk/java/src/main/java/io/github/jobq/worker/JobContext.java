@@ -18,14 +18,14 @@ public final class JobContext {
   private static final System.Logger LOG = System.getLogger("jobq.worker");
   private final JsonObject job;
   private final String token;
-  private final Client client;
+  private final Replicas replicas;
   private volatile String cancelReason;
   private Thread thread; // the handler's thread while it runs; guarded by this
 
-  JobContext(JsonObject job, Client client) {
+  JobContext(JsonObject job, Replicas replicas) {
     this.job = job;
     this.token = job.get("task_token").getAsString();
-    this.client = client;
+    this.replicas = replicas;
   }
 
   /** The job as the replica handed it out (without its task token). */
@@ -93,7 +93,10 @@ public final class JobContext {
     for (String line : lines) split.addAll(List.of(String.valueOf(line).split("\n", -1)));
     if (split.isEmpty()) return;
     try {
-      client.appendLog(token, split);
+      replicas.call(c -> {
+        c.appendLog(token, split);
+        return null;
+      });
     } catch (ApiException | TransportException e) {
       LOG.log(Level.WARNING, "job {0} attempt {1}: log not written: {2}", id(), attempt(), e.getMessage());
     }
@@ -102,7 +105,10 @@ public final class JobContext {
   /** Reports this attempt's progress (0–1) and a message; the replica keeps the last report. */
   public void progress(double progress, String message) {
     try {
-      client.reportProgress(token, progress, message);
+      replicas.call(c -> {
+        c.reportProgress(token, progress, message);
+        return null;
+      });
     } catch (ApiException | TransportException e) {
       LOG.log(Level.WARNING, "job {0} attempt {1}: progress not written: {2}", id(), attempt(), e.getMessage());
     }

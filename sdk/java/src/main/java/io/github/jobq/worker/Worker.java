@@ -2,8 +2,12 @@ package io.github.jobq.worker;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import java.io.PrintWriter;
+import java.io.StringWriter;
 import java.lang.System.Logger.Level;
 import java.net.InetAddress;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -20,6 +24,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * Pulls jobs of its registered job types from a jobq replica and runs them on a fixed thread pool
  * of {@code concurrency} threads; it never fetches more jobs than it has free threads.
  *
+ * <p>{@link #builder(List)} takes several replicas: the worker talks to one at a time and moves to
+ * the next one when a call gets no answer or a 5xx answer (a replica that died, froze or is cut off);
+ * the held jobs' heartbeats and completions go there too, since task tokens are valid at every replica.
+ *
  * <pre>{@code
  * Worker worker = Worker.builder("http://127.0.0.1:8080")
  *     .concurrency(4)
@@ -35,8 +43,13 @@ public final class Worker implements AutoCloseable {
   private static final long BACKOFF_FIRST_MS = 100;
   private static final long BACKOFF_MAX_MS = 5_000;
   private static final AtomicInteger POOLS = new AtomicInteger();
+  // The attempt's log takes lines of at most 4,096 bytes and 65,536 bytes in all; a handler's stack
+  // trace is cut to fit in a quarter of that, keeping its start (the exception, the innermost frames).
+  private static final int LOG_LINE_BYTES = 4_096;
+  private static final int TRACE_LOG_BYTES = 16_384;
 
   private final Client client;
+  private final Replicas replicas;
   private final String workerId;
   private final int concurrency;
   private final Duration shutdownTimeout;
@@ -53,7 +66,14 @@ public final class Worker implements AutoCloseable {
   private boolean stopCalled; // guarded by this
 
   private Worker(Builder b) {
-    this.client = b.client != null ? b.client : new Client(b.server, b.token);
+    List<Client> clients = new ArrayList<>();
+    if (b.client != null) {
+      clients.add(b.client);
+    } else {
+      for (String s : b.servers) clients.add(new Client(s, b.token));
+    }
+    this.client = clients.get(0);
+    this.replicas = new Replicas(clients, b.client != null ? List.of("(client)") : b.servers);
     this.workerId = b.workerId != null && !b.workerId.isEmpty() ? b.workerId : defaultWorkerId();
     this.concurrency = b.concurrency;
     this.shutdownTimeout = b.shutdownTimeout;
@@ -69,8 +89,18 @@ public final class Worker implements AutoCloseable {
     });
   }
 
+  /** A builder for a worker of the replica at {@code server}, e.g. {@code http://127.0.0.1:8080}. */
   public static Builder builder(String server) {
-    return new Builder(server);
+    return new Builder(List.of(server));
+  }
+
+  /**
+   * A builder for a worker of several replicas, tried in this order: the worker moves to the next one
+   * (round robin) when a call gets no answer or a 5xx answer.
+   */
+  public static Builder builder(List<String> servers) {
+    if (servers.isEmpty()) throw new IllegalArgumentException("servers: required (replicas' base URLs)");
+    return new Builder(List.copyOf(servers));
   }
 
   public String workerId() {
@@ -84,6 +114,8 @@ public final class Worker implements AutoCloseable {
   /** Starts fetching and heartbeating in background threads. */
   public synchronized void start() {
     if (fetchThread != null) throw new IllegalStateException("start: already started");
+    LOG.log(Level.INFO, "worker {0} started: job_types={1} concurrency={2} replicas={3}", workerId,
+        String.join(",", handlers.keySet()), concurrency, String.join(",", replicas.urls()));
     fetchThread = new Thread(this::fetchLoop, "jobq-fetch");
     heartbeatThread = new Thread(this::heartbeatLoop, "jobq-heartbeat");
     fetchThread.setDaemon(true);
@@ -166,8 +198,9 @@ public final class Worker implements AutoCloseable {
     releases.forEach(Worker::join);
     pool.shutdownNow();
     stopped.countDown();
-    heartbeatThread.interrupt();
+    if (heartbeatThread != null) heartbeatThread.interrupt();
     join(heartbeatThread);
+    LOG.log(Level.INFO, "worker {0} stopped", workerId);
   }
 
   private void awaitStopped() {
@@ -207,10 +240,11 @@ public final class Worker implements AutoCloseable {
       if (stopping) break;
       List<JsonObject> jobs;
       try {
-        jobs = client.fetch(workerId, types, free, waitMs, labels, "jobq-java/" + VERSION, f -> {
+        int max = free;
+        jobs = replicas.call(c -> c.fetch(workerId, types, max, waitMs, labels, "jobq-java/" + VERSION, f -> {
           fetchCall = f;
           if (stopping) f.cancel(true);
-        });
+        }), () -> stopping);
       } catch (ApiException | TransportException e) {
         if (stopping) break;
         LOG.log(Level.WARNING, "worker {0}: fetch failed (next try in {1} ms): {2}", workerId, pause, e.getMessage());
@@ -234,7 +268,7 @@ public final class Worker implements AutoCloseable {
   }
 
   private void startRun(JsonObject job, long sent) {
-    Run run = new Run(new JobContext(job, client), job, sent);
+    Run run = new Run(new JobContext(job, replicas), job, sent);
     synchronized (runs) {
       runs.put(run.token, run);
     }
@@ -254,16 +288,25 @@ public final class Worker implements AutoCloseable {
     ctx.enter(Thread.currentThread());
     try {
       Object output = handlers.get(ctx.jobType()).handle(ctx);
-      JsonElement tree = Client.gson().toJsonTree(output);
-      body.addProperty("outcome", "success");
-      body.add("output", tree);
+      JsonElement tree;
+      try {
+        tree = JsonParser.parseString(Client.gson().toJson(output));
+      } catch (RuntimeException | StackOverflowError e) { // every attempt would give the same: no retry
+        tree = null;
+        failure(body, "output: must be JSON-serializable: " + e, false);
+      }
+      if (tree != null) {
+        body.addProperty("outcome", "success");
+        body.add("output", tree);
+      }
     } catch (JobFailedException e) {
       failure(body, e.getMessage(), e.retry());
     } catch (InterruptedException e) {
       failure(body, "canceled", true);
     } catch (Exception | StackOverflowError e) {
-      String msg = e.getMessage();
-      failure(body, msg == null || msg.isEmpty() ? e.getClass().getName() : msg, null);
+      failure(body, e.toString(), null); // the type and message: java.lang.NumberFormatException: For input …
+      LOG.log(Level.ERROR, "job " + ctx.id() + " attempt " + ctx.attempt() + ": handler threw " + e, e);
+      if (!run.lost) ctx.log(traceLines(e).toArray(String[]::new));
     } finally {
       ctx.leave();
     }
@@ -275,6 +318,33 @@ public final class Worker implements AutoCloseable {
     }
     JsonObject sent = body;
     finishAfter(run, () -> send(run, sent));
+  }
+
+  /** The throwable's stack trace as log lines: each ≤ 4,096 bytes, ≤ 16 KiB in all, the start kept. */
+  static List<String> traceLines(Throwable e) {
+    StringWriter w = new StringWriter();
+    e.printStackTrace(new PrintWriter(w));
+    List<String> kept = new ArrayList<>();
+    int total = 0;
+    for (String line : w.toString().split("\\r?\\n")) {
+      line = cut(line, LOG_LINE_BYTES);
+      total += line.getBytes(StandardCharsets.UTF_8).length + 1;
+      if (total > TRACE_LOG_BYTES) {
+        kept.add("… (stack trace cut)");
+        break;
+      }
+      kept.add(line);
+    }
+    return kept;
+  }
+
+  /** The start of text within limit bytes of UTF-8. */
+  private static String cut(String text, int limit) {
+    byte[] b = text.getBytes(StandardCharsets.UTF_8);
+    if (b.length <= limit) return text;
+    int n = limit;
+    while (n > 0 && (b[n] & 0xC0) == 0x80) n--; // not inside a character
+    return new String(b, 0, n, StandardCharsets.UTF_8);
   }
 
   private static void failure(JsonObject body, String error, Boolean retry) {
@@ -314,7 +384,8 @@ public final class Worker implements AutoCloseable {
       String outcome = body.get("outcome").getAsString();
       Exception err;
       try {
-        client.complete(body);
+        JsonObject b = body;
+        replicas.call(c -> c.complete(b));
         return;
       } catch (ApiException e) {
         if (e.status() == 409) {
@@ -322,10 +393,12 @@ public final class Worker implements AutoCloseable {
           return;
         }
         if ((e.status() == 400 || e.status() == 413) && outcome.equals("success")) {
-          LOG.log(Level.WARNING, "job {0} attempt {1}: output refused, reported as failure: {2}", ctx.id(), ctx.attempt(), e.serverMessage());
+          // The same output is refused on every attempt: no retry.
+          LOG.log(Level.WARNING, "job {0} attempt {1}: output refused, reported as failure without retry: {2}",
+              ctx.id(), ctx.attempt(), e.serverMessage());
           JsonObject failure = new JsonObject();
           failure.addProperty("task_token", run.token);
-          failure(failure, e.serverMessage(), null);
+          failure(failure, e.serverMessage(), false);
           body = failure;
           continue;
         }
@@ -378,7 +451,8 @@ public final class Worker implements AutoCloseable {
     long sent = System.nanoTime();
     List<JsonObject> results;
     try {
-      results = client.heartbeat(workerId, held.stream().map(r -> r.token).toList());
+      List<String> tokens = held.stream().map(r -> r.token).toList();
+      results = replicas.call(c -> c.heartbeat(workerId, tokens));
     } catch (ApiException | TransportException e) {
       // Not a loss: the database decides. The outcome is still sent when the work ends, and the
       // replica answers 409 stale if the lease was rescued meanwhile.
@@ -447,7 +521,7 @@ public final class Worker implements AutoCloseable {
 
   /** Configures a {@link Worker}. */
   public static final class Builder {
-    private final String server;
+    private final List<String> servers;
     private String token;
     private String workerId;
     private int concurrency = 4;
@@ -457,8 +531,8 @@ public final class Worker implements AutoCloseable {
     private Client client;
     private final Map<String, JobHandler> handlers = new LinkedHashMap<>();
 
-    private Builder(String server) {
-      this.server = server;
+    private Builder(List<String> servers) {
+      this.servers = servers;
     }
 
     /** A worker (or admin) token; none where the replica has no credentials configured. */

@@ -17,11 +17,12 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * The library against a real replica: JOBQ_SERVER names one started with --remote-type sdk-test
- * (JOBQ_TEST_TYPE overrides the type) and no credentials. Skipped when JOBQ_SERVER is unset.
+ * The library against a real replica: JOBQ_TEST_SERVER names one started with --remote-type sdk-test
+ * (JOBQ_TEST_TYPE overrides the type) and no credentials. Skipped when JOBQ_TEST_SERVER is unset;
+ * JOBQ_SERVER is not used: it may name a replica the user did not start for the tests.
  */
 class ReplicaTest {
-  private static final String SERVER = System.getenv().getOrDefault("JOBQ_SERVER", "");
+  private static final String SERVER = System.getenv().getOrDefault("JOBQ_TEST_SERVER", "");
   private static final String TYPE = System.getenv().getOrDefault("JOBQ_TEST_TYPE", "sdk-test");
   private static final Set<String> TERMINAL = Set.of("SUCCESS", "FAILED", "CANCELED");
   private Client client;
@@ -31,7 +32,7 @@ class ReplicaTest {
   @BeforeEach
   void setUp() {
     Assumptions.assumeTrue(!SERVER.isEmpty(),
-        "JOBQ_SERVER is unset: start a replica with --remote-type sdk-test and set JOBQ_SERVER to its URL");
+        "JOBQ_TEST_SERVER is unset: start a replica with --remote-type sdk-test and set JOBQ_TEST_SERVER to its URL");
     client = new Client(SERVER, null);
     worker = Worker.builder(SERVER).workerId("java-test-" + UUID.randomUUID().toString().substring(0, 8))
         .concurrency(4).shutdownTimeout(Duration.ofSeconds(2)).waitMs(1_000)
@@ -104,6 +105,40 @@ class ReplicaTest {
     assertEquals("WAITING", got.get("status").getAsString());
     assertEquals(0, got.get("retry_times").getAsInt());
     client.cancelJob(id);
+  }
+
+  @Test
+  void aDeadReplicaInTheListIsSkipped() throws Exception {
+    String dead;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      dead = "http://127.0.0.1:" + s.getLocalPort();
+    }
+    long[] ids = new long[3];
+    for (int i = 0; i < ids.length; i++) {
+      ids[i] = submit(Map.of("action", "succeed", "output", Map.of("n", i))).get("id").getAsLong();
+    }
+    try (Worker w = Worker.builder(java.util.List.of(dead, SERVER)).workerId("java-test-" + UUID.randomUUID().toString().substring(0, 8))
+        .shutdownTimeout(Duration.ofSeconds(2)).waitMs(1_000).handler(TYPE, this::handle).build()) {
+      w.start();
+      for (int i = 0; i < ids.length; i++) {
+        JsonObject got = waitStatus(ids[i], TERMINAL);
+        assertEquals("SUCCESS", got.get("status").getAsString());
+        assertEquals(i, got.getAsJsonObject("output").get("n").getAsInt());
+      }
+    }
+  }
+
+  @Test
+  void anExceptionIsRecordedWithItsType() throws Exception {
+    long id = submit(Map.of("action", "crash", "cpus", "many")).get("id").getAsLong();
+    try (Worker w = Worker.builder(SERVER).workerId("java-test-" + UUID.randomUUID().toString().substring(0, 8))
+        .shutdownTimeout(Duration.ofSeconds(2)).waitMs(1_000)
+        .handler(TYPE, ctx -> Integer.parseInt(ctx.params().get("cpus").getAsString())).build()) {
+      w.start();
+      JsonObject got = waitStatus(id, TERMINAL);
+      assertEquals("FAILED", got.get("status").getAsString());
+      assertEquals("java.lang.NumberFormatException: For input string: \"many\"", got.get("last_error").getAsString());
+    }
   }
 
   @Test

@@ -86,8 +86,107 @@ class WorkerRulesTest {
       w.start();
       assertTrue(stub.waitFor(Stub.count(COMPLETE, 2), 10_000));
     }
-    assertEquals(json("{\"task_token\":\"jqt1.3.1.secret\",\"outcome\":\"failure\",\"error\":\"" + msg + "\"}"),
+    assertEquals(json("{\"task_token\":\"jqt1.3.1.secret\",\"outcome\":\"failure\",\"error\":\"" + msg + "\",\"retry\":false}"),
         stub.bodies(COMPLETE).get(1));
+  }
+
+  @Test
+  void unserializableOutputFailsWithoutRetry() throws Exception {
+    serve(Stub.job(9, 10_000));
+    try (Worker w = worker(ctx -> Map.of("x", Double.NaN), 2, Duration.ofSeconds(5))) {
+      w.start();
+      assertTrue(stub.waitFor(Stub.count(COMPLETE, 1), 10_000));
+    }
+    JsonObject body = stub.bodies(COMPLETE).get(0);
+    assertEquals("failure", body.get("outcome").getAsString());
+    assertEquals(false, body.get("retry").getAsBoolean());
+    assertTrue(body.get("error").getAsString().startsWith("output: must be JSON-serializable: java.lang.IllegalArgumentException: NaN"),
+        body.get("error").getAsString());
+  }
+
+  /** Records what the worker logs to jobq.worker (System.Logger's default backend is java.util.logging). */
+  private static final class Recorder extends java.util.logging.Handler implements AutoCloseable {
+    final List<java.util.logging.LogRecord> records = new CopyOnWriteArrayList<>();
+    private final java.util.logging.Logger logger = java.util.logging.Logger.getLogger("jobq.worker");
+
+    Recorder() {
+      logger.addHandler(this);
+    }
+
+    @Override
+    public void publish(java.util.logging.LogRecord r) {
+      records.add(r);
+    }
+
+    @Override
+    public void flush() {}
+
+    @Override
+    public void close() {
+      logger.removeHandler(this);
+    }
+
+    String text() {
+      return records.stream().map(r -> java.text.MessageFormat.format(r.getMessage(), r.getParameters())
+          + (r.getThrown() != null ? " thrown=" + r.getThrown() : "")).collect(Collectors.joining("\n"));
+    }
+  }
+
+  @Test
+  void anExceptionGivesItsTypeAndItsStackTrace() throws Exception {
+    serve(Stub.job(10, 10_000));
+    try (Recorder rec = new Recorder()) {
+      try (Worker w = worker(ctx -> Integer.parseInt("many"), 2, Duration.ofSeconds(5))) {
+        w.start();
+        assertTrue(stub.waitFor(Stub.count(COMPLETE, 1), 10_000));
+      }
+      String want = "java.lang.NumberFormatException: For input string: \"many\"";
+      assertEquals(want, stub.bodies(COMPLETE).get(0).get("error").getAsString());
+      List<String> lines = stub.bodies("/v1/workers/log").stream()
+          .flatMap(b -> b.getAsJsonArray("lines").asList().stream().map(l -> l.getAsString())).toList();
+      assertEquals(want, lines.get(0));
+      assertTrue(lines.get(1).startsWith("\tat java.base/java.lang.NumberFormatException"), lines.get(1));
+      String logged = rec.text();
+      assertTrue(logged.contains("thrown=" + want), logged);
+      assertTrue(logged.contains("worker test-1 started: job_types=t concurrency=2 replicas=" + stub.url()), logged);
+      assertTrue(logged.endsWith("worker test-1 stopped"), logged);
+    }
+  }
+
+  @Test
+  void aStackTraceInTheLogIsBounded() {
+    Exception e = new IllegalStateException("é".repeat(5_000));
+    StackTraceElement[] deep = new StackTraceElement[2_000];
+    for (int i = 0; i < deep.length; i++) deep[i] = new StackTraceElement("C", "m" + i, "C.java", i);
+    e.setStackTrace(deep);
+    List<String> lines = Worker.traceLines(e);
+    int total = 0;
+    for (String l : lines) {
+      int n = l.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+      assertTrue(n <= 4_096, "line of " + n + " bytes");
+      total += n + 1;
+    }
+    assertTrue(total <= 16_384 + 64, "trace of " + total + " bytes");
+    assertTrue(lines.get(0).startsWith("java.lang.IllegalStateException: ééé"));
+    assertEquals("… (stack trace cut)", lines.get(lines.size() - 1));
+  }
+
+  @Test
+  void aDeadReplicaFirstInTheListIsSkipped() throws Exception {
+    String dead;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      dead = "http://127.0.0.1:" + s.getLocalPort();
+    }
+    serve(Stub.job(12, 10_000));
+    try (Recorder rec = new Recorder()) {
+      try (Worker w = Worker.builder(List.of(dead, stub.url())).workerId("test-1").waitMs(100)
+          .handler("t", ctx -> Map.of("ok", true)).build()) {
+        w.start();
+        assertTrue(stub.waitFor(Stub.count(COMPLETE, 1), 10_000));
+      }
+      assertEquals(json("{\"ok\":true}"), stub.bodies(COMPLETE).get(0).get("output"));
+      assertTrue(rec.text().contains("replica " + dead + " unreachable; moving to " + stub.url()), rec.text());
+    }
   }
 
   @Test
