@@ -91,12 +91,12 @@ func TestCalloutAcceptedCompletesLater(t *testing.T) {
 		t.Fatalf("request %+v", c.req)
 	}
 	start := time.Now()
-	time.Sleep(time.Second) // the endpoint's work, part one
+	time.Sleep(time.Second) // the endpoint's own work, part one (not a wait of the test: it outlasts the call-out's 2 s timeout in two parts)
 	code, body := w.call(allToken, "POST", "/v1/workers/heartbeat", map[string]any{"worker_id": "hook-endpoint", "task_tokens": []string{c.req.TaskToken}})
 	if code != http.StatusOK || !strings.Contains(string(body), `"renewed"`) {
 		t.Fatalf("heartbeat: %d %s", code, body)
 	}
-	time.Sleep(time.Second) // part two
+	time.Sleep(time.Second) // the endpoint's own work, part two (not a wait of the test)
 	code, body = w.call(allToken, "POST", "/v1/workers/complete", map[string]any{"task_token": c.req.TaskToken, "outcome": "success",
 		"output": map[string]any{"ip": "10.0.0.7"}})
 	if code != http.StatusOK {

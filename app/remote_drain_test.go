@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
@@ -33,8 +34,9 @@ func BenchmarkRemoteDrain(b *testing.B) {
 	workers := envInt("JOBQ_DRAIN_WORKERS", 4)
 	reg := scheduler.NewRegistry()
 	jobtypes.Register(reg)
+	done := &drainCount{n: n}
 	r, err := Start(context.Background(), Config{DSN: testdb.DSN(b), Listen: "127.0.0.1:0", NoUI: true, Migrate: true, Registry: reg,
-		Scheduler: scheduler.Config{RemoteTypes: []string{"rnoop"}},
+		Scheduler: scheduler.Config{RemoteTypes: []string{"rnoop"}, Observer: done},
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
@@ -79,13 +81,6 @@ func BenchmarkRemoteDrain(b *testing.B) {
 			}
 		}
 	}
-	succeeded := func(jobType string) int {
-		var c int
-		if err := r.Store.DB().QueryRow("SELECT COUNT(*) FROM job_queue WHERE job_type = ? AND status = 'SUCCESS'", jobType).Scan(&c); err != nil {
-			b.Fatal(err)
-		}
-		return c
-	}
 	release := func(jobType string) time.Time {
 		if _, err := r.Store.DB().Exec("UPDATE job_queue SET status = 'WAITING' WHERE job_type = ? AND status = 'SCHEDULED'", jobType); err != nil {
 			b.Fatal(err)
@@ -93,9 +88,13 @@ func BenchmarkRemoteDrain(b *testing.B) {
 		r.Scheduler.Wake()
 		return time.Now()
 	}
+	// waitAll waits for the n-th applied success of jobType on the
+	// replica (its events: each is counted after its commit).
 	waitAll := func(jobType string) {
-		for succeeded(jobType) < n {
-			time.Sleep(20 * time.Millisecond)
+		select {
+		case <-done.all(jobType):
+		case <-time.After(30 * time.Minute):
+			b.Fatalf("timed out after 30m0s waiting for %d %s jobs to succeed", n, jobType)
 		}
 	}
 	b.ResetTimer()
@@ -143,6 +142,43 @@ func BenchmarkRemoteDrain(b *testing.B) {
 	b.ReportMetric(rr/lr, "remote/local")
 	b.Logf("drain of %d no-op jobs on one replica: in-process %.0f jobs/s (%s), remote (%d HTTP worker loops) %.0f jobs/s (%s): %.2f×",
 		n, lr, local.Round(time.Millisecond), workers, rr, remote.Round(time.Millisecond), rr/lr)
+}
+
+// drainCount is an observer counting each job type's applied successes; the
+// channel of all(jobType) is closed at the n-th.
+type drainCount struct {
+	n    int
+	mu   sync.Mutex
+	done map[string]int
+	ch   map[string]chan struct{}
+}
+
+func (d *drainCount) chanLocked(jobType string) chan struct{} {
+	if d.ch == nil {
+		d.ch, d.done = map[string]chan struct{}{}, map[string]int{}
+	}
+	if d.ch[jobType] == nil {
+		d.ch[jobType] = make(chan struct{})
+	}
+	return d.ch[jobType]
+}
+
+func (d *drainCount) all(jobType string) <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.chanLocked(jobType)
+}
+
+func (d *drainCount) Observe(e scheduler.Event) {
+	if e.Kind != scheduler.EventCompleted || !e.Applied || e.Completion.Outcome != jobq.OutcomeSuccess {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch := d.chanLocked(e.Completion.JobType)
+	if d.done[e.Completion.JobType]++; d.done[e.Completion.JobType] == d.n {
+		close(ch)
+	}
 }
 
 func envInt(name string, def int) int {

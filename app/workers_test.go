@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/service"
+	"github.com/jobq/jobq/store"
 )
 
 const (
@@ -361,7 +363,11 @@ func TestWorkerHeartbeatCarriesCancel(t *testing.T) {
 // A fetch waiting for work is answered by a submit on the same replica at
 // once: with its own scan set to an hour, only the wake-up can answer it.
 func TestWorkerFetchWokenBySubmit(t *testing.T) {
-	w := startWorkerReplica(t, func(c *Config) { c.Scheduler.RemoteScanInterval = time.Hour })
+	claims := &emptyFetchClaim{owner: jobq.WorkerOwnerPrefix + "waiter", empty: make(chan struct{})}
+	w := startWorkerReplica(t, func(c *Config) {
+		c.Scheduler.RemoteScanInterval = time.Hour
+		c.WrapStoreFunc = func(st *store.Store) scheduler.Store { claims.Store = st; return claims }
+	})
 	got := make(chan []apitype.FetchedJob, 1)
 	go func() {
 		code, body := w.call(resizeToken, "POST", "/v1/workers/fetch", map[string]any{"worker_id": "waiter", "job_types": []string{"resize"}, "max_jobs": 1, "wait_ms": 60000})
@@ -371,27 +377,36 @@ func TestWorkerFetchWokenBySubmit(t *testing.T) {
 		}
 		got <- resp.Jobs
 	}()
-	// The worker is listed once its fetch began: it has taken the wake-up
-	// channel before its first claim, so a submit from now on either is
-	// claimed by that claim or wakes it.
-	remote := w.r.Scheduler.Remote()
-	for listed := false; !listed; {
-		ws, err := remote.Workers(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, x := range ws {
-			listed = listed || x.WorkerID == "waiter"
-		}
-		if !listed {
-			time.Sleep(time.Millisecond) // polls the worker list: a fetch that began waiting sends no event
-		}
+	// The fetch's first claim found nothing: it now waits, its wake-up
+	// channel taken before that claim, so the job submitted next can reach
+	// it only by the wake-up.
+	select {
+	case <-claims.empty:
+	case <-time.After(time.Minute):
+		t.Fatal("timed out after 1m0s waiting for the fetch's first claim")
 	}
 	id := w.submit("wake-1", "resize")
 	jobs := <-got
 	if len(jobs) != 1 || jobs[0].ID != id {
 		t.Fatalf("woken fetch: %+v, want job %d", jobs, id)
 	}
+}
+
+// emptyFetchClaim is the real store whose fetch claims for owner say when
+// the first of them came back empty (empty is closed).
+type emptyFetchClaim struct {
+	*store.Store
+	owner string
+	once  sync.Once
+	empty chan struct{}
+}
+
+func (s *emptyFetchClaim) JobClaimRemote(ctx context.Context, p jobq.RemoteClaimParams) ([]jobq.ClaimedJob, error) {
+	jobs, err := s.Store.JobClaimRemote(ctx, p)
+	if err == nil && len(jobs) == 0 && p.Owner == s.owner {
+		s.once.Do(func() { close(s.empty) })
+	}
+	return jobs, err
 }
 
 // Jobs of a remote type never run in the replica's handlers: the scan goes

@@ -9,8 +9,12 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/app"
 	jobqv1 "github.com/jobq/jobq/gen/jobq/v1"
 	"github.com/jobq/jobq/gen/jobq/v1/jobqv1connect"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 )
 
 // WorkflowService over Connect: a pipeline runs to SUCCESS, a cycle is
@@ -18,7 +22,8 @@ import (
 // ALREADY_EXISTS, an unknown key NOT_FOUND.
 func TestWorkflowServiceOverConnect(t *testing.T) {
 	t.Parallel()
-	r := startReplica(t)
+	rec := schedulertest.NewRecorder()
+	r := startReplica(t, func(cfg *app.Config) { cfg.Scheduler.Observer = rec })
 	c := jobqv1connect.NewWorkflowServiceClient(http.DefaultClient, "http://"+r.Addr)
 	ctx := context.Background()
 	job := func(key string, deps ...string) *jobqv1.WorkflowJob {
@@ -33,22 +38,17 @@ func TestWorkflowServiceOverConnect(t *testing.T) {
 	if err != nil || !resp.Msg.GetCreated() || len(resp.Msg.GetWorkflow().GetJobs()) != 3 {
 		t.Fatalf("submit: %v %v", resp, err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		g, err := c.GetWorkflow(ctx, connect.NewRequest(&jobqv1.GetWorkflowRequest{WorkflowKey: "g1"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g.Msg.GetWorkflow().GetStatus() == "SUCCESS" {
-			if len(g.Msg.GetWorkflow().GetEdges()) != 2 {
-				t.Fatalf("edges %v", g.Msg.GetWorkflow().GetEdges())
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workflow still %s", g.Msg.GetWorkflow().GetStatus())
-		}
-		time.Sleep(50 * time.Millisecond)
+	// Every job of the pipeline succeeds on the replica (its events); the
+	// workflow then reads SUCCESS.
+	for _, j := range resp.Msg.GetWorkflow().GetJobs() {
+		rec.WaitFor(t, scheduler.EventCompleted, schedulertest.Finished(j.GetId(), jobq.OutcomeSuccess), 2*time.Minute)
+	}
+	g, err := c.GetWorkflow(ctx, connect.NewRequest(&jobqv1.GetWorkflowRequest{WorkflowKey: "g1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := g.Msg.GetWorkflow().GetStatus(); st != "SUCCESS" || len(g.Msg.GetWorkflow().GetEdges()) != 2 {
+		t.Fatalf("workflow %s with edges %v once its jobs succeeded, want SUCCESS with 2 edges", st, g.Msg.GetWorkflow().GetEdges())
 	}
 	cyc := &jobqv1.SubmitWorkflowRequest{WorkflowKey: "g2", Jobs: []*jobqv1.WorkflowJob{job("c-a", "c-b"), job("c-b", "c-a")}}
 	if _, err := c.SubmitWorkflow(ctx, connect.NewRequest(cyc)); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "cycle") {

@@ -83,7 +83,7 @@ func runZombie(t *testing.T, noFencing bool) zombieRun {
 	if cause := recv(t, ctxCancelled, slowWait, "A's handler context cancelled"); cause != scheduler.ErrLeaseLost {
 		t.Fatalf("A's handler context cause = %v, want ErrLeaseLost", cause)
 	}
-	waitLeaseExpired(t, st, job.ID)
+	expireLease(t, st, job.ID)
 
 	regB := scheduler.NewRegistry()
 	regB.Register("zombie", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
@@ -180,7 +180,7 @@ func TestRescuerDoesNotOverwriteCompletedRun(t *testing.T) {
 	cfgA.Observer = hookA
 	startScheduler(t, fsA, reg, cfgA)
 	waitStarted(t, job.ID, 1) // A holds attempt 1
-	waitLeaseExpired(t, st, job.ID)
+	expireLease(t, st, job.ID)
 
 	fsB := faultstore.Wrap(st)
 	held := fsB.PauseOnce(faultstore.RescueCandidatesAfter, nil)
@@ -235,7 +235,7 @@ func runEffectZombie(t *testing.T, noFencing bool) (tx, nonTx int64, statsA sche
 	cfgA.Observer = hookA
 	a := startScheduler(t, fsA, reg, cfgA)
 	closed(t, held.Reached(), slowWait, "A held before its transactional completion")
-	waitLeaseExpired(t, st, job.ID)
+	expireLease(t, st, job.ID)
 
 	b := startScheduler(t, st, reg, rescuerConfig("b"))
 	if got := b.RescueNow(context.Background()); len(got) != 1 {

@@ -109,7 +109,10 @@ func waitSucceeded(t *testing.T, n int) {
 // condition holds, so the bound only decides when a broken run gives up.
 const slowWait = 2 * time.Minute
 
-// waitFor polls cond (a database read) until it holds or the deadline passes.
+// waitFor polls cond (a database read) until it holds or the deadline
+// passes: only for what no event of this process reports — jobs run by a
+// `jobq serve` child process (kill_test.go) and the database clock passing
+// while every replica is stopped (ops_test.go).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -124,7 +127,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, erro
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
-		time.Sleep(20 * time.Millisecond) // waitFor polls: only for what no event reports (see its callers)
+		time.Sleep(20 * time.Millisecond) // waitFor polls: only for what no event reports (see above)
 	}
 }
 
@@ -162,19 +165,6 @@ func executions(t *testing.T, st *store.Store, id uint64) []jobq.Execution {
 		t.Fatalf("executions of job %d: %v", id, err)
 	}
 	return ex
-}
-
-// waitJob polls job id until pred holds and returns the row that satisfied it.
-func waitJob(t *testing.T, st *store.Store, id uint64, d time.Duration, what string, pred func(jobq.Job) bool) jobq.Job {
-	t.Helper()
-	var last jobq.Job
-	// Polls: only for a job run outside this process (kill_test.go).
-	waitFor(t, d, what, func() (bool, error) {
-		j, err := st.JobGet(context.Background(), id)
-		last = j
-		return err == nil && pred(j), err
-	})
-	return last
 }
 
 // recv waits for a value on ch (a signal a hook or handler sends).
@@ -293,19 +283,19 @@ func waitStarted(t *testing.T, id uint64, attempt int) {
 	}, slowWait)
 }
 
-// waitLeaseExpired waits until job id's lease ran out on the database
-// clock. It polls: a lease running out is the database clock passing a
-// value, which no replica observes as an event.
-func waitLeaseExpired(t *testing.T, st *store.Store, id uint64) {
+// expireLease moves job id's lease one second into the past on the
+// database clock, as it is once its holder stopped renewing it (the tests
+// that call it fail the holder's renewals): what a rescuer reads then.
+// Nothing waits for the lease to run out.
+func expireLease(t *testing.T, st *store.Store, id uint64) {
 	t.Helper()
-	waitFor(t, slowWait, "the lease expired on the database clock", func() (bool, error) { return leaseExpired(st, id) })
-}
-
-// leaseExpired reports whether job id's lease ran out on the database clock.
-func leaseExpired(st *store.Store, id uint64) (bool, error) {
-	var expired sql.NullBool
-	err := st.DB().QueryRow("SELECT lease_until < NOW(6) FROM job_queue WHERE id = ?", id).Scan(&expired)
-	return expired.Valid && expired.Bool, err
+	res, err := st.DB().Exec(`UPDATE job_queue SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE id = ? AND status = 'RUNNING'`, id)
+	if err != nil {
+		t.Fatalf("expire the lease of job %d: %v", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("expire the lease of job %d: %d rows, %v; want its RUNNING row", id, n, err)
+	}
 }
 
 // errInjected is a non-retryable failure a fault hook returns (a partition

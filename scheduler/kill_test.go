@@ -75,8 +75,11 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 	})
 	// Polled: the job runs in a `jobq serve` child process, whose events this
 	// process does not see.
-	running := waitJob(t, st, job.ID, slowWait, "job RUNNING on the jobq serve process", func(j jobq.Job) bool {
-		return j.Status == jobq.StateRunning && j.Owner == "proc-a"
+	var running jobq.Job
+	waitFor(t, slowWait, "job RUNNING on the jobq serve process", func() (bool, error) {
+		j, err := st.JobGet(context.Background(), job.ID)
+		running = j
+		return err == nil && j.Status == jobq.StateRunning && j.Owner == "proc-a", err
 	})
 	if running.Attempt != 1 {
 		t.Fatalf("running attempt = %d, want 1", running.Attempt)

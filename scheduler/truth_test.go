@@ -480,3 +480,76 @@ func TestPromoterNeverPromotesBeforeRunAt(t *testing.T) {
 		t.Fatal("promoter promoted a job before its run_at: it started before its run_at")
 	}
 }
+
+// A run that waited in the run queue longer than RunQueueWait while no
+// worker took a queued run is given back: released unstarted (its
+// attempt's execution row RELEASED) to WAITING, without spending a retry.
+// The queue is filled behind one held worker; three heartbeats later (two
+// intervals of Lease/3, over 1 s, against the 250 ms within which a run
+// that waited longer than the 200 ms wait is given back) every run queued
+// behind it has been given back, and once the worker is free every job
+// runs to SUCCESS with retry_times 0.
+func TestRunQueueGivesBackWithoutSpendingARetry(t *testing.T) {
+	t.Parallel()
+	const n = 300
+	st := testdb.Store(t)
+	q := newQueueFill(st, 3)
+	reg := scheduler.NewRegistry()
+	reg.Register("fill", q.handler())
+	for i := range n {
+		submitPriority(t, st, key("give", i), "fill", 0)
+	}
+	cfg := fastConfig("rq-give-back")
+	cfg.Workers, cfg.BatchLimit, cfg.RunQueue = 1, 50, 40
+	cfg.RunQueueWait = 200 * time.Millisecond
+	s := startScheduler(t, q, reg, cfg)
+	s.Wake()
+	q.awaitHeld(t, st, n)
+	rec := events(t)
+	rec.WaitAfterN(t, rec.Mark(), scheduler.EventRenewed, nil, 3, slowWait)
+
+	// The runs claimed and never started by now are those queued behind the
+	// held worker: each must have been given back, and released.
+	started := map[jobq.Fence]bool{}
+	for _, e := range rec.Events(scheduler.EventStarted, nil) {
+		started[e.Fence] = true
+	}
+	var queued []jobq.Fence
+	for _, e := range rec.Events(scheduler.EventClaimed, nil) {
+		for _, j := range e.Jobs {
+			if !started[j.Fence()] {
+				queued = append(queued, j.Fence())
+			}
+		}
+	}
+	given := map[jobq.Fence]bool{}
+	for _, e := range rec.Events(scheduler.EventGivenBack, nil) {
+		given[e.Fence] = true
+	}
+	if len(queued) < q.min-1 {
+		t.Fatalf("%d runs claimed and not started behind the held worker, want ≥ %d", len(queued), q.min-1)
+	}
+	for _, f := range queued {
+		if !given[f] {
+			t.Fatalf("queued run not given back: job %d attempt %d waited in the run queue behind the held worker past 3 heartbeats (RunQueueWait %s); %d of %d queued runs given back",
+				f.ID, f.Attempt, cfg.RunQueueWait, len(given), len(queued))
+		}
+	}
+	for f := range given {
+		j, ex := getJob(t, st, f.ID), executions(t, st, f.ID)
+		if j.RetryTimes != 0 || len(ex) < f.Attempt || ex[f.Attempt-1].Outcome != jobq.OutcomeReleased {
+			t.Fatalf("job %d given back at attempt %d: %s retry_times %d, executions %v; a give-back spends no retry and records the attempt RELEASED",
+				f.ID, f.Attempt, j.Status, j.RetryTimes, execSummary(ex))
+		}
+	}
+	if got := s.Stats().GivenBack; got != int64(len(given)) {
+		t.Fatalf("Stats.GivenBack %d, want the %d given_back events", got, len(given))
+	}
+
+	close(q.release)
+	waitSucceeded(t, n) // every job, once the worker is free
+	if bad := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE status <> 'SUCCESS' OR retry_times <> 0"); bad != 0 {
+		logOutcomes(t, st)
+		t.Fatalf("%d jobs not SUCCESS with retry_times 0 after %d give-backs (a give-back spends no retry)", bad, len(given))
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/service"
 )
 
@@ -86,18 +87,22 @@ func TestWorkflowRunsInOrderWithOutputsAndSpawn(t *testing.T) {
 	if err != nil || !created {
 		t.Fatal(created, err)
 	}
-	waitFor(t, slowWait, "the workflow to finish", func() (bool, error) {
-		w, err := st.WorkflowGet(context.Background(), wf.ID)
-		if err != nil {
-			return false, err
+	// The six jobs submitted, the five parts and the reducer spawned by map.
+	events(t).WaitUntil(t, "the workflow's 12 jobs to succeed", func(evs []scheduler.Event) bool {
+		return len(schedulertest.Succeeded(evs)) == 12
+	}, slowWait)
+	w, err := st.WorkflowGet(context.Background(), wf.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range w.Jobs {
+		if j.Status != jobq.StateSuccess {
+			t.Fatalf("job %s is %s once 12 jobs succeeded, want SUCCESS", j.JobKey, j.Status)
 		}
-		for _, j := range w.Jobs {
-			if j.Status != jobq.StateSuccess {
-				return false, nil
-			}
-		}
-		return len(w.Jobs) == 12, nil
-	})
+	}
+	if len(w.Jobs) != 12 {
+		t.Fatalf("the workflow has %d jobs, want 12", len(w.Jobs))
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, c := range [][2]string{{"build", "test-linux"}, {"test-win", "deploy"}, {"test-mac", "deploy"}, {"deploy", "map"}, {"map", "part-3"}, {"part-0", "reduce"}, {"part-4", "reduce"}} {

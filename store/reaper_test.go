@@ -55,20 +55,34 @@ func TestIdleTxReaperFreesAFrozenHoldersRows(t *testing.T) {
 	if res := r.ReapOnce(ctx); res.Err != nil || len(res.Killed) != 0 {
 		t.Fatalf("early pass: %+v, want nothing killed", res)
 	}
-	// Passes every 100 ms until one ends the frozen session: the bound
-	// only stops a broken build from hanging the suite.
+	// Then the reaper's own loop, as jobq serve runs it (a pass every
+	// 100 ms here), each pass reporting what it did (OnReapFunc): the first
+	// report of a pass that ended a session is waited for. The bound only
+	// stops a broken build from hanging the suite.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	reports := make(chan store.ReapResult)
+	r.Interval = 100 * time.Millisecond
+	r.OnReapFunc = func(res store.ReapResult) {
+		select {
+		case reports <- res:
+		case <-runCtx.Done():
+		}
+	}
+	go r.Run(runCtx)
 	var res store.ReapResult
 	passes := 0
-	for deadline := time.Now().Add(30 * time.Second); len(res.Killed) == 0; passes++ {
-		res = r.ReapOnce(ctx)
+	for deadline := time.After(30 * time.Second); len(res.Killed) == 0; passes++ {
+		select {
+		case res = <-reports:
+		case <-deadline:
+			t.Fatal("the reaper never ended the frozen session")
+		}
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the reaper never ended the frozen session")
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	stop()
 	if !slices.Equal(res.Killed, []uint64{frozenID}) || len(res.Refused) != 0 {
 		t.Fatalf("killed %v refused %v, want only the frozen session %d", res.Killed, res.Refused, frozenID)
 	}

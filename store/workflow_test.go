@@ -351,3 +351,101 @@ func TestWorkflowManualRetryWaitsForParents(t *testing.T) {
 		t.Fatalf("after the parent succeeded: %v", got)
 	}
 }
+
+// blockedParents returns job key's status and unfinished-parent counter in
+// workflow wfID.
+func blockedParents(t *testing.T, st *store.Store, wfID uint64, key string) (jobq.JobState, int) {
+	t.Helper()
+	w, err := st.WorkflowGet(context.Background(), wfID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range w.Jobs {
+		if j.JobKey == key {
+			return j.Status, j.BlockedParents
+		}
+	}
+	t.Fatalf("workflow %d has no job %s", wfID, key)
+	return "", 0
+}
+
+// A child is unblocked in its parent's completion transaction, not beside
+// it: when that transaction rolls back (here the handler's WorkTx fails, so
+// the caller records a failed attempt instead), the child is still BLOCKED
+// waiting for its parent; the completion that commits then unblocks it.
+func TestWorkflowChildUnblockedInTheCompletionTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testdb.Store(t)
+	wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "txu", RequestHash: "h", Jobs: []jobq.WorkflowJobParams{wfJob("pa"), wfJob("pb", "pa")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claimAll(t, st)
+	errWork := errors.New("work tx failed")
+	if ok, err := st.JobCompleteTx(ctx, success(c["pa"]), func(context.Context, jobq.Tx) error { return errWork }); ok || !errors.Is(err, errWork) {
+		t.Fatalf("transactional completion whose WorkTx fails: applied=%v err=%v; want not applied, the WorkTx error", ok, err)
+	}
+	if state, n := blockedParents(t, st, wf.ID, "pb"); state != jobq.StateBlocked || n != 1 {
+		t.Fatalf("child unblocked by a completion that rolled back: pb is %s with %d parents left, want BLOCKED with 1 (pa %s)",
+			state, n, jobRow(t, st, c["pa"].ID).Status)
+	}
+	if ok, err := st.JobCompleteTx(ctx, success(c["pa"]), func(context.Context, jobq.Tx) error { return nil }); !ok || err != nil {
+		t.Fatalf("transactional completion: applied=%v err=%v", ok, err)
+	}
+	if state, n := blockedParents(t, st, wf.ID, "pb"); state != jobq.StateWaiting || n != 0 {
+		t.Fatalf("after its parent's completion committed: pb is %s with %d parents left, want WAITING with 0", state, n)
+	}
+}
+
+// A completion sent again after its acknowledgement was lost is applied
+// once, its children's counters included: on every path (batched, row by
+// row with an output, transactional) the repeat of one parent's success
+// leaves a child of two parents BLOCKED, waiting for the other.
+func TestWorkflowRetriedCompletionSettlesChildrenOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testdb.Store(t)
+	paths := map[string]func(jobq.Completion) (bool, error){
+		"batched": func(c jobq.Completion) (bool, error) {
+			ap, err := st.JobCompleteMany(ctx, []jobq.Completion{c})
+			return err == nil && ap[0], err
+		},
+		"output": func(c jobq.Completion) (bool, error) {
+			c.Output = []byte(`{"ok":true}`)
+			ap, err := st.JobCompleteMany(ctx, []jobq.Completion{c})
+			return err == nil && ap[0], err
+		},
+		"tx": func(c jobq.Completion) (bool, error) {
+			return st.JobCompleteTx(ctx, c, func(context.Context, jobq.Tx) error { return nil })
+		},
+	}
+	for name, complete := range paths {
+		p := name + "-"
+		wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: p, RequestHash: "h", Jobs: diamond(p)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := complete(success(claimAll(t, st)[p+"a"])); !ok || err != nil {
+			t.Fatalf("%s: complete a: %v %v", p, ok, err)
+		}
+		c := claimAll(t, st)
+		for try := 1; try <= 2; try++ { // the second is the retry of a lost acknowledgement
+			if ok, err := complete(success(c[p+"b"])); !ok || err != nil {
+				t.Fatalf("%s: complete b (try %d): applied=%v err=%v; want applied", p, try, ok, err)
+			}
+		}
+		if state, n := blockedParents(t, st, wf.ID, p+"d"); state != jobq.StateBlocked || n != 1 {
+			t.Fatalf("%s: a retried completion settled its children again: d is %s with %d parents left after b's success was sent twice, want BLOCKED with 1 (c still running)", p, state, n)
+		}
+		if ok, err := complete(success(c[p+"c"])); !ok || err != nil {
+			t.Fatalf("%s: complete c: %v %v", p, ok, err)
+		}
+		if state, n := blockedParents(t, st, wf.ID, p+"d"); state != jobq.StateWaiting || n != 0 {
+			t.Fatalf("%s: after both parents: d is %s with %d parents left, want WAITING with 0", p, state, n)
+		}
+		if ok, err := complete(success(claimAll(t, st)[p+"d"])); !ok || err != nil {
+			t.Fatalf("%s: complete d: %v %v", p, ok, err)
+		}
+	}
+}

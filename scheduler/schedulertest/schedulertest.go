@@ -103,6 +103,29 @@ func (r *Recorder) WaitAfter(t testing.TB, mark Mark, kind scheduler.EventKind, 
 // WaitAfterN is WaitN over the events recorded after mark.
 func (r *Recorder) WaitAfterN(t testing.TB, mark Mark, kind scheduler.EventKind, pred func(scheduler.Event) bool, n int, timeout time.Duration) []scheduler.Event {
 	t.Helper()
+	got, ok := r.awaitAfterN(mark, kind, pred, n, timeout)
+	if !ok {
+		t.Fatalf("schedulertest: %d of %d %s events within %s; saw %s", len(got), n, kind, timeout, r.summary(kind))
+		return nil
+	}
+	return got
+}
+
+// Await is WaitFor for a caller that fails with its own message: it
+// returns the first event of kind that pred accepts, recorded at any time
+// since NewRecorder, and false when none was recorded within timeout.
+func (r *Recorder) Await(kind scheduler.EventKind, pred func(scheduler.Event) bool, timeout time.Duration) (scheduler.Event, bool) {
+	got, ok := r.awaitAfterN(0, kind, pred, 1, timeout)
+	if !ok {
+		return scheduler.Event{}, false
+	}
+	return got[0], true
+}
+
+// awaitAfterN waits until n events after mark match, woken by each new
+// event (never by a timer but the deadline): the first n of them, or those
+// seen and false once timeout passed.
+func (r *Recorder) awaitAfterN(mark Mark, kind scheduler.EventKind, pred func(scheduler.Event) bool, n int, timeout time.Duration) ([]scheduler.Event, bool) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -111,13 +134,12 @@ func (r *Recorder) WaitAfterN(t testing.TB, mark Mark, kind scheduler.EventKind,
 		changed := r.changed
 		r.mu.Unlock()
 		if len(got) >= n {
-			return got[:n]
+			return got[:n], true
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			t.Fatalf("schedulertest: %d of %d %s events within %s; saw %s", len(got), n, kind, timeout, r.summary(kind))
-			return nil
+			return got, false
 		}
 	}
 }

@@ -39,4 +39,11 @@ func TestRecorderWaitsForPastAndLaterEvents(t *testing.T) {
 	if !schedulertest.Job(2)(e) || schedulertest.Job(1)(e) {
 		t.Fatalf("Job predicate wrong for %s", schedulertest.Describe(e))
 	}
+	// Await: the same wait, reporting a timeout instead of failing.
+	if e, ok := rec.Await(scheduler.EventCompleted, schedulertest.Finished(2, jobq.OutcomeCanceled), time.Second); !ok || e.Completion.ID != 2 {
+		t.Fatalf("Await(job 2 canceled) = %s, %v; want the recorded event", schedulertest.Describe(e), ok)
+	}
+	if e, ok := rec.Await(scheduler.EventCompleted, schedulertest.Finished(3, jobq.OutcomeSuccess), 50*time.Millisecond); ok {
+		t.Fatalf("Await(job 3) = %s, true; want false (no such event)", schedulertest.Describe(e))
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,11 +21,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/client"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -157,9 +160,10 @@ func jobType(impl, rule string) string {
 // env is the replica and the proxy every implementation talks to.
 type env struct {
 	replica *app.Replica
-	api     *client.Client // straight to the replica (the suite's own calls)
-	base    string         // the replica's base URL
-	proxy   *proxy         // what the workers talk to
+	rec     *schedulertest.Recorder // the replica's events
+	api     *client.Client          // straight to the replica (the suite's own calls)
+	base    string                  // the replica's base URL
+	proxy   *proxy                  // what the workers talk to
 
 	binOnce sync.Once
 	binDir  string
@@ -191,20 +195,22 @@ func (e *env) bins(t *testing.T) string {
 
 func startEnv(t *testing.T, types []string) *env {
 	t.Helper()
+	rec := schedulertest.NewRecorder()
 	cfg := app.Config{
 		DSN: testdb.DSN(t), Listen: "127.0.0.1:0", Logger: quiet, NoUI: true,
 		Registry: scheduler.NewRegistry(), // no in-process handler: every type here is remote
 		Scheduler: scheduler.Config{Owner: "conformance", PollInterval: 200 * time.Millisecond,
 			PollJitter: 40 * time.Millisecond, Lease: lease, RescueInterval: rescueInterval,
 			RetryBackoffBase: 50 * time.Millisecond, RetryBackoffMax: 200 * time.Millisecond,
-			PromoteInterval: 200 * time.Millisecond, Workers: 10, ShutdownTimeout: 5 * time.Second, Logger: quiet},
+			PromoteInterval: 200 * time.Millisecond, Workers: 10, ShutdownTimeout: 5 * time.Second, Logger: quiet,
+			Observer: rec},
 	}
 	remoteTypes(&cfg, types)
 	r, err := app.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start replica: %v", err)
 	}
-	e := &env{replica: r, base: "http://" + r.Addr}
+	e := &env{replica: r, rec: rec, base: "http://" + r.Addr}
 	e.api = client.New(e.base)
 	e.api.HTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	e.proxy = newProxy(t, e.base)
@@ -443,44 +449,97 @@ func (r *ruleRun) post(path, body string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// eventually polls cond every 50 ms until it holds, and fails the rule
-// with what cond last said when within passes. The workers are other
-// processes whose effects show only in the replica's API and at the proxy,
-// so the suite polls those with a deadline instead of waiting on a signal.
-func (r *ruleRun) eventually(within time.Duration, what string, cond func() (bool, string)) {
+// The waits. The replica runs in this process, so what it does to a job —
+// a fetch claimed it, a completion was applied, a rescue took it back — is
+// waited for on its events (env.rec), which come after the commit: the job
+// is in the database as the event says when the wait returns. What only the
+// worker's side shows (a fetch waiting, a heartbeat or completion it sent)
+// is waited for at the proxy, which wakes every wait on each request it
+// records. Past its bound, a wait fails the rule naming what it waited for
+// and what it last saw.
+
+// awaitEvent waits for the replica's first event of kind that pred
+// accepts; past within it fails the rule with what and last().
+func (r *ruleRun) awaitEvent(within time.Duration, what string, kind scheduler.EventKind, pred func(scheduler.Event) bool, last func() string) scheduler.Event {
 	r.Helper()
-	deadline := time.Now().Add(within)
+	e, ok := r.s.rec.Await(kind, pred, within)
+	if !ok {
+		r.fatalf("%s: not within %v; last seen: %s", what, within, last())
+	}
+	return e
+}
+
+// awaitProxy waits until cond, over what the proxy recorded, holds: it is
+// checked again at each change the proxy sees. Past within it fails the
+// rule with what cond last said.
+func (r *ruleRun) awaitProxy(within time.Duration, what string, cond func() (bool, string)) {
+	r.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
 	for {
+		changed := r.s.proxy.changes()
 		ok, last := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-deadline.C:
 			r.fatalf("%s: not within %v; last seen: %s", what, within, last)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// waitStatus waits until job id has status and returns it.
-func (r *ruleRun) waitStatus(id uint64, status string, within time.Duration) jobView {
+// finished waits until job id ends for good on the replica — an applied
+// completion that leaves nothing to retry — and returns the job, which
+// must then have status.
+func (r *ruleRun) finished(id uint64, status string, within time.Duration) jobView {
 	r.Helper()
-	var j jobView
-	r.eventually(within, fmt.Sprintf("job %d reaches %s", id, status), func() (bool, string) {
-		j = r.get(id)
-		return string(j.Status) == status, describe(j)
-	})
+	r.awaitEvent(within, fmt.Sprintf("job %d reaches %s", id, status), scheduler.EventCompleted, func(e scheduler.Event) bool {
+		c := e.Completion
+		return e.Applied && c.ID == id && !c.Retry && c.Outcome != jobq.OutcomeReleased
+	}, func() string { return describe(r.get(id)) })
+	return r.wantStatus(id, status)
+}
+
+// ended waits until attempt of job id ends on the replica — its applied
+// completion (a release included), or its rescue — and returns the job,
+// which must then have status.
+func (r *ruleRun) ended(id uint64, attempt int, status string, within time.Duration) jobView {
+	r.Helper()
+	f := jobq.Fence{ID: id, Attempt: attempt}
+	r.awaitEvent(within, fmt.Sprintf("job %d attempt %d ends %s", id, attempt, status), "", func(e scheduler.Event) bool {
+		return (e.Kind == scheduler.EventCompleted && e.Applied && e.Completion.Fence == f) ||
+			(e.Kind == scheduler.EventRescued && slices.Contains(e.Fences, f))
+	}, func() string { return describe(r.get(id)) })
+	return r.wantStatus(id, status)
+}
+
+// wantStatus returns job id, which must have status.
+func (r *ruleRun) wantStatus(id uint64, status string) jobView {
+	r.Helper()
+	j := r.get(id)
+	if string(j.Status) != status {
+		r.fatalf("job %d: %s, want %s", id, describe(j), status)
+	}
 	return j
 }
 
-// waitRunning waits until job id is RUNNING for worker w.
-func (r *ruleRun) waitRunning(id uint64, w *proc) jobView {
+// fetched waits until a fetch claims attempt of job id (0: any attempt),
+// and returns the job, which must then be RUNNING for worker w (nil: any).
+func (r *ruleRun) fetched(id uint64, attempt int, w *proc) jobView {
 	r.Helper()
-	var j jobView
-	r.eventually(20*time.Second, fmt.Sprintf("worker %s runs job %d", w.id, id), func() (bool, string) {
-		j = r.get(id)
-		return j.Status == "RUNNING" && j.Owner == "worker:"+w.id, describe(j)
-	})
+	who := "a worker"
+	if w != nil {
+		who = "worker " + w.id
+	}
+	r.awaitEvent(20*time.Second, fmt.Sprintf("%s fetches job %d", who, id), scheduler.EventFetchClaimed, func(e scheduler.Event) bool {
+		return slices.ContainsFunc(e.Jobs, func(j jobq.ClaimedJob) bool { return j.ID == id && (attempt == 0 || j.Attempt == attempt) })
+	}, func() string { return describe(r.get(id)) })
+	j := r.get(id)
+	if j.Status != "RUNNING" || (w != nil && j.Owner != "worker:"+w.id) || (attempt != 0 && j.Attempt != attempt) {
+		r.fatalf("job %d after its fetch: %s, want RUNNING for %s", id, describe(j), who)
+	}
 	return j
 }
 

@@ -48,6 +48,10 @@ type proxy struct {
 	dropCompleteOf map[string]bool          // job types whose next applied completion answer is dropped
 	holdBeatsOf    map[string]chan struct{} // worker ids whose heartbeats wait until the channel is closed
 	fetching       map[*http.Request]fetchStart
+	// changed is closed (and replaced) whenever what the proxy saw changes:
+	// a call recorded, tokens learnt, a fetch begun or ended. The suite's
+	// waits for a worker's side wake on it (awaitProxy).
+	changed chan struct{}
 }
 
 // fetchStart is a fetch waiting at the replica.
@@ -62,7 +66,8 @@ func newProxy(t *testing.T, target string) *proxy {
 		t.Fatal(err)
 	}
 	p := &proxy{rp: httputil.NewSingleHostReverseProxy(u), tokens: map[string]token{},
-		dropCompleteOf: map[string]bool{}, holdBeatsOf: map[string]chan struct{}{}, fetching: map[*http.Request]fetchStart{}}
+		dropCompleteOf: map[string]bool{}, holdBeatsOf: map[string]chan struct{}{}, fetching: map[*http.Request]fetchStart{},
+		changed: make(chan struct{})}
 	p.rp.ErrorLog = nil
 	p.rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
 		w.WriteHeader(http.StatusBadGateway)
@@ -100,10 +105,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(body, &fr)
 		p.mu.Lock()
 		p.fetching[r] = fetchStart{workerID: fr.WorkerID, at: c.At}
+		p.changedLocked()
 		p.mu.Unlock()
 		defer func() {
 			p.mu.Lock()
 			delete(p.fetching, r)
+			p.changedLocked()
 			p.mu.Unlock()
 		}()
 	}
@@ -148,7 +155,23 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *proxy) record(c call) {
 	p.mu.Lock()
 	p.calls = append(p.calls, c)
+	p.changedLocked()
 	p.mu.Unlock()
+}
+
+// changedLocked wakes every wait on the proxy (changes). The caller holds
+// p.mu.
+func (p *proxy) changedLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// changes returns a channel closed at the proxy's next change. Take it
+// before reading what the wait is about, so no change falls in between.
+func (p *proxy) changes() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
 }
 
 func (p *proxy) learnTokens(request, answer []byte) {
@@ -171,6 +194,9 @@ func (p *proxy) learnTokens(request, answer []byte) {
 	defer p.mu.Unlock()
 	for _, j := range fr.Jobs {
 		p.tokens[j.TaskToken] = token{JobID: j.ID, JobType: j.JobType, Attempt: j.Attempt, WorkerID: req.WorkerID}
+	}
+	if len(fr.Jobs) > 0 {
+		p.changedLocked()
 	}
 }
 
@@ -212,18 +238,18 @@ func (p *proxy) holdHeartbeats(t *testing.T, workerID string) (release func()) {
 	return release
 }
 
-// fetchWaiting is how long workerID's oldest fetch has been waiting at
-// the replica (0 when none is).
-func (p *proxy) fetchWaiting(workerID string) time.Duration {
+// oldestFetch returns when workerID's oldest fetch still waiting at the
+// replica began (false when none is), with a channel closed at the proxy's
+// next change (a fetch begun or answered).
+func (p *proxy) oldestFetch(workerID string) (since time.Time, waiting bool, changed <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var longest time.Duration
 	for _, f := range p.fetching {
-		if f.workerID == workerID {
-			longest = max(longest, time.Since(f.at))
+		if f.workerID == workerID && (!waiting || f.at.Before(since)) {
+			since, waiting = f.at, true
 		}
 	}
-	return longest
+	return since, waiting, p.changed
 }
 
 // heartbeated reports whether a heartbeat carrying tok was answered 200:

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/scheduler"
 )
 
 // rules are the protocol's rules (docs/workers.md, "What a worker library
@@ -35,7 +38,7 @@ func ruleSuccess(r *ruleRun) {
 		ids[i] = r.submit(`{"action":"succeed","output":`+out+`}`, 3)
 	}
 	for i, id := range ids {
-		j := r.waitStatus(id, "SUCCESS", 20*time.Second)
+		j := r.finished(id, "SUCCESS", 20*time.Second)
 		if !jsonEqual(j.Output, []byte(outputs[i])) {
 			r.fatalf("job %d: output %s, want %s", id, j.Output, outputs[i])
 		}
@@ -59,7 +62,7 @@ func ruleFailureRetry(r *ruleRun) {
 	retried := r.submit(`{"action":"fail","error":"quota exceeded","retry":true}`, 2)
 	final := r.submit(`{"action":"fail","error":"bad input","retry":false}`, 3)
 
-	j := r.waitStatus(retried, "FAILED", 30*time.Second)
+	j := r.finished(retried, "FAILED", 30*time.Second)
 	if j.Attempt != 3 || j.RetryTimes != 2 || !strings.Contains(j.LastError, "quota exceeded") {
 		r.fatalf("job %d (max_retry 2, retry true): %s; want attempt 3, retry_times 2, last_error with %q",
 			retried, describe(j), "quota exceeded")
@@ -81,7 +84,7 @@ func ruleFailureRetry(r *ruleRun) {
 		}
 	}
 
-	j = r.waitStatus(final, "FAILED", 20*time.Second)
+	j = r.finished(final, "FAILED", 20*time.Second)
 	if j.Attempt != 1 || j.RetryTimes != 0 || !strings.Contains(j.LastError, "bad input") {
 		r.fatalf("job %d (max_retry 3, retry false): %s; want FAILED at attempt 1, retry_times 0, last_error with %q",
 			final, describe(j), "bad input")
@@ -106,16 +109,13 @@ func ruleFailureRetry(r *ruleRun) {
 // not answered early by other rules' jobs.
 func ruleLostAck(r *ruleRun) {
 	w := r.s.startWorker(r.T, workerSpec{id: r.s.impl.name + "-lostack", types: []string{r.typ}, concurrency: 2, shutdownMs: 5000})
-	r.eventually(lease+20*time.Second, fmt.Sprintf("worker %s has a fetch waiting longer than the lease (%v)", w.id, lease), func() (bool, string) {
-		d := r.s.proxy.fetchWaiting(w.id)
-		return d > lease+200*time.Millisecond, fmt.Sprintf("oldest fetch waiting %v", d)
-	})
+	r.awaitFetchOlderThan(w, lease+200*time.Millisecond, lease+20*time.Second)
 	r.s.proxy.dropNextCompletion(r.typ)
 	id := r.submit(`{"action":"succeed","output":{"n":42}}`, 3)
-	j := r.waitStatus(id, "SUCCESS", 20*time.Second)
+	j := r.finished(id, "SUCCESS", 20*time.Second)
 	tok := r.token(id, 1)
 	var cs []call
-	r.eventually(15*time.Second, fmt.Sprintf("the completion whose answer was lost is sent again and answered "+
+	r.awaitProxy(15*time.Second, fmt.Sprintf("the completion whose answer was lost is sent again and answered "+
 		"(the lease runs %v from the claim and heartbeats renew it: retries may not stop earlier)", lease), func() (bool, string) {
 		cs = r.s.proxy.completions(tok)
 		for _, c := range cs[min(1, len(cs)):] {
@@ -146,15 +146,46 @@ func ruleLostAck(r *ruleRun) {
 	}
 }
 
+// awaitFetchOlderThan waits until worker w has had one fetch waiting at
+// the replica for longer than d: woken when the proxy sees a fetch begin or
+// end, and at the moment its oldest waiting fetch turns d old.
+func (r *ruleRun) awaitFetchOlderThan(w *proc, d, within time.Duration) {
+	r.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		since, waiting, changed := r.s.proxy.oldestFetch(w.id)
+		var old *time.Timer
+		var turnsOld <-chan time.Time
+		if waiting {
+			left := d - time.Since(since)
+			if left < 0 {
+				return
+			}
+			old = time.NewTimer(left)
+			turnsOld = old.C
+		}
+		select {
+		case <-changed:
+		case <-turnsOld:
+		case <-deadline.C:
+			r.fatalf("worker %s has a fetch waiting longer than %v: not within %v; waiting now: %v", w.id, d, within, waiting)
+		}
+		if old != nil {
+			old.Stop()
+		}
+	}
+}
+
 // ruleCancel: a cancel requested while the job runs reaches the work
 // within a few heartbeats and ends the job CANCELED.
 func ruleCancel(r *ruleRun) {
 	id := r.submit(`{"action":"block"}`, 3)
-	r.waitRunning(id, r.s.shared)
+	r.fetched(id, 1, r.s.shared)
 	if _, err := r.s.api.Cancel(context.Background(), id); err != nil {
 		r.Fatalf("cancel job %d: %v", id, err)
 	}
-	r.waitStatus(id, "CANCELED", 4*heartbeatEvery+2*time.Second)
+	r.ended(id, 1, "CANCELED", 4*heartbeatEvery+2*time.Second)
 	if ex := r.executions(id); len(ex) != 1 || ex[0].Outcome != "CANCELED" {
 		r.fatalf("job %d: executions %+v, want one CANCELED", id, ex)
 	}
@@ -173,16 +204,19 @@ func ruleCancel(r *ruleRun) {
 func ruleLeaseLoss(r *ruleRun) {
 	a := r.s.startWorker(r.T, workerSpec{id: r.s.impl.name + "-frozen-a", types: []string{r.typ}, concurrency: 1, shutdownMs: 5000})
 	id := r.submit(`{"action":"sleep","ms":1500}`, 3)
-	r.waitRunning(id, a)
+	r.fetched(id, 1, a)
 	a.signal(r.T, syscall.SIGSTOP)
 	r.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
 
-	r.eventually(lease+10*time.Second, fmt.Sprintf("job %d's attempt 1 is rescued after the frozen worker's lease", id), func() (bool, string) {
-		ex := r.executions(id)
-		return len(ex) >= 1 && ex[0].Outcome == "LEASE_EXPIRED", fmt.Sprintf("%+v", ex)
-	})
+	first := jobq.Fence{ID: id, Attempt: 1}
+	r.awaitEvent(lease+10*time.Second, fmt.Sprintf("job %d's attempt 1 is rescued after the frozen worker's lease", id), scheduler.EventRescued,
+		func(e scheduler.Event) bool { return slices.Contains(e.Fences, first) },
+		func() string { return fmt.Sprintf("%s, executions %+v", describe(r.get(id)), r.executions(id)) })
+	if ex := r.executions(id); len(ex) != 1 || ex[0].Outcome != "LEASE_EXPIRED" {
+		r.fatalf("job %d after the rescue of attempt 1: executions %+v, want one LEASE_EXPIRED", id, ex)
+	}
 	b := r.s.startWorker(r.T, workerSpec{id: r.s.impl.name + "-frozen-b", types: []string{r.typ}, concurrency: 1, shutdownMs: 5000})
-	j := r.waitStatus(id, "SUCCESS", 30*time.Second)
+	j := r.finished(id, "SUCCESS", 30*time.Second)
 	if j.Attempt != 2 {
 		r.fatalf("job %d: %s, want SUCCESS at attempt 2 (the second worker's run)", id, describe(j))
 	}
@@ -191,7 +225,7 @@ func ruleLeaseLoss(r *ruleRun) {
 	letBeatsThrough := r.s.proxy.holdHeartbeats(r.T, a.id)
 	a.signal(r.T, syscall.SIGCONT)
 	var cs []call
-	r.eventually(15*time.Second, "the thawed worker's late completion is sent and refused with 409 stale", func() (bool, string) {
+	r.awaitProxy(15*time.Second, "the thawed worker's late completion is sent and refused with 409 stale", func() (bool, string) {
 		cs = r.s.proxy.completions(toks[1])
 		return len(cs) > 0 && cs[0].Status != 0, bodies(cs)
 	})
@@ -227,18 +261,18 @@ func ruleShutdownRelease(r *ruleRun) {
 	w := r.s.startWorker(r.T, workerSpec{id: r.s.impl.name + "-shutdown", types: []string{r.typ}, concurrency: 2, shutdownMs: 1000})
 	id := r.submit(`{"action":"block"}`, 3)
 	r.Cleanup(func() { _, _ = r.s.api.Cancel(context.Background(), id) })
-	r.waitRunning(id, w)
+	r.fetched(id, 1, w)
 	// RUNNING shows once the replica claimed the job, before the worker has
 	// read the fetch answer; a SIGTERM in between aborts a fetch whose jobs
 	// the replica believes delivered (they come back only when the lease
 	// runs out). The worker's first heartbeat with the token shows it holds
 	// the job.
 	tok := r.token(id, 1)
-	r.eventually(10*time.Second, fmt.Sprintf("worker %s heartbeats job %d", w.id, id), func() (bool, string) {
+	r.awaitProxy(10*time.Second, fmt.Sprintf("worker %s heartbeats job %d", w.id, id), func() (bool, string) {
 		return r.s.proxy.heartbeated(tok), "no heartbeat with the job's token answered 200"
 	})
 	w.signal(r.T, syscall.SIGTERM)
-	j := r.waitStatus(id, "WAITING", 15*time.Second)
+	j := r.ended(id, 1, "WAITING", 15*time.Second)
 	if j.Attempt != 1 || j.RetryTimes != 0 {
 		r.fatalf("job %d after shutdown: %s, want WAITING with attempt 1 and retry_times 0 (a release spends no retry); completions seen: %s",
 			id, describe(j), bodies(r.s.proxy.completions(tok)))
@@ -264,7 +298,7 @@ func ruleShutdownRelease(r *ruleRun) {
 // the job); both are refused and change nothing.
 func ruleBadTokens(r *ruleRun) {
 	id := r.submit(`{"action":"block"}`, 3)
-	r.waitRunning(id, r.s.shared)
+	r.fetched(id, 1, r.s.shared)
 	tok := r.token(id, 1)
 	forged := forge(tok)
 	before, exBefore := r.get(id), r.executions(id)
@@ -290,14 +324,11 @@ func ruleBadTokens(r *ruleRun) {
 	if _, err := r.s.api.Cancel(context.Background(), id); err != nil {
 		r.Fatalf("cancel job %d: %v", id, err)
 	}
-	r.waitStatus(id, "CANCELED", 4*heartbeatEvery+2*time.Second)
+	r.ended(id, 1, "CANCELED", 4*heartbeatEvery+2*time.Second)
 	if _, err := r.s.api.Retry(context.Background(), id); err != nil {
 		r.Fatalf("retry job %d: %v", id, err)
 	}
-	r.eventually(20*time.Second, fmt.Sprintf("job %d's attempt 2 runs", id), func() (bool, string) {
-		j := r.get(id)
-		return j.Status == "RUNNING" && j.Attempt == 2, describe(j)
-	})
+	r.fetched(id, 2, nil)
 	before, exBefore = r.get(id), r.executions(id)
 	status, body = r.post("/v1/workers/complete", `{"task_token":"`+tok+`","outcome":"success","output":{"stale":true}}`)
 	if e := parseError(body); status != http.StatusConflict || e.Error.Code != "stale" {
@@ -311,7 +342,7 @@ func ruleBadTokens(r *ruleRun) {
 	if _, err := r.s.api.Cancel(context.Background(), id); err != nil {
 		r.Fatalf("cancel job %d: %v", id, err)
 	}
-	r.waitStatus(id, "CANCELED", 4*heartbeatEvery+2*time.Second)
+	r.ended(id, 2, "CANCELED", 4*heartbeatEvery+2*time.Second)
 }
 
 // forge returns tok with the first character of its secret (the part
@@ -344,7 +375,7 @@ func unchanged(r *ruleRun, id uint64, before jobView, exBefore []execView, what 
 // worker reports the attempt as a failure carrying the replica's message.
 func ruleOversizedOutput(r *ruleRun) {
 	id := r.submit(`{"action":"big_output","bytes":70000}`, 0)
-	j := r.waitStatus(id, "FAILED", 20*time.Second)
+	j := r.finished(id, "FAILED", 20*time.Second)
 	cs := r.answered(id, 1)
 	if len(cs) < 2 {
 		r.fatalf("job %d: completions %s, want a refused success then a failure", id, bodies(cs))
@@ -371,7 +402,7 @@ func ruleOversizedOutput(r *ruleRun) {
 func (r *ruleRun) token(id uint64, attempt int) string {
 	r.Helper()
 	var tok string
-	r.eventually(10*time.Second, fmt.Sprintf("the proxy sees the fetch answer with job %d attempt %d's token", id, attempt), func() (bool, string) {
+	r.awaitProxy(10*time.Second, fmt.Sprintf("the proxy sees the fetch answer with job %d attempt %d's token", id, attempt), func() (bool, string) {
 		tok = r.s.proxy.tokensOf(id)[attempt]
 		return tok != "", "no such fetch answer"
 	})
@@ -385,7 +416,7 @@ func (r *ruleRun) token(id uint64, attempt int) string {
 func (r *ruleRun) answered(id uint64, attempt int) []call {
 	r.Helper()
 	var cs []call
-	r.eventually(10*time.Second, fmt.Sprintf("the proxy sees job %d attempt %d's completion answered 200", id, attempt), func() (bool, string) {
+	r.awaitProxy(10*time.Second, fmt.Sprintf("the proxy sees job %d attempt %d's completion answered 200", id, attempt), func() (bool, string) {
 		tok := r.s.proxy.tokensOf(id)[attempt]
 		if tok == "" {
 			return false, "no fetch answer with the attempt's token"
@@ -405,7 +436,7 @@ func (r *ruleRun) answered(id uint64, attempt int) []call {
 // attempt (GET /v1/jobs/{id}/logs, the execution's progress).
 func ruleLogProgress(r *ruleRun) {
 	id := r.submit(`{"action":"log","lines":["resizing disk 1","resizing disk 2 — ünïcode"],"progress":0.5,"message":"2 of 4 disks"}`, 0)
-	j := r.waitStatus(id, "SUCCESS", 20*time.Second)
+	j := r.finished(id, "SUCCESS", 20*time.Second)
 	if !jsonEqual(j.Output, []byte(`{"logged":2}`)) {
 		r.fatalf("job %d: output %s, want {\"logged\":2}", id, j.Output)
 	}

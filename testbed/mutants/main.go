@@ -277,6 +277,65 @@ var mutants = []mutant{
 		Edits:  []edit{{"testbed/chaos/checker/checker.go", "if !h.Stopped.IsZero() && !e.FinishedAt.Before(h.Stopped) {", "if !h.Stopped.IsZero() {"}},
 		Checks: []check{{"./testbed/chaos/checker/", "^TestUnexplainedReleaseReported$"}},
 	},
+	{
+		Name: "complete-secret-unchecked", Bug: "remote executor: a completion (log, progress) whose task token's secret does not match is accepted",
+		Rule: "want 403 forbidden naming task_token",
+		Edits: []edit{{"scheduler/remote.go", "\tif !pt.verify(st.Nonce) || (allow != nil && !allow(st.JobType)) {\n\t\treturn ErrTokenForbidden",
+			"\tif allow != nil && !allow(st.JobType) {\n\t\treturn ErrTokenForbidden"}},
+		Checks: []check{{"./app/", "^TestWorkerForgedAndStaleTokensChangeNothing$"}},
+	},
+	{
+		Name: "heartbeat-secret-unchecked", Bug: "remote executor: a heartbeat whose task token's secret does not match renews the lease",
+		Rule:   "want one lost",
+		Edits:  []edit{{"scheduler/remote.go", "st.Attempt != pt.Attempt || !pt.verify(st.Nonce) || (allow", "st.Attempt != pt.Attempt || (allow"}},
+		Checks: []check{{"./app/", "^TestWorkerForgedAndStaleTokensChangeNothing$"}},
+	},
+	{
+		Name: "renew-fenced-attempt-ge", Bug: "remote renewal fenced by attempt >= (a stale attempt's heartbeat renews the run holding the job now)",
+		Rule:   "a stale attempt's renewal moved the lease",
+		Edits:  []edit{{"store/workers.go", `") AND status = 'RUNNING' AND attempt = CASE id")`, `") AND status = 'RUNNING' AND attempt >= CASE id")`}},
+		Checks: []check{{"./store/", "^TestRemoteRenewalFencedByAttempt$"}},
+	},
+	{
+		Name: "token-secret-lenient", Bug: "task token secret decoded leniently (padding bits ignored: a second spelling of the secret is accepted)",
+		Rule:   "accepted as the real one",
+		Edits:  []edit{{"scheduler/remote.go", "base64.RawURLEncoding.Strict().DecodeString(parts[2])", "base64.RawURLEncoding.DecodeString(parts[2])"}},
+		Checks: []check{{"./scheduler/", "^(TestTaskTokenSecretHasOneSpelling|TestParseTaskTokenStrictSecret)$"}},
+	},
+	{
+		Name: "unblock-outside-completion-tx", Bug: "workflow: a success's children are unblocked on another connection, outside the completion's transaction (kept when it rolls back)",
+		Rule: "child unblocked by a completion that rolled back",
+		Edits: []edit{{"store/complete.go", "\tif c.HasChildren {\n\t\tif err := settleOne(ctx, q, c.ID); err != nil {\n",
+			"\tif c.HasChildren {\n\t\tif end, err := q.JobEndState(ctx, c.ID); err != nil {\n\t\t\treturn false, err\n\t\t} else if jobq.JobState(end.Status) == jobq.StateSuccess {\n" +
+				"\t\t\tif _, err := settleChildren(ctx, s.q, []uint64{c.ID}, nil); err != nil {\n\t\t\t\treturn false, err\n\t\t\t}\n\t\t} else if err := settleOne(ctx, q, c.ID); err != nil {\n"}},
+		Checks: []check{{"./store/", "^TestWorkflowChildUnblockedInTheCompletionTransaction$"}},
+	},
+	{
+		Name: "retried-completion-settles-again", Bug: "workflow: a completion retried after a lost acknowledgement decrements its children's counters again",
+		Rule: "a retried completion settled its children again",
+		Edits: []edit{{"store/complete.go", "if done, err := alreadyApplied(ctx, q, c); err != nil || done {\n",
+			"if done, err := alreadyApplied(ctx, q, c); err != nil || done {\n\t\t\tif err == nil && c.HasChildren {\n\t\t\t\terr = settleOne(ctx, q, c.ID)\n\t\t\t}\n"}},
+		Checks: []check{{"./store/", "^TestWorkflowRetriedCompletionSettlesChildrenOnce$"}},
+	},
+	{
+		Name: "failed-parent-decrements-cancel-edge", Bug: "workflow: a parent that failed for good decrements its children on 'cancel' edges (they run) instead of cancelling them",
+		Rule:   "after a failed:",
+		Edits:  []edit{{"store/workflow.go", "if jobq.OnParentFailure(e.OnParentFailure) == jobq.OnParentFailureRun {", "if jobq.OnParentFailure(e.OnParentFailure) != \"\" {"}},
+		Checks: []check{{"./store/", "^TestWorkflowFailurePolicyAndRetry$"}},
+	},
+	{
+		Name: "give-back-spends-retry", Bug: "run queue: a given-back run is failed with a retry (retry_times+1) instead of released",
+		Rule: "a give-back spends no retry",
+		Edits: []edit{{"scheduler/dispatcher.go", "x.d.settle(q.r, q.h, releaseUnstarted(q.r.job, \"released: waited in the run queue longer than the run-queue wait; back to WAITING for any replica\"))",
+			"x.d.settle(q.r, q.h, jobq.Completion{Fence: q.r.job.Fence(), JobType: q.r.job.JobType, Outcome: jobq.OutcomeFailed, Retry: true, Error: \"given back\", DueAt: q.r.job.RunAt})"}},
+		Checks: []check{{"./scheduler/", "^TestRunQueueGivesBackWithoutSpendingARetry$"}},
+	},
+	{
+		Name: "give-back-never", Bug: "run queue: the give-back sweep is never armed (a queued run waits for this replica's worker however long)",
+		Rule:   "queued run not given back",
+		Edits:  []edit{{"scheduler/runqueue.go", "if rq.wait <= 0 || rq.stopped || rq.sweepArmed {", "if rq.wait > 0 || rq.stopped || rq.sweepArmed {"}},
+		Checks: []check{{"./scheduler/", "^TestRunQueueGivesBackWithoutSpendingARetry$"}},
+	},
 }
 
 func main() {
