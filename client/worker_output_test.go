@@ -24,16 +24,26 @@ func TestWorkerRefusedOutputFailsWithoutRetry(t *testing.T) {
 	fetched := false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/workers/fetch" {
+			mu.Lock()
+			again := fetched
+			fetched = true
+			mu.Unlock()
+			if again {
+				// A long poll with nothing to give: it answers when the
+				// test has what it waits for, or the worker goes away.
+				select {
+				case <-done:
+				case <-r.Context().Done():
+				}
+				_, _ = io.WriteString(w, `{"jobs":[]}`)
+				return
+			}
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		switch r.URL.Path {
 		case "/v1/workers/fetch":
-			if fetched {
-				time.Sleep(50 * time.Millisecond)
-				_, _ = io.WriteString(w, `{"jobs":[]}`)
-				return
-			}
-			fetched = true
 			_, _ = io.WriteString(w, `{"jobs":[{"id":3,"job_key":"k3","job_type":"t","params":{},"attempt":1,`+
 				`"lease_ms":30000,"heartbeat_ms":10000,"task_token":"jqt1.3.1.secret"}]}`)
 		case "/v1/workers/complete":
