@@ -513,7 +513,7 @@ func TestWorkerBadRequestsNameTheField(t *testing.T) {
 		field      string
 	}{
 		{"fetch: no worker_id", "/v1/workers/fetch", fetch("worker_id", nil), 400, "worker_id"},
-		{"fetch: long worker_id", "/v1/workers/fetch", fetch("worker_id", strings.Repeat("w", 129)), 400, "worker_id"},
+		{"fetch: long worker_id", "/v1/workers/fetch", fetch("worker_id", strings.Repeat("w", 122)), 400, "worker_id"},
 		{"fetch: no job_types", "/v1/workers/fetch", fetch("job_types", []string{}), 400, "job_types"},
 		{"fetch: a local type", "/v1/workers/fetch", fetch("job_types", []string{"local"}), 400, "job_types"},
 		{"fetch: max_jobs 0", "/v1/workers/fetch", fetch("max_jobs", 0), 400, "max_jobs"},
@@ -704,5 +704,20 @@ func TestWorkerFetchOutlivesServerTimeouts(t *testing.T) {
 	id := w.submit("patient-1", "resize")
 	if got := w.fetch(resizeToken, "patient", []string{"resize"}, 1, 1000); len(got) != 1 || got[0].ID != id {
 		t.Fatalf("fetch: %+v, want job %d", got, id)
+	}
+}
+
+// The longest worker_id allowed fetches: its owner ("worker:" + id) fits
+// job_queue.owner.
+func TestWorkerLongestWorkerIDFetches(t *testing.T) {
+	w := startWorkerReplica(t, nil)
+	id := w.submit("long-id-1", "resize")
+	wid := strings.Repeat("é", service.MaxWorkerIDRunes)
+	jobs := w.fetch(resizeToken, wid, []string{"resize"}, 1, 0)
+	if len(jobs) != 1 || jobs[0].ID != id {
+		t.Fatalf("fetch with a %d-character worker_id: %+v", service.MaxWorkerIDRunes, jobs)
+	}
+	if n := w.count(`SELECT COUNT(*) FROM job_queue WHERE id = ? AND owner = ?`, id, "worker:"+wid); n != 1 {
+		t.Fatalf("owner of the fetched job: %d rows with worker:<id>, want 1", n)
 	}
 }

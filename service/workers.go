@@ -21,7 +21,9 @@ import (
 // Limits of the worker protocol (docs/workers.md). Each is enforced at the
 // edge with a 4xx naming the field.
 const (
-	MaxWorkerIDRunes    = 128
+	// MaxWorkerIDRunes is 121: a claim stores "worker:" + worker_id as the
+	// job's owner, a VARCHAR(128) column.
+	MaxWorkerIDRunes    = 121
 	MaxWorkerLabels     = 16
 	MaxLabelKeyRunes    = 64
 	MaxLabelValueRunes  = 256
