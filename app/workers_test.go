@@ -721,3 +721,65 @@ func TestWorkerLongestWorkerIDFetches(t *testing.T) {
 		t.Fatalf("owner of the fetched job: %d rows with worker:<id>, want 1", n)
 	}
 }
+
+// A worker token's scope refusals over Connect are PermissionDenied, as
+// HTTP answers 403, and write nothing.
+func TestWorkerTokenScopeOverConnect(t *testing.T) {
+	w := startWorkerReplica(t, nil)
+	resize := w.submit("scope-c-1", "resize")
+	provision := w.submit("scope-c-2", "provision")
+	c := jobqv1connect.NewJobServiceClient(http.DefaultClient, w.base)
+	with := func(token string, r interface{ Header() http.Header }) {
+		r.Header().Set("Authorization", "Bearer "+token)
+	}
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"GetJob without the read grant", func() error {
+			r := connect.NewRequest(&jobqv1.GetJobRequest{Id: resize})
+			with(resizeToken, r)
+			_, err := c.GetJob(context.Background(), r)
+			return err
+		}},
+		{"GetJob of another type", func() error {
+			r := connect.NewRequest(&jobqv1.GetJobRequest{Id: provision})
+			with(submitToken, r)
+			_, err := c.GetJob(context.Background(), r)
+			return err
+		}},
+		{"ListExecutions without the read grant", func() error {
+			r := connect.NewRequest(&jobqv1.ListExecutionsRequest{Id: resize})
+			with(resizeToken, r)
+			_, err := c.ListExecutions(context.Background(), r)
+			return err
+		}},
+		{"ListExecutions of another type", func() error {
+			r := connect.NewRequest(&jobqv1.ListExecutionsRequest{Id: provision})
+			with(submitToken, r)
+			_, err := c.ListExecutions(context.Background(), r)
+			return err
+		}},
+		{"SubmitJob without the submit grant", func() error {
+			r := connect.NewRequest(&jobqv1.SubmitJobRequest{JobKey: "scope-c-3", JobType: "resize"})
+			with(resizeToken, r)
+			_, err := c.SubmitJob(context.Background(), r)
+			return err
+		}},
+		{"SubmitJob of another type", func() error {
+			r := connect.NewRequest(&jobqv1.SubmitJobRequest{JobKey: "scope-c-4", JobType: "provision"})
+			with(submitToken, r)
+			_, err := c.SubmitJob(context.Background(), r)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		before := w.count(`SELECT COUNT(*) FROM job_queue`)
+		if err := tc.call(); connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Errorf("%s: %v (%v), want permission_denied", tc.name, connect.CodeOf(err), err)
+		}
+		if after := w.count(`SELECT COUNT(*) FROM job_queue`); after != before {
+			t.Errorf("%s: %d jobs, want %d", tc.name, after, before)
+		}
+	}
+}
