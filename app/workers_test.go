@@ -783,3 +783,25 @@ func TestWorkerTokenScopeOverConnect(t *testing.T) {
 		}
 	}
 }
+
+// A failure's error is kept to its first 2,000 characters, as
+// docs/workers.md says (service.MaxCompleteErrRunes).
+func TestWorkerFailureErrorIsCutAt2000(t *testing.T) {
+	w := startWorkerReplica(t, nil)
+	id := w.submit("err-cut-1", "resize")
+	jobs := w.fetch(resizeToken, "w1", []string{"resize"}, 1, 0)
+	if len(jobs) != 1 {
+		t.Fatal("no job fetched")
+	}
+	code, body := w.call(resizeToken, "POST", "/v1/workers/complete", map[string]any{
+		"task_token": jobs[0].TaskToken, "outcome": "failure", "retry": false, "error": strings.Repeat("é", 2100)})
+	if code != http.StatusOK {
+		t.Fatalf("complete: %d %s", code, body)
+	}
+	if n := w.count(`SELECT CHAR_LENGTH(last_error) FROM job_queue WHERE id = ?`, id); n != 2000 || service.MaxCompleteErrRunes != 2000 {
+		t.Fatalf("last_error: %d characters (MaxCompleteErrRunes %d), want 2000", n, service.MaxCompleteErrRunes)
+	}
+	if n := w.count(`SELECT CHAR_LENGTH(error) FROM job_execution WHERE job_id = ?`, id); n != 2000 {
+		t.Fatalf("the execution's error: %d characters, want 2000", n)
+	}
+}

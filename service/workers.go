@@ -33,7 +33,7 @@ const (
 	MaxFetchWaitMs      = 60000
 	FetchWaitMsDefault  = 20000
 	MaxHeartbeatTokens  = 1000
-	MaxCompleteErrRunes = 2048
+	MaxCompleteErrRunes = jobq.MaxErrorRunes // what job_queue.last_error keeps
 	MaxLogLinesPerCall  = 1000
 	MaxLogPage          = 1000
 )
