@@ -527,6 +527,7 @@ func TestWorkerBadRequestsNameTheField(t *testing.T) {
 		{"complete: unknown outcome", "/v1/workers/complete", map[string]any{"task_token": tok, "outcome": "maybe"}, 400, "outcome"},
 		{"complete: malformed token", "/v1/workers/complete", map[string]any{"task_token": "jqt1.x", "outcome": "success"}, 400, "task_token"},
 		{"complete: output on failure", "/v1/workers/complete", map[string]any{"task_token": tok, "outcome": "failure", "output": 1}, 400, "output"},
+		{"complete: output too deep", "/v1/workers/complete", map[string]any{"task_token": tok, "outcome": "success", "output": json.RawMessage(strings.Repeat("[", 101) + strings.Repeat("]", 101))}, 400, "output"},
 		{"complete: output too large", "/v1/workers/complete", map[string]any{"task_token": tok, "outcome": "success", "output": map[string]any{"data": big}}, 413, "output"},
 		{"log: no lines", "/v1/workers/log", map[string]any{"task_token": tok, "lines": []string{}}, 400, "lines"},
 		{"log: a line too long", "/v1/workers/log", map[string]any{"task_token": tok, "lines": []string{strings.Repeat("l", 4097)}}, 413, "lines"},

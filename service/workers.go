@@ -330,6 +330,9 @@ func (w *Workers) Complete(ctx context.Context, req apitype.CompleteRequest) (ap
 			if compact.Len() > jobq.MaxOutputBytes {
 				return resp, &TooLarge{Field: "output", Rule: fmt.Sprintf("must be at most %d bytes of JSON, got %d", jobq.MaxOutputBytes, compact.Len())}
 			}
+			if jobq.JSONDepth(compact.Bytes()) > jobq.MaxOutputDepth {
+				return resp, invalid("output", "must nest objects and arrays at most %d deep", jobq.MaxOutputDepth)
+			}
 			if !bytes.Equal(compact.Bytes(), []byte("null")) {
 				p.Output = json.RawMessage(compact.Bytes())
 			}
