@@ -10,6 +10,10 @@ const (
 	// MaxOutputBytes is the largest output of one attempt: a JSON value of
 	// at most 65,536 bytes.
 	MaxOutputBytes = 65536
+	// MaxOutputDepth is how deep an output may nest objects and arrays:
+	// 100, as params (a child reads its parents' outputs as it reads its
+	// params, and a worker's JSON decoder need not take more).
+	MaxOutputDepth = 100
 	// MaxLogBytes is the most log an attempt keeps: 65,536 bytes in all.
 	MaxLogBytes = 65536
 	// MaxLogLineBytes is the longest log line: 4,096 bytes.
@@ -96,4 +100,31 @@ func (o Outcome) Own() bool {
 		return true
 	}
 	return false
+}
+
+// JSONDepth returns how deep the valid JSON b nests objects and arrays (0
+// for a scalar).
+func JSONDepth(b []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }

@@ -528,7 +528,7 @@ func TestWorkerBadRequestsNameTheField(t *testing.T) {
 		field      string
 	}{
 		{"fetch: no worker_id", "/v1/workers/fetch", fetch("worker_id", nil), 400, "worker_id"},
-		{"fetch: long worker_id", "/v1/workers/fetch", fetch("worker_id", strings.Repeat("w", 129)), 400, "worker_id"},
+		{"fetch: long worker_id", "/v1/workers/fetch", fetch("worker_id", strings.Repeat("w", 122)), 400, "worker_id"},
 		{"fetch: no job_types", "/v1/workers/fetch", fetch("job_types", []string{}), 400, "job_types"},
 		{"fetch: a local type", "/v1/workers/fetch", fetch("job_types", []string{"local"}), 400, "job_types"},
 		{"fetch: max_jobs 0", "/v1/workers/fetch", fetch("max_jobs", 0), 400, "max_jobs"},
@@ -542,6 +542,7 @@ func TestWorkerBadRequestsNameTheField(t *testing.T) {
 		{"complete: unknown outcome", "/v1/workers/complete", map[string]any{"task_token": tok, "outcome": "maybe"}, 400, "outcome"},
 		{"complete: malformed token", "/v1/workers/complete", map[string]any{"task_token": "jqt1.x", "outcome": "success"}, 400, "task_token"},
 		{"complete: output on failure", "/v1/workers/complete", map[string]any{"task_token": tok, "outcome": "failure", "output": 1}, 400, "output"},
+		{"complete: output too deep", "/v1/workers/complete", map[string]any{"task_token": tok, "outcome": "success", "output": json.RawMessage(strings.Repeat("[", 101) + strings.Repeat("]", 101))}, 400, "output"},
 		{"complete: output too large", "/v1/workers/complete", map[string]any{"task_token": tok, "outcome": "success", "output": map[string]any{"data": big}}, 413, "output"},
 		{"log: no lines", "/v1/workers/log", map[string]any{"task_token": tok, "lines": []string{}}, 400, "lines"},
 		{"log: a line too long", "/v1/workers/log", map[string]any{"task_token": tok, "lines": []string{strings.Repeat("l", 4097)}}, 413, "lines"},
@@ -719,5 +720,104 @@ func TestWorkerFetchOutlivesServerTimeouts(t *testing.T) {
 	id := w.submit("patient-1", "resize")
 	if got := w.fetch(resizeToken, "patient", []string{"resize"}, 1, 1000); len(got) != 1 || got[0].ID != id {
 		t.Fatalf("fetch: %+v, want job %d", got, id)
+	}
+}
+
+// The longest worker_id allowed fetches: its owner ("worker:" + id) fits
+// job_queue.owner.
+func TestWorkerLongestWorkerIDFetches(t *testing.T) {
+	w := startWorkerReplica(t, nil)
+	id := w.submit("long-id-1", "resize")
+	wid := strings.Repeat("é", service.MaxWorkerIDRunes)
+	jobs := w.fetch(resizeToken, wid, []string{"resize"}, 1, 0)
+	if len(jobs) != 1 || jobs[0].ID != id {
+		t.Fatalf("fetch with a %d-character worker_id: %+v", service.MaxWorkerIDRunes, jobs)
+	}
+	if n := w.count(`SELECT COUNT(*) FROM job_queue WHERE id = ? AND owner = ?`, id, "worker:"+wid); n != 1 {
+		t.Fatalf("owner of the fetched job: %d rows with worker:<id>, want 1", n)
+	}
+}
+
+// A worker token's scope refusals over Connect are PermissionDenied, as
+// HTTP answers 403, and write nothing.
+func TestWorkerTokenScopeOverConnect(t *testing.T) {
+	w := startWorkerReplica(t, nil)
+	resize := w.submit("scope-c-1", "resize")
+	provision := w.submit("scope-c-2", "provision")
+	c := jobqv1connect.NewJobServiceClient(http.DefaultClient, w.base)
+	with := func(token string, r interface{ Header() http.Header }) {
+		r.Header().Set("Authorization", "Bearer "+token)
+	}
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"GetJob without the read grant", func() error {
+			r := connect.NewRequest(&jobqv1.GetJobRequest{Id: resize})
+			with(resizeToken, r)
+			_, err := c.GetJob(context.Background(), r)
+			return err
+		}},
+		{"GetJob of another type", func() error {
+			r := connect.NewRequest(&jobqv1.GetJobRequest{Id: provision})
+			with(submitToken, r)
+			_, err := c.GetJob(context.Background(), r)
+			return err
+		}},
+		{"ListExecutions without the read grant", func() error {
+			r := connect.NewRequest(&jobqv1.ListExecutionsRequest{Id: resize})
+			with(resizeToken, r)
+			_, err := c.ListExecutions(context.Background(), r)
+			return err
+		}},
+		{"ListExecutions of another type", func() error {
+			r := connect.NewRequest(&jobqv1.ListExecutionsRequest{Id: provision})
+			with(submitToken, r)
+			_, err := c.ListExecutions(context.Background(), r)
+			return err
+		}},
+		{"SubmitJob without the submit grant", func() error {
+			r := connect.NewRequest(&jobqv1.SubmitJobRequest{JobKey: "scope-c-3", JobType: "resize"})
+			with(resizeToken, r)
+			_, err := c.SubmitJob(context.Background(), r)
+			return err
+		}},
+		{"SubmitJob of another type", func() error {
+			r := connect.NewRequest(&jobqv1.SubmitJobRequest{JobKey: "scope-c-4", JobType: "provision"})
+			with(submitToken, r)
+			_, err := c.SubmitJob(context.Background(), r)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		before := w.count(`SELECT COUNT(*) FROM job_queue`)
+		if err := tc.call(); connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Errorf("%s: %v (%v), want permission_denied", tc.name, connect.CodeOf(err), err)
+		}
+		if after := w.count(`SELECT COUNT(*) FROM job_queue`); after != before {
+			t.Errorf("%s: %d jobs, want %d", tc.name, after, before)
+		}
+	}
+}
+
+// A failure's error is kept to its first 2,000 characters, as
+// docs/workers.md says (service.MaxCompleteErrRunes).
+func TestWorkerFailureErrorIsCutAt2000(t *testing.T) {
+	w := startWorkerReplica(t, nil)
+	id := w.submit("err-cut-1", "resize")
+	jobs := w.fetch(resizeToken, "w1", []string{"resize"}, 1, 0)
+	if len(jobs) != 1 {
+		t.Fatal("no job fetched")
+	}
+	code, body := w.call(resizeToken, "POST", "/v1/workers/complete", map[string]any{
+		"task_token": jobs[0].TaskToken, "outcome": "failure", "retry": false, "error": strings.Repeat("é", 2100)})
+	if code != http.StatusOK {
+		t.Fatalf("complete: %d %s", code, body)
+	}
+	if n := w.count(`SELECT CHAR_LENGTH(last_error) FROM job_queue WHERE id = ?`, id); n != 2000 || service.MaxCompleteErrRunes != 2000 {
+		t.Fatalf("last_error: %d characters (MaxCompleteErrRunes %d), want 2000", n, service.MaxCompleteErrRunes)
+	}
+	if n := w.count(`SELECT CHAR_LENGTH(error) FROM job_execution WHERE job_id = ?`, id); n != 2000 {
+		t.Fatalf("the execution's error: %d characters, want 2000", n)
 	}
 }

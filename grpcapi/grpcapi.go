@@ -391,7 +391,11 @@ func (s *Server) failState(id uint64, err error) error {
 // fail maps a service error to a *connect.Error (see the package comment).
 func (s *Server) fail(err error) error {
 	var ve *service.ValidationError
+	var fb *service.Forbidden
 	switch {
+	case errors.As(err, &fb):
+		// A worker token's scope refused the call (HTTP answers 403).
+		return connect.NewError(connect.CodePermissionDenied, errors.New(fb.Error()))
 	case errors.As(err, &ve):
 		ce := connect.NewError(connect.CodeInvalidArgument, errors.New(ve.Error()))
 		if d, derr := connect.NewErrorDetail(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{

@@ -25,10 +25,16 @@ const reportTimeout = 5 * time.Second
 // jobq.MaxOutputBytes; the output is left as it was.
 var ErrOutputTooLarge = fmt.Errorf("jobq: output over %d bytes", jobq.MaxOutputBytes)
 
+// ErrOutputTooDeep is returned by Job.SetOutput for an output nesting
+// objects and arrays deeper than jobq.MaxOutputDepth; the output is left as
+// it was.
+var ErrOutputTooDeep = fmt.Errorf("jobq: output nested deeper than %d objects and arrays", jobq.MaxOutputDepth)
+
 // SetOutput sets the run's output, recorded with its outcome when the
 // handler returns nil (the attempt's execution row; the job's output on
 // GET). v is marshalled to JSON (a json.RawMessage is taken as is, and
-// must be valid JSON); at most jobq.MaxOutputBytes. Calling it again
+// must be valid JSON); at most jobq.MaxOutputBytes, nested at most
+// jobq.MaxOutputDepth deep. Calling it again
 // replaces the output.
 func (j *Job) SetOutput(v any) error {
 	var b []byte
@@ -43,6 +49,9 @@ func (j *Job) SetOutput(v any) error {
 	}
 	if len(b) > jobq.MaxOutputBytes {
 		return ErrOutputTooLarge
+	}
+	if jobq.JSONDepth(b) > jobq.MaxOutputDepth {
+		return ErrOutputTooDeep
 	}
 	j.outMu.Lock()
 	j.output = b

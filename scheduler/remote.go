@@ -861,19 +861,33 @@ func parseTaskToken(t string) (parsedToken, error) {
 	if len(parts) != 3 {
 		return parsedToken{}, fmt.Errorf("%w: must be %q followed by <job id>.<attempt>.<secret>", ErrTokenMalformed, taskTokenPrefix)
 	}
+	// One spelling per token: decimal digits, no sign, no leading zero.
 	id, err := strconv.ParseUint(parts[0], 10, 64)
-	if err != nil || id == 0 {
-		return parsedToken{}, fmt.Errorf("%w: the job id must be a positive integer", ErrTokenMalformed)
+	if err != nil || id == 0 || !canonicalDecimal(parts[0]) {
+		return parsedToken{}, fmt.Errorf("%w: the job id must be a positive integer in decimal, without sign or leading zero", ErrTokenMalformed)
 	}
 	attempt, err := strconv.Atoi(parts[1])
-	if err != nil || attempt < 1 {
-		return parsedToken{}, fmt.Errorf("%w: the attempt must be a positive integer", ErrTokenMalformed)
+	if err != nil || attempt < 1 || !canonicalDecimal(parts[1]) {
+		return parsedToken{}, fmt.Errorf("%w: the attempt must be a positive integer in decimal, without sign or leading zero", ErrTokenMalformed)
 	}
 	secret, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
 	if err != nil || len(secret) != taskTokenSecretLen {
 		return parsedToken{}, fmt.Errorf("%w: the secret must be %d bytes of unpadded base64url", ErrTokenMalformed, taskTokenSecretLen)
 	}
 	return parsedToken{ID: id, Attempt: attempt, secret: secret}, nil
+}
+
+// canonicalDecimal reports whether s is digits only, without a leading zero.
+func canonicalDecimal(s string) bool {
+	if s == "" || s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func newRemoteExecutor(st RemoteStore, cfg Config, retry dbRetrier, log *slog.Logger, events emitter) *remoteExecutor {

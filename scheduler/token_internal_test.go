@@ -3,6 +3,7 @@ package scheduler
 import (
 	"encoding/base64"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jobq/jobq"
@@ -46,3 +47,19 @@ func TestTaskTokenSecretHasOneSpelling(t *testing.T) {
 }
 
 const base64URLAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// The job id and attempt of a task token have one spelling too: decimal,
+// no sign, no leading zero.
+func TestTaskTokenNumbersHaveOneSpelling(t *testing.T) {
+	tok := taskToken(jobq.Fence{ID: 4, Attempt: 1}, []byte("0123456789abcdef"))
+	secret := tok[strings.LastIndexByte(tok, '.')+1:]
+	if _, err := parseTaskToken("jqt1.4.1." + secret); err != nil {
+		t.Fatalf("the real token: %v", err)
+	}
+	for _, head := range []string{"04.1", "4.01", "+4.1", "4.+1", "-4.1", "4.-1", "00.1", "4.00", " 4.1", "4. 1"} {
+		forged := "jqt1." + head + "." + secret
+		if _, err := parseTaskToken(forged); !errors.Is(err, ErrTokenMalformed) {
+			t.Errorf("parseTaskToken(%q) = %v, want ErrTokenMalformed", forged, err)
+		}
+	}
+}

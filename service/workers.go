@@ -21,7 +21,9 @@ import (
 // Limits of the worker protocol (docs/workers.md). Each is enforced at the
 // edge with a 4xx naming the field.
 const (
-	MaxWorkerIDRunes    = 128
+	// MaxWorkerIDRunes is 121: a claim stores "worker:" + worker_id as the
+	// job's owner, a VARCHAR(128) column.
+	MaxWorkerIDRunes    = 121
 	MaxWorkerLabels     = 16
 	MaxLabelKeyRunes    = 64
 	MaxLabelValueRunes  = 256
@@ -31,7 +33,7 @@ const (
 	MaxFetchWaitMs      = 60000
 	FetchWaitMsDefault  = 20000
 	MaxHeartbeatTokens  = 1000
-	MaxCompleteErrRunes = 2048
+	MaxCompleteErrRunes = jobq.MaxErrorRunes // what job_queue.last_error keeps
 	MaxLogLinesPerCall  = 1000
 	MaxLogPage          = 1000
 )
@@ -327,6 +329,9 @@ func (w *Workers) Complete(ctx context.Context, req apitype.CompleteRequest) (ap
 			}
 			if compact.Len() > jobq.MaxOutputBytes {
 				return resp, &TooLarge{Field: "output", Rule: fmt.Sprintf("must be at most %d bytes of JSON, got %d", jobq.MaxOutputBytes, compact.Len())}
+			}
+			if jobq.JSONDepth(compact.Bytes()) > jobq.MaxOutputDepth {
+				return resp, invalid("output", "must nest objects and arrays at most %d deep", jobq.MaxOutputDepth)
 			}
 			if !bytes.Equal(compact.Bytes(), []byte("null")) {
 				p.Output = json.RawMessage(compact.Bytes())

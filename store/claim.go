@@ -42,13 +42,24 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 	if !s.Server.SkipLocked {
 		return nil, ErrSkipLockedUnsupported
 	}
+	// The paused and limited types are read before the locking read and
+	// given to it as a constant list, so it locks only rows it can claim
+	// (see JobLockAvailable); '' (no job type) keeps the list non-empty.
+	excluded, err := s.q.TypesExcluded(ctx)
+	if err != nil {
+		return nil, errorf("claim: excluded types: %w", err)
+	}
+	excluded = append(excluded, "")
 	var rows []jobqdb.JobLockAvailableRow
 	var ids []uint64
 	var stampSent time.Time
-	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {
+	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		var err error
-		rows, err = q.JobLockAvailable(ctx, int32(p.Limit))
+		rows, err = q.JobLockAvailable(ctx, jobqdb.JobLockAvailableParams{Excluded: excluded, Limit: int32(p.Limit)})
+		if s.afterClaimLock != nil && err == nil {
+			s.afterClaimLock(ctx, tx)
+		}
 		if err != nil || len(rows) == 0 {
 			return err
 		}

@@ -545,14 +545,47 @@ func (s *Store) completeWithSpawns(ctx context.Context, cs []jobq.Completion) ([
 
 // completeSpawn writes one completion and, when it has a Spawn and its job
 // ended SUCCESS, the spawned jobs, in one transaction.
+//
+// A repeat of a completion already applied (a retry after a lost
+// acknowledgement, or a replayed task token) writes nothing: the spawn is
+// applied exactly once, by the completion that recorded the outcome. The
+// repeat is applied (true) when its spawn is the one the first completion
+// wrote (sameSpawn) and refused (false, nothing written, the attempt's own
+// outcome left as is, so the remote path answers conflict) when it differs.
 func (s *Store) completeSpawn(ctx context.Context, c jobq.Completion) (bool, error) {
 	var ok bool
 	err := s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
-		var err error
-		if ok, err = s.completeOne(ctx, q, c); err != nil || !ok || c.Spawn == nil || c.Outcome != jobq.OutcomeSuccess {
+		if c.Spawn == nil || c.Outcome != jobq.OutcomeSuccess {
+			var err error
+			ok, err = s.completeOne(ctx, q, c)
 			return err
 		}
+		fresh, err := s.recordOutcome(ctx, q, c)
+		if err != nil {
+			return err
+		}
+		if !fresh {
+			done, err := alreadyApplied(ctx, q, c)
+			if err != nil {
+				return err
+			}
+			if !done {
+				_, err = q.ExecutionMarkStale(ctx, jobqdb.ExecutionMarkStaleParams{
+					Error: nullStr("completion refused: attempt no longer owns the job"), JobID: c.ID, Attempt: int32(c.Attempt),
+				})
+				return err
+			}
+			// A job that did not end SUCCESS (a cancel request won)
+			// spawned nothing the first time either.
+			if st, err := q.JobEndState(ctx, c.ID); err != nil || jobq.JobState(st.Status) != jobq.StateSuccess {
+				ok = err == nil
+				return err
+			}
+			ok, err = sameSpawn(ctx, tx, c)
+			return err
+		}
+		ok = true
 		st, err := q.JobEndState(ctx, c.ID)
 		if err != nil || jobq.JobState(st.Status) != jobq.StateSuccess {
 			return err
@@ -560,4 +593,42 @@ func (s *Store) completeSpawn(ctx context.Context, c jobq.Completion) (bool, err
 		return s.spawn(ctx, tx, c)
 	})
 	return ok, err
+}
+
+// sameSpawn reports whether the jobs c's attempt spawned when its success
+// was first applied are exactly c.Spawn's: the same job_keys, each with the
+// same job_type and request hash. The jobs an attempt spawned are its
+// children created at or after the attempt started (a workflow's declared
+// children are written with the workflow, before any of its jobs runs).
+func sameSpawn(ctx context.Context, tx *sql.Tx, c jobq.Completion) (bool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT j.job_key, j.job_type, j.request_hash
+FROM job_dependency d
+JOIN job_queue j ON j.id = d.child_id
+JOIN job_execution e ON e.job_id = d.parent_id AND e.attempt = ?
+WHERE d.parent_id = ? AND j.create_time >= e.started_at`, c.Attempt, c.ID)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	type spawned struct{ jobType, hash string }
+	got := map[string]spawned{}
+	for rows.Next() {
+		var key, jobType, hash string
+		if err := rows.Scan(&key, &jobType, &hash); err != nil {
+			return false, err
+		}
+		got[key] = spawned{jobType, hash}
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	if len(got) != len(c.Spawn.Jobs) {
+		return false, nil
+	}
+	for _, j := range c.Spawn.Jobs {
+		if g, ok := got[j.JobKey]; !ok || g != (spawned{j.JobType, j.RequestHash}) {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -1,5 +1,14 @@
 package store
 
+import (
+	"context"
+	"database/sql"
+)
+
+// SetAfterClaimLock makes st call f inside each claim's transaction right
+// after its locking read (JobClaimSkipLocked, JobClaimRemote).
+func SetAfterClaimLock(st *Store, f func(ctx context.Context, tx *sql.Tx)) { st.afterClaimLock = f }
+
 // SetBeforeSplitWrite makes st call f in completeSplit between its
 // fence-state read and its writes (a run can turn stale in that window).
 func SetBeforeSplitWrite(st *Store, f func()) { st.beforeSplitWrite = f }

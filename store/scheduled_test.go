@@ -106,7 +106,7 @@ func TestScanSkipsScheduledJobs(t *testing.T) {
 				return err
 			}
 			defer tx.Rollback()
-			_, err = q.WithTx(tx).JobLockAvailable(ctx, 1)
+			_, err = q.WithTx(tx).JobLockAvailable(ctx, jobqdb.JobLockAvailableParams{Excluded: []string{""}, Limit: 1})
 			return err
 		},
 	} {

@@ -41,6 +41,10 @@ type Store struct {
 	// beforeSplitWrite, when set (tests only: export_test.go), runs in
 	// completeSplit between its fence-state read and its writes.
 	beforeSplitWrite func()
+	// afterClaimLock, when set (tests only: export_test.go), runs inside a
+	// claim's transaction (JobClaimSkipLocked, JobClaimRemote) right after
+	// its locking read.
+	afterClaimLock func(ctx context.Context, tx *sql.Tx)
 	// remoteTypes are the job types declared remote (SetRemoteTypes): their
 	// jobs are submitted in lane 1, fetched by workers.
 	remoteTypes atomic.Pointer[map[string]bool]

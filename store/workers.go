@@ -61,12 +61,26 @@ func (s *Store) JobClaimRemote(ctx context.Context, p jobq.RemoteClaimParams) ([
 	if len(p.Types) == 0 || p.Limit <= 0 {
 		return nil, nil
 	}
+	// The paused types are left out before the locking read, so it locks
+	// only rows it can claim (see JobLockRemote); when every type asked for
+	// is paused there is nothing to lock.
+	paused, err := s.q.TypesPaused(ctx, p.Types)
+	if err != nil {
+		return nil, errorf("claim remote: paused types: %w", err)
+	}
+	types := slices.DeleteFunc(slices.Clone(p.Types), func(t string) bool { return slices.Contains(paused, t) })
+	if len(types) == 0 {
+		return nil, nil
+	}
 	var rows []jobqdb.JobLockRemoteRow
 	var ids []uint64
-	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {
+	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		var err error
-		rows, err = q.JobLockRemote(ctx, jobqdb.JobLockRemoteParams{Types: p.Types, Limit: int32(p.Limit)})
+		rows, err = q.JobLockRemote(ctx, jobqdb.JobLockRemoteParams{Types: types, Limit: int32(p.Limit)})
+		if s.afterClaimLock != nil && err == nil {
+			s.afterClaimLock(ctx, tx)
+		}
 		if err != nil || len(rows) == 0 {
 			return err
 		}

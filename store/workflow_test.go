@@ -449,3 +449,59 @@ func TestWorkflowRetriedCompletionSettlesChildrenOnce(t *testing.T) {
 		}
 	}
 }
+
+// A success with a spawn applies its spawn once: a repeat of the same
+// completion (a retry after a lost acknowledgement, a replayed task token)
+// writes nothing; it is applied when its spawn is the first one and refused
+// when it differs.
+func TestSpawnRepeatWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testdb.Store(t)
+	wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "sr", RequestHash: "h",
+		Jobs: []jobq.WorkflowJobParams{wfJob("sra"), wfJob("srb", "sra")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claimAll(t, st)
+	first := success(c["sra"])
+	first.Spawn = &jobq.Spawn{Jobs: []jobq.WorkflowJobParams{wfJob("srx")}}
+	if ap, err := st.JobCompleteMany(ctx, []jobq.Completion{first}); err != nil || !ap[0] {
+		t.Fatalf("first: %v %v", ap, err)
+	}
+	want := map[string]jobq.JobState{"sra": jobq.StateSuccess, "srb": jobq.StateWaiting, "srx": jobq.StateWaiting}
+	check := func(step string) {
+		t.Helper()
+		got := statuses(t, st, wf.ID)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: jobs %v, want %v", step, got, want)
+		}
+	}
+	check("first")
+	// The identical retry: applied, nothing written.
+	if ap, err := st.JobCompleteMany(ctx, []jobq.Completion{first}); err != nil || !ap[0] {
+		t.Fatalf("identical retry: applied=%v err=%v, want applied", ap, err)
+	}
+	check("identical retry")
+	for name, jobs := range map[string][]jobq.WorkflowJobParams{
+		"other job":   {wfJob("sry")},
+		"one more":    {wfJob("srx"), wfJob("sry")},
+		"other hash":  {{SubmitParams: jobq.SubmitParams{JobKey: "srx", JobType: "noop", Params: `{}`, RequestHash: "other"}}},
+		"other type":  {{SubmitParams: jobq.SubmitParams{JobKey: "srx", JobType: "sleep", Params: `{}`, RequestHash: "h-srx"}}},
+		"empty spawn": {},
+	} {
+		again := first
+		again.Spawn = &jobq.Spawn{Jobs: jobs}
+		if ap, err := st.JobCompleteMany(ctx, []jobq.Completion{again}); err != nil || ap[0] {
+			t.Fatalf("%s: applied=%v err=%v, want refused", name, ap, err)
+		}
+		check(name)
+		out, err := st.ExecutionOutcome(ctx, first.Fence)
+		if err != nil || !out.Own() {
+			t.Fatalf("%s: the attempt's outcome after a refused repeat: %+v %v", name, out, err)
+		}
+	}
+	if _, err := st.JobGetByKey(ctx, "sry"); !errors.Is(err, jobq.ErrNotFound) {
+		t.Fatalf("a refused repeat wrote job sry: %v", err)
+	}
+}

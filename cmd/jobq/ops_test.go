@@ -32,7 +32,12 @@ import (
 	"github.com/jobq/jobq/service"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(workHelperEnv); spec != "" {
+		workHelper(spec) // a `jobq work` process for TestWorkKilledTakesItsCommand
+	}
+	testdb.Main(m)
+}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 

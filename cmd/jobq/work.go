@@ -134,6 +134,7 @@ func (r *execRunner) run(ctx context.Context, job *client.WorkerJob) (any, error
 		"JOBQ_ATTEMPT="+strconv.Itoa(job.Attempt), "JOBQ_PARAMS="+string(job.Params))
 	cmd.Stdin = bytes.NewReader(job.Params)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // signals reach the shell's children too
+	dieWithParent(cmd.SysProcAttr)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -1238,11 +1238,16 @@ SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_
        run_at, attempt, create_time, has_children, workflow_id
 FROM job_queue
 WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
-  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
+  AND job_type NOT IN (/*SLICE:excluded*/?)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED
 `
+
+type JobLockAvailableParams struct {
+	Excluded []string
+	Limit    int32
+}
 
 type JobLockAvailableRow struct {
 	ID          uint64
@@ -1262,10 +1267,24 @@ type JobLockAvailableRow struct {
 
 // The read half of the skiplocked claim: locks up to LIMIT due rows that no
 // other transaction holds. Paused and limited job types are left out as in
-// JobScanAvailable; the subquery's rows are read, never locked. It returns
+// JobScanAvailable, but as a constant list the caller read first
+// (TypesExcluded, always holding ” so the list is never empty): the index
+// applies it before a row is locked, where a subquery is applied after,
+// locking every row of a paused backlog the scan steps past. It returns
 // what a handler needs, so the claim needs no read-back of the claimed rows.
-func (q *Queries) JobLockAvailable(ctx context.Context, limit int32) ([]JobLockAvailableRow, error) {
-	rows, err := q.db.QueryContext(ctx, jobLockAvailable, limit)
+func (q *Queries) JobLockAvailable(ctx context.Context, arg JobLockAvailableParams) ([]JobLockAvailableRow, error) {
+	query := jobLockAvailable
+	var queryParams []interface{}
+	if len(arg.Excluded) > 0 {
+		for _, v := range arg.Excluded {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:excluded*/?", strings.Repeat(",?", len(arg.Excluded))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:excluded*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Limit)
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
 	if err != nil {
 		return nil, err
 	}
@@ -1723,6 +1742,35 @@ func (q *Queries) LeaseRenewedIDs(ctx context.Context, arg LeaseRenewedIDsParams
 			return nil, err
 		}
 		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const typesExcluded = `-- name: TypesExcluded :many
+SELECT job_type FROM job_type_control WHERE paused = 1 OR max_running > 0
+`
+
+// The paused and limited job types (JobClaimSkipLocked's first,
+// non-locking read).
+func (q *Queries) TypesExcluded(ctx context.Context) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, typesExcluded)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var job_type string
+		if err := rows.Scan(&job_type); err != nil {
+			return nil, err
+		}
+		items = append(items, job_type)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err

@@ -124,7 +124,6 @@ SELECT q.id, q.job_key, q.job_type, q.params, q.priority, q.retry_times, q.max_r
 FROM job_queue AS q
 WHERE q.status = 'WAITING' AND q.lane = 1 AND q.run_at <= NOW(6)
   AND q.job_type IN (/*SLICE:types*/?)
-  AND q.job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1)
 ORDER BY q.priority DESC, q.run_at, q.id
 LIMIT ?
 FOR UPDATE SKIP LOCKED
@@ -156,9 +155,12 @@ type JobLockRemoteRow struct {
 // heartbeat's renewal (one UPDATE fenced per row by its own attempt) is
 // built in store/workers.go: sqlc cannot express its CASE of variable length.
 // The read half of a worker's fetch: locks up to LIMIT due lane-1 (remote)
-// jobs of the worker's job types that no other transaction holds, in
+// jobs of the given job types that no other transaction holds, in
 // idx_scan order (status, lane, priority DESC, run_at, id: no filesort; the
-// job_type filter is read from the index). Paused types are left out.
+// job_type filter is read from the index). The caller leaves paused types
+// out of types (TypesPaused): a constant list the index applies before a
+// row is locked, where a subquery would be applied after, locking every
+// row of a paused backlog it steps past.
 func (q *Queries) JobLockRemote(ctx context.Context, arg JobLockRemoteParams) ([]JobLockRemoteRow, error) {
 	query := jobLockRemote
 	var queryParams []interface{}
@@ -530,6 +532,46 @@ func (q *Queries) RunInfoSetProgress(ctx context.Context, arg RunInfoSetProgress
 		arg.ProgressMessage,
 	)
 	return err
+}
+
+const typesPaused = `-- name: TypesPaused :many
+SELECT job_type FROM job_type_control
+WHERE paused = 1 AND job_type IN (/*SLICE:types*/?)
+`
+
+// The paused job types among types (JobClaimRemote's first, non-locking
+// read).
+func (q *Queries) TypesPaused(ctx context.Context, types []string) ([]string, error) {
+	query := typesPaused
+	var queryParams []interface{}
+	if len(types) > 0 {
+		for _, v := range types {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:types*/?", strings.Repeat(",?", len(types))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:types*/?", "NULL", 1)
+	}
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var job_type string
+		if err := rows.Scan(&job_type); err != nil {
+			return nil, err
+		}
+		items = append(items, job_type)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const workerRunsInFlight = `-- name: WorkerRunsInFlight :many

@@ -92,13 +92,16 @@ LIMIT ?;
 -- name: JobLockAvailable :many
 -- The read half of the skiplocked claim: locks up to LIMIT due rows that no
 -- other transaction holds. Paused and limited job types are left out as in
--- JobScanAvailable; the subquery's rows are read, never locked. It returns
+-- JobScanAvailable, but as a constant list the caller read first
+-- (TypesExcluded, always holding '' so the list is never empty): the index
+-- applies it before a row is locked, where a subquery is applied after,
+-- locking every row of a paused backlog the scan steps past. It returns
 -- what a handler needs, so the claim needs no read-back of the claimed rows.
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
        run_at, attempt, create_time, has_children, workflow_id
 FROM job_queue
 WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
-  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
+  AND job_type NOT IN (sqlc.slice(excluded))
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;
@@ -428,3 +431,8 @@ SELECT status, COUNT(*) AS n FROM job_queue GROUP BY status;
 
 -- name: DBNow :one
 SELECT NOW(6);
+
+-- name: TypesExcluded :many
+-- The paused and limited job types (JobClaimSkipLocked's first,
+-- non-locking read).
+SELECT job_type FROM job_type_control WHERE paused = 1 OR max_running > 0;

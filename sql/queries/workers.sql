@@ -5,15 +5,17 @@
 
 -- name: JobLockRemote :many
 -- The read half of a worker's fetch: locks up to LIMIT due lane-1 (remote)
--- jobs of the worker's job types that no other transaction holds, in
+-- jobs of the given job types that no other transaction holds, in
 -- idx_scan order (status, lane, priority DESC, run_at, id: no filesort; the
--- job_type filter is read from the index). Paused types are left out.
+-- job_type filter is read from the index). The caller leaves paused types
+-- out of types (TypesPaused): a constant list the index applies before a
+-- row is locked, where a subquery would be applied after, locking every
+-- row of a paused backlog it steps past.
 SELECT q.id, q.job_key, q.job_type, q.params, q.priority, q.retry_times, q.max_retry, q.timeout_ms,
        q.run_at, q.attempt, q.create_time, q.has_children, q.workflow_id
 FROM job_queue AS q
 WHERE q.status = 'WAITING' AND q.lane = 1 AND q.run_at <= NOW(6)
   AND q.job_type IN (sqlc.slice(types))
-  AND q.job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1)
 ORDER BY q.priority DESC, q.run_at, q.id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;
@@ -111,3 +113,9 @@ GROUP BY owner;
 UPDATE job_queue
 SET lane = 1
 WHERE job_type IN (sqlc.slice(types)) AND lane = 0 AND status IN ('WAITING', 'SCHEDULED');
+
+-- name: TypesPaused :many
+-- The paused job types among types (JobClaimRemote's first, non-locking
+-- read).
+SELECT job_type FROM job_type_control
+WHERE paused = 1 AND job_type IN (sqlc.slice(types));
