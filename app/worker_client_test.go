@@ -197,7 +197,7 @@ func TestClientWorkerFreesSlotBeforeTheAcknowledgement(t *testing.T) {
 		}
 	})
 	wk, err := client.NewWorker(client.WorkerConfig{Server: px.srv.URL, Token: resizeToken, WorkerID: "slot-w", Concurrency: 1,
-		PollWait: time.Second, Logger: quietLog})
+		RunQueue: -1, PollWait: time.Second, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,16 @@ const (
 	// completion waits for its acknowledgement: as many as one completion
 	// batch (and one heartbeat) carries.
 	WorkerPendingCompletionsDefault = 1000
+	// WorkerDrainWaitDefault is how long a draining worker's fetch waits
+	// for the slots its last fetch filled (the replica's DrainWait, for the
+	// same reason: fewer, fuller claims).
+	WorkerDrainWaitDefault = 3 * time.Millisecond
+	// WorkerRunQueueDefault is the most fetched jobs a worker queues for a
+	// free slot (the replica's RunQueueDefault).
+	WorkerRunQueueDefault = 500
+	// WorkerRunQueueWaitDefault is how long a worker's run queue may stand
+	// still before its jobs are given back (the replica's default).
+	WorkerRunQueueWaitDefault = 250 * time.Millisecond
 )
 
 // The worker protocol's words (docs/workers.md).
@@ -127,6 +137,24 @@ type WorkerConfig struct {
 	// while the slot runs the next job. Defaults to
 	// WorkerConcurrencyDefault (4).
 	Concurrency int
+	// RunQueue is how many fetched jobs may wait, held and heartbeated, for
+	// a free slot, so that a worker draining a long queue of short jobs
+	// fetches in batches sized by the backlog rather than by the slots that
+	// just freed: a fetch asks for the free slots plus the free queue
+	// places. The queue is adaptive, as the replica's is: it offers at most
+	// as many places as the worker is expected to start within 100ms — the
+	// handlers that returned in the last 100ms, capped by Concurrency ×
+	// 100ms / their mean run time — so a worker running long jobs fetches
+	// no more than its free slots. Queued jobs start in fetch order; the
+	// job's Timeout counts from its start. Defaults to
+	// WorkerRunQueueDefault (500); negative disables it.
+	RunQueue int
+	// RunQueueWait is how long the run queue may stand still (no queued job
+	// started) before every queued job is given back (released: WAITING,
+	// no retry spent, for any worker to fetch), so a worker never sits on
+	// jobs it cannot start soon — long jobs fetched right after short ones.
+	// Defaults to WorkerRunQueueWaitDefault (250ms).
+	RunQueueWait time.Duration
 	// PendingCompletions bounds the finished jobs whose completion has not
 	// been acknowledged yet; while that many wait, the worker fetches no
 	// more jobs. Defaults to WorkerPendingCompletionsDefault (1,000).
@@ -139,6 +167,14 @@ type WorkerConfig struct {
 	// PollWait is how long one fetch waits on the replica when no job is
 	// due (wait_ms, at most 60s). Defaults to WorkerPollWaitDefault (20s).
 	PollWait time.Duration
+	// DrainWait is how long a draining worker (its last fetch got all the
+	// jobs it asked for: the queue is long) waits for as many free slots as
+	// that fetch took before it fetches fewer. Slots free one by one as
+	// handlers return; fetching at each free slot means many small fetches,
+	// each a round trip and a claim transaction that cost as much as a big
+	// one. A worker that is not draining fetches as soon as a slot is free.
+	// Defaults to WorkerDrainWaitDefault (3ms); negative disables it.
+	DrainWait time.Duration
 	// HTTP sends the calls. Defaults to a client without an overall timeout
 	// (each call has its own deadline).
 	HTTP *http.Client
@@ -171,6 +207,15 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	if c.PollWait <= 0 {
 		c.PollWait = WorkerPollWaitDefault
 	}
+	if c.DrainWait == 0 {
+		c.DrainWait = WorkerDrainWaitDefault
+	}
+	if c.RunQueue == 0 {
+		c.RunQueue = WorkerRunQueueDefault
+	}
+	if c.RunQueueWait <= 0 {
+		c.RunQueueWait = WorkerRunQueueWaitDefault
+	}
 	if c.HTTP == nil {
 		c.HTTP = &http.Client{}
 	}
@@ -193,6 +238,8 @@ func (c WorkerConfig) Validate() error {
 		return errors.New("version: at most 64 characters")
 	case c.Concurrency > 1000:
 		return errors.New("concurrency: at most 1000 (a fetch's max_jobs)")
+	case c.RunQueue > 10000:
+		return errors.New("run queue: at most 10000")
 	case c.PendingCompletions > 100000:
 		return errors.New("pending completions: at most 100000")
 	case c.PollWait > time.Minute:
@@ -231,6 +278,11 @@ type Worker struct {
 	held    map[string]*heldJob // by task token: fetched and not yet acknowledged
 	running int                 // slots taken: jobs fetched whose handler has not returned
 	pending int                 // finished jobs whose completion waits for its acknowledgement
+	queue   []*heldJob          // fetched jobs waiting for a free slot, in fetch order (worker_queue.go)
+	moved   time.Time           // when a queued job last started, or the queue last became non-empty
+	recent  recentRuns          // handlers that returned lately: the run queue's size
+	closing bool                // Run's context ended: queued jobs are not started
+	qWake   chan struct{}       // a job was queued (buffered 1)
 	freed   chan struct{}       // a slot was freed or a completion acknowledged (buffered 1)
 	hbWake  chan struct{}       // a job was added (buffered 1)
 	wg      sync.WaitGroup      // one per held job
@@ -257,6 +309,7 @@ type heldJob struct {
 	lost       bool      // a heartbeat answered lost: never complete
 	released   bool      // completed by Run's shutdown; the handler's result is dropped
 	slot       bool      // takes a run slot (running counts it)
+	inQueue    bool      // waits in the run queue for a slot
 	completing bool      // its completion is pending (pending counts it)
 	dropped    bool      // forgotten: wg.Done was called
 }
@@ -275,7 +328,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, apis: apis, log: cfg.Logger.With("component", "worker", "worker_id", cfg.WorkerID),
 		handlers: map[string]HandlerFunc{}, held: map[string]*heldJob{},
-		freed: make(chan struct{}, 1), hbWake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1),
+		freed: make(chan struct{}, 1), hbWake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1), qWake: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -381,9 +434,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx) }()
 	sendStop, sendDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(sendDone); w.sendLoop(sendStop) }()
+	sweepStop, sweepDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(sweepDone); w.sweepLoop(sweepStop) }()
 
 	runErr := w.fetchLoop(ctx)
 
+	w.releaseQueued()
+	close(sweepStop)
+	<-sweepDone
 	w.shutdown()
 	close(sendStop)
 	<-sendDone
@@ -397,6 +455,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // fetchLoop fetches while there are free slots, until ctx ends.
 func (w *Worker) fetchLoop(ctx context.Context) error {
 	backoff := completeBackoffMin
+	want := 0 // draining: the slots the last fetch filled
 	for ctx.Err() == nil {
 		free := w.freeSlots()
 		if free == 0 {
@@ -406,6 +465,11 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			case <-w.freed:
 			}
 			continue
+		}
+		if free < want && w.cfg.DrainWait > 0 {
+			if free = w.waitSlots(ctx, want, w.cfg.DrainWait); free == 0 {
+				continue
+			}
 		}
 		jobs, err := w.fetch(ctx, free)
 		if err != nil {
@@ -427,6 +491,10 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			continue
 		}
 		backoff = completeBackoffMin
+		want = 0
+		if len(jobs) == free {
+			want = free
+		}
 		for _, fj := range jobs {
 			w.start(ctx, fj)
 		}
@@ -434,15 +502,37 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 	return nil
 }
 
-// freeSlots is how many jobs a fetch may ask for: the free run slots, or
-// none while PendingCompletions completions wait for their acknowledgement.
+// waitSlots waits up to d for want free slots and returns the free slots
+// then.
+func (w *Worker) waitSlots(ctx context.Context, want int, d time.Duration) int {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		free := w.freeSlots()
+		if free >= want {
+			return free
+		}
+		select {
+		case <-ctx.Done():
+			return free
+		case <-t.C:
+			return free
+		case <-w.freed:
+		}
+	}
+}
+
+// freeSlots is how many jobs a fetch may ask for: the free run slots plus
+// the free run-queue places (at most a fetch's 1,000), or none while
+// PendingCompletions completions wait for their acknowledgement.
 func (w *Worker) freeSlots() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.pending >= w.cfg.PendingCompletions {
 		return 0
 	}
-	return w.cfg.Concurrency - w.running
+	free := max(0, w.cfg.Concurrency-w.running) + max(0, w.placesLocked(time.Now())-len(w.queue))
+	return min(free, maxFetchJobs)
 }
 
 func (w *Worker) fetch(ctx context.Context, maxJobs int) ([]apitype.FetchedJob, error) {
@@ -482,8 +572,15 @@ func (w *Worker) start(runCtx context.Context, fj apitype.FetchedJob) {
 	case runCtx.Err() != nil:
 		close(hj.done)
 		w.queueLocked(hj, apitype.CompleteRequest{TaskToken: job.token, Outcome: outcomeRelease, Error: "worker shutting down"})
-	default:
+	case w.running < w.cfg.Concurrency:
 		w.runLocked(hj)
+	default:
+		if len(w.queue) == 0 {
+			w.moved = time.Now()
+		}
+		hj.inQueue = true
+		w.queue = append(w.queue, hj)
+		notify(w.qWake)
 	}
 }
 
@@ -505,6 +602,7 @@ func (w *Worker) runJob(ctx context.Context, hj *heldJob) {
 	}
 	var out any
 	var err error
+	began := time.Now()
 	if h == nil {
 		err = fmt.Errorf("no handler for job type %q: %w", job.Type, ErrNoRetry)
 	} else {
@@ -512,8 +610,10 @@ func (w *Worker) runJob(ctx context.Context, hj *heldJob) {
 	}
 	body := outcomeBody(ctx, job.token, out, err)
 	close(hj.done)
+	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.recent.add(now, now.Sub(began))
 	switch {
 	case hj.released:
 		return // Run's shutdown gave it back already

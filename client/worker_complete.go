@@ -102,12 +102,13 @@ func (w *Worker) queueLocked(hj *heldJob, body apitype.CompleteRequest) {
 	w.wakeSender()
 }
 
-// freeSlotLocked frees hj's run slot, if it has one, for the next fetch
-// (w.mu is held).
+// freeSlotLocked frees hj's run slot, if it has one, for the next queued
+// job or fetch (w.mu is held).
 func (w *Worker) freeSlotLocked(hj *heldJob) {
 	if hj.slot {
 		hj.slot = false
 		w.running--
+		w.startQueuedLocked()
 		notify(w.freed)
 	}
 }
@@ -119,6 +120,7 @@ func (w *Worker) dropLocked(hj *heldJob) {
 		return
 	}
 	hj.dropped = true
+	w.unqueueLocked(hj)
 	w.freeSlotLocked(hj)
 	if hj.completing {
 		hj.completing = false
