@@ -144,7 +144,9 @@ func (w *Worker) sweep(now time.Time) {
 		return
 	}
 	w.log.Info("run queue stood still; giving its jobs back", "jobs", len(w.queue), "waited", now.Sub(w.moved).Round(time.Millisecond))
-	w.releaseQueuedLocked("released: waited in the worker's run queue for a free slot")
+	// The replica's words for its own run queue's give-back: the same
+	// release by design, and told apart from others by it.
+	w.releaseQueuedLocked("released: waited in the run queue longer than the run-queue wait; back to WAITING for any worker")
 }
 
 // releaseQueued stops starting queued jobs and releases them (Run's
