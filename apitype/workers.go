@@ -147,3 +147,78 @@ type LogPage struct {
 	Lines     []LogLine `json:"lines"`
 	NextAfter int       `json:"next_after"`
 }
+
+// MaxCompleteBatch is the most completions one POST
+// /v1/workers/complete:batch (or WorkerService.CompleteBatch) carries.
+const MaxCompleteBatch = 1000
+
+// CompleteBatchRequest is the body of POST /v1/workers/complete:batch:
+// 1–MaxCompleteBatch completions, each a POST /v1/workers/complete body.
+type CompleteBatchRequest struct {
+	Completions []CompleteRequest `json:"completions"`
+}
+
+// Per-completion results of a batch (CompleteBatchResult.Result), each the
+// answer POST /v1/workers/complete gives the same body.
+const (
+	// CompleteApplied: written now, or the same outcome was already written
+	// for the attempt (200 applied).
+	CompleteApplied = "applied"
+	// CompleteStale: the attempt no longer holds the job; nothing changed
+	// (409 stale).
+	CompleteStale = "stale"
+	// CompleteConflict: a different outcome was already applied for the
+	// attempt; nothing changed (409 conflict).
+	CompleteConflict = "conflict"
+	// CompleteForbidden: the secret is wrong, or the job's type is outside
+	// the worker token's scope; nothing changed (403 forbidden).
+	CompleteForbidden = "forbidden"
+	// CompleteInvalid: the completion is malformed or too large; Error
+	// names the field and the rule (code invalid_argument or too_large:
+	// 400 or 413); nothing changed.
+	CompleteInvalid = "invalid"
+)
+
+// CompleteBatchResult is what happened to one completion of a batch, at
+// the same index as in the request.
+type CompleteBatchResult struct {
+	Result  string `json:"result"` // CompleteApplied, CompleteStale, CompleteConflict, CompleteForbidden or CompleteInvalid
+	JobID   uint64 `json:"job_id,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	// Status is the job's status after an applied completion.
+	Status string `json:"status,omitempty"`
+	// Error says why a completion was refused: the code, field and message
+	// the single route's error body would carry.
+	Error *ErrorDetail `json:"error,omitempty"`
+}
+
+// CompleteBatchResponse is the body of a 200 answer to POST
+// /v1/workers/complete:batch: one result per completion, in request
+// order, and the count of each result.
+type CompleteBatchResponse struct {
+	Results   []CompleteBatchResult `json:"results"`
+	Applied   int                   `json:"applied"`
+	Stale     int                   `json:"stale"`
+	Conflict  int                   `json:"conflict"`
+	Forbidden int                   `json:"forbidden"`
+	Invalid   int                   `json:"invalid"`
+}
+
+// Count sets the per-result counts from Results.
+func (r *CompleteBatchResponse) Count() {
+	r.Applied, r.Stale, r.Conflict, r.Forbidden, r.Invalid = 0, 0, 0, 0, 0
+	for _, x := range r.Results {
+		switch x.Result {
+		case CompleteApplied:
+			r.Applied++
+		case CompleteStale:
+			r.Stale++
+		case CompleteConflict:
+			r.Conflict++
+		case CompleteForbidden:
+			r.Forbidden++
+		case CompleteInvalid:
+			r.Invalid++
+		}
+	}
+}

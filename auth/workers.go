@@ -17,10 +17,11 @@ func workerRoute(r *http.Request) bool {
 	p := r.URL.Path
 	if r.Method == http.MethodPost {
 		switch p {
-		case "/v1/workers/fetch", "/v1/workers/heartbeat", "/v1/workers/complete", "/v1/workers/log", "/v1/workers/progress",
+		case "/v1/workers/fetch", "/v1/workers/heartbeat", "/v1/workers/complete", "/v1/workers/complete:batch",
+			"/v1/workers/log", "/v1/workers/progress",
 			"/v1/jobs", "/v1/jobs:batch", // the submit grant, checked by the service
 			"/jobq.v1.WorkerService/Fetch", "/jobq.v1.WorkerService/Heartbeat", "/jobq.v1.WorkerService/Complete",
-			"/jobq.v1.WorkerService/AppendLog", "/jobq.v1.WorkerService/ReportProgress",
+			"/jobq.v1.WorkerService/CompleteBatch", "/jobq.v1.WorkerService/AppendLog", "/jobq.v1.WorkerService/ReportProgress",
 			"/jobq.v1.JobService/SubmitJob", "/jobq.v1.JobService/SubmitJobs", "/jobq.v1.JobService/GetJob",
 			"/jobq.v1.JobService/ListExecutions":
 			return true

@@ -34,6 +34,20 @@ const (
 	// jobs still running at the end of the shutdown timeout, for their
 	// handlers to return before it releases them anyway.
 	WorkerAbandonWaitDefault = 2 * time.Second
+	// WorkerPendingCompletionsDefault bounds the finished jobs whose
+	// completion waits for its acknowledgement: as many as one completion
+	// batch (and one heartbeat) carries.
+	WorkerPendingCompletionsDefault = 1000
+	// WorkerDrainWaitDefault is how long a draining worker's fetch waits
+	// for the slots its last fetch filled (the replica's DrainWait, for the
+	// same reason: fewer, fuller claims).
+	WorkerDrainWaitDefault = 3 * time.Millisecond
+	// WorkerRunQueueDefault is the most fetched jobs a worker queues for a
+	// free slot (the replica's RunQueueDefault).
+	WorkerRunQueueDefault = 500
+	// WorkerRunQueueWaitDefault is how long a worker's run queue may stand
+	// still before its jobs are given back (the replica's default).
+	WorkerRunQueueWaitDefault = 250 * time.Millisecond
 )
 
 // The worker protocol's words (docs/workers.md).
@@ -118,8 +132,33 @@ type WorkerConfig struct {
 	// "jobq-go/<module version>".
 	Version string
 	// Concurrency is how many jobs run at once; a fetch asks for the free
-	// slots only. Defaults to WorkerConcurrencyDefault (4).
+	// slots only. A job's slot is free again as soon as its handler
+	// returns: its completion is sent, and its lease kept by heartbeats,
+	// while the slot runs the next job. Defaults to
+	// WorkerConcurrencyDefault (4).
 	Concurrency int
+	// RunQueue is how many fetched jobs may wait, held and heartbeated, for
+	// a free slot, so that a worker draining a long queue of short jobs
+	// fetches in batches sized by the backlog rather than by the slots that
+	// just freed: a fetch asks for the free slots plus the free queue
+	// places. The queue is adaptive, as the replica's is: it offers at most
+	// as many places as the worker is expected to start within 100ms — the
+	// handlers that returned in the last 100ms, capped by Concurrency ×
+	// 100ms / their mean run time — so a worker running long jobs fetches
+	// no more than its free slots. Queued jobs start in fetch order; the
+	// job's Timeout counts from its start. Defaults to
+	// WorkerRunQueueDefault (500); negative disables it.
+	RunQueue int
+	// RunQueueWait is how long the run queue may stand still (no queued job
+	// started) before every queued job is given back (released: WAITING,
+	// no retry spent, for any worker to fetch), so a worker never sits on
+	// jobs it cannot start soon — long jobs fetched right after short ones.
+	// Defaults to WorkerRunQueueWaitDefault (250ms).
+	RunQueueWait time.Duration
+	// PendingCompletions bounds the finished jobs whose completion has not
+	// been acknowledged yet; while that many wait, the worker fetches no
+	// more jobs. Defaults to WorkerPendingCompletionsDefault (1,000).
+	PendingCompletions int
 	// ShutdownTimeout is how long Run lets running jobs finish once its
 	// context is cancelled; then it cancels them (cause ErrShutdown) and
 	// releases those that return an error. Defaults to
@@ -128,6 +167,14 @@ type WorkerConfig struct {
 	// PollWait is how long one fetch waits on the replica when no job is
 	// due (wait_ms, at most 60s). Defaults to WorkerPollWaitDefault (20s).
 	PollWait time.Duration
+	// DrainWait is how long a draining worker (its last fetch got all the
+	// jobs it asked for: the queue is long) waits for as many free slots as
+	// that fetch took before it fetches fewer. Slots free one by one as
+	// handlers return; fetching at each free slot means many small fetches,
+	// each a round trip and a claim transaction that cost as much as a big
+	// one. A worker that is not draining fetches as soon as a slot is free.
+	// Defaults to WorkerDrainWaitDefault (3ms); negative disables it.
+	DrainWait time.Duration
 	// HTTP sends the calls. Defaults to a client without an overall timeout
 	// (each call has its own deadline).
 	HTTP *http.Client
@@ -151,11 +198,23 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	if c.Concurrency <= 0 {
 		c.Concurrency = WorkerConcurrencyDefault
 	}
+	if c.PendingCompletions <= 0 {
+		c.PendingCompletions = WorkerPendingCompletionsDefault
+	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = WorkerShutdownTimeoutDefault
 	}
 	if c.PollWait <= 0 {
 		c.PollWait = WorkerPollWaitDefault
+	}
+	if c.DrainWait == 0 {
+		c.DrainWait = WorkerDrainWaitDefault
+	}
+	if c.RunQueue == 0 {
+		c.RunQueue = WorkerRunQueueDefault
+	}
+	if c.RunQueueWait <= 0 {
+		c.RunQueueWait = WorkerRunQueueWaitDefault
 	}
 	if c.HTTP == nil {
 		c.HTTP = &http.Client{}
@@ -179,6 +238,10 @@ func (c WorkerConfig) Validate() error {
 		return errors.New("version: at most 64 characters")
 	case c.Concurrency > 1000:
 		return errors.New("concurrency: at most 1000 (a fetch's max_jobs)")
+	case c.RunQueue > 10000:
+		return errors.New("run queue: at most 10000")
+	case c.PendingCompletions > 100000:
+		return errors.New("pending completions: at most 100000")
 	case c.PollWait > time.Minute:
 		return errors.New("poll wait: at most 60s")
 	}
@@ -212,23 +275,43 @@ type Worker struct {
 	types    []string
 
 	mu      sync.Mutex
-	held    map[string]*heldJob // by task token: fetched and not yet completed
-	running int                 // slots taken (handler running or completing)
-	freed   chan struct{}       // a slot was freed (buffered 1)
+	held    map[string]*heldJob // by task token: fetched and not yet acknowledged
+	running int                 // slots taken: jobs fetched whose handler has not returned
+	pending int                 // finished jobs whose completion waits for its acknowledgement
+	queue   []*heldJob          // fetched jobs waiting for a free slot, in fetch order (worker_queue.go)
+	moved   time.Time           // when a queued job last started, or the queue last became non-empty
+	recent  recentRuns          // handlers that returned lately: the run queue's size
+	closing bool                // Run's context ended: queued jobs are not started
+	qWake   chan struct{}       // a job was queued (buffered 1)
+	freed   chan struct{}       // a slot was freed or a completion acknowledged (buffered 1)
 	hbWake  chan struct{}       // a job was added (buffered 1)
 	wg      sync.WaitGroup      // one per held job
+
+	// The completion sender (worker_complete.go).
+	outbox   []*completion  // completions not sent yet
+	retries  []*sendCall    // calls to send again after their backoff
+	sending  int            // completion calls in flight
+	sendWake chan struct{}  // the outbox or sending changed (buffered 1)
+	sendWG   sync.WaitGroup // one per completion call in flight
+	single   atomic.Bool    // a replica lacks the batch route: one call per completion
 }
 
-// heldJob is a job this worker holds the lease of.
+// heldJob is a job this worker holds the lease of: from its fetch until
+// its completion is acknowledged (or refused, or given up).
 type heldJob struct {
-	job       *WorkerJob
-	cancel    context.CancelCauseFunc
-	done      chan struct{} // closed when the handler returned
-	heartbeat time.Duration
-	lease     time.Duration
-	deadline  time.Time // local estimate of lease_until: last renewal + lease
-	lost      bool      // a heartbeat answered lost: never complete
-	released  bool      // completed by Run's shutdown; the handler's result is dropped
+	job        *WorkerJob
+	cancel     context.CancelCauseFunc
+	ctx        context.Context // the job's context (cancel ends it)
+	done       chan struct{}   // closed when the handler returned
+	heartbeat  time.Duration
+	lease      time.Duration
+	deadline   time.Time // local estimate of lease_until: last renewal + lease
+	lost       bool      // a heartbeat answered lost: never complete
+	released   bool      // completed by Run's shutdown; the handler's result is dropped
+	slot       bool      // takes a run slot (running counts it)
+	inQueue    bool      // waits in the run queue for a slot
+	completing bool      // its completion is pending (pending counts it)
+	dropped    bool      // forgotten: wg.Done was called
 }
 
 // NewWorker returns a worker for cfg (defaults applied) or the first
@@ -245,7 +328,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, apis: apis, log: cfg.Logger.With("component", "worker", "worker_id", cfg.WorkerID),
 		handlers: map[string]HandlerFunc{}, held: map[string]*heldJob{},
-		freed: make(chan struct{}, 1), hbWake: make(chan struct{}, 1),
+		freed: make(chan struct{}, 1), hbWake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1), qWake: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -349,10 +432,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	hbCtx, hbStop := context.WithCancel(context.Background())
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx) }()
+	sendStop, sendDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(sendDone); w.sendLoop(sendStop) }()
+	sweepStop, sweepDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(sweepDone); w.sweepLoop(sweepStop) }()
 
 	runErr := w.fetchLoop(ctx)
 
+	w.releaseQueued()
+	close(sweepStop)
+	<-sweepDone
 	w.shutdown()
+	close(sendStop)
+	<-sendDone
+	w.sendWG.Wait()
 	hbStop()
 	<-hbDone
 	w.log.Info("worker stopped")
@@ -362,6 +455,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // fetchLoop fetches while there are free slots, until ctx ends.
 func (w *Worker) fetchLoop(ctx context.Context) error {
 	backoff := completeBackoffMin
+	want := 0 // draining: the slots the last fetch filled
 	for ctx.Err() == nil {
 		free := w.freeSlots()
 		if free == 0 {
@@ -371,6 +465,11 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			case <-w.freed:
 			}
 			continue
+		}
+		if free < want && w.cfg.DrainWait > 0 {
+			if free = w.waitSlots(ctx, want, w.cfg.DrainWait); free == 0 {
+				continue
+			}
 		}
 		jobs, err := w.fetch(ctx, free)
 		if err != nil {
@@ -392,6 +491,10 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 			continue
 		}
 		backoff = completeBackoffMin
+		want = 0
+		if len(jobs) == free {
+			want = free
+		}
 		for _, fj := range jobs {
 			w.start(ctx, fj)
 		}
@@ -399,10 +502,37 @@ func (w *Worker) fetchLoop(ctx context.Context) error {
 	return nil
 }
 
+// waitSlots waits up to d for want free slots and returns the free slots
+// then.
+func (w *Worker) waitSlots(ctx context.Context, want int, d time.Duration) int {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		free := w.freeSlots()
+		if free >= want {
+			return free
+		}
+		select {
+		case <-ctx.Done():
+			return free
+		case <-t.C:
+			return free
+		case <-w.freed:
+		}
+	}
+}
+
+// freeSlots is how many jobs a fetch may ask for: the free run slots plus
+// the free run-queue places (at most a fetch's 1,000), or none while
+// PendingCompletions completions wait for their acknowledgement.
 func (w *Worker) freeSlots() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.cfg.Concurrency - w.running
+	if w.pending >= w.cfg.PendingCompletions {
+		return 0
+	}
+	free := max(0, w.cfg.Concurrency-w.running) + max(0, w.placesLocked(time.Now())-len(w.queue))
+	return min(free, maxFetchJobs)
 }
 
 func (w *Worker) fetch(ctx context.Context, maxJobs int) ([]apitype.FetchedJob, error) {
@@ -431,23 +561,34 @@ func (w *Worker) start(runCtx context.Context, fj apitype.FetchedJob) {
 		hb = max(lease/3, time.Second)
 	}
 	jobCtx, cancel := context.WithCancelCause(context.Background())
-	hj := &heldJob{job: job, cancel: cancel, done: make(chan struct{}), heartbeat: hb, lease: lease,
+	hj := &heldJob{job: job, ctx: jobCtx, cancel: cancel, done: make(chan struct{}), heartbeat: hb, lease: lease,
 		deadline: time.Now().Add(lease)}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.held[fj.TaskToken] = hj
-	w.running++
 	w.wg.Add(1)
-	w.mu.Unlock()
-	select {
-	case w.hbWake <- struct{}{}:
-	default:
-	}
-	if runCtx.Err() != nil {
+	notify(w.hbWake)
+	switch {
+	case runCtx.Err() != nil:
 		close(hj.done)
-		go w.finish(hj, apitype.CompleteRequest{TaskToken: job.token, Outcome: outcomeRelease, Error: "worker shutting down"})
-		return
+		w.queueLocked(hj, apitype.CompleteRequest{TaskToken: job.token, Outcome: outcomeRelease, Error: "worker shutting down"})
+	case w.running < w.cfg.Concurrency:
+		w.runLocked(hj)
+	default:
+		if len(w.queue) == 0 {
+			w.moved = time.Now()
+		}
+		hj.inQueue = true
+		w.queue = append(w.queue, hj)
+		notify(w.qWake)
 	}
-	go w.runJob(jobCtx, hj)
+}
+
+// runLocked gives hj a slot and runs its handler (w.mu is held).
+func (w *Worker) runLocked(hj *heldJob) {
+	hj.slot = true
+	w.running++
+	go w.runJob(hj.ctx, hj)
 }
 
 // runJob runs the handler and reports its outcome.
@@ -461,24 +602,29 @@ func (w *Worker) runJob(ctx context.Context, hj *heldJob) {
 	}
 	var out any
 	var err error
+	began := time.Now()
 	if h == nil {
 		err = fmt.Errorf("no handler for job type %q: %w", job.Type, ErrNoRetry)
 	} else {
 		out, err = callHandler(ctx, h, job)
 	}
+	body := outcomeBody(ctx, job.token, out, err)
 	close(hj.done)
+	now := time.Now()
 	w.mu.Lock()
-	lost, released := hj.lost, hj.released
-	w.mu.Unlock()
-	if released {
+	defer w.mu.Unlock()
+	w.recent.add(now, now.Sub(began))
+	switch {
+	case hj.released:
 		return // Run's shutdown gave it back already
-	}
-	if lost {
+	case hj.lost:
 		w.log.Info("job lost its lease; outcome not reported", "job_id", job.ID, "attempt", job.Attempt)
-		w.drop(hj)
-		return
+		w.dropLocked(hj)
+	default:
+		// The slot is free now; the completion goes to the sender, and the
+		// job's lease is renewed by heartbeats until it is acknowledged.
+		w.queueLocked(hj, body)
 	}
-	w.finish(hj, outcomeBody(ctx, job.token, out, err))
 }
 
 // outcomeBody is the completion a handler's result asks for.
@@ -507,84 +653,11 @@ func callHandler(ctx context.Context, h HandlerFunc, job *WorkerJob) (out any, e
 	return h(ctx, job)
 }
 
-// finish completes hj with body and frees its slot.
-func (w *Worker) finish(hj *heldJob, body apitype.CompleteRequest) {
-	w.complete(hj, body)
-	w.drop(hj)
-}
-
-// drop forgets hj and frees its slot.
-func (w *Worker) drop(hj *heldJob) {
-	w.mu.Lock()
-	delete(w.held, hj.job.token)
-	w.running--
-	w.mu.Unlock()
-	hj.cancel(context.Canceled)
-	w.wg.Done()
-	select {
-	case w.freed <- struct{}{}:
-	default:
-	}
-}
-
-// complete sends body until it is answered, retrying network errors and
-// 5xx answers with the same bytes (backoff 100 ms doubling to 5 s) until
-// the job's lease deadline. 409 (stale or conflict) ends the retries; a
-// 400 or 413 answer to a success is sent again as a failure without retry
-// carrying the server's message (the same output would be refused again).
-func (w *Worker) complete(hj *heldJob, body apitype.CompleteRequest) {
-	job := hj.job
-	w.mu.Lock()
-	deadline := hj.deadline
-	w.mu.Unlock()
-	raw, err := json.Marshal(body)
-	if err != nil { // cannot happen: every field marshals
-		w.log.Error("completion not encodable", "job_id", job.ID, "err", err)
-		return
-	}
-	backoff := completeBackoffMin
-	for {
-		var resp apitype.CompleteResponse
-		err := w.call(context.Background(), "/v1/workers/complete", json.RawMessage(raw), &resp)
-		if err == nil {
-			w.log.Debug("job completed", "job_id", job.ID, "attempt", job.Attempt, "outcome", body.Outcome, "status", resp.Status)
-			return
-		}
-		var ae *APIError
-		if errors.As(err, &ae) {
-			switch {
-			case ae.Status == http.StatusConflict:
-				w.log.Info("completion refused: the attempt no longer holds the job or another outcome was applied",
-					"job_id", job.ID, "attempt", job.Attempt, "code", ae.Detail.Code)
-				return
-			case (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge) && body.Outcome == outcomeSuccess:
-				// Every attempt would give the same output: fail the job now.
-				w.log.Warn("success refused; reporting it as a failure without retry", "job_id", job.ID, "attempt", job.Attempt, "err", err)
-				retry := false
-				body = apitype.CompleteRequest{TaskToken: body.TaskToken, Outcome: outcomeFailure, Error: ae.Detail.Message, Retry: &retry}
-				if raw, err = json.Marshal(body); err != nil {
-					return
-				}
-				continue
-			case ae.Status < 500 && ae.Status != http.StatusTooManyRequests && ae.Status != http.StatusRequestTimeout:
-				w.log.Error("completion refused", "job_id", job.ID, "attempt", job.Attempt, "err", err)
-				return
-			}
-		}
-		if time.Now().Add(backoff).After(deadline) {
-			w.log.Error("completion not acknowledged before the lease deadline; the job will be rescued",
-				"job_id", job.ID, "attempt", job.Attempt, "err", err)
-			return
-		}
-		w.log.Warn("completion failed; retrying", "job_id", job.ID, "attempt", job.Attempt, "err", err, "backoff", backoff)
-		time.Sleep(backoff)
-		backoff = min(2*backoff, completeBackoffMax)
-	}
-}
-
-// shutdown waits for the held jobs up to ShutdownTimeout, cancels the rest
-// with ErrShutdown, waits WorkerAbandonWaitDefault more, releases what is
-// still running and waits for every completion.
+// shutdown waits for the held jobs (running, or waiting for their
+// completion's acknowledgement) up to ShutdownTimeout, cancels the running
+// ones with ErrShutdown, waits WorkerAbandonWaitDefault more, releases what
+// is still running and waits for every completion to be acknowledged,
+// refused or given up at its lease deadline.
 func (w *Worker) shutdown() {
 	all := make(chan struct{})
 	go func() { w.wg.Wait(); close(all) }()
@@ -619,12 +692,10 @@ func (w *Worker) shutdown() {
 		}
 		if !skip {
 			hj.released = true
+			w.log.Warn("handler did not return after cancel; releasing its job", "job_id", hj.job.ID)
+			w.queueLocked(hj, apitype.CompleteRequest{TaskToken: hj.job.token, Outcome: outcomeRelease, Error: "worker shutting down"})
 		}
 		w.mu.Unlock()
-		if !skip {
-			w.log.Warn("handler did not return after cancel; releasing its job", "job_id", hj.job.ID)
-			go w.finish(hj, apitype.CompleteRequest{TaskToken: hj.job.token, Outcome: outcomeRelease, Error: "worker shutting down"})
-		}
 	}
 	<-all
 }
@@ -716,11 +787,19 @@ func (w *Worker) beatSome(ctx context.Context, jobs []*heldJob) {
 		case hbLost:
 			hj.lost = true
 		}
+		completing, dropped := hj.completing, hj.dropped
 		w.mu.Unlock()
-		switch r.State {
-		case hbCancelRequested:
+		switch {
+		case dropped: // its completion was answered while this heartbeat was out
+		case r.State == hbCancelRequested:
 			hj.cancel(ErrCancelRequested)
-		case hbLost:
+		case r.State == hbLost && completing:
+			// Its completion was sent or is about to be: most often it was
+			// applied while this heartbeat was out. One not sent yet is
+			// dropped.
+			w.log.Debug("heartbeat answered lost for a job whose completion is pending", "job_id", hj.job.ID, "attempt", hj.job.Attempt)
+			w.wakeSender()
+		case r.State == hbLost:
 			w.log.Warn("job lost its lease; cancelling it", "job_id", hj.job.ID, "attempt", hj.job.Attempt)
 			hj.cancel(ErrLeaseLost)
 		}

@@ -93,7 +93,47 @@ func (ws *WorkerServer) Complete(ctx context.Context, req *connect.Request[jobqv
 	if err := rejectUnknownFields(req.Msg); err != nil {
 		return nil, ws.fail(err)
 	}
-	m := req.Msg
+	resp, err := ws.w.Complete(ctx, completeFromProto(req.Msg))
+	if err != nil {
+		return nil, ws.fail(err)
+	}
+	return connect.NewResponse(&jobqv1.CompleteResponse{Result: resp.Result, JobId: resp.JobID, Attempt: int32(resp.Attempt), Status: resp.Status}), nil
+}
+
+// CompleteBatch writes many runs' outcomes, each answered at its index
+// (service.Workers.CompleteMany). A completion carrying fields this
+// replica does not know is an invalid item naming "body".
+func (ws *WorkerServer) CompleteBatch(ctx context.Context, req *connect.Request[jobqv1.CompleteBatchRequest]) (*connect.Response[jobqv1.CompleteBatchResponse], error) {
+	if err := rejectUnknownFields(req.Msg); err != nil {
+		return nil, ws.fail(err)
+	}
+	items := make([]service.CompleteItem, len(req.Msg.GetCompletions()))
+	for i, m := range req.Msg.GetCompletions() {
+		if err := rejectUnknownFields(m); err != nil {
+			items[i].Err = err
+			continue
+		}
+		items[i].Req = completeFromProto(m)
+	}
+	resp, err := ws.w.CompleteMany(ctx, items)
+	if err != nil {
+		return nil, ws.fail(err)
+	}
+	out := &jobqv1.CompleteBatchResponse{Results: make([]*jobqv1.CompleteBatchResult, len(resp.Results)),
+		Applied: int32(resp.Applied), Stale: int32(resp.Stale), Conflict: int32(resp.Conflict),
+		Forbidden: int32(resp.Forbidden), Invalid: int32(resp.Invalid)}
+	for i, r := range resp.Results {
+		m := &jobqv1.CompleteBatchResult{Result: r.Result, JobId: r.JobID, Attempt: int32(r.Attempt), Status: r.Status}
+		if r.Error != nil {
+			m.Code, m.Field, m.Message = r.Error.Code, r.Error.Field, r.Error.Message
+		}
+		out.Results[i] = m
+	}
+	return connect.NewResponse(out), nil
+}
+
+// completeFromProto is the completion body m carries.
+func completeFromProto(m *jobqv1.CompleteRequest) apitype.CompleteRequest {
 	r := apitype.CompleteRequest{TaskToken: m.GetTaskToken(), Outcome: m.GetOutcome(), Error: m.GetError()}
 	if m.GetOutput() != "" {
 		r.Output = json.RawMessage(m.GetOutput())
@@ -102,11 +142,7 @@ func (ws *WorkerServer) Complete(ctx context.Context, req *connect.Request[jobqv
 		b := m.GetRetry()
 		r.Retry = &b
 	}
-	resp, err := ws.w.Complete(ctx, r)
-	if err != nil {
-		return nil, ws.fail(err)
-	}
-	return connect.NewResponse(&jobqv1.CompleteResponse{Result: resp.Result, JobId: resp.JobID, Attempt: int32(resp.Attempt), Status: resp.Status}), nil
+	return r
 }
 
 // AppendLog appends log lines (service.Workers.AppendLog).

@@ -15,6 +15,7 @@ func (a *api) routeWorkers(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/workers/fetch", a.workerFetch)
 	mux.HandleFunc("POST /v1/workers/heartbeat", a.workerHeartbeat)
 	mux.HandleFunc("POST /v1/workers/complete", a.workerComplete)
+	mux.HandleFunc("POST /v1/workers/complete:batch", a.workerCompleteBatch)
 	mux.HandleFunc("POST /v1/workers/log", a.workerLog)
 	mux.HandleFunc("POST /v1/workers/progress", a.workerProgress)
 	mux.HandleFunc("GET /v1/workers", a.workerList)
@@ -79,6 +80,29 @@ func (a *api) workerHeartbeat(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) workerComplete(w http.ResponseWriter, r *http.Request) {
 	workerCall(a, w, r, service.DecodeComplete, a.opts.Workers.Complete)
+}
+
+// workerCompleteBatch serves POST /v1/workers/complete:batch: 200 with one
+// result per completion (apitype.CompleteBatchResponse) whenever the
+// envelope is valid, whatever each completion's answer; 400 for a bad
+// envelope, 413 above MaxBatchBodyBytes, 503 when the database could not
+// write them (send the same batch again).
+func (a *api) workerCompleteBatch(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.readBody(w, r, a.opts.MaxBatchBodyBytes)
+	if !ok {
+		return
+	}
+	items, err := service.DecodeCompleteBatch(body)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	resp, err := a.opts.Workers.CompleteMany(r.Context(), items)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func (a *api) workerLog(w http.ResponseWriter, r *http.Request) {

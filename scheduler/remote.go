@@ -398,46 +398,77 @@ type CompleteResult struct {
 // longer holds the job; ErrOutcomeConflict when a different outcome was
 // applied; ErrTokenForbidden for a wrong secret or a job type outside
 // p.Allow; ErrTokenMalformed. Only an applied completion changes anything.
-func (r *Remote) Complete(ctx context.Context, p CompleteParams) (res CompleteResult, err error) {
-	defer func() {
-		result := ""
-		switch {
-		case err == nil:
-			result = "applied"
-		case errors.Is(err, ErrTokenStale):
-			result = "stale"
-		case errors.Is(err, ErrOutcomeConflict):
-			result = "conflict"
-		case errors.Is(err, ErrTokenForbidden):
-			result = "forbidden"
-		default:
-			return
-		}
-		r.x.events.emit(Event{Kind: EventRemoteCompleted, Result: result, Err: err})
-	}()
-	return r.complete(ctx, p)
+func (r *Remote) Complete(ctx context.Context, p CompleteParams) (CompleteResult, error) {
+	a := r.CompleteMany(ctx, []CompleteParams{p})[0]
+	return a.Result, a.Err
 }
 
-func (r *Remote) complete(ctx context.Context, p CompleteParams) (CompleteResult, error) {
-	pt, err := parseTaskToken(p.TaskToken)
-	if err != nil {
-		return CompleteResult{}, err
+// CompleteAnswer is the answer to one completion of CompleteMany.
+type CompleteAnswer struct {
+	Result CompleteResult
+	// Err is nil (applied), a refusal (ErrTokenStale, ErrOutcomeConflict,
+	// ErrTokenForbidden, ErrTokenMalformed, an unknown outcome) or the
+	// error that kept it from being written (the database, ctx).
+	Err error
+}
+
+// CompleteMany writes many workers' outcomes at once: each is answered
+// exactly as Complete would answer it alone, at its index. They join the
+// same batches as concurrent single completions (one token read, one
+// JobCompleteMany, one status read per batch of up to 500), so the stale,
+// conflict and lost-acknowledgement rules are the same code. Two
+// completions of one task token in ps are not refused here (the service
+// refuses them); the second is answered as a repeat of the first.
+func (r *Remote) CompleteMany(ctx context.Context, ps []CompleteParams) []CompleteAnswer {
+	out := make([]CompleteAnswer, len(ps))
+	reqs := make([]*completeReq, 0, len(ps))
+	at := make([]int, 0, len(ps))
+	for i, p := range ps {
+		pt, err := parseTaskToken(p.TaskToken)
+		if err == nil {
+			switch p.Outcome {
+			case CompleteSuccess, CompleteFailure, CompleteRelease:
+			default:
+				err = fmt.Errorf("complete: unknown outcome %q", p.Outcome)
+			}
+		}
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Result = CompleteResult{JobID: pt.ID, Attempt: pt.Attempt}
+		reqs = append(reqs, &completeReq{pt: pt, p: p, done: make(chan completeAns, 1)})
+		at = append(at, i)
 	}
-	switch p.Outcome {
-	case CompleteSuccess, CompleteFailure, CompleteRelease:
-	default:
-		return CompleteResult{}, fmt.Errorf("complete: unknown outcome %q", p.Outcome)
+	r.x.completions.add(reqs, r.x.flushCompletions)
+	for k, req := range reqs {
+		i := at[k]
+		select {
+		case a := <-req.done:
+			out[i] = CompleteAnswer{Result: a.res, Err: a.err}
+		case <-ctx.Done():
+			// The batch goes on and writes it (a completion is idempotent);
+			// the caller went away.
+			out[i].Err = ctx.Err()
+		}
 	}
-	req := &completeReq{pt: pt, p: p, done: make(chan completeAns, 1)}
-	r.x.completions.add(req, r.x.flushCompletions)
-	select {
-	case a := <-req.done:
-		return a.res, a.err
-	case <-ctx.Done():
-		// The batch goes on and writes it (a completion is idempotent); the
-		// caller went away.
-		return CompleteResult{JobID: pt.ID, Attempt: pt.Attempt}, ctx.Err()
+	for _, a := range out {
+		result := ""
+		switch {
+		case a.Err == nil:
+			result = "applied"
+		case errors.Is(a.Err, ErrTokenStale):
+			result = "stale"
+		case errors.Is(a.Err, ErrOutcomeConflict):
+			result = "conflict"
+		case errors.Is(a.Err, ErrTokenForbidden):
+			result = "forbidden"
+		default:
+			continue
+		}
+		r.x.events.emit(Event{Kind: EventRemoteCompleted, Result: result, Err: a.Err})
 	}
+	return out
 }
 
 // completeReq is one remote completion waiting for its batch.
@@ -471,11 +502,16 @@ type completionBatcher struct {
 	flushers int
 }
 
-func (b *completionBatcher) add(req *completeReq, flush func([]*completeReq)) {
+// add queues reqs and starts flushers for them: one per completeBatchMax
+// of them, within completeFlushersMax.
+func (b *completionBatcher) add(reqs []*completeReq, flush func([]*completeReq)) {
+	if len(reqs) == 0 {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.pending = append(b.pending, req)
-	if b.flushers < completeFlushersMax {
+	b.pending = append(b.pending, reqs...)
+	for n := 0; n*completeBatchMax < len(reqs) && b.flushers < completeFlushersMax; n++ {
 		b.flushers++
 		go b.flushLoop(flush)
 	}

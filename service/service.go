@@ -644,18 +644,18 @@ func outcomeResult(o jobq.SubmitOutcome) apitype.SubmitBatchResult {
 	}
 }
 
-// tooManyJobs is the error for a "jobs" array longer than
-// apitype.MaxBatchJobs: it counts the rest of the array (the body is
-// bounded by the batch body limit) so the caller learns how many it sent.
-func tooManyJobs(body []byte, dec *json.Decoder, n int) error {
+// tooMany is the error for an envelope's array (field) longer than max: it
+// counts the rest of the array (the body is bounded by the route's body
+// limit) so the caller learns how many it sent.
+func tooMany(body []byte, dec *json.Decoder, field string, max, n int) error {
 	for dec.More() {
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return invalid("jobs", "must hold at most %d jobs, got more than %d (then %s)", apitype.MaxBatchJobs, n, jsonRule(body, err))
+			return invalid(field, "must hold at most %d %s, got more than %d (then %s)", max, field, n, jsonRule(body, err))
 		}
 		n++
 	}
-	return invalid("jobs", "must hold at most %d jobs, got %d", apitype.MaxBatchJobs, n)
+	return invalid(field, "must hold at most %d %s, got %d", max, field, n)
 }
 
 func invalidResult(err error) apitype.SubmitBatchResult {
@@ -673,16 +673,33 @@ func invalidResult(err error) apitype.SubmitBatchResult {
 // "body" or "jobs"); a job that does not decode is an invalid item carrying
 // DecodeSubmit's error (results are positional, so it names the field alone).
 func DecodeSubmitBatch(body []byte) ([]BatchItem, error) {
+	raws, err := decodeEnvelope(body, "jobs", "submit objects", apitype.MaxBatchJobs)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]BatchItem, len(raws))
+	for i, raw := range raws {
+		items[i].Req, items[i].Err = DecodeSubmit(raw)
+	}
+	return items, nil
+}
+
+// decodeEnvelope parses a batch body: a JSON object with exactly one
+// field, an array of 1–max JSON values (what names them in errors), and
+// returns the values undecoded. Errors are *ValidationError on "body" or
+// field.
+func decodeEnvelope(body []byte, field, what string, max int) ([]json.RawMessage, error) {
+	shape := fmt.Sprintf(`must be a JSON object {"%s": [ … ]}`, field)
 	if !utf8.Valid(body) {
 		return nil, invalid("body", "must be valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err == io.EOF {
-		return nil, invalid("body", `is empty; must be a JSON object {"jobs": [ … ]}`)
+		return nil, invalid("body", "is empty; %s", shape)
 	} else if err != nil {
-		return nil, invalid("body", `%s; must be a JSON object {"jobs": [ … ]}`, jsonRule(body, err))
+		return nil, invalid("body", "%s; %s", jsonRule(body, err), shape)
 	} else if tok != json.Delim('{') {
-		return nil, invalid("body", `must be a JSON object {"jobs": [ … ]}, got %s`, tokenKind(tok))
+		return nil, invalid("body", "%s, got %s", shape, tokenKind(tok))
 	}
 	var raws []json.RawMessage
 	seen := false
@@ -691,29 +708,29 @@ func DecodeSubmitBatch(body []byte) ([]BatchItem, error) {
 		if err != nil {
 			return nil, invalid("body", "%s", jsonRule(body, err))
 		}
-		if key, _ := kt.(string); key != "jobs" {
-			return nil, invalid(fieldName(key), `unknown field (the only field is "jobs")`)
+		if key, _ := kt.(string); key != field {
+			return nil, invalid(fieldName(key), `unknown field (the only field is "%s")`, field)
 		}
 		if seen {
-			return nil, invalid("jobs", "is given more than once")
+			return nil, invalid(field, "is given more than once")
 		}
 		seen = true
 		tok, err := dec.Token()
 		if err != nil || tok != json.Delim('[') {
-			return nil, invalid("jobs", "must be a JSON array of submit objects")
+			return nil, invalid(field, "must be a JSON array of %s", what)
 		}
 		for dec.More() {
-			if len(raws) == apitype.MaxBatchJobs {
-				return nil, tooManyJobs(body, dec, len(raws))
+			if len(raws) == max {
+				return nil, tooMany(body, dec, field, max, len(raws))
 			}
 			var raw json.RawMessage
 			if err := dec.Decode(&raw); err != nil {
-				return nil, invalid("jobs", "must be a JSON array of submit objects; %s", jsonRule(body, err))
+				return nil, invalid(field, "must be a JSON array of %s; %s", what, jsonRule(body, err))
 			}
 			raws = append(raws, raw)
 		}
 		if _, err := dec.Token(); err != nil { // ']'
-			return nil, invalid("jobs", "must be a JSON array of submit objects; %s", jsonRule(body, err))
+			return nil, invalid(field, "must be a JSON array of %s; %s", what, jsonRule(body, err))
 		}
 	}
 	if _, err := dec.Token(); err != nil { // '}'
@@ -723,13 +740,9 @@ func DecodeSubmitBatch(body []byte) ([]BatchItem, error) {
 		return nil, invalid("body", "must hold exactly one JSON object and nothing after it")
 	}
 	if !seen || len(raws) == 0 {
-		return nil, invalid("jobs", "is required: 1–%d submit objects", apitype.MaxBatchJobs)
+		return nil, invalid(field, "is required: 1–%d %s", max, what)
 	}
-	items := make([]BatchItem, len(raws))
-	for i, raw := range raws {
-		items[i].Req, items[i].Err = DecodeSubmit(raw)
-	}
-	return items, nil
+	return raws, nil
 }
 
 // ParseID parses a job id path parameter.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -296,28 +297,43 @@ func (w *Workers) Complete(ctx context.Context, req apitype.CompleteRequest) (ap
 	if w.remote == nil {
 		return resp, ErrNoWorkers
 	}
-	if err := checkTaskToken(req.TaskToken); err != nil {
+	p, err := w.completeParams(ctx, req)
+	if err != nil {
 		return resp, err
+	}
+	res, err := w.remote.Complete(ctx, p)
+	if err != nil {
+		return resp, workerError(err)
+	}
+	return apitype.CompleteResponse{Result: apitype.CompleteApplied, JobID: res.JobID, Attempt: res.Attempt, Status: string(res.Status)}, nil
+}
+
+// completeParams checks one completion body: *ValidationError or
+// *TooLarge naming the field, *Forbidden for a spawn outside the token's
+// submit scope.
+func (w *Workers) completeParams(ctx context.Context, req apitype.CompleteRequest) (scheduler.CompleteParams, error) {
+	if err := checkTaskToken(req.TaskToken); err != nil {
+		return scheduler.CompleteParams{}, err
 	}
 	p := scheduler.CompleteParams{TaskToken: req.TaskToken, Outcome: req.Outcome, Allow: w.workerAllow(ctx)}
 	switch req.Outcome {
 	case scheduler.CompleteSuccess:
 		if req.Error != "" {
-			return resp, invalid("error", "is for a failure or a release, not a success")
+			return p, invalid("error", "is for a failure or a release, not a success")
 		}
 		if req.Retry != nil {
-			return resp, invalid("retry", "is for a failure only")
+			return p, invalid("retry", "is for a failure only")
 		}
 		if req.Spawn != nil {
 			sp, err := w.svc.ValidateSpawn(req.Spawn)
 			if err != nil {
-				return resp, err
+				return p, err
 			}
 			// Spawning is submitting: the token needs the submit grant
 			// for each spawned job's type.
 			for _, j := range sp.Jobs {
 				if err := w.svc.checkSubmitScope(ctx, j.JobType); err != nil {
-					return resp, err
+					return p, err
 				}
 			}
 			p.Spawn = sp
@@ -325,13 +341,13 @@ func (w *Workers) Complete(ctx context.Context, req apitype.CompleteRequest) (ap
 		if len(req.Output) > 0 {
 			var compact bytes.Buffer
 			if err := json.Compact(&compact, req.Output); err != nil {
-				return resp, invalid("output", "must be a JSON value")
+				return p, invalid("output", "must be a JSON value")
 			}
 			if compact.Len() > jobq.MaxOutputBytes {
-				return resp, &TooLarge{Field: "output", Rule: fmt.Sprintf("must be at most %d bytes of JSON, got %d", jobq.MaxOutputBytes, compact.Len())}
+				return p, &TooLarge{Field: "output", Rule: fmt.Sprintf("must be at most %d bytes of JSON, got %d", jobq.MaxOutputBytes, compact.Len())}
 			}
 			if jobq.JSONDepth(compact.Bytes()) > jobq.MaxOutputDepth {
-				return resp, invalid("output", "must nest objects and arrays at most %d deep", jobq.MaxOutputDepth)
+				return p, invalid("output", "must nest objects and arrays at most %d deep", jobq.MaxOutputDepth)
 			}
 			if !bytes.Equal(compact.Bytes(), []byte("null")) {
 				p.Output = json.RawMessage(compact.Bytes())
@@ -339,26 +355,135 @@ func (w *Workers) Complete(ctx context.Context, req apitype.CompleteRequest) (ap
 		}
 	case scheduler.CompleteFailure, scheduler.CompleteRelease:
 		if req.Spawn != nil {
-			return resp, invalid("spawn", "is for a success only")
+			return p, invalid("spawn", "is for a success only")
 		}
 		if len(req.Output) > 0 {
-			return resp, invalid("output", "is for a success only")
+			return p, invalid("output", "is for a success only")
 		}
 		if req.Outcome == scheduler.CompleteRelease && req.Retry != nil {
-			return resp, invalid("retry", "is for a failure only")
+			return p, invalid("retry", "is for a failure only")
 		}
 		p.Error = jobq.SanitizeText(req.Error, MaxCompleteErrRunes)
 		p.Retry = req.Retry == nil || *req.Retry
 	case "":
-		return resp, invalid("outcome", "is required: success, failure or release")
+		return p, invalid("outcome", "is required: success, failure or release")
 	default:
-		return resp, invalid("outcome", "must be success, failure or release, got %q", req.Outcome)
+		return p, invalid("outcome", "must be success, failure or release, got %q", req.Outcome)
 	}
-	res, err := w.remote.Complete(ctx, p)
+	return p, nil
+}
+
+// CompleteItem is one completion of a batch as decoded: the request, or
+// the error that kept it from decoding.
+type CompleteItem struct {
+	Req apitype.CompleteRequest
+	Err error
+}
+
+// CompleteMany checks each completion of a batch and writes the valid ones
+// together (scheduler.Remote.CompleteMany: the batches concurrent single
+// completions join). Each gets, at its index, the answer Complete would
+// have given it alone: applied with the job's status, stale, conflict,
+// forbidden, or invalid naming the field and the rule (code
+// invalid_argument, or too_large) — and a refused one changes nothing. A
+// task token given twice in one batch is invalid the second time. The whole
+// call fails only when items is empty or longer than
+// apitype.MaxCompleteBatch (*ValidationError on "completions"), or when a
+// completion could not be written (the database is unavailable, the client
+// went away); completions are idempotent, so sending the same batch again
+// is safe.
+func (w *Workers) CompleteMany(ctx context.Context, items []CompleteItem) (apitype.CompleteBatchResponse, error) {
+	var resp apitype.CompleteBatchResponse
+	if w.remote == nil {
+		return resp, ErrNoWorkers
+	}
+	if len(items) == 0 || len(items) > apitype.MaxCompleteBatch {
+		return resp, invalid("completions", "must hold 1–%d completions, got %d", apitype.MaxCompleteBatch, len(items))
+	}
+	resp.Results = make([]apitype.CompleteBatchResult, len(items))
+	ps := make([]scheduler.CompleteParams, 0, len(items))
+	at := make([]int, 0, len(items))
+	seen := make(map[string]int, len(items))
+	for i, it := range items {
+		err := it.Err
+		var p scheduler.CompleteParams
+		if err == nil {
+			p, err = w.completeParams(ctx, it.Req)
+		}
+		if err == nil {
+			if first, ok := seen[it.Req.TaskToken]; ok {
+				err = invalid("task_token", "is the task token of completion %d of this batch; one completion per task token", first+1)
+			} else {
+				seen[it.Req.TaskToken] = i
+			}
+		}
+		if err != nil {
+			r, ok := completeRefusal(err)
+			if !ok {
+				return apitype.CompleteBatchResponse{}, err
+			}
+			resp.Results[i] = r
+			continue
+		}
+		ps = append(ps, p)
+		at = append(at, i)
+	}
+	for k, a := range w.remote.CompleteMany(ctx, ps) {
+		i := at[k]
+		if a.Err != nil {
+			r, ok := completeRefusal(workerError(a.Err))
+			if !ok {
+				return apitype.CompleteBatchResponse{}, a.Err
+			}
+			r.JobID, r.Attempt = a.Result.JobID, a.Result.Attempt
+			resp.Results[i] = r
+			continue
+		}
+		resp.Results[i] = apitype.CompleteBatchResult{Result: apitype.CompleteApplied, JobID: a.Result.JobID, Attempt: a.Result.Attempt,
+			Status: string(a.Result.Status)}
+	}
+	resp.Count()
+	return resp, nil
+}
+
+// completeRefusal is the batch result of a refused completion, with the
+// error detail the single route would answer; ok is false for an error
+// that refuses nothing (the database, the context).
+func completeRefusal(err error) (r apitype.CompleteBatchResult, ok bool) {
+	status, d := ErrorFor(err)
+	r.Error = &d
+	switch status {
+	case http.StatusForbidden:
+		r.Result = apitype.CompleteForbidden
+	case http.StatusConflict:
+		if d.Code != apitype.CompleteStale && d.Code != apitype.CompleteConflict {
+			return r, false
+		}
+		r.Result = d.Code
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		r.Result = apitype.CompleteInvalid
+	default:
+		return r, false
+	}
+	return r, true
+}
+
+// DecodeCompleteBatch parses a POST /v1/workers/complete:batch body: a
+// JSON object with exactly one field, "completions", an array of
+// 1–apitype.MaxCompleteBatch completion bodies. An envelope error fails
+// the whole request (*ValidationError on "body" or "completions"); a
+// completion that does not decode is an invalid item carrying
+// DecodeComplete's error.
+func DecodeCompleteBatch(body []byte) ([]CompleteItem, error) {
+	raws, err := decodeEnvelope(body, "completions", "completion objects", apitype.MaxCompleteBatch)
 	if err != nil {
-		return resp, workerError(err)
+		return nil, err
 	}
-	return apitype.CompleteResponse{Result: "applied", JobID: res.JobID, Attempt: res.Attempt, Status: string(res.Status)}, nil
+	items := make([]CompleteItem, len(raws))
+	for i, raw := range raws {
+		items[i].Req, items[i].Err = DecodeComplete(raw)
+	}
+	return items, nil
 }
 
 // workerError maps the remote executor's refusals to the service's errors.

@@ -16,12 +16,18 @@ import (
 )
 
 // call is one worker request seen by the proxy, with the replica's answer.
+// A batch of completions (POST /v1/workers/complete:batch) is recorded
+// once as it was sent and once per completion it carries, as if each had
+// been sent alone: Path /v1/workers/complete, Body the completion's body,
+// Status and Answer what the single route would have answered (200 and
+// the result, or the refusal's status and error body), Batch set.
 type call struct {
 	Path    string
 	Body    []byte // the request body as the worker sent it
 	Status  int    // the replica's status
 	Answer  []byte
 	Dropped bool // the answer was computed by the replica and never delivered
+	Batch   bool // a completion carried by a batch call
 	At      time.Time
 }
 
@@ -119,6 +125,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(rec, r)
 	c.Status, c.Answer = rec.Code, rec.Body.Bytes()
 
+	var items []call
 	switch r.URL.Path {
 	case "/v1/workers/fetch":
 		p.learnTokens(body, c.Answer)
@@ -132,8 +139,26 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			p.mu.Unlock()
 		}
+	case "/v1/workers/complete:batch":
+		items = splitBatch(c)
+		p.mu.Lock()
+		for _, it := range items {
+			// The answer of a batch holding an applied completion of the
+			// armed type is dropped: every completion of it is lost.
+			if tok := p.tokens[parseCompletion(it.Body).TaskToken]; it.Status == http.StatusOK && p.dropCompleteOf[tok.JobType] {
+				delete(p.dropCompleteOf, tok.JobType)
+				c.Dropped = true
+			}
+		}
+		p.mu.Unlock()
+		for i := range items {
+			items[i].Dropped = c.Dropped
+		}
 	}
 	p.record(c)
+	for _, it := range items {
+		p.record(it)
+	}
 	if c.Dropped {
 		// The acknowledgement is lost: close the connection without an answer.
 		if hj, ok := w.(http.Hijacker); ok {
@@ -150,6 +175,49 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(rec.Code)
 	_, _ = w.Write(c.Answer)
+}
+
+// splitBatch returns the completions batch call c carried, each with the
+// answer the single route would have given it (see call).
+func splitBatch(c call) []call {
+	var req struct {
+		Completions []json.RawMessage `json:"completions"`
+	}
+	if json.Unmarshal(c.Body, &req) != nil {
+		return nil
+	}
+	var resp struct {
+		Results []json.RawMessage `json:"results"`
+	}
+	ok := c.Status == http.StatusOK && json.Unmarshal(c.Answer, &resp) == nil && len(resp.Results) == len(req.Completions)
+	out := make([]call, len(req.Completions))
+	for i, body := range req.Completions {
+		out[i] = call{Path: "/v1/workers/complete", Body: body, Status: c.Status, Answer: c.Answer, Batch: true, At: c.At}
+		if !ok {
+			continue // the call failed as a whole: each completion got its answer
+		}
+		var r struct {
+			Result string `json:"result"`
+			Error  *struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(resp.Results[i], &r)
+		out[i].Answer = resp.Results[i]
+		switch {
+		case r.Result == "applied":
+			out[i].Status = http.StatusOK
+		case r.Result == "stale" || r.Result == "conflict":
+			out[i].Status = http.StatusConflict
+		case r.Result == "forbidden":
+			out[i].Status = http.StatusForbidden
+		case r.Error != nil && r.Error.Code == "too_large":
+			out[i].Status = http.StatusRequestEntityTooLarge
+		default:
+			out[i].Status = http.StatusBadRequest
+		}
+	}
+	return out
 }
 
 func (p *proxy) record(c call) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/scheduler"
 )
 
@@ -21,6 +22,7 @@ var rules = []rule{
 	{name: "success", title: "success with output recorded", run: ruleSuccess},
 	{name: "failure_retry", title: "failure with retry, attempts counted", run: ruleFailureRetry},
 	{name: "lost_ack", title: "lost acknowledgement retried with the same outcome", dedicated: true, run: ruleLostAck},
+	{name: "many_completions", title: "many completions at once, one lost answer, each applied once", dedicated: true, run: ruleManyCompletions},
 	{name: "cancel", title: "cancel while running", run: ruleCancel},
 	{name: "lease_loss", title: "lease loss while frozen", dedicated: true, run: ruleLeaseLoss},
 	{name: "shutdown_release", title: "shutdown releases unfinished work", dedicated: true, run: ruleShutdownRelease},
@@ -174,6 +176,57 @@ func (r *ruleRun) awaitFetchOlderThan(w *proc, d, within time.Duration) {
 		if old != nil {
 			old.Stop()
 		}
+	}
+}
+
+// ruleManyCompletions: a dozen jobs claimed by one fetch finish together;
+// the answer of the first completion call applied for them is lost (for a
+// library that sends completions in batches, POST
+// /v1/workers/complete:batch, that is every completion the batch held).
+// Every job ends with its one outcome, each completion's retries send the
+// same body, and every retry is answered applied.
+func ruleManyCompletions(r *ruleRun) {
+	const n = 12
+	w := r.s.startWorker(r.T, workerSpec{id: r.s.impl.name + "-many", types: []string{r.typ}, concurrency: n, shutdownMs: 5000})
+	r.awaitFetchOlderThan(w, 100*time.Millisecond, 20*time.Second)
+	r.s.proxy.dropNextCompletion(r.typ)
+	var reqs []apitype.SubmitRequest
+	maxRetry := 3
+	for i := range n {
+		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("%s-%d-%d", r.typ, time.Now().UnixNano(), i), JobType: r.typ,
+			Params: json.RawMessage(fmt.Sprintf(`{"action":"sleep","ms":300,"i":%d}`, i)), MaxRetry: &maxRetry})
+	}
+	resp, err := r.s.api.SubmitBatch(context.Background(), reqs)
+	if err != nil || resp.Created != n {
+		r.Fatalf("submit %d jobs: %+v %v", n, resp, err)
+	}
+	dropped := 0
+	for _, res := range resp.Results {
+		id := res.ID
+		j := r.finished(id, "SUCCESS", 30*time.Second)
+		if j.Attempt != 1 || !jsonEqual(j.Output, []byte(`{"slept":300}`)) {
+			r.fatalf("job %d: %s, want SUCCESS at attempt 1 with output {\"slept\":300}", id, describe(j))
+		}
+		if ex := r.executions(id); len(ex) != 1 || ex[0].Outcome != "SUCCESS" {
+			r.fatalf("job %d: executions %+v, want one SUCCESS", id, ex)
+		}
+		cs := r.answered(id, 1)
+		first := compact(cs[0].Body)
+		for i, c := range cs {
+			if c.Dropped {
+				dropped++
+			}
+			if i > 0 && !bytes.Equal(compact(c.Body), first) {
+				r.fatalf("job %d: completion %d sent %s but the first sent %s: a retried completion must send the same body",
+					id, i+1, c.Body, cs[0].Body)
+			}
+			if c.Status != http.StatusOK && c.Status < 500 {
+				r.fatalf("job %d: completion %d answered %d %s, want 200 applied (the same outcome again)", id, i+1, c.Status, c.Answer)
+			}
+		}
+	}
+	if dropped == 0 {
+		r.fatalf("no completion of the %d jobs had its answer dropped: the proxy saw no applied completion of %s", n, r.typ)
 	}
 }
 

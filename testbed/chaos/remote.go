@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,21 +161,36 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.heartbeat(w, r, rep.URL())
 		return
 	}
-	if r.URL.Path != "/v1/workers/complete" {
+	if r.URL.Path != "/v1/workers/complete" && r.URL.Path != "/v1/workers/complete:batch" {
 		g.rp.ServeHTTP(w, r)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 2<<20))
+	body, err := io.ReadAll(io.LimitReader(r.Body, 32<<20))
 	if err != nil {
 		hangUp(w)
 		return
 	}
-	var req apitype.CompleteRequest
-	_ = json.Unmarshal(body, &req)
-	f, _ := scheduler.ParseTaskToken(req.TaskToken)
 	rc := g.wp.rc
-	a := checker.Ack{Worker: g.wp.owner(), Replica: g.node.name, JobID: f.ID, Attempt: f.Attempt, Outcome: req.Outcome,
-		SentAt: rc.toDB(time.Now())}
+	// acks are the completions the call carries, one per task token: the
+	// single route's body, or each of a batch's. A batch's answer gives
+	// each its result (ackResults).
+	var reqs []apitype.CompleteRequest
+	batch := r.URL.Path == "/v1/workers/complete:batch"
+	if !batch {
+		var req apitype.CompleteRequest
+		_ = json.Unmarshal(body, &req)
+		reqs = []apitype.CompleteRequest{req}
+	} else {
+		var br apitype.CompleteBatchRequest
+		_ = json.Unmarshal(body, &br)
+		reqs = br.Completions
+	}
+	sent := rc.toDB(time.Now())
+	acks := make([]checker.Ack, len(reqs))
+	for i, req := range reqs {
+		f, _ := scheduler.ParseTaskToken(req.TaskToken)
+		acks[i] = checker.Ack{Worker: g.wp.owner(), Replica: g.node.name, JobID: f.ID, Attempt: f.Attempt, Outcome: req.Outcome, SentAt: sent}
+	}
 	forward := func() (int, []byte, http.Header, error) {
 		fr, err := http.NewRequestWithContext(r.Context(), http.MethodPost, rep.URL()+r.URL.Path, bytes.NewReader(body))
 		if err != nil {
@@ -189,30 +205,37 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, b, resp.Header, err
 	}
+	record := func(code int, rb []byte, err error, delivered, duplicate bool) {
+		for _, a := range ackResults(acks, batch, code, rb) {
+			if err != nil {
+				a.Result = "error: " + err.Error()
+			}
+			a.Delivered, a.Duplicate = delivered, duplicate
+			rc.record(a)
+		}
+	}
 	code, rb, hdr, err := forward()
 	if err == nil && g.wp.dup.Load() {
-		first := a
-		first.Status, first.Result, first.Duplicate = code, ackResult(code, rb), true
-		rc.record(first) // the first copy's answer goes nowhere; the second's is the worker's
+		// The first copy's answer goes nowhere; the second's is the worker's.
+		record(code, rb, nil, false, true)
 		code, rb, hdr, err = forward()
 	}
-	a.Status, a.Result = code, ackResult(code, rb)
 	if err != nil {
-		a.Result = "error: " + err.Error()
-		rc.record(a)
+		record(code, rb, err, false, false)
 		hangUp(w)
 		return
 	}
 	if g.wp.ackLoss.Load() && code < 500 {
+		// A call is cut the first time its bytes are seen: a worker sends
+		// a call whose answer it lost again as it was.
 		sum := sha256.Sum256(body)
 		if _, seen := g.wp.cut.LoadOrStore(sum, true); !seen {
-			rc.record(a) // Delivered false: the completion was handled, its answer is cut
+			record(code, rb, nil, false, false) // the completions were handled, their answer is cut
 			hangUp(w)
 			return
 		}
 	}
-	a.Delivered = true
-	rc.record(a)
+	record(code, rb, nil, true, false)
 	for k, vs := range hdr {
 		if k != "Content-Length" {
 			w.Header()[k] = vs
@@ -265,6 +288,45 @@ func (g *gateway) heartbeat(w http.ResponseWriter, r *http.Request, target strin
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(rb)
+}
+
+// ackResults gives each of acks the status and result its call's answer
+// gave it: a batch answered 200 gives each completion its own (with the
+// status the single route would have answered), any other answer gives
+// all of them the call's.
+func ackResults(acks []checker.Ack, batch bool, code int, b []byte) []checker.Ack {
+	out := slices.Clone(acks)
+	var br apitype.CompleteBatchResponse
+	if batch && code == http.StatusOK && json.Unmarshal(b, &br) == nil && len(br.Results) == len(out) {
+		for i, r := range br.Results {
+			out[i].Status, out[i].Result = batchItemStatus(r), r.Result
+			if r.Error != nil && r.Result != apitype.CompleteApplied {
+				out[i].Result = r.Error.Code
+			}
+		}
+		return out
+	}
+	for i := range out {
+		out[i].Status, out[i].Result = code, ackResult(code, b)
+	}
+	return out
+}
+
+// batchItemStatus is the HTTP status the single route answers for what a
+// batch answered r.
+func batchItemStatus(r apitype.CompleteBatchResult) int {
+	switch r.Result {
+	case apitype.CompleteApplied:
+		return http.StatusOK
+	case apitype.CompleteStale, apitype.CompleteConflict:
+		return http.StatusConflict
+	case apitype.CompleteForbidden:
+		return http.StatusForbidden
+	}
+	if r.Error != nil && r.Error.Code == "too_large" {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
 }
 
 // ackResult is the answer's "result" ("applied") or its error code.

@@ -649,6 +649,243 @@ func (x *CompleteResponse) GetStatus() string {
 	return ""
 }
 
+// CompleteBatchRequest mirrors the body of POST /v1/workers/complete:batch.
+type CompleteBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// completions holds 1–1,000 completions, each as in Complete; one per
+	// task token.
+	Completions   []*CompleteRequest `protobuf:"bytes,1,rep,name=completions,proto3" json:"completions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBatchRequest) Reset() {
+	*x = CompleteBatchRequest{}
+	mi := &file_jobq_v1_workers_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBatchRequest) ProtoMessage() {}
+
+func (x *CompleteBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobq_v1_workers_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBatchRequest.ProtoReflect.Descriptor instead.
+func (*CompleteBatchRequest) Descriptor() ([]byte, []int) {
+	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CompleteBatchRequest) GetCompletions() []*CompleteRequest {
+	if x != nil {
+		return x.Completions
+	}
+	return nil
+}
+
+// CompleteBatchResult is the answer to one completion of a batch.
+type CompleteBatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// result is "applied", "stale" (the attempt no longer holds the job),
+	// "conflict" (a different outcome was already applied), "forbidden"
+	// (wrong secret, or the job type is outside the token's scope) or
+	// "invalid" (malformed or too large).
+	Result string `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	// job_id and attempt are the task token's; 0 when it could not be parsed.
+	JobId   uint64 `protobuf:"varint,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Attempt int32  `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// status is the job's status after an applied completion; empty otherwise.
+	Status string `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	// code is the refusal's code (stale, conflict, forbidden,
+	// invalid_argument, too_large); empty when applied.
+	Code string `protobuf:"bytes,5,opt,name=code,proto3" json:"code,omitempty"`
+	// field names what was refused (task_token, outcome, output, …).
+	Field string `protobuf:"bytes,6,opt,name=field,proto3" json:"field,omitempty"`
+	// message says why, naming the field and the rule.
+	Message       string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBatchResult) Reset() {
+	*x = CompleteBatchResult{}
+	mi := &file_jobq_v1_workers_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBatchResult) ProtoMessage() {}
+
+func (x *CompleteBatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_jobq_v1_workers_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBatchResult.ProtoReflect.Descriptor instead.
+func (*CompleteBatchResult) Descriptor() ([]byte, []int) {
+	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CompleteBatchResult) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *CompleteBatchResult) GetJobId() uint64 {
+	if x != nil {
+		return x.JobId
+	}
+	return 0
+}
+
+func (x *CompleteBatchResult) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *CompleteBatchResult) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *CompleteBatchResult) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CompleteBatchResult) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *CompleteBatchResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// CompleteBatchResponse has one result per completion, in request order,
+// and the count of each result.
+type CompleteBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results are in the order of CompleteBatchRequest.completions.
+	Results       []*CompleteBatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	Applied       int32                  `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
+	Stale         int32                  `protobuf:"varint,3,opt,name=stale,proto3" json:"stale,omitempty"`
+	Conflict      int32                  `protobuf:"varint,4,opt,name=conflict,proto3" json:"conflict,omitempty"`
+	Forbidden     int32                  `protobuf:"varint,5,opt,name=forbidden,proto3" json:"forbidden,omitempty"`
+	Invalid       int32                  `protobuf:"varint,6,opt,name=invalid,proto3" json:"invalid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBatchResponse) Reset() {
+	*x = CompleteBatchResponse{}
+	mi := &file_jobq_v1_workers_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBatchResponse) ProtoMessage() {}
+
+func (x *CompleteBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobq_v1_workers_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBatchResponse.ProtoReflect.Descriptor instead.
+func (*CompleteBatchResponse) Descriptor() ([]byte, []int) {
+	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CompleteBatchResponse) GetResults() []*CompleteBatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *CompleteBatchResponse) GetApplied() int32 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *CompleteBatchResponse) GetStale() int32 {
+	if x != nil {
+		return x.Stale
+	}
+	return 0
+}
+
+func (x *CompleteBatchResponse) GetConflict() int32 {
+	if x != nil {
+		return x.Conflict
+	}
+	return 0
+}
+
+func (x *CompleteBatchResponse) GetForbidden() int32 {
+	if x != nil {
+		return x.Forbidden
+	}
+	return 0
+}
+
+func (x *CompleteBatchResponse) GetInvalid() int32 {
+	if x != nil {
+		return x.Invalid
+	}
+	return 0
+}
+
 // AppendLogRequest mirrors the body of POST /v1/workers/log.
 type AppendLogRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -661,7 +898,7 @@ type AppendLogRequest struct {
 
 func (x *AppendLogRequest) Reset() {
 	*x = AppendLogRequest{}
-	mi := &file_jobq_v1_workers_proto_msgTypes[8]
+	mi := &file_jobq_v1_workers_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +910,7 @@ func (x *AppendLogRequest) String() string {
 func (*AppendLogRequest) ProtoMessage() {}
 
 func (x *AppendLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_workers_proto_msgTypes[8]
+	mi := &file_jobq_v1_workers_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +923,7 @@ func (x *AppendLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendLogRequest.ProtoReflect.Descriptor instead.
 func (*AppendLogRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{8}
+	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AppendLogRequest) GetTaskToken() string {
@@ -714,7 +951,7 @@ type AppendLogResponse struct {
 
 func (x *AppendLogResponse) Reset() {
 	*x = AppendLogResponse{}
-	mi := &file_jobq_v1_workers_proto_msgTypes[9]
+	mi := &file_jobq_v1_workers_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +963,7 @@ func (x *AppendLogResponse) String() string {
 func (*AppendLogResponse) ProtoMessage() {}
 
 func (x *AppendLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_workers_proto_msgTypes[9]
+	mi := &file_jobq_v1_workers_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +976,7 @@ func (x *AppendLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendLogResponse.ProtoReflect.Descriptor instead.
 func (*AppendLogResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{9}
+	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AppendLogResponse) GetJobId() uint64 {
@@ -770,7 +1007,7 @@ type ReportProgressRequest struct {
 
 func (x *ReportProgressRequest) Reset() {
 	*x = ReportProgressRequest{}
-	mi := &file_jobq_v1_workers_proto_msgTypes[10]
+	mi := &file_jobq_v1_workers_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +1019,7 @@ func (x *ReportProgressRequest) String() string {
 func (*ReportProgressRequest) ProtoMessage() {}
 
 func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_workers_proto_msgTypes[10]
+	mi := &file_jobq_v1_workers_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +1032,7 @@ func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
 func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{10}
+	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReportProgressRequest) GetTaskToken() string {
@@ -830,7 +1067,7 @@ type ReportProgressResponse struct {
 
 func (x *ReportProgressResponse) Reset() {
 	*x = ReportProgressResponse{}
-	mi := &file_jobq_v1_workers_proto_msgTypes[11]
+	mi := &file_jobq_v1_workers_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1079,7 @@ func (x *ReportProgressResponse) String() string {
 func (*ReportProgressResponse) ProtoMessage() {}
 
 func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_workers_proto_msgTypes[11]
+	mi := &file_jobq_v1_workers_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1092,7 @@ func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
 func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{11}
+	return file_jobq_v1_workers_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReportProgressResponse) GetJobId() uint64 {
@@ -936,7 +1173,24 @@ const file_jobq_v1_workers_proto_rawDesc = "" +
 	"\x06result\x18\x01 \x01(\tR\x06result\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\x04R\x05jobId\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12\x16\n" +
-	"\x06status\x18\x04 \x01(\tR\x06status\"G\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\"R\n" +
+	"\x14CompleteBatchRequest\x12:\n" +
+	"\vcompletions\x18\x01 \x03(\v2\x18.jobq.v1.CompleteRequestR\vcompletions\"\xba\x01\n" +
+	"\x13CompleteBatchResult\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\tR\x06result\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\x04R\x05jobId\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12\x16\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\x12\x12\n" +
+	"\x04code\x18\x05 \x01(\tR\x04code\x12\x14\n" +
+	"\x05field\x18\x06 \x01(\tR\x05field\x12\x18\n" +
+	"\amessage\x18\a \x01(\tR\amessage\"\xd3\x01\n" +
+	"\x15CompleteBatchResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.jobq.v1.CompleteBatchResultR\aresults\x12\x18\n" +
+	"\aapplied\x18\x02 \x01(\x05R\aapplied\x12\x14\n" +
+	"\x05stale\x18\x03 \x01(\x05R\x05stale\x12\x1a\n" +
+	"\bconflict\x18\x04 \x01(\x05R\bconflict\x12\x1c\n" +
+	"\tforbidden\x18\x05 \x01(\x05R\tforbidden\x12\x18\n" +
+	"\ainvalid\x18\x06 \x01(\x05R\ainvalid\"G\n" +
 	"\x10AppendLogRequest\x12\x1d\n" +
 	"\n" +
 	"task_token\x18\x01 \x01(\tR\ttaskToken\x12\x14\n" +
@@ -952,11 +1206,12 @@ const file_jobq_v1_workers_proto_rawDesc = "" +
 	"\t_progress\"I\n" +
 	"\x16ReportProgressResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x04R\x05jobId\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\x05R\aattempt2\xe3\x02\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt2\xb3\x03\n" +
 	"\rWorkerService\x126\n" +
 	"\x05Fetch\x12\x15.jobq.v1.FetchRequest\x1a\x16.jobq.v1.FetchResponse\x12B\n" +
 	"\tHeartbeat\x12\x19.jobq.v1.HeartbeatRequest\x1a\x1a.jobq.v1.HeartbeatResponse\x12?\n" +
-	"\bComplete\x12\x18.jobq.v1.CompleteRequest\x1a\x19.jobq.v1.CompleteResponse\x12B\n" +
+	"\bComplete\x12\x18.jobq.v1.CompleteRequest\x1a\x19.jobq.v1.CompleteResponse\x12N\n" +
+	"\rCompleteBatch\x12\x1d.jobq.v1.CompleteBatchRequest\x1a\x1e.jobq.v1.CompleteBatchResponse\x12B\n" +
 	"\tAppendLog\x12\x19.jobq.v1.AppendLogRequest\x1a\x1a.jobq.v1.AppendLogResponse\x12Q\n" +
 	"\x0eReportProgress\x12\x1e.jobq.v1.ReportProgressRequest\x1a\x1f.jobq.v1.ReportProgressResponseB)Z'github.com/jobq/jobq/gen/jobq/v1;jobqv1b\x06proto3"
 
@@ -972,7 +1227,7 @@ func file_jobq_v1_workers_proto_rawDescGZIP() []byte {
 	return file_jobq_v1_workers_proto_rawDescData
 }
 
-var file_jobq_v1_workers_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_jobq_v1_workers_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_jobq_v1_workers_proto_goTypes = []any{
 	(*FetchRequest)(nil),           // 0: jobq.v1.FetchRequest
 	(*FetchedJob)(nil),             // 1: jobq.v1.FetchedJob
@@ -982,35 +1237,42 @@ var file_jobq_v1_workers_proto_goTypes = []any{
 	(*HeartbeatResponse)(nil),      // 5: jobq.v1.HeartbeatResponse
 	(*CompleteRequest)(nil),        // 6: jobq.v1.CompleteRequest
 	(*CompleteResponse)(nil),       // 7: jobq.v1.CompleteResponse
-	(*AppendLogRequest)(nil),       // 8: jobq.v1.AppendLogRequest
-	(*AppendLogResponse)(nil),      // 9: jobq.v1.AppendLogResponse
-	(*ReportProgressRequest)(nil),  // 10: jobq.v1.ReportProgressRequest
-	(*ReportProgressResponse)(nil), // 11: jobq.v1.ReportProgressResponse
-	nil,                            // 12: jobq.v1.FetchRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 13: google.protobuf.Timestamp
+	(*CompleteBatchRequest)(nil),   // 8: jobq.v1.CompleteBatchRequest
+	(*CompleteBatchResult)(nil),    // 9: jobq.v1.CompleteBatchResult
+	(*CompleteBatchResponse)(nil),  // 10: jobq.v1.CompleteBatchResponse
+	(*AppendLogRequest)(nil),       // 11: jobq.v1.AppendLogRequest
+	(*AppendLogResponse)(nil),      // 12: jobq.v1.AppendLogResponse
+	(*ReportProgressRequest)(nil),  // 13: jobq.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil), // 14: jobq.v1.ReportProgressResponse
+	nil,                            // 15: jobq.v1.FetchRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),  // 16: google.protobuf.Timestamp
 }
 var file_jobq_v1_workers_proto_depIdxs = []int32{
-	12, // 0: jobq.v1.FetchRequest.labels:type_name -> jobq.v1.FetchRequest.LabelsEntry
-	13, // 1: jobq.v1.FetchedJob.run_at:type_name -> google.protobuf.Timestamp
-	13, // 2: jobq.v1.FetchedJob.lease_until:type_name -> google.protobuf.Timestamp
+	15, // 0: jobq.v1.FetchRequest.labels:type_name -> jobq.v1.FetchRequest.LabelsEntry
+	16, // 1: jobq.v1.FetchedJob.run_at:type_name -> google.protobuf.Timestamp
+	16, // 2: jobq.v1.FetchedJob.lease_until:type_name -> google.protobuf.Timestamp
 	1,  // 3: jobq.v1.FetchResponse.jobs:type_name -> jobq.v1.FetchedJob
-	13, // 4: jobq.v1.HeartbeatResult.lease_until:type_name -> google.protobuf.Timestamp
+	16, // 4: jobq.v1.HeartbeatResult.lease_until:type_name -> google.protobuf.Timestamp
 	4,  // 5: jobq.v1.HeartbeatResponse.results:type_name -> jobq.v1.HeartbeatResult
-	0,  // 6: jobq.v1.WorkerService.Fetch:input_type -> jobq.v1.FetchRequest
-	3,  // 7: jobq.v1.WorkerService.Heartbeat:input_type -> jobq.v1.HeartbeatRequest
-	6,  // 8: jobq.v1.WorkerService.Complete:input_type -> jobq.v1.CompleteRequest
-	8,  // 9: jobq.v1.WorkerService.AppendLog:input_type -> jobq.v1.AppendLogRequest
-	10, // 10: jobq.v1.WorkerService.ReportProgress:input_type -> jobq.v1.ReportProgressRequest
-	2,  // 11: jobq.v1.WorkerService.Fetch:output_type -> jobq.v1.FetchResponse
-	5,  // 12: jobq.v1.WorkerService.Heartbeat:output_type -> jobq.v1.HeartbeatResponse
-	7,  // 13: jobq.v1.WorkerService.Complete:output_type -> jobq.v1.CompleteResponse
-	9,  // 14: jobq.v1.WorkerService.AppendLog:output_type -> jobq.v1.AppendLogResponse
-	11, // 15: jobq.v1.WorkerService.ReportProgress:output_type -> jobq.v1.ReportProgressResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	6,  // 6: jobq.v1.CompleteBatchRequest.completions:type_name -> jobq.v1.CompleteRequest
+	9,  // 7: jobq.v1.CompleteBatchResponse.results:type_name -> jobq.v1.CompleteBatchResult
+	0,  // 8: jobq.v1.WorkerService.Fetch:input_type -> jobq.v1.FetchRequest
+	3,  // 9: jobq.v1.WorkerService.Heartbeat:input_type -> jobq.v1.HeartbeatRequest
+	6,  // 10: jobq.v1.WorkerService.Complete:input_type -> jobq.v1.CompleteRequest
+	8,  // 11: jobq.v1.WorkerService.CompleteBatch:input_type -> jobq.v1.CompleteBatchRequest
+	11, // 12: jobq.v1.WorkerService.AppendLog:input_type -> jobq.v1.AppendLogRequest
+	13, // 13: jobq.v1.WorkerService.ReportProgress:input_type -> jobq.v1.ReportProgressRequest
+	2,  // 14: jobq.v1.WorkerService.Fetch:output_type -> jobq.v1.FetchResponse
+	5,  // 15: jobq.v1.WorkerService.Heartbeat:output_type -> jobq.v1.HeartbeatResponse
+	7,  // 16: jobq.v1.WorkerService.Complete:output_type -> jobq.v1.CompleteResponse
+	10, // 17: jobq.v1.WorkerService.CompleteBatch:output_type -> jobq.v1.CompleteBatchResponse
+	12, // 18: jobq.v1.WorkerService.AppendLog:output_type -> jobq.v1.AppendLogResponse
+	14, // 19: jobq.v1.WorkerService.ReportProgress:output_type -> jobq.v1.ReportProgressResponse
+	14, // [14:20] is the sub-list for method output_type
+	8,  // [8:14] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_jobq_v1_workers_proto_init() }
@@ -1020,14 +1282,14 @@ func file_jobq_v1_workers_proto_init() {
 	}
 	file_jobq_v1_workers_proto_msgTypes[0].OneofWrappers = []any{}
 	file_jobq_v1_workers_proto_msgTypes[6].OneofWrappers = []any{}
-	file_jobq_v1_workers_proto_msgTypes[10].OneofWrappers = []any{}
+	file_jobq_v1_workers_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobq_v1_workers_proto_rawDesc), len(file_jobq_v1_workers_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,6 +56,9 @@ const (
 	WorkerServiceHeartbeatProcedure = "/jobq.v1.WorkerService/Heartbeat"
 	// WorkerServiceCompleteProcedure is the fully-qualified name of the WorkerService's Complete RPC.
 	WorkerServiceCompleteProcedure = "/jobq.v1.WorkerService/Complete"
+	// WorkerServiceCompleteBatchProcedure is the fully-qualified name of the WorkerService's
+	// CompleteBatch RPC.
+	WorkerServiceCompleteBatchProcedure = "/jobq.v1.WorkerService/CompleteBatch"
 	// WorkerServiceAppendLogProcedure is the fully-qualified name of the WorkerService's AppendLog RPC.
 	WorkerServiceAppendLogProcedure = "/jobq.v1.WorkerService/AppendLog"
 	// WorkerServiceReportProgressProcedure is the fully-qualified name of the WorkerService's
@@ -72,6 +75,14 @@ type WorkerServiceClient interface {
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
 	// Complete reports a run's outcome: success, failure or release.
 	Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error)
+	// CompleteBatch reports up to 1,000 outcomes in one call (HTTP POST
+	// /v1/workers/complete:batch). Each gets the answer Complete would have
+	// given it, at its index: applied, stale, conflict, forbidden or invalid
+	// (a refused one changes nothing). INVALID_ARGUMENT only for an empty or
+	// oversized batch (field "completions"); UNAVAILABLE when the database
+	// could not write them (send the same batch again: completions are
+	// idempotent).
+	CompleteBatch(context.Context, *connect.Request[v1.CompleteBatchRequest]) (*connect.Response[v1.CompleteBatchResponse], error)
 	// AppendLog appends lines to the attempt's log.
 	AppendLog(context.Context, *connect.Request[v1.AppendLogRequest]) (*connect.Response[v1.AppendLogResponse], error)
 	// ReportProgress records the attempt's progress.
@@ -107,6 +118,12 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(workerServiceMethods.ByName("Complete")),
 			connect.WithClientOptions(opts...),
 		),
+		completeBatch: connect.NewClient[v1.CompleteBatchRequest, v1.CompleteBatchResponse](
+			httpClient,
+			baseURL+WorkerServiceCompleteBatchProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("CompleteBatch")),
+			connect.WithClientOptions(opts...),
+		),
 		appendLog: connect.NewClient[v1.AppendLogRequest, v1.AppendLogResponse](
 			httpClient,
 			baseURL+WorkerServiceAppendLogProcedure,
@@ -127,6 +144,7 @@ type workerServiceClient struct {
 	fetch          *connect.Client[v1.FetchRequest, v1.FetchResponse]
 	heartbeat      *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
 	complete       *connect.Client[v1.CompleteRequest, v1.CompleteResponse]
+	completeBatch  *connect.Client[v1.CompleteBatchRequest, v1.CompleteBatchResponse]
 	appendLog      *connect.Client[v1.AppendLogRequest, v1.AppendLogResponse]
 	reportProgress *connect.Client[v1.ReportProgressRequest, v1.ReportProgressResponse]
 }
@@ -144,6 +162,11 @@ func (c *workerServiceClient) Heartbeat(ctx context.Context, req *connect.Reques
 // Complete calls jobq.v1.WorkerService.Complete.
 func (c *workerServiceClient) Complete(ctx context.Context, req *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
 	return c.complete.CallUnary(ctx, req)
+}
+
+// CompleteBatch calls jobq.v1.WorkerService.CompleteBatch.
+func (c *workerServiceClient) CompleteBatch(ctx context.Context, req *connect.Request[v1.CompleteBatchRequest]) (*connect.Response[v1.CompleteBatchResponse], error) {
+	return c.completeBatch.CallUnary(ctx, req)
 }
 
 // AppendLog calls jobq.v1.WorkerService.AppendLog.
@@ -165,6 +188,14 @@ type WorkerServiceHandler interface {
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
 	// Complete reports a run's outcome: success, failure or release.
 	Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error)
+	// CompleteBatch reports up to 1,000 outcomes in one call (HTTP POST
+	// /v1/workers/complete:batch). Each gets the answer Complete would have
+	// given it, at its index: applied, stale, conflict, forbidden or invalid
+	// (a refused one changes nothing). INVALID_ARGUMENT only for an empty or
+	// oversized batch (field "completions"); UNAVAILABLE when the database
+	// could not write them (send the same batch again: completions are
+	// idempotent).
+	CompleteBatch(context.Context, *connect.Request[v1.CompleteBatchRequest]) (*connect.Response[v1.CompleteBatchResponse], error)
 	// AppendLog appends lines to the attempt's log.
 	AppendLog(context.Context, *connect.Request[v1.AppendLogRequest]) (*connect.Response[v1.AppendLogResponse], error)
 	// ReportProgress records the attempt's progress.
@@ -196,6 +227,12 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(workerServiceMethods.ByName("Complete")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceCompleteBatchHandler := connect.NewUnaryHandler(
+		WorkerServiceCompleteBatchProcedure,
+		svc.CompleteBatch,
+		connect.WithSchema(workerServiceMethods.ByName("CompleteBatch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	workerServiceAppendLogHandler := connect.NewUnaryHandler(
 		WorkerServiceAppendLogProcedure,
 		svc.AppendLog,
@@ -216,6 +253,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceHeartbeatHandler.ServeHTTP(w, r)
 		case WorkerServiceCompleteProcedure:
 			workerServiceCompleteHandler.ServeHTTP(w, r)
+		case WorkerServiceCompleteBatchProcedure:
+			workerServiceCompleteBatchHandler.ServeHTTP(w, r)
 		case WorkerServiceAppendLogProcedure:
 			workerServiceAppendLogHandler.ServeHTTP(w, r)
 		case WorkerServiceReportProgressProcedure:
@@ -239,6 +278,10 @@ func (UnimplementedWorkerServiceHandler) Heartbeat(context.Context, *connect.Req
 
 func (UnimplementedWorkerServiceHandler) Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobq.v1.WorkerService.Complete is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) CompleteBatch(context.Context, *connect.Request[v1.CompleteBatchRequest]) (*connect.Response[v1.CompleteBatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobq.v1.WorkerService.CompleteBatch is not implemented"))
 }
 
 func (UnimplementedWorkerServiceHandler) AppendLog(context.Context, *connect.Request[v1.AppendLogRequest]) (*connect.Response[v1.AppendLogResponse], error) {
