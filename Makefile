@@ -84,7 +84,7 @@ loadtest: ensure-db build ## 30 s submit ramp over 3 replicas: CO-free spectrum,
 CHAOS_FLAGS ?= --jobs 2000 --duration 30s --seed 42
 
 .PHONY: chaos-sabotage
-chaos: ensure-db build ## Run every standard chaos scenario (3 replicas, faults, checker); print verdicts; fail on any violation (out/chaos/).
+chaos: ensure-db build ## Run every standard chaos scenario (3 replicas, faults, checker; four of them with random workflows); print verdicts; fail on any violation (out/chaos/).
 	$(BIN) chaos --scenario standard $(CHAOS_FLAGS) --out out/chaos
 
 chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged replicas must each produce a violation (out/chaos-sabotage/).
@@ -95,13 +95,13 @@ chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged
 	$(TESTBED_BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
 	$(TESTBED_BIN) chaos --scenario read-only --sabotage outcome-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/outcome-retry
 	$(TESTBED_BIN) chaos --scenario kill-storm --workflows --sabotage unblock-outside-tx --expect-invalid --jobs 1500 --duration 20s --out out/chaos-sabotage/unblock-outside-tx
+	$(TESTBED_BIN) chaos --scenario worker-pause --sabotage remote-fencing --expect-invalid --jobs 250 --duration 25s --out out/chaos-sabotage/remote-fencing
 
 .PHONY: chaos-workflows
-chaos-workflows: ensure-db build ## Workflow workload (random DAGs, POST /v1/workflows) through kill-storm, zombie-pause, partition and db-restart; fail on any violation (out/chaos-workflows/).
-	for s in kill-storm zombie-pause partition db-restart; do \
-		$(BIN) chaos --scenario $$s --workflows --jobs 1500 --duration 20s --out out/chaos-workflows/$$s || exit 1; \
+chaos-workflows: ensure-db build ## The workflow scenarios of make chaos alone (random DAGs through kill-storm, zombie-pause, partition, db-restart); fail on any violation (out/chaos-workflows/).
+	for s in workflows-kill-storm workflows-zombie-pause workflows-partition workflows-db-restart; do \
+		$(BIN) chaos --scenario $$s --jobs 1500 --duration 20s --out out/chaos-workflows || exit 1; \
 	done
-	$(TESTBED_BIN) chaos --scenario worker-pause --sabotage remote-fencing --expect-invalid --jobs 250 --duration 25s --out out/chaos-sabotage/remote-fencing
 
 # chaos-remote: the remote set (docs/chaos.md "Remote workers"): worker
 # processes of every library behind fault proxies.
@@ -119,7 +119,7 @@ CHAOS_HA_FLAGS ?= --jobs 2000 --duration 30s --seed 42
 ensure-galera: ## Make sure galera-4 and rsync are there for --topology galera3 (installs them as root with apt-get if not).
 	@scripts/ensure-galera.sh
 
-chaos-galera: ensure-db ensure-galera build ## Run the ha-galera scenarios on a 3-node Galera cluster (node kill/restart/isolate); fail on any violation (out/chaos-galera/).
+chaos-galera: ensure-db ensure-galera build ## Run the ha-galera scenarios on a 3-node Galera cluster (node kill/restart/isolate, random workflows through a node kill); fail on any violation (out/chaos-galera/).
 	$(BIN) chaos --scenario ha-galera $(CHAOS_HA_FLAGS) --out out/chaos-galera
 
 chaos-failover: ensure-db build ## Primary-replica failover, async then semi-sync: async must show acknowledged jobs lost, semi-sync none (out/chaos-failover/).

@@ -487,10 +487,81 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.shot(shots, "10-overview")
 	live := submit(t, api, "e2e-live", "noop", "", 3, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	b.waitText("#count-"+string(live.Status), strconv.FormatInt(stats[string(live.Status)]+1, 10))
+
+	// The pipeline of docs/workflows.md, submitted as the page has it: its
+	// graph once it ended (docs/img/console-workflow.png is this shot).
+	pipeline := docsPipeline(t)
+	var req struct {
+		WorkflowKey string `json:"workflow_key"`
+		Jobs        []struct {
+			JobKey string `json:"job_key"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(pipeline, &req); err != nil {
+		t.Fatalf("docs/workflows.md pipeline.json: %v", err)
+	}
+	if _, _, err := api.SubmitWorkflowRaw(context.Background(), pipeline); err != nil {
+		t.Fatalf("submit the docs pipeline: %v", err)
+	}
+	wf := waitWorkflow(t, api, req.WorkflowKey)
+	if wf.Status != "SUCCESS" {
+		t.Fatalf("docs pipeline ended %s, want SUCCESS", wf.Status)
+	}
+	b.gotoURL(base + "/ui/workflows/" + req.WorkflowKey)
+	var wantKeys []string
+	for _, j := range req.Jobs {
+		wantKeys = append(wantKeys, j.JobKey)
+	}
+	gotKeys := b.attrs("#graph a", "data-job")
+	slices.Sort(gotKeys)
+	slices.Sort(wantKeys)
+	if !slices.Equal(gotKeys, wantKeys) {
+		t.Fatalf("workflow graph draws %v, want the pipeline's jobs %v", gotKeys, wantKeys)
+	}
+	if got := len(b.attrs("#graph line.edge", "class")); got != len(wf.Edges) {
+		t.Fatalf("workflow graph draws %d edges, want the pipeline's %d", got, len(wf.Edges))
+	}
+	b.shot(shots, "11-workflow")
 	var jsErrors []string
 	b.do(&jsErrors, map[string]any{"op": "errors"})
 	if len(jsErrors) > 0 {
 		t.Fatalf("page script errors: %v", jsErrors)
+	}
+}
+
+// docsPipeline returns pipeline.json as docs/workflows.md writes it (the
+// heredoc of its runnable pipeline block).
+func docsPipeline(t *testing.T) json.RawMessage {
+	t.Helper()
+	page, err := os.ReadFile(filepath.Join("..", "docs", "workflows.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(page), "cat > pipeline.json <<'JSON'\n")
+	body, _, ok2 := strings.Cut(rest, "\nJSON\n")
+	if !ok || !ok2 || !json.Valid([]byte(body)) {
+		t.Fatal("docs/workflows.md has no pipeline.json heredoc holding JSON")
+	}
+	return json.RawMessage(body)
+}
+
+// waitWorkflow polls the API until workflow key is no longer RUNNING
+// (bounded, as waitJob).
+func waitWorkflow(t *testing.T, c *client.Client, key string) apitype.Workflow {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		wf, err := c.GetWorkflow(context.Background(), key)
+		if err != nil {
+			t.Fatalf("workflow %s: %v", key, err)
+		}
+		if wf.Status != "RUNNING" {
+			return wf
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workflow %s still RUNNING after 60s: %+v", key, wf.Counts)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

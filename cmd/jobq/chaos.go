@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -149,12 +150,26 @@ func Caught(rf *chaos.ResultFile) string {
 	return strings.Join(parts, ", ")
 }
 
+// workflowCount is the count of a workflow check's violations in a run
+// with workflows ("0" when it found none), "-" in a run without.
+func workflowCount(rf *chaos.ResultFile, check string) string {
+	if !rf.Config.Workflows {
+		return "-"
+	}
+	for _, v := range rf.Result.Violations {
+		if v.Check == check {
+			return strconv.Itoa(v.Count)
+		}
+	}
+	return "0"
+}
+
 // PrintChaosTable prints one line per run: verdict, every check that can
 // make a run invalid (lost … unexpl release; phantom and poison are named by
 // Caught), then the figures reported alongside.
 func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tlate acc\tapplied twice\tworker overlap\tlost after ack\tstale refused\tlate refused\tacks retried\tdup completes\tworker lapses\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tchild early\tchild twice\tstuck blocked\tran after fail\tlate acc\tapplied twice\tworker overlap\tlost after ack\tstale refused\tlate refused\tacks retried\tdup completes\tworker lapses\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
 	for _, rf := range results {
 		r := rf.Result
 		c := r.Counts
@@ -166,9 +181,11 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		for _, f := range r.Faults {
 			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
 			c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
 			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.UnexplainedReleases, c.RerunAfterSuccess, c.FailedAfterSuccess,
+			workflowCount(rf, checker.CheckChildBeforeParentSuccess), workflowCount(rf, checker.CheckChildRunTwice),
+			workflowCount(rf, checker.CheckStuckWaitingOnDoneParents), workflowCount(rf, checker.CheckRanAfterParentFailed),
 			c.LateCompletionsAccepted, c.CompletionsAppliedTwice, c.WorkerOverlaps, c.LostAfterAck,
 			c.StaleCompletionsRefused, c.LateCompletionsRefused, c.AcksRetried, c.DuplicateCompletions,
 			c.WorkerLapses, c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)

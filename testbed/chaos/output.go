@@ -67,6 +67,7 @@ type ConfigJSON struct {
 	FlakyFraction  float64  `json:"flaky_fraction"`
 	FlakyFailures  int      `json:"flaky_failures"`
 	FutureFraction float64  `json:"future_fraction,omitempty"`
+	Workflows      bool     `json:"workflows,omitempty"` // the jobs were submitted as random workflows
 	MaxRetry       int      `json:"max_retry"`
 	Faults         []string `json:"faults"`
 	Rounds         int      `json:"rounds"`
@@ -97,7 +98,7 @@ type ConfigJSON struct {
 func configJSON(c Config) ConfigJSON {
 	cj := ConfigJSON{
 		Replicas: c.Replicas, Jobs: c.Jobs, DurationS: c.Duration.Seconds(), Rate: c.Rate, Runtime: c.Runtime,
-		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, FutureFraction: c.FutureFraction, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
+		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, FutureFraction: c.FutureFraction, Workflows: c.Workflows, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
 		Seed: c.Seed, Strategy: c.Strategy, Sabotage: nonNil(c.Sabotage), LeaseS: c.Lease.Seconds(), RescueS: c.RescueInterval.Seconds(),
 		Workers: c.Workers, PauseForS: c.PauseFor.Seconds(), KillRestartS: c.KillRestartDelay.Seconds(), DBDownS: c.DBDownFor.Seconds(),
 		PartitionS: c.PartitionFor.Seconds(), LatencyMs: float64(c.Latency.Milliseconds()), ResetMs: float64(c.ResetFor.Milliseconds()), ClockSkewS: c.ClockSkew.Seconds(),

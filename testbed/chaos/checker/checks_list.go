@@ -10,5 +10,6 @@ func Checks() []string {
 		CheckClaimedEarly, CheckWorkAfterLoss, CheckUnexplainedRescue, CheckUnexplainedRelease,
 		CheckMissingExecution, CheckStatusVsLastExecution, CheckRerunAfterSuccess, CheckFailedAfterSuccess,
 		CheckLateCompletionAccepted, CheckAppliedTwice, CheckWorkerOverlap, CheckLostAfterAck,
+		CheckChildBeforeParentSuccess, CheckChildRunTwice, CheckStuckWaitingOnDoneParents, CheckRanAfterParentFailed,
 	}
 }

@@ -60,6 +60,11 @@ const (
 	// EventRenewal is a remote worker's renewed lease (t: the lease_until
 	// the scheduler gave it).
 	EventRenewal = "renewal"
+	// EventEdge is a workflow dependency (History.Edges): child waits for
+	// parent, on_parent_failure "cancel" (the default) or "run"; t is when
+	// the history was read, as for job lines. The workflow checks judge a
+	// history by its edges: one without edge lines has none to judge.
+	EventEdge = "edge"
 )
 
 // Event is one line of an NDJSON history. Which fields a type uses is
@@ -100,6 +105,11 @@ type Event struct {
 	Delivered  *bool  `json:"delivered,omitempty"`
 	Duplicate  bool   `json:"duplicate,omitempty"`
 
+	// edge
+	Parent          uint64 `json:"parent,omitempty"`
+	Child           uint64 `json:"child,omitempty"`
+	OnParentFailure string `json:"on_parent_failure,omitempty"`
+
 	DueAt          *time.Time `json:"due_at,omitempty"`
 	End            *time.Time `json:"end,omitempty"`
 	RunningAtStart int        `json:"running_at_start,omitempty"`
@@ -107,7 +117,7 @@ type Event struct {
 
 // Events turns h into the NDJSON history's events: the meta line first,
 // then every event in time order (ties keep submit, ack, claim, effect,
-// finish order), final job states last.
+// finish order), final job states and workflow edges last.
 func Events(h History) []Event {
 	end := h.End
 	ev := []Event{}
@@ -154,6 +164,9 @@ func Events(h History) []Event {
 		mr, ct := j.MaxRetry, j.CreateTime
 		ev = append(ev, Event{Type: EventJob, T: end, JobID: j.ID, Key: j.Key, JobType: j.Type, Status: j.Status, Attempt: j.Attempt,
 			RetryTimes: j.RetryTimes, MaxRetry: &mr, Owner: j.Owner, LeaseUntil: j.LeaseUntil, CreateTime: &ct, FinishedAt: j.FinishedAt, Error: j.LastError})
+	}
+	for _, e := range h.Edges {
+		ev = append(ev, Event{Type: EventEdge, T: end, Parent: e.Parent, Child: e.Child, OnParentFailure: e.OnParentFailure})
 	}
 	meta := Event{Type: EventMeta, T: h.Start, End: &end, Format: FormatVersion, LeaseMS: h.Lease.Milliseconds(), RescueIntervalMS: h.RescueInterval.Milliseconds()}
 	return append([]Event{meta}, ev...)
@@ -247,7 +260,7 @@ func ReadNDJSON(r io.Reader) (History, error) {
 			return History{}, bad(`"t" is required (RFC 3339 time)`)
 		}
 		e.T = e.T.UTC()
-		if e.Type != EventMeta && e.Type != EventJob {
+		if e.Type != EventMeta && e.Type != EventJob && e.Type != EventEdge {
 			seen(e.T)
 		}
 		switch e.Type {
@@ -350,8 +363,20 @@ func ReadNDJSON(r io.Reader) (History, error) {
 				return History{}, bad(`needs "job_id" > 0 and "attempt" ≥ 1`)
 			}
 			h.Renewals = append(h.Renewals, Renewal{Worker: e.Owner, JobID: e.JobID, Attempt: e.Attempt, LeaseUntil: e.T})
+		case EventEdge:
+			if e.Parent == 0 || e.Child == 0 || e.Parent == e.Child {
+				return History{}, bad(`needs "parent" > 0 and "child" > 0, two different jobs`)
+			}
+			switch e.OnParentFailure {
+			case "":
+				e.OnParentFailure = "cancel"
+			case "cancel", "run":
+			default:
+				return History{}, bad(fmt.Sprintf(`on_parent_failure %q: want "cancel" or "run"`, e.OnParentFailure))
+			}
+			h.Edges = append(h.Edges, Edge{Parent: e.Parent, Child: e.Child, OnParentFailure: e.OnParentFailure})
 		default:
-			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall, stop, completion or renewal")
+			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall, stop, completion, renewal or edge")
 		}
 	}
 	if err := sc.Err(); err != nil {

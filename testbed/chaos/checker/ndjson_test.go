@@ -183,6 +183,33 @@ var shippedHistories = map[string]struct {
 		b.h.Faults = []Fault{{Kind: "read-only", Start: at(300), End: at(1000)}}
 		return b
 	}, map[string]int{CheckFailedAfterSuccess: 1, CheckUnexplainedRescue: 1}},
+	// The workflow checks, on the diamond 1 → {2, 3} → 4 of workflow_test.go.
+	CheckChildBeforeParentSuccess: {func() *builder {
+		b := wfBuilder()
+		b.h.Executions[3].StartedAt = at(450) // job 4 claimed before its parents 2 and 3 succeeded at 500
+		return b
+	}, map[string]int{CheckChildBeforeParentSuccess: 2}},
+	CheckChildRunTwice: {func() *builder {
+		b := wfBuilder()
+		b.h.Jobs[3].Attempt = 2
+		b.exec(4, 2, "r2", 900, 1000, OutcomeSuccess)
+		return b
+	}, map[string]int{CheckChildRunTwice: 1, CheckStaleAccepted: 1}},
+	CheckStuckWaitingOnDoneParents: {func() *builder {
+		b := wfBuilder()
+		// Job 4 never unblocked although 2 and 3 succeeded.
+		b.h.Jobs[3].Status, b.h.Jobs[3].Attempt, b.h.Jobs[3].FinishedAt = StatusBlocked, 0, nil
+		b.h.Executions = b.h.Executions[:3]
+		b.h.Effects = b.h.Effects[:6]
+		return b
+	}, map[string]int{CheckStuckWaitingOnDoneParents: 1, CheckLost: 1}},
+	CheckRanAfterParentFailed: {func() *builder {
+		b := wfBuilder()
+		b.h.Jobs[1].Status = StatusFailed
+		b.h.Executions[1].Outcome = OutcomeFailed
+		b.h.Effects = slices.Delete(b.h.Effects, 3, 4) // a failed attempt commits no tx effect
+		return b
+	}, map[string]int{CheckRanAfterParentFailed: 1}},
 }
 
 // expectLine is the comment a shipped history starts with: the violations
@@ -296,7 +323,7 @@ func TestNDJSONRoundTrip(t *testing.T) {
 		if got.Lease != h.Lease || got.RescueInterval != h.RescueInterval || !got.Start.Equal(h.Start) || !got.End.Equal(h.End) ||
 			len(got.Jobs) != len(h.Jobs) || len(got.Executions) != len(h.Executions) || len(got.Effects) != len(h.Effects) ||
 			len(got.Faults) != len(h.Faults) || len(got.Submits) != len(h.Submits) || len(got.Stalls) != 1 || len(got.SlowRenewals) != 1 || !got.Stopped.Equal(h.Stopped) ||
-			len(got.Acks) != len(h.Acks) || len(got.Renewals) != len(h.Renewals) {
+			len(got.Acks) != len(h.Acks) || len(got.Renewals) != len(h.Renewals) || !reflect.DeepEqual(got.Edges, h.Edges) {
 			t.Fatalf("%s: history differs after the round trip:\n%+v\n%+v", name, h, got)
 		}
 	}
@@ -310,6 +337,8 @@ func TestNDJSONRejectsBadLines(t *testing.T) {
 		{`{"type":"ack","t":"2026-01-02T03:04:05Z","key":"a","job_id":1}`, "an earlier submit"},
 		{`{"type":"submit","key":"a"}`, `"t" is required`},
 		{`{"type":"nope","t":"2026-01-02T03:04:05Z"}`, "unknown type"},
+		{`{"type":"edge","t":"2026-01-02T03:04:05Z","parent":2,"child":2}`, `needs "parent" > 0 and "child" > 0, two different jobs`},
+		{`{"type":"edge","t":"2026-01-02T03:04:05Z","parent":1,"child":2,"on_parent_failure":"skip"}`, `on_parent_failure "skip"`},
 		{`{"type":"submit","t":"2026-01-02T03:04:05Z","key":"a","colour":1}`, `unknown field "colour"`},
 		{"{\"type\":\"claim\",\"t\":\"2026-01-02T03:04:05Z\",\"job_id\":1,\"attempt\":1}\n" +
 			`{"type":"finish","t":"2026-01-02T03:04:06Z","job_id":1,"attempt":1,"outcome":"DONE"}`, `line 2 (finish): outcome "DONE"`},

@@ -45,7 +45,20 @@ var All = []Scenario{
 	{"poison-job", "one job SIGKILLs every replica that claims it: it must end FAILED after max_retry+1 claims while the others flow", poison},
 	{"read-only", "SET GLOBAL read_only=1 on the database for lease/3, three times (a demoted primary; replicas have no SUPER): finished runs retry their outcome and end with it — never re-run, never FAILED after success", faults(3, chaos.FaultReadOnly)},
 	{"slow-link", "+400 ms per round trip (200 ms each way) on one replica's database link for the whole run, lease 6 s: the replicas with a direct link lose no lease (no statement of theirs waits on the slow replica's locks), no overlap", slowLink},
+	{"workflows-kill-storm", "kill-storm with the jobs submitted as random workflows (DAGs of 4–40, fan-out and fan-in): a child starts only after its parents succeeded, once, and none stays BLOCKED behind done parents", withWorkflows(faults(3, chaos.FaultKill))},
+	{"workflows-zombie-pause", "zombie-pause with the jobs as random workflows: a zombie's late completion of a parent must unblock nothing", withWorkflows(faults(2, chaos.FaultPause))},
+	{"workflows-partition", "partition with the jobs as random workflows", withWorkflows(faults(2, chaos.FaultPartition))},
+	{"workflows-db-restart", "db-restart with the jobs as random workflows: a crash between a parent's completion and its commit loses the unblock with it", withWorkflows(faults(1, chaos.FaultDBRestart))},
 	{"ci", "kill + pause + db-restart: the short CI scenario", faults(1, chaos.FaultKill, chaos.FaultPause, chaos.FaultDBRestart)},
+}
+
+// withWorkflows is apply with the run's jobs submitted as random workflows
+// (Config.Workflows): the checker adds its four workflow checks.
+func withWorkflows(apply func(*chaos.Config)) func(*chaos.Config) {
+	return func(cfg *chaos.Config) {
+		apply(cfg)
+		cfg.Workflows = true
+	}
 }
 
 // Galera is the ha-galera set: a 3-node Galera cluster, one replica per
@@ -63,6 +76,8 @@ var Galera = []Scenario{
 		Apply: galera(chaos.FaultNodeRestart)},
 	{Name: "galera-node-isolate", Description: "galera3: cut a replica's node off its peers (gmcast.isolate) for 2 leases mid-run: it goes non-primary (1047) and resyncs",
 		Apply: galera(chaos.FaultNodeIsolate)},
+	{Name: "galera-workflows", Description: "galera3, the jobs as random workflows, a replica's node SIGKILLed mid-run: a parent's completion and its children's unblock certify together, on whichever node",
+		Apply: withWorkflows(galera(chaos.FaultNodeKill))},
 }
 
 // Failover is the ha-failover set: two mariadbd with GTID replication, one

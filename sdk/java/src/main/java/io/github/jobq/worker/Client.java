@@ -6,9 +6,11 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import java.net.URI;
+import java.net.URLEncoder;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -87,6 +89,29 @@ public final class Client {
 
   public JsonObject submit(String jobType, Object params) throws ApiException, TransportException {
     return submit(jobType, params, SubmitOptions.defaults());
+  }
+
+  /**
+   * Submits a workflow (jobq's docs/workflows.md) and returns it as the API answers: its {@code status},
+   * {@code counts}, {@code jobs} (each with {@code depends_on} and {@code blocked_parents}) and
+   * {@code edges}. Each job is a {@code POST /v1/jobs} body ({@code job_key}, {@code job_type},
+   * {@code params}, …) plus {@code depends_on}: the job_keys of its parents in the workflow, as strings
+   * or {@code {"job_key": …, "on_parent_failure": "run"}}; a Map or a JsonObject, serialised with Gson.
+   * All jobs are created or none; the same key and body again answer the existing workflow, a different
+   * body is an {@link ApiException} 409, a broken rule (a cycle, an unknown parent) a 400 naming the
+   * field.
+   */
+  public JsonObject submitWorkflow(String workflowKey, List<?> jobs) throws ApiException, TransportException {
+    JsonObject body = new JsonObject();
+    body.addProperty("workflow_key", workflowKey);
+    body.add("jobs", GSON.toJsonTree(jobs));
+    return call("POST", "/v1/workflows", body, timeout, null);
+  }
+
+  /** Returns the workflow with its jobs, edges and {@code status} ({@link ApiException} 404 when there is none). */
+  public JsonObject getWorkflow(String workflowKey) throws ApiException, TransportException {
+    String path = URLEncoder.encode(workflowKey, StandardCharsets.UTF_8).replace("+", "%20");
+    return call("GET", "/v1/workflows/" + path, null, timeout, null);
   }
 
   public JsonObject getJob(long id) throws ApiException, TransportException {

@@ -5,7 +5,10 @@ import com.google.gson.JsonObject;
 import java.lang.System.Logger.Level;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * What a handler gets: the job, its cancellation state, and the attempt's log and progress.
@@ -60,6 +63,32 @@ public final class JobContext {
   /** The job's params decoded into {@code type} with Gson. */
   public <T> T params(Class<T> type) {
     return Client.gson().fromJson(params(), type);
+  }
+
+  /**
+   * A workflow job's parents as the fetch answered them, by job_key: each {@code job_id},
+   * {@code job_key}, {@code status} and {@code output} (the output of the attempt that succeeded, or
+   * JSON null). Empty for a job outside a workflow or without parents.
+   */
+  public Map<String, JsonObject> parents() {
+    Map<String, JsonObject> out = new LinkedHashMap<>();
+    JsonElement ps = job.get("parents");
+    if (ps != null && ps.isJsonArray()) {
+      for (JsonElement e : ps.getAsJsonArray()) {
+        if (!e.isJsonObject()) continue;
+        JsonObject p = e.getAsJsonObject();
+        JsonElement key = p.get("job_key");
+        out.put(key == null || key.isJsonNull() ? "" : key.getAsString(), p.deepCopy());
+      }
+    }
+    return Collections.unmodifiableMap(out);
+  }
+
+  /** The recorded output of the parent whose job_key is {@code jobKey}; null when it has none or is no parent. */
+  public JsonElement parentOutput(String jobKey) {
+    JsonObject p = parents().get(jobKey);
+    JsonElement out = p == null ? null : p.get("output");
+    return out == null || out.isJsonNull() ? null : out;
   }
 
   public boolean isCancelled() {

@@ -5,11 +5,15 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
@@ -28,6 +32,7 @@ class ReplicaTest {
   private Client client;
   private Worker worker;
   private final CountDownLatch started = new CountDownLatch(1);
+  private final Map<String, Map<String, JsonElement>> parentsSeen = new ConcurrentHashMap<>();
 
   @BeforeEach
   void setUp() {
@@ -41,6 +46,9 @@ class ReplicaTest {
 
   private Object handle(JobContext ctx) throws Exception {
     started.countDown();
+    Map<String, JsonElement> outputs = new HashMap<>();
+    ctx.parents().forEach((key, parent) -> outputs.put(key, parent.get("output")));
+    parentsSeen.put(ctx.jobKey(), outputs);
     JsonObject p = ctx.params();
     switch (p.get("action").getAsString()) {
       case "succeed":
@@ -139,6 +147,29 @@ class ReplicaTest {
       assertEquals("FAILED", got.get("status").getAsString());
       assertEquals("java.lang.NumberFormatException: For input string: \"many\"", got.get("last_error").getAsString());
     }
+  }
+
+  @Test
+  void workflowChildReadsItsParentOutput() throws Exception {
+    String key = "java-wf-" + UUID.randomUUID().toString().substring(0, 8);
+    JsonObject wf = client.submitWorkflow(key, List.of(
+        Map.of("job_key", key + "-a", "job_type", TYPE, "max_retry", 0,
+            "params", Map.of("action", "succeed", "output", Map.of("from", key + "-a"))),
+        Map.of("job_key", key + "-b", "job_type", TYPE, "max_retry", 0,
+            "params", Map.of("action", "succeed"), "depends_on", List.of(key + "-a"))));
+    assertEquals("WAITING", wf.getAsJsonArray("jobs").get(0).getAsJsonObject().get("status").getAsString());
+    assertEquals("BLOCKED", wf.getAsJsonArray("jobs").get(1).getAsJsonObject().get("status").getAsString());
+    try (Worker w = worker) {
+      w.start();
+      long end = System.currentTimeMillis() + 30_000;
+      while (System.currentTimeMillis() < end && "RUNNING".equals(client.getWorkflow(key).get("status").getAsString())) {
+        Thread.sleep(50);
+      }
+      assertEquals("SUCCESS", client.getWorkflow(key).get("status").getAsString());
+    }
+    JsonObject from = new JsonObject();
+    from.addProperty("from", key + "-a");
+    assertEquals(Map.of(key + "-a", from), parentsSeen.get(key + "-b"));
   }
 
   @Test
