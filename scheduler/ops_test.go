@@ -732,6 +732,9 @@ func TestOpsScanStaysOnIdxScan(t *testing.T) {
 	}
 	for _, name := range []string{"JobScanAvailable", "JobLockAvailable"} {
 		q := strings.Replace(queryFromFile(t, name), "LIMIT ?", "LIMIT 200", 1)
+		// The excluded types as the store binds them: '' plus the paused
+		// and limited ones the caller read first.
+		q = strings.Replace(q, "sqlc.slice(excluded)", "'', 'a', 'b'", 1)
 		rows, err := db.Query("EXPLAIN " + q)
 		if err != nil {
 			t.Fatalf("explain %s: %v", name, err)

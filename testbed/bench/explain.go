@@ -91,10 +91,13 @@ var (
 )
 
 // Bind turns a sqlc statement into literal SQL: sqlc.slice(x) becomes the
-// id list, sqlc.arg(name) takes args[name] and every bare ? (the LIMIT of
+// id list (” when ids is empty), sqlc.arg(name) takes args[name] and every bare ? (the LIMIT of
 // the steady-state scans) takes args["?"]. A missing name is an error.
 func Bind(q string, ids string, args map[string]string) (string, error) {
 	var missing []string
+	if ids == "" {
+		ids = "''" // an empty list as the store binds it: never matches a job type or id
+	}
 	q = sliceRe.ReplaceAllString(q, ids)
 	q = argRe.ReplaceAllStringFunc(q, func(m string) string {
 		name := argRe.FindStringSubmatch(m)[1]
