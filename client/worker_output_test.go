@@ -57,6 +57,11 @@ func TestWorkerRefusedOutputFailsWithoutRetry(t *testing.T) {
 			}
 			_, _ = io.WriteString(w, `{"result":"applied","job_id":3,"attempt":1,"status":"FAILED"}`)
 			close(done)
+		case "/v1/workers/complete:batch":
+			// A replica without the batch route: the worker completes one
+			// job per call.
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"no such route"}}`)
 		default:
 			_, _ = io.WriteString(w, `{"results":[]}`)
 		}
