@@ -268,10 +268,16 @@ func (w *Worker) send(c *sendCall) {
 	var resp apitype.CompleteBatchResponse
 	err := w.call(context.Background(), "/v1/workers/complete:batch", json.RawMessage(c.body), &resp)
 	if err == nil && len(resp.Results) != len(c.cs) {
-		err = fmt.Errorf("/v1/workers/complete:batch: %d results for %d completions", len(resp.Results), len(c.cs))
+		err = fmt.Errorf("%w: %d results for %d completions", errBatchShape, len(resp.Results), len(c.cs))
 	}
 	var ae *APIError
 	switch {
+	case errors.Is(err, errBatchShape):
+		// The batch may or may not have been applied: each completion is
+		// sent again alone, where a repeat of an applied outcome answers
+		// "applied" (completion is idempotent by token and outcome).
+		w.log.Warn("completion batch answer unreadable; sending its completions one by one", "jobs", len(c.cs), "err", err)
+		w.requeue(c.cs, true)
 	case err == nil:
 		for i, x := range c.cs {
 			w.settle(x, batchAnswer(resp.Results[i]))
@@ -295,6 +301,10 @@ func (w *Worker) send(c *sendCall) {
 		w.retryLater(c, err)
 	}
 }
+
+// errBatchShape is a 200 answer to a batch call that does not hold one
+// result per completion sent: no result can be matched to its completion.
+var errBatchShape = errors.New("/v1/workers/complete:batch: answer does not match the batch")
 
 // retryable reports whether an answer with status may succeed if sent
 // again: 5xx, 429 and 408.
