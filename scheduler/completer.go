@@ -142,6 +142,14 @@ func (c *completer) awaitFlusher(batch []jobq.Completion) (_ []jobq.Completion, 
 }
 
 func (c *completer) flush(batch []jobq.Completion) {
+	for _, group := range splitByUnblock(context.Background(), c.p.Store, batch) {
+		c.flushGroup(group)
+	}
+}
+
+// flushGroup writes batch in one transaction and reports each completion's
+// result (FinishFunc) as soon as it committed.
+func (c *completer) flushGroup(batch []jobq.Completion) {
 	p := c.p
 	fences := make([]jobq.Fence, len(batch))
 	for i, comp := range batch {

@@ -505,3 +505,26 @@ func TestSpawnRepeatWritesNothing(t *testing.T) {
 		t.Fatalf("a refused repeat wrote job sry: %v", err)
 	}
 }
+
+// JobChildCounts answers each parent's number of children (the width of
+// its unblock) and leaves out jobs without children.
+func TestJobChildCounts(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "widths", RequestHash: "h", Jobs: diamond("w-")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]uint64{}
+	for _, j := range wf.Jobs {
+		ids[j.JobKey] = j.ID
+	}
+	got, err := st.JobChildCounts(ctx, []uint64{ids["w-a"], ids["w-b"], ids["w-d"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[ids["w-a"]] != 2 || got[ids["w-b"]] != 1 {
+		t.Fatalf("child counts %v, want a: 2, b: 1 and no entry for d", got)
+	}
+}
