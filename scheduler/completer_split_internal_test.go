@@ -28,7 +28,9 @@ func (w widths) JobChildCounts(_ context.Context, ids []uint64) (map[uint64]int,
 
 type plainStore struct{}
 
-func (plainStore) JobCompleteMany(context.Context, []jobq.Completion) ([]bool, error) { return nil, nil }
+func (plainStore) JobCompleteMany(context.Context, []jobq.Completion) ([]bool, error) {
+	return nil, nil
+}
 
 func success(id uint64, children bool) jobq.Completion {
 	return jobq.Completion{Fence: jobq.Fence{ID: id, Attempt: 1}, Outcome: jobq.OutcomeSuccess, HasChildren: children}
