@@ -354,6 +354,10 @@ type WorkerJob struct {
 	MaxRetry   int             // retries allowed
 	Timeout    time.Duration   // per-attempt timeout, 0 = none
 	RunAt      time.Time       // when the job became due
+	// Parents are the job's parents in its workflow, each with its status
+	// and recorded output (the fetch's "parents"; docs/workflows.md); nil
+	// outside workflows.
+	Parents []apitype.ParentOutput
 
 	token string
 	w     *Worker
@@ -553,7 +557,7 @@ func (w *Worker) start(runCtx context.Context, fj apitype.FetchedJob) {
 	job := &WorkerJob{
 		ID: fj.ID, Key: fj.JobKey, Type: fj.JobType, Params: fj.Params, Attempt: fj.Attempt, Priority: fj.Priority,
 		RetryTimes: fj.RetryTimes, MaxRetry: fj.MaxRetry, Timeout: time.Duration(fj.TimeoutMs) * time.Millisecond,
-		RunAt: fj.RunAt, token: fj.TaskToken, w: w,
+		RunAt: fj.RunAt, Parents: fj.Parents, token: fj.TaskToken, w: w,
 	}
 	lease := time.Duration(fj.LeaseMs) * time.Millisecond
 	hb := time.Duration(fj.HeartbeatMs) * time.Millisecond

@@ -10,9 +10,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq/apitype"
 )
 
-// TestWorkerBatchAnswerWithoutResultsSendsAlone: a 200 answer to a batch
+// TestWorkerBatchAnswerWithoutResultsSendsAlone: the handler reads the
+// fetched job's parents; a 200 answer to a batch
 // completion that holds no result per completion (a proxy that rewrote the
 // body, a replica that answered another shape) cannot be matched to the
 // completions sent; each is sent again alone by the single route, where a
@@ -39,7 +42,8 @@ func TestWorkerBatchAnswerWithoutResultsSendsAlone(t *testing.T) {
 				return
 			}
 			_, _ = io.WriteString(w, `{"jobs":[{"id":7,"job_key":"k7","job_type":"t","params":{},"attempt":1,`+
-				`"lease_ms":30000,"heartbeat_ms":10000,"task_token":"jqt1.7.1.secret"}]}`)
+				`"lease_ms":30000,"heartbeat_ms":10000,"task_token":"jqt1.7.1.secret",`+
+				`"parents":[{"job_id":5,"job_key":"build","status":"SUCCESS","output":{"image":"app:1"}}]}]}`)
 			return
 		}
 		mu.Lock()
@@ -64,7 +68,9 @@ func TestWorkerBatchAnswerWithoutResultsSendsAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	parents := make(chan []apitype.ParentOutput, 1)
 	w.Register("t", func(ctx context.Context, job *WorkerJob) (any, error) {
+		parents <- job.Parents
 		return map[string]int{"n": 1}, nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -78,6 +84,9 @@ func TestWorkerBatchAnswerWithoutResultsSendsAlone(t *testing.T) {
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
+	}
+	if ps := <-parents; len(ps) != 1 || ps[0].JobKey != "build" || ps[0].Status != "SUCCESS" || string(ps[0].Output) != `{"image":"app:1"}` {
+		t.Fatalf("handler saw parents %+v, want build SUCCESS with its output", ps)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -307,7 +307,8 @@ type SpawnError struct{ Rule string }
 
 func (e *SpawnError) Error() string { return "spawn: " + e.Rule }
 
-// WorkflowGet returns a workflow with its jobs (in id order) and edges;
+// WorkflowGet returns a workflow with its jobs (in id order; a SUCCESS job
+// carries its successful attempt's output, as JobGet) and edges;
 // jobq.ErrNotFound when there is none.
 func (s *Store) WorkflowGet(ctx context.Context, id uint64) (jobq.Workflow, error) {
 	w, err := s.q.WorkflowGetByID(ctx, id)
@@ -334,8 +335,19 @@ func (s *Store) workflowFill(ctx context.Context, w jobqdb.Workflow) (jobq.Workf
 		return out, errorf("workflow get: %w", err)
 	}
 	out.Jobs = make([]jobq.Job, len(rows))
+	at := make(map[uint64]int, len(rows))
 	for i, r := range rows {
 		out.Jobs[i] = jobFromRow(r)
+		at[r.ID] = i
+	}
+	outputs, err := s.q.WorkflowOutputs(ctx, wid)
+	if err != nil {
+		return out, errorf("workflow get: %w", err)
+	}
+	for _, o := range outputs {
+		if i, ok := at[o.JobID]; ok && o.Output.Valid {
+			out.Jobs[i].Output = json.RawMessage(o.Output.String)
+		}
 	}
 	edges, err := s.q.WorkflowEdges(ctx, wid)
 	if err != nil {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -526,5 +527,36 @@ func TestJobChildCounts(t *testing.T) {
 	}
 	if len(got) != 2 || got[ids["w-a"]] != 2 || got[ids["w-b"]] != 1 {
 		t.Fatalf("child counts %v, want a: 2, b: 1 and no entry for d", got)
+	}
+}
+
+// WorkflowGet carries each SUCCESS job's output (its successful attempt's),
+// as JobGet does, and none for jobs that have not succeeded.
+func TestWorkflowGetCarriesOutputs(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "outs", RequestHash: "h", Jobs: diamond("o-")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := claimAll(t, st)["o-a"]
+	c := success(a)
+	c.Output = json.RawMessage(`{"image":"app:1"}`)
+	if ok, err := st.JobCompleteMany(ctx, []jobq.Completion{c}); err != nil || !ok[0] {
+		t.Fatalf("complete: %v %v", ok, err)
+	}
+	got, err := st.WorkflowGet(ctx, wf.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range got.Jobs {
+		want := ""
+		if j.JobKey == "o-a" {
+			want = `{"image":"app:1"}`
+		}
+		if string(j.Output) != want {
+			t.Errorf("%s (%s): output %q, want %q", j.JobKey, j.Status, j.Output, want)
+		}
 	}
 }

@@ -711,3 +711,39 @@ func (q *Queries) WorkflowLockJobs(ctx context.Context, workflowID sql.NullInt64
 	}
 	return items, nil
 }
+
+const workflowOutputs = `-- name: WorkflowOutputs :many
+SELECT e.job_id, e.output FROM job_queue AS q
+JOIN job_execution AS e ON e.job_id = q.id AND e.attempt = q.attempt
+WHERE q.workflow_id = ? AND q.status = 'SUCCESS' AND e.output IS NOT NULL
+`
+
+type WorkflowOutputsRow struct {
+	JobID  uint64
+	Output sql.NullString
+}
+
+// The outputs of a workflow's SUCCESS jobs: each one's successful attempt's
+// (idx_workflow, then uk_job_attempt).
+func (q *Queries) WorkflowOutputs(ctx context.Context, workflowID sql.NullInt64) ([]WorkflowOutputsRow, error) {
+	rows, err := q.db.QueryContext(ctx, workflowOutputs, workflowID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkflowOutputsRow
+	for rows.Next() {
+		var i WorkflowOutputsRow
+		if err := rows.Scan(&i.JobID, &i.Output); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -138,3 +138,10 @@ DELETE FROM job_dependency WHERE child_id IN (sqlc.slice(ids)) OR parent_id IN (
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'BLOCKED', blocked_parents = sqlc.arg(blocked), update_time = NOW(6)
 WHERE id = sqlc.arg(id) AND status = 'WAITING';
+
+-- name: WorkflowOutputs :many
+-- The outputs of a workflow's SUCCESS jobs: each one's successful attempt's
+-- (idx_workflow, then uk_job_attempt).
+SELECT e.job_id, e.output FROM job_queue AS q
+JOIN job_execution AS e ON e.job_id = q.id AND e.attempt = q.attempt
+WHERE q.workflow_id = ? AND q.status = 'SUCCESS' AND e.output IS NOT NULL;
