@@ -821,3 +821,57 @@ func TestWorkerFailureErrorIsCutAt2000(t *testing.T) {
 		t.Fatalf("the execution's error: %d characters, want 2000", n)
 	}
 }
+
+// A remote run past its job's timeout_ms by more than a heartbeat interval
+// is failed by the replica at the worker's next heartbeat, as an
+// in-process timeout is (a retryable failure, "job timeout" in the
+// error), and the token is lost: the worker's late success is refused as
+// stale and changes nothing.
+func TestWorkerRunPastTimeoutFailsAtHeartbeat(t *testing.T) {
+	w := startWorkerReplica(t, nil)
+	code, body := w.call(adminToken, "POST", "/v1/jobs", map[string]any{"job_key": "slow-1", "job_type": "resize",
+		"params": map[string]any{}, "timeout_ms": 1000, "max_retry": 1})
+	if code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	var j apitype.Job
+	if err := json.Unmarshal(body, &j); err != nil {
+		t.Fatal(err)
+	}
+	jobs := w.fetch(resizeToken, "w1", []string{"resize"}, 1, 0)
+	if len(jobs) != 1 {
+		t.Fatalf("fetch: %+v", jobs)
+	}
+	hbBody := map[string]any{"worker_id": "w1", "task_tokens": []string{jobs[0].TaskToken}}
+	var hb apitype.HeartbeatResponse
+	if code, body := w.call(resizeToken, "POST", "/v1/workers/heartbeat", hbBody); code != http.StatusOK ||
+		json.Unmarshal(body, &hb) != nil || hb.Results[0].State != "renewed" {
+		t.Fatalf("heartbeat within the timeout: %d %s, want renewed", code, body)
+	}
+	// The run started an hour ago on the database clock: far past its
+	// 1 s timeout and any heartbeat interval.
+	if _, err := w.db.Exec(`UPDATE job_queue SET started_at = started_at - INTERVAL 1 HOUR WHERE id = ?`, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := w.call(resizeToken, "POST", "/v1/workers/heartbeat", hbBody); code != http.StatusOK ||
+		json.Unmarshal(body, &hb) != nil || hb.Results[0].State != "lost" {
+		t.Fatalf("heartbeat past the timeout: %d %s, want lost", code, body)
+	}
+	var lastErr string
+	if err := w.db.QueryRow(`SELECT COALESCE(last_error, '') FROM job_queue WHERE id = ?`, j.ID).Scan(&lastErr); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.row(j.ID); got.Status == "RUNNING" || got.RetryTimes != 1 || !strings.Contains(lastErr, "timeout after 1s") {
+		t.Fatalf("job after the timed-out heartbeat: %+v, last_error %q; want a retried failure naming the timeout", got, lastErr)
+	}
+	if got := w.executions(j.ID); len(got) != 1 || got[0] != "1:FAILED" {
+		t.Fatalf("executions %v, want 1:FAILED", got)
+	}
+	code, body = w.call(resizeToken, "POST", "/v1/workers/complete", map[string]any{"task_token": jobs[0].TaskToken, "outcome": "success"})
+	if code != http.StatusConflict {
+		t.Fatalf("late success: %d %s, want 409 stale", code, body)
+	}
+	if got := w.executions(j.ID); len(got) != 1 || got[0] != "1:FAILED" {
+		t.Fatalf("executions after the late success %v, want 1:FAILED only", got)
+	}
+}

@@ -338,6 +338,14 @@ func (r *Remote) heartbeat(ctx context.Context, workerID string, tokens []string
 		if !ok || st.Status != jobq.StateRunning || st.Attempt != pt.Attempt || !pt.verify(st.Nonce) || (allow != nil && !allow(st.JobType)) {
 			continue
 		}
+		if st.Timeout > 0 && st.Running > st.Timeout+x.cfg.HeartbeatInterval {
+			// Past its timeout by more than a heartbeat interval: the
+			// worker did not end the run itself (the libraries fail it at
+			// the timeout), so the replica fails the attempt as an
+			// in-process handler's timeout does, and the token is lost.
+			r.timeOut(ctx, tokens[i], st, allow)
+			continue
+		}
 		fences, at = append(fences, pt.fence()), append(at, i)
 	}
 	if len(fences) == 0 {
@@ -362,6 +370,18 @@ func (r *Remote) heartbeat(ctx context.Context, workerID string, tokens []string
 		}
 	}
 	return out, nil
+}
+
+// timeOut writes a failed attempt for a remote run past its job's
+// timeout_ms (the error says so; retried by the job's retry budget, as an
+// in-process timeout is), through the fenced completion path: a worker's
+// own completion that won the race leaves it a no-op.
+func (r *Remote) timeOut(ctx context.Context, token string, st jobq.TokenState, allow func(string) bool) {
+	msg := fmt.Sprintf("%s after %s: the worker did not complete the attempt", ErrJobTimeout, st.Timeout)
+	if _, err := r.Complete(ctx, CompleteParams{TaskToken: token, Outcome: CompleteFailure, Error: msg, Retry: true, Allow: allow}); err != nil &&
+		!errors.Is(err, ErrTokenStale) && !errors.Is(err, ErrOutcomeConflict) {
+		r.x.log.Warn("remote run past its timeout not failed", "job_id", st.ID, "attempt", st.Attempt, "err", err)
+	}
 }
 
 // Outcome kinds of a remote completion (docs/workers.md).

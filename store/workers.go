@@ -143,7 +143,8 @@ func (s *Store) JobTokenStates(ctx context.Context, ids []uint64) ([]jobq.TokenS
 			ID: r.ID, JobType: r.JobType, Attempt: int(r.Attempt), Status: jobq.JobState(r.Status),
 			Nonce: []byte(r.LeaseNonce.String), CancelRequested: r.CancelRequested,
 			RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry), RunAt: r.RunAt.UTC(), HasChildren: r.HasChildren,
-			Owner: r.Owner.String,
+			Owner: r.Owner.String, Timeout: time.Duration(r.TimeoutMs) * time.Millisecond,
+			Running: time.Duration(r.RunUs) * time.Microsecond,
 		}
 		if r.LeaseUntil.Valid {
 			t := r.LeaseUntil.Time.UTC()

@@ -324,7 +324,8 @@ func (q *Queries) JobTokenStateLocked(ctx context.Context, id uint64) (JobTokenS
 
 const jobTokenStates = `-- name: JobTokenStates :many
 SELECT id, job_type, attempt, status, lease_nonce, cancel_requested, retry_times, max_retry,
-       run_at, lease_until, owner, has_children
+       run_at, lease_until, owner, has_children, timeout_ms,
+       CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, started_at, NOW(6)), 0) AS SIGNED) AS run_us
 FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?)
 `
@@ -342,10 +343,14 @@ type JobTokenStatesRow struct {
 	LeaseUntil      sql.NullTime
 	Owner           sql.NullString
 	HasChildren     bool
+	TimeoutMs       int32
+	RunUs           int64
 }
 
 // What a task token is checked against: the job's run (attempt, status),
-// the claim's nonce and what a completion needs (retry budget, due time).
+// the claim's nonce and what a completion needs (retry budget, due time);
+// run_us is how long the run has been going on the database clock (its
+// timeout_ms is enforced against it).
 func (q *Queries) JobTokenStates(ctx context.Context, ids []uint64) ([]JobTokenStatesRow, error) {
 	query := jobTokenStates
 	var queryParams []interface{}
@@ -378,6 +383,8 @@ func (q *Queries) JobTokenStates(ctx context.Context, ids []uint64) ([]JobTokenS
 			&i.LeaseUntil,
 			&i.Owner,
 			&i.HasChildren,
+			&i.TimeoutMs,
+			&i.RunUs,
 		); err != nil {
 			return nil, err
 		}
