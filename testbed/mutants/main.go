@@ -336,6 +336,24 @@ var mutants = []mutant{
 		Edits:  []edit{{"scheduler/runqueue.go", "if rq.wait <= 0 || rq.stopped || rq.sweepArmed {", "if rq.wait > 0 || rq.stopped || rq.sweepArmed {"}},
 		Checks: []check{{"./scheduler/", "^TestRunQueueGivesBackWithoutSpendingARetry$"}},
 	},
+	{
+		Name: "remote-timeout-ignored", Bug: "remote: a run past its timeout_ms is renewed at every heartbeat (the worker holds the job as long as it likes)",
+		Rule:   "want lost",
+		Edits:  []edit{{"scheduler/remote.go", "if st.Timeout > 0 && st.Running > st.Timeout+x.cfg.HeartbeatInterval {", "if st.Timeout < 0 && st.Running > st.Timeout+x.cfg.HeartbeatInterval {"}},
+		Checks: []check{{"./app/", "^TestWorkerRunPastTimeoutFailsAtHeartbeat$"}},
+	},
+	{
+		Name: "batch-answer-retried", Bug: "client: a batch completion answered 200 without one result per completion is retried as a batch until the lease ends",
+		Rule:   "never sent alone",
+		Edits:  []edit{{"client/worker_complete.go", "case errors.Is(err, errBatchShape):", "case errors.Is(err, errBatchShape) && false:"}},
+		Checks: []check{{"./client/", "^TestWorkerBatchAnswerWithoutResultsSendsAlone$"}},
+	},
+	{
+		Name: "split-drops-wide-parent", Bug: "completer: the split of a batch by unblock width loses the last group of parents",
+		Rule:   "want [[2 5] [1] [3 3 4] [6]]",
+		Edits:  []edit{{"scheduler/completer_split.go", "	if len(cur) > 0 {\n\t\tgroups = append(groups, cur)\n\t}", "	_ = cur"}},
+		Checks: []check{{"./scheduler/", "^TestSplitByUnblock$"}},
+	},
 }
 
 func main() {
