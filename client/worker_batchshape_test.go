@@ -74,6 +74,7 @@ func TestWorkerBatchAnswerWithoutResultsSendsAlone(t *testing.T) {
 		return map[string]int{"n": 1}, nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // before srv.Close: a failing test stops the worker first
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(ctx) }()
 	select {
