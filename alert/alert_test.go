@@ -95,6 +95,10 @@ func replica(t *testing.T, dsn, owner string, allowLoopback bool, mod func(*aler
 	reg.Register("boom", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
 		return errors.New("boom: fails by design")
 	}))
+	reg.Register("slow", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
+		<-ctx.Done() // until the job's timeout_ms
+		return ctx.Err()
+	}))
 	ac := alert.Config{AllowLoopback: allowLoopback, Secrets: map[string][]byte{alert.SecretDefault: secret},
 		ScanInterval: 50 * time.Millisecond, DeliverInterval: 50 * time.Millisecond, BackoffBase: 100 * time.Millisecond, Timeout: 2 * time.Second}
 	if mod != nil {
@@ -142,7 +146,12 @@ func createRule(t *testing.T, r *app.Replica, req map[string]any) uint64 {
 
 func submit(t *testing.T, r *app.Replica, key, jobType string, maxRetry int) uint64 {
 	t.Helper()
-	code, body := call(t, r, "POST", "/v1/jobs", map[string]any{"job_key": key, "job_type": jobType, "params": map[string]any{}, "max_retry": maxRetry})
+	return submitReq(t, r, map[string]any{"job_key": key, "job_type": jobType, "params": map[string]any{}, "max_retry": maxRetry})
+}
+
+func submitReq(t *testing.T, r *app.Replica, req map[string]any) uint64 {
+	t.Helper()
+	code, body := call(t, r, "POST", "/v1/jobs", req)
 	if code != http.StatusCreated && code != http.StatusOK {
 		t.Fatalf("submit: %d %s", code, body)
 	}
@@ -292,6 +301,13 @@ func TestRetryWithBackoffThenGiveUp(t *testing.T) {
 	}
 	if n := down.count(); n != 3 {
 		t.Fatalf("down got %d requests, want 3", n)
+	}
+	_, metrics := call(t, r, "GET", "/metrics", nil)
+	for _, want := range []string{`jobq_alert_deliveries_total{outcome="delivered"} 1`, `jobq_alert_deliveries_total{outcome="retried"} 4`,
+		`jobq_alert_deliveries_total{outcome="failed"} 2`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	var slack map[string]any
 	if err := json.Unmarshal(down.all[0].body, &slack); err != nil || len(slack) != 1 || !strings.Contains(fmt.Sprint(slack["text"]), "FAILED at attempt 1") {
@@ -468,6 +484,35 @@ func TestScheduleSkippedFromAFire(t *testing.T) {
 	}
 	if m.sigErr != nil {
 		t.Fatal(m.sigErr)
+	}
+}
+
+// TestJobRunningLongerOnce: a job RUNNING past the rule's 300 ms threshold
+// is reported once, however many detection passes see it running.
+func TestJobRunningLongerOnce(t *testing.T) {
+	dsn := testdb.DSN(t)
+	h := newHook(t)
+	r := replica(t, dsn, "r1", true, nil)
+	createRule(t, r, map[string]any{"name": "slow-running", "job_type": "slow", "condition": "job_running_longer", "threshold_ms": 300,
+		"url": h.srv.URL, "preset": "dingtalk"})
+	id := submitReq(t, r, map[string]any{"job_key": "slow-1", "job_type": "slow", "params": map[string]any{}, "max_retry": 0, "timeout_ms": 3000})
+	m := h.next(t)
+	var body struct {
+		MsgType string
+		Text    struct{ Content string }
+	}
+	if err := json.Unmarshal(m.body, &body); err != nil || body.MsgType != "text" ||
+		!strings.Contains(body.Text.Content, fmt.Sprintf("job %d (type slow, key slow-1) has been RUNNING since", id)) ||
+		!strings.Contains(body.Text.Content, "longer than 300ms (attempt 1, owner r1)") {
+		t.Fatalf("dingtalk body %s", m.body)
+	}
+	for range 3 {
+		if err := r.Alerts.Detect(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ds := deliveries(t, r); len(ds) != 1 {
+		t.Fatalf("%d outbox rows, want 1: %v", len(ds), ds)
 	}
 }
 

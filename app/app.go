@@ -348,7 +348,9 @@ func (r *Replica) buildAlerts(context.Context) error {
 	if ac.Logger == nil {
 		ac.Logger = r.cfg.Logger
 	}
-	if ac.OutcomeFunc == nil {
+	if own := ac.OutcomeFunc; own != nil {
+		ac.OutcomeFunc = func(o string) { r.Metrics.AlertOutcome(o); own(o) }
+	} else {
 		ac.OutcomeFunc = r.Metrics.AlertOutcome
 	}
 	r.Alerts = alert.New(r.Store, ac)
