@@ -107,6 +107,10 @@ type AlertExecution struct {
 type AlertDetectParams struct {
 	// Chunk is the most executions one pass reads. Must be positive.
 	Chunk int
+	// After, when above the cursor, is where the pass starts reading (the
+	// previous pass's LastRead, to read on past executions not yet
+	// settled); the cursor still moves only past settled ones.
+	After uint64
 	// Settle is how long after its finished_at an execution may still be
 	// committed: the cursor only moves past executions older than that, so
 	// an execution whose transaction commits after a later one is read all
@@ -123,8 +127,9 @@ type AlertDetectResult struct {
 	Skipped bool
 	// Read counts the executions read; Inserted the outbox rows written.
 	Read, Inserted int
-	// Cursor is the cursor after the pass.
-	Cursor uint64
+	// Cursor is the cursor after the pass; LastRead the last execution id
+	// it read (0 when none).
+	Cursor, LastRead uint64
 }
 
 // AlertRunningJob is a RUNNING job the running-longer check found.

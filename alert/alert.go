@@ -49,6 +49,10 @@ const (
 	MaxAttemptsDefault     = 8
 	BackoffBaseDefault     = time.Second
 	BackoffMaxDefault      = 5 * time.Minute
+	RetentionDefault       = 30 * 24 * time.Hour
+	// purgeEvery is how often a replica deletes finished deliveries older
+	// than Retention.
+	purgeEvery = time.Hour
 	// SecretDefault is the secret a rule names when its request names none.
 	SecretDefault = "alerts"
 )
@@ -106,6 +110,9 @@ type Config struct {
 	// BackoffBase and BackoffMax shape the wait before a retry:
 	// BackoffBase·2^(attempt−1), at most BackoffMax. Default to 1s and 5m.
 	BackoffBase, BackoffMax time.Duration
+	// Retention is how long finished deliveries (DELIVERED, FAILED) are
+	// kept: each replica deletes older ones hourly. Defaults to 30 days.
+	Retention time.Duration
 	// OutcomeFunc, if set, is called with each attempt's outcome (the
 	// Outcome* constants): the Prometheus counter.
 	OutcomeFunc func(outcome string)
@@ -123,6 +130,7 @@ func (c Config) withDefaults() Config {
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
 	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
 	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
+	c.Retention = cmp.Or(c.Retention, RetentionDefault)
 	c.Owner = cmp.Or(c.Owner, "alerts")
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -144,6 +152,7 @@ type Store interface {
 	AlertDeliveryRetry(ctx context.Context, d jobq.AlertDelivery, status int, msg string, backoff time.Duration) (bool, error)
 	AlertDeliveryGiveUp(ctx context.Context, d jobq.AlertDelivery, status int, msg string) (bool, error)
 	AlertDeliveries(ctx context.Context, ruleID uint64, limit int) ([]jobq.AlertDelivery, error)
+	AlertDeliveryPurge(ctx context.Context, olderThan time.Duration) (int64, error)
 }
 
 // Service is one replica's alerts: the rules' API (Create, List, Get,
@@ -236,9 +245,18 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (s *Service) detectLoop(ctx context.Context) {
+	var purged time.Time
 	for {
 		if err := s.Detect(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("alert detection failed; retrying at the next pass", "err", err)
+		}
+		if time.Since(purged) >= purgeEvery {
+			purged = time.Now()
+			if n, err := s.st.AlertDeliveryPurge(ctx, s.cfg.Retention); err != nil && ctx.Err() == nil {
+				s.log.Warn("alert delivery purge failed; retrying in an hour", "err", err)
+			} else if n > 0 {
+				s.log.Info("finished alert deliveries purged", "deliveries", n, "older_than", s.cfg.Retention)
+			}
 		}
 		select {
 		case s.passes <- struct{}{}:
@@ -251,7 +269,8 @@ func (s *Service) detectLoop(ctx context.Context) {
 }
 
 // Detect runs one detection pass: job_failed over the executions after the
-// cursor (repeated while passes come back full), then job_running_longer.
+// cursor (chunk after chunk while they come back full), then
+// job_running_longer.
 // New outbox rows wake the sender.
 func (s *Service) Detect(ctx context.Context) error {
 	rules, err := s.st.AlertRules(ctx)
@@ -269,8 +288,9 @@ func (s *Service) Detect(ctx context.Context) error {
 	}
 	inserted := 0
 	if len(failed) > 0 {
+		var after uint64
 		for {
-			res, err := s.st.AlertDetect(ctx, jobq.AlertDetectParams{Chunk: s.cfg.Chunk, Settle: s.cfg.Settle,
+			res, err := s.st.AlertDetect(ctx, jobq.AlertDetectParams{Chunk: s.cfg.Chunk, Settle: s.cfg.Settle, After: after,
 				PlanFunc: func(execs []jobq.AlertExecution, now time.Time) []jobq.AlertEnqueue {
 					return planFailed(failed, execs, now)
 				}})
@@ -278,9 +298,12 @@ func (s *Service) Detect(ctx context.Context) error {
 				return err
 			}
 			inserted += res.Inserted
+			// A full chunk: read on after it (the cursor stays before the
+			// executions younger than Settle, read again next pass).
 			if res.Skipped || res.Read < s.cfg.Chunk {
 				break
 			}
+			after = res.LastRead
 		}
 	}
 	for _, r := range running {

@@ -243,6 +243,36 @@ func TestJobFailedOneMessagePerJobAcrossReplicas(t *testing.T) {
 	if n := h.count(); n != 5 {
 		t.Fatalf("the webhook got %d messages, want 5", n)
 	}
+	// Retention: young finished deliveries stay; past the cutoff they go
+	// (the cutoff a minute ahead is past their 30 s lease end).
+	if n, err := r1.Store.AlertDeliveryPurge(ctx, time.Hour); err != nil || n != 0 {
+		t.Fatalf("purge of deliveries older than 1h: %d, %v; want 0", n, err)
+	}
+	if n, err := r1.Store.AlertDeliveryPurge(ctx, -time.Minute); err != nil || n != 5 {
+		t.Fatalf("purge past every delivery: %d, %v; want 5", n, err)
+	}
+}
+
+// TestDetectReadsPastUnsettledChunks: with chunks of 2 executions and a
+// settle window of an hour (nothing settles), 5 failed jobs are all
+// reported — each pass reads chunk after chunk — while the cursor stays
+// before them.
+func TestDetectReadsPastUnsettledChunks(t *testing.T) {
+	dsn := testdb.DSN(t)
+	h := newHook(t)
+	r := replica(t, dsn, "r1", true, func(c *alert.Config) { c.Chunk, c.Settle = 2, time.Hour })
+	createRule(t, r, map[string]any{"name": "boom-failed", "job_type": "boom", "condition": "job_failed", "url": h.srv.URL})
+	for i := range 5 {
+		submit(t, r, fmt.Sprintf("boom-%d", i), "boom", 0)
+	}
+	keys := map[string]bool{}
+	for range 5 {
+		keys[h.next(t).key] = true
+	}
+	var cursor uint64
+	if err := r.Store.DB().QueryRow(`SELECT last_id FROM alert_cursor`).Scan(&cursor); err != nil || cursor != 0 || len(keys) != 5 {
+		t.Fatalf("cursor %d (%v), %d distinct incidents; want 0 and 5", cursor, err, len(keys))
+	}
 }
 
 // TestRetryWithBackoffThenGiveUp: one webhook answers 503, 503, then 200

@@ -103,7 +103,7 @@ func (s *Store) AlertRuleDelete(ctx context.Context, id uint64) error {
 // AlertDetect runs one detection pass in one transaction: it locks the
 // cursor row (without waiting where SKIP LOCKED exists: a peer holding it
 // is scanning, res.Skipped), reads up to p.Chunk executions after the
-// cursor, writes the outbox rows p.PlanFunc returns (one per dedupe key)
+// cursor (or after p.After, above it), writes the outbox rows p.PlanFunc returns (one per dedupe key)
 // and moves the cursor past the executions older than p.Settle — all
 // committed together, so an incident is enqueued once whichever replica
 // scans, and a pass that fails enqueues nothing.
@@ -131,7 +131,7 @@ func (s *Store) AlertDetect(ctx context.Context, p jobq.AlertDetectParams) (jobq
 		if err != nil {
 			return err
 		}
-		rows, err := q.AlertExecutionsAfter(ctx, jobqdb.AlertExecutionsAfterParams{ID: cur[0], Limit: int32(p.Chunk)})
+		rows, err := q.AlertExecutionsAfter(ctx, jobqdb.AlertExecutionsAfterParams{ID: max(cur[0], p.After), Limit: int32(p.Chunk)})
 		if err != nil {
 			return err
 		}
@@ -147,6 +147,10 @@ func (s *Store) AlertDetect(ctx context.Context, p jobq.AlertDetectParams) (jobq
 				Error: r.Error.String, FinishedAt: r.FinishedAt.Time.UTC(), JobType: r.JobType.String, JobKey: r.JobKey.String}
 			e.JobFailed = r.Status.String == string(jobq.StateFailed) && r.JobAttempt.Valid && int(r.JobAttempt.Int32) == e.Attempt
 			execs[i] = e
+			res.LastRead = r.ID
+			// Every execution up to a settled one was read (in this pass or
+			// the ones p.After continues): an id below it that is not yet
+			// visible would be a transaction open longer than p.Settle.
 			if r.FinishedAt.Valid && r.FinishedAt.Time.Before(settled) {
 				next = r.ID
 			}
@@ -302,4 +306,25 @@ func alertNullString(msg string) sql.NullString {
 		msg = string(r[:2048])
 	}
 	return sql.NullString{String: msg, Valid: msg != ""}
+}
+
+// AlertDeliveryPurge deletes finished deliveries (DELIVERED, FAILED) whose
+// last attempt began more than olderThan ago on the database clock, 1,000
+// per statement until none is left; it returns how many it deleted.
+func (s *Store) AlertDeliveryPurge(ctx context.Context, olderThan time.Duration) (int64, error) {
+	now, err := s.q.DBNow(ctx)
+	if err != nil {
+		return 0, errorf("alert purge: %w", err)
+	}
+	var total int64
+	for {
+		n, err := s.q.AlertDeliveryPurge(ctx, now.Add(-olderThan))
+		total += n
+		if err != nil {
+			return total, errorf("alert purge: %w", err)
+		}
+		if n < 1000 {
+			return total, nil
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"strings"
+	"time"
 )
 
 const alertCursorAdvance = `-- name: AlertCursorAdvance :exec
@@ -381,6 +382,22 @@ func (q *Queries) AlertDeliveryList(ctx context.Context, arg AlertDeliveryListPa
 		return nil, err
 	}
 	return items, nil
+}
+
+const alertDeliveryPurge = `-- name: AlertDeliveryPurge :execrows
+DELETE FROM alert_delivery
+WHERE status IN ('DELIVERED', 'FAILED') AND next_attempt_at < ?
+LIMIT 1000
+`
+
+// Finished deliveries (DELIVERED, FAILED) whose last attempt began before
+// the cutoff, at most 1,000 per statement (idx_alert_due).
+func (q *Queries) AlertDeliveryPurge(ctx context.Context, cutoff time.Time) (int64, error) {
+	result, err := q.db.ExecContext(ctx, alertDeliveryPurge, cutoff)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const alertDeliveryRetry = `-- name: AlertDeliveryRetry :execrows

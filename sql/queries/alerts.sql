@@ -113,3 +113,10 @@ SELECT * FROM alert_delivery
 WHERE (sqlc.arg(rule_id) = 0 OR rule_id = sqlc.arg(rule_id))
 ORDER BY id DESC
 LIMIT ?;
+
+-- name: AlertDeliveryPurge :execrows
+-- Finished deliveries (DELIVERED, FAILED) whose last attempt began before
+-- the cutoff, at most 1,000 per statement (idx_alert_due).
+DELETE FROM alert_delivery
+WHERE status IN ('DELIVERED', 'FAILED') AND next_attempt_at < sqlc.arg(cutoff)
+LIMIT 1000;
