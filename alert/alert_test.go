@@ -91,6 +91,12 @@ func (h *hook) next(t *testing.T) message {
 // replica starts a replica on dsn whose job type "boom" always fails.
 func replica(t *testing.T, dsn, owner string, allowLoopback bool, mod func(*alert.Config)) *app.Replica {
 	t.Helper()
+	return replicaWith(t, dsn, owner, allowLoopback, mod, nil)
+}
+
+// replicaWith is replica with modScheduler applied to its scheduler config.
+func replicaWith(t *testing.T, dsn, owner string, allowLoopback bool, mod func(*alert.Config), modScheduler func(*scheduler.Config)) *app.Replica {
+	t.Helper()
 	reg := scheduler.NewRegistry()
 	reg.Register("boom", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
 		return errors.New("boom: fails by design")
@@ -104,10 +110,13 @@ func replica(t *testing.T, dsn, owner string, allowLoopback bool, mod func(*aler
 	if mod != nil {
 		mod(&ac)
 	}
+	sc := scheduler.Config{Owner: owner, PollInterval: 20 * time.Millisecond, Lease: 3 * time.Second, RescueInterval: time.Hour,
+		RetryBackoffBase: 10 * time.Millisecond}
+	if modScheduler != nil {
+		modScheduler(&sc)
+	}
 	r, err := app.Start(context.Background(), app.Config{DSN: dsn, Listen: "127.0.0.1:0", NoUI: true, Registry: reg,
-		Scheduler: scheduler.Config{Owner: owner, PollInterval: 20 * time.Millisecond, Lease: 3 * time.Second, RescueInterval: time.Hour,
-			RetryBackoffBase: 10 * time.Millisecond},
-		Alerts: ac, Logger: testLogger()})
+		Scheduler: sc, Alerts: ac, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,6 +281,28 @@ func TestDetectReadsPastUnsettledChunks(t *testing.T) {
 	var cursor uint64
 	if err := r.Store.DB().QueryRow(`SELECT last_id FROM alert_cursor`).Scan(&cursor); err != nil || cursor != 0 || len(keys) != 5 {
 		t.Fatalf("cursor %d (%v), %d distinct incidents; want 0 and 5", cursor, err, len(keys))
+	}
+}
+
+// TestRescuedRunWithoutRetriesAlerts: a run whose replica died (its lease
+// expired, no retry left) ends FAILED by the rescuer, with a LEASE_EXPIRED
+// attempt: that is a job_failed incident too.
+func TestRescuedRunWithoutRetriesAlerts(t *testing.T) {
+	dsn := testdb.DSN(t)
+	h := newHook(t)
+	r := replicaWith(t, dsn, "r1", true, nil, func(c *scheduler.Config) { c.RescueInterval = 100 * time.Millisecond })
+	createRule(t, r, map[string]any{"name": "boom-failed", "job_type": "boom", "condition": "job_failed", "url": h.srv.URL})
+	// The row a replica killed mid-run leaves: RUNNING at attempt 1, its lease over.
+	res, err := r.Store.DB().Exec(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, max_retry, retry_times, run_at,
+		attempt, owner, lease_until, started_at, create_time, update_time)
+		VALUES ('lost-1', 'boom', '{}', REPEAT('0', 64), 'RUNNING', 0, 0, NOW(6), 1, 'dead-replica', NOW(6) - INTERVAL 1 SECOND, NOW(6), NOW(6), NOW(6))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := res.LastInsertId()
+	var in alert.Incident
+	if err := json.Unmarshal(h.next(t).body, &in); err != nil || in.JobID != uint64(id) || in.Attempt != 1 || in.Outcome != "LEASE_EXPIRED" {
+		t.Fatalf("incident %+v (%v), want job %d at attempt 1, LEASE_EXPIRED", in, err, id)
 	}
 }
 
