@@ -306,6 +306,37 @@ func TestRescuedRunWithoutRetriesAlerts(t *testing.T) {
 	}
 }
 
+// TestLostSenderRedeliveredAndFenced: a delivery whose sender died
+// mid-send (SENDING, lease over, attempt 1) is claimed again and sent once
+// (attempt 2, the same Idempotency-Key); the dead sender's late outcome
+// write, fenced by attempts, changes nothing.
+func TestLostSenderRedeliveredAndFenced(t *testing.T) {
+	dsn := testdb.DSN(t)
+	h := newHook(t)
+	outcomes := make(chan string, 10)
+	r := replica(t, dsn, "r1", true, func(c *alert.Config) { c.OutcomeFunc = func(o string) { outcomes <- o } })
+	rule := createRule(t, r, map[string]any{"name": "boom-failed", "job_type": "boom", "condition": "job_failed", "url": h.srv.URL})
+	res, err := r.Store.DB().Exec(`INSERT INTO alert_delivery (rule_id, dedupe_key, url, preset, secret, incident, status, attempts,
+		next_attempt_at, owner, lease_until, create_time, update_time)
+		VALUES (?, 'lost-sender', ?, 'webhook', 'alerts', '{"text":"x"}', 'SENDING', 1, NOW(6) - INTERVAL 1 SECOND, 'dead',
+		NOW(6) - INTERVAL 1 SECOND, NOW(6), NOW(6))`, rule, h.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := res.LastInsertId()
+	if m := h.next(t); m.key != "lost-sender" || m.sigErr != nil {
+		t.Fatalf("message key %q (%v), want lost-sender, signed", m.key, m.sigErr)
+	}
+	waitOutcomes(t, outcomes, map[string]int{alert.OutcomeDelivered: 1})
+	ok, err := r.Store.AlertDeliveryDone(context.Background(), jobq.AlertDelivery{ID: uint64(id), Attempts: 1}, 500)
+	if err != nil || ok {
+		t.Fatalf("the dead sender's write: applied=%v %v, want refused", ok, err)
+	}
+	if d := deliveries(t, r)["lost-sender"]; d.status != jobq.AlertDelivered || d.attempts != 2 || d.lastStatus != 200 || h.count() != 1 {
+		t.Fatalf("delivery %+v, %d messages; want DELIVERED at attempt 2 with 200, 1 message", d, h.count())
+	}
+}
+
 // TestRetryWithBackoffThenGiveUp: one webhook answers 503, 503, then 200
 // (delivered at the third attempt, the waits doubling from 100 ms); another
 // answers 500 for ever (given up after MaxAttempts = 3, the last error

@@ -84,15 +84,15 @@ func (s *sender) send(ctx context.Context, d jobq.AlertDelivery) result {
 	req.Header.Set(HeaderDeliveryID, strconv.FormatUint(d.ID, 10))
 	resp, err := s.http.Do(req)
 	if err != nil {
+		if u := errors.Unwrap(err); u != nil {
+			err = u // *url.Error's text repeats the URL, and a chat webhook's URL carries its token
+		}
 		var de *egress.DestinationError
 		if errors.As(err, &de) {
 			return refusal(err)
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return result{err: "no answer within " + s.cfg.Timeout.String(), retryable: true}
-		}
-		if u := errors.Unwrap(err); u != nil {
-			err = u // *url.Error's text repeats the URL
 		}
 		return result{err: err.Error(), retryable: true}
 	}
