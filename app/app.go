@@ -554,7 +554,7 @@ func (r *Replica) withConsole(api http.Handler, cfg Config) (http.Handler, error
 	}
 	ui, err := console.New(console.Options{Service: r.Service, Ops: r.Ops, AuthTokens: cfg.AuthTokens,
 		JobTypes: cfg.Registry.Types(), Owner: owner, Lease: cfg.Scheduler.Lease, Logger: cfg.Logger,
-		Workers: r.Workers, RemoteTypes: cfg.Scheduler.RemoteTypes})
+		Workers: r.Workers, RemoteTypes: cfg.Scheduler.RemoteTypes, Alerts: r.Alerts})
 	if err != nil {
 		return nil, err
 	}
