@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -42,6 +43,7 @@ import (
 const (
 	ScanIntervalDefault    = 2 * time.Second
 	DeliverIntervalDefault = time.Second
+	IdleIntervalDefault    = 10 * time.Second
 	SettleDefault          = 10 * time.Second
 	ChunkDefault           = 5000
 	LeaseDefault           = 30 * time.Second
@@ -91,9 +93,15 @@ type Config struct {
 	Resolver *net.Resolver
 	// ScanInterval is how often incidents are detected. Defaults to 2s.
 	ScanInterval time.Duration
-	// DeliverInterval is how often due deliveries are claimed when no
-	// detection woke the sender. Defaults to 1s.
+	// DeliverInterval is how often the sender probes for due deliveries
+	// (one index-only read; it claims only when one is due) while rules
+	// exist, unless a detection or a retry's due time wakes it sooner.
+	// Defaults to 1s.
 	DeliverInterval time.Duration
+	// IdleInterval replaces ScanInterval and DeliverInterval while no rule
+	// exists (a rule created through this replica wakes it at once).
+	// Defaults to 10s.
+	IdleInterval time.Duration
 	// Settle is how long an execution may commit after its finished_at and
 	// still be read by the scan (jobq.AlertDetectParams). Defaults to 10s.
 	Settle time.Duration
@@ -123,6 +131,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.ScanInterval = cmp.Or(c.ScanInterval, ScanIntervalDefault)
 	c.DeliverInterval = cmp.Or(c.DeliverInterval, DeliverIntervalDefault)
+	c.IdleInterval = cmp.Or(c.IdleInterval, IdleIntervalDefault)
 	c.Settle = cmp.Or(c.Settle, SettleDefault)
 	c.Chunk = cmp.Or(c.Chunk, ChunkDefault)
 	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
@@ -153,6 +162,7 @@ type Store interface {
 	AlertDeliveryGiveUp(ctx context.Context, d jobq.AlertDelivery, status int, msg string) (bool, error)
 	AlertDeliveries(ctx context.Context, ruleID uint64, limit int) ([]jobq.AlertDelivery, error)
 	AlertDeliveryPurge(ctx context.Context, olderThan time.Duration) (int64, error)
+	AlertDeliveryNextWait(ctx context.Context) (time.Duration, bool, error)
 }
 
 // Service is one replica's alerts: the rules' API (Create, List, Get,
@@ -165,8 +175,11 @@ type Service struct {
 	sender *sender
 	log    *slog.Logger
 
-	wake  chan struct{}
-	fires chan scheduler.Event
+	wake       chan struct{}
+	wakeDetect chan struct{}
+	fires      chan scheduler.Event
+	// hasRules is whether the last read of the rules found any.
+	hasRules atomic.Bool
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -180,7 +193,7 @@ func New(st Store, cfg Config) *Service {
 	cfg = cfg.withDefaults()
 	p := egress.Policy{AllowLoopback: cfg.AllowLoopback, AllowFlag: AllowLoopbackFlag, Resolver: cfg.Resolver}
 	s := &Service{st: st, cfg: cfg, policy: p, log: cfg.Logger.With("component", "alert"),
-		wake: make(chan struct{}, 1), fires: make(chan scheduler.Event, 256), passes: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), wakeDetect: make(chan struct{}, 1), fires: make(chan scheduler.Event, 256), passes: make(chan struct{}, 1)}
 	s.sender = newSender(cfg, p)
 	return s
 }
@@ -262,9 +275,19 @@ func (s *Service) detectLoop(ctx context.Context) {
 		case s.passes <- struct{}{}:
 		default:
 		}
-		if !sleep(ctx, s.cfg.ScanInterval) {
-			return
+		interval := s.cfg.IdleInterval
+		if s.hasRules.Load() {
+			interval = s.cfg.ScanInterval
 		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-s.wakeDetect:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 }
 
@@ -274,8 +297,12 @@ func (s *Service) detectLoop(ctx context.Context) {
 // New outbox rows wake the sender.
 func (s *Service) Detect(ctx context.Context) error {
 	rules, err := s.st.AlertRules(ctx)
-	if err != nil || len(rules) == 0 {
+	if err != nil {
 		return err
+	}
+	s.hasRules.Store(len(rules) > 0)
+	if len(rules) == 0 {
+		return nil
 	}
 	var failed, running []jobq.AlertRule
 	for _, r := range rules {
@@ -398,8 +425,10 @@ func (s *Service) enqueueMisfire(ctx context.Context, e scheduler.Event) error {
 
 func ptr[T any](v T) *T { return &v }
 
-// deliverLoop claims due deliveries (on Wake or every DeliverInterval) and
-// sends each.
+// deliverLoop probes for due deliveries (one index-only read) on Wake and
+// every DeliverInterval (IdleInterval while no rule exists), sleeping no
+// longer than until the earliest one is due, and claims and sends them
+// only when one is.
 func (s *Service) deliverLoop(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -410,7 +439,23 @@ func (s *Service) deliverLoop(ctx context.Context) {
 		case <-s.wake:
 		case <-t.C:
 		}
+		interval := s.cfg.IdleInterval
+		if s.hasRules.Load() {
+			interval = s.cfg.DeliverInterval
+		}
+		next := interval
 		for ctx.Err() == nil {
+			wait, any, err := s.st.AlertDeliveryNextWait(ctx)
+			if err != nil || !any {
+				if err != nil && ctx.Err() == nil {
+					s.log.Warn("alert delivery probe failed; retrying", "err", err)
+				}
+				break
+			}
+			if wait > 0 {
+				next = min(next, wait)
+				break
+			}
 			n, err := s.DeliverDue(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
@@ -418,11 +463,11 @@ func (s *Service) deliverLoop(ctx context.Context) {
 				}
 				break
 			}
-			if n < claimBatch {
-				break
+			if n == 0 {
+				break // due rows held by peers' claims
 			}
 		}
-		t.Reset(s.cfg.DeliverInterval)
+		t.Reset(max(next, 10*time.Millisecond))
 	}
 }
 

@@ -106,7 +106,7 @@ func replicaWith(t *testing.T, dsn, owner string, allowLoopback bool, mod func(*
 		return ctx.Err()
 	}))
 	ac := alert.Config{AllowLoopback: allowLoopback, Secrets: map[string][]byte{alert.SecretDefault: secret},
-		ScanInterval: 50 * time.Millisecond, DeliverInterval: 50 * time.Millisecond, BackoffBase: 100 * time.Millisecond, Timeout: 2 * time.Second}
+		ScanInterval: 50 * time.Millisecond, DeliverInterval: 50 * time.Millisecond, IdleInterval: 200 * time.Millisecond, BackoffBase: 100 * time.Millisecond, Timeout: 2 * time.Second}
 	if mod != nil {
 		mod(&ac)
 	}
@@ -203,8 +203,10 @@ func deliveries(t *testing.T, r *app.Replica) map[string]deliveryRow {
 func TestJobFailedOneMessagePerJobAcrossReplicas(t *testing.T) {
 	dsn := testdb.DSN(t)
 	h := newHook(t)
-	r1 := replica(t, dsn, "r1", true, nil)
-	r2 := replica(t, dsn, "r2", true, nil)
+	outcomes := make(chan string, 100)
+	count := func(c *alert.Config) { c.OutcomeFunc = func(o string) { outcomes <- o } }
+	r1 := replica(t, dsn, "r1", true, count)
+	r2 := replica(t, dsn, "r2", true, count)
 	rule := createRule(t, r1, map[string]any{"name": "boom-failed", "job_type": "boom", "condition": "job_failed", "url": h.srv.URL + "/hook"})
 	want := map[uint64]bool{}
 	for i := range 5 {
@@ -227,6 +229,8 @@ func TestJobFailedOneMessagePerJobAcrossReplicas(t *testing.T) {
 		}
 		seen[in.JobID] = true
 	}
+	// Each outcome is counted after its row is written.
+	waitOutcomes(t, outcomes, map[string]int{alert.OutcomeDelivered: 5})
 	// Forced redelivery: both replicas read every execution again.
 	if _, err := r1.Store.DB().Exec(`UPDATE alert_cursor SET last_id = 0`); err != nil {
 		t.Fatal(err)

@@ -87,6 +87,11 @@ func (s *Service) Create(ctx context.Context, req apitype.AlertRuleRequest) (api
 	if err != nil {
 		return apitype.AlertRule{}, err
 	}
+	s.hasRules.Store(true)
+	select { // detect with the new rule now, not after an idle interval
+	case s.wakeDetect <- struct{}{}:
+	default:
+	}
 	// The host only: a chat webhook's URL carries its access token.
 	host := ""
 	if u, err := url.Parse(r.URL); err == nil {

@@ -328,3 +328,17 @@ func (s *Store) AlertDeliveryPurge(ctx context.Context, olderThan time.Duration)
 		}
 	}
 }
+
+// AlertDeliveryNextWait returns how long until the earliest PENDING or
+// SENDING delivery is due on the database clock (≤ 0: due now, within
+// ±1 h) and false when none waits: one index-only read.
+func (s *Store) AlertDeliveryNextWait(ctx context.Context) (time.Duration, bool, error) {
+	rows, err := s.q.AlertDeliveryNextWait(ctx)
+	if err != nil {
+		return 0, false, errorf("alert next wait: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, false, nil
+	}
+	return time.Duration(rows[0]) * time.Millisecond, true, nil
+}

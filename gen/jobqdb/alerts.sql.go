@@ -384,6 +384,40 @@ func (q *Queries) AlertDeliveryList(ctx context.Context, arg AlertDeliveryListPa
 	return items, nil
 }
 
+const alertDeliveryNextWait = `-- name: AlertDeliveryNextWait :many
+SELECT CAST(GREATEST(LEAST(TIMESTAMPDIFF(MICROSECOND, NOW(6), next_attempt_at) DIV 1000, 3600000), -3600000) AS SIGNED) AS wait_ms
+FROM alert_delivery
+WHERE status IN ('PENDING', 'SENDING')
+ORDER BY next_attempt_at
+LIMIT 1
+`
+
+// How long until the earliest delivery is due, in milliseconds on the
+// database clock, within ±1 hour (≤ 0: due now); no row when none waits.
+// One index-only read (idx_alert_due), so an idle replica probes cheaply.
+func (q *Queries) AlertDeliveryNextWait(ctx context.Context) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, alertDeliveryNextWait)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var wait_ms int64
+		if err := rows.Scan(&wait_ms); err != nil {
+			return nil, err
+		}
+		items = append(items, wait_ms)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const alertDeliveryPurge = `-- name: AlertDeliveryPurge :execrows
 DELETE FROM alert_delivery
 WHERE status IN ('DELIVERED', 'FAILED') AND next_attempt_at < ?

@@ -120,3 +120,13 @@ LIMIT ?;
 DELETE FROM alert_delivery
 WHERE status IN ('DELIVERED', 'FAILED') AND next_attempt_at < sqlc.arg(cutoff)
 LIMIT 1000;
+
+-- name: AlertDeliveryNextWait :many
+-- How long until the earliest delivery is due, in milliseconds on the
+-- database clock, within ±1 hour (≤ 0: due now); no row when none waits.
+-- One index-only read (idx_alert_due), so an idle replica probes cheaply.
+SELECT CAST(GREATEST(LEAST(TIMESTAMPDIFF(MICROSECOND, NOW(6), next_attempt_at) DIV 1000, 3600000), -3600000) AS SIGNED) AS wait_ms
+FROM alert_delivery
+WHERE status IN ('PENDING', 'SENDING')
+ORDER BY next_attempt_at
+LIMIT 1;
