@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/alert"
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/auth"
 	"github.com/jobq/jobq/callout"
@@ -117,6 +118,10 @@ type Config struct {
 	// secrets and the destination allow-list. Bindings can be added and
 	// removed later through the operations API (/v1/callouts).
 	Callout callout.Config
+	// Alerts configures alert notifications: the signing secrets, the
+	// destination allow-list and the delivery timings (rules are in the
+	// database, /v1/alerts). Owner defaults to the scheduler's.
+	Alerts alert.Config
 	// WrapHandlerFunc, when set, wraps the API's HTTP handler (all routes,
 	// before metrics and gRPC) with db the replica's database. The testbed
 	// build uses it for its HTTP decorators; the product never sets it.
@@ -142,6 +147,9 @@ type Replica struct {
 	// Callout is the HTTP call-out executor (nil without a scheduler or
 	// remote job types).
 	Callout *callout.Executor
+	// Alerts serves the alert rules and, with a scheduler, detects and
+	// delivers their incidents.
+	Alerts *alert.Service
 	// ready caches Store.Ready for /readyz, the gRPC health check and the
 	// jobq_db_writable gauge (at most one check a second).
 	ready *store.ReadyCache
@@ -181,12 +189,14 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		r.openStore,      // open the database (or take cfg.DB), check the server
 		r.migrate,        // apply migrations if asked, then check the schema
 		r.startMetrics,   // the replica's registry, the scheduler's first observer
+		r.buildAlerts,    // alert rules; the observer of periodic misfires
 		r.reconcileLanes, // remote job types: move their jobs to the workers' lane
 		r.register,       // RegisterFunc (the testbed's job types)
 		r.startScheduler, // scanner, dispatcher, heartbeat, completer, rescuer, …
 		r.startReaper,    // without idle_transaction_timeout (MySQL): end idle holders
 		r.buildServices,  // the API's service, operations service and workers service
 		r.startCallout,   // the HTTP call-out executor (with remote job types)
+		r.startAlerts,    // alert detection and delivery (with a scheduler)
 		r.putPeriodic,    // schedules from configuration
 		r.serveAPI,       // HTTP, gRPC/Connect and the console on the listener
 	}
@@ -330,6 +340,37 @@ func (r *Replica) startMetrics(context.Context) error {
 	return nil
 }
 
+// buildAlerts builds the alerts service and, with a scheduler, makes it an
+// observer of the periodic fires (schedule_missed, schedule_skipped).
+func (r *Replica) buildAlerts(context.Context) error {
+	ac := r.cfg.Alerts
+	ac.Owner = cmp.Or(ac.Owner, "alerts@"+r.cfg.Scheduler.Owner)
+	if ac.Logger == nil {
+		ac.Logger = r.cfg.Logger
+	}
+	if own := ac.OutcomeFunc; own != nil {
+		ac.OutcomeFunc = func(o string) { r.Metrics.AlertOutcome(o); own(o) }
+	} else {
+		ac.OutcomeFunc = r.Metrics.AlertOutcome
+	}
+	r.Alerts = alert.New(r.Store, ac)
+	if !r.cfg.NoScheduler {
+		r.cfg.Scheduler.Observer = scheduler.Observers(r.cfg.Scheduler.Observer, scheduler.ObserverFunc(r.Alerts.Observe))
+	}
+	return nil
+}
+
+// startAlerts runs alert detection and delivery (not with NoScheduler: an
+// API-only replica serves the rules only).
+func (r *Replica) startAlerts(ctx context.Context) error {
+	if r.Scheduler == nil {
+		return nil
+	}
+	r.Alerts.Start(context.WithoutCancel(ctx))
+	r.onStop(func(context.Context) error { r.Alerts.Stop(); return nil })
+	return nil
+}
+
 // startScheduler builds and starts the scheduling loop (not with
 // NoScheduler). It runs until Stop, whatever ctx does.
 func (r *Replica) startScheduler(ctx context.Context) error {
@@ -462,6 +503,7 @@ func (r *Replica) serveAPI(context.Context) error {
 	if r.Callout != nil {
 		hopts.Callouts = r.Callout
 	}
+	hopts.Alerts = r.Alerts
 	h := httpapi.New(r.Service, hopts)
 	if !cfg.NoUI {
 		var err error
@@ -512,7 +554,7 @@ func (r *Replica) withConsole(api http.Handler, cfg Config) (http.Handler, error
 	}
 	ui, err := console.New(console.Options{Service: r.Service, Ops: r.Ops, AuthTokens: cfg.AuthTokens,
 		JobTypes: cfg.Registry.Types(), Owner: owner, Lease: cfg.Scheduler.Lease, Logger: cfg.Logger,
-		Workers: r.Workers, RemoteTypes: cfg.Scheduler.RemoteTypes})
+		Workers: r.Workers, RemoteTypes: cfg.Scheduler.RemoteTypes, Alerts: r.Alerts})
 	if err != nil {
 		return nil, err
 	}

@@ -12,13 +12,13 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jobq/jobq/egress"
 	"github.com/jobq/jobq/scheduler"
 )
 
@@ -398,44 +398,10 @@ func (e *Executor) complete(ctx context.Context, j scheduler.FetchedJob, outcome
 	}
 }
 
-// LoadSecrets reads signing secrets: file (one "NAME SECRET" per line, #
-// comments; "" for none) and env ("NAME=SECRET" entries separated by ";").
-// A secret must be at least 16 bytes. Errors name the line, never a secret.
+// LoadSecrets reads the call-out's signing secrets (egress.LoadSecrets):
+// file, and env's NAME=SECRET entries (SecretsEnv).
 func LoadSecrets(file, env string) (map[string][]byte, error) {
-	out := map[string][]byte{}
-	add := func(where, name, secret string) error {
-		if name == "" || len(secret) < 16 {
-			return fmt.Errorf("callout secrets: %s: want NAME and a secret of at least 16 bytes", where)
-		}
-		out[name] = []byte(secret)
-		return nil
-	}
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("callout secrets: %w", err)
-		}
-		for i, line := range strings.Split(string(b), "\n") {
-			line = strings.TrimSpace(line)
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			name, secret, _ := strings.Cut(line, " ")
-			if err := add(fmt.Sprintf("%s line %d", file, i+1), name, strings.TrimSpace(secret)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for i, e := range strings.Split(env, ";") {
-		if e = strings.TrimSpace(e); e == "" {
-			continue
-		}
-		name, secret, _ := strings.Cut(e, "=")
-		if err := add(fmt.Sprintf("%s entry %d", SecretsEnv, i+1), name, secret); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return egress.LoadSecrets("callout secrets", SecretsEnv, file, env)
 }
 
 // SecretsEnv holds signing secrets as NAME=SECRET entries separated by ";".

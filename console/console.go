@@ -83,6 +83,8 @@ type Options struct {
 	Workers *service.Workers
 	// RemoteTypes are the job types run by remote workers.
 	RemoteTypes []string
+	// Alerts serves the alerts page (nil: it lists none).
+	Alerts Alerts
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -116,7 +118,7 @@ func New(opts Options) (*Console, error) {
 	if len(opts.AuthTokens) > 0 {
 		c.accepted = auth.TokenMatcher(opts.AuthTokens)
 	}
-	for _, page := range []string{"overview", "jobs", "job", "types", "workers", "workflows", "workflow", "login", "error"} {
+	for _, page := range []string{"overview", "jobs", "job", "types", "workers", "workflows", "workflow", "alerts", "login", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", page, err)
@@ -136,6 +138,7 @@ func New(opts Options) (*Console, error) {
 	mux.HandleFunc("POST /ui/jobs/{id}/retry", c.auth(c.jobAction("retry")))
 	mux.HandleFunc("GET /ui/types", c.auth(c.types))
 	mux.HandleFunc("GET /ui/workers", c.auth(c.workers))
+	mux.HandleFunc("GET /ui/alerts", c.auth(c.alerts))
 	mux.HandleFunc("GET /ui/workflows", c.auth(c.workflows))
 	mux.HandleFunc("GET /ui/workflows/{key}", c.auth(c.workflow))
 	mux.HandleFunc("POST /ui/types/{job_type}/pause", c.auth(c.typePause(true)))

@@ -52,6 +52,8 @@ type Options struct {
 	Workers *service.Workers
 	// Callouts, if set, serves the call-out bindings (/v1/callouts).
 	Callouts Callouts
+	// Alerts, if set, serves the alert rules (/v1/alerts; see alerts.go).
+	Alerts Alerts
 	// WorkerTokens are the worker credentials (see Authenticate). With
 	// any, authentication is Authenticate's; else AuthTokens' alone.
 	WorkerTokens []service.WorkerCredential
@@ -90,6 +92,9 @@ func New(svc *service.Service, opts Options) http.Handler {
 	}
 	if opts.Callouts != nil {
 		a.routeCallouts(mux, opts.Callouts)
+	}
+	if opts.Alerts != nil {
+		a.routeAlerts(mux, opts.Alerts)
 	}
 	var h http.Handler = jsonRouteErrors(mux)
 	switch {

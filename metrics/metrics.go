@@ -121,6 +121,7 @@ type Metrics struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 	done     sync.WaitGroup
+	alerts   alertDeliveries
 }
 
 type runInfo struct {

@@ -71,7 +71,7 @@ const (
 	// and schedules (N: the schedules it knows).
 	EventOpsRefreshed EventKind = "ops_refreshed"
 	// EventPeriodicFired: a periodic schedule was fired, or its fire failed
-	// (Name, Fire, Err).
+	// (Name, Fire, Err; Misfire: the instants it found missed).
 	EventPeriodicFired EventKind = "periodic_fired"
 	// EventCleaned: a retention pass ended (Purged).
 	EventCleaned EventKind = "cleaned"
@@ -133,6 +133,8 @@ type Event struct {
 	// Name and Fire are a periodic schedule's fire (EventPeriodicFired).
 	Name string
 	Fire jobq.PeriodicFireResult
+	// Misfire is what the fire found missed (EventPeriodicFired).
+	Misfire PeriodicMisfire
 	// Purged is a retention pass's result (EventCleaned).
 	Purged jobq.PurgeResult
 }

@@ -180,10 +180,18 @@ func (pl *periodicPlanner) fireDue(ctx context.Context) {
 // clock: Next − DBNow from now.
 func (pl *periodicPlanner) fire(ctx context.Context, name string) {
 	p := pl.p
+	var mf PeriodicMisfire
 	plan := func(sp jobq.Periodic, now time.Time) ([]time.Time, time.Time) {
 		sched, err := cronplan.Parse(sp.Cron)
 		if err != nil {
 			return nil, sp.NextRunAt // left untouched; reported below
+		}
+		mf = PeriodicMisfire{Policy: sp.Misfire}
+		if n, first, last := cronplan.Missed(sched, p.MisfireThreshold, sp.NextRunAt, now); n > 0 {
+			mf.Missed, mf.Skipped, mf.From, mf.To = n, n, first, last
+			if sp.Misfire == jobq.MisfireOnce {
+				mf.Skipped = n - 1
+			}
 		}
 		return cronplan.Plan(sched, sp.Misfire, p.MisfireThreshold, sp.NextRunAt, now)
 	}
@@ -197,7 +205,7 @@ func (pl *periodicPlanner) fire(ctx context.Context, name string) {
 		p.Log.Debug("periodic jobs enqueued", "component", "periodic", "name", name, "instants", fmt.Sprint(res.Inserted))
 		p.WakeFunc() // the jobs are due now: scan at once
 	}
-	p.Events.emit(Event{Kind: EventPeriodicFired, Name: name, Fire: res})
+	p.Events.emit(Event{Kind: EventPeriodicFired, Name: name, Fire: res, Misfire: mf})
 }
 
 // afterFire sets the schedule's next fire time after a fire that returned

@@ -41,6 +41,7 @@ type CLI struct {
 	Limit       LimitCmd       `cmd:"" help:"Set a job type's cluster-wide limit of RUNNING jobs (0 removes it)."`
 	Types       TypesCmd       `cmd:"" help:"List every job type ever paused or limited, with its state."`
 	Periodic    PeriodicCmd    `cmd:"" help:"Manage periodic (cron) schedules."`
+	Alerts      AlertsCmd      `cmd:"" help:"Manage alert rules: webhooks (Slack, DingTalk, WeCom, Feishu presets) for failed, long-running jobs and missed schedules."`
 	Purge       PurgeCmd       `cmd:"" help:"Delete terminal jobs older than an age, with their executions."`
 	Work        WorkCmd        `cmd:"" help:"Run a command for each job of remote job types: a worker with no library (params on stdin, stdout as output)."`
 	Demo        DemoCmd        `cmd:"" help:"Start a database and 3 replicas, run 1,000 jobs, SIGKILL a replica, print a summary."`

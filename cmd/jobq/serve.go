@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/jobq/jobq/alert"
 	"github.com/jobq/jobq/app"
 	"github.com/jobq/jobq/auth"
 	"github.com/jobq/jobq/callout"
@@ -59,6 +60,8 @@ type ServeCmd struct {
 	CalloutSecretFile    string        `help:"File of call-out signing secrets, one 'NAME SECRET' per line (≥ 16 bytes); entries in JOBQ_CALLOUT_SECRETS (NAME=SECRET;…) are accepted too." type:"existingfile" env:"JOBQ_CALLOUT_SECRET_FILE" group:"Workers"`
 	CalloutAllowLoopback bool          `help:"Let call-out bindings reach loopback addresses (refused by default, as are link-local and cloud metadata addresses)." name:"callout-allow-loopback" group:"Workers"`
 	CalloutTimeout       time.Duration `help:"How long a call-out may take, connection to answer; later is a failed attempt." default:"10s" group:"Workers"`
+	AlertSecretFile      string        `help:"File of alert signing secrets, one 'NAME SECRET' per line (≥ 16 bytes; rules name one, default 'alerts'); entries in JOBQ_ALERT_SECRETS (NAME=SECRET;…) are accepted too." type:"existingfile" env:"JOBQ_ALERT_SECRET_FILE" group:"Operations"`
+	AlertAllowLoopback   bool          `help:"Let alert webhooks reach loopback addresses (refused by default, as are link-local and cloud metadata addresses)." name:"alert-allow-loopback" group:"Operations"`
 	MetricsFlags
 	OpsFlags
 	TestbedFlags
@@ -146,7 +149,11 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	cfg := app.Config{Callout: co,
+	alertSecrets, err := alert.LoadSecrets(c.AlertSecretFile, os.Getenv(alert.SecretsEnv))
+	if err != nil {
+		return err
+	}
+	cfg := app.Config{Callout: co, Alerts: alert.Config{Secrets: alertSecrets, AllowLoopback: c.AlertAllowLoopback},
 		DSN: c.DSN, Listen: c.Listen, NoAPI: c.NoAPI, NoScheduler: c.NoScheduler, NoUI: c.NoUI, Migrate: c.Migrate,
 		PoolMaxOpen: c.PoolMaxOpen, MaxBodyBytes: c.MaxBodyBytes, AuthTokens: tokens, WorkerTokens: workerTokens, AllowedHosts: c.AllowedHost, Scheduler: sc, Logger: g.Log,
 		Metrics: c.MetricsOptions(), Periodic: periodic,

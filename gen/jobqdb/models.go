@@ -9,6 +9,45 @@ import (
 	"time"
 )
 
+type AlertCursor struct {
+	Name       string
+	LastID     uint64
+	UpdateTime time.Time
+}
+
+type AlertDelivery struct {
+	ID            uint64
+	RuleID        uint64
+	DedupeKey     string
+	Url           string
+	Preset        string
+	Secret        string
+	Incident      string
+	Status        string
+	Attempts      int32
+	NextAttemptAt time.Time
+	Owner         sql.NullString
+	LeaseUntil    sql.NullTime
+	LastStatus    int32
+	LastError     sql.NullString
+	CreateTime    time.Time
+	UpdateTime    time.Time
+	DeliveredAt   sql.NullTime
+}
+
+type AlertRule struct {
+	ID          uint64
+	Name        string
+	JobType     string
+	Schedule    string
+	Cond        string
+	ThresholdMs int64
+	Url         string
+	Preset      string
+	Secret      string
+	CreateTime  time.Time
+}
+
 type JobDependency struct {
 	ParentID        uint64
 	ChildID         uint64

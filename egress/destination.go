@@ -1,4 +1,9 @@
-package callout
+// Package egress is what every outgoing HTTP request of a replica obeys —
+// the call-out executor's calls (package callout) and alert webhooks
+// (package alert): the destination allow-list (CheckURL, checked again on
+// every connection by DialControl) and the request signature (Sign,
+// Verify). It imports only the standard library.
+package egress
 
 import (
 	"context"
@@ -10,8 +15,8 @@ import (
 	"syscall"
 )
 
-// DestinationError is a call-out destination the allow-list refuses; Rule
-// says which rule.
+// DestinationError is a destination the allow-list refuses; Rule says
+// which rule.
 type DestinationError struct {
 	Rule string
 }
@@ -23,10 +28,12 @@ const (
 	RuleScheme    = "must be an http or https URL with a host"
 	RuleMetadata  = "cloud metadata addresses are refused (169.254.169.254, fd00:ec2::254, 100.100.100.200, metadata.google.internal)"
 	RuleLinkLocal = "link-local addresses are refused (169.254.0.0/16, fe80::/10)"
-	RuleLoopback  = "loopback addresses are refused unless the replica runs with --callout-allow-loopback"
-	RuleUnspec    = "unspecified and multicast addresses are refused"
-	RuleResolve   = "the host does not resolve"
-	RuleUserinfo  = "must not carry credentials (user:password@)"
+	// RuleLoopbackPrefix starts the loopback rule; the flag that allows
+	// loopback follows (Policy.AllowFlag).
+	RuleLoopbackPrefix = "loopback addresses are refused unless the replica runs with "
+	RuleUnspec         = "unspecified and multicast addresses are refused"
+	RuleResolve        = "the host does not resolve"
+	RuleUserinfo       = "must not carry credentials (user:password@)"
 )
 
 var metadataHosts = map[string]bool{
@@ -41,8 +48,24 @@ var metadataIPs = []netip.Addr{
 
 var linkLocal4 = netip.MustParsePrefix("169.254.0.0/16")
 
+// Policy is one user's allow-list: the call-out executor's, the alerts'.
+type Policy struct {
+	// AllowLoopback lets destinations be loopback addresses (127.0.0.0/8,
+	// ::1, localhost). Defaults to false.
+	AllowLoopback bool
+	// AllowFlag is the operator flag that sets AllowLoopback, named in the
+	// loopback rule (e.g. "--callout-allow-loopback").
+	AllowFlag string
+	// Resolver resolves destination hosts (nil: net.DefaultResolver).
+	Resolver *net.Resolver
+}
+
+// LoopbackRule is the loopback rule's text for flag.
+func LoopbackRule(flag string) string { return RuleLoopbackPrefix + flag }
+
 // CheckIP applies the allow-list to one address.
-func CheckIP(ip netip.Addr, allowLoopback bool) error {
+func (p Policy) CheckIP(ip netip.Addr) error {
+	allowLoopback := p.AllowLoopback
 	ip = ip.Unmap()
 	for _, m := range metadataIPs {
 		if ip == m {
@@ -53,19 +76,21 @@ func CheckIP(ip netip.Addr, allowLoopback bool) error {
 	case linkLocal4.Contains(ip) || ip.IsLinkLocalUnicast():
 		return &DestinationError{Rule: RuleLinkLocal}
 	case ip.IsLoopback() && !allowLoopback:
-		return &DestinationError{Rule: RuleLoopback}
+		return &DestinationError{Rule: LoopbackRule(p.AllowFlag)}
 	case ip.IsUnspecified() || ip.IsMulticast() || ip.IsLinkLocalMulticast():
 		return &DestinationError{Rule: RuleUnspec}
 	}
 	return nil
 }
 
-// CheckURL applies the allow-list to a binding's URL: scheme http or https,
-// no credentials, no metadata host name, and every address its host
-// resolves to (with r; nil is net.DefaultResolver) allowed by CheckIP. The
-// same addresses are checked again on every connection (DialControl), so a
-// name that later resolves elsewhere (DNS rebinding) is refused then.
-func CheckURL(ctx context.Context, raw string, allowLoopback bool, r *net.Resolver) error {
+// CheckURL applies the allow-list to a destination URL: scheme http or
+// https, no credentials, no metadata host name, and every address its host
+// resolves to (with p.Resolver) allowed by CheckIP. The same addresses are
+// checked again on every connection (DialControl), so a name that later
+// resolves elsewhere (DNS rebinding) is refused then. A refusal is a
+// *DestinationError.
+func (p Policy) CheckURL(ctx context.Context, raw string) error {
+	allowLoopback, r := p.AllowLoopback, p.Resolver
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Opaque != "" {
 		return &DestinationError{Rule: RuleScheme}
@@ -78,11 +103,11 @@ func CheckURL(ctx context.Context, raw string, allowLoopback bool, r *net.Resolv
 		return &DestinationError{Rule: RuleMetadata}
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return CheckIP(ip, allowLoopback)
+		return p.CheckIP(ip)
 	}
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		if !allowLoopback {
-			return &DestinationError{Rule: RuleLoopback}
+			return &DestinationError{Rule: LoopbackRule(p.AllowFlag)}
 		}
 	}
 	if r == nil {
@@ -93,7 +118,7 @@ func CheckURL(ctx context.Context, raw string, allowLoopback bool, r *net.Resolv
 		return &DestinationError{Rule: RuleResolve}
 	}
 	for _, ip := range ips {
-		if err := CheckIP(ip, allowLoopback); err != nil {
+		if err := p.CheckIP(ip); err != nil {
 			return err
 		}
 	}
@@ -103,7 +128,7 @@ func CheckURL(ctx context.Context, raw string, allowLoopback bool, r *net.Resolv
 // DialControl is a net.Dialer Control that refuses a connection to an
 // address CheckIP refuses: it runs after the name was resolved, on the
 // address actually dialled.
-func DialControl(allowLoopback bool) func(network, address string, c syscall.RawConn) error {
+func (p Policy) DialControl() func(network, address string, c syscall.RawConn) error {
 	return func(network, address string, _ syscall.RawConn) error {
 		host, _, err := net.SplitHostPort(address)
 		if err != nil {
@@ -111,10 +136,10 @@ func DialControl(allowLoopback bool) func(network, address string, c syscall.Raw
 		}
 		ip, err := netip.ParseAddr(host)
 		if err != nil {
-			return fmt.Errorf("callout: dial %s: not an IP address", address)
+			return fmt.Errorf("dial %s: not an IP address", address)
 		}
-		if err := CheckIP(ip, allowLoopback); err != nil {
-			return fmt.Errorf("callout: connection to %s refused: %w", address, err)
+		if err := p.CheckIP(ip); err != nil {
+			return fmt.Errorf("connection to %s refused: %w", address, err)
 		}
 		return nil
 	}

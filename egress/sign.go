@@ -1,17 +1,4 @@
-// Package callout is jobq's HTTP call-out executor: a job type bound to an
-// HTTP endpoint is run by POSTing the job to it (docs/workers.md, "HTTP
-// call-out"). A 2xx answer with a body completes the job with that output;
-// 202 Accepted means the endpoint took the work and will heartbeat and
-// complete it later through the worker protocol with the job's task token;
-// any other answer, a timeout or a refused connection fails the attempt,
-// retried under the job's retry policy.
-//
-// The executor claims jobs exactly as a remote worker's fetch does (the
-// task token is the lease) and writes outcomes through the same fenced
-// path (scheduler.Remote): leases, heartbeats, rescue and metrics are the
-// scheduler's. Requests are signed (Sign, Verify), answers bounded, and
-// destinations allow-listed (CheckURL, checked again on every connection).
-package callout
+package egress
 
 import (
 	"crypto/hmac"
@@ -24,11 +11,11 @@ import (
 	"time"
 )
 
-// Request headers of a call-out.
+// Request headers of a signed request (a call-out, an alert).
 const (
 	// HeaderTimestamp is the request's Unix time in seconds.
 	HeaderTimestamp = "Jobq-Timestamp"
-	// HeaderSignature is "v1=<hex>": HMAC-SHA256 with the binding's secret
+	// HeaderSignature is "v1=<hex>": HMAC-SHA256 with the sender's secret
 	// over "<timestamp>.<body>".
 	HeaderSignature = "Jobq-Signature"
 	signatureScheme = "v1="
@@ -50,9 +37,9 @@ func Sign(secret []byte, timestamp string, body []byte) string {
 
 // ErrBadSignature is returned by Verify for a missing, malformed, stale
 // or wrong signature.
-var ErrBadSignature = errors.New("callout: bad signature")
+var ErrBadSignature = errors.New("bad signature")
 
-// Verify checks a call-out's signature: h's HeaderTimestamp within maxSkew
+// Verify checks a request's signature: h's HeaderTimestamp within maxSkew
 // of now and HeaderSignature equal to Sign(secret, timestamp, body) (a
 // constant-time comparison). It is what an endpoint written in Go runs
 // before it trusts a request.

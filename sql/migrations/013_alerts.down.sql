@@ -1,0 +1,3 @@
+DROP TABLE alert_cursor;
+DROP TABLE alert_delivery;
+DROP TABLE alert_rule;
