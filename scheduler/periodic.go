@@ -180,12 +180,12 @@ func (pl *periodicPlanner) fireDue(ctx context.Context) {
 // clock: Next − DBNow from now.
 func (pl *periodicPlanner) fire(ctx context.Context, name string) {
 	p := pl.p
-	plan := func(sp jobq.Periodic, now time.Time) ([]time.Time, time.Time) {
+	plan := func(sp jobq.Periodic, now time.Time) jobq.PeriodicPlan {
 		sched, err := cronplan.Parse(sp.Cron)
 		if err != nil {
-			return nil, sp.NextRunAt // left untouched; reported below
+			return jobq.PeriodicPlan{Next: sp.NextRunAt} // left untouched; reported below
 		}
-		return cronplan.Plan(sched, sp.Misfire, p.MisfireThreshold, sp.NextRunAt, now)
+		return cronplan.PlanFire(sched, sp.Misfire, p.MisfireThreshold, sp.NextRunAt, now)
 	}
 	res, err := withRetryV(ctx, p.Retry, "periodic.fire", retryUntilDone, func() (jobq.PeriodicFireResult, error) {
 		return p.Store.PeriodicFire(ctx, name, plan)
