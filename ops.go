@@ -60,6 +60,11 @@ type Periodic struct {
 	// Workflow, when not nil, is the template of the workflow each instant
 	// starts (PeriodicWorkflowKey) instead of one job; JobType is then "".
 	Workflow []WorkflowJobParams
+	// Overlap is the overlap policy (OverlapAllow, the default, …).
+	Overlap string
+	// ActiveJobID is the schedule's latest run let run (0 if none), and
+	// QueuedJobID its parked OverlapQueueOne run (0 if none).
+	ActiveJobID, QueuedJobID uint64
 }
 
 // PeriodicWorkflowJobKey is the job_key of template job key in the
@@ -84,13 +89,16 @@ type PeriodicSpec struct {
 	// Workflow is the template of the workflow each instant starts; nil
 	// for a job schedule.
 	Workflow []WorkflowJobParams
+	// Overlap is the overlap policy; "" means OverlapAllow.
+	Overlap string
 }
 
 // PeriodicPlanFunc decides, under the schedule's row lock, which instants to
 // enqueue given the schedule (its cursor NextRunAt) and the database clock
-// now, and the new cursor (an instant after now). Returning next equal to
-// p.NextRunAt and no instants leaves the row untouched.
-type PeriodicPlanFunc func(p Periodic, now time.Time) (enqueue []time.Time, next time.Time)
+// now, which due instants the misfire policy skips, and the new cursor (an
+// instant after now). A plan with no instants and Next equal to p.NextRunAt
+// leaves the row untouched.
+type PeriodicPlanFunc func(p Periodic, now time.Time) PeriodicPlan
 
 // PeriodicFireResult is what one fire of a schedule did.
 type PeriodicFireResult struct {
@@ -104,6 +112,9 @@ type PeriodicFireResult struct {
 	// instants were inserted (job_key dedupes them) but the stored cursor was
 	// left as it was, for the next fire to move.
 	Locked bool
+	// Skipped counts the instants this fire recorded in the fire ledger as
+	// skipped (by the misfire or the overlap policy).
+	Skipped int64
 }
 
 // PurgeParams configures a retention pass.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/jobq/jobq/apitype"
@@ -53,6 +54,27 @@ func (c *Client) ListPeriodic(ctx context.Context) ([]apitype.Periodic, error) {
 func (c *Client) DeletePeriodic(ctx context.Context, name string) error {
 	_, err := c.do(ctx, http.MethodDelete, "/v1/periodic/"+url.PathEscape(name), nil, nil)
 	return err
+}
+
+// PeriodicHistory returns one page of schedule name's fire ledger, newest
+// instant first: limit rows (0 = the server's default, 50; at most 1000)
+// with instants before before (zero = from the newest). Pass the page's
+// NextBefore as before to read the next, older page. An unknown schedule
+// is an *APIError with Status 404.
+func (c *Client) PeriodicHistory(ctx context.Context, name string, limit int, before time.Time) (h apitype.FireHistory, err error) {
+	q := url.Values{}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if !before.IsZero() {
+		q.Set("before", before.UTC().Format(time.RFC3339Nano))
+	}
+	path := "/v1/periodic/" + url.PathEscape(name) + "/history"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	_, err = c.do(ctx, http.MethodGet, path, nil, &h)
+	return h, err
 }
 
 // RetryBulk re-queues every FAILED or CANCELED job (of one type, if set).

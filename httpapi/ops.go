@@ -21,6 +21,7 @@ import (
 //	POST /v1/periodic                    201 created · 200 replaced; body apitype.PeriodicRequest
 //	GET  /v1/periodic/{name}             200 Periodic · 404
 //	DELETE /v1/periodic/{name}           200 {"deleted": name} · 404
+//	GET  /v1/periodic/{name}/history?limit=N&before=T  200 FireHistory · 404 · 400 (limit, before)
 //	POST /v1/jobs/retry                  200 {"retried": N}; body {"status": "FAILED"|"CANCELED", "job_type": T}
 //	POST /v1/jobs/purge                  200 PurgeResult; body {"older_than": "7d"}
 //	GET  /v1/stats?window=1m             200 QueueStats
@@ -41,6 +42,7 @@ func (a *api) routeOps(mux *http.ServeMux, ops *service.Ops) {
 	mux.HandleFunc("POST /v1/periodic", o.periodicPut)
 	mux.HandleFunc("GET /v1/periodic/{name}", o.periodicGet)
 	mux.HandleFunc("DELETE /v1/periodic/{name}", o.periodicDelete)
+	mux.HandleFunc("GET /v1/periodic/{name}/history", o.periodicHistory)
 	mux.HandleFunc("POST /v1/jobs/retry", o.retryBulk)
 	mux.HandleFunc("POST /v1/jobs/purge", o.purge)
 	mux.HandleFunc("GET /v1/stats", o.stats)
@@ -132,6 +134,34 @@ func (o *opsAPI) periodicDelete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	err := o.ops.DeletePeriodic(r.Context(), name)
 	o.reply(w, r, http.StatusOK, map[string]string{"deleted": name}, err)
+}
+
+// periodicHistory serves one page of a schedule's fire ledger, newest
+// instant first; query limit (1–1000, default 50) and before (RFC 3339).
+func (o *opsAPI) periodicHistory(w http.ResponseWriter, r *http.Request) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		o.fail(w, &service.ValidationError{Field: "query", Rule: "must be a valid URL query string: " + err.Error()})
+		return
+	}
+	for k, vs := range q {
+		if k != "limit" && k != "before" {
+			o.fail(w, &service.ValidationError{Field: k, Rule: "unknown query parameter (use limit, before)"})
+			return
+		}
+		if len(vs) > 1 {
+			o.fail(w, &service.ValidationError{Field: k, Rule: "must be given at most once"})
+			return
+		}
+	}
+	name := r.PathValue("name")
+	es, err := o.ops.FireHistory(r.Context(), name, q.Get("limit"), q.Get("before"))
+	out := apitype.FireHistory{Name: name, History: each(es, apitype.FireEntryFrom)}
+	if n := len(es); n > 0 && (q.Get("limit") == "" && n == service.FireHistoryLimitDefault || q.Get("limit") == strconv.Itoa(n)) {
+		next := es[n-1].Instant
+		out.NextBefore = &next
+	}
+	o.reply(w, r, http.StatusOK, out, err)
 }
 
 func (o *opsAPI) retryBulk(w http.ResponseWriter, r *http.Request) {

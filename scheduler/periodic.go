@@ -181,10 +181,10 @@ func (pl *periodicPlanner) fireDue(ctx context.Context) {
 func (pl *periodicPlanner) fire(ctx context.Context, name string) {
 	p := pl.p
 	var mf PeriodicMisfire
-	plan := func(sp jobq.Periodic, now time.Time) ([]time.Time, time.Time) {
+	plan := func(sp jobq.Periodic, now time.Time) jobq.PeriodicPlan {
 		sched, err := cronplan.Parse(sp.Cron)
 		if err != nil {
-			return nil, sp.NextRunAt // left untouched; reported below
+			return jobq.PeriodicPlan{Next: sp.NextRunAt} // left untouched; reported below
 		}
 		mf = PeriodicMisfire{Policy: sp.Misfire}
 		if n, first, last := cronplan.Missed(sched, p.MisfireThreshold, sp.NextRunAt, now); n > 0 {
@@ -193,7 +193,7 @@ func (pl *periodicPlanner) fire(ctx context.Context, name string) {
 				mf.Skipped = n - 1
 			}
 		}
-		return cronplan.Plan(sched, sp.Misfire, p.MisfireThreshold, sp.NextRunAt, now)
+		return cronplan.PlanFire(sched, sp.Misfire, p.MisfireThreshold, sp.NextRunAt, now)
 	}
 	res, err := withRetryV(ctx, p.Retry, "periodic.fire", retryUntilDone, func() (jobq.PeriodicFireResult, error) {
 		return p.Store.PeriodicFire(ctx, name, plan)

@@ -45,6 +45,8 @@ type OpsStore interface {
 	PeriodicGet(ctx context.Context, name string) (jobq.Periodic, error)
 	PeriodicList(ctx context.Context) ([]jobq.Periodic, error)
 	PeriodicDelete(ctx context.Context, name string) error
+	// FireHistory is one page of a schedule's fire ledger, newest first.
+	FireHistory(ctx context.Context, p jobq.FireHistoryParams) ([]jobq.FireEntry, error)
 	JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64, error)
 	JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error)
 	QueueStats(ctx context.Context, window time.Duration) (jobq.QueueStats, error)

@@ -51,7 +51,9 @@ func TestPeriodicStartsAWorkflowPerInstant(t *testing.T) {
 		t.Fatalf("API form: %+v", a.Workflow)
 	}
 	at := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
-	plan := func(jobq.Periodic, time.Time) ([]time.Time, time.Time) { return []time.Time{at}, at.Add(time.Hour) }
+	plan := func(jobq.Periodic, time.Time) jobq.PeriodicPlan {
+		return jobq.PeriodicPlan{Enqueue: []time.Time{at}, Next: at.Add(time.Hour), LateAfter: 100 * 365 * 24 * time.Hour}
+	}
 	for range 2 { // the second fire of the same instant starts nothing more
 		if _, err := st.PeriodicFire(ctx, "nightly", plan); err != nil {
 			t.Fatal(err)

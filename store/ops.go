@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -155,6 +153,7 @@ func periodicFromRow(r jobqdb.PeriodicJob) jobq.Periodic {
 		Misfire: r.Misfire, Source: r.Source, NextRunAt: r.NextRunAt.UTC(), LastRunAt: nullTimePtr(r.LastRunAt),
 		CreateTime: r.CreateTime.UTC(), UpdateTime: r.UpdateTime.UTC(),
 		Workflow: workflowTemplate(r.Workflow),
+		Overlap:  r.Overlap, ActiveJobID: uint64(nullInt(r.ActiveJobID)), QueuedJobID: uint64(nullInt(r.QueuedJobID)),
 	}
 }
 
@@ -200,6 +199,13 @@ func (s *Store) PeriodicUpsert(ctx context.Context, spec jobq.PeriodicSpec, firs
 			return err
 		}
 		created = n == 1 // 1: inserted, 2: updated (MySQL's ON DUPLICATE KEY row count)
+		overlap := spec.Overlap
+		if overlap == "" {
+			overlap = jobq.OverlapAllow
+		}
+		if err := q.PeriodicSetOverlap(ctx, jobqdb.PeriodicSetOverlapParams{Overlap: overlap, Name: spec.Name}); err != nil {
+			return err
+		}
 		r, err := q.PeriodicGet(ctx, spec.Name)
 		p = periodicFromRow(r)
 		return err
@@ -242,97 +248,6 @@ func (s *Store) PeriodicDelete(ctx context.Context, name string) error {
 		return jobq.ErrNotFound
 	}
 	return nil
-}
-
-// PeriodicFire fires schedule name in one transaction: it locks the row
-// FOR UPDATE, asks plan what to enqueue, inserts one WAITING job per instant
-// (job_key PeriodicKey(name, instant), run_at = the instant) and moves the
-// cursor. Each instant becomes exactly one job because job_key is UNIQUE
-// (a second insert of an instant changes nothing). ErrNotFound when the
-// schedule was deleted.
-//
-// Where SKIP LOCKED exists the lock never waits: when another session holds
-// the schedule's row (a peer frozen inside its fire, an operator's open
-// transaction), the fire plans from the last committed cursor, inserts the
-// due instants all the same and leaves the cursor to the next fire that gets
-// the lock (res.Locked). So a held row delays no instant, where waiting on it
-// made every instant due meanwhile a misfire.
-func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.PeriodicPlanFunc) (jobq.PeriodicFireResult, error) {
-	var res jobq.PeriodicFireResult
-	err := s.WithTx(ctx, func(tx *sql.Tx) error {
-		res = jobq.PeriodicFireResult{}
-		q := s.q.WithTx(tx)
-		var r jobqdb.PeriodicJob
-		if s.Server.SkipLocked {
-			rows, err := q.PeriodicLockSkipLocked(ctx, name)
-			if err != nil {
-				return err
-			}
-			if len(rows) == 1 {
-				r = rows[0]
-			} else if r, err = q.PeriodicGet(ctx, name); err != nil { // held by another session, or gone
-				return notFound(err)
-			} else {
-				res.Locked = true
-			}
-		} else {
-			var err error
-			if r, err = q.PeriodicLock(ctx, name); err != nil {
-				return notFound(err)
-			}
-		}
-		now, err := q.DBNow(ctx)
-		if err != nil {
-			return err
-		}
-		p := periodicFromRow(r)
-		res.DBNow = now.UTC()
-		enqueue, next := plan(p, res.DBNow)
-		res.Next = next.UTC()
-		if len(enqueue) == 0 && res.Next.Equal(p.NextRunAt) {
-			return nil
-		}
-		var last sql.NullTime
-		for _, at := range enqueue {
-			at = at.UTC()
-			key := jobq.PeriodicKey(name, at)
-			if p.Workflow != nil {
-				ok, err := s.startScheduledWorkflow(ctx, tx, p, at)
-				if err != nil {
-					return err
-				}
-				if ok {
-					res.Inserted = append(res.Inserted, at)
-				}
-				last = sql.NullTime{Time: at, Valid: true}
-				continue
-			}
-			sum := sha256.Sum256([]byte("periodic\x00" + key + "\x00" + p.JobType + "\x00" + string(p.Params)))
-			n, err := q.JobInsertPeriodic(ctx, jobqdb.JobInsertPeriodicParams{
-				JobKey: key, JobType: p.JobType, Params: string(p.Params), RequestHash: hex.EncodeToString(sum[:]),
-				Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs), RunAt: at,
-				Lane: s.laneOf(p.JobType),
-			})
-			if err != nil {
-				return err
-			}
-			if n > 0 {
-				res.Inserted = append(res.Inserted, at)
-			}
-			last = sql.NullTime{Time: at, Valid: true}
-		}
-		if res.Locked {
-			return nil // the lock holder, or the next fire, moves the cursor
-		}
-		return q.PeriodicAdvance(ctx, jobqdb.PeriodicAdvanceParams{NextRunAt: res.Next, LastRunAt: last, Name: name})
-	})
-	if err != nil {
-		if errors.Is(err, jobq.ErrNotFound) {
-			return jobq.PeriodicFireResult{}, jobq.ErrNotFound
-		}
-		return jobq.PeriodicFireResult{}, errorf("periodic fire %q: %w", name, err)
-	}
-	return res, nil
 }
 
 // JobPurge deletes terminal jobs finished before NOW(6) − p.OlderThan, and

@@ -488,7 +488,7 @@ func (s *Store) JobParents(ctx context.Context, ids []uint64) (map[uint64][]jobq
 // the fire's transaction: key PeriodicKey(name, at), each template job keyed
 // PeriodicWorkflowJobKey. An instant already started (its workflow_key
 // exists) starts nothing: false.
-func (s *Store) startScheduledWorkflow(ctx context.Context, tx *sql.Tx, p jobq.Periodic, at time.Time) (bool, error) {
+func (s *Store) startScheduledWorkflow(ctx context.Context, tx *sql.Tx, p jobq.Periodic, at time.Time) (uint64, bool, error) {
 	key := jobq.PeriodicKey(p.Name, at)
 	jobs := make([]jobq.WorkflowJobParams, len(p.Workflow))
 	h := sha256.New()
@@ -506,20 +506,20 @@ func (s *Store) startScheduledWorkflow(ctx context.Context, tx *sql.Tx, p jobq.P
 	res, err := tx.ExecContext(ctx, "INSERT IGNORE INTO workflow (workflow_key, request_hash, create_time) VALUES (?, ?, NOW(6))",
 		key, hex.EncodeToString(h.Sum(nil)))
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return false, err
+		return 0, false, err
 	}
 	wfID, err := res.LastInsertId()
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	ids, err := s.insertWorkflowJobs(ctx, tx, uint64(wfID), jobs)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
-	return true, insertEdges(ctx, tx, jobs, ids, nil)
+	return uint64(wfID), true, insertEdges(ctx, tx, jobs, ids, nil)
 }
 
 // reblockRetried puts the jobs of ids that a manual retry just made WAITING

@@ -266,6 +266,8 @@ type PeriodicCmd struct {
 	Add  PeriodicAddCmd  `cmd:"" help:"Create or replace a schedule."`
 	List PeriodicListCmd `cmd:"" help:"List schedules."`
 	Rm   PeriodicRmCmd   `cmd:"" help:"Delete a schedule (its jobs stay)."`
+	// History prints the schedule's fire ledger.
+	History PeriodicHistoryCmd `cmd:"" help:"Show what became of a schedule's recent instants (fired, late, skipped), newest first."`
 }
 
 // PeriodicAddCmd creates or replaces a schedule.

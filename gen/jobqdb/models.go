@@ -120,21 +120,36 @@ type JobTypeControl struct {
 	UpdateTime time.Time
 }
 
-type PeriodicJob struct {
+type PeriodicFire struct {
 	Name       string
-	CronExpr   string
-	JobType    string
-	Params     string
-	Priority   int32
-	MaxRetry   int32
-	TimeoutMs  int32
-	Misfire    string
-	Source     string
-	NextRunAt  time.Time
-	LastRunAt  sql.NullTime
-	CreateTime time.Time
-	UpdateTime time.Time
-	Workflow   sql.NullString
+	Instant    time.Time
+	Fate       string
+	Reason     sql.NullString
+	JobID      sql.NullInt64
+	WorkflowID sql.NullInt64
+	LateMs     int64
+	Covers     int64
+	RecordTime time.Time
+}
+
+type PeriodicJob struct {
+	Name        string
+	CronExpr    string
+	JobType     string
+	Params      string
+	Priority    int32
+	MaxRetry    int32
+	TimeoutMs   int32
+	Misfire     string
+	Source      string
+	NextRunAt   time.Time
+	LastRunAt   sql.NullTime
+	CreateTime  time.Time
+	UpdateTime  time.Time
+	Workflow    sql.NullString
+	Overlap     string
+	ActiveJobID sql.NullInt64
+	QueuedJobID sql.NullInt64
 }
 
 type Workflow struct {

@@ -434,7 +434,7 @@ func (q *Queries) PeriodicDelete(ctx context.Context, name string) (int64, error
 }
 
 const periodicGet = `-- name: PeriodicGet :one
-SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow FROM periodic_job WHERE name = ?
+SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow, overlap, active_job_id, queued_job_id FROM periodic_job WHERE name = ?
 `
 
 func (q *Queries) PeriodicGet(ctx context.Context, name string) (PeriodicJob, error) {
@@ -455,12 +455,15 @@ func (q *Queries) PeriodicGet(ctx context.Context, name string) (PeriodicJob, er
 		&i.CreateTime,
 		&i.UpdateTime,
 		&i.Workflow,
+		&i.Overlap,
+		&i.ActiveJobID,
+		&i.QueuedJobID,
 	)
 	return i, err
 }
 
 const periodicList = `-- name: PeriodicList :many
-SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow FROM periodic_job ORDER BY name
+SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow, overlap, active_job_id, queued_job_id FROM periodic_job ORDER BY name
 `
 
 func (q *Queries) PeriodicList(ctx context.Context) ([]PeriodicJob, error) {
@@ -487,6 +490,9 @@ func (q *Queries) PeriodicList(ctx context.Context) ([]PeriodicJob, error) {
 			&i.CreateTime,
 			&i.UpdateTime,
 			&i.Workflow,
+			&i.Overlap,
+			&i.ActiveJobID,
+			&i.QueuedJobID,
 		); err != nil {
 			return nil, err
 		}
@@ -502,7 +508,7 @@ func (q *Queries) PeriodicList(ctx context.Context) ([]PeriodicJob, error) {
 }
 
 const periodicLock = `-- name: PeriodicLock :one
-SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow FROM periodic_job WHERE name = ? FOR UPDATE
+SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow, overlap, active_job_id, queued_job_id FROM periodic_job WHERE name = ? FOR UPDATE
 `
 
 func (q *Queries) PeriodicLock(ctx context.Context, name string) (PeriodicJob, error) {
@@ -523,12 +529,15 @@ func (q *Queries) PeriodicLock(ctx context.Context, name string) (PeriodicJob, e
 		&i.CreateTime,
 		&i.UpdateTime,
 		&i.Workflow,
+		&i.Overlap,
+		&i.ActiveJobID,
+		&i.QueuedJobID,
 	)
 	return i, err
 }
 
 const periodicLockSkipLocked = `-- name: PeriodicLockSkipLocked :many
-SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow FROM periodic_job WHERE name = ? FOR UPDATE SKIP LOCKED
+SELECT name, cron_expr, job_type, params, priority, max_retry, timeout_ms, misfire, source, next_run_at, last_run_at, create_time, update_time, workflow, overlap, active_job_id, queued_job_id FROM periodic_job WHERE name = ? FOR UPDATE SKIP LOCKED
 `
 
 // PeriodicLock where SKIP LOCKED exists: no row when another session holds
@@ -558,6 +567,9 @@ func (q *Queries) PeriodicLockSkipLocked(ctx context.Context, name string) ([]Pe
 			&i.CreateTime,
 			&i.UpdateTime,
 			&i.Workflow,
+			&i.Overlap,
+			&i.ActiveJobID,
+			&i.QueuedJobID,
 		); err != nil {
 			return nil, err
 		}
