@@ -62,7 +62,10 @@ type Store struct {
 // Wrap returns inner sabotaged by sw; db is inner's database (store.DB()).
 func Wrap(inner scheduler.Store, db *sql.DB, sw Switches) *Store {
 	if sw.UnblockOutsideTx {
-		inner = &unblockOutsideTx{Store: inner, DB: db, Gap: 30 * time.Millisecond}
+		// 300 ms between the commit and the unblock: wide enough that a
+		// kill-storm's three SIGKILLs land in some parent's window (at 30
+		// ms one run in two lost nothing: the checker had nothing to see).
+		inner = &unblockOutsideTx{Store: inner, DB: db, Gap: 300 * time.Millisecond}
 	}
 	return &Store{inner: inner, db: db, sw: sw}
 }
