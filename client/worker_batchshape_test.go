@@ -25,6 +25,7 @@ func TestWorkerBatchAnswerWithoutResultsSendsAlone(t *testing.T) {
 	var batches int
 	var singles []map[string]any
 	done := make(chan struct{})
+	quit := make(chan struct{}) // closed when the test ends, whatever its result
 	fetched := false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -36,6 +37,7 @@ func TestWorkerBatchAnswerWithoutResultsSendsAlone(t *testing.T) {
 			if again {
 				select {
 				case <-done:
+				case <-quit:
 				case <-r.Context().Done():
 				}
 				_, _ = io.WriteString(w, `{"jobs":[]}`)
@@ -63,6 +65,7 @@ func TestWorkerBatchAnswerWithoutResultsSendsAlone(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
+	defer close(quit) // before srv.Close: no long poll outlives a failed test
 	w, err := NewWorker(WorkerConfig{Server: srv.URL, WorkerID: "w1", PollWait: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
