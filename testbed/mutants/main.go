@@ -130,8 +130,8 @@ var mutants = []mutant{
 	{
 		Name: "skiplocked-ignores-run_at", Bug: "6: skiplocked claim ignores run_at",
 		Rule: "executions started before their due time",
-		Edits: []edit{{gen, "FROM job_queue\nWHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)\n  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED",
-			"FROM job_queue\nWHERE status = 'WAITING' AND lane = 0\n  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
+		Edits: []edit{{gen, "FROM job_queue\nWHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)\n  AND job_type NOT IN (/*SLICE:excluded*/?)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED",
+			"FROM job_queue\nWHERE status = 'WAITING' AND lane = 0\n  AND job_type NOT IN (/*SLICE:excluded*/?)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
 		Checks: []check{{"./scheduler/", "^TestNoExecutionBeforeDue$"}},
 	},
 	{
