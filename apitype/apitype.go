@@ -192,6 +192,13 @@ type PeriodicRequest struct {
 	// Misfire is "skip" (default: instants missed while every replica was
 	// down never run) or "once" (exactly one catch-up job, the latest missed).
 	Misfire string `json:"misfire,omitempty"`
+	// Overlap is what an instant does while the schedule's previous run is
+	// not terminal: "allow" (default: it fires all the same), "skip" (it is
+	// skipped, ledger reason overlap), "queue_one" (it waits, parked, until
+	// the previous run ends; a further instant meanwhile is skipped) or
+	// "cancel_previous" (the previous run is cancelled, then it fires). Job
+	// schedules only.
+	Overlap string `json:"overlap,omitempty"`
 	// Workflow, instead of job_type and params, makes each instant start a
 	// workflow of these jobs (docs/workflows.md): its key is
 	// '<name>@<instant>', each job's '<name>@<instant>/<job_key>'.

@@ -210,7 +210,8 @@ func repeatedTopLevelKey(body []byte) string {
 }
 
 // ValidatePeriodic checks every field of req and fills defaults (priority
-// 0, max_retry 3, timeout_ms 0, misfire skip). It does not touch the database.
+// 0, max_retry 3, timeout_ms 0, misfire skip, overlap allow). It does not
+// touch the database.
 func (o *Ops) ValidatePeriodic(req apitype.PeriodicRequest, source string) (jobq.PeriodicSpec, error) {
 	spec := jobq.PeriodicSpec{Name: req.Name, Cron: req.Cron, JobType: req.JobType, MaxRetry: MaxRetryDefault,
 		Misfire: jobq.MisfireSkip, Source: source}
@@ -227,6 +228,17 @@ func (o *Ops) ValidatePeriodic(req apitype.PeriodicRequest, source string) (jobq
 	}
 	if _, err := cronplan.Parse(req.Cron); err != nil {
 		return spec, invalid("cron", "must be a cron expression (5 fields, 6 with leading seconds, or @every/@hourly…): %v", err)
+	}
+	switch req.Overlap {
+	case "", jobq.OverlapAllow:
+		spec.Overlap = jobq.OverlapAllow
+	case jobq.OverlapSkip, jobq.OverlapQueueOne, jobq.OverlapCancelPrevious:
+		if req.Workflow != nil {
+			return spec, invalid("overlap", "must be %q for a workflow schedule, got %q", jobq.OverlapAllow, req.Overlap)
+		}
+		spec.Overlap = req.Overlap
+	default:
+		return spec, invalid("overlap", "must be one of %s, got %q", strings.Join(jobq.OverlapPolicies, ", "), req.Overlap)
 	}
 	if req.Workflow != nil {
 		return o.validatePeriodicWorkflow(req, spec)
