@@ -31,16 +31,17 @@ import (
 // 48,576 bytes left for the rest of the envelope, which needs well under
 // 1 KiB when compact.
 const (
-	MaxJobKeyRunes   = 64       // job_key: 1–64 characters
-	MaxJobTypeRunes  = 64       // job_type: 1–64 characters, and registered
-	MinPriority      = 0        // priority: 0–1000, higher runs first; default 0
-	MaxPriority      = 1000     //
-	MaxRetryLimit    = 100      // max_retry: 0–100; default 3
-	MaxRetryDefault  = 3        //
-	MaxTimeoutMs     = 86400000 // timeout_ms: 0 (none) – 24 h
-	MaxParamsBytes   = 1000000  // params: a JSON object of at most 1 MB (1,000,000 bytes) once compacted
-	MaxParamsDepth   = 100      // params: nested at most 100 objects/arrays deep
-	MaxListLimit     = 1000     // limit: 1–1000; default 50
+	MaxJobKeyRunes   = 64                     // job_key: 1–64 characters
+	MaxJobTypeRunes  = 64                     // job_type: 1–64 characters, and registered
+	MinPriority      = 0                      // priority: 0–1000, higher runs first; default 0
+	MaxPriority      = 1000                   //
+	MaxRetryLimit    = 100                    // max_retry: 0–100; default 3
+	MaxRetryDefault  = 3                      //
+	MaxTimeoutMs     = 86400000               // timeout_ms: 0 (none) – 24 h
+	MaxUniqueForMs   = 365 * 24 * 3600 * 1000 // unique_for_ms: 1 ms – 365 days
+	MaxParamsBytes   = 1000000                // params: a JSON object of at most 1 MB (1,000,000 bytes) once compacted
+	MaxParamsDepth   = 100                    // params: nested at most 100 objects/arrays deep
+	MaxListLimit     = 1000                   // limit: 1–1000; default 50
 	ListLimitDefault = 50
 )
 
@@ -319,6 +320,21 @@ func (s *Service) ValidateSubmit(req apitype.SubmitRequest) (jobq.SubmitParams, 
 		}
 		p.RunAt = &t
 	}
+	if req.UniqueForMs != nil {
+		if *req.UniqueForMs < 1 || *req.UniqueForMs > MaxUniqueForMs {
+			return p, invalid("unique_for_ms", "must be an integer in [1, %d] (how long the key stays unique, ms), got %d", int64(MaxUniqueForMs), *req.UniqueForMs)
+		}
+		p.UniqueForMs = *req.UniqueForMs
+	}
+	switch req.UniqueWhile {
+	case "":
+	case apitype.UniqueWhileActive:
+		p.UniqueWhileActive = true
+	default:
+		return p, invalid("unique_while", "must be %q (the key stays unique while the job is not terminal), got %q", apitype.UniqueWhileActive, req.UniqueWhile)
+	}
+	// The window is not part of the request hash: it says how long the key
+	// names the job, not what the job is.
 	p.RequestHash = requestHash(p)
 	return p, nil
 }
