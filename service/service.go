@@ -139,17 +139,19 @@ func New(opts Options) *Service {
 }
 
 // submitFields are the fields of a submit body, exactly as spelled.
-var submitFields = []string{"job_key", "job_type", "params", "priority", "max_retry", "run_at", "timeout_ms"}
+var submitFields = []string{"job_key", "job_type", "params", "priority", "max_retry", "run_at", "timeout_ms", "unique_for_ms", "unique_while"}
 
 // fieldRules say what each typed field must be, for type errors.
 var fieldRules = map[string]string{
-	"job_key":    fmt.Sprintf("must be a JSON string of 1–%d characters", MaxJobKeyRunes),
-	"job_type":   fmt.Sprintf("must be a JSON string naming a registered job type (1–%d characters)", MaxJobTypeRunes),
-	"priority":   fmt.Sprintf("must be a JSON integer in [%d, %d]", MinPriority, MaxPriority),
-	"max_retry":  fmt.Sprintf("must be a JSON integer in [0, %d]", MaxRetryLimit),
-	"timeout_ms": fmt.Sprintf("must be a JSON integer in [0, %d] (0 = no timeout)", MaxTimeoutMs),
-	"run_at":     "must be a JSON string holding an RFC 3339 time with a UTC offset",
-	"params":     "must be a JSON object",
+	"job_key":       fmt.Sprintf("must be a JSON string of 1–%d characters", MaxJobKeyRunes),
+	"job_type":      fmt.Sprintf("must be a JSON string naming a registered job type (1–%d characters)", MaxJobTypeRunes),
+	"priority":      fmt.Sprintf("must be a JSON integer in [%d, %d]", MinPriority, MaxPriority),
+	"max_retry":     fmt.Sprintf("must be a JSON integer in [0, %d]", MaxRetryLimit),
+	"timeout_ms":    fmt.Sprintf("must be a JSON integer in [0, %d] (0 = no timeout)", MaxTimeoutMs),
+	"run_at":        "must be a JSON string holding an RFC 3339 time with a UTC offset",
+	"params":        "must be a JSON object",
+	"unique_for_ms": fmt.Sprintf("must be a JSON integer in [1, %d] (ms the key stays unique)", int64(MaxUniqueForMs)),
+	"unique_while":  `must be the JSON string "active"`,
 }
 
 // DecodeSubmit parses a submit body strictly: valid UTF-8, exactly one JSON
