@@ -77,6 +77,19 @@ func claimedOf(name string, id *uint64) func(scheduler.Event) bool {
 	}
 }
 
+// firstRunThenSkips waits until schedule name's first run is claimed and
+// then for n fires of it that skipped an instant; it returns the run's id.
+func firstRunThenSkips(t *testing.T, name string, n int) uint64 {
+	t.Helper()
+	rec := events(t)
+	var first uint64
+	rec.WaitFor(t, scheduler.EventClaimed, claimedOf(name, &first), slowWait)
+	if n > 0 {
+		rec.WaitAfterN(t, rec.Mark(), scheduler.EventPeriodicFired, skippedFire(name), n, slowWait)
+	}
+	return first
+}
+
 // skippedFire matches a fire of name that skipped an instant.
 func skippedFire(name string) func(scheduler.Event) bool {
 	return func(e scheduler.Event) bool { return e.Name == name && e.Err == nil && e.Fire.Skipped > 0 }
@@ -148,13 +161,10 @@ func TestOverlapSkipWhileRunning(t *testing.T) {
 	st := testdb.Store(t)
 	h, stop := startOverlapSchedule(t, st, "skip", jobq.OverlapSkip)
 	rec := events(t)
-	var first uint64
-	rec.WaitFor(t, scheduler.EventClaimed, claimedOf("skip", &first), slowWait)
-	m := rec.Mark()
-	rec.WaitAfterN(t, m, scheduler.EventPeriodicFired, skippedFire("skip"), 2, slowWait)
+	first := firstRunThenSkips(t, "skip", 2)
 	h.open()
 	waitFinished(t, st, first, jobq.OutcomeSuccess)
-	m = rec.Mark()
+	m := rec.Mark()
 	var next uint64
 	rec.WaitAfter(t, m, scheduler.EventClaimed, claimedOf("skip", &next), slowWait)
 	waitFinished(t, st, next, jobq.OutcomeSuccess)
@@ -181,10 +191,7 @@ func TestOverlapQueueOneParksAndReleases(t *testing.T) {
 	st := testdb.Store(t)
 	h, stop := startOverlapSchedule(t, st, "q1", jobq.OverlapQueueOne)
 	rec := events(t)
-	var first uint64
-	rec.WaitFor(t, scheduler.EventClaimed, claimedOf("q1", &first), slowWait)
-	m := rec.Mark()
-	rec.WaitAfterN(t, m, scheduler.EventPeriodicFired, skippedFire("q1"), 2, slowWait)
+	first := firstRunThenSkips(t, "q1", 2)
 	p, err := st.PeriodicGet(ctx, "q1")
 	if err != nil || p.ActiveJobID != first || p.QueuedJobID == 0 {
 		t.Fatalf("schedule %+v, %v: want active %d and a parked run", p, err, first)
@@ -219,8 +226,7 @@ func TestOverlapCancelPrevious(t *testing.T) {
 	st := testdb.Store(t)
 	_, stop := startOverlapSchedule(t, st, "cp", jobq.OverlapCancelPrevious)
 	rec := events(t)
-	var first uint64
-	rec.WaitFor(t, scheduler.EventClaimed, claimedOf("cp", &first), slowWait)
+	first := firstRunThenSkips(t, "cp", 0)
 	waitFinished(t, st, first, jobq.OutcomeCanceled)
 	m := rec.Mark()
 	rec.WaitAfter(t, m, scheduler.EventCompleted, func(e scheduler.Event) bool {

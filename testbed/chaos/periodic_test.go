@@ -42,14 +42,7 @@ func TestChaosPeriodicScheduleJudged(t *testing.T) {
 	cfg.Jobs, cfg.Duration = 300, 12*time.Second
 	cfg.Periodic, cfg.PeriodicOverlap = "@every 1s", "skip"
 	cfg.Schedule = "kill@5s:replica-1"
-	rf, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	disk := readResult(t, cfg.OutDir)
-	if !rf.Valid || !disk.Valid {
-		t.Fatalf("valid = %v (on disk %v), violations %+v", rf.Valid, disk.Valid, rf.Result.Violations)
-	}
+	rf := runValid(t, cfg)
 	checkLedgerWindow(t, rf, 12)
 	if rf.Result.Counts.Phantom != 0 {
 		t.Fatalf("phantoms %d", rf.Result.Counts.Phantom)

@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/jobq/jobq"
@@ -108,14 +107,7 @@ func TestFireChecksFailOnHandBuiltHistories(t *testing.T) {
 		t.Run(tc.check+"/"+tc.want, func(t *testing.T) {
 			b := schedBuilder()
 			tc.build(b)
-			r := Check(b.h)
-			v := violation(r, tc.check)
-			if r.Valid || v == nil {
-				t.Fatalf("%s not reported: %+v", tc.check, r.Violations)
-			}
-			if !strings.Contains(strings.Join(v.Examples, "\n"), tc.want) {
-				t.Fatalf("%s examples %q, want one saying %q", tc.check, v.Examples, tc.want)
-			}
+			wantViolationSaying(t, b.h, tc.check, tc.want)
 		})
 	}
 }
