@@ -48,7 +48,7 @@ type periodicPlannerParams struct {
 type periodicEntry struct {
 	name      string
 	nextLocal time.Time // when to fire, on this replica's clock
-	queueOne  bool      // overlap policy queue_one: a run may be parked
+	queueOne  bool      // overlap policy queue_one, or a parked run left by it
 }
 
 // periodicPlanner fires periodic schedules: each when the database clock
@@ -154,12 +154,13 @@ func (pl *periodicPlanner) setPeriodic(list []jobq.Periodic) {
 	defer pl.mu.Unlock()
 	m := make(map[string]*periodicEntry, len(list))
 	for _, p := range list {
-		m[p.Name] = &periodicEntry{name: p.Name, nextLocal: p.NextRunAt.Add(-pl.clockOffset), queueOne: p.Overlap == jobq.OverlapQueueOne}
+		m[p.Name] = &periodicEntry{name: p.Name, nextLocal: p.NextRunAt.Add(-pl.clockOffset), queueOne: p.Overlap == jobq.OverlapQueueOne || p.QueuedJobID != 0}
 	}
 	pl.periodic = m
 }
 
-// hasQueueOne reports whether a known schedule has overlap queue_one.
+// hasQueueOne reports whether a known schedule has overlap queue_one or a
+// parked run (its policy changed since it was parked).
 func (pl *periodicPlanner) hasQueueOne() bool {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -138,6 +139,28 @@ func TestOverlapPoliciesInOneFire(t *testing.T) {
 	if p, err := st.PeriodicGet(ctx, "q1"); err != nil || len(res.Inserted) != 1 || p.QueuedJobID == 0 ||
 		jobState(t, st, p.QueuedJobID).Status != jobq.StateScheduled {
 		t.Fatalf("queue_one, next fire: %+v, schedule %+v, %v: want the instant parked", res, p, err)
+	}
+
+	// Replacing the schedule with policy allow leaves its parked run to the
+	// release; removing the schedule cancels it (no one would release it).
+	spec := jobq.PeriodicSpec{Name: "q1", Cron: "@every 1s", JobType: "noop", Params: "{}", Misfire: jobq.MisfireSkip,
+		Source: jobq.PeriodicSourceAPI, Overlap: jobq.OverlapAllow}
+	p, _, err = st.PeriodicUpsert(ctx, spec, func(t time.Time) time.Time { return t })
+	if err != nil || p.Overlap != jobq.OverlapAllow || p.QueuedJobID == 0 {
+		t.Fatalf("replace q1 with allow: %+v, %v: want the parked run kept", p, err)
+	}
+	parkedAgain := p.QueuedJobID
+	if err := st.PeriodicDelete(ctx, "q1"); err != nil {
+		t.Fatal(err)
+	}
+	if j := jobState(t, st, parkedAgain); j.Status != jobq.StateCanceled {
+		t.Fatalf("parked run after its schedule was removed: %s, want CANCELED", j.Status)
+	}
+	if j := jobState(t, st, parked); j.Status != jobq.StateWaiting {
+		t.Fatalf("released run after its schedule was removed: %s, want WAITING (it runs)", j.Status)
+	}
+	if err := st.PeriodicDelete(ctx, "q1"); !errors.Is(err, jobq.ErrNotFound) {
+		t.Fatalf("second delete: %v, want ErrNotFound", err)
 	}
 
 	// cancel_previous: every instant fires and cancels the run before it.
