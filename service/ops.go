@@ -421,15 +421,16 @@ func (o *Ops) Activity(ctx context.Context, minutes int) (jobq.Activity, error) 
 }
 
 // ParsePeriodicSpec parses a schedule given on the command line or in a
-// file, "name=cron;job_type[;params[;misfire]]", e.g.
-// `nightly=0 0 3 * * *;backup;{"db":"main"};once`. params is a JSON object
-// (it may contain ';'); misfire is skip (default) or once. Field errors are
+// file, "name=cron;job_type[;params[;misfire[;overlap]]]", e.g.
+// `nightly=0 0 3 * * *;backup;{"db":"main"};once;skip`. params is a JSON
+// object (it may contain ';'); misfire is skip (default) or once; overlap
+// allow (default), skip, queue_one or cancel_previous. Field errors are
 // *ValidationError; values are checked by ValidatePeriodic.
 func ParsePeriodicSpec(spec string) (apitype.PeriodicRequest, error) {
 	var req apitype.PeriodicRequest
 	name, rest, ok := strings.Cut(spec, "=")
 	if !ok {
-		return req, invalid("periodic", "must be name=cron;job_type[;params[;misfire]], got %q", spec)
+		return req, invalid("periodic", "must be name=cron;job_type[;params[;misfire[;overlap]]], got %q", spec)
 	}
 	req.Name = strings.TrimSpace(name)
 	cronExpr, rest, ok := strings.Cut(rest, ";")
@@ -456,6 +457,7 @@ func ParsePeriodicSpec(spec string) (apitype.PeriodicRequest, error) {
 			rest = strings.TrimSpace(after)
 		}
 	}
-	req.Misfire = rest
+	misfire, overlap, _ := strings.Cut(rest, ";")
+	req.Misfire, req.Overlap = strings.TrimSpace(misfire), strings.TrimSpace(overlap)
 	return req, nil
 }

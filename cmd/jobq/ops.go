@@ -21,7 +21,7 @@ import (
 
 // OpsFlags configure a replica's operations services (`jobq serve`).
 type OpsFlags struct {
-	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip)." sep:"none" placeholder:"SPEC" group:"Operations"`
+	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire[;overlap]]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once;skip' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip; overlap allow|skip|queue_one|cancel_previous, default allow)." sep:"none" placeholder:"SPEC" group:"Operations"`
 	PeriodicFile     string        `help:"File of periodic schedules, one SPEC per line (# comments)." type:"existingfile" placeholder:"FILE" group:"Operations"`
 	Retention        string        `help:"Delete SUCCESS/FAILED/CANCELED jobs (and their executions) finished longer ago than this, e.g. 7d or 36h; empty keeps every job." placeholder:"AGE" group:"Operations"`
 	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"${clean_interval}" group:"Operations"`

@@ -456,11 +456,13 @@ func TestParseAgeAndPeriodicSpec(t *testing.T) {
 		{"a=* * * * *;noop", apitype.PeriodicRequest{Name: "a", Cron: "* * * * *", JobType: "noop"}},
 		{"b=@every 10s;sleep;once", apitype.PeriodicRequest{Name: "b", Cron: "@every 10s", JobType: "sleep", Misfire: "once"}},
 		{`c=0 0 3 * * *;backup;{"db":"a;b"};skip`, apitype.PeriodicRequest{Name: "c", Cron: "0 0 3 * * *", JobType: "backup", Params: json.RawMessage(`{"db":"a;b"}`), Misfire: "skip"}},
+		{`d=@hourly;noop;{};once;queue_one`, apitype.PeriodicRequest{Name: "d", Cron: "@hourly", JobType: "noop", Params: json.RawMessage(`{}`), Misfire: "once", Overlap: "queue_one"}},
+		{"e=@hourly;noop;skip;skip", apitype.PeriodicRequest{Name: "e", Cron: "@hourly", JobType: "noop", Misfire: "skip", Overlap: "skip"}},
 	}
 	for _, tc := range cases {
 		got, err := service.ParsePeriodicSpec(tc.spec)
 		if err != nil || got.Name != tc.want.Name || got.Cron != tc.want.Cron || got.JobType != tc.want.JobType ||
-			string(got.Params) != string(tc.want.Params) || got.Misfire != tc.want.Misfire {
+			string(got.Params) != string(tc.want.Params) || got.Misfire != tc.want.Misfire || got.Overlap != tc.want.Overlap {
 			t.Errorf("ParsePeriodicSpec(%q) = %+v, %v; want %+v", tc.spec, got, err, tc.want)
 		}
 	}
