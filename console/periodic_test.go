@@ -2,6 +2,8 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -80,5 +82,36 @@ func TestConsolePeriodicOverlapAndLedger(t *testing.T) {
 	}
 	if !strings.Contains(body, "misfire") {
 		t.Fatalf("schedule page does not say why an instant was skipped; body:\n%s", body)
+	}
+}
+
+// The job page shows a job's uniqueness window and that a newer job took
+// its key.
+func TestConsoleJobPageShowsUniquenessWindow(t *testing.T) {
+	base := startReplica(t, app.Config{})
+	submit := func() uint64 {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/jobs", "application/json", strings.NewReader(
+			`{"job_key":"w","job_type":"noop","run_at":"2099-01-01T00:00:00Z","unique_while":"active","unique_for_ms":3600000}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var j struct{ ID uint64 }
+		if err := json.NewDecoder(resp.Body).Decode(&j); err != nil || j.ID == 0 {
+			t.Fatalf("submit: %d, %v", resp.StatusCode, err)
+		}
+		return j.ID
+	}
+	first := submit()
+	if resp, _ := call(t, "POST", fmt.Sprintf("%s/v1/jobs/%d/cancel", base, first), nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("cancel: %d", resp.StatusCode)
+	}
+	if second := submit(); second == first {
+		t.Fatalf("resubmit after cancel answered job %d again", first)
+	}
+	_, body := call(t, "GET", fmt.Sprintf("%s/ui/jobs/%d", base, first), nil, nil)
+	if !strings.Contains(body, `id="key-released"`) || !strings.Contains(body, "while not finished") || !strings.Contains(body, `id="unique-window">until `) {
+		t.Fatalf("job page of the released job lacks its window or release; body:\n%s", body)
 	}
 }
