@@ -209,7 +209,8 @@ func (s *Store) JobGet(ctx context.Context, id uint64) (jobq.Job, error) {
 	return j, nil
 }
 
-// JobGetByKey returns the job with jobKey, or ErrNotFound.
+// JobGetByKey returns the job that holds jobKey or, when every job of the
+// key released it (uniqueness windows), the newest; ErrNotFound if none.
 func (s *Store) JobGetByKey(ctx context.Context, jobKey string) (jobq.Job, error) {
 	r, err := s.q.JobGetByKey(ctx, jobKey)
 	if err != nil {
