@@ -125,6 +125,14 @@ chaos-galera: ensure-db ensure-galera build ## Run the ha-galera scenarios on a 
 chaos-failover: ensure-db build ## Primary-replica failover, async then semi-sync: async must show acknowledged jobs lost, semi-sync none (out/chaos-failover/).
 	$(BIN) chaos --scenario ha-failover $(CHAOS_HA_FLAGS) --out out/chaos-failover
 
+# Periodic schedules under faults (docs/chaos.md "Periodic schedules").
+.PHONY: chaos-policy chaos-ledger
+chaos-policy: ensure-db build ## Run the policy scenarios: a periodic schedule beside the workload through kills (and a failover, 10 minutes); the fire checks judge its ledger (out/chaos-policy/).
+	$(BIN) chaos --scenario policy $(CHAOS_FLAGS) --jobs 3000 --out out/chaos-policy
+
+chaos-ledger: ensure-db ## The 60-instant test (10 minutes): an @every 10s schedule through six replica kills and one failover shows exactly 60 ledger entries, each fired once or skipped with its reason (out/chaos-ledger/).
+	JOBQ_CHAOS_LEDGER=1 JOBQ_CHAOS_LEDGER_OUT=$(CURDIR)/out/chaos-ledger go test ./testbed/chaos -run TestChaosFireLedgerSixtyInstants -count=1 -timeout 30m -v
+
 .PHONY: dashboards-check metrics-test
 dashboards-check: ## Check alert rules (with their unit tests) and scrape configs with promtool.
 	cd dashboards/prometheus && promtool check rules alerts.yml && promtool test rules alerts_test.yml && \

@@ -56,6 +56,14 @@ type Job struct {
 	// BlockedParents, for a BLOCKED job, how many parents it still waits for.
 	WorkflowID     uint64
 	BlockedParents int
+	// UniqueUntil, when set, is when the job stops holding its job_key
+	// (database clock); UniqueWhileActive, that it holds it only until it
+	// is terminal. Neither: the key is held for good (the default).
+	// KeyReleased reports that a later submit of the key released it (a
+	// newer job holds the key now).
+	UniqueUntil       *time.Time
+	UniqueWhileActive bool
+	KeyReleased       bool
 	// Output is the output of the attempt that succeeded (JobGet fills it
 	// for a SUCCESS job); nil when there is none.
 	Output json.RawMessage
@@ -94,7 +102,16 @@ type SubmitParams struct {
 	MaxRetry    int
 	TimeoutMs   int
 	RunAt       *time.Time // nil: due now on the database clock
+	// UniqueForMs > 0 holds the key only that long after the insert (on
+	// the database clock); UniqueWhileActive only until the job is
+	// terminal (both: until the first of the two). After that a submit of
+	// the same key creates a new job. Zero and false: held for good.
+	UniqueForMs       int64
+	UniqueWhileActive bool
 }
+
+// Windowed reports whether the submit holds its key only for a window.
+func (p SubmitParams) Windowed() bool { return p.UniqueForMs > 0 || p.UniqueWhileActive }
 
 // SubmitOutcome is what a batch submit (JobSubmitMany) did with one job.
 type SubmitOutcome struct {

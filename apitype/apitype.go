@@ -39,17 +39,28 @@ type Job struct {
 	UpdateTime      time.Time       `json:"update_time"`
 	// Output is the output of the attempt that succeeded; absent otherwise.
 	Output json.RawMessage `json:"output,omitempty"`
+	// UniqueUntil and UniqueWhile are the job's uniqueness window (absent:
+	// its key is held for good); KeyReleased is true once a later submit of
+	// its key created a newer job.
+	UniqueUntil *time.Time `json:"unique_until,omitempty"`
+	UniqueWhile string     `json:"unique_while,omitempty"`
+	KeyReleased bool       `json:"key_released,omitempty"`
 }
 
 // JobFrom returns j as the API shows it (the request hash stays inside).
 func JobFrom(j jobq.Job) Job {
-	return Job{
+	out := Job{
 		ID: j.ID, JobKey: j.JobKey, JobType: j.JobType, Params: j.Params, Status: j.Status,
 		Priority: j.Priority, RetryTimes: j.RetryTimes, MaxRetry: j.MaxRetry, TimeoutMs: j.TimeoutMs,
 		RunAt: j.RunAt, Attempt: j.Attempt, Owner: j.Owner, LeaseUntil: j.LeaseUntil, LastError: j.LastError,
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, CancelRequested: j.CancelRequested,
 		CreateTime: j.CreateTime, UpdateTime: j.UpdateTime, Output: j.Output,
+		UniqueUntil: j.UniqueUntil, KeyReleased: j.KeyReleased,
 	}
+	if j.UniqueWhileActive {
+		out.UniqueWhile = UniqueWhileActive
+	}
+	return out
 }
 
 // Terminal reports whether the job is SUCCESS, FAILED or CANCELED.
@@ -93,7 +104,16 @@ type SubmitRequest struct {
 	MaxRetry  *int            `json:"max_retry,omitempty"`
 	RunAt     *string         `json:"run_at,omitempty"`
 	TimeoutMs *int            `json:"timeout_ms,omitempty"`
+	// UniqueForMs holds job_key only this long after the job is created
+	// (1 ms – 365 days, database clock); UniqueWhile "active" only until
+	// the job is terminal. After that a submit of the same key creates a
+	// new job. Neither: the key names this job for good (the default).
+	UniqueForMs *int64 `json:"unique_for_ms,omitempty"`
+	UniqueWhile string `json:"unique_while,omitempty"`
 }
+
+// UniqueWhileActive is SubmitRequest.UniqueWhile's one value.
+const UniqueWhileActive = "active"
 
 // MaxBatchJobs is the most jobs one POST /v1/jobs:batch (or SubmitJobs)
 // request may carry.
@@ -192,6 +212,13 @@ type PeriodicRequest struct {
 	// Misfire is "skip" (default: instants missed while every replica was
 	// down never run) or "once" (exactly one catch-up job, the latest missed).
 	Misfire string `json:"misfire,omitempty"`
+	// Overlap is what an instant does while the schedule's previous run is
+	// not terminal: "allow" (default: it fires all the same), "skip" (it is
+	// skipped, ledger reason overlap), "queue_one" (it waits, parked, until
+	// the previous run ends; a further instant meanwhile is skipped) or
+	// "cancel_previous" (the previous run is cancelled, then it fires). Job
+	// schedules only.
+	Overlap string `json:"overlap,omitempty"`
 	// Workflow, instead of job_type and params, makes each instant start a
 	// workflow of these jobs (docs/workflows.md): its key is
 	// '<name>@<instant>', each job's '<name>@<instant>/<job_key>'.

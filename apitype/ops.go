@@ -32,7 +32,14 @@ type Periodic struct {
 	MaxRetry  int             `json:"max_retry"`
 	TimeoutMs int             `json:"timeout_ms"`
 	Misfire   string          `json:"misfire"`
-	Source    string          `json:"source"`
+	// Overlap is the overlap policy: allow, skip, queue_one or
+	// cancel_previous.
+	Overlap string `json:"overlap"`
+	// ActiveJobID is the schedule's latest run let run and QueuedJobID its
+	// parked queue_one run; absent when none.
+	ActiveJobID uint64 `json:"active_job_id,omitempty"`
+	QueuedJobID uint64 `json:"queued_job_id,omitempty"`
+	Source      string `json:"source"`
 	// NextRunAt is the cursor: the first scheduled instant not yet enqueued.
 	NextRunAt time.Time `json:"next_run_at"`
 	// LastRunAt is the latest instant enqueued, if any.
@@ -92,7 +99,8 @@ type TypeList struct {
 // PeriodicFrom returns p as the API shows it.
 func PeriodicFrom(p jobq.Periodic) Periodic {
 	return Periodic{Name: p.Name, Cron: p.Cron, JobType: p.JobType, Params: p.Params, Priority: p.Priority,
-		MaxRetry: p.MaxRetry, TimeoutMs: p.TimeoutMs, Misfire: p.Misfire, Source: p.Source, NextRunAt: p.NextRunAt,
+		MaxRetry: p.MaxRetry, TimeoutMs: p.TimeoutMs, Misfire: p.Misfire, Overlap: p.Overlap, ActiveJobID: p.ActiveJobID,
+		QueuedJobID: p.QueuedJobID, Source: p.Source, NextRunAt: p.NextRunAt,
 		LastRunAt: p.LastRunAt, CreateTime: p.CreateTime, UpdateTime: p.UpdateTime, Workflow: workflowTemplateFrom(p.Workflow)}
 }
 

@@ -137,14 +137,15 @@ func typeControlFromProto(m *jobqv1.TypeControl) apitype.TypeControl {
 // periodicRequestToProto is the inverse of grpcapi.PeriodicRequestFromProto.
 func periodicRequestToProto(req apitype.PeriodicRequest) *jobqv1.PutPeriodicRequest {
 	return &jobqv1.PutPeriodicRequest{Name: req.Name, Cron: req.Cron, JobType: req.JobType, Params: string(req.Params),
-		Priority: int32Ptr(req.Priority), MaxRetry: int32Ptr(req.MaxRetry), TimeoutMs: int32Ptr(req.TimeoutMs), Misfire: req.Misfire}
+		Priority: int32Ptr(req.Priority), MaxRetry: int32Ptr(req.MaxRetry), TimeoutMs: int32Ptr(req.TimeoutMs), Misfire: req.Misfire,
+		Overlap: req.Overlap}
 }
 
 // periodicFromProto converts back (times in UTC).
 func periodicFromProto(m *jobqv1.Periodic) apitype.Periodic {
 	return apitype.Periodic{Name: m.GetName(), Cron: m.GetCron(), JobType: m.GetJobType(), Params: json.RawMessage(m.GetParams()),
 		Priority: int(m.GetPriority()), MaxRetry: int(m.GetMaxRetry()), TimeoutMs: int(m.GetTimeoutMs()), Misfire: m.GetMisfire(),
-		Source: m.GetSource(), NextRunAt: tsTime(m.GetNextRunAt()), LastRunAt: tsTimePtr(m.GetLastRunAt()),
+		Overlap: m.GetOverlap(), ActiveJobID: m.GetActiveJobId(), QueuedJobID: m.GetQueuedJobId(), Source: m.GetSource(), NextRunAt: tsTime(m.GetNextRunAt()), LastRunAt: tsTimePtr(m.GetLastRunAt()),
 		CreateTime: tsTime(m.GetCreateTime()), UpdateTime: tsTime(m.GetUpdateTime())}
 }
 

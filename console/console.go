@@ -118,7 +118,7 @@ func New(opts Options) (*Console, error) {
 	if len(opts.AuthTokens) > 0 {
 		c.accepted = auth.TokenMatcher(opts.AuthTokens)
 	}
-	for _, page := range []string{"overview", "jobs", "job", "types", "workers", "workflows", "workflow", "alerts", "login", "error"} {
+	for _, page := range []string{"overview", "jobs", "job", "types", "workers", "workflows", "workflow", "periodic", "alerts", "login", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", page, err)
@@ -144,6 +144,7 @@ func New(opts Options) (*Console, error) {
 	mux.HandleFunc("POST /ui/types/{job_type}/pause", c.auth(c.typePause(true)))
 	mux.HandleFunc("POST /ui/types/{job_type}/resume", c.auth(c.typePause(false)))
 	mux.HandleFunc("POST /ui/types/{job_type}/limit", c.auth(c.typeLimit))
+	mux.HandleFunc("GET /ui/periodic/{name}", c.auth(c.periodic))
 	mux.HandleFunc("POST /ui/periodic", c.auth(c.periodicAdd))
 	mux.HandleFunc("POST /ui/periodic/{name}/delete", c.auth(c.periodicDelete))
 	// A reload of a page an action answered (or a mistyped URL) gets a page,

@@ -377,6 +377,8 @@ type typesData struct {
 	Types    []typeRow
 	Periodic []periodicRow
 	JobTypes []string
+	// Overlaps are the overlap policies the add form offers.
+	Overlaps []string
 	Form     periodicForm
 	// Confirm is set when a schedule waits for confirmation (add or remove).
 	Confirm *confirmData
@@ -399,7 +401,7 @@ type periodicRow struct {
 }
 
 type periodicForm struct {
-	Name, Cron, JobType, Params, Priority, MaxRetry, Misfire string
+	Name, Cron, JobType, Params, Priority, MaxRetry, Misfire, Overlap string
 }
 
 type confirmData struct {
@@ -411,11 +413,11 @@ type confirmData struct {
 }
 
 func (c *Console) types(w http.ResponseWriter, r *http.Request) {
-	c.renderTypes(w, r, nil, nil, periodicForm{Misfire: jobq.MisfireSkip})
+	c.renderTypes(w, r, nil, nil, periodicForm{Misfire: jobq.MisfireSkip, Overlap: jobq.OverlapAllow})
 }
 
 func (c *Console) renderTypes(w http.ResponseWriter, r *http.Request, ans *answer, confirm *confirmData, form periodicForm) {
-	d := &typesData{JobTypes: c.opts.JobTypes, Confirm: confirm, Form: form}
+	d := &typesData{JobTypes: c.opts.JobTypes, Overlaps: jobq.OverlapPolicies, Confirm: confirm, Form: form}
 	ctx := r.Context()
 	controls, err := c.opts.Ops.Types(ctx)
 	if err != nil && ans == nil {
@@ -472,7 +474,7 @@ func (c *Console) typePause(paused bool) http.HandlerFunc {
 		jt := r.PathValue("job_type")
 		tc, err := c.opts.Ops.SetPaused(r.Context(), jt, paused)
 		ans := c.typeAnswer(tc, err)
-		c.renderTypes(w, r, ans, nil, periodicForm{Misfire: jobq.MisfireSkip})
+		c.renderTypes(w, r, ans, nil, periodicForm{Misfire: jobq.MisfireSkip, Overlap: jobq.OverlapAllow})
 	}
 }
 
@@ -491,7 +493,7 @@ func (c *Console) typeLimit(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		tc, err = c.opts.Ops.SetLimit(r.Context(), jt, req)
 	}
-	c.renderTypes(w, r, c.typeAnswer(tc, err), nil, periodicForm{Misfire: jobq.MisfireSkip})
+	c.renderTypes(w, r, c.typeAnswer(tc, err), nil, periodicForm{Misfire: jobq.MisfireSkip, Overlap: jobq.OverlapAllow})
 }
 
 func (c *Console) typeAnswer(tc jobq.TypeControl, err error) *answer {
@@ -512,7 +514,7 @@ func (c *Console) typeAnswer(tc jobq.TypeControl, err error) *answer {
 func formOf(r *http.Request) periodicForm {
 	f := periodicForm{}
 	for k, p := range map[string]*string{"name": &f.Name, "cron": &f.Cron, "job_type": &f.JobType, "params": &f.Params,
-		"priority": &f.Priority, "max_retry": &f.MaxRetry, "misfire": &f.Misfire} {
+		"priority": &f.Priority, "max_retry": &f.MaxRetry, "misfire": &f.Misfire, "overlap": &f.Overlap} {
 		*p = strings.TrimSpace(r.PostFormValue(k))
 	}
 	return f
@@ -521,7 +523,7 @@ func formOf(r *http.Request) periodicForm {
 // request turns the form into the API's request; a non-integer number is a
 // ValidationError naming its field.
 func (f periodicForm) request() (apitype.PeriodicRequest, error) {
-	req := apitype.PeriodicRequest{Name: f.Name, Cron: f.Cron, JobType: f.JobType, Misfire: f.Misfire}
+	req := apitype.PeriodicRequest{Name: f.Name, Cron: f.Cron, JobType: f.JobType, Misfire: f.Misfire, Overlap: f.Overlap}
 	if f.Params != "" {
 		req.Params = json.RawMessage(f.Params)
 		if !json.Valid(req.Params) {
@@ -583,13 +585,13 @@ func (c *Console) periodicAdd(w http.ResponseWriter, r *http.Request) {
 	}
 	c.renderTypes(w, r, &answer{OK: true, Status: http.StatusOK,
 		Message: fmt.Sprintf("schedule %s %s: %s → %s, next run %s", p.Name, verb, p.Cron, p.JobType, p.NextRunAt.Format(timeLayout))},
-		nil, periodicForm{Misfire: jobq.MisfireSkip})
+		nil, periodicForm{Misfire: jobq.MisfireSkip, Overlap: jobq.OverlapAllow})
 }
 
 // periodicDelete asks for confirmation, then removes the schedule.
 func (c *Console) periodicDelete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	blank := periodicForm{Misfire: jobq.MisfireSkip}
+	blank := periodicForm{Misfire: jobq.MisfireSkip, Overlap: jobq.OverlapAllow}
 	if r.PostFormValue("confirm") != "yes" {
 		if _, err := c.opts.Ops.GetPeriodic(r.Context(), name); err != nil {
 			c.renderTypes(w, r, c.errAnswer(err, fmt.Sprintf("schedule %q not found (removed meanwhile?)", name)), nil, blank)

@@ -36,6 +36,7 @@ func SubmitRequestFromProto(m *jobqv1.SubmitJobRequest) apitype.SubmitRequest {
 		v := m.GetRunAt()
 		req.RunAt = &v
 	}
+	req.UniqueForMs, req.UniqueWhile = m.UniqueForMs, m.GetUniqueWhile()
 	return req
 }
 
@@ -48,6 +49,7 @@ func JobToProto(j jobq.Job) *jobqv1.Job {
 		Owner: j.Owner, LeaseUntil: tsPtr(j.LeaseUntil), LastError: j.LastError,
 		StartedAt: tsPtr(j.StartedAt), FinishedAt: tsPtr(j.FinishedAt), CancelRequested: j.CancelRequested,
 		CreateTime: timestamppb.New(j.CreateTime), UpdateTime: timestamppb.New(j.UpdateTime), Output: string(j.Output),
+		UniqueUntil: tsPtr(j.UniqueUntil), UniqueWhile: apitype.JobFrom(j).UniqueWhile, KeyReleased: j.KeyReleased,
 	}
 }
 

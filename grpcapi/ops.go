@@ -186,7 +186,8 @@ func TypeControlToProto(t jobq.TypeControl) *jobqv1.TypeControl {
 // PeriodicRequestFromProto turns a PutPeriodicRequest into the service's
 // PeriodicRequest without validating it; unset optional integers stay nil.
 func PeriodicRequestFromProto(m *jobqv1.PutPeriodicRequest) apitype.PeriodicRequest {
-	req := apitype.PeriodicRequest{Name: m.GetName(), Cron: m.GetCron(), JobType: m.GetJobType(), Misfire: m.GetMisfire()}
+	req := apitype.PeriodicRequest{Name: m.GetName(), Cron: m.GetCron(), JobType: m.GetJobType(), Misfire: m.GetMisfire(),
+		Overlap: m.GetOverlap()}
 	if m.GetParams() != "" {
 		req.Params = json.RawMessage(m.GetParams())
 	}
@@ -208,7 +209,7 @@ func intPtr(v *int32) *int {
 func PeriodicToProto(p jobq.Periodic) *jobqv1.Periodic {
 	return &jobqv1.Periodic{Name: p.Name, Cron: p.Cron, JobType: p.JobType, Params: string(p.Params),
 		Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs), Misfire: p.Misfire,
-		Source: p.Source, NextRunAt: timestamppb.New(p.NextRunAt), LastRunAt: tsPtr(p.LastRunAt),
+		Overlap: p.Overlap, ActiveJobId: p.ActiveJobID, QueuedJobId: p.QueuedJobID, Source: p.Source, NextRunAt: timestamppb.New(p.NextRunAt), LastRunAt: tsPtr(p.LastRunAt),
 		CreateTime: timestamppb.New(p.CreateTime), UpdateTime: timestamppb.New(p.UpdateTime)}
 }
 

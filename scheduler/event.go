@@ -73,6 +73,9 @@ const (
 	// EventPeriodicFired: a periodic schedule was fired, or its fire failed
 	// (Name, Fire, Err; Misfire: the instants it found missed).
 	EventPeriodicFired EventKind = "periodic_fired"
+	// EventPeriodicReleased: the periodic planner released the parked run
+	// of a queue_one schedule whose previous run ended (Name).
+	EventPeriodicReleased EventKind = "periodic_released"
 	// EventCleaned: a retention pass ended (Purged).
 	EventCleaned EventKind = "cleaned"
 	// EventFetchClaimed: a remote worker's fetch claimed jobs (Jobs).
@@ -130,7 +133,8 @@ type Event struct {
 	Op string
 	// Err is the error of a failed operation.
 	Err error
-	// Name and Fire are a periodic schedule's fire (EventPeriodicFired).
+	// Name and Fire are a periodic schedule's fire (EventPeriodicFired);
+	// Name alone the schedule of EventPeriodicReleased.
 	Name string
 	Fire jobq.PeriodicFireResult
 	// Misfire is what the fire found missed (EventPeriodicFired).

@@ -96,6 +96,7 @@ type OpsStore interface {
 	JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
 	PeriodicList(ctx context.Context) ([]jobq.Periodic, error)
 	PeriodicFire(ctx context.Context, name string, plan jobq.PeriodicPlanFunc) (jobq.PeriodicFireResult, error)
+	PeriodicReleaseQueued(ctx context.Context) (released []string, err error)
 	JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error)
 }
 

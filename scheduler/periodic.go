@@ -16,7 +16,14 @@ import (
 type periodicStore interface {
 	PeriodicList(ctx context.Context) ([]jobq.Periodic, error)
 	PeriodicFire(ctx context.Context, name string, plan jobq.PeriodicPlanFunc) (jobq.PeriodicFireResult, error)
+	PeriodicReleaseQueued(ctx context.Context) (released []string, err error)
 }
+
+// ReleaseInterval is how often the periodic planner looks for a parked
+// queue_one run whose previous run ended, while a queue_one schedule
+// exists (±10% jitter): the most a parked run waits after the run before
+// it ended, plus one scan.
+const ReleaseInterval = time.Second
 
 // periodicPlannerParams configures the periodic planner.
 type periodicPlannerParams struct {
@@ -41,6 +48,7 @@ type periodicPlannerParams struct {
 type periodicEntry struct {
 	name      string
 	nextLocal time.Time // when to fire, on this replica's clock
+	queueOne  bool      // overlap policy queue_one, or a parked run left by it
 }
 
 // periodicPlanner fires periodic schedules: each when the database clock
@@ -83,6 +91,8 @@ func (pl *periodicPlanner) run(ctx context.Context) {
 	interval := pl.p.RefreshInterval
 	refresh := time.NewTimer(jittered(interval, interval/10))
 	defer refresh.Stop()
+	release := time.NewTimer(jittered(ReleaseInterval, ReleaseInterval/10))
+	defer release.Stop()
 	for {
 		var fireC <-chan time.Time
 		var fire *time.Timer
@@ -92,6 +102,11 @@ func (pl *periodicPlanner) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+		case <-release.C:
+			if pl.hasQueueOne() {
+				pl.releaseQueued(ctx)
+			}
+			release.Reset(jittered(ReleaseInterval, ReleaseInterval/10))
 		case <-refresh.C:
 			pl.reload(ctx)
 			refresh.Reset(jittered(interval, interval/10))
@@ -139,9 +154,43 @@ func (pl *periodicPlanner) setPeriodic(list []jobq.Periodic) {
 	defer pl.mu.Unlock()
 	m := make(map[string]*periodicEntry, len(list))
 	for _, p := range list {
-		m[p.Name] = &periodicEntry{name: p.Name, nextLocal: p.NextRunAt.Add(-pl.clockOffset)}
+		m[p.Name] = &periodicEntry{name: p.Name, nextLocal: p.NextRunAt.Add(-pl.clockOffset), queueOne: p.Overlap == jobq.OverlapQueueOne || p.QueuedJobID != 0}
 	}
 	pl.periodic = m
+}
+
+// hasQueueOne reports whether a known schedule has overlap queue_one or a
+// parked run (its policy changed since it was parked).
+func (pl *periodicPlanner) hasQueueOne() bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, e := range pl.periodic {
+		if e.queueOne {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseQueued makes the parked queue_one runs whose previous run ended
+// WAITING (store.PeriodicReleaseQueued) and wakes the scanner for them.
+func (pl *periodicPlanner) releaseQueued(ctx context.Context) {
+	p := pl.p
+	released, err := withRetryV(ctx, p.Retry, "periodic.release", refreshMaxAttempts, func() ([]string, error) {
+		return p.Store.PeriodicReleaseQueued(ctx)
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			logDBFailure(p.Log, "releasing parked periodic runs failed; retrying in one second", err, "component", "periodic")
+		}
+		return
+	}
+	if len(released) > 0 {
+		p.WakeFunc()
+	}
+	for _, name := range released {
+		p.Events.emit(Event{Kind: EventPeriodicReleased, Name: name})
+	}
 }
 
 // nextFire returns the earliest fire time of the known schedules.

@@ -210,7 +210,8 @@ func repeatedTopLevelKey(body []byte) string {
 }
 
 // ValidatePeriodic checks every field of req and fills defaults (priority
-// 0, max_retry 3, timeout_ms 0, misfire skip). It does not touch the database.
+// 0, max_retry 3, timeout_ms 0, misfire skip, overlap allow). It does not
+// touch the database.
 func (o *Ops) ValidatePeriodic(req apitype.PeriodicRequest, source string) (jobq.PeriodicSpec, error) {
 	spec := jobq.PeriodicSpec{Name: req.Name, Cron: req.Cron, JobType: req.JobType, MaxRetry: MaxRetryDefault,
 		Misfire: jobq.MisfireSkip, Source: source}
@@ -227,6 +228,17 @@ func (o *Ops) ValidatePeriodic(req apitype.PeriodicRequest, source string) (jobq
 	}
 	if _, err := cronplan.Parse(req.Cron); err != nil {
 		return spec, invalid("cron", "must be a cron expression (5 fields, 6 with leading seconds, or @every/@hourly…): %v", err)
+	}
+	switch req.Overlap {
+	case "", jobq.OverlapAllow:
+		spec.Overlap = jobq.OverlapAllow
+	case jobq.OverlapSkip, jobq.OverlapQueueOne, jobq.OverlapCancelPrevious:
+		if req.Workflow != nil {
+			return spec, invalid("overlap", "must be %q for a workflow schedule, got %q", jobq.OverlapAllow, req.Overlap)
+		}
+		spec.Overlap = req.Overlap
+	default:
+		return spec, invalid("overlap", "must be one of %s, got %q", strings.Join(jobq.OverlapPolicies, ", "), req.Overlap)
 	}
 	if req.Workflow != nil {
 		return o.validatePeriodicWorkflow(req, spec)
@@ -409,15 +421,16 @@ func (o *Ops) Activity(ctx context.Context, minutes int) (jobq.Activity, error) 
 }
 
 // ParsePeriodicSpec parses a schedule given on the command line or in a
-// file, "name=cron;job_type[;params[;misfire]]", e.g.
-// `nightly=0 0 3 * * *;backup;{"db":"main"};once`. params is a JSON object
-// (it may contain ';'); misfire is skip (default) or once. Field errors are
+// file, "name=cron;job_type[;params[;misfire[;overlap]]]", e.g.
+// `nightly=0 0 3 * * *;backup;{"db":"main"};once;skip`. params is a JSON
+// object (it may contain ';'); misfire is skip (default) or once; overlap
+// allow (default), skip, queue_one or cancel_previous. Field errors are
 // *ValidationError; values are checked by ValidatePeriodic.
 func ParsePeriodicSpec(spec string) (apitype.PeriodicRequest, error) {
 	var req apitype.PeriodicRequest
 	name, rest, ok := strings.Cut(spec, "=")
 	if !ok {
-		return req, invalid("periodic", "must be name=cron;job_type[;params[;misfire]], got %q", spec)
+		return req, invalid("periodic", "must be name=cron;job_type[;params[;misfire[;overlap]]], got %q", spec)
 	}
 	req.Name = strings.TrimSpace(name)
 	cronExpr, rest, ok := strings.Cut(rest, ";")
@@ -444,6 +457,7 @@ func ParsePeriodicSpec(spec string) (apitype.PeriodicRequest, error) {
 			rest = strings.TrimSpace(after)
 		}
 	}
-	req.Misfire = rest
+	misfire, overlap, _ := strings.Cut(rest, ";")
+	req.Misfire, req.Overlap = strings.TrimSpace(misfire), strings.TrimSpace(overlap)
 	return req, nil
 }

@@ -31,16 +31,17 @@ import (
 // 48,576 bytes left for the rest of the envelope, which needs well under
 // 1 KiB when compact.
 const (
-	MaxJobKeyRunes   = 64       // job_key: 1–64 characters
-	MaxJobTypeRunes  = 64       // job_type: 1–64 characters, and registered
-	MinPriority      = 0        // priority: 0–1000, higher runs first; default 0
-	MaxPriority      = 1000     //
-	MaxRetryLimit    = 100      // max_retry: 0–100; default 3
-	MaxRetryDefault  = 3        //
-	MaxTimeoutMs     = 86400000 // timeout_ms: 0 (none) – 24 h
-	MaxParamsBytes   = 1000000  // params: a JSON object of at most 1 MB (1,000,000 bytes) once compacted
-	MaxParamsDepth   = 100      // params: nested at most 100 objects/arrays deep
-	MaxListLimit     = 1000     // limit: 1–1000; default 50
+	MaxJobKeyRunes   = 64                     // job_key: 1–64 characters
+	MaxJobTypeRunes  = 64                     // job_type: 1–64 characters, and registered
+	MinPriority      = 0                      // priority: 0–1000, higher runs first; default 0
+	MaxPriority      = 1000                   //
+	MaxRetryLimit    = 100                    // max_retry: 0–100; default 3
+	MaxRetryDefault  = 3                      //
+	MaxTimeoutMs     = 86400000               // timeout_ms: 0 (none) – 24 h
+	MaxUniqueForMs   = 365 * 24 * 3600 * 1000 // unique_for_ms: 1 ms – 365 days
+	MaxParamsBytes   = 1000000                // params: a JSON object of at most 1 MB (1,000,000 bytes) once compacted
+	MaxParamsDepth   = 100                    // params: nested at most 100 objects/arrays deep
+	MaxListLimit     = 1000                   // limit: 1–1000; default 50
 	ListLimitDefault = 50
 )
 
@@ -138,17 +139,19 @@ func New(opts Options) *Service {
 }
 
 // submitFields are the fields of a submit body, exactly as spelled.
-var submitFields = []string{"job_key", "job_type", "params", "priority", "max_retry", "run_at", "timeout_ms"}
+var submitFields = []string{"job_key", "job_type", "params", "priority", "max_retry", "run_at", "timeout_ms", "unique_for_ms", "unique_while"}
 
 // fieldRules say what each typed field must be, for type errors.
 var fieldRules = map[string]string{
-	"job_key":    fmt.Sprintf("must be a JSON string of 1–%d characters", MaxJobKeyRunes),
-	"job_type":   fmt.Sprintf("must be a JSON string naming a registered job type (1–%d characters)", MaxJobTypeRunes),
-	"priority":   fmt.Sprintf("must be a JSON integer in [%d, %d]", MinPriority, MaxPriority),
-	"max_retry":  fmt.Sprintf("must be a JSON integer in [0, %d]", MaxRetryLimit),
-	"timeout_ms": fmt.Sprintf("must be a JSON integer in [0, %d] (0 = no timeout)", MaxTimeoutMs),
-	"run_at":     "must be a JSON string holding an RFC 3339 time with a UTC offset",
-	"params":     "must be a JSON object",
+	"job_key":       fmt.Sprintf("must be a JSON string of 1–%d characters", MaxJobKeyRunes),
+	"job_type":      fmt.Sprintf("must be a JSON string naming a registered job type (1–%d characters)", MaxJobTypeRunes),
+	"priority":      fmt.Sprintf("must be a JSON integer in [%d, %d]", MinPriority, MaxPriority),
+	"max_retry":     fmt.Sprintf("must be a JSON integer in [0, %d]", MaxRetryLimit),
+	"timeout_ms":    fmt.Sprintf("must be a JSON integer in [0, %d] (0 = no timeout)", MaxTimeoutMs),
+	"run_at":        "must be a JSON string holding an RFC 3339 time with a UTC offset",
+	"params":        "must be a JSON object",
+	"unique_for_ms": fmt.Sprintf("must be a JSON integer in [1, %d] (ms the key stays unique)", int64(MaxUniqueForMs)),
+	"unique_while":  `must be the JSON string "active"`,
 }
 
 // DecodeSubmit parses a submit body strictly: valid UTF-8, exactly one JSON
@@ -319,6 +322,21 @@ func (s *Service) ValidateSubmit(req apitype.SubmitRequest) (jobq.SubmitParams, 
 		}
 		p.RunAt = &t
 	}
+	if req.UniqueForMs != nil {
+		if *req.UniqueForMs < 1 || *req.UniqueForMs > MaxUniqueForMs {
+			return p, invalid("unique_for_ms", "must be an integer in [1, %d] (how long the key stays unique, ms), got %d", int64(MaxUniqueForMs), *req.UniqueForMs)
+		}
+		p.UniqueForMs = *req.UniqueForMs
+	}
+	switch req.UniqueWhile {
+	case "":
+	case apitype.UniqueWhileActive:
+		p.UniqueWhileActive = true
+	default:
+		return p, invalid("unique_while", "must be %q (the key stays unique while the job is not terminal), got %q", apitype.UniqueWhileActive, req.UniqueWhile)
+	}
+	// The window is not part of the request hash: it says how long the key
+	// names the job, not what the job is.
 	p.RequestHash = requestHash(p)
 	return p, nil
 }

@@ -95,6 +95,9 @@ func (s *Service) validateWorkflowJobs(field string, in []apitype.WorkflowJob) (
 	}
 	jobs := make([]jobq.WorkflowJobParams, len(in))
 	for i, j := range in {
+		if j.UniqueForMs != nil || j.UniqueWhile != "" {
+			return nil, invalid(fmt.Sprintf("%s[%d].unique_for_ms", field, i), "uniqueness windows (unique_for_ms, unique_while) apply to single submits, not to a workflow's jobs")
+		}
 		sp, err := s.ValidateSubmit(j.SubmitRequest)
 		if err != nil {
 			var ve *ValidationError

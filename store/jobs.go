@@ -22,19 +22,31 @@ func jobFromRow(r jobqdb.JobQueue) jobq.Job {
 		FinishedAt: nullTimePtr(r.FinishedAt), CancelRequested: r.CancelRequested,
 		CreateTime: r.CreateTime.UTC(), UpdateTime: r.UpdateTime.UTC(), RequestHash: r.RequestHash,
 		WorkflowID: uint64(r.WorkflowID.Int64), BlockedParents: int(r.BlockedParents),
+		UniqueUntil: nullTimePtr(r.UniqueUntil), UniqueWhileActive: r.UniqueWhileActive, KeyReleased: r.KeyRelease != 0,
 	}
 }
 
 // JobSubmit inserts a job: SCHEDULED when p.RunAt is ahead of the database
-// clock, else WAITING. When job_key already exists it returns
-// that job with created=false if its RequestHash matches, or ErrKeyConflict.
-// Concurrent submits of one key yield exactly one row (UNIQUE uk_job_key).
+// clock, else WAITING. When job_key is already held it returns the holder
+// with created=false if its RequestHash matches, or ErrKeyConflict —
+// unless the holder's uniqueness window has passed (UniqueUntil on the
+// database clock, or UniqueWhileActive and terminal): then the submit
+// releases the key and inserts a new job, in one transaction.
+// Concurrent submits of one key yield exactly one holder (UNIQUE
+// uk_job_key on (job_key, key_release)).
 //
 // A new job costs one autocommitted statement on MariaDB ≥ 10.5 (INSERT …
 // RETURNING gives back the stored row); elsewhere the INSERT and a read-back
-// by id. A job_key that already exists costs one more read (by key).
+// by id. A job_key that already exists costs one more read (by key), and a
+// holder with a window one more transaction.
 func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Job, created bool, err error) {
-	if s.Server.InsertReturning && !s.noReturning.Load() {
+	if p.Windowed() {
+		var id int64
+		id, err = s.jobInsertUnique(ctx, s.q, p)
+		if err == nil {
+			return s.readBack(ctx, id)
+		}
+	} else if s.Server.InsertReturning && !s.noReturning.Load() {
 		job, err = s.jobInsertReturning(ctx, p)
 		if ErrorNumber(err) == ErrNumParseError {
 			// The server did not take RETURNING after all (a proxy
@@ -64,10 +76,62 @@ func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Jo
 	if gerr != nil {
 		return jobq.Job{}, false, errorf("submit: read existing key: %w", gerr)
 	}
+	if existing.UniqueUntil != nil || existing.UniqueWhileActive {
+		id, released, err := s.jobKeyReleaseInsert(ctx, p)
+		if err != nil {
+			return jobq.Job{}, false, errorf("submit: release key: %w", err)
+		}
+		if released {
+			return s.readBack(ctx, id)
+		}
+		if existing, gerr = s.JobGetByKey(ctx, p.JobKey); gerr != nil {
+			return jobq.Job{}, false, errorf("submit: read existing key: %w", gerr)
+		}
+	}
 	if existing.RequestHash != p.RequestHash {
 		return existing, false, jobq.ErrKeyConflict
 	}
 	return existing, false, nil
+}
+
+func (s *Store) readBack(ctx context.Context, id int64) (jobq.Job, bool, error) {
+	job, err := s.JobGet(ctx, uint64(id))
+	if err != nil {
+		return jobq.Job{}, false, errorf("submit: read back: %w", err)
+	}
+	return job, true, nil
+}
+
+// jobKeyReleaseInsert releases p.JobKey from its holder if the holder's
+// window has passed and inserts p as the key's new holder, in one
+// transaction; released is false (nothing written) when the key is still
+// held.
+func (s *Store) jobKeyReleaseInsert(ctx context.Context, p jobq.SubmitParams) (id int64, released bool, err error) {
+	err = s.WithTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		n, err := q.JobKeyRelease(ctx, p.JobKey)
+		if err != nil || n == 0 {
+			released = false
+			return err
+		}
+		released = true
+		id, err = s.jobInsertUnique(ctx, q, p)
+		return err
+	})
+	return id, released, err
+}
+
+// jobInsertUnique inserts p with its uniqueness window (JobInsertUnique).
+func (s *Store) jobInsertUnique(ctx context.Context, q *jobqdb.Queries, p jobq.SubmitParams) (int64, error) {
+	var runAt any
+	if p.RunAt != nil {
+		runAt = p.RunAt.UTC()
+	}
+	return q.JobInsertUnique(ctx, jobqdb.JobInsertUniqueParams{
+		JobKey: p.JobKey, JobType: p.JobType, Params: p.Params, RequestHash: p.RequestHash, RunAt: runAt,
+		Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs), Lane: s.laneOf(p.JobType),
+		UniqueForMs: p.UniqueForMs, UniqueWhileActive: p.UniqueWhileActive,
+	})
 }
 
 // jobInsert runs JobInsert or JobInsertAt and returns the new id.
@@ -145,7 +209,8 @@ func (s *Store) JobGet(ctx context.Context, id uint64) (jobq.Job, error) {
 	return j, nil
 }
 
-// JobGetByKey returns the job with jobKey, or ErrNotFound.
+// JobGetByKey returns the job that holds jobKey or, when every job of the
+// key released it (uniqueness windows), the newest; ErrNotFound if none.
 func (s *Store) JobGetByKey(ctx context.Context, jobKey string) (jobq.Job, error) {
 	r, err := s.q.JobGetByKey(ctx, jobKey)
 	if err != nil {

@@ -238,14 +238,36 @@ func (s *Store) PeriodicList(ctx context.Context) ([]jobq.Periodic, error) {
 	return out, nil
 }
 
-// PeriodicDelete removes a schedule (its jobs stay); ErrNotFound if none.
+// PeriodicDelete removes a schedule (its jobs and its fire ledger stay)
+// and cancels its parked queue_one run, if it has one; ErrNotFound if none.
 func (s *Store) PeriodicDelete(ctx context.Context, name string) error {
-	n, err := s.q.PeriodicDelete(ctx, name)
+	err := s.WithTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		r, err := q.PeriodicLock(ctx, name)
+		if err != nil {
+			return notFound(err)
+		}
+		// A parked queue_one run has no one left to release it.
+		if queued := uint64(nullInt(r.QueuedJobID)); queued != 0 {
+			if _, parked, err := runState(ctx, q, queued); err != nil {
+				return err
+			} else if parked {
+				if _, err := q.JobCancelWaiting(ctx, queued); err != nil {
+					return err
+				}
+			}
+		}
+		n, err := q.PeriodicDelete(ctx, name)
+		if err == nil && n == 0 {
+			return jobq.ErrNotFound
+		}
+		return err
+	})
+	if errors.Is(err, jobq.ErrNotFound) {
+		return jobq.ErrNotFound
+	}
 	if err != nil {
 		return errorf("periodic delete: %w", err)
-	}
-	if n == 0 {
-		return jobq.ErrNotFound
 	}
 	return nil
 }

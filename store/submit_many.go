@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jobq/jobq"
@@ -27,16 +28,26 @@ const submitManyChunkBytes = 4 << 20
 // others and reads their ids back. A concurrent submit of one of the keys
 // between the read and the INSERT makes the INSERT fail as a whole (1062):
 // the transaction rolls back and the batch is submitted job by job with
-// JobSubmit, which tells each job's outcome exactly.
+// JobSubmit, which tells each job's outcome exactly. So is a batch with a
+// uniqueness window (a job with one, or a key whose holder has one): each
+// such key may have to be released first, which JobSubmit does.
 func (s *Store) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jobq.SubmitOutcome, error) {
 	out := make([]jobq.SubmitOutcome, len(ps))
 	if len(ps) == 0 {
 		return out, nil
 	}
+	if slices.ContainsFunc(ps, jobq.SubmitParams.Windowed) {
+		return s.submitOneByOne(ctx, ps)
+	}
 	err := s.WithTx(ctx, func(tx *sql.Tx) error {
 		existing, err := s.keyLookup(ctx, tx, ps, func(int) bool { return true })
 		if err != nil {
 			return err
+		}
+		for _, e := range existing {
+			if e.windowed {
+				return errWindowedKey
+			}
 		}
 		var fresh []int
 		for i, p := range ps {
@@ -77,7 +88,7 @@ func (s *Store) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jo
 		}
 		return nil
 	})
-	if isDupKey(err) {
+	if isDupKey(err) || errors.Is(err, errWindowedKey) {
 		return s.submitOneByOne(ctx, ps)
 	}
 	if err != nil {
@@ -104,9 +115,14 @@ func (s *Store) submitOneByOne(ctx context.Context, ps []jobq.SubmitParams) ([]j
 	return out, nil
 }
 
+// errWindowedKey aborts a batch's transaction when a key's holder has a
+// uniqueness window.
+var errWindowedKey = errors.New("a key's holder has a uniqueness window")
+
 type keyRow struct {
-	id   uint64
-	hash string
+	id       uint64
+	hash     string
+	windowed bool
 }
 
 // keyLookup reads id and request_hash of the jobs whose job_key is one of
@@ -124,7 +140,7 @@ func (s *Store) keyLookup(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParam
 	}
 	m := make(map[string]keyRow, len(rows))
 	for _, r := range rows {
-		m[r.JobKey] = keyRow{id: r.ID, hash: r.RequestHash}
+		m[r.JobKey] = keyRow{id: r.ID, hash: r.RequestHash, windowed: r.Windowed.Bool}
 	}
 	return m, nil
 }

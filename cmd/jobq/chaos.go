@@ -19,7 +19,7 @@ import (
 // ChaosCmd runs the HA and exactly-once testbed.
 type ChaosCmd struct {
 	DSN               string        `help:"Server-level DSN to create the run's database on, e.g. root@tcp(127.0.0.1:3306)/. Without it: $JOBQ_DSN, else a Docker engine (mysql:8.4 through testcontainers), else a throwaway local mariadbd/mysqld. Runs with db-restart always start their own mariadbd (they kill it)." placeholder:"DSN"`
-	Scenario          string        `help:"Scenario name, or a set: 'standard' (every standard scenario in turn), 'remote' (remote workers), 'ha-galera', 'ha-failover' (overrides --faults/--schedule)." default:""`
+	Scenario          string        `help:"Scenario name, or a set: 'standard' (every standard scenario in turn), 'remote' (remote workers), 'ha-galera', 'ha-failover', 'policy' (periodic schedules and their fire ledger) (overrides --faults/--schedule)." default:""`
 	Faults            []string      `help:"Faults to inject in order, each once per round: kill, pause, term, db-restart, read-only, partition, latency, clock-skew, reset; with --executor remote or mixed also worker-kill, worker-pause, worker-partition, ack-loss, duplicate-complete, replica-kill." sep:","`
 	Rounds            int           `help:"Repeat --faults this many times over --duration." default:"1"`
 	Schedule          string        `help:"Explicit schedule, e.g. 'kill@5s:replica-2,pause@12s' (overrides --faults)."`
@@ -34,6 +34,8 @@ type ChaosCmd struct {
 	Future            float64       `help:"Fraction of jobs submitted with run_at 0.5–3 s ahead (SCHEDULED until due)." default:"0"`
 	Poison            int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
 	Workflows         bool          `help:"Submit the jobs as random workflows (DAGs of 4–40 jobs with fan-out and fan-in, POST /v1/workflows); the checker adds child_before_parent_success, child_run_twice, stuck_waiting_on_done_parents and ran_after_parent_failed."`
+	Periodic          string        `help:"Add a periodic schedule with this cron expression beside the workload (effect jobs of 50 ms; removed after --duration); the checker adds fire_missing and fire_doubled over its ledger." placeholder:"@every 10s"`
+	PeriodicOverlap   string        `help:"Overlap policy of the --periodic schedule: allow, skip, queue_one or cancel_previous." enum:"allow,skip,queue_one,cancel_previous," default:"" name:"periodic-overlap"`
 	MaxRetry          int           `help:"Each job's max_retry." default:"5"`
 	Strategy          string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
 	Executor          string        `help:"Who runs the jobs: local (the replicas' handlers), remote (worker processes: remote-effect, remote-flaky through the worker protocol) or mixed (every other job remote)." enum:"local,remote,mixed," default:""`
@@ -59,7 +61,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	switch c.Scenario {
 	case "":
 		runs = []scenarios.Scenario{{Name: "custom", Apply: func(*chaos.Config) {}}}
-	case "standard", "ha-galera", "ha-failover", "remote":
+	case "standard", "ha-galera", "ha-failover", "remote", "policy":
 		runs = scenarios.Sets()[c.Scenario]
 	default:
 		s, err := scenarios.Get(c.Scenario)
@@ -81,7 +83,8 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	for _, s := range runs {
 		cfg := chaos.Config{
 			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
-			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, Workflows: c.Workflows, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
+			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, Workflows: c.Workflows,
+			Periodic: c.Periodic, PeriodicOverlap: c.PeriodicOverlap, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
 			Executor: c.Executor, RemoteWorkers: c.RemoteWorkers, WorkerConcurrency: c.WorkerConcurrency,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
@@ -52,13 +53,17 @@ type SubmitCmd struct {
 	MaxRetry  *int    `help:"max_retry 0–100 (default 3)."`
 	RunAt     *string `help:"run_at: RFC 3339 time with offset; the job does not start before it."`
 	TimeoutMs *int    `help:"timeout_ms: per-attempt timeout, 0 = none."`
+	// UniqueFor and UniqueWhile are the key's uniqueness window.
+	UniqueFor   *time.Duration `help:"The key names this job only this long (unique_for_ms, 1ms–365 days, database clock); a submit of the key after that creates a new job. Default: for good." name:"unique-for"`
+	UniqueWhile string         `help:"active: the key names this job only until it is terminal (unique_while)." name:"unique-while" enum:"active," default:""`
 	SubmitFileFlags
 }
 
 // Run submits the job and prints it (or the file: see SubmitFileFlags).
 func (c *SubmitCmd) Run(g *Globals) error {
 	if c.File != "" {
-		if c.Key != "" || c.Type != "" || c.Params != "{}" || c.Priority != nil || c.MaxRetry != nil || c.RunAt != nil || c.TimeoutMs != nil {
+		if c.Key != "" || c.Type != "" || c.Params != "{}" || c.Priority != nil || c.MaxRetry != nil || c.RunAt != nil || c.TimeoutMs != nil ||
+			c.UniqueFor != nil || c.UniqueWhile != "" {
 			return errors.New("--file: the jobs come from the file; drop --key, --type and the other job flags")
 		}
 		return c.SubmitFileFlags.run(g, c.ServerFlags)
@@ -69,10 +74,15 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	if !json.Valid([]byte(c.Params)) {
 		return fmt.Errorf("--params: must be a JSON object, e.g. '{\"ms\": 100}'; got %q", c.Params)
 	}
-	job, created, err := c.client().Submit(g.Ctx, apitype.SubmitRequest{
+	req := apitype.SubmitRequest{
 		JobKey: c.Key, JobType: c.Type, Params: json.RawMessage(c.Params), Priority: c.Priority,
-		MaxRetry: c.MaxRetry, RunAt: c.RunAt, TimeoutMs: c.TimeoutMs,
-	})
+		MaxRetry: c.MaxRetry, RunAt: c.RunAt, TimeoutMs: c.TimeoutMs, UniqueWhile: c.UniqueWhile,
+	}
+	if c.UniqueFor != nil {
+		ms := c.UniqueFor.Milliseconds()
+		req.UniqueForMs = &ms
+	}
+	job, created, err := c.client().Submit(g.Ctx, req)
 	if err != nil {
 		return err
 	}

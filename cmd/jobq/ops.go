@@ -21,7 +21,7 @@ import (
 
 // OpsFlags configure a replica's operations services (`jobq serve`).
 type OpsFlags struct {
-	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip)." sep:"none" placeholder:"SPEC" group:"Operations"`
+	Periodic         []string      `help:"Periodic schedule 'name=cron;job_type[;params[;misfire[;overlap]]]', e.g. 'nightly=0 0 3 * * *;backup;{\"db\":\"main\"};once;skip' (repeatable; cron in UTC, seconds field optional; misfire skip|once, default skip; overlap allow|skip|queue_one|cancel_previous, default allow)." sep:"none" placeholder:"SPEC" group:"Operations"`
 	PeriodicFile     string        `help:"File of periodic schedules, one SPEC per line (# comments)." type:"existingfile" placeholder:"FILE" group:"Operations"`
 	Retention        string        `help:"Delete SUCCESS/FAILED/CANCELED jobs (and their executions) finished longer ago than this, e.g. 7d or 36h; empty keeps every job." placeholder:"AGE" group:"Operations"`
 	CleanInterval    time.Duration `help:"How often the retention cleaner runs." default:"${clean_interval}" group:"Operations"`
@@ -282,6 +282,7 @@ type PeriodicAddCmd struct {
 	MaxRetry  *int   `help:"max_retry 0–100 (default 3)."`
 	TimeoutMs *int   `help:"timeout_ms per attempt, 0 = none."`
 	Misfire   string `help:"Instants missed while every replica was down: skip (none runs) or once (one catch-up run)." enum:"skip,once" default:"skip"`
+	Overlap   string `help:"What an instant does while the previous run is not finished: allow (it runs too), skip (it is skipped), queue_one (it waits for the previous run; one waits at most) or cancel_previous." enum:"allow,skip,queue_one,cancel_previous" default:"allow"`
 	// WorkflowFile makes each instant start a workflow instead of a job.
 	WorkflowFile string `help:"Start a workflow at each instant instead of one job: a JSON file {\"jobs\": [...]} with the jobs of POST /v1/workflows (docs/workflows.md); replaces --type and --params." type:"existingfile" name:"workflow-file"`
 }
@@ -293,7 +294,8 @@ func (c *PeriodicAddCmd) Run(g *Globals) error {
 		return err
 	}
 	req := apitype.PeriodicRequest{Name: c.Name, Cron: c.Cron, JobType: c.Type,
-		Params: json.RawMessage(c.Params), Priority: c.Priority, MaxRetry: c.MaxRetry, TimeoutMs: c.TimeoutMs, Misfire: c.Misfire}
+		Params: json.RawMessage(c.Params), Priority: c.Priority, MaxRetry: c.MaxRetry, TimeoutMs: c.TimeoutMs, Misfire: c.Misfire,
+		Overlap: c.Overlap}
 	if c.WorkflowFile != "" {
 		if c.Transport == "grpc" {
 			return fmt.Errorf("--workflow-file: workflow schedules are put over HTTP/JSON (--transport http)")

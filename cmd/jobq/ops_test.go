@@ -331,8 +331,23 @@ func TestOpsCLIPeriodic(t *testing.T) {
 		t.Fatalf("configured schedule = %+v", list)
 	}
 	p := decode[apitype.Periodic](t, mustCLI(t, "periodic", "add", "--name", "tick", "--cron", "* * * * * *", "--type", "noop", "--params", `{"n":1}`, srv))
-	if p.Name != "tick" || p.Source != jobq.PeriodicSourceAPI || p.Misfire != jobq.MisfireSkip || p.MaxRetry != 3 {
+	if p.Name != "tick" || p.Source != jobq.PeriodicSourceAPI || p.Misfire != jobq.MisfireSkip || p.MaxRetry != 3 || p.Overlap != jobq.OverlapAllow {
 		t.Fatalf("periodic add printed %+v", p)
+	}
+	// --overlap sets the policy, over HTTP and over gRPC; the table shows it.
+	for _, tr := range []string{"http", "grpc"} {
+		o := decode[apitype.Periodic](t, mustCLI(t, "periodic", "add", "--name", "hourly-"+tr, "--cron", "@hourly", "--type", "noop",
+			"--overlap", "skip", "--transport", tr, srv))
+		if o.Overlap != jobq.OverlapSkip {
+			t.Fatalf("periodic add --overlap skip --transport %s printed %+v", tr, o)
+		}
+	}
+	if out := mustCLI(t, "periodic", "list", "-o", "table", srv); !strings.Contains(out, "OVERLAP") || !strings.Contains(out, "skip") {
+		t.Fatalf("periodic list table:\n%s", out)
+	}
+	if _, err := runCLI(t, "periodic", "add", "--name", "x", "--cron", "@hourly", "--type", "noop", "--overlap", "sometimes", srv); err == nil ||
+		!strings.Contains(err.Error(), "--overlap") {
+		t.Fatalf("periodic add --overlap sometimes: err = %v, want one naming --overlap", err)
 	}
 	first := p.NextRunAt
 	// The replica that took the API call fires the new schedule at once
@@ -387,6 +402,8 @@ func TestOpsAPIRejectsBadInput(t *testing.T) {
 		{"POST", "/v1/periodic", `{"name":"n","cron":"* * * * *","job_type":"nope"}`, "job_type", "not a registered job type"},
 		{"POST", "/v1/periodic", `{"name":"n","cron":"* * * * *","job_type":"noop","misfire":"all"}`, "misfire", `must be "skip" or "once"`},
 		{"POST", "/v1/periodic", `{"name":"n","cron":"* * * * *","job_type":"noop","params":[1]}`, "params", "must be a JSON object"},
+		{"POST", "/v1/periodic", `{"name":"n","cron":"* * * * *","job_type":"noop","overlap":"queue"}`, "overlap", `must be one of allow, skip, queue_one, cancel_previous, got "queue"`},
+		{"POST", "/v1/periodic", `{"name":"n","cron":"* * * * *","workflow":{"jobs":[{"job_key":"a","job_type":"noop"}]},"overlap":"skip"}`, "overlap", `must be "allow" for a workflow schedule`},
 		{"POST", "/v1/periodic", `{"name":"n","cron":"* * * * *","job_type":"noop","every":1}`, "every", "unknown field"},
 		{"POST", "/v1/periodic", `{"name":"` + strings.Repeat("x", 41) + `","cron":"* * * * *","job_type":"noop"}`, "name", "must be 1–40 characters"},
 		{"PUT", "/v1/types/noop/limit", `{"max_running":-1}`, "max_running", "must be an integer in [0, 100000]"},
@@ -439,11 +456,13 @@ func TestParseAgeAndPeriodicSpec(t *testing.T) {
 		{"a=* * * * *;noop", apitype.PeriodicRequest{Name: "a", Cron: "* * * * *", JobType: "noop"}},
 		{"b=@every 10s;sleep;once", apitype.PeriodicRequest{Name: "b", Cron: "@every 10s", JobType: "sleep", Misfire: "once"}},
 		{`c=0 0 3 * * *;backup;{"db":"a;b"};skip`, apitype.PeriodicRequest{Name: "c", Cron: "0 0 3 * * *", JobType: "backup", Params: json.RawMessage(`{"db":"a;b"}`), Misfire: "skip"}},
+		{`d=@hourly;noop;{};once;queue_one`, apitype.PeriodicRequest{Name: "d", Cron: "@hourly", JobType: "noop", Params: json.RawMessage(`{}`), Misfire: "once", Overlap: "queue_one"}},
+		{"e=@hourly;noop;skip;skip", apitype.PeriodicRequest{Name: "e", Cron: "@hourly", JobType: "noop", Misfire: "skip", Overlap: "skip"}},
 	}
 	for _, tc := range cases {
 		got, err := service.ParsePeriodicSpec(tc.spec)
 		if err != nil || got.Name != tc.want.Name || got.Cron != tc.want.Cron || got.JobType != tc.want.JobType ||
-			string(got.Params) != string(tc.want.Params) || got.Misfire != tc.want.Misfire {
+			string(got.Params) != string(tc.want.Params) || got.Misfire != tc.want.Misfire || got.Overlap != tc.want.Overlap {
 			t.Errorf("ParsePeriodicSpec(%q) = %+v, %v; want %+v", tc.spec, got, err, tc.want)
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -141,8 +142,9 @@ func typesTable(w io.Writer, ts []apitype.TypeControl) {
 }
 
 func periodicTable(w io.Writer, ps []apitype.Periodic) {
-	fmt.Fprintln(w, "NAME\tCRON\tTYPE\tMISFIRE\tNEXT_RUN\tLAST_RUN\tSOURCE")
+	fmt.Fprintln(w, "NAME\tCRON\tTYPE\tMISFIRE\tOVERLAP\tNEXT_RUN\tLAST_RUN\tSOURCE")
 	for _, p := range ps {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Cron, p.JobType, p.Misfire, fmtTime(&p.NextRunAt), fmtTime(p.LastRunAt), p.Source)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Cron, p.JobType, p.Misfire, cmp.Or(p.Overlap, "allow"),
+			fmtTime(&p.NextRunAt), fmtTime(p.LastRunAt), p.Source)
 	}
 }

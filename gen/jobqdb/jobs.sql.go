@@ -528,7 +528,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue WHERE id = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue WHERE id = ?
 `
 
 func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
@@ -560,14 +560,19 @@ func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
 		&i.WorkflowID,
 		&i.BlockedParents,
 		&i.HasChildren,
+		&i.KeyRelease,
+		&i.UniqueUntil,
+		&i.UniqueWhileActive,
 	)
 	return i, err
 }
 
 const jobGetByKey = `-- name: JobGetByKey :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue WHERE job_key = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
 `
 
+// The key's holder, or (every job of the key released its key) the newest:
+// a holder is always the newest job of its key.
 func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, error) {
 	row := q.db.QueryRowContext(ctx, jobGetByKey, jobKey)
 	var i JobQueue
@@ -597,6 +602,9 @@ func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, err
 		&i.WorkflowID,
 		&i.BlockedParents,
 		&i.HasChildren,
+		&i.KeyRelease,
+		&i.UniqueUntil,
+		&i.UniqueWhileActive,
 	)
 	return i, err
 }
@@ -851,20 +859,97 @@ func (q *Queries) JobInsertAt(ctx context.Context, arg JobInsertAtParams) (int64
 	return result.LastInsertId()
 }
 
+const jobInsertUnique = `-- name: JobInsertUnique :execlastid
+INSERT INTO job_queue (
+    job_key, job_type, params, request_hash, status, priority, max_retry,
+    timeout_ms, run_at, create_time, update_time, lane, unique_until, unique_while_active
+) VALUES (
+    ?, ?, ?, ?,
+    IF(COALESCE(?, NOW(6)) > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?,
+    COALESCE(?, NOW(6)), NOW(6), NOW(6), ?,
+    IF(CAST(? AS SIGNED) > 0, TIMESTAMPADD(MICROSECOND, 1000 * CAST(? AS SIGNED), NOW(6)), NULL),
+    ?
+)
+`
+
+type JobInsertUniqueParams struct {
+	JobKey            string
+	JobType           string
+	Params            string
+	RequestHash       string
+	RunAt             interface{}
+	Priority          int32
+	MaxRetry          int32
+	TimeoutMs         int32
+	Lane              int8
+	UniqueForMs       int64
+	UniqueWhileActive bool
+}
+
+// JobInsertAt for a submit with a uniqueness window: unique_until is
+// NOW(6) + unique_for_ms (NULL for 0), run_at NULL means due now.
+func (q *Queries) JobInsertUnique(ctx context.Context, arg JobInsertUniqueParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, jobInsertUnique,
+		arg.JobKey,
+		arg.JobType,
+		arg.Params,
+		arg.RequestHash,
+		arg.RunAt,
+		arg.Priority,
+		arg.MaxRetry,
+		arg.TimeoutMs,
+		arg.RunAt,
+		arg.Lane,
+		arg.UniqueForMs,
+		arg.UniqueForMs,
+		arg.UniqueWhileActive,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.LastInsertId()
+}
+
+const jobKeyRelease = `-- name: JobKeyRelease :execrows
+UPDATE job_queue FORCE INDEX (uk_job_key)
+SET key_release = id, update_time = NOW(6)
+WHERE job_key = ? AND key_release = 0
+  AND ((unique_until IS NOT NULL AND unique_until <= NOW(6))
+       OR (unique_while_active = 1 AND status IN ('SUCCESS', 'FAILED', 'CANCELED')))
+`
+
+// Releases job_key from its holder when the holder's window has passed
+// (unique_until on the database clock) or, held only while active, it is
+// terminal; a permanent holder is never released. Runs in the submit's
+// transaction, which then inserts the new job: the holder's index entry
+// stays locked until then, so concurrent submits of the key make one job.
+func (q *Queries) JobKeyRelease(ctx context.Context, jobKey string) (int64, error) {
+	result, err := q.db.ExecContext(ctx, jobKeyRelease, jobKey)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const jobKeysLookup = `-- name: JobKeysLookup :many
-SELECT id, job_key, request_hash FROM job_queue WHERE job_key IN (/*SLICE:job_keys*/?)
+SELECT id, job_key, request_hash, (unique_until IS NOT NULL OR unique_while_active = 1) AS windowed
+FROM job_queue WHERE key_release = 0 AND job_key IN (/*SLICE:job_keys*/?)
 `
 
 type JobKeysLookupRow struct {
 	ID          uint64
 	JobKey      string
 	RequestHash string
+	Windowed    sql.NullBool
 }
 
 // A batch submit's read of the keys that already exist (uk_job_key), and of
 // the ids of the jobs it just inserted. The batch's multi-row INSERT itself
 // is built in store/submit_many.go: sqlc cannot express a VALUES list of
 // variable length. It has JobInsert's columns and defaults.
+// Only the keys' holders (key_release = 0): released jobs gave their key
+// up. windowed: the holder holds its key only for a window (a submit of the
+// key may release it: the batch then goes job by job).
 func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKeysLookupRow, error) {
 	query := jobKeysLookup
 	var queryParams []interface{}
@@ -884,7 +969,12 @@ func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKey
 	var items []JobKeysLookupRow
 	for rows.Next() {
 		var i JobKeysLookupRow
-		if err := rows.Scan(&i.ID, &i.JobKey, &i.RequestHash); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobKey,
+			&i.RequestHash,
+			&i.Windowed,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -899,7 +989,7 @@ func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKey
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue
 WHERE id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -945,6 +1035,9 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.KeyRelease,
+			&i.UniqueUntil,
+			&i.UniqueWhileActive,
 		); err != nil {
 			return nil, err
 		}
@@ -960,7 +1053,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 }
 
 const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue FORCE INDEX (uk_job_key)
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE ?
   AND (? = '' OR status = ?)
   AND (? = '' OR job_type = ?)
@@ -1027,6 +1120,9 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.KeyRelease,
+			&i.UniqueUntil,
+			&i.UniqueWhileActive,
 		); err != nil {
 			return nil, err
 		}
@@ -1042,7 +1138,7 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 }
 
 const jobListByStatus = `-- name: JobListByStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue
 WHERE status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1089,6 +1185,9 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.KeyRelease,
+			&i.UniqueUntil,
+			&i.UniqueWhileActive,
 		); err != nil {
 			return nil, err
 		}
@@ -1104,7 +1203,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 }
 
 const jobListByType = `-- name: JobListByType :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue
 WHERE job_type = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1151,6 +1250,9 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.KeyRelease,
+			&i.UniqueUntil,
+			&i.UniqueWhileActive,
 		); err != nil {
 			return nil, err
 		}
@@ -1166,7 +1268,7 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 }
 
 const jobListByTypeStatus = `-- name: JobListByTypeStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue
 WHERE job_type = ? AND status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1219,6 +1321,9 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.KeyRelease,
+			&i.UniqueUntil,
+			&i.UniqueWhileActive,
 		); err != nil {
 			return nil, err
 		}

@@ -76,31 +76,34 @@ type JobLog struct {
 }
 
 type JobQueue struct {
-	ID              uint64
-	JobKey          string
-	JobType         string
-	Params          string
-	RequestHash     string
-	Status          string
-	Priority        int32
-	RetryTimes      int32
-	MaxRetry        int32
-	TimeoutMs       int32
-	RunAt           time.Time
-	Attempt         int32
-	Owner           sql.NullString
-	LeaseUntil      sql.NullTime
-	LastError       sql.NullString
-	StartedAt       sql.NullTime
-	FinishedAt      sql.NullTime
-	CancelRequested bool
-	CreateTime      time.Time
-	UpdateTime      time.Time
-	Lane            int8
-	LeaseNonce      sql.NullString
-	WorkflowID      sql.NullInt64
-	BlockedParents  int32
-	HasChildren     bool
+	ID                uint64
+	JobKey            string
+	JobType           string
+	Params            string
+	RequestHash       string
+	Status            string
+	Priority          int32
+	RetryTimes        int32
+	MaxRetry          int32
+	TimeoutMs         int32
+	RunAt             time.Time
+	Attempt           int32
+	Owner             sql.NullString
+	LeaseUntil        sql.NullTime
+	LastError         sql.NullString
+	StartedAt         sql.NullTime
+	FinishedAt        sql.NullTime
+	CancelRequested   bool
+	CreateTime        time.Time
+	UpdateTime        time.Time
+	Lane              int8
+	LeaseNonce        sql.NullString
+	WorkflowID        sql.NullInt64
+	BlockedParents    int32
+	HasChildren       bool
+	KeyRelease        uint64
+	UniqueUntil       sql.NullTime
+	UniqueWhileActive bool
 }
 
 type JobRunInfo struct {

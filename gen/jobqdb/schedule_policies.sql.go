@@ -248,10 +248,16 @@ func (q *Queries) JobRunState(ctx context.Context, id uint64) (JobRunStateRow, e
 }
 
 const periodicQueuedNames = `-- name: PeriodicQueuedNames :many
-SELECT name FROM periodic_job WHERE queued_job_id IS NOT NULL ORDER BY name
+SELECT p.name FROM periodic_job p
+LEFT JOIN job_queue j FORCE INDEX (PRIMARY) ON j.id = p.active_job_id
+WHERE p.queued_job_id IS NOT NULL
+  AND (j.id IS NULL OR j.status IN ('SUCCESS', 'FAILED', 'CANCELED'))
+ORDER BY p.name
 `
 
-// The schedules with a parked queue_one run (a small table).
+// The schedules with a parked queue_one run whose active run ended (or is
+// gone): the ones a release has work for. periodic_job is a small table;
+// each active run is read by primary key, without a lock.
 func (q *Queries) PeriodicQueuedNames(ctx context.Context) ([]string, error) {
 	rows, err := q.db.QueryContext(ctx, periodicQueuedNames)
 	if err != nil {

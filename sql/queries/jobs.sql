@@ -29,13 +29,45 @@ INSERT INTO job_queue (
 -- the ids of the jobs it just inserted. The batch's multi-row INSERT itself
 -- is built in store/submit_many.go: sqlc cannot express a VALUES list of
 -- variable length. It has JobInsert's columns and defaults.
-SELECT id, job_key, request_hash FROM job_queue WHERE job_key IN (sqlc.slice(job_keys));
+-- Only the keys' holders (key_release = 0): released jobs gave their key
+-- up. windowed: the holder holds its key only for a window (a submit of the
+-- key may release it: the batch then goes job by job).
+SELECT id, job_key, request_hash, (unique_until IS NOT NULL OR unique_while_active = 1) AS windowed
+FROM job_queue WHERE key_release = 0 AND job_key IN (sqlc.slice(job_keys));
 
 -- name: JobGetByID :one
 SELECT * FROM job_queue WHERE id = ?;
 
 -- name: JobGetByKey :one
-SELECT * FROM job_queue WHERE job_key = ?;
+-- The key's holder, or (every job of the key released its key) the newest:
+-- a holder is always the newest job of its key.
+SELECT * FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1;
+
+-- name: JobInsertUnique :execlastid
+-- JobInsertAt for a submit with a uniqueness window: unique_until is
+-- NOW(6) + unique_for_ms (NULL for 0), run_at NULL means due now.
+INSERT INTO job_queue (
+    job_key, job_type, params, request_hash, status, priority, max_retry,
+    timeout_ms, run_at, create_time, update_time, lane, unique_until, unique_while_active
+) VALUES (
+    sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
+    IF(COALESCE(sqlc.narg(run_at), NOW(6)) > NOW(6), 'SCHEDULED', 'WAITING'), sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
+    COALESCE(sqlc.narg(run_at), NOW(6)), NOW(6), NOW(6), sqlc.arg(lane),
+    IF(CAST(sqlc.arg(unique_for_ms) AS SIGNED) > 0, TIMESTAMPADD(MICROSECOND, 1000 * CAST(sqlc.arg(unique_for_ms) AS SIGNED), NOW(6)), NULL),
+    sqlc.arg(unique_while_active)
+);
+
+-- name: JobKeyRelease :execrows
+-- Releases job_key from its holder when the holder's window has passed
+-- (unique_until on the database clock) or, held only while active, it is
+-- terminal; a permanent holder is never released. Runs in the submit's
+-- transaction, which then inserts the new job: the holder's index entry
+-- stays locked until then, so concurrent submits of the key make one job.
+UPDATE job_queue FORCE INDEX (uk_job_key)
+SET key_release = id, update_time = NOW(6)
+WHERE job_key = ? AND key_release = 0
+  AND ((unique_until IS NOT NULL AND unique_until <= NOW(6))
+       OR (unique_while_active = 1 AND status IN ('SUCCESS', 'FAILED', 'CANCELED')));
 
 -- name: JobList :many
 SELECT * FROM job_queue

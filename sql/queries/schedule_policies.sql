@@ -43,8 +43,14 @@ SET active_job_id = sqlc.narg(active_job_id), queued_job_id = sqlc.narg(queued_j
 WHERE name = sqlc.arg(name);
 
 -- name: PeriodicQueuedNames :many
--- The schedules with a parked queue_one run (a small table).
-SELECT name FROM periodic_job WHERE queued_job_id IS NOT NULL ORDER BY name;
+-- The schedules with a parked queue_one run whose active run ended (or is
+-- gone): the ones a release has work for. periodic_job is a small table;
+-- each active run is read by primary key, without a lock.
+SELECT p.name FROM periodic_job p
+LEFT JOIN job_queue j FORCE INDEX (PRIMARY) ON j.id = p.active_job_id
+WHERE p.queued_job_id IS NOT NULL
+  AND (j.id IS NULL OR j.status IN ('SUCCESS', 'FAILED', 'CANCELED'))
+ORDER BY p.name;
 
 -- name: JobRunState :one
 -- A schedule's run's status and run_at, locked: the overlap policy decides

@@ -157,6 +157,15 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	log.Info("cluster ready", "replicas", cfg.Replicas, "executor", cfg.Executor, "workers", strings.Join(cfg.RemoteWorkers, ","),
 		"server", st.Server.Description, "out", cfg.OutDir)
 
+	// The periodic schedule, if any, fires beside the workload.
+	var periodicFrom time.Time
+	if cfg.Periodic != "" {
+		if periodicFrom, err = cl.startPeriodic(ctx); err != nil {
+			return nil, err
+		}
+		log.Info("periodic schedule added", "name", PeriodicName, "cron", cfg.Periodic, "overlap", cfg.PeriodicOverlap, "first", periodicFrom)
+	}
+
 	// Workload and faults, concurrently.
 	runID := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
 	start := time.Now()
@@ -185,6 +194,10 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	// SIGCONT must get the chance to try its late completions.
 	if len(faults) > 0 {
 		sleepCtx(ctx, 2*cfg.Lease+cfg.RescueInterval)
+	}
+	var schedules []checker.Schedule
+	if cfg.Periodic != "" {
+		schedules = append(schedules, cl.endPeriodic(ctx, db, periodicFrom))
 	}
 
 	// Drain: every acknowledged job terminal, or the drain timeout.
@@ -229,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 
 	// Judge the database's record.
 	h := checker.History{Submits: submits, Faults: faults, Acks: acks, Renewals: renewals, Lease: cfg.Lease, RescueInterval: cfg.RescueInterval, Start: toDB(start),
-		Stopped: toDB(stopped)}
+		Stopped: toDB(stopped), Schedules: schedules}
 	lctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := LoadHistory(lctx, db, &h); err != nil {

@@ -97,13 +97,10 @@ func readResult(t *testing.T, dir string) ResultFile {
 	return rf
 }
 
-// The CI scenario: 3 replicas, 1,000 jobs, kill + pause + db-restart on
-// the harness's own mariadbd. Nothing may be lost, stuck, duplicated or
-// accepted stale; the kill and the pause must leave rescued leases.
-func TestCIScenarioIsValid(t *testing.T) {
-	cfg := quick(t, "ci")
-	cfg.Jobs, cfg.Duration = 1000, 20*time.Second
-	cfg.Schedule = "kill@4s:replica-1,pause@9s:replica-2,db-restart@15s"
+// runValid runs cfg and fails unless the run, and its result.json, are
+// VALID.
+func runValid(t *testing.T, cfg Config) *ResultFile {
+	t.Helper()
 	rf, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("run: %v", err)
@@ -112,6 +109,17 @@ func TestCIScenarioIsValid(t *testing.T) {
 	if !rf.Valid || !disk.Valid {
 		t.Fatalf("valid = %v (on disk %v), violations %+v", rf.Valid, disk.Valid, rf.Result.Violations)
 	}
+	return rf
+}
+
+// The CI scenario: 3 replicas, 1,000 jobs, kill + pause + db-restart on
+// the harness's own mariadbd. Nothing may be lost, stuck, duplicated or
+// accepted stale; the kill and the pause must leave rescued leases.
+func TestCIScenarioIsValid(t *testing.T) {
+	cfg := quick(t, "ci")
+	cfg.Jobs, cfg.Duration = 1000, 20*time.Second
+	cfg.Schedule = "kill@4s:replica-1,pause@9s:replica-2,db-restart@15s"
+	rf := runValid(t, cfg)
 	c := rf.Result.Counts
 	if c.Acknowledged != 1000 || c.Completed != 1000 || c.ByStatus["SUCCESS"] != 1000 {
 		t.Fatalf("acknowledged %d, completed %d, by status %v; want 1000 SUCCESS", c.Acknowledged, c.Completed, c.ByStatus)

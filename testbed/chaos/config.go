@@ -20,6 +20,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/cronplan"
 )
 
 // Fault kinds.
@@ -119,6 +122,14 @@ type Config struct {
 	// fan-in, POST /v1/workflows) instead of one by one, and the checker
 	// checks their dependencies too. Defaults to false.
 	Workflows bool
+	// Periodic, when set, is the cron expression of a periodic schedule
+	// (PeriodicName, effect jobs of 50 ms) the run adds at its start,
+	// beside the workload, and removes after Duration once its cursor has
+	// passed its first instant + Duration; the checker's fire checks judge
+	// its ledger over that window. Defaults to none.
+	Periodic string
+	// PeriodicOverlap is that schedule's overlap policy. Defaults to allow.
+	PeriodicOverlap string
 	// MaxRetry is each job's max_retry. Defaults to 5.
 	MaxRetry int
 	// Faults are the kinds to inject, in order, each once per round. Empty
@@ -315,6 +326,14 @@ func (c Config) Validate() error {
 	}
 	if c.FutureFraction < 0 || c.FutureFraction > 1 {
 		errs = append(errs, fmt.Errorf("future fraction: must be in [0, 1], got %g", c.FutureFraction))
+	}
+	if c.Periodic != "" {
+		if _, err := cronplan.Parse(c.Periodic); err != nil {
+			errs = append(errs, fmt.Errorf("periodic: %q is not a cron expression: %w", c.Periodic, err))
+		}
+	}
+	if c.PeriodicOverlap != "" && !slices.Contains(jobq.OverlapPolicies, c.PeriodicOverlap) {
+		errs = append(errs, fmt.Errorf("periodic overlap: must be one of %s, got %q", strings.Join(jobq.OverlapPolicies, ", "), c.PeriodicOverlap))
 	}
 	if c.FutureMaxDelay < 6*time.Millisecond {
 		errs = append(errs, fmt.Errorf("future max delay: must be at least 6ms, got %s", c.FutureMaxDelay))

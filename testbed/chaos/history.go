@@ -14,8 +14,9 @@ import (
 )
 
 // LoadHistory reads the database's record of a run — every job_queue,
-// job_execution and job_effect row — into h (Submits, Faults and the run's
-// parameters are the caller's). Times are UTC on the database clock; End is
+// job_execution and job_effect row, and the fire ledger of each schedule
+// in h.Schedules — into h (Submits, Faults, Schedules' windows and the
+// run's parameters are the caller's). Times are UTC on the database clock; End is
 // set to the database's NOW(6) at the read.
 func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 	if err := db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&h.End); err != nil {
@@ -75,6 +76,13 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load history: edges: %w", err)
 	}
+	for i := range h.Schedules {
+		fires, err := loadFires(ctx, db, h.Schedules[i].Name)
+		if err != nil {
+			return err
+		}
+		h.Schedules[i].Fires = fires
+	}
 	// job_effect is the testbed's table: a plain jobq database has none.
 	var effectTables int
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
@@ -111,9 +119,29 @@ func nullTime(t sql.NullTime) *time.Time {
 // record (LoadHistory) with one acknowledged submit per job_queue row, sent
 // and acknowledged at its create_time — for a history of a jobq
 // installation that no harness submitted to. lease and rescueInterval are
-// the replicas' settings; Start is the earliest create_time.
+// the replicas' settings; Start is the earliest create_time. Each periodic
+// schedule with a ledger is judged from its oldest ledger row to its cursor.
 func HistoryFromTables(ctx context.Context, db *sql.DB, lease, rescueInterval time.Duration) (checker.History, error) {
 	h := checker.History{Lease: lease, RescueInterval: rescueInterval}
+	// Each schedule is judged from its oldest ledger row to its cursor.
+	rows, err := db.QueryContext(ctx, `SELECT p.name, p.cron_expr, p.overlap, p.next_run_at, MIN(f.instant)
+		FROM periodic_job p JOIN periodic_fire f ON f.name = p.name GROUP BY p.name, p.cron_expr, p.overlap, p.next_run_at ORDER BY p.name`)
+	if err != nil {
+		return h, fmt.Errorf("load history: schedules: %w", err)
+	}
+	for rows.Next() {
+		var s checker.Schedule
+		if err := rows.Scan(&s.Name, &s.Cron, &s.Overlap, &s.To, &s.From); err != nil {
+			rows.Close()
+			return h, fmt.Errorf("load history: schedules: %w", err)
+		}
+		s.From, s.To = s.From.UTC(), s.To.UTC()
+		h.Schedules = append(h.Schedules, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return h, fmt.Errorf("load history: schedules: %w", err)
+	}
 	if err := LoadHistory(ctx, db, &h); err != nil {
 		return h, err
 	}

@@ -44,6 +44,11 @@ func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.Periodi
 	return s.inner.PeriodicFire(ctx, name, plan)
 }
 
+// PeriodicReleaseQueued delegates to the wrapped store.
+func (s *Store) PeriodicReleaseQueued(ctx context.Context) ([]string, error) {
+	return s.inner.PeriodicReleaseQueued(ctx)
+}
+
 // JobPurge delegates to the wrapped store after PurgeBefore.
 func (s *Store) JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error) {
 	if err := s.at(ctx, PurgeBefore); err != nil {

@@ -326,6 +326,12 @@ func (s *Store) PeriodicFire(ctx context.Context, name string, plan jobq.Periodi
 	return r, s.out(err)
 }
 
+// PeriodicReleaseQueued implements scheduler.OpsStore.
+func (s *Store) PeriodicReleaseQueued(ctx context.Context) ([]string, error) {
+	r, err := s.inner.PeriodicReleaseQueued(ctx)
+	return r, s.out(err)
+}
+
 // JobPurge implements scheduler.OpsStore.
 func (s *Store) JobPurge(ctx context.Context, p jobq.PurgeParams) (jobq.PurgeResult, error) {
 	r, err := s.inner.JobPurge(ctx, p)

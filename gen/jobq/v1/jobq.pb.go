@@ -85,7 +85,14 @@ type Job struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// output is the text of the JSON output of the attempt that succeeded;
 	// empty otherwise.
-	Output        string `protobuf:"bytes,20,opt,name=output,proto3" json:"output,omitempty"`
+	Output string `protobuf:"bytes,20,opt,name=output,proto3" json:"output,omitempty"`
+	// unique_until, when set, is when the job stops holding its job_key.
+	UniqueUntil *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=unique_until,json=uniqueUntil,proto3" json:"unique_until,omitempty"`
+	// unique_while is "active" when the job holds its key only until it is
+	// terminal; empty otherwise.
+	UniqueWhile string `protobuf:"bytes,22,opt,name=unique_while,json=uniqueWhile,proto3" json:"unique_while,omitempty"`
+	// key_released is true once a later submit of the key created a newer job.
+	KeyReleased   bool `protobuf:"varint,23,opt,name=key_released,json=keyReleased,proto3" json:"key_released,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -260,6 +267,27 @@ func (x *Job) GetOutput() string {
 	return ""
 }
 
+func (x *Job) GetUniqueUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UniqueUntil
+	}
+	return nil
+}
+
+func (x *Job) GetUniqueWhile() string {
+	if x != nil {
+		return x.UniqueWhile
+	}
+	return ""
+}
+
+func (x *Job) GetKeyReleased() bool {
+	if x != nil {
+		return x.KeyReleased
+	}
+	return false
+}
+
 // Execution is one attempt of one job (a row of job_execution).
 type Execution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -412,7 +440,12 @@ type SubmitJobRequest struct {
 	RunAt string `protobuf:"bytes,6,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	// timeout_ms is the per-attempt timeout in milliseconds, 0–86,400,000
 	// (0 = none). Defaults to 0.
-	TimeoutMs     *int32 `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3,oneof" json:"timeout_ms,omitempty"`
+	TimeoutMs *int32 `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3,oneof" json:"timeout_ms,omitempty"`
+	// unique_for_ms holds job_key only this long after the job is created
+	// (1 ms – 365 days, database clock); unset: for good.
+	UniqueForMs *int64 `protobuf:"varint,8,opt,name=unique_for_ms,json=uniqueForMs,proto3,oneof" json:"unique_for_ms,omitempty"`
+	// unique_while "active" holds job_key only until the job is terminal.
+	UniqueWhile   string `protobuf:"bytes,9,opt,name=unique_while,json=uniqueWhile,proto3" json:"unique_while,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -494,6 +527,20 @@ func (x *SubmitJobRequest) GetTimeoutMs() int32 {
 		return *x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *SubmitJobRequest) GetUniqueForMs() int64 {
+	if x != nil && x.UniqueForMs != nil {
+		return *x.UniqueForMs
+	}
+	return 0
+}
+
+func (x *SubmitJobRequest) GetUniqueWhile() string {
+	if x != nil {
+		return x.UniqueWhile
+	}
+	return ""
 }
 
 // SubmitJobsRequest mirrors the body of POST /v1/jobs:batch.
@@ -1348,7 +1395,7 @@ var File_jobq_v1_jobq_proto protoreflect.FileDescriptor
 
 const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\n" +
-	"\x12jobq/v1/jobq.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x05\n" +
+	"\x12jobq/v1/jobq.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x06\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x17\n" +
 	"\ajob_key\x18\x02 \x01(\tR\x06jobKey\x12\x19\n" +
@@ -1378,7 +1425,10 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x16\n" +
-	"\x06output\x18\x14 \x01(\tR\x06output\"\xeb\x02\n" +
+	"\x06output\x18\x14 \x01(\tR\x06output\x12=\n" +
+	"\funique_until\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vuniqueUntil\x12!\n" +
+	"\funique_while\x18\x16 \x01(\tR\vuniqueWhile\x12!\n" +
+	"\fkey_released\x18\x17 \x01(\bR\vkeyReleased\"\xeb\x02\n" +
 	"\tExecution\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x04R\x05jobId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -1393,7 +1443,7 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\bprogress\x18\t \x01(\x01H\x00R\bprogress\x88\x01\x01\x12)\n" +
 	"\x10progress_message\x18\n" +
 	" \x01(\tR\x0fprogressMessageB\v\n" +
-	"\t_progress\"\x86\x02\n" +
+	"\t_progress\"\xe4\x02\n" +
 	"\x10SubmitJobRequest\x12\x17\n" +
 	"\ajob_key\x18\x01 \x01(\tR\x06jobKey\x12\x19\n" +
 	"\bjob_type\x18\x02 \x01(\tR\ajobType\x12\x16\n" +
@@ -1402,11 +1452,14 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\tmax_retry\x18\x05 \x01(\x05H\x01R\bmaxRetry\x88\x01\x01\x12\x15\n" +
 	"\x06run_at\x18\x06 \x01(\tR\x05runAt\x12\"\n" +
 	"\n" +
-	"timeout_ms\x18\a \x01(\x05H\x02R\ttimeoutMs\x88\x01\x01B\v\n" +
+	"timeout_ms\x18\a \x01(\x05H\x02R\ttimeoutMs\x88\x01\x01\x12'\n" +
+	"\runique_for_ms\x18\b \x01(\x03H\x03R\vuniqueForMs\x88\x01\x01\x12!\n" +
+	"\funique_while\x18\t \x01(\tR\vuniqueWhileB\v\n" +
 	"\t_priorityB\f\n" +
 	"\n" +
 	"_max_retryB\r\n" +
-	"\v_timeout_ms\"B\n" +
+	"\v_timeout_msB\x10\n" +
+	"\x0e_unique_for_ms\"B\n" +
 	"\x11SubmitJobsRequest\x12-\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x19.jobq.v1.SubmitJobRequestR\x04jobs\"j\n" +
 	"\x10SubmitJobsResult\x12\x16\n" +
@@ -1509,38 +1562,39 @@ var file_jobq_v1_jobq_proto_depIdxs = []int32{
 	19, // 3: jobq.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
 	19, // 4: jobq.v1.Job.create_time:type_name -> google.protobuf.Timestamp
 	19, // 5: jobq.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	19, // 6: jobq.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
-	19, // 7: jobq.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
-	2,  // 8: jobq.v1.SubmitJobsRequest.jobs:type_name -> jobq.v1.SubmitJobRequest
-	4,  // 9: jobq.v1.SubmitJobsResponse.results:type_name -> jobq.v1.SubmitJobsResult
-	0,  // 10: jobq.v1.SubmitJobResponse.job:type_name -> jobq.v1.Job
-	0,  // 11: jobq.v1.GetJobResponse.job:type_name -> jobq.v1.Job
-	0,  // 12: jobq.v1.ListJobsResponse.jobs:type_name -> jobq.v1.Job
-	0,  // 13: jobq.v1.CancelJobResponse.job:type_name -> jobq.v1.Job
-	0,  // 14: jobq.v1.RetryJobResponse.job:type_name -> jobq.v1.Job
-	1,  // 15: jobq.v1.ListExecutionsResponse.executions:type_name -> jobq.v1.Execution
-	0,  // 16: jobq.v1.WatchJobResponse.job:type_name -> jobq.v1.Job
-	2,  // 17: jobq.v1.JobService.SubmitJob:input_type -> jobq.v1.SubmitJobRequest
-	3,  // 18: jobq.v1.JobService.SubmitJobs:input_type -> jobq.v1.SubmitJobsRequest
-	7,  // 19: jobq.v1.JobService.GetJob:input_type -> jobq.v1.GetJobRequest
-	9,  // 20: jobq.v1.JobService.ListJobs:input_type -> jobq.v1.ListJobsRequest
-	11, // 21: jobq.v1.JobService.CancelJob:input_type -> jobq.v1.CancelJobRequest
-	13, // 22: jobq.v1.JobService.RetryJob:input_type -> jobq.v1.RetryJobRequest
-	15, // 23: jobq.v1.JobService.ListExecutions:input_type -> jobq.v1.ListExecutionsRequest
-	17, // 24: jobq.v1.JobService.WatchJob:input_type -> jobq.v1.WatchJobRequest
-	6,  // 25: jobq.v1.JobService.SubmitJob:output_type -> jobq.v1.SubmitJobResponse
-	5,  // 26: jobq.v1.JobService.SubmitJobs:output_type -> jobq.v1.SubmitJobsResponse
-	8,  // 27: jobq.v1.JobService.GetJob:output_type -> jobq.v1.GetJobResponse
-	10, // 28: jobq.v1.JobService.ListJobs:output_type -> jobq.v1.ListJobsResponse
-	12, // 29: jobq.v1.JobService.CancelJob:output_type -> jobq.v1.CancelJobResponse
-	14, // 30: jobq.v1.JobService.RetryJob:output_type -> jobq.v1.RetryJobResponse
-	16, // 31: jobq.v1.JobService.ListExecutions:output_type -> jobq.v1.ListExecutionsResponse
-	18, // 32: jobq.v1.JobService.WatchJob:output_type -> jobq.v1.WatchJobResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	19, // 6: jobq.v1.Job.unique_until:type_name -> google.protobuf.Timestamp
+	19, // 7: jobq.v1.Execution.started_at:type_name -> google.protobuf.Timestamp
+	19, // 8: jobq.v1.Execution.finished_at:type_name -> google.protobuf.Timestamp
+	2,  // 9: jobq.v1.SubmitJobsRequest.jobs:type_name -> jobq.v1.SubmitJobRequest
+	4,  // 10: jobq.v1.SubmitJobsResponse.results:type_name -> jobq.v1.SubmitJobsResult
+	0,  // 11: jobq.v1.SubmitJobResponse.job:type_name -> jobq.v1.Job
+	0,  // 12: jobq.v1.GetJobResponse.job:type_name -> jobq.v1.Job
+	0,  // 13: jobq.v1.ListJobsResponse.jobs:type_name -> jobq.v1.Job
+	0,  // 14: jobq.v1.CancelJobResponse.job:type_name -> jobq.v1.Job
+	0,  // 15: jobq.v1.RetryJobResponse.job:type_name -> jobq.v1.Job
+	1,  // 16: jobq.v1.ListExecutionsResponse.executions:type_name -> jobq.v1.Execution
+	0,  // 17: jobq.v1.WatchJobResponse.job:type_name -> jobq.v1.Job
+	2,  // 18: jobq.v1.JobService.SubmitJob:input_type -> jobq.v1.SubmitJobRequest
+	3,  // 19: jobq.v1.JobService.SubmitJobs:input_type -> jobq.v1.SubmitJobsRequest
+	7,  // 20: jobq.v1.JobService.GetJob:input_type -> jobq.v1.GetJobRequest
+	9,  // 21: jobq.v1.JobService.ListJobs:input_type -> jobq.v1.ListJobsRequest
+	11, // 22: jobq.v1.JobService.CancelJob:input_type -> jobq.v1.CancelJobRequest
+	13, // 23: jobq.v1.JobService.RetryJob:input_type -> jobq.v1.RetryJobRequest
+	15, // 24: jobq.v1.JobService.ListExecutions:input_type -> jobq.v1.ListExecutionsRequest
+	17, // 25: jobq.v1.JobService.WatchJob:input_type -> jobq.v1.WatchJobRequest
+	6,  // 26: jobq.v1.JobService.SubmitJob:output_type -> jobq.v1.SubmitJobResponse
+	5,  // 27: jobq.v1.JobService.SubmitJobs:output_type -> jobq.v1.SubmitJobsResponse
+	8,  // 28: jobq.v1.JobService.GetJob:output_type -> jobq.v1.GetJobResponse
+	10, // 29: jobq.v1.JobService.ListJobs:output_type -> jobq.v1.ListJobsResponse
+	12, // 30: jobq.v1.JobService.CancelJob:output_type -> jobq.v1.CancelJobResponse
+	14, // 31: jobq.v1.JobService.RetryJob:output_type -> jobq.v1.RetryJobResponse
+	16, // 32: jobq.v1.JobService.ListExecutions:output_type -> jobq.v1.ListExecutionsResponse
+	18, // 33: jobq.v1.JobService.WatchJob:output_type -> jobq.v1.WatchJobResponse
+	26, // [26:34] is the sub-list for method output_type
+	18, // [18:26] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_jobq_v1_jobq_proto_init() }

@@ -135,7 +135,13 @@ type Periodic struct {
 	// create_time is when the schedule was created.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// update_time is when the schedule last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// overlap is allow, skip, queue_one or cancel_previous.
+	Overlap string `protobuf:"bytes,14,opt,name=overlap,proto3" json:"overlap,omitempty"`
+	// active_job_id is the schedule's latest run let run; 0 if none.
+	ActiveJobId uint64 `protobuf:"varint,15,opt,name=active_job_id,json=activeJobId,proto3" json:"active_job_id,omitempty"`
+	// queued_job_id is the parked run of queue_one; 0 if none.
+	QueuedJobId   uint64 `protobuf:"varint,16,opt,name=queued_job_id,json=queuedJobId,proto3" json:"queued_job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -259,6 +265,27 @@ func (x *Periodic) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *Periodic) GetOverlap() string {
+	if x != nil {
+		return x.Overlap
+	}
+	return ""
+}
+
+func (x *Periodic) GetActiveJobId() uint64 {
+	if x != nil {
+		return x.ActiveJobId
+	}
+	return 0
+}
+
+func (x *Periodic) GetQueuedJobId() uint64 {
+	if x != nil {
+		return x.QueuedJobId
+	}
+	return 0
 }
 
 // PauseTypeRequest names a job type.
@@ -647,7 +674,10 @@ type PutPeriodicRequest struct {
 	// timeout_ms is 0–86,400,000 (0 = none). Defaults to 0.
 	TimeoutMs *int32 `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3,oneof" json:"timeout_ms,omitempty"`
 	// misfire is skip or once. Empty means skip.
-	Misfire       string `protobuf:"bytes,8,opt,name=misfire,proto3" json:"misfire,omitempty"`
+	Misfire string `protobuf:"bytes,8,opt,name=misfire,proto3" json:"misfire,omitempty"`
+	// overlap is what an instant does while the previous run is not
+	// terminal: allow (empty means allow), skip, queue_one or cancel_previous.
+	Overlap       string `protobuf:"bytes,9,opt,name=overlap,proto3" json:"overlap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -734,6 +764,13 @@ func (x *PutPeriodicRequest) GetTimeoutMs() int32 {
 func (x *PutPeriodicRequest) GetMisfire() string {
 	if x != nil {
 		return x.Misfire
+	}
+	return ""
+}
+
+func (x *PutPeriodicRequest) GetOverlap() string {
+	if x != nil {
+		return x.Overlap
 	}
 	return ""
 }
@@ -1520,7 +1557,7 @@ const file_jobq_v1_ops_proto_rawDesc = "" +
 	"\vmax_running\x18\x03 \x01(\x05R\n" +
 	"maxRunning\x12;\n" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xe1\x03\n" +
+	"updateTime\"\xc3\x04\n" +
 	"\bPeriodic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x19\n" +
@@ -1538,7 +1575,10 @@ const file_jobq_v1_ops_proto_rawDesc = "" +
 	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"-\n" +
+	"updateTime\x12\x18\n" +
+	"\aoverlap\x18\x0e \x01(\tR\aoverlap\x12\"\n" +
+	"\ractive_job_id\x18\x0f \x01(\x04R\vactiveJobId\x12\"\n" +
+	"\rqueued_job_id\x18\x10 \x01(\x04R\vqueuedJobId\"-\n" +
 	"\x10PauseTypeRequest\x12\x19\n" +
 	"\bjob_type\x18\x01 \x01(\tR\ajobType\"=\n" +
 	"\x11PauseTypeResponse\x12(\n" +
@@ -1556,7 +1596,7 @@ const file_jobq_v1_ops_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\v2\x14.jobq.v1.TypeControlR\x04type\"\x12\n" +
 	"\x10ListTypesRequest\"?\n" +
 	"\x11ListTypesResponse\x12*\n" +
-	"\x05types\x18\x01 \x03(\v2\x14.jobq.v1.TypeControlR\x05types\"\x9a\x02\n" +
+	"\x05types\x18\x01 \x03(\v2\x14.jobq.v1.TypeControlR\x05types\"\xb4\x02\n" +
 	"\x12PutPeriodicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x19\n" +
@@ -1566,7 +1606,8 @@ const file_jobq_v1_ops_proto_rawDesc = "" +
 	"\tmax_retry\x18\x06 \x01(\x05H\x01R\bmaxRetry\x88\x01\x01\x12\"\n" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x05H\x02R\ttimeoutMs\x88\x01\x01\x12\x18\n" +
-	"\amisfire\x18\b \x01(\tR\amisfireB\v\n" +
+	"\amisfire\x18\b \x01(\tR\amisfire\x12\x18\n" +
+	"\aoverlap\x18\t \x01(\tR\aoverlapB\v\n" +
 	"\t_priorityB\f\n" +
 	"\n" +
 	"_max_retryB\r\n" +

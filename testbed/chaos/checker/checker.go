@@ -133,6 +133,9 @@ type Result struct {
 	Faults []FaultResult `json:"faults"`
 	// Timeline is throughput and backlog per TimelineStep since Start.
 	Timeline []Point `json:"timeline"`
+	// Schedules has one entry per periodic schedule of the run: its
+	// instants and their fates as the fire checks found them.
+	Schedules []ScheduleResult `json:"schedules,omitempty"`
 }
 
 // Violation is one failed check.
@@ -352,6 +355,8 @@ func Check(h History) *Result {
 		effects[e.JobID] = append(effects[e.JobID], e)
 	}
 
+	// A schedule's jobs are submitted by the schedule (its ledger names them).
+	h.Submits = append(slices.Clone(h.Submits), scheduleSubmits(h, jobs)...)
 	var lost, missing, stuck, txDup, overlap, stale, phantom, poison []string
 	var early, afterLoss, unexplained, unexplainedRel, noExecRow, disagree, rerun, failedAfter []string
 	submitted := map[string]bool{}
@@ -552,6 +557,8 @@ func Check(h History) *Result {
 		}
 	}
 	r.Violations = append(r.Violations, checkWorkflows(h, jobs, execs)...)
+	fireViolations, schedules := checkFires(h, jobs)
+	r.Violations, r.Schedules = append(r.Violations, fireViolations...), schedules
 	r.Valid = len(r.Violations) == 0
 
 	r.Pickup, r.EndToEnd = latencies(h, jobs, execs)

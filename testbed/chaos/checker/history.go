@@ -52,6 +52,9 @@ type History struct {
 	// Edges are the workflow dependencies between Jobs (workflow.go); none
 	// outside workflow workloads.
 	Edges []Edge `json:"edges,omitempty"`
+	// Schedules are the run's periodic schedules with their fire ledgers
+	// (fire.go); none outside periodic workloads.
+	Schedules []Schedule `json:"schedules,omitempty"`
 	// Faults is the harness's fault log.
 	Faults []Fault `json:"faults"`
 	// SlowRenewals are the heartbeats whose lease renewal the database did

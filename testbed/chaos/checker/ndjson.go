@@ -65,6 +65,15 @@ const (
 	// the history was read, as for job lines. The workflow checks judge a
 	// history by its edges: one without edge lines has none to judge.
 	EventEdge = "edge"
+	// EventSchedule is a periodic schedule (History.Schedules): name, cron,
+	// overlap; t is its first instant and "end" the end of the window whose
+	// every instant must have a ledger row (fire_missing).
+	EventSchedule = "schedule"
+	// EventFire is one row of a schedule's fire ledger: t is the instant,
+	// name the schedule, fate fired, late or skipped, reason (skipped)
+	// misfire or overlap, job_id the fired job, covers the instants a
+	// summary row stands for, record_time when the row was written.
+	EventFire = "fire"
 )
 
 // Event is one line of an NDJSON history. Which fields a type uses is
@@ -109,6 +118,15 @@ type Event struct {
 	Parent          uint64 `json:"parent,omitempty"`
 	Child           uint64 `json:"child,omitempty"`
 	OnParentFailure string `json:"on_parent_failure,omitempty"`
+
+	// schedule, fire
+	Name       string     `json:"name,omitempty"`
+	Cron       string     `json:"cron,omitempty"`
+	Overlap    string     `json:"overlap,omitempty"`
+	Fate       string     `json:"fate,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	Covers     int64      `json:"covers,omitempty"`
+	RecordTime *time.Time `json:"record_time,omitempty"`
 
 	DueAt          *time.Time `json:"due_at,omitempty"`
 	End            *time.Time `json:"end,omitempty"`
@@ -167,6 +185,15 @@ func Events(h History) []Event {
 	}
 	for _, e := range h.Edges {
 		ev = append(ev, Event{Type: EventEdge, T: end, Parent: e.Parent, Child: e.Child, OnParentFailure: e.OnParentFailure})
+	}
+	for _, sc := range h.Schedules {
+		to := sc.To
+		ev = append(ev, Event{Type: EventSchedule, T: sc.From, End: &to, Name: sc.Name, Cron: sc.Cron, Overlap: sc.Overlap})
+		for _, f := range sc.Fires {
+			rt := f.RecordTime
+			ev = append(ev, Event{Type: EventFire, T: f.Instant, Name: sc.Name, Fate: f.Fate, Reason: f.Reason, JobID: f.JobID,
+				Covers: f.Covers, RecordTime: &rt})
+		}
 	}
 	meta := Event{Type: EventMeta, T: h.Start, End: &end, Format: FormatVersion, LeaseMS: h.Lease.Milliseconds(), RescueIntervalMS: h.RescueInterval.Milliseconds()}
 	return append([]Event{meta}, ev...)
@@ -229,6 +256,7 @@ func ReadNDJSON(r io.Reader) (History, error) {
 	unacked := map[string][]int{} // key → indexes of submits without an ack
 	var meta bool
 	var first, last time.Time
+	fires := map[string][]Fire{}
 	seen := func(t time.Time) {
 		if t.IsZero() {
 			return
@@ -260,7 +288,7 @@ func ReadNDJSON(r io.Reader) (History, error) {
 			return History{}, bad(`"t" is required (RFC 3339 time)`)
 		}
 		e.T = e.T.UTC()
-		if e.Type != EventMeta && e.Type != EventJob && e.Type != EventEdge {
+		if e.Type != EventMeta && e.Type != EventJob && e.Type != EventEdge && e.Type != EventSchedule && e.Type != EventFire {
 			seen(e.T)
 		}
 		switch e.Type {
@@ -375,8 +403,22 @@ func ReadNDJSON(r io.Reader) (History, error) {
 				return History{}, bad(fmt.Sprintf(`on_parent_failure %q: want "cancel" or "run"`, e.OnParentFailure))
 			}
 			h.Edges = append(h.Edges, Edge{Parent: e.Parent, Child: e.Child, OnParentFailure: e.OnParentFailure})
+		case EventSchedule:
+			if e.Name == "" || e.Cron == "" || e.End == nil {
+				return History{}, bad(`needs "name", "cron" and "end"`)
+			}
+			h.Schedules = append(h.Schedules, Schedule{Name: e.Name, Cron: e.Cron, Overlap: e.Overlap, From: e.T, To: e.End.UTC()})
+		case EventFire:
+			if e.Name == "" || (e.Fate != FateFired && e.Fate != FateLate && e.Fate != FateSkipped) {
+				return History{}, bad(`needs "name" and "fate" fired, late or skipped`)
+			}
+			f := Fire{Instant: e.T, Fate: e.Fate, Reason: e.Reason, JobID: e.JobID, Covers: e.Covers}
+			if e.RecordTime != nil {
+				f.RecordTime = e.RecordTime.UTC()
+			}
+			fires[e.Name] = append(fires[e.Name], f)
 		default:
-			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall, stop, completion, renewal or edge")
+			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall, stop, completion, renewal, edge, schedule or fire")
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -384,6 +426,13 @@ func ReadNDJSON(r io.Reader) (History, error) {
 	}
 	if !meta {
 		h.Lease, h.RescueInterval, h.Start, h.End = 30*time.Second, time.Second, first, last
+	}
+	for i := range h.Schedules {
+		h.Schedules[i].Fires = fires[h.Schedules[i].Name]
+		delete(fires, h.Schedules[i].Name)
+	}
+	for name := range fires {
+		return History{}, fmt.Errorf("%w: fire lines of schedule %q, which has no schedule line", ErrHistory, name)
 	}
 	if len(h.Jobs) == 0 {
 		h.Jobs = DeriveJobs(h)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/jobq/jobq"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -203,6 +204,22 @@ var shippedHistories = map[string]struct {
 		b.h.Effects = b.h.Effects[:6]
 		return b
 	}, map[string]int{CheckStuckWaitingOnDoneParents: 1, CheckLost: 1}},
+	CheckFireMissing: {func() *builder {
+		// The misfire row of an instant was never written.
+		b := schedBuilder()
+		f := b.h.Schedules[0].Fires
+		b.h.Schedules[0].Fires = append(f[:3], f[4:]...)
+		return b
+	}, map[string]int{CheckFireMissing: 1}},
+	CheckFireDoubled: {func() *builder {
+		// A second job for one instant.
+		b := schedBuilder()
+		b.h.Jobs = append(b.h.Jobs, Job{ID: 4, Key: jobq.PeriodicKey("tick", at(2000)), Type: "effect", Status: StatusSuccess,
+			Attempt: 1, MaxRetry: 3, CreateTime: at(2100), FinishedAt: atp(2300)})
+		b.exec(4, 1, "replica-2.1", 2110, 2300, OutcomeSuccess)
+		b.h.Submits = append(b.h.Submits, Submit{Key: b.h.Jobs[3].Key, Type: "effect", JobID: 4, SentAt: at(2100), AckedAt: at(2100)})
+		return b
+	}, map[string]int{CheckFireDoubled: 1}},
 	CheckRanAfterParentFailed: {func() *builder {
 		b := wfBuilder()
 		b.h.Jobs[1].Status = StatusFailed

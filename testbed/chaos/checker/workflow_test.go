@@ -60,14 +60,21 @@ func TestWorkflowChecksFailOnHandBuiltHistories(t *testing.T) {
 		t.Run(tc.check, func(t *testing.T) {
 			b := wfBuilder()
 			tc.build(b)
-			r := Check(b.h)
-			v := violation(r, tc.check)
-			if r.Valid || v == nil {
-				t.Fatalf("%s not reported: %+v", tc.check, r.Violations)
-			}
-			if !strings.Contains(strings.Join(v.Examples, "\n"), tc.want) {
-				t.Fatalf("%s examples %q, want one saying %q", tc.check, v.Examples, tc.want)
-			}
+			wantViolationSaying(t, b.h, tc.check, tc.want)
 		})
+	}
+}
+
+// wantViolationSaying fails unless Check finds h INVALID with a check
+// violation one of whose examples says want.
+func wantViolationSaying(t *testing.T, h History, check, want string) {
+	t.Helper()
+	r := Check(h)
+	v := violation(r, check)
+	if r.Valid || v == nil {
+		t.Fatalf("%s not reported: %+v", check, r.Violations)
+	}
+	if !strings.Contains(strings.Join(v.Examples, "\n"), want) {
+		t.Fatalf("%s examples %q, want one saying %q", check, v.Examples, want)
 	}
 }

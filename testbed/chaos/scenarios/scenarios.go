@@ -112,6 +112,20 @@ func failover(mode string) func(*chaos.Config) {
 	}
 }
 
+// Policy is the policy set (`make chaos-policy`): a periodic schedule
+// fires beside the workload and the fire checks judge its ledger.
+var Policy = []Scenario{
+	{Name: "policy-periodic-kill-storm", Description: "an every-second schedule (overlap skip) beside the workload, a replica SIGKILLed three times: every instant fired once or skipped with its reason (fire_missing, fire_doubled)",
+		Apply: periodicKillStorm},
+	{Name: "policy-fire-ledger", Description: "primary-replica (semi-sync), an @every 10s schedule for 10 minutes through six replica kills and one failover: exactly 60 instants in the ledger, each fired once or skipped with its reason",
+		Apply: chaos.FireLedger},
+}
+
+func periodicKillStorm(cfg *chaos.Config) {
+	faults(3, chaos.FaultKill)(cfg)
+	cfg.Periodic, cfg.PeriodicOverlap = "@every 1s", "skip"
+}
+
 // Remote is the remote set (`make chaos-remote`): the workload runs on
 // remote worker processes — the Go library, jobq work, the Python and Node
 // libraries, one each — attached to the replicas, and the faults strike the
@@ -129,7 +143,7 @@ var Remote = []Scenario{
 
 // Sets are the named scenario sets `jobq chaos --scenario` accepts.
 func Sets() map[string][]Scenario {
-	return map[string][]Scenario{"standard": Standard(), "ha-galera": Galera, "ha-failover": Failover, "remote": Remote}
+	return map[string][]Scenario{"standard": Standard(), "ha-galera": Galera, "ha-failover": Failover, "remote": Remote, "policy": Policy}
 }
 
 // remoteWorkload sets the remote executor, jobs long enough (0.2–1.5 s)
@@ -258,14 +272,14 @@ func rolling(cfg *chaos.Config) {
 
 // Get returns the named scenario.
 func Get(name string) (Scenario, error) {
-	for _, s := range slices.Concat(All, Galera, Failover, Remote) {
+	for _, s := range slices.Concat(All, Galera, Failover, Remote, Policy) {
 		if s.Name == name {
 			return s, nil
 		}
 	}
 	var names []string
-	for _, s := range slices.Concat(All, Galera, Failover, Remote) {
+	for _, s := range slices.Concat(All, Galera, Failover, Remote, Policy) {
 		names = append(names, s.Name)
 	}
-	return Scenario{}, fmt.Errorf("unknown scenario %q (want standard, ha-galera, ha-failover, remote or one of %s)", name, strings.Join(names, ", "))
+	return Scenario{}, fmt.Errorf("unknown scenario %q (want standard, ha-galera, ha-failover, remote, policy or one of %s)", name, strings.Join(names, ", "))
 }
