@@ -302,9 +302,9 @@ func (s *Store) TypeLimits(ctx context.Context) (map[string]int, error) {
 	return r, s.out(err)
 }
 
-// TypeClaimable implements scheduler.OpsStore.
-func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error) {
-	r, err := s.inner.TypeClaimable(ctx, jobType)
+// TypeProbe implements scheduler.OpsStore.
+func (s *Store) TypeProbe(ctx context.Context, jobType string) (jobq.TypeProbe, error) {
+	r, err := s.inner.TypeProbe(ctx, jobType)
 	return r, s.out(err)
 }
 
