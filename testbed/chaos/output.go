@@ -67,7 +67,9 @@ type ConfigJSON struct {
 	FlakyFraction  float64  `json:"flaky_fraction"`
 	FlakyFailures  int      `json:"flaky_failures"`
 	FutureFraction float64  `json:"future_fraction,omitempty"`
-	Workflows      bool     `json:"workflows,omitempty"` // the jobs were submitted as random workflows
+	Workflows      bool     `json:"workflows,omitempty"`    // the jobs were submitted as random workflows
+	RateLimited    float64  `json:"rate_limited,omitempty"` // share of jobs of the rate-limited type
+	RateLimit      string   `json:"rate_limit,omitempty"`   // its limit, "N/period"
 	MaxRetry       int      `json:"max_retry"`
 	Faults         []string `json:"faults"`
 	Rounds         int      `json:"rounds"`
@@ -98,7 +100,8 @@ type ConfigJSON struct {
 func configJSON(c Config) ConfigJSON {
 	cj := ConfigJSON{
 		Replicas: c.Replicas, Jobs: c.Jobs, DurationS: c.Duration.Seconds(), Rate: c.Rate, Runtime: c.Runtime,
-		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, FutureFraction: c.FutureFraction, Workflows: c.Workflows, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
+		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, FutureFraction: c.FutureFraction, Workflows: c.Workflows,
+		RateLimited: c.RateLimited, RateLimit: rateLimitString(c), MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
 		Seed: c.Seed, Strategy: c.Strategy, Sabotage: nonNil(c.Sabotage), LeaseS: c.Lease.Seconds(), RescueS: c.RescueInterval.Seconds(),
 		Workers: c.Workers, PauseForS: c.PauseFor.Seconds(), KillRestartS: c.KillRestartDelay.Seconds(), DBDownS: c.DBDownFor.Seconds(),
 		PartitionS: c.PartitionFor.Seconds(), LatencyMs: float64(c.Latency.Milliseconds()), ResetMs: float64(c.ResetFor.Milliseconds()), ClockSkewS: c.ClockSkew.Seconds(),
@@ -391,4 +394,13 @@ func writeTopology(w io.Writer, t *TopologyReport) {
 			fmt.Fprintf(w, "- %s\n", e)
 		}
 	}
+}
+
+// rateLimitString is the run's rate limit as "N/period", "" without
+// rate-limited jobs.
+func rateLimitString(c Config) string {
+	if c.RateLimited <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%s", c.RateStarts, c.RatePeriod)
 }

@@ -57,6 +57,7 @@ type Store struct {
 	inner scheduler.Store
 	db    *sql.DB
 	sw    Switches
+	rate  *rateWindowLocal // rate-window
 }
 
 // Wrap returns inner sabotaged by sw; db is inner's database (store.DB()).
@@ -67,7 +68,11 @@ func Wrap(inner scheduler.Store, db *sql.DB, sw Switches) *Store {
 		// ms one run in two lost nothing: the checker had nothing to see).
 		inner = &unblockOutsideTx{Store: inner, DB: db, Gap: 300 * time.Millisecond}
 	}
-	return &Store{inner: inner, db: db, sw: sw}
+	s := &Store{inner: inner, db: db, sw: sw}
+	if sw.RatePerReplica {
+		s.rate = &rateWindowLocal{db: db, starts: map[string][]time.Time{}}
+	}
+	return s
 }
 
 var _ scheduler.Store = (*Store)(nil)
@@ -310,6 +315,11 @@ func (s *Store) TypeProbe(ctx context.Context, jobType string) (jobq.TypeProbe, 
 
 // JobClaimLimited implements scheduler.OpsStore.
 func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
+	if s.rate != nil {
+		if r, handled, err := s.rate.claim(ctx, jobType, p); handled {
+			return r, s.out(store.Mark(err))
+		}
+	}
 	r, err := s.inner.JobClaimLimited(ctx, jobType, p)
 	return r, s.out(err)
 }

@@ -52,6 +52,9 @@ type History struct {
 	// Edges are the workflow dependencies between Jobs (workflow.go); none
 	// outside workflow workloads.
 	Edges []Edge `json:"edges,omitempty"`
+	// RateLimits are the job types' rate limits (ratelimit.go); none
+	// outside rate-limited workloads.
+	RateLimits []RateLimit `json:"rate_limits,omitempty"`
 	// Faults is the harness's fault log.
 	Faults []Fault `json:"faults"`
 	// SlowRenewals are the heartbeats whose lease renewal the database did

@@ -65,6 +65,10 @@ const (
 	// the history was read, as for job lines. The workflow checks judge a
 	// history by its edges: one without edge lines has none to judge.
 	EventEdge = "edge"
+	// EventRateLimit is a job type's rate limit during the run
+	// (History.RateLimits): at most "starts" claims of "job_type" in any
+	// window of "period_ms"; t is when the history was read.
+	EventRateLimit = "rate_limit"
 )
 
 // Event is one line of an NDJSON history. Which fields a type uses is
@@ -109,6 +113,10 @@ type Event struct {
 	Parent          uint64 `json:"parent,omitempty"`
 	Child           uint64 `json:"child,omitempty"`
 	OnParentFailure string `json:"on_parent_failure,omitempty"`
+
+	// rate_limit
+	Starts   int     `json:"starts,omitempty"`
+	PeriodMS float64 `json:"period_ms,omitempty"`
 
 	DueAt          *time.Time `json:"due_at,omitempty"`
 	End            *time.Time `json:"end,omitempty"`
@@ -167,6 +175,9 @@ func Events(h History) []Event {
 	}
 	for _, e := range h.Edges {
 		ev = append(ev, Event{Type: EventEdge, T: end, Parent: e.Parent, Child: e.Child, OnParentFailure: e.OnParentFailure})
+	}
+	for _, l := range h.RateLimits {
+		ev = append(ev, Event{Type: EventRateLimit, T: end, JobType: l.JobType, Starts: l.Starts, PeriodMS: float64(l.Period) / float64(time.Millisecond)})
 	}
 	meta := Event{Type: EventMeta, T: h.Start, End: &end, Format: FormatVersion, LeaseMS: h.Lease.Milliseconds(), RescueIntervalMS: h.RescueInterval.Milliseconds()}
 	return append([]Event{meta}, ev...)
@@ -260,7 +271,7 @@ func ReadNDJSON(r io.Reader) (History, error) {
 			return History{}, bad(`"t" is required (RFC 3339 time)`)
 		}
 		e.T = e.T.UTC()
-		if e.Type != EventMeta && e.Type != EventJob && e.Type != EventEdge {
+		if e.Type != EventMeta && e.Type != EventJob && e.Type != EventEdge && e.Type != EventRateLimit {
 			seen(e.T)
 		}
 		switch e.Type {
@@ -375,8 +386,14 @@ func ReadNDJSON(r io.Reader) (History, error) {
 				return History{}, bad(fmt.Sprintf(`on_parent_failure %q: want "cancel" or "run"`, e.OnParentFailure))
 			}
 			h.Edges = append(h.Edges, Edge{Parent: e.Parent, Child: e.Child, OnParentFailure: e.OnParentFailure})
+		case EventRateLimit:
+			if e.JobType == "" || e.Starts <= 0 || e.PeriodMS <= 0 {
+				return History{}, bad(`needs "job_type", "starts" > 0 and "period_ms" > 0`)
+			}
+			h.RateLimits = append(h.RateLimits, RateLimit{JobType: e.JobType, Starts: e.Starts,
+				Period: time.Duration(e.PeriodMS * float64(time.Millisecond))})
 		default:
-			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall, stop, completion, renewal or edge")
+			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall, stop, completion, renewal, edge or rate_limit")
 		}
 	}
 	if err := sc.Err(); err != nil {
