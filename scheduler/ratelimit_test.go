@@ -8,20 +8,8 @@ import (
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/testbed/chaos/checker"
 )
-
-// maxStartsInWindow returns the most of starts (sorted) in any half-open
-// window [t, t+period).
-func maxStartsInWindow(starts []time.Time, period time.Duration) int {
-	best, j := 0, 0
-	for i := range starts {
-		for j < len(starts) && starts[j].Before(starts[i].Add(period)) {
-			j++
-		}
-		best = max(best, j-i)
-	}
-	return best
-}
 
 // Two replicas race one type limited to 20 starts per 500 ms, with 100 jobs
 // due: job_execution never shows more than 20 starts in any 500 ms window.
@@ -75,7 +63,7 @@ func TestOpsRateLimitAcrossReplicas(t *testing.T) {
 	if len(starts) != jobs {
 		t.Fatalf("%d executions of rl, want %d", len(starts), jobs)
 	}
-	if got := maxStartsInWindow(starts, period); got != n {
+	if got := checker.MostInWindow(starts, period); got != n {
 		t.Fatalf("most starts in a %s window = %d, want %d (the limit, reached)", period, got, n)
 	}
 }

@@ -3,7 +3,6 @@ package sabotage
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -38,7 +37,7 @@ FOR UPDATE SKIP LOCKED`
 // claim claims jobs of jobType up to what this replica's own window allows;
 // handled is false for a type without a rate limit (the product's claim
 // serves it).
-func (r *rateWindowLocal) claim(ctx context.Context, jobType string, p jobq.ClaimParams) (claimed []jobq.ClaimedJob, handled bool, err error) {
+func (r *rateWindowLocal) claim(ctx context.Context, jobType string, p jobq.ClaimParams) (_ []jobq.ClaimedJob, handled bool, err error) {
 	var n int
 	var periodUs int64
 	err = r.db.QueryRowContext(ctx, rateLimitOf, jobType).Scan(&n, &periodUs)
@@ -102,14 +101,5 @@ func (r *rateWindowLocal) claim(ctx context.Context, jobType string, p jobq.Clai
 		r.starts[jobType] = append(r.starts[jobType], now)
 	}
 	r.mu.Unlock()
-	for _, row := range got {
-		claimed = append(claimed, jobq.ClaimedJob{
-			ID: row.ID, JobKey: row.JobKey, JobType: row.JobType, Params: json.RawMessage(row.Params),
-			Priority: int(row.Priority), RetryTimes: int(row.RetryTimes), MaxRetry: int(row.MaxRetry),
-			TimeoutMs: int(row.TimeoutMs), RunAt: row.RunAt.UTC(), Attempt: int(row.Attempt),
-			LeaseUntil: row.LeaseUntil.Time.UTC(), StartedAt: row.StartedAt.Time.UTC(), CreateTime: row.CreateTime.UTC(),
-			HasChildren: row.HasChildren, WorkflowID: uint64(row.WorkflowID.Int64),
-		})
-	}
-	return claimed, true, nil
+	return claimedFrom(got), true, nil
 }

@@ -127,6 +127,22 @@ func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) ([]jobq.
 	return r, n, s.out(store.Mark(err))
 }
 
+// claimedFrom shapes the rows a sabotaged claim read back (JobGetClaimed)
+// as the scheduler gets them.
+func claimedFrom(rows []jobqdb.JobGetClaimedRow) []jobq.ClaimedJob {
+	out := make([]jobq.ClaimedJob, len(rows))
+	for i, r := range rows {
+		out[i] = jobq.ClaimedJob{
+			ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
+			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
+			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt),
+			LeaseUntil: r.LeaseUntil.Time.UTC(), StartedAt: r.StartedAt.Time.UTC(), CreateTime: r.CreateTime.UTC(),
+			HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64),
+		}
+	}
+	return out
+}
+
 // claimCASUnguarded is the store's cas claim (one READ COMMITTED
 // transaction, per-row CAS, read-back of the rows won) with casUnguarded.
 func (s *Store) claimCASUnguarded(ctx context.Context, p jobq.ClaimCASParams) (claimed []jobq.ClaimedJob, lost int, err error) {
@@ -154,14 +170,7 @@ func (s *Store) claimCASUnguarded(ctx context.Context, p jobq.ClaimCASParams) (c
 		if err != nil {
 			return err
 		}
-		for _, r := range rows {
-			claimed = append(claimed, jobq.ClaimedJob{
-				ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
-				Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
-				TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt),
-				LeaseUntil: r.LeaseUntil.Time.UTC(), StartedAt: r.StartedAt.Time.UTC(), CreateTime: r.CreateTime.UTC(),
-			})
-		}
+		claimed = claimedFrom(rows)
 		return nil
 	})
 	if err != nil {

@@ -21,6 +21,19 @@ type RateLimit struct {
 	Period  time.Duration `json:"period"`
 }
 
+// MostInWindow returns the most of starts (sorted) in any half-open window
+// [t, t+period): the fullest window a rate limit of that period saw.
+func MostInWindow(starts []time.Time, period time.Duration) int {
+	best, j := 0, 0
+	for i := range starts {
+		for j < len(starts) && starts[j].Before(starts[i].Add(period)) {
+			j++
+		}
+		best = max(best, j-i)
+	}
+	return best
+}
+
 // checkRateLimits counts, for each of h's rate limits, the starts of its
 // type that were more than the limit allowed: a start is one too many when
 // the window of the period ending at it, (start − Period, start], holds
