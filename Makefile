@@ -96,6 +96,7 @@ chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged
 	$(TESTBED_BIN) chaos --scenario read-only --sabotage outcome-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/outcome-retry
 	$(TESTBED_BIN) chaos --scenario kill-storm --workflows --sabotage unblock-outside-tx --expect-invalid --jobs 1500 --duration 20s --out out/chaos-sabotage/unblock-outside-tx
 	$(TESTBED_BIN) chaos --scenario worker-pause --sabotage remote-fencing --expect-invalid --jobs 250 --duration 25s --out out/chaos-sabotage/remote-fencing
+	$(TESTBED_BIN) chaos --scenario policy-kill-storm --sabotage rate-window --expect-invalid --jobs 1500 --duration 20s --out out/chaos-sabotage/rate-window
 
 .PHONY: chaos-workflows
 chaos-workflows: ensure-db build ## The workflow scenarios of make chaos alone (random DAGs through kill-storm, zombie-pause, partition, db-restart); fail on any violation (out/chaos-workflows/).

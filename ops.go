@@ -13,7 +13,26 @@ type TypeControl struct {
 	Paused bool
 	// MaxRunning caps the type's RUNNING jobs across all replicas; 0 = no limit.
 	MaxRunning int
+	// RateStarts caps the type's starts in any window of RatePeriod on the
+	// database clock, across all replicas; 0 = no rate limit.
+	RateStarts int
+	RatePeriod time.Duration
 	UpdateTime time.Time
+}
+
+// TypeProbe is what the limited claim's lock-free probe of one job type
+// found.
+type TypeProbe struct {
+	// Claimable: the type is not paused, under its concurrency limit, has
+	// room in its rate window and has a due WAITING job in the lane probed.
+	Claimable bool
+	// RateHeld: the type has due work that waits only because its rate
+	// window is full; it next opens OpensIn from the probe (the oldest
+	// start in the window plus the period, on the database clock).
+	RateHeld bool
+	OpensIn  time.Duration
+	// RateLimited: the type has a rate limit.
+	RateLimited bool
 }
 
 // Misfire policies of a periodic schedule.

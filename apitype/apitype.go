@@ -193,6 +193,17 @@ type LimitRequest struct {
 	MaxRunning *int `json:"max_running"`
 }
 
+// RateLimitRequest is the body of PUT /v1/types/{job_type}/rate-limit: at
+// most Starts starts of the type in any window of Period, on the database
+// clock, across all replicas.
+type RateLimitRequest struct {
+	// Starts is the most starts in one window, 1–1,000,000. Required.
+	Starts *int `json:"starts"`
+	// Period is the window's length as a Go duration ("1s", "500ms",
+	// "1m"), 1ms–24h. Required.
+	Period string `json:"period"`
+}
+
 // PeriodicRequest is the body of POST /v1/periodic: a schedule to create or
 // replace.
 type PeriodicRequest struct {

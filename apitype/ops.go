@@ -18,8 +18,18 @@ type TypeControl struct {
 	// Paused types are not claimed; their RUNNING jobs finish normally.
 	Paused bool `json:"paused"`
 	// MaxRunning caps the type's RUNNING jobs across all replicas; 0 = no limit.
-	MaxRunning int       `json:"max_running"`
-	UpdateTime time.Time `json:"update_time"`
+	MaxRunning int `json:"max_running"`
+	// RateLimit is the type's rate limit; absent when it has none.
+	RateLimit  *RateLimit `json:"rate_limit,omitempty"`
+	UpdateTime time.Time  `json:"update_time"`
+}
+
+// RateLimit is a job type's rate limit: at most Starts starts in any window
+// of Period (PeriodMs milliseconds) on the database clock, across replicas.
+type RateLimit struct {
+	Starts   int     `json:"starts"`
+	Period   string  `json:"period"`
+	PeriodMs float64 `json:"period_ms"`
 }
 
 // Periodic is one cron schedule (periodic_job). Times are UTC.
@@ -88,7 +98,12 @@ type QueueStats struct {
 
 // TypeControlFrom returns tc as the API shows it.
 func TypeControlFrom(tc jobq.TypeControl) TypeControl {
-	return TypeControl{JobType: tc.JobType, Paused: tc.Paused, MaxRunning: tc.MaxRunning, UpdateTime: tc.UpdateTime}
+	out := TypeControl{JobType: tc.JobType, Paused: tc.Paused, MaxRunning: tc.MaxRunning, UpdateTime: tc.UpdateTime}
+	if tc.RateStarts > 0 {
+		out.RateLimit = &RateLimit{Starts: tc.RateStarts, Period: tc.RatePeriod.String(),
+			PeriodMs: float64(tc.RatePeriod) / float64(time.Millisecond)}
+	}
+	return out
 }
 
 // TypeList is the body of GET /v1/types.

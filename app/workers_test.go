@@ -875,3 +875,35 @@ func TestWorkerRunPastTimeoutFailsAtHeartbeat(t *testing.T) {
 		t.Fatalf("executions after the late success %v, want 1:FAILED only", got)
 	}
 }
+
+// A rate limit binds remote workers' fetches too: with 3 starts per hour
+// on a remote type and 5 jobs due, fetches of 10 take 3, then none, and the
+// 2 others stay WAITING.
+func TestWorkerFetchHonoursRateLimit(t *testing.T) {
+	ctx := context.Background()
+	w := startWorkerReplica(t, nil)
+	if _, err := w.r.Store.TypeSetRateLimit(ctx, "resize", 3, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		w.submit(fmt.Sprintf("rated-%d", i), "resize")
+	}
+	fetch := func() []scheduler.FetchedJob {
+		t.Helper()
+		jobs, err := w.r.Scheduler.Remote().Fetch(ctx, scheduler.FetchParams{WorkerID: "rated", Types: []string{"resize"}, MaxJobs: 10})
+		if err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		return jobs
+	}
+	if got := fetch(); len(got) != 3 {
+		t.Fatalf("first fetch took %d jobs, want the 3 the window allows", len(got))
+	}
+	if got := fetch(); len(got) != 0 {
+		t.Fatalf("second fetch in the same window took %d jobs, want 0", len(got))
+	}
+	var waiting int
+	if err := w.db.QueryRow("SELECT COUNT(*) FROM job_queue WHERE job_type = 'resize' AND status = 'WAITING'").Scan(&waiting); err != nil || waiting != 2 {
+		t.Fatalf("WAITING resize jobs = %d (err %v), want 2", waiting, err)
+	}
+}

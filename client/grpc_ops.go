@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -38,6 +39,30 @@ func (c *GRPCClient) SetLimit(ctx context.Context, jobType string, maxRunning in
 	defer cancel()
 	n := int32(min(max(maxRunning, -1<<31), 1<<31-1))
 	res, err := c.ops.SetTypeLimit(ctx, connect.NewRequest(&jobqv1.SetTypeLimitRequest{JobType: jobType, MaxRunning: &n}))
+	if err != nil {
+		return apitype.TypeControl{}, err
+	}
+	return typeControlFromProto(res.Msg.GetType()), nil
+}
+
+// SetRateLimit sets a job type's cluster-wide rate limit: at most starts
+// starts in any window of period (a Go duration, "1s").
+func (c *GRPCClient) SetRateLimit(ctx context.Context, jobType string, starts int, period string) (apitype.TypeControl, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	n := int32(min(max(starts, -1<<31), 1<<31-1))
+	res, err := c.ops.SetTypeRateLimit(ctx, connect.NewRequest(&jobqv1.SetTypeRateLimitRequest{JobType: jobType, Starts: &n, Period: period}))
+	if err != nil {
+		return apitype.TypeControl{}, err
+	}
+	return typeControlFromProto(res.Msg.GetType()), nil
+}
+
+// ClearRateLimit removes a job type's rate limit.
+func (c *GRPCClient) ClearRateLimit(ctx context.Context, jobType string) (apitype.TypeControl, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	res, err := c.ops.ClearTypeRateLimit(ctx, connect.NewRequest(&jobqv1.ClearTypeRateLimitRequest{JobType: jobType}))
 	if err != nil {
 		return apitype.TypeControl{}, err
 	}
@@ -131,7 +156,13 @@ func (c *GRPCClient) Stats(ctx context.Context, window string) (apitype.QueueSta
 
 // typeControlFromProto converts back (times in UTC).
 func typeControlFromProto(m *jobqv1.TypeControl) apitype.TypeControl {
-	return apitype.TypeControl{JobType: m.GetJobType(), Paused: m.GetPaused(), MaxRunning: int(m.GetMaxRunning()), UpdateTime: tsTime(m.GetUpdateTime())}
+	tc := apitype.TypeControl{JobType: m.GetJobType(), Paused: m.GetPaused(), MaxRunning: int(m.GetMaxRunning()), UpdateTime: tsTime(m.GetUpdateTime())}
+	if m.GetRateStarts() > 0 {
+		period, _ := time.ParseDuration(m.GetRatePeriod())
+		tc.RateLimit = &apitype.RateLimit{Starts: int(m.GetRateStarts()), Period: m.GetRatePeriod(),
+			PeriodMs: float64(period) / float64(time.Millisecond)}
+	}
+	return tc
 }
 
 // periodicRequestToProto is the inverse of grpcapi.PeriodicRequestFromProto.

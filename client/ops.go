@@ -26,6 +26,19 @@ func (c *Client) SetLimit(ctx context.Context, jobType string, maxRunning int) (
 	return tc, err
 }
 
+// SetRateLimit sets a job type's cluster-wide rate limit: at most starts
+// starts in any window of period (a Go duration, "1s").
+func (c *Client) SetRateLimit(ctx context.Context, jobType string, starts int, period string) (tc apitype.TypeControl, err error) {
+	_, err = c.do(ctx, http.MethodPut, "/v1/types/"+url.PathEscape(jobType)+"/rate-limit", apitype.RateLimitRequest{Starts: &starts, Period: period}, &tc)
+	return tc, err
+}
+
+// ClearRateLimit removes a job type's rate limit.
+func (c *Client) ClearRateLimit(ctx context.Context, jobType string) (tc apitype.TypeControl, err error) {
+	_, err = c.do(ctx, http.MethodDelete, "/v1/types/"+url.PathEscape(jobType)+"/rate-limit", nil, &tc)
+	return tc, err
+}
+
 // Types lists the job types' control rows.
 func (c *Client) Types(ctx context.Context) ([]apitype.TypeControl, error) {
 	var out struct {

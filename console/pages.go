@@ -389,9 +389,11 @@ type typeRow struct {
 	Registered bool
 	Paused     bool
 	MaxRunning int
-	Waiting    int64
-	Running    int64
-	Updated    *time.Time
+	// RateLimit is "N per P", "" without a rate limit.
+	RateLimit string
+	Waiting   int64
+	Running   int64
+	Updated   *time.Time
 }
 
 type periodicRow struct {
@@ -440,6 +442,9 @@ func (c *Console) renderTypes(w http.ResponseWriter, r *http.Request, ans *answe
 	for _, tc := range controls {
 		tr := row(tc.JobType)
 		tr.Paused, tr.MaxRunning = tc.Paused, tc.MaxRunning
+		if tc.RateStarts > 0 {
+			tr.RateLimit = fmt.Sprintf("%d per %s", tc.RateStarts, tc.RatePeriod)
+		}
 		u := tc.UpdateTime
 		tr.Updated = &u
 	}

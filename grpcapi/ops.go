@@ -67,6 +67,35 @@ func (o *OpsServer) SetTypeLimit(ctx context.Context, req *connect.Request[jobqv
 	return connect.NewResponse(&jobqv1.SetTypeLimitResponse{Type: TypeControlToProto(tc)}), nil
 }
 
+// SetTypeRateLimit sets a job type's cluster-wide rate limit.
+func (o *OpsServer) SetTypeRateLimit(ctx context.Context, req *connect.Request[jobqv1.SetTypeRateLimitRequest]) (*connect.Response[jobqv1.SetTypeRateLimitResponse], error) {
+	if err := rejectUnknownFields(req.Msg); err != nil {
+		return nil, o.s.fail(err)
+	}
+	rr := apitype.RateLimitRequest{Period: req.Msg.GetPeriod()}
+	if req.Msg.Starts != nil {
+		n := int(req.Msg.GetStarts())
+		rr.Starts = &n
+	}
+	tc, err := o.ops.SetRateLimit(ctx, req.Msg.GetJobType(), rr)
+	if err != nil {
+		return nil, o.s.fail(err)
+	}
+	return connect.NewResponse(&jobqv1.SetTypeRateLimitResponse{Type: TypeControlToProto(tc)}), nil
+}
+
+// ClearTypeRateLimit removes a job type's rate limit.
+func (o *OpsServer) ClearTypeRateLimit(ctx context.Context, req *connect.Request[jobqv1.ClearTypeRateLimitRequest]) (*connect.Response[jobqv1.ClearTypeRateLimitResponse], error) {
+	if err := rejectUnknownFields(req.Msg); err != nil {
+		return nil, o.s.fail(err)
+	}
+	tc, err := o.ops.ClearRateLimit(ctx, req.Msg.GetJobType())
+	if err != nil {
+		return nil, o.s.fail(err)
+	}
+	return connect.NewResponse(&jobqv1.ClearTypeRateLimitResponse{Type: TypeControlToProto(tc)}), nil
+}
+
 // ListTypes lists every job type ever paused or limited.
 func (o *OpsServer) ListTypes(ctx context.Context, req *connect.Request[jobqv1.ListTypesRequest]) (*connect.Response[jobqv1.ListTypesResponse], error) {
 	if err := rejectUnknownFields(req.Msg); err != nil {
@@ -180,7 +209,11 @@ func (o *OpsServer) failPeriodic(name string, err error) error {
 
 // TypeControlToProto converts a jobq.TypeControl.
 func TypeControlToProto(t jobq.TypeControl) *jobqv1.TypeControl {
-	return &jobqv1.TypeControl{JobType: t.JobType, Paused: t.Paused, MaxRunning: int32(t.MaxRunning), UpdateTime: timestamppb.New(t.UpdateTime)}
+	m := &jobqv1.TypeControl{JobType: t.JobType, Paused: t.Paused, MaxRunning: int32(t.MaxRunning), UpdateTime: timestamppb.New(t.UpdateTime)}
+	if t.RateStarts > 0 {
+		m.RateStarts, m.RatePeriod = int32(t.RateStarts), t.RatePeriod.String()
+	}
+	return m
 }
 
 // PeriodicRequestFromProto turns a PutPeriodicRequest into the service's

@@ -17,6 +17,8 @@ import (
 //	POST /v1/types/{job_type}/pause      200 TypeControl
 //	POST /v1/types/{job_type}/resume     200 TypeControl
 //	PUT  /v1/types/{job_type}/limit      200 TypeControl; body {"max_running": N}, 0 removes the limit
+//	PUT  /v1/types/{job_type}/rate-limit 200 TypeControl; body {"starts": N, "period": "1s"}
+//	DELETE /v1/types/{job_type}/rate-limit 200 TypeControl (rate limit removed)
 //	GET  /v1/periodic                    200 {"periodic":[Periodic…]}
 //	POST /v1/periodic                    201 created · 200 replaced; body apitype.PeriodicRequest
 //	GET  /v1/periodic/{name}             200 Periodic · 404
@@ -38,6 +40,8 @@ func (a *api) routeOps(mux *http.ServeMux, ops *service.Ops) {
 	mux.HandleFunc("POST /v1/types/{job_type}/pause", o.pause(true))
 	mux.HandleFunc("POST /v1/types/{job_type}/resume", o.pause(false))
 	mux.HandleFunc("PUT /v1/types/{job_type}/limit", o.limit)
+	mux.HandleFunc("PUT /v1/types/{job_type}/rate-limit", o.rateLimit)
+	mux.HandleFunc("DELETE /v1/types/{job_type}/rate-limit", o.rateLimitClear)
 	mux.HandleFunc("GET /v1/periodic", o.periodicList)
 	mux.HandleFunc("POST /v1/periodic", o.periodicPut)
 	mux.HandleFunc("GET /v1/periodic/{name}", o.periodicGet)
@@ -100,6 +104,20 @@ func (o *opsAPI) limit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tc, err := o.ops.SetLimit(r.Context(), r.PathValue("job_type"), req)
+	o.reply(w, r, http.StatusOK, apitype.TypeControlFrom(tc), err)
+}
+
+func (o *opsAPI) rateLimit(w http.ResponseWriter, r *http.Request) {
+	var req apitype.RateLimitRequest
+	if !o.decodeBody(w, r, &req) {
+		return
+	}
+	tc, err := o.ops.SetRateLimit(r.Context(), r.PathValue("job_type"), req)
+	o.reply(w, r, http.StatusOK, apitype.TypeControlFrom(tc), err)
+}
+
+func (o *opsAPI) rateLimitClear(w http.ResponseWriter, r *http.Request) {
+	tc, err := o.ops.ClearRateLimit(r.Context(), r.PathValue("job_type"))
 	o.reply(w, r, http.StatusOK, apitype.TypeControlFrom(tc), err)
 }
 

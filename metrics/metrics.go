@@ -99,6 +99,7 @@ type Metrics struct {
 	claimConflicts prometheus.Counter       //
 	rescued        prometheus.Counter       //
 	leaseLost      prometheus.Counter       //
+	rateHeld       *prometheus.CounterVec   // job_type
 	writeFailures  prometheus.Counter       //
 	pickup         *prometheus.HistogramVec // job_type
 	runDuration    *prometheus.HistogramVec // job_type, outcome
@@ -175,6 +176,8 @@ func New(opts Options) *Metrics {
 	m.claimConflicts = f.counter("jobq_claim_conflicts_total", "Claim candidates another replica won (cas strategy: compare-and-set lost).")
 	m.rescued = f.counter("jobq_leases_rescued_total", "Expired leases this replica's rescuer returned to WAITING or FAILED.")
 	m.leaseLost = f.counter("jobq_leases_lost_total", "Handlers on this replica cancelled because their run lost its lease.")
+	m.rateHeld = f.counterVec("jobq_rate_limit_held_total",
+		"Probes of this replica's limited claim that found due jobs of the type held back by its full rate window (the scanner then wakes when the window opens).", "job_type")
 	m.writeFailures = f.counter("jobq_completion_write_failures_total",
 		"Completions that could not be written after retries; their leases expire and the jobs are rescued.")
 	m.pickup = f.histogramVec("jobq_pickup_latency_seconds",
@@ -252,6 +255,8 @@ func (m *Metrics) Observe(e scheduler.Event) {
 		m.rescued.Add(float64(len(e.Fences)))
 	case scheduler.EventLeaseLost:
 		m.leaseLost.Inc()
+	case scheduler.EventRateHeld:
+		m.rateHeld.WithLabelValues(e.Name).Inc()
 	case scheduler.EventDBError:
 		if errno := ErrnoLabel(e.Err); errno != "" {
 			m.dbErrors.WithLabelValues(e.Op, errno).Inc()

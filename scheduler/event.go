@@ -78,6 +78,10 @@ const (
 	EventPeriodicReleased EventKind = "periodic_released"
 	// EventCleaned: a retention pass ended (Purged).
 	EventCleaned EventKind = "cleaned"
+	// EventRateHeld: the limited claim's probe found due jobs of a job type
+	// (Name) held back by its full rate window, which opens in Duration; the
+	// scanner is woken then.
+	EventRateHeld EventKind = "rate_held"
 	// EventFetchClaimed: a remote worker's fetch claimed jobs (Jobs).
 	// EventClaimed is not emitted for them: the runs are the worker's, and
 	// may be completed through another replica.
@@ -113,7 +117,8 @@ type Event struct {
 	N int
 	// Duration is a claim's round trip (EventScanned), a heartbeat's
 	// lateness (EventHeartbeatStall), a run's wait in the run queue
-	// (EventStarted, EventGivenBack) or a fetch's (EventFetched).
+	// (EventStarted, EventGivenBack), a fetch's (EventFetched) or the time
+	// until a rate window opens (EventRateHeld).
 	Duration time.Duration
 	// Fence names one run (EventStarted, EventGivenBack, EventLeaseLost,
 	// EventAdopted).
@@ -134,7 +139,8 @@ type Event struct {
 	// Err is the error of a failed operation.
 	Err error
 	// Name and Fire are a periodic schedule's fire (EventPeriodicFired);
-	// Name alone the schedule of EventPeriodicReleased.
+	// Name alone the schedule of EventPeriodicReleased, or the job type
+	// of EventRateHeld.
 	Name string
 	Fire jobq.PeriodicFireResult
 	// Misfire is what the fire found missed (EventPeriodicFired).

@@ -92,7 +92,7 @@ func (c OpsConfig) Validate() error {
 // claim, the periodic planner and the cleaner.
 type OpsStore interface {
 	TypeLimits(ctx context.Context) (map[string]int, error)
-	TypeClaimable(ctx context.Context, jobType string) (bool, error)
+	TypeProbe(ctx context.Context, jobType string) (jobq.TypeProbe, error)
 	JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
 	PeriodicList(ctx context.Context) ([]jobq.Periodic, error)
 	PeriodicFire(ctx context.Context, name string, plan jobq.PeriodicPlanFunc) (jobq.PeriodicFireResult, error)
@@ -103,7 +103,7 @@ type OpsStore interface {
 // limitedStore is what the limited claim needs from the store.
 type limitedStore interface {
 	TypeLimits(ctx context.Context) (map[string]int, error)
-	TypeClaimable(ctx context.Context, jobType string) (bool, error)
+	TypeProbe(ctx context.Context, jobType string) (jobq.TypeProbe, error)
 	JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
 }
 
@@ -112,21 +112,29 @@ type limitedClaimerParams struct {
 	Store        limitedStore
 	Slots        *slots
 	DispatchFunc func(jobq.ClaimedJob)
-	Owner        string
-	Lease        time.Duration
-	BatchLimit   int
-	Retry        dbRetrier
-	Log          *slog.Logger
-	Events       emitter     // EventClaimed, EventClaimFailed
-	Lost         *lostClaims // failed tries, for the scanner to reconcile
+	// WakeFunc wakes the scanner (and remote fetches) when a rate window
+	// that held due work back opens.
+	WakeFunc   func()
+	Owner      string
+	Lease      time.Duration
+	BatchLimit int
+	Retry      dbRetrier
+	Log        *slog.Logger
+	Events     emitter     // EventClaimed, EventClaimFailed, EventRateHeld
+	Lost       *lostClaims // failed tries, for the scanner to reconcile
 }
 
 // limitedClaimer keeps this replica's view of the limited job types
 // (re-read by reload on each ops refresh) and claims them for the scanner.
+// When a rate window holds due work back it arms one timer for the earliest
+// instant a window opens, and wakes the scanner then: held-back jobs are
+// taken as soon as their window allows, without a scan in between.
 type limitedClaimer struct {
 	p      limitedClaimerParams
 	mu     sync.Mutex
 	limits map[string]int
+	wakeAt time.Time // when the armed wake fires; zero: none armed
+	timer  *time.Timer
 }
 
 func newLimitedClaimer(p limitedClaimerParams) *limitedClaimer {
@@ -165,32 +173,29 @@ func (l *limitedClaimer) reload(ctx context.Context) {
 }
 
 // claim runs the limited claim for each limited job type that the probe
-// finds claimable (not paused, under its limit, with due work), taking at
+// finds claimable (not paused, under its limits, with due work), taking at
 // most the slots it reserved (slots.reserve), dispatches what it claimed and returns how
-// many. It costs nothing when no type is limited, and one lock-free read
-// per limited type otherwise.
-func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
+// many; full reports that a claim took every slot it reserved (more may be
+// due: a freed slot should wake the scanner). It costs nothing when no
+// type is limited, and one lock-free read per limited type otherwise (two
+// for a rate-limited type after a claim that took jobs, to learn whether
+// its window now holds the rest back and when it opens).
+func (l *limitedClaimer) claim(ctx context.Context) (dispatched int, full bool) {
 	p := l.p
 	l.mu.Lock()
 	types := slices.Sorted(maps.Keys(l.limits))
 	l.mu.Unlock()
 	for _, typ := range types {
 		if ctx.Err() != nil || p.Slots.available() == 0 {
-			return dispatched
+			return dispatched, full
 		}
-		due, err := withRetryV(ctx, p.Retry, "claim.limited.probe", claimMaxAttempts, func() (bool, error) {
-			return p.Store.TypeClaimable(ctx, typ)
-		})
-		if err != nil || !due {
-			if err != nil && ctx.Err() == nil {
-				p.Events.emit(Event{Kind: EventClaimFailed, Err: err})
-				logDBFailure(p.Log, "limited claim probe failed", err, "component", "scanner", "job_type", typ)
-			}
+		claimable, rated := l.probe(ctx, typ)
+		if !claimable {
 			continue
 		}
 		n := p.Slots.reserve(p.BatchLimit)
 		if n == 0 {
-			return dispatched
+			return dispatched, full
 		}
 		jobs, err := withRetryV(ctx, p.Retry, "claim.limited", claimMaxAttempts, func() ([]jobq.ClaimedJob, error) {
 			return p.Lost.try(func() ([]jobq.ClaimedJob, error) {
@@ -211,6 +216,66 @@ func (l *limitedClaimer) claim(ctx context.Context) (dispatched int) {
 		}
 		p.Slots.unreserve(n - len(jobs))
 		dispatched += len(jobs)
+		full = full || len(jobs) == n
+		if rated && len(jobs) > 0 {
+			l.probe(ctx, typ) // a window the claim filled arms the wake
+		}
 	}
-	return dispatched
+	return dispatched, full
+}
+
+// probe reports whether typ is claimable now and whether it has a rate
+// limit. A type whose due work waits for its rate window arms the wake for
+// when the window opens.
+func (l *limitedClaimer) probe(ctx context.Context, typ string) (claimable, rated bool) {
+	p := l.p
+	pr, err := withRetryV(ctx, p.Retry, "claim.limited.probe", claimMaxAttempts, func() (jobq.TypeProbe, error) {
+		return p.Store.TypeProbe(ctx, typ)
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			p.Events.emit(Event{Kind: EventClaimFailed, Err: err})
+			logDBFailure(p.Log, "limited claim probe failed", err, "component", "scanner", "job_type", typ)
+		}
+		return false, false
+	}
+	if pr.RateHeld {
+		p.Events.emit(Event{Kind: EventRateHeld, Name: typ, Duration: pr.OpensIn})
+		l.wakeIn(pr.OpensIn)
+	}
+	return pr.Claimable, pr.RateLimited
+}
+
+// wakeIn arms the wake for d from now, unless one is armed to fire sooner.
+// A window counted on the database clock opens d after the probe's NOW(6),
+// which was read before its answer arrived: d from now is never early.
+func (l *limitedClaimer) wakeIn(d time.Duration) {
+	at := time.Now().Add(d)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.wakeAt.IsZero() && !at.Before(l.wakeAt) {
+		return
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.wakeAt = at
+	l.timer = time.AfterFunc(d, func() {
+		l.mu.Lock()
+		l.wakeAt = time.Time{}
+		l.mu.Unlock()
+		if l.p.WakeFunc != nil {
+			l.p.WakeFunc()
+		}
+	})
+}
+
+// stop disarms the wake.
+func (l *limitedClaimer) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.wakeAt = time.Time{}
 }

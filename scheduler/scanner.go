@@ -83,11 +83,20 @@ func (sc *scanner) scan(ctx context.Context) (dispatched int) {
 	p := sc.p
 	defer func() { dispatched += p.Lost.reconcile(ctx, p.AdoptFunc) }()
 	dispatched += p.Lost.reconcile(ctx, p.AdoptFunc)
+	limitedFull := false
 	if p.Limited != nil {
-		dispatched += p.Limited.claim(ctx)
+		var n int
+		n, limitedFull = p.Limited.claim(ctx)
+		dispatched += n
 	}
 	n, more := sc.claimOnce(ctx, p.Claimer)
 	dispatched += n
+	if limitedFull {
+		// A limited claim that filled its slots may have left due jobs: a
+		// freed slot wakes the scanner for them, whatever the ordinary claim
+		// found.
+		p.Slots.moreWaiting.Store(true)
+	}
 	if !more {
 		return dispatched
 	}

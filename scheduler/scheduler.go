@@ -135,7 +135,7 @@ func (s *Scheduler) build() {
 		Retry: s.retry, Log: s.log, Events: s.emit,
 	})
 	s.limited = newLimitedClaimer(limitedClaimerParams{
-		Store: s.store, Slots: s.slots, DispatchFunc: s.disp.dispatch, Owner: cfg.Owner, Lease: cfg.Lease,
+		Store: s.store, Slots: s.slots, DispatchFunc: s.disp.dispatch, WakeFunc: s.wakeAll, Owner: cfg.Owner, Lease: cfg.Lease,
 		BatchLimit: cfg.BatchLimit, Retry: s.retry, Log: s.log,
 		Events: s.emit, Lost: s.lost,
 	})
@@ -240,6 +240,7 @@ func (s *Scheduler) Stop() error {
 		for _, svc := range s.softServices() {
 			svc.Stop()
 		}
+		s.limited.stop()
 		s.disp.local.stop() // queued jobs never start: released at once
 		done := make(chan struct{})
 		go func() { s.disp.local.handlers.Wait(); close(done) }()

@@ -21,6 +21,9 @@ import (
 // the field.
 const (
 	MaxRunningLimit      = 100000           // max_running: 0 (no limit) – 100,000
+	MaxRateStarts        = 1000000          // starts: 1 – 1,000,000
+	MinRatePeriod        = time.Millisecond // period: 1ms – 24h
+	MaxRatePeriod        = day              //
 	MaxPeriodicNameRunes = 40               // name: 1–40 of [A-Za-z0-9_.-], so '<name>@<instant>' fits job_key
 	MaxCronRunes         = 128              // cron: 1–128 characters
 	MinPurgeAge          = time.Minute      // older_than: at least 1m
@@ -40,6 +43,7 @@ const (
 type OpsStore interface {
 	TypeSetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error)
 	TypeSetLimit(ctx context.Context, jobType string, maxRunning int) (jobq.TypeControl, error)
+	TypeSetRateLimit(ctx context.Context, jobType string, starts int, period time.Duration) (jobq.TypeControl, error)
 	TypeControls(ctx context.Context) ([]jobq.TypeControl, error)
 	PeriodicUpsert(ctx context.Context, spec jobq.PeriodicSpec, firstFunc func(now time.Time) time.Time) (jobq.Periodic, bool, error)
 	PeriodicGet(ctx context.Context, name string) (jobq.Periodic, error)
@@ -132,6 +136,52 @@ func (o *Ops) SetLimit(ctx context.Context, jobType string, req apitype.LimitReq
 		return jobq.TypeControl{}, invalid("max_running", "must be an integer in [0, %d] (0 removes the limit), got %d", MaxRunningLimit, n)
 	}
 	tc, err := retryV(ctx, o.retry, "limit", func() (jobq.TypeControl, error) { return o.store.TypeSetLimit(ctx, jobType, *req.MaxRunning) })
+	if err == nil {
+		o.notify()
+	}
+	return tc, err
+}
+
+// SetRateLimit sets jobType's cluster-wide rate limit: at most req.Starts
+// starts in any window of req.Period.
+func (o *Ops) SetRateLimit(ctx context.Context, jobType string, req apitype.RateLimitRequest) (jobq.TypeControl, error) {
+	if err := o.checkType("job_type", jobType); err != nil {
+		return jobq.TypeControl{}, err
+	}
+	if req.Starts == nil {
+		return jobq.TypeControl{}, invalid("starts", "is required: an integer in [1, %d] (DELETE the rate limit to remove it)", MaxRateStarts)
+	}
+	if n := *req.Starts; n < 1 || n > MaxRateStarts {
+		return jobq.TypeControl{}, invalid("starts", "must be an integer in [1, %d], got %d", MaxRateStarts, n)
+	}
+	if req.Period == "" {
+		return jobq.TypeControl{}, invalid("period", "is required: a duration from %s to %s, e.g. \"1s\" or \"500ms\"", MinRatePeriod, MaxRatePeriod)
+	}
+	period, err := time.ParseDuration(req.Period)
+	if err != nil {
+		return jobq.TypeControl{}, invalid("period", "must be a duration such as \"1s\" or \"500ms\", got %q", req.Period)
+	}
+	if period < MinRatePeriod || period > MaxRatePeriod {
+		return jobq.TypeControl{}, invalid("period", "must be from %s to %s, got %s", MinRatePeriod, MaxRatePeriod, period)
+	}
+	period = period.Truncate(time.Microsecond)
+	tc, err := retryV(ctx, o.retry, "rate limit", func() (jobq.TypeControl, error) {
+		return o.store.TypeSetRateLimit(ctx, jobType, *req.Starts, period)
+	})
+	if err == nil {
+		o.notify()
+	}
+	return tc, err
+}
+
+// ClearRateLimit removes jobType's rate limit (if any): its jobs are
+// claimed by the ordinary scan again unless it is paused or has a
+// concurrency limit.
+func (o *Ops) ClearRateLimit(ctx context.Context, jobType string) (jobq.TypeControl, error) {
+	if err := o.checkType("job_type", jobType); err != nil {
+		return jobq.TypeControl{}, err
+	}
+	tc, err := retryV(ctx, o.retry, "rate limit", func() (jobq.TypeControl, error) { return o.store.TypeSetRateLimit(ctx, jobType, 0, 0) })
 	if err == nil {
 		o.notify()
 	}

@@ -14,7 +14,8 @@ import (
 )
 
 func typeControlFromRow(r jobqdb.JobTypeControl) jobq.TypeControl {
-	return jobq.TypeControl{JobType: r.JobType, Paused: r.Paused, MaxRunning: int(r.MaxRunning), UpdateTime: r.UpdateTime.UTC()}
+	return jobq.TypeControl{JobType: r.JobType, Paused: r.Paused, MaxRunning: int(r.MaxRunning),
+		RateStarts: int(r.RateStarts), RatePeriod: time.Duration(r.RatePeriodUs) * time.Microsecond, UpdateTime: r.UpdateTime.UTC()}
 }
 
 // TypeSetPaused pauses (paused=true) or resumes a job type and returns its
@@ -65,7 +66,26 @@ func (s *Store) TypeControls(ctx context.Context) ([]jobq.TypeControl, error) {
 	return out, nil
 }
 
-// TypeLimits returns job type → max_running for every limited type.
+// TypeSetRateLimit sets a job type's cluster-wide rate limit — at most
+// starts starts in any window of period on the database clock — and returns
+// its control row; starts 0 (with period 0) removes it. A new limit binds
+// claims that start after it commits; the window counts the starts recorded
+// since the type was last rate-limited (rate_start keeps one window of them).
+func (s *Store) TypeSetRateLimit(ctx context.Context, jobType string, starts int, period time.Duration) (jobq.TypeControl, error) {
+	if starts <= 0 {
+		starts, period = 0, 0
+	}
+	if err := s.q.TypeControlSetRate(ctx, jobqdb.TypeControlSetRateParams{
+		JobType: jobType, RateStarts: int32(starts), RatePeriodUs: period.Microseconds(),
+	}); err != nil {
+		return jobq.TypeControl{}, errorf("set rate limit: %w", err)
+	}
+	return s.TypeControlGet(ctx, jobType)
+}
+
+// TypeLimits returns job type → max_running for every limited type: one
+// with a concurrency limit or a rate limit (max_running 0 for a type with
+// only a rate limit).
 func (s *Store) TypeLimits(ctx context.Context) (map[string]int, error) {
 	rows, err := s.q.TypeControlLimited(ctx)
 	if err != nil {
@@ -78,35 +98,55 @@ func (s *Store) TypeLimits(ctx context.Context) (map[string]int, error) {
 	return m, nil
 }
 
-// TypeClaimable reports, without locking, whether a limited claim of
-// jobType could claim something now: the type is not paused, has fewer
-// RUNNING jobs than its max_running and has a due WAITING job (one read on
-// job_type_control and idx_type_status). It is the cheap probe before
-// JobClaimLimited, so a type at its limit takes no lock.
-func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error) {
-	rows, err := s.q.TypeProbeClaimable(ctx, jobType)
+// TypeProbe reports, without locking, whether a limited claim of jobType
+// could claim something now in lane 0: the type is not paused, has fewer
+// RUNNING jobs than its max_running, fewer starts in its rate window than
+// rate_starts and a due WAITING job (one read on job_type_control,
+// idx_type_status and idx_rate_window). When due work waits only for the
+// rate window, RateHeld is set and OpensIn says when the window next opens.
+// It is the cheap probe before JobClaimLimited, so a type at its limit takes
+// no lock.
+func (s *Store) TypeProbe(ctx context.Context, jobType string) (jobq.TypeProbe, error) {
+	rows, err := s.q.TypeProbe(ctx, jobqdb.TypeProbeParams{JobType: jobType, Lane: jobq.LaneLocal})
 	if err != nil {
-		return false, errorf("probe type: %w", err)
+		return jobq.TypeProbe{}, errorf("probe type: %w", err)
 	}
-	return len(rows) > 0, nil
+	if len(rows) == 0 {
+		return jobq.TypeProbe{}, nil
+	}
+	r := rows[0]
+	rated := r.RateStarts > 0
+	if r.Paused || !r.HasDue || (r.MaxRunning > 0 && r.Running >= int64(r.MaxRunning)) {
+		return jobq.TypeProbe{RateLimited: rated}, nil
+	}
+	if rated && r.WindowStarts >= int64(r.RateStarts) {
+		return jobq.TypeProbe{RateLimited: true, RateHeld: true, OpensIn: max(time.Duration(r.OpensInUs)*time.Microsecond, 0)}, nil
+	}
+	return jobq.TypeProbe{Claimable: r.MaxRunning > 0 || rated, RateLimited: rated}, nil
 }
 
 // JobClaimLimited claims due jobs of one limited job type without ever
-// letting its RUNNING count exceed max_running across replicas. In one READ
-// COMMITTED transaction it locks the type's job_type_control row FOR UPDATE
-// (serialising every claim of the type), counts the type's RUNNING jobs,
-// and claims at most min(p.Limit, max_running − running) due jobs in
-// priority order (skipping rows another transaction holds, where SKIP LOCKED
-// exists). It claims nothing when the type is paused, has no limit
-// any more (the ordinary scan serves it then) or is at its limit. Like the
-// other claims it runs in readCommittedTx, so a server that refuses READ
-// COMMITTED writes (binlog_format=STATEMENT: error 1665) gets it at the
-// session's level instead of a claim that fails for good.
+// letting its RUNNING count exceed max_running, or its starts in any window
+// of rate_period exceed rate_starts, across replicas. In one READ COMMITTED
+// transaction it locks the type's job_type_control row FOR UPDATE
+// (serialising every claim of the type), counts the type's RUNNING jobs and
+// its starts in the rate window (rate_start), claims at most the smallest
+// room those leave (and p.Limit) of due jobs in priority order (skipping
+// rows another transaction holds, where SKIP LOCKED exists), records the
+// starts it made and prunes the starts older than the window. It claims
+// nothing when the type is paused, has no limit any more (the ordinary scan
+// serves it then) or is at a limit. Like the other claims it runs in
+// readCommittedTx, so a server that refuses READ COMMITTED writes
+// (binlog_format=STATEMENT: error 1665) gets it at the session's level
+// instead of a claim that fails for good.
 func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
 	var claimed []jobq.ClaimedJob
 	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
 		var err error
-		claimed, err = s.claimLimited(ctx, s.q.WithTx(tx), jobType, p)
+		claimed, err = s.claimLimited(ctx, q, jobType, jobq.LaneLocal, p.Limit, func(ids []uint64) ([]jobq.ClaimedJob, error) {
+			return s.claimRows(ctx, q, p, ids)
+		})
 		return err
 	})
 	if err != nil {
@@ -115,7 +155,14 @@ func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p jobq.Clai
 	return claimed, nil
 }
 
-func (s *Store) claimLimited(ctx context.Context, q *jobqdb.Queries, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
+// rateStartPruneBatch is the most expired starts one limited claim deletes.
+const rateStartPruneBatch = 1000
+
+// claimLimited is the body of a limited claim of jobType in lane, in a
+// transaction of q: claimFunc writes the claim of the locked ids and reads
+// the claimed rows back.
+func (s *Store) claimLimited(ctx context.Context, q *jobqdb.Queries, jobType string, lane int, limit int,
+	claimFunc func(ids []uint64) ([]jobq.ClaimedJob, error)) ([]jobq.ClaimedJob, error) {
 	ctl, err := q.TypeControlLock(ctx, jobType)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -123,27 +170,47 @@ func (s *Store) claimLimited(ctx context.Context, q *jobqdb.Queries, jobType str
 	if err != nil {
 		return nil, err
 	}
-	if ctl.Paused || ctl.MaxRunning <= 0 {
+	if ctl.Paused || (ctl.MaxRunning <= 0 && ctl.RateStarts <= 0) {
 		return nil, nil
 	}
-	running, err := q.JobCountRunningByType(ctx, jobType)
-	if err != nil {
-		return nil, err
+	room := int64(limit)
+	if ctl.MaxRunning > 0 {
+		running, err := q.JobCountRunningByType(ctx, jobType)
+		if err != nil {
+			return nil, err
+		}
+		room = min(room, int64(ctl.MaxRunning)-running)
 	}
-	room := min(int64(ctl.MaxRunning)-running, int64(p.Limit))
+	if ctl.RateStarts > 0 {
+		started, err := q.RateWindowCount(ctx, jobqdb.RateWindowCountParams{JobType: jobType, PeriodUs: ctl.RatePeriodUs})
+		if err != nil {
+			return nil, err
+		}
+		room = min(room, int64(ctl.RateStarts)-started)
+	}
 	if room <= 0 {
 		return nil, nil
 	}
 	var ids []uint64
 	if s.Server.SkipLocked {
-		ids, err = q.JobLockAvailableByTypeSkipLocked(ctx, jobqdb.JobLockAvailableByTypeSkipLockedParams{JobType: jobType, Limit: int32(room)})
+		ids, err = q.JobLockAvailableByTypeSkipLocked(ctx, jobqdb.JobLockAvailableByTypeSkipLockedParams{JobType: jobType, Lane: int8(lane), Limit: int32(room)})
 	} else {
-		ids, err = q.JobLockAvailableByType(ctx, jobqdb.JobLockAvailableByTypeParams{JobType: jobType, Limit: int32(room)})
+		ids, err = q.JobLockAvailableByType(ctx, jobqdb.JobLockAvailableByTypeParams{JobType: jobType, Lane: int8(lane), Limit: int32(room)})
 	}
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	return s.claimRows(ctx, q, p, ids)
+	claimed, err := claimFunc(ids)
+	if err != nil || ctl.RateStarts <= 0 {
+		return claimed, err
+	}
+	if _, err := q.RateStartRecord(ctx, ids); err != nil {
+		return nil, err
+	}
+	if _, err := q.RateStartPrune(ctx, jobqdb.RateStartPruneParams{JobType: jobType, PeriodUs: ctl.RatePeriodUs, Limit: rateStartPruneBatch}); err != nil {
+		return nil, err
+	}
+	return claimed, nil
 }
 
 func periodicFromRow(r jobqdb.PeriodicJob) jobq.Periodic {

@@ -61,20 +61,82 @@ func (s *Store) JobClaimRemote(ctx context.Context, p jobq.RemoteClaimParams) ([
 	if len(p.Types) == 0 || p.Limit <= 0 {
 		return nil, nil
 	}
-	// The paused types are left out before the locking read, so it locks
-	// only rows it can claim (see JobLockRemote); when every type asked for
-	// is paused there is nothing to lock.
-	paused, err := s.q.TypesPaused(ctx, p.Types)
+	// The paused and rate-limited types are left out before the locking
+	// read, so it locks only rows it can claim (see JobLockRemote); a
+	// rate-limited type is claimed first, by the limited claim in lane 1.
+	held, err := s.q.TypesHeld(ctx, p.Types)
 	if err != nil {
 		return nil, errorf("claim remote: paused types: %w", err)
 	}
-	types := slices.DeleteFunc(slices.Clone(p.Types), func(t string) bool { return slices.Contains(paused, t) })
-	if len(types) == 0 {
-		return nil, nil
+	var limited []jobq.ClaimedJob
+	for _, h := range held {
+		if h.Paused || len(limited) >= p.Limit {
+			continue
+		}
+		got, err := s.claimRemoteLimited(ctx, h.JobType, p, p.Limit-len(limited))
+		if err != nil {
+			// What committed is returned (a retry would strand it); the
+			// next fetch tries again.
+			return limited, orNilIfAny(err, limited)
+		}
+		limited = append(limited, got...)
 	}
+	types := slices.DeleteFunc(slices.Clone(p.Types), func(t string) bool {
+		return slices.ContainsFunc(held, func(h jobqdb.TypesHeldRow) bool { return h.JobType == t })
+	})
+	if len(types) == 0 || len(limited) >= p.Limit {
+		return limited, nil
+	}
+	p.Limit -= len(limited)
+	claimed, err := s.claimRemoteFast(ctx, p, types)
+	if err != nil {
+		return limited, orNilIfAny(err, limited)
+	}
+	return append(limited, claimed...), nil
+}
+
+// orNilIfAny returns err, or nil when claimed holds jobs a committed claim
+// took: a fetch hands those over rather than fail and strand them.
+func orNilIfAny(err error, claimed []jobq.ClaimedJob) error {
+	if len(claimed) > 0 {
+		return nil
+	}
+	return err
+}
+
+// claimRemoteLimited is the limited claim (claimLimited) of a rate-limited
+// job type in lane 1, for a worker's fetch: the same control row lock and
+// rate window as a replica's, the claim written with the fetch's owner and
+// lease nonce.
+func (s *Store) claimRemoteLimited(ctx context.Context, jobType string, p jobq.RemoteClaimParams, limit int) ([]jobq.ClaimedJob, error) {
+	owner := sql.NullString{String: p.Owner, Valid: true}
+	var claimed []jobq.ClaimedJob
+	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		var err error
+		claimed, err = s.claimLimited(ctx, q, jobType, jobq.LaneRemote, limit, func(ids []uint64) ([]jobq.ClaimedJob, error) {
+			if _, err := q.JobClaimRemote(ctx, jobqdb.JobClaimRemoteParams{
+				Owner: owner, LeaseUs: p.Lease.Microseconds(),
+				LeaseNonce: sql.NullString{String: string(p.Nonce), Valid: true}, Ids: ids,
+			}); err != nil {
+				return nil, err
+			}
+			return s.readClaimed(ctx, q, owner, ids)
+		})
+		return err
+	})
+	if err != nil {
+		return nil, errorf("claim remote limited %q: %w", jobType, err)
+	}
+	return claimed, nil
+}
+
+// claimRemoteFast is the fetch's claim of the types no control row holds
+// back: one locking read of lane 1 and one UPDATE.
+func (s *Store) claimRemoteFast(ctx context.Context, p jobq.RemoteClaimParams, types []string) ([]jobq.ClaimedJob, error) {
 	var rows []jobqdb.JobLockRemoteRow
 	var ids []uint64
-	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
+	err := s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		var err error
 		rows, err = q.JobLockRemote(ctx, jobqdb.JobLockRemoteParams{Types: types, Limit: int32(p.Limit)})

@@ -36,6 +36,9 @@ type ChaosCmd struct {
 	Workflows         bool          `help:"Submit the jobs as random workflows (DAGs of 4–40 jobs with fan-out and fan-in, POST /v1/workflows); the checker adds child_before_parent_success, child_run_twice, stuck_waiting_on_done_parents and ran_after_parent_failed."`
 	Periodic          string        `help:"Add a periodic schedule with this cron expression beside the workload (effect jobs of 50 ms; removed after --duration); the checker adds fire_missing and fire_doubled over its ledger." placeholder:"@every 10s"`
 	PeriodicOverlap   string        `help:"Overlap policy of the --periodic schedule: allow, skip, queue_one or cancel_previous." enum:"allow,skip,queue_one,cancel_previous," default:"" name:"periodic-overlap"`
+	RateLimited       float64       `help:"Fraction of jobs of a rate-limited type (effect-limited, --rate-starts per --rate-period across replicas); the checker adds rate_limit_exceeded." default:"0"`
+	RateStarts        int           `help:"Starts of the rate-limited type allowed in any window of --rate-period." default:"20"`
+	RatePeriod        time.Duration `help:"The rate limit's window." default:"1s"`
 	MaxRetry          int           `help:"Each job's max_retry." default:"5"`
 	Strategy          string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
 	Executor          string        `help:"Who runs the jobs: local (the replicas' handlers), remote (worker processes: remote-effect, remote-flaky through the worker protocol) or mixed (every other job remote)." enum:"local,remote,mixed," default:""`
@@ -84,7 +87,8 @@ func (c *ChaosCmd) Run(g *Globals) error {
 		cfg := chaos.Config{
 			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
 			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, Workflows: c.Workflows,
-			Periodic: c.Periodic, PeriodicOverlap: c.PeriodicOverlap, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
+			Periodic: c.Periodic, PeriodicOverlap: c.PeriodicOverlap, MaxRetry: c.MaxRetry,
+			RateLimited: c.RateLimited, RateStarts: c.RateStarts, RatePeriod: c.RatePeriod, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
 			Executor: c.Executor, RemoteWorkers: c.RemoteWorkers, WorkerConcurrency: c.WorkerConcurrency,
@@ -156,7 +160,13 @@ func Caught(rf *chaos.ResultFile) string {
 // workflowCount is the count of a workflow check's violations in a run
 // with workflows ("0" when it found none), "-" in a run without.
 func workflowCount(rf *chaos.ResultFile, check string) string {
-	if !rf.Config.Workflows {
+	return checkCount(rf, rf.Config.Workflows, check)
+}
+
+// checkCount is the count of check's violations in a run whose workload
+// has what the check judges (on; "0" when it found none), "-" otherwise.
+func checkCount(rf *chaos.ResultFile, on bool, check string) string {
+	if !on {
 		return "-"
 	}
 	for _, v := range rf.Result.Violations {
@@ -172,7 +182,7 @@ func workflowCount(rf *chaos.ResultFile, check string) string {
 // Caught), then the figures reported alongside.
 func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tchild early\tchild twice\tstuck blocked\tran after fail\tlate acc\tapplied twice\tworker overlap\tlost after ack\tstale refused\tlate refused\tacks retried\tdup completes\tworker lapses\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tchild early\tchild twice\tstuck blocked\tran after fail\trate over\tlate acc\tapplied twice\tworker overlap\tlost after ack\tstale refused\tlate refused\tacks retried\tdup completes\tworker lapses\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
 	for _, rf := range results {
 		r := rf.Result
 		c := r.Counts
@@ -184,11 +194,12 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		for _, f := range r.Faults {
 			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
 			c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
 			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.UnexplainedReleases, c.RerunAfterSuccess, c.FailedAfterSuccess,
 			workflowCount(rf, checker.CheckChildBeforeParentSuccess), workflowCount(rf, checker.CheckChildRunTwice),
 			workflowCount(rf, checker.CheckStuckWaitingOnDoneParents), workflowCount(rf, checker.CheckRanAfterParentFailed),
+			checkCount(rf, rf.Config.RateLimited > 0, checker.CheckRateLimitExceeded),
 			c.LateCompletionsAccepted, c.CompletionsAppliedTwice, c.WorkerOverlaps, c.LostAfterAck,
 			c.StaleCompletionsRefused, c.LateCompletionsRefused, c.AcksRetried, c.DuplicateCompletions,
 			c.WorkerLapses, c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)

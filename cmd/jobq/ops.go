@@ -77,6 +77,8 @@ func (f OpsFlags) PeriodicRequests() ([]apitype.PeriodicRequest, error) {
 type opsAPI interface {
 	SetPaused(ctx context.Context, jobType string, paused bool) (apitype.TypeControl, error)
 	SetLimit(ctx context.Context, jobType string, maxRunning int) (apitype.TypeControl, error)
+	SetRateLimit(ctx context.Context, jobType string, starts int, period string) (apitype.TypeControl, error)
+	ClearRateLimit(ctx context.Context, jobType string) (apitype.TypeControl, error)
 	Types(ctx context.Context) ([]apitype.TypeControl, error)
 	PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (apitype.Periodic, bool, error)
 	ListPeriodic(ctx context.Context) ([]apitype.Periodic, error)
@@ -242,14 +244,49 @@ func (c *LimitCmd) Run(g *Globals) error {
 	return c.show(tc, func(w io.Writer) { typesTable(w, []apitype.TypeControl{tc}) })
 }
 
-// TypesCmd lists every job type ever paused or limited.
+// RateLimitCmd sets or clears a job type's cluster-wide rate limit.
+type RateLimitCmd struct {
+	ServerFlags
+	OutputFlags
+	Type   string `arg:"" help:"Job type."`
+	Starts int    `help:"Most starts of the type in any window of --per, across all replicas, 1–1000000." default:"0"`
+	Per    string `help:"The window's length, a duration from 1ms to 24h (1s, 500ms, 1m)." default:"1s"`
+	Clear  bool   `help:"Remove the type's rate limit instead."`
+}
+
+// Run sets or clears the rate limit.
+func (c *RateLimitCmd) Run(g *Globals) error {
+	cl, err := c.opsClient()
+	if err != nil {
+		return err
+	}
+	var tc apitype.TypeControl
+	if c.Clear {
+		tc, err = cl.ClearRateLimit(g.Ctx, c.Type)
+	} else {
+		tc, err = cl.SetRateLimit(g.Ctx, c.Type, c.Starts, c.Per)
+	}
+	if err != nil {
+		return err
+	}
+	return c.show(tc, func(w io.Writer) { typesTable(w, []apitype.TypeControl{tc}) })
+}
+
+// TypesCmd lists every job type ever paused or limited, and sets rate
+// limits (limit-rate).
 type TypesCmd struct {
+	List      TypesListCmd `cmd:"" default:"withargs" hidden:"" help:"List every job type ever paused or limited."`
+	LimitRate RateLimitCmd `cmd:"" name:"limit-rate" help:"Set a job type's cluster-wide rate limit: at most --starts starts in any window of --per (--clear removes it)."`
+}
+
+// TypesListCmd lists every job type ever paused or limited.
+type TypesListCmd struct {
 	ServerFlags
 	OutputFlags
 }
 
 // Run lists the control rows.
-func (c *TypesCmd) Run(g *Globals) error {
+func (c *TypesListCmd) Run(g *Globals) error {
 	cl, err := c.opsClient()
 	if err != nil {
 		return err

@@ -262,6 +262,25 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 		t.Fatalf("limit 0 printed %+v", tc)
 	}
 
+	// rate limit: set, shown by types, cleared.
+	mark = events(t).Mark()
+	tc := decode[apitype.TypeControl](t, mustCLI(t, "types", "limit-rate", "sleep", "--starts", "5", "--per", "500ms", srv, tr))
+	if tc.RateLimit == nil || tc.RateLimit.Starts != 5 || tc.RateLimit.Period != "500ms" || tc.RateLimit.PeriodMs != 500 {
+		t.Fatalf("limit-rate printed %+v (rate limit %+v)", tc, tc.RateLimit)
+	}
+	events(t).WaitAfter(t, mark, scheduler.EventOpsRefreshed, nil, 2*time.Second)
+	if got := r.Scheduler.LimitedTypes(); len(got) != 1 {
+		t.Fatalf("replica's limited types with a rate limit = %v, want sleep", got)
+	}
+	if out := mustCLI(t, "types", "-o", "table", srv, tr); !strings.Contains(out, "5/500ms") {
+		t.Fatalf("types table without the rate limit:\n%s", out)
+	}
+	rated := submitJob(t, c, apitype.SubmitRequest{JobKey: "rated-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
+	awaitJob(t, c, rated.ID, jobq.StateSuccess, 5*time.Second)
+	if tc := decode[apitype.TypeControl](t, mustCLI(t, "types", "limit-rate", "sleep", "--clear", srv, tr)); tc.RateLimit != nil {
+		t.Fatalf("limit-rate --clear printed %+v", tc)
+	}
+
 	// cancel a RUNNING job through the CLI.
 	long := submitJob(t, c, apitype.SubmitRequest{JobKey: "long", JobType: "sleep", Params: json.RawMessage(`{"ms":30000}`)})
 	awaitJob(t, c, long.ID, jobq.StateRunning, 5*time.Second)
@@ -410,6 +429,15 @@ func TestOpsAPIRejectsBadInput(t *testing.T) {
 		{"PUT", "/v1/types/noop/limit", `{}`, "max_running", "is required"},
 		{"PUT", "/v1/types/noop/limit", `{"max_running":"2"}`, "max_running", "must be a JSON integer"},
 		{"POST", "/v1/types/nope/pause", ``, "job_type", "not a registered job type"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"period":"1s"}`, "starts", "is required"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"starts":0,"period":"1s"}`, "starts", "must be an integer in [1, 1000000]"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"starts":1000001,"period":"1s"}`, "starts", "must be an integer in [1, 1000000]"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5}`, "period", "is required"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"1 second"}`, "period", "must be a duration"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"500us"}`, "period", "must be from 1ms to 24h0m0s"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"25h"}`, "period", "must be from 1ms to 24h0m0s"},
+		{"PUT", "/v1/types/nope/rate-limit", `{"starts":5,"period":"1s"}`, "job_type", "not a registered job type"},
+		{"DELETE", "/v1/types/nope/rate-limit", ``, "job_type", "not a registered job type"},
 		{"POST", "/v1/jobs/retry", `{"status":"SUCCESS"}`, "status", "must be FAILED or CANCELED"},
 		{"POST", "/v1/jobs/purge", `{"older_than":"soon"}`, "older_than", "must be an age such as 7d"},
 		{"POST", "/v1/jobs/purge", `{"older_than":"30s"}`, "older_than", "must be between 1m0s and 36500d"},

@@ -131,13 +131,16 @@ func executionsTable(w io.Writer, ex []apitype.Execution) {
 }
 
 func typesTable(w io.Writer, ts []apitype.TypeControl) {
-	fmt.Fprintln(w, "TYPE\tPAUSED\tMAX_RUNNING\tUPDATED")
+	fmt.Fprintln(w, "TYPE\tPAUSED\tMAX_RUNNING\tRATE_LIMIT\tUPDATED")
 	for _, t := range ts {
-		limit := "none"
+		limit, rate := "none", "none"
 		if t.MaxRunning > 0 {
 			limit = fmt.Sprint(t.MaxRunning)
 		}
-		fmt.Fprintf(w, "%s\t%t\t%s\t%s\n", t.JobType, t.Paused, limit, fmtTime(&t.UpdateTime))
+		if t.RateLimit != nil {
+			rate = fmt.Sprintf("%d/%s", t.RateLimit.Starts, t.RateLimit.Period)
+		}
+		fmt.Fprintf(w, "%s\t%t\t%s\t%s\t%s\n", t.JobType, t.Paused, limit, rate, fmtTime(&t.UpdateTime))
 	}
 }
 

@@ -1605,7 +1605,7 @@ func (q *Queries) JobRetryManual(ctx context.Context, id uint64) (int64, error) 
 const jobScanAvailable = `-- name: JobScanAvailable :many
 SELECT id, attempt FROM job_queue
 WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
-  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0)
+  AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0 OR c.rate_starts > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 `
@@ -1618,8 +1618,9 @@ type JobScanAvailableRow struct {
 // The scan: ids and fencing tokens of due WAITING jobs, in idx_scan order.
 // Used as the idle probe and as the read half of the cas claim. Only lane 0
 // (jobs the replicas' handlers run; lane 1 is fetched by remote workers). Paused and
-// limited job types (job_type_control) are left out in the same statement:
-// the subquery is materialized once, so no type control costs no extra query.
+// limited job types (job_type_control: paused, a concurrency limit or a rate
+// limit) are left out in the same statement: the subquery is materialized
+// once, so no type control costs no extra query.
 func (q *Queries) JobScanAvailable(ctx context.Context, limit int32) ([]JobScanAvailableRow, error) {
 	rows, err := q.db.QueryContext(ctx, jobScanAvailable, limit)
 	if err != nil {
@@ -1858,11 +1859,11 @@ func (q *Queries) LeaseRenewedIDs(ctx context.Context, arg LeaseRenewedIDsParams
 }
 
 const typesExcluded = `-- name: TypesExcluded :many
-SELECT job_type FROM job_type_control WHERE paused = 1 OR max_running > 0
+SELECT job_type FROM job_type_control WHERE paused = 1 OR max_running > 0 OR rate_starts > 0
 `
 
-// The paused and limited job types (JobClaimSkipLocked's first,
-// non-locking read).
+// The paused, concurrency-limited and rate-limited job types
+// (JobClaimSkipLocked's first, non-locking read).
 func (q *Queries) TypesExcluded(ctx context.Context) ([]string, error) {
 	rows, err := q.db.QueryContext(ctx, typesExcluded)
 	if err != nil {

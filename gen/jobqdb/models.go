@@ -117,10 +117,12 @@ type JobRunInfo struct {
 }
 
 type JobTypeControl struct {
-	JobType    string
-	Paused     bool
-	MaxRunning int32
-	UpdateTime time.Time
+	JobType      string
+	Paused       bool
+	MaxRunning   int32
+	UpdateTime   time.Time
+	RateStarts   int32
+	RatePeriodUs int64
 }
 
 type PeriodicFire struct {
@@ -153,6 +155,13 @@ type PeriodicJob struct {
 	Overlap     string
 	ActiveJobID sql.NullInt64
 	QueuedJobID sql.NullInt64
+}
+
+type RateStart struct {
+	ID        uint64
+	JobType   string
+	StartedAt time.Time
+	JobID     uint64
 }
 
 type Workflow struct {

@@ -194,7 +194,7 @@ func (q *Queries) JobInsertPeriodic(ctx context.Context, arg JobInsertPeriodicPa
 
 const jobLockAvailableByType = `-- name: JobLockAvailableByType :many
 SELECT id FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+WHERE job_type = ? AND status = 'WAITING' AND lane = ? AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE
@@ -202,13 +202,14 @@ FOR UPDATE
 
 type JobLockAvailableByTypeParams struct {
 	JobType string
+	Lane    int8
 	Limit   int32
 }
 
 // The read half of the limited claim, under the type's control row lock, on
 // servers without SKIP LOCKED.
 func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailableByTypeParams) ([]uint64, error) {
-	rows, err := q.db.QueryContext(ctx, jobLockAvailableByType, arg.JobType, arg.Limit)
+	rows, err := q.db.QueryContext(ctx, jobLockAvailableByType, arg.JobType, arg.Lane, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +233,7 @@ func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailab
 
 const jobLockAvailableByTypeSkipLocked = `-- name: JobLockAvailableByTypeSkipLocked :many
 SELECT id FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+WHERE job_type = ? AND status = 'WAITING' AND lane = ? AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED
@@ -240,14 +241,16 @@ FOR UPDATE SKIP LOCKED
 
 type JobLockAvailableByTypeSkipLockedParams struct {
 	JobType string
+	Lane    int8
 	Limit   int32
 }
 
 // The read half of the limited claim where SKIP LOCKED exists: rows an
 // ordinary claim's scan has locked in passing are skipped, not waited for
-// (the control row lock already serialises the type's claimers).
+// (the control row lock already serialises the type's claimers). lane 1 is
+// a remote worker's fetch of a rate-limited type.
 func (q *Queries) JobLockAvailableByTypeSkipLocked(ctx context.Context, arg JobLockAvailableByTypeSkipLockedParams) ([]uint64, error) {
-	rows, err := q.db.QueryContext(ctx, jobLockAvailableByTypeSkipLocked, arg.JobType, arg.Limit)
+	rows, err := q.db.QueryContext(ctx, jobLockAvailableByTypeSkipLocked, arg.JobType, arg.Lane, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -656,6 +659,79 @@ func (q *Queries) PeriodicUpsert(ctx context.Context, arg PeriodicUpsertParams) 
 	return result.RowsAffected()
 }
 
+const rateStartPrune = `-- name: RateStartPrune :execrows
+DELETE FROM rate_start
+WHERE job_type = ?
+  AND started_at <= NOW(6) - INTERVAL ? MICROSECOND
+ORDER BY started_at
+LIMIT ?
+`
+
+type RateStartPruneParams struct {
+	JobType  string
+	PeriodUs interface{}
+	Limit    int32
+}
+
+// Deletes starts of a type older than its window (at most LIMIT per claim),
+// so rate_start holds about one window of starts per rate-limited type.
+func (q *Queries) RateStartPrune(ctx context.Context, arg RateStartPruneParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, rateStartPrune, arg.JobType, arg.PeriodUs, arg.Limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const rateStartRecord = `-- name: RateStartRecord :execrows
+INSERT INTO rate_start (job_type, started_at, job_id)
+SELECT q.job_type, q.started_at, q.id FROM job_queue AS q
+WHERE q.id IN (/*SLICE:ids*/?)
+`
+
+// Records the starts a limited claim just made, with the started_at its
+// UPDATE stamped on each job (the rows are locked by the claim).
+func (q *Queries) RateStartRecord(ctx context.Context, ids []uint64) (int64, error) {
+	query := rateStartRecord
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const rateWindowCount = `-- name: RateWindowCount :one
+SELECT COUNT(*) FROM rate_start
+WHERE job_type = ?
+  AND started_at > NOW(6) - INTERVAL ? MICROSECOND
+`
+
+type RateWindowCountParams struct {
+	JobType  string
+	PeriodUs interface{}
+}
+
+// The starts of a rate-limited type in the window ending now, (NOW(6) − P,
+// NOW(6)], on idx_rate_window, read under the type's control row lock. This
+// NOW(6) is earlier than the one the claim's UPDATE then stamps, so the
+// window counted ends no later than the claim's: it holds every start the
+// claim's own window holds (and perhaps more), never fewer.
+func (q *Queries) RateWindowCount(ctx context.Context, arg RateWindowCountParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, rateWindowCount, arg.JobType, arg.PeriodUs)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const statsCountByTypeStatus = `-- name: StatsCountByTypeStatus :many
 SELECT job_type, status, COUNT(*) AS n FROM job_queue
 GROUP BY job_type, status
@@ -784,7 +860,7 @@ func (q *Queries) StatsRecentOutcomes(ctx context.Context, arg StatsRecentOutcom
 }
 
 const typeControlGet = `-- name: TypeControlGet :one
-SELECT job_type, paused, max_running, update_time FROM job_type_control WHERE job_type = ?
+SELECT job_type, paused, max_running, update_time, rate_starts, rate_period_us FROM job_type_control WHERE job_type = ?
 `
 
 func (q *Queries) TypeControlGet(ctx context.Context, jobType string) (JobTypeControl, error) {
@@ -795,22 +871,27 @@ func (q *Queries) TypeControlGet(ctx context.Context, jobType string) (JobTypeCo
 		&i.Paused,
 		&i.MaxRunning,
 		&i.UpdateTime,
+		&i.RateStarts,
+		&i.RatePeriodUs,
 	)
 	return i, err
 }
 
 const typeControlLimited = `-- name: TypeControlLimited :many
-SELECT job_type, max_running FROM job_type_control
-WHERE max_running > 0
+SELECT job_type, max_running, rate_starts, rate_period_us FROM job_type_control
+WHERE max_running > 0 OR rate_starts > 0
 ORDER BY job_type
 `
 
 type TypeControlLimitedRow struct {
-	JobType    string
-	MaxRunning int32
+	JobType      string
+	MaxRunning   int32
+	RateStarts   int32
+	RatePeriodUs int64
 }
 
-// The job types the limited claim serves, read on a slow cadence.
+// The job types the limited claim serves (a concurrency or a rate limit),
+// read on a slow cadence.
 func (q *Queries) TypeControlLimited(ctx context.Context) ([]TypeControlLimitedRow, error) {
 	rows, err := q.db.QueryContext(ctx, typeControlLimited)
 	if err != nil {
@@ -820,7 +901,12 @@ func (q *Queries) TypeControlLimited(ctx context.Context) ([]TypeControlLimitedR
 	var items []TypeControlLimitedRow
 	for rows.Next() {
 		var i TypeControlLimitedRow
-		if err := rows.Scan(&i.JobType, &i.MaxRunning); err != nil {
+		if err := rows.Scan(
+			&i.JobType,
+			&i.MaxRunning,
+			&i.RateStarts,
+			&i.RatePeriodUs,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -835,7 +921,7 @@ func (q *Queries) TypeControlLimited(ctx context.Context) ([]TypeControlLimitedR
 }
 
 const typeControlList = `-- name: TypeControlList :many
-SELECT job_type, paused, max_running, update_time FROM job_type_control ORDER BY job_type
+SELECT job_type, paused, max_running, update_time, rate_starts, rate_period_us FROM job_type_control ORDER BY job_type
 `
 
 func (q *Queries) TypeControlList(ctx context.Context) ([]JobTypeControl, error) {
@@ -852,6 +938,8 @@ func (q *Queries) TypeControlList(ctx context.Context) ([]JobTypeControl, error)
 			&i.Paused,
 			&i.MaxRunning,
 			&i.UpdateTime,
+			&i.RateStarts,
+			&i.RatePeriodUs,
 		); err != nil {
 			return nil, err
 		}
@@ -867,14 +955,16 @@ func (q *Queries) TypeControlList(ctx context.Context) ([]JobTypeControl, error)
 }
 
 const typeControlLock = `-- name: TypeControlLock :one
-SELECT paused, max_running FROM job_type_control
+SELECT paused, max_running, rate_starts, rate_period_us FROM job_type_control
 WHERE job_type = ?
 FOR UPDATE
 `
 
 type TypeControlLockRow struct {
-	Paused     bool
-	MaxRunning int32
+	Paused       bool
+	MaxRunning   int32
+	RateStarts   int32
+	RatePeriodUs int64
 }
 
 // First statement of the limited claim: serialises every claim of one type
@@ -882,7 +972,12 @@ type TypeControlLockRow struct {
 func (q *Queries) TypeControlLock(ctx context.Context, jobType string) (TypeControlLockRow, error) {
 	row := q.db.QueryRowContext(ctx, typeControlLock, jobType)
 	var i TypeControlLockRow
-	err := row.Scan(&i.Paused, &i.MaxRunning)
+	err := row.Scan(
+		&i.Paused,
+		&i.MaxRunning,
+		&i.RateStarts,
+		&i.RatePeriodUs,
+	)
 	return i, err
 }
 
@@ -926,30 +1021,90 @@ func (q *Queries) TypeControlSetPaused(ctx context.Context, arg TypeControlSetPa
 	return err
 }
 
-const typeProbeClaimable = `-- name: TypeProbeClaimable :many
-SELECT c.job_type FROM job_type_control AS c
-WHERE c.job_type = ? AND c.paused = 0
-  AND c.max_running > (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.status = 'RUNNING')
-  AND EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.run_at <= NOW(6))
+const typeControlSetRate = `-- name: TypeControlSetRate :exec
+INSERT INTO job_type_control (job_type, paused, max_running, rate_starts, rate_period_us, update_time)
+VALUES (?, 0, 0, ?, ?, NOW(6))
+ON DUPLICATE KEY UPDATE rate_starts = ?, rate_period_us = ?, update_time = NOW(6)
 `
 
-// The non-locking probe before a limited claim: returns one row when the
-// type is not paused, has fewer RUNNING jobs than max_running and has a due
-// WAITING job (both counted on idx_type_status), so a type at its limit
-// costs one cheap read per scan and takes no lock.
-func (q *Queries) TypeProbeClaimable(ctx context.Context, jobType string) ([]string, error) {
-	rows, err := q.db.QueryContext(ctx, typeProbeClaimable, jobType)
+type TypeControlSetRateParams struct {
+	JobType      string
+	RateStarts   int32
+	RatePeriodUs int64
+}
+
+// Sets (rate_starts > 0) or clears (0, 0) a job type's rate limit.
+func (q *Queries) TypeControlSetRate(ctx context.Context, arg TypeControlSetRateParams) error {
+	_, err := q.db.ExecContext(ctx, typeControlSetRate,
+		arg.JobType,
+		arg.RateStarts,
+		arg.RatePeriodUs,
+		arg.RateStarts,
+		arg.RatePeriodUs,
+	)
+	return err
+}
+
+const typeProbe = `-- name: TypeProbe :many
+SELECT c.paused, c.max_running, c.rate_starts,
+       CAST(IF(c.max_running > 0,
+            (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.status = 'RUNNING'), 0) AS SIGNED) AS running,
+       CAST(IF(c.rate_starts > 0,
+            (SELECT COUNT(*) FROM rate_start AS s
+             WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND), 0) AS SIGNED) AS window_starts,
+       CAST(IF(c.rate_starts > 0,
+            COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6),
+              (SELECT MIN(s.started_at) FROM rate_start AS s
+               WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND)
+              + INTERVAL c.rate_period_us MICROSECOND), 0), 0) AS SIGNED) AS opens_in_us,
+       EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.lane = ? AND w.run_at <= NOW(6)) AS has_due
+FROM job_type_control AS c
+WHERE c.job_type = ?
+`
+
+type TypeProbeParams struct {
+	Lane    int8
+	JobType string
+}
+
+type TypeProbeRow struct {
+	Paused       bool
+	MaxRunning   int32
+	RateStarts   int32
+	Running      int64
+	WindowStarts int64
+	OpensInUs    int64
+	HasDue       bool
+}
+
+// The non-locking probe before a limited claim, one row (none when the type
+// has no control row): whether it is paused, its RUNNING jobs (counted on
+// idx_type_status only when it has a concurrency limit), its starts in the
+// rate window and when that window next opens — the oldest start in it
+// plus the period, in microseconds from NOW(6) (idx_rate_window, only when
+// it has a rate limit) — and whether a due WAITING job exists. A type at
+// its limit costs one cheap read per scan and takes no lock.
+func (q *Queries) TypeProbe(ctx context.Context, arg TypeProbeParams) ([]TypeProbeRow, error) {
+	rows, err := q.db.QueryContext(ctx, typeProbe, arg.Lane, arg.JobType)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []string
+	var items []TypeProbeRow
 	for rows.Next() {
-		var job_type string
-		if err := rows.Scan(&job_type); err != nil {
+		var i TypeProbeRow
+		if err := rows.Scan(
+			&i.Paused,
+			&i.MaxRunning,
+			&i.RateStarts,
+			&i.Running,
+			&i.WindowStarts,
+			&i.OpensInUs,
+			&i.HasDue,
+		); err != nil {
 			return nil, err
 		}
-		items = append(items, job_type)
+		items = append(items, i)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err

@@ -158,7 +158,7 @@ type JobLockRemoteRow struct {
 // jobs of the given job types that no other transaction holds, in
 // idx_scan order (status, lane, priority DESC, run_at, id: no filesort; the
 // job_type filter is read from the index). The caller leaves paused types
-// out of types (TypesPaused): a constant list the index applies before a
+// out of types (TypesHeld): a constant list the index applies before a
 // row is locked, where a subquery would be applied after, locking every
 // row of a paused backlog it steps past.
 func (q *Queries) JobLockRemote(ctx context.Context, arg JobLockRemoteParams) ([]JobLockRemoteRow, error) {
@@ -541,15 +541,22 @@ func (q *Queries) RunInfoSetProgress(ctx context.Context, arg RunInfoSetProgress
 	return err
 }
 
-const typesPaused = `-- name: TypesPaused :many
-SELECT job_type FROM job_type_control
-WHERE paused = 1 AND job_type IN (/*SLICE:types*/?)
+const typesHeld = `-- name: TypesHeld :many
+SELECT job_type, paused, rate_starts FROM job_type_control
+WHERE (paused = 1 OR rate_starts > 0) AND job_type IN (/*SLICE:types*/?)
 `
 
-// The paused job types among types (JobClaimRemote's first, non-locking
-// read).
-func (q *Queries) TypesPaused(ctx context.Context, types []string) ([]string, error) {
-	query := typesPaused
+type TypesHeldRow struct {
+	JobType    string
+	Paused     bool
+	RateStarts int32
+}
+
+// The paused and the rate-limited job types among types (JobClaimRemote's
+// first, non-locking read): the fetch's locking read leaves both out, and a
+// rate-limited one is claimed by the limited claim instead.
+func (q *Queries) TypesHeld(ctx context.Context, types []string) ([]TypesHeldRow, error) {
+	query := typesHeld
 	var queryParams []interface{}
 	if len(types) > 0 {
 		for _, v := range types {
@@ -564,13 +571,13 @@ func (q *Queries) TypesPaused(ctx context.Context, types []string) ([]string, er
 		return nil, err
 	}
 	defer rows.Close()
-	var items []string
+	var items []TypesHeldRow
 	for rows.Next() {
-		var job_type string
-		if err := rows.Scan(&job_type); err != nil {
+		var i TypesHeldRow
+		if err := rows.Scan(&i.JobType, &i.Paused, &i.RateStarts); err != nil {
 			return nil, err
 		}
-		items = append(items, job_type)
+		items = append(items, i)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err

@@ -16,6 +16,12 @@ INSERT INTO job_type_control (job_type, paused, max_running, update_time)
 VALUES (sqlc.arg(job_type), 0, sqlc.arg(max_running), NOW(6))
 ON DUPLICATE KEY UPDATE max_running = sqlc.arg(max_running), update_time = NOW(6);
 
+-- name: TypeControlSetRate :exec
+-- Sets (rate_starts > 0) or clears (0, 0) a job type's rate limit.
+INSERT INTO job_type_control (job_type, paused, max_running, rate_starts, rate_period_us, update_time)
+VALUES (sqlc.arg(job_type), 0, 0, sqlc.arg(rate_starts), sqlc.arg(rate_period_us), NOW(6))
+ON DUPLICATE KEY UPDATE rate_starts = sqlc.arg(rate_starts), rate_period_us = sqlc.arg(rate_period_us), update_time = NOW(6);
+
 -- name: TypeControlGet :one
 SELECT * FROM job_type_control WHERE job_type = ?;
 
@@ -23,37 +29,77 @@ SELECT * FROM job_type_control WHERE job_type = ?;
 SELECT * FROM job_type_control ORDER BY job_type;
 
 -- name: TypeControlLimited :many
--- The job types the limited claim serves, read on a slow cadence.
-SELECT job_type, max_running FROM job_type_control
-WHERE max_running > 0
+-- The job types the limited claim serves (a concurrency or a rate limit),
+-- read on a slow cadence.
+SELECT job_type, max_running, rate_starts, rate_period_us FROM job_type_control
+WHERE max_running > 0 OR rate_starts > 0
 ORDER BY job_type;
 
 -- name: TypeControlLock :one
 -- First statement of the limited claim: serialises every claim of one type
 -- across replicas until commit.
-SELECT paused, max_running FROM job_type_control
+SELECT paused, max_running, rate_starts, rate_period_us FROM job_type_control
 WHERE job_type = ?
 FOR UPDATE;
+
+-- name: RateWindowCount :one
+-- The starts of a rate-limited type in the window ending now, (NOW(6) − P,
+-- NOW(6)], on idx_rate_window, read under the type's control row lock. This
+-- NOW(6) is earlier than the one the claim's UPDATE then stamps, so the
+-- window counted ends no later than the claim's: it holds every start the
+-- claim's own window holds (and perhaps more), never fewer.
+SELECT COUNT(*) FROM rate_start
+WHERE job_type = sqlc.arg(job_type)
+  AND started_at > NOW(6) - INTERVAL sqlc.arg(period_us) MICROSECOND;
+
+-- name: RateStartRecord :execrows
+-- Records the starts a limited claim just made, with the started_at its
+-- UPDATE stamped on each job (the rows are locked by the claim).
+INSERT INTO rate_start (job_type, started_at, job_id)
+SELECT q.job_type, q.started_at, q.id FROM job_queue AS q
+WHERE q.id IN (sqlc.slice(ids));
+
+-- name: RateStartPrune :execrows
+-- Deletes starts of a type older than its window (at most LIMIT per claim),
+-- so rate_start holds about one window of starts per rate-limited type.
+DELETE FROM rate_start
+WHERE job_type = sqlc.arg(job_type)
+  AND started_at <= NOW(6) - INTERVAL sqlc.arg(period_us) MICROSECOND
+ORDER BY started_at
+LIMIT ?;
 
 -- name: JobCountRunningByType :one
 SELECT COUNT(*) FROM job_queue
 WHERE job_type = ? AND status = 'RUNNING';
 
--- name: TypeProbeClaimable :many
--- The non-locking probe before a limited claim: returns one row when the
--- type is not paused, has fewer RUNNING jobs than max_running and has a due
--- WAITING job (both counted on idx_type_status), so a type at its limit
--- costs one cheap read per scan and takes no lock.
-SELECT c.job_type FROM job_type_control AS c
-WHERE c.job_type = sqlc.arg(job_type) AND c.paused = 0
-  AND c.max_running > (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.status = 'RUNNING')
-  AND EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.run_at <= NOW(6));
+-- name: TypeProbe :many
+-- The non-locking probe before a limited claim, one row (none when the type
+-- has no control row): whether it is paused, its RUNNING jobs (counted on
+-- idx_type_status only when it has a concurrency limit), its starts in the
+-- rate window and when that window next opens — the oldest start in it
+-- plus the period, in microseconds from NOW(6) (idx_rate_window, only when
+-- it has a rate limit) — and whether a due WAITING job exists. A type at
+-- its limit costs one cheap read per scan and takes no lock.
+SELECT c.paused, c.max_running, c.rate_starts,
+       CAST(IF(c.max_running > 0,
+            (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.status = 'RUNNING'), 0) AS SIGNED) AS running,
+       CAST(IF(c.rate_starts > 0,
+            (SELECT COUNT(*) FROM rate_start AS s
+             WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND), 0) AS SIGNED) AS window_starts,
+       CAST(IF(c.rate_starts > 0,
+            COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6),
+              (SELECT MIN(s.started_at) FROM rate_start AS s
+               WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND)
+              + INTERVAL c.rate_period_us MICROSECOND), 0), 0) AS SIGNED) AS opens_in_us,
+       EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.lane = sqlc.arg(lane) AND w.run_at <= NOW(6)) AS has_due
+FROM job_type_control AS c
+WHERE c.job_type = sqlc.arg(job_type);
 
 -- name: JobLockAvailableByType :many
 -- The read half of the limited claim, under the type's control row lock, on
 -- servers without SKIP LOCKED.
 SELECT id FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE;
@@ -61,9 +107,10 @@ FOR UPDATE;
 -- name: JobLockAvailableByTypeSkipLocked :many
 -- The read half of the limited claim where SKIP LOCKED exists: rows an
 -- ordinary claim's scan has locked in passing are skipped, not waited for
--- (the control row lock already serialises the type's claimers).
+-- (the control row lock already serialises the type's claimers). lane 1 is
+-- a remote worker's fetch of a rate-limited type.
 SELECT id FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;

@@ -8,7 +8,7 @@
 -- jobs of the given job types that no other transaction holds, in
 -- idx_scan order (status, lane, priority DESC, run_at, id: no filesort; the
 -- job_type filter is read from the index). The caller leaves paused types
--- out of types (TypesPaused): a constant list the index applies before a
+-- out of types (TypesHeld): a constant list the index applies before a
 -- row is locked, where a subquery would be applied after, locking every
 -- row of a paused backlog it steps past.
 SELECT q.id, q.job_key, q.job_type, q.params, q.priority, q.retry_times, q.max_retry, q.timeout_ms,
@@ -117,8 +117,9 @@ UPDATE job_queue
 SET lane = 1
 WHERE job_type IN (sqlc.slice(types)) AND lane = 0 AND status IN ('WAITING', 'SCHEDULED');
 
--- name: TypesPaused :many
--- The paused job types among types (JobClaimRemote's first, non-locking
--- read).
-SELECT job_type FROM job_type_control
-WHERE paused = 1 AND job_type IN (sqlc.slice(types));
+-- name: TypesHeld :many
+-- The paused and the rate-limited job types among types (JobClaimRemote's
+-- first, non-locking read): the fetch's locking read leaves both out, and a
+-- rate-limited one is claimed by the limited claim instead.
+SELECT job_type, paused, rate_starts FROM job_type_control
+WHERE (paused = 1 OR rate_starts > 0) AND job_type IN (sqlc.slice(types));

@@ -81,21 +81,11 @@ func RunWorkflows(ctx context.Context, opts WorkflowOptions) (*WorkflowResult, e
 			fmt.Fprintf(opts.Log, format+"\n", args...)
 		}
 	}
-	srv, err := dbprovider.Provide(ctx, dbprovider.Options{DSN: opts.DSN})
+	env, st, done, err := openFreshStore(ctx, opts.DSN)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
-	env, err := NewEnv(ctx, srv)
-	if err != nil {
-		return nil, err
-	}
-	defer env.Close()
-	st, err := store.Open(ctx, env.DSN, store.PoolConfig{MaxOpen: 40})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
+	defer done()
 	res := &WorkflowResult{Server: st.Server.Description, UnblockSamples: opts.UnblockSamples}
 
 	// Unblock latency on an idle replica.
@@ -163,6 +153,26 @@ func RunWorkflows(ctx context.Context, opts WorkflowOptions) (*WorkflowResult, e
 		}
 	}
 	return res, nil
+}
+
+// openFreshStore provides a database server (dsn, or dbprovider's
+// default), a fresh bench database on it (NewEnv) and a store on that
+// database; done closes all three.
+func openFreshStore(ctx context.Context, dsn string) (env *Env, st *store.Store, done func(), err error) {
+	srv, err := dbprovider.Provide(ctx, dbprovider.Options{DSN: dsn})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if env, err = NewEnv(ctx, srv); err != nil {
+		srv.Close()
+		return nil, nil, nil, err
+	}
+	if st, err = store.Open(ctx, env.DSN, store.PoolConfig{MaxOpen: 40}); err != nil {
+		env.Close()
+		srv.Close()
+		return nil, nil, nil, err
+	}
+	return env, st, func() { st.Close(); env.Close(); srv.Close() }, nil
 }
 
 // medianRatio is the median (the lower middle for an even count) of the

@@ -20,6 +20,7 @@ import (
 	"github.com/jobq/jobq/store"
 	"github.com/jobq/jobq/testbed/chaos/checker"
 	"github.com/jobq/jobq/testbed/dbprovider"
+	"github.com/jobq/jobq/testbed/jobtypes"
 )
 
 // ErrInvalid is returned (wrapped) by Run when the checker found a
@@ -103,6 +104,12 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 		return nil, err
 	}
 	db := st.DB()
+	if cfg.RateLimited > 0 {
+		// Before the replicas start: each reads its limited types at start.
+		if _, err := st.TypeSetRateLimit(ctx, jobtypes.EffectLimited, cfg.RateStarts, cfg.RatePeriod); err != nil {
+			return nil, fmt.Errorf("set the rate limit: %w", err)
+		}
+	}
 	offset, err := dbClockOffset(ctx, db)
 	if err != nil {
 		return nil, err

@@ -130,6 +130,15 @@ type Config struct {
 	Periodic string
 	// PeriodicOverlap is that schedule's overlap policy. Defaults to allow.
 	PeriodicOverlap string
+	// RateLimited of the jobs are `effect-limited` instead of `effect`: a
+	// job type under the rate limit RateLimit (set before the replicas
+	// start), so the checker counts its starts per window
+	// (rate_limit_exceeded). Defaults to 0.
+	RateLimited float64
+	// RateLimit is the rate limit of the rate-limited jobs: RateStarts
+	// starts in any window of RatePeriod. Default to 20 per 1s.
+	RateStarts int
+	RatePeriod time.Duration
 	// MaxRetry is each job's max_retry. Defaults to 5.
 	MaxRetry int
 	// Faults are the kinds to inject, in order, each once per round. Empty
@@ -257,6 +266,8 @@ func (c Config) WithDefaults() Config {
 	c.MaxRetry = cmp.Or(c.MaxRetry, MaxRetryDefault)
 	c.FlakyFailures = cmp.Or(c.FlakyFailures, 1)
 	c.FutureMaxDelay = cmp.Or(c.FutureMaxDelay, 3*time.Second)
+	c.RateStarts = cmp.Or(c.RateStarts, 20)
+	c.RatePeriod = cmp.Or(c.RatePeriod, time.Second)
 	c.Rounds = cmp.Or(c.Rounds, 1)
 	c.Seed = cmp.Or(c.Seed, 1)
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
@@ -323,6 +334,12 @@ func (c Config) Validate() error {
 	}
 	if c.FlakyFraction < 0 || c.FlakyFraction > 1 {
 		errs = append(errs, fmt.Errorf("flaky fraction: must be in [0, 1], got %g", c.FlakyFraction))
+	}
+	if c.RateLimited < 0 || c.RateLimited > 1 {
+		errs = append(errs, fmt.Errorf("rate-limited fraction: must be in [0, 1], got %g", c.RateLimited))
+	}
+	if c.RateLimited > 0 && c.Executor != ExecutorLocal {
+		errs = append(errs, fmt.Errorf("rate-limited jobs: run on the replicas' own handlers only (executor local), got %q", c.Executor))
 	}
 	if c.FutureFraction < 0 || c.FutureFraction > 1 {
 		errs = append(errs, fmt.Errorf("future fraction: must be in [0, 1], got %g", c.FutureFraction))

@@ -83,6 +83,25 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 		}
 		h.Schedules[i].Fires = fires
 	}
+	rows, err = db.QueryContext(ctx, `SELECT job_type, rate_starts, rate_period_us FROM job_type_control
+		WHERE rate_starts > 0 ORDER BY job_type`)
+	if err != nil {
+		return fmt.Errorf("load history: rate limits: %w", err)
+	}
+	for rows.Next() {
+		var l checker.RateLimit
+		var us int64
+		if err := rows.Scan(&l.JobType, &l.Starts, &us); err != nil {
+			rows.Close()
+			return fmt.Errorf("load history: rate limits: %w", err)
+		}
+		l.Period = time.Duration(us) * time.Microsecond
+		h.RateLimits = append(h.RateLimits, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load history: rate limits: %w", err)
+	}
 	// job_effect is the testbed's table: a plain jobq database has none.
 	var effectTables int
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables

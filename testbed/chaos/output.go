@@ -71,6 +71,8 @@ type ConfigJSON struct {
 	Workflows       bool     `json:"workflows,omitempty"` // the jobs were submitted as random workflows
 	Periodic        string   `json:"periodic,omitempty"`  // a periodic schedule ran beside the workload
 	PeriodicOverlap string   `json:"periodic_overlap,omitempty"`
+	RateLimited     float64  `json:"rate_limited,omitempty"` // share of jobs of the rate-limited type
+	RateLimit       string   `json:"rate_limit,omitempty"`   // its limit, "N/period"
 	MaxRetry        int      `json:"max_retry"`
 	Faults          []string `json:"faults"`
 	Rounds          int      `json:"rounds"`
@@ -102,7 +104,8 @@ func configJSON(c Config) ConfigJSON {
 	cj := ConfigJSON{
 		Replicas: c.Replicas, Jobs: c.Jobs, DurationS: c.Duration.Seconds(), Rate: c.Rate, Runtime: c.Runtime,
 		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, FutureFraction: c.FutureFraction, Workflows: c.Workflows,
-		Periodic: c.Periodic, PeriodicOverlap: c.PeriodicOverlap, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
+		Periodic: c.Periodic, PeriodicOverlap: c.PeriodicOverlap, RateLimited: c.RateLimited, RateLimit: rateLimitString(c),
+		MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
 		Seed: c.Seed, Strategy: c.Strategy, Sabotage: nonNil(c.Sabotage), LeaseS: c.Lease.Seconds(), RescueS: c.RescueInterval.Seconds(),
 		Workers: c.Workers, PauseForS: c.PauseFor.Seconds(), KillRestartS: c.KillRestartDelay.Seconds(), DBDownS: c.DBDownFor.Seconds(),
 		PartitionS: c.PartitionFor.Seconds(), LatencyMs: float64(c.Latency.Milliseconds()), ResetMs: float64(c.ResetFor.Milliseconds()), ClockSkewS: c.ClockSkew.Seconds(),
@@ -415,4 +418,13 @@ func writeSchedules(w io.Writer, ss []checker.ScheduleResult) {
 		fmt.Fprintf(w, "| %s | `%s` | %s | %s – %s | %d | %d | %d | %s | %d | %d |\n", s.Name, s.Cron, orDefault(s.Overlap),
 			s.From.Format(time.RFC3339), s.To.Format(time.RFC3339), s.Instants, s.Fired, s.Late, orNone(skipped), s.Missing, s.Doubled)
 	}
+}
+
+// rateLimitString is the run's rate limit as "N/period", "" without
+// rate-limited jobs.
+func rateLimitString(c Config) string {
+	if c.RateLimited <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%s", c.RateStarts, c.RatePeriod)
 }

@@ -51,6 +51,9 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 			req.Params = json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms))
 		}
 		// Drawn only when asked for, so other workloads keep their seeds.
+		if cfg.RateLimited > 0 && req.JobType == "effect" && rng.Float64() < cfg.RateLimited {
+			req.JobType = jobtypes.EffectLimited
+		}
 		if cfg.FutureFraction > 0 && rng.Float64() < cfg.FutureFraction {
 			lo := cfg.FutureMaxDelay / 6
 			lead[i] = lo + time.Duration(rng.Int64N(int64(cfg.FutureMaxDelay-lo)+1))

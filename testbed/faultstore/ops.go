@@ -18,9 +18,9 @@ func (s *Store) TypeLimits(ctx context.Context) (map[string]int, error) {
 	return s.inner.TypeLimits(ctx)
 }
 
-// TypeClaimable delegates to the wrapped store.
-func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error) {
-	return s.inner.TypeClaimable(ctx, jobType)
+// TypeProbe delegates to the wrapped store.
+func (s *Store) TypeProbe(ctx context.Context, jobType string) (jobq.TypeProbe, error) {
+	return s.inner.TypeProbe(ctx, jobType)
 }
 
 // JobClaimLimited delegates to the wrapped store after ClaimLimitedBefore.

@@ -30,6 +30,10 @@ const (
 	// has PoisonEnv=1 (set by `jobq chaos`); elsewhere it fails at once,
 	// without retries.
 	Poison = "poison"
+	// EffectLimited is Effect under another name: the chaos testbed's
+	// rate-limited job type (a rate limit binds a job type, so the limited
+	// share of a workload needs a type of its own).
+	EffectLimited = "effect-limited"
 )
 
 // TestbedEnv, set to "1" in a replica's environment, makes `jobq serve`
@@ -64,6 +68,7 @@ func RegisterTestbed(ctx context.Context, reg *scheduler.Registry, db *sql.DB) e
 		return fmt.Errorf("testbed: create job_effect: %w", err)
 	}
 	reg.Register(Effect, EffectHandler{DB: db})
+	reg.Register(EffectLimited, EffectHandler{DB: db})
 	reg.Register(Poison, scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error {
 		if os.Getenv(PoisonEnv) != "1" {
 			return fmt.Errorf("%w: poison jobs kill their replica and run only under jobq chaos (%s=1)", scheduler.ErrDiscard, PoisonEnv)

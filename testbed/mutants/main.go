@@ -354,6 +354,24 @@ var mutants = []mutant{
 		Edits:  []edit{{"scheduler/completer_split.go", "	if len(cur) > 0 {\n\t\tgroups = append(groups, cur)\n\t}", "	_ = cur"}},
 		Checks: []check{{"./scheduler/", "^TestSplitByUnblock$"}},
 	},
+	{
+		Name: "rate-window-not-counted", Bug: "rate limit: the limited claim counts the starts after NOW(6) + P (none) instead of the window",
+		Rule:   "second claim in the same window took",
+		Edits:  []edit{{"gen/jobqdb/ops.sql.go", "WHERE job_type = ?\n  AND started_at > NOW(6) - INTERVAL ? MICROSECOND\n`", "WHERE job_type = ?\n  AND started_at > NOW(6) + INTERVAL ? MICROSECOND\n`"}},
+		Checks: []check{{"./store/", "^TestRateLimitedClaimTakesWhatTheWindowAllows$"}},
+	},
+	{
+		Name: "rate-start-not-recorded", Bug: "rate limit: the limited claim records none of its starts in rate_start",
+		Rule:   "second claim in the same window took",
+		Edits:  []edit{{"store/ops.go", "q.RateStartRecord(ctx, ids)", "q.RateStartRecord(ctx, nil)"}},
+		Checks: []check{{"./store/", "^TestRateLimitedClaimTakesWhatTheWindowAllows$"}},
+	},
+	{
+		Name: "rate-limited-in-fast-claim", Bug: "rate limit: the ordinary skiplocked claim takes rate-limited types (TypesExcluded leaves them in)",
+		Rule:   "of a rate-limited type",
+		Edits:  []edit{{gen, "WHERE paused = 1 OR max_running > 0 OR rate_starts > 0\n", "WHERE paused = 1 OR max_running > 0\n"}},
+		Checks: []check{{"./store/", "^TestRateLimitedClaimTakesWhatTheWindowAllows$"}},
+	},
 }
 
 func main() {

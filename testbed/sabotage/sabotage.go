@@ -21,6 +21,10 @@
 //   - unblock-outside-tx: a workflow parent's children are unblocked after
 //     its completion's transaction, in statements of their own and unfenced
 //     (unblockOutsideTx), not in it.
+//   - rate-window: a rate-limited job type's window is counted per replica,
+//     from the starts this replica made (in memory), not cluster-wide from
+//     rate_start under the type's row lock: each replica takes the whole
+//     limit (rateWindowLocal).
 //
 // With no switch on, Store passes every call through unchanged; the store
 // conformance suite (scheduler/storetest) runs against it so.
@@ -41,10 +45,11 @@ const (
 	LeaseCancel   = "lease-cancel"
 	OutcomeRetry  = "outcome-retry"
 	UnblockOutTx  = "unblock-outside-tx"
+	RateWindow    = "rate-window"
 )
 
 // Names lists every switch, in the order --help shows them.
-var Names = []string{Fencing, CASGuard, Rescuer, DeadlockRetry, LeaseCancel, OutcomeRetry, UnblockOutTx}
+var Names = []string{Fencing, CASGuard, Rescuer, DeadlockRetry, LeaseCancel, OutcomeRetry, UnblockOutTx, RateWindow}
 
 // Switches says which guarantees a replica breaks.
 type Switches struct {
@@ -55,6 +60,7 @@ type Switches struct {
 	NoLeaseCancel    bool // keep handlers running after their lease is lost
 	NoOutcomeRetry   bool // write an outcome once: no retry of transient errors (read-only, lost connection)
 	UnblockOutsideTx bool // unblock workflow children outside the parent's completion transaction
+	RatePerReplica   bool // count a rate limit's window per replica, not across replicas
 }
 
 // Parse turns --sabotage names into Switches; an unknown name is an error
@@ -77,6 +83,8 @@ func Parse(names []string) (Switches, error) {
 			s.NoOutcomeRetry = true
 		case UnblockOutTx:
 			s.UnblockOutsideTx = true
+		case RateWindow:
+			s.RatePerReplica = true
 		default:
 			return Switches{}, fmt.Errorf("--sabotage: unknown switch %q (want one of %s)", n, strings.Join(Names, ", "))
 		}
@@ -91,6 +99,7 @@ func (s Switches) Any() bool { return s != Switches{} }
 // spells them.
 func (s Switches) String() string {
 	on := map[string]bool{Fencing: s.NoFencing, CASGuard: s.NoCASGuard, Rescuer: s.NoRescuer,
-		DeadlockRetry: s.NoDeadlockRetry, LeaseCancel: s.NoLeaseCancel, OutcomeRetry: s.NoOutcomeRetry, UnblockOutTx: s.UnblockOutsideTx}
+		DeadlockRetry: s.NoDeadlockRetry, LeaseCancel: s.NoLeaseCancel, OutcomeRetry: s.NoOutcomeRetry, UnblockOutTx: s.UnblockOutsideTx,
+		RateWindow: s.RatePerReplica}
 	return strings.Join(slices.DeleteFunc(slices.Clone(Names), func(n string) bool { return !on[n] }), ",")
 }

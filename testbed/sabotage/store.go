@@ -57,6 +57,7 @@ type Store struct {
 	inner scheduler.Store
 	db    *sql.DB
 	sw    Switches
+	rate  *rateWindowLocal // rate-window
 }
 
 // Wrap returns inner sabotaged by sw; db is inner's database (store.DB()).
@@ -67,7 +68,11 @@ func Wrap(inner scheduler.Store, db *sql.DB, sw Switches) *Store {
 		// ms one run in two lost nothing: the checker had nothing to see).
 		inner = &unblockOutsideTx{Store: inner, DB: db, Gap: 300 * time.Millisecond}
 	}
-	return &Store{inner: inner, db: db, sw: sw}
+	s := &Store{inner: inner, db: db, sw: sw}
+	if sw.RatePerReplica {
+		s.rate = &rateWindowLocal{db: db, starts: map[string][]time.Time{}}
+	}
+	return s
 }
 
 var _ scheduler.Store = (*Store)(nil)
@@ -122,6 +127,22 @@ func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) ([]jobq.
 	return r, n, s.out(store.Mark(err))
 }
 
+// claimedFrom shapes the rows a sabotaged claim read back (JobGetClaimed)
+// as the scheduler gets them.
+func claimedFrom(rows []jobqdb.JobGetClaimedRow) []jobq.ClaimedJob {
+	out := make([]jobq.ClaimedJob, len(rows))
+	for i, r := range rows {
+		out[i] = jobq.ClaimedJob{
+			ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
+			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
+			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt),
+			LeaseUntil: r.LeaseUntil.Time.UTC(), StartedAt: r.StartedAt.Time.UTC(), CreateTime: r.CreateTime.UTC(),
+			HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64),
+		}
+	}
+	return out
+}
+
 // claimCASUnguarded is the store's cas claim (one READ COMMITTED
 // transaction, per-row CAS, read-back of the rows won) with casUnguarded.
 func (s *Store) claimCASUnguarded(ctx context.Context, p jobq.ClaimCASParams) (claimed []jobq.ClaimedJob, lost int, err error) {
@@ -149,14 +170,7 @@ func (s *Store) claimCASUnguarded(ctx context.Context, p jobq.ClaimCASParams) (c
 		if err != nil {
 			return err
 		}
-		for _, r := range rows {
-			claimed = append(claimed, jobq.ClaimedJob{
-				ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
-				Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
-				TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt),
-				LeaseUntil: r.LeaseUntil.Time.UTC(), StartedAt: r.StartedAt.Time.UTC(), CreateTime: r.CreateTime.UTC(),
-			})
-		}
+		claimed = claimedFrom(rows)
 		return nil
 	})
 	if err != nil {
@@ -302,14 +316,19 @@ func (s *Store) TypeLimits(ctx context.Context) (map[string]int, error) {
 	return r, s.out(err)
 }
 
-// TypeClaimable implements scheduler.OpsStore.
-func (s *Store) TypeClaimable(ctx context.Context, jobType string) (bool, error) {
-	r, err := s.inner.TypeClaimable(ctx, jobType)
+// TypeProbe implements scheduler.OpsStore.
+func (s *Store) TypeProbe(ctx context.Context, jobType string) (jobq.TypeProbe, error) {
+	r, err := s.inner.TypeProbe(ctx, jobType)
 	return r, s.out(err)
 }
 
 // JobClaimLimited implements scheduler.OpsStore.
 func (s *Store) JobClaimLimited(ctx context.Context, jobType string, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
+	if s.rate != nil {
+		if r, handled, err := s.rate.claim(ctx, jobType, p); handled {
+			return r, s.out(store.Mark(err))
+		}
+	}
 	r, err := s.inner.JobClaimLimited(ctx, jobType, p)
 	return r, s.out(err)
 }

@@ -44,7 +44,13 @@ type TypeControl struct {
 	// max_running is the cluster-wide limit of RUNNING jobs; 0 = none.
 	MaxRunning int32 `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"`
 	// update_time is when the row last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// rate_starts is the most starts in any window of rate_period; 0 = no
+	// rate limit.
+	RateStarts int32 `protobuf:"varint,5,opt,name=rate_starts,json=rateStarts,proto3" json:"rate_starts,omitempty"`
+	// rate_period is the rate limit's window (a Go duration, e.g. "1s");
+	// empty when there is no rate limit.
+	RatePeriod    string `protobuf:"bytes,6,opt,name=rate_period,json=ratePeriod,proto3" json:"rate_period,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -105,6 +111,20 @@ func (x *TypeControl) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *TypeControl) GetRateStarts() int32 {
+	if x != nil {
+		return x.RateStarts
+	}
+	return 0
+}
+
+func (x *TypeControl) GetRatePeriod() string {
+	if x != nil {
+		return x.RatePeriod
+	}
+	return ""
 }
 
 // Periodic is one periodic schedule (a row of periodic_job).
@@ -573,6 +593,208 @@ func (x *SetTypeLimitResponse) GetType() *TypeControl {
 	return nil
 }
 
+// SetTypeRateLimitRequest mirrors PUT /v1/types/{job_type}/rate-limit.
+type SetTypeRateLimitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// job_type is the type to limit.
+	JobType string `protobuf:"bytes,1,opt,name=job_type,json=jobType,proto3" json:"job_type,omitempty"`
+	// starts is required: 1–1,000,000 starts per window.
+	Starts *int32 `protobuf:"varint,2,opt,name=starts,proto3,oneof" json:"starts,omitempty"`
+	// period is required: the window, a Go duration from 1ms to 24h.
+	Period        string `protobuf:"bytes,3,opt,name=period,proto3" json:"period,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTypeRateLimitRequest) Reset() {
+	*x = SetTypeRateLimitRequest{}
+	mi := &file_jobq_v1_ops_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTypeRateLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTypeRateLimitRequest) ProtoMessage() {}
+
+func (x *SetTypeRateLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobq_v1_ops_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTypeRateLimitRequest.ProtoReflect.Descriptor instead.
+func (*SetTypeRateLimitRequest) Descriptor() ([]byte, []int) {
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SetTypeRateLimitRequest) GetJobType() string {
+	if x != nil {
+		return x.JobType
+	}
+	return ""
+}
+
+func (x *SetTypeRateLimitRequest) GetStarts() int32 {
+	if x != nil && x.Starts != nil {
+		return *x.Starts
+	}
+	return 0
+}
+
+func (x *SetTypeRateLimitRequest) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+// SetTypeRateLimitResponse holds the type's state after the call.
+type SetTypeRateLimitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is the type's control row.
+	Type          *TypeControl `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTypeRateLimitResponse) Reset() {
+	*x = SetTypeRateLimitResponse{}
+	mi := &file_jobq_v1_ops_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTypeRateLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTypeRateLimitResponse) ProtoMessage() {}
+
+func (x *SetTypeRateLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobq_v1_ops_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTypeRateLimitResponse.ProtoReflect.Descriptor instead.
+func (*SetTypeRateLimitResponse) Descriptor() ([]byte, []int) {
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetTypeRateLimitResponse) GetType() *TypeControl {
+	if x != nil {
+		return x.Type
+	}
+	return nil
+}
+
+// ClearTypeRateLimitRequest mirrors DELETE /v1/types/{job_type}/rate-limit.
+type ClearTypeRateLimitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// job_type is the type whose rate limit is removed.
+	JobType       string `protobuf:"bytes,1,opt,name=job_type,json=jobType,proto3" json:"job_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearTypeRateLimitRequest) Reset() {
+	*x = ClearTypeRateLimitRequest{}
+	mi := &file_jobq_v1_ops_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearTypeRateLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearTypeRateLimitRequest) ProtoMessage() {}
+
+func (x *ClearTypeRateLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_jobq_v1_ops_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearTypeRateLimitRequest.ProtoReflect.Descriptor instead.
+func (*ClearTypeRateLimitRequest) Descriptor() ([]byte, []int) {
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ClearTypeRateLimitRequest) GetJobType() string {
+	if x != nil {
+		return x.JobType
+	}
+	return ""
+}
+
+// ClearTypeRateLimitResponse holds the type's state after the call.
+type ClearTypeRateLimitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is the type's control row.
+	Type          *TypeControl `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearTypeRateLimitResponse) Reset() {
+	*x = ClearTypeRateLimitResponse{}
+	mi := &file_jobq_v1_ops_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearTypeRateLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearTypeRateLimitResponse) ProtoMessage() {}
+
+func (x *ClearTypeRateLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_jobq_v1_ops_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearTypeRateLimitResponse.ProtoReflect.Descriptor instead.
+func (*ClearTypeRateLimitResponse) Descriptor() ([]byte, []int) {
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ClearTypeRateLimitResponse) GetType() *TypeControl {
+	if x != nil {
+		return x.Type
+	}
+	return nil
+}
+
 // ListTypesRequest has no fields.
 type ListTypesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -582,7 +804,7 @@ type ListTypesRequest struct {
 
 func (x *ListTypesRequest) Reset() {
 	*x = ListTypesRequest{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[8]
+	mi := &file_jobq_v1_ops_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +816,7 @@ func (x *ListTypesRequest) String() string {
 func (*ListTypesRequest) ProtoMessage() {}
 
 func (x *ListTypesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[8]
+	mi := &file_jobq_v1_ops_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +829,7 @@ func (x *ListTypesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTypesRequest.ProtoReflect.Descriptor instead.
 func (*ListTypesRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{8}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{12}
 }
 
 // ListTypesResponse lists the control rows.
@@ -621,7 +843,7 @@ type ListTypesResponse struct {
 
 func (x *ListTypesResponse) Reset() {
 	*x = ListTypesResponse{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[9]
+	mi := &file_jobq_v1_ops_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +855,7 @@ func (x *ListTypesResponse) String() string {
 func (*ListTypesResponse) ProtoMessage() {}
 
 func (x *ListTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[9]
+	mi := &file_jobq_v1_ops_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +868,7 @@ func (x *ListTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTypesResponse.ProtoReflect.Descriptor instead.
 func (*ListTypesResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{9}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListTypesResponse) GetTypes() []*TypeControl {
@@ -684,7 +906,7 @@ type PutPeriodicRequest struct {
 
 func (x *PutPeriodicRequest) Reset() {
 	*x = PutPeriodicRequest{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[10]
+	mi := &file_jobq_v1_ops_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +918,7 @@ func (x *PutPeriodicRequest) String() string {
 func (*PutPeriodicRequest) ProtoMessage() {}
 
 func (x *PutPeriodicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[10]
+	mi := &file_jobq_v1_ops_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +931,7 @@ func (x *PutPeriodicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutPeriodicRequest.ProtoReflect.Descriptor instead.
 func (*PutPeriodicRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{10}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PutPeriodicRequest) GetName() string {
@@ -788,7 +1010,7 @@ type PutPeriodicResponse struct {
 
 func (x *PutPeriodicResponse) Reset() {
 	*x = PutPeriodicResponse{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[11]
+	mi := &file_jobq_v1_ops_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +1022,7 @@ func (x *PutPeriodicResponse) String() string {
 func (*PutPeriodicResponse) ProtoMessage() {}
 
 func (x *PutPeriodicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[11]
+	mi := &file_jobq_v1_ops_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +1035,7 @@ func (x *PutPeriodicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutPeriodicResponse.ProtoReflect.Descriptor instead.
 func (*PutPeriodicResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{11}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PutPeriodicResponse) GetPeriodic() *Periodic {
@@ -841,7 +1063,7 @@ type GetPeriodicRequest struct {
 
 func (x *GetPeriodicRequest) Reset() {
 	*x = GetPeriodicRequest{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[12]
+	mi := &file_jobq_v1_ops_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +1075,7 @@ func (x *GetPeriodicRequest) String() string {
 func (*GetPeriodicRequest) ProtoMessage() {}
 
 func (x *GetPeriodicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[12]
+	mi := &file_jobq_v1_ops_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +1088,7 @@ func (x *GetPeriodicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPeriodicRequest.ProtoReflect.Descriptor instead.
 func (*GetPeriodicRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{12}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetPeriodicRequest) GetName() string {
@@ -887,7 +1109,7 @@ type GetPeriodicResponse struct {
 
 func (x *GetPeriodicResponse) Reset() {
 	*x = GetPeriodicResponse{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[13]
+	mi := &file_jobq_v1_ops_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1121,7 @@ func (x *GetPeriodicResponse) String() string {
 func (*GetPeriodicResponse) ProtoMessage() {}
 
 func (x *GetPeriodicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[13]
+	mi := &file_jobq_v1_ops_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1134,7 @@ func (x *GetPeriodicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPeriodicResponse.ProtoReflect.Descriptor instead.
 func (*GetPeriodicResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{13}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetPeriodicResponse) GetPeriodic() *Periodic {
@@ -931,7 +1153,7 @@ type ListPeriodicRequest struct {
 
 func (x *ListPeriodicRequest) Reset() {
 	*x = ListPeriodicRequest{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[14]
+	mi := &file_jobq_v1_ops_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1165,7 @@ func (x *ListPeriodicRequest) String() string {
 func (*ListPeriodicRequest) ProtoMessage() {}
 
 func (x *ListPeriodicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[14]
+	mi := &file_jobq_v1_ops_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1178,7 @@ func (x *ListPeriodicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPeriodicRequest.ProtoReflect.Descriptor instead.
 func (*ListPeriodicRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{14}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{18}
 }
 
 // ListPeriodicResponse lists the schedules.
@@ -970,7 +1192,7 @@ type ListPeriodicResponse struct {
 
 func (x *ListPeriodicResponse) Reset() {
 	*x = ListPeriodicResponse{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[15]
+	mi := &file_jobq_v1_ops_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1204,7 @@ func (x *ListPeriodicResponse) String() string {
 func (*ListPeriodicResponse) ProtoMessage() {}
 
 func (x *ListPeriodicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[15]
+	mi := &file_jobq_v1_ops_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1217,7 @@ func (x *ListPeriodicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPeriodicResponse.ProtoReflect.Descriptor instead.
 func (*ListPeriodicResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{15}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListPeriodicResponse) GetPeriodic() []*Periodic {
@@ -1016,7 +1238,7 @@ type DeletePeriodicRequest struct {
 
 func (x *DeletePeriodicRequest) Reset() {
 	*x = DeletePeriodicRequest{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[16]
+	mi := &file_jobq_v1_ops_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1250,7 @@ func (x *DeletePeriodicRequest) String() string {
 func (*DeletePeriodicRequest) ProtoMessage() {}
 
 func (x *DeletePeriodicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[16]
+	mi := &file_jobq_v1_ops_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1263,7 @@ func (x *DeletePeriodicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePeriodicRequest.ProtoReflect.Descriptor instead.
 func (*DeletePeriodicRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{16}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeletePeriodicRequest) GetName() string {
@@ -1062,7 +1284,7 @@ type DeletePeriodicResponse struct {
 
 func (x *DeletePeriodicResponse) Reset() {
 	*x = DeletePeriodicResponse{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[17]
+	mi := &file_jobq_v1_ops_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1296,7 @@ func (x *DeletePeriodicResponse) String() string {
 func (*DeletePeriodicResponse) ProtoMessage() {}
 
 func (x *DeletePeriodicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[17]
+	mi := &file_jobq_v1_ops_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1309,7 @@ func (x *DeletePeriodicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePeriodicResponse.ProtoReflect.Descriptor instead.
 func (*DeletePeriodicResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{17}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeletePeriodicResponse) GetDeleted() string {
@@ -1110,7 +1332,7 @@ type RetryJobsRequest struct {
 
 func (x *RetryJobsRequest) Reset() {
 	*x = RetryJobsRequest{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[18]
+	mi := &file_jobq_v1_ops_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1344,7 @@ func (x *RetryJobsRequest) String() string {
 func (*RetryJobsRequest) ProtoMessage() {}
 
 func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[18]
+	mi := &file_jobq_v1_ops_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1357,7 @@ func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{18}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RetryJobsRequest) GetStatus() string {
@@ -1163,7 +1385,7 @@ type RetryJobsResponse struct {
 
 func (x *RetryJobsResponse) Reset() {
 	*x = RetryJobsResponse{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[19]
+	mi := &file_jobq_v1_ops_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1397,7 @@ func (x *RetryJobsResponse) String() string {
 func (*RetryJobsResponse) ProtoMessage() {}
 
 func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[19]
+	mi := &file_jobq_v1_ops_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1410,7 @@ func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{19}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RetryJobsResponse) GetRetried() int64 {
@@ -1209,7 +1431,7 @@ type PurgeJobsRequest struct {
 
 func (x *PurgeJobsRequest) Reset() {
 	*x = PurgeJobsRequest{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[20]
+	mi := &file_jobq_v1_ops_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1443,7 @@ func (x *PurgeJobsRequest) String() string {
 func (*PurgeJobsRequest) ProtoMessage() {}
 
 func (x *PurgeJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[20]
+	mi := &file_jobq_v1_ops_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1456,7 @@ func (x *PurgeJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeJobsRequest.ProtoReflect.Descriptor instead.
 func (*PurgeJobsRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{20}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PurgeJobsRequest) GetOlderThan() string {
@@ -1261,7 +1483,7 @@ type PurgeJobsResponse struct {
 
 func (x *PurgeJobsResponse) Reset() {
 	*x = PurgeJobsResponse{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[21]
+	mi := &file_jobq_v1_ops_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1495,7 @@ func (x *PurgeJobsResponse) String() string {
 func (*PurgeJobsResponse) ProtoMessage() {}
 
 func (x *PurgeJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[21]
+	mi := &file_jobq_v1_ops_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1508,7 @@ func (x *PurgeJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeJobsResponse.ProtoReflect.Descriptor instead.
 func (*PurgeJobsResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{21}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PurgeJobsResponse) GetJobs() int64 {
@@ -1328,7 +1550,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[22]
+	mi := &file_jobq_v1_ops_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1562,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[22]
+	mi := &file_jobq_v1_ops_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1575,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{22}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetStatsRequest) GetWindow() string {
@@ -1378,7 +1600,7 @@ type TypeStatusCount struct {
 
 func (x *TypeStatusCount) Reset() {
 	*x = TypeStatusCount{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[23]
+	mi := &file_jobq_v1_ops_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1612,7 @@ func (x *TypeStatusCount) String() string {
 func (*TypeStatusCount) ProtoMessage() {}
 
 func (x *TypeStatusCount) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[23]
+	mi := &file_jobq_v1_ops_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1625,7 @@ func (x *TypeStatusCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeStatusCount.ProtoReflect.Descriptor instead.
 func (*TypeStatusCount) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{23}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TypeStatusCount) GetJobType() string {
@@ -1455,7 +1677,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_jobq_v1_ops_proto_msgTypes[24]
+	mi := &file_jobq_v1_ops_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1689,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jobq_v1_ops_proto_msgTypes[24]
+	mi := &file_jobq_v1_ops_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1702,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{24}
+	return file_jobq_v1_ops_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetStatsResponse) GetDbNow() *timestamppb.Timestamp {
@@ -1550,14 +1772,18 @@ var File_jobq_v1_ops_proto protoreflect.FileDescriptor
 
 const file_jobq_v1_ops_proto_rawDesc = "" +
 	"\n" +
-	"\x11jobq/v1/ops.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9e\x01\n" +
+	"\x11jobq/v1/ops.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe0\x01\n" +
 	"\vTypeControl\x12\x19\n" +
 	"\bjob_type\x18\x01 \x01(\tR\ajobType\x12\x16\n" +
 	"\x06paused\x18\x02 \x01(\bR\x06paused\x12\x1f\n" +
 	"\vmax_running\x18\x03 \x01(\x05R\n" +
 	"maxRunning\x12;\n" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xc3\x04\n" +
+	"updateTime\x12\x1f\n" +
+	"\vrate_starts\x18\x05 \x01(\x05R\n" +
+	"rateStarts\x12\x1f\n" +
+	"\vrate_period\x18\x06 \x01(\tR\n" +
+	"ratePeriod\"\xc3\x04\n" +
 	"\bPeriodic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x19\n" +
@@ -1593,6 +1819,17 @@ const file_jobq_v1_ops_proto_rawDesc = "" +
 	"maxRunning\x88\x01\x01B\x0e\n" +
 	"\f_max_running\"@\n" +
 	"\x14SetTypeLimitResponse\x12(\n" +
+	"\x04type\x18\x01 \x01(\v2\x14.jobq.v1.TypeControlR\x04type\"t\n" +
+	"\x17SetTypeRateLimitRequest\x12\x19\n" +
+	"\bjob_type\x18\x01 \x01(\tR\ajobType\x12\x1b\n" +
+	"\x06starts\x18\x02 \x01(\x05H\x00R\x06starts\x88\x01\x01\x12\x16\n" +
+	"\x06period\x18\x03 \x01(\tR\x06periodB\t\n" +
+	"\a_starts\"D\n" +
+	"\x18SetTypeRateLimitResponse\x12(\n" +
+	"\x04type\x18\x01 \x01(\v2\x14.jobq.v1.TypeControlR\x04type\"6\n" +
+	"\x19ClearTypeRateLimitRequest\x12\x19\n" +
+	"\bjob_type\x18\x01 \x01(\tR\ajobType\"F\n" +
+	"\x1aClearTypeRateLimitResponse\x12(\n" +
 	"\x04type\x18\x01 \x01(\v2\x14.jobq.v1.TypeControlR\x04type\"\x12\n" +
 	"\x10ListTypesRequest\"?\n" +
 	"\x11ListTypesResponse\x12*\n" +
@@ -1663,13 +1900,15 @@ const file_jobq_v1_ops_proto_rawDesc = "" +
 	"\rFinishedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01B\x19\n" +
-	"\x17_oldest_waiting_seconds2\xa5\x06\n" +
+	"\x17_oldest_waiting_seconds2\xdd\a\n" +
 	"\n" +
 	"OpsService\x12B\n" +
 	"\tPauseType\x12\x19.jobq.v1.PauseTypeRequest\x1a\x1a.jobq.v1.PauseTypeResponse\x12E\n" +
 	"\n" +
 	"ResumeType\x12\x1a.jobq.v1.ResumeTypeRequest\x1a\x1b.jobq.v1.ResumeTypeResponse\x12K\n" +
-	"\fSetTypeLimit\x12\x1c.jobq.v1.SetTypeLimitRequest\x1a\x1d.jobq.v1.SetTypeLimitResponse\x12B\n" +
+	"\fSetTypeLimit\x12\x1c.jobq.v1.SetTypeLimitRequest\x1a\x1d.jobq.v1.SetTypeLimitResponse\x12W\n" +
+	"\x10SetTypeRateLimit\x12 .jobq.v1.SetTypeRateLimitRequest\x1a!.jobq.v1.SetTypeRateLimitResponse\x12]\n" +
+	"\x12ClearTypeRateLimit\x12\".jobq.v1.ClearTypeRateLimitRequest\x1a#.jobq.v1.ClearTypeRateLimitResponse\x12B\n" +
 	"\tListTypes\x12\x19.jobq.v1.ListTypesRequest\x1a\x1a.jobq.v1.ListTypesResponse\x12H\n" +
 	"\vPutPeriodic\x12\x1b.jobq.v1.PutPeriodicRequest\x1a\x1c.jobq.v1.PutPeriodicResponse\x12H\n" +
 	"\vGetPeriodic\x12\x1b.jobq.v1.GetPeriodicRequest\x1a\x1c.jobq.v1.GetPeriodicResponse\x12K\n" +
@@ -1691,82 +1930,92 @@ func file_jobq_v1_ops_proto_rawDescGZIP() []byte {
 	return file_jobq_v1_ops_proto_rawDescData
 }
 
-var file_jobq_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_jobq_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_jobq_v1_ops_proto_goTypes = []any{
-	(*TypeControl)(nil),            // 0: jobq.v1.TypeControl
-	(*Periodic)(nil),               // 1: jobq.v1.Periodic
-	(*PauseTypeRequest)(nil),       // 2: jobq.v1.PauseTypeRequest
-	(*PauseTypeResponse)(nil),      // 3: jobq.v1.PauseTypeResponse
-	(*ResumeTypeRequest)(nil),      // 4: jobq.v1.ResumeTypeRequest
-	(*ResumeTypeResponse)(nil),     // 5: jobq.v1.ResumeTypeResponse
-	(*SetTypeLimitRequest)(nil),    // 6: jobq.v1.SetTypeLimitRequest
-	(*SetTypeLimitResponse)(nil),   // 7: jobq.v1.SetTypeLimitResponse
-	(*ListTypesRequest)(nil),       // 8: jobq.v1.ListTypesRequest
-	(*ListTypesResponse)(nil),      // 9: jobq.v1.ListTypesResponse
-	(*PutPeriodicRequest)(nil),     // 10: jobq.v1.PutPeriodicRequest
-	(*PutPeriodicResponse)(nil),    // 11: jobq.v1.PutPeriodicResponse
-	(*GetPeriodicRequest)(nil),     // 12: jobq.v1.GetPeriodicRequest
-	(*GetPeriodicResponse)(nil),    // 13: jobq.v1.GetPeriodicResponse
-	(*ListPeriodicRequest)(nil),    // 14: jobq.v1.ListPeriodicRequest
-	(*ListPeriodicResponse)(nil),   // 15: jobq.v1.ListPeriodicResponse
-	(*DeletePeriodicRequest)(nil),  // 16: jobq.v1.DeletePeriodicRequest
-	(*DeletePeriodicResponse)(nil), // 17: jobq.v1.DeletePeriodicResponse
-	(*RetryJobsRequest)(nil),       // 18: jobq.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),      // 19: jobq.v1.RetryJobsResponse
-	(*PurgeJobsRequest)(nil),       // 20: jobq.v1.PurgeJobsRequest
-	(*PurgeJobsResponse)(nil),      // 21: jobq.v1.PurgeJobsResponse
-	(*GetStatsRequest)(nil),        // 22: jobq.v1.GetStatsRequest
-	(*TypeStatusCount)(nil),        // 23: jobq.v1.TypeStatusCount
-	(*GetStatsResponse)(nil),       // 24: jobq.v1.GetStatsResponse
-	nil,                            // 25: jobq.v1.GetStatsResponse.ByStatusEntry
-	nil,                            // 26: jobq.v1.GetStatsResponse.FinishedEntry
-	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
+	(*TypeControl)(nil),                // 0: jobq.v1.TypeControl
+	(*Periodic)(nil),                   // 1: jobq.v1.Periodic
+	(*PauseTypeRequest)(nil),           // 2: jobq.v1.PauseTypeRequest
+	(*PauseTypeResponse)(nil),          // 3: jobq.v1.PauseTypeResponse
+	(*ResumeTypeRequest)(nil),          // 4: jobq.v1.ResumeTypeRequest
+	(*ResumeTypeResponse)(nil),         // 5: jobq.v1.ResumeTypeResponse
+	(*SetTypeLimitRequest)(nil),        // 6: jobq.v1.SetTypeLimitRequest
+	(*SetTypeLimitResponse)(nil),       // 7: jobq.v1.SetTypeLimitResponse
+	(*SetTypeRateLimitRequest)(nil),    // 8: jobq.v1.SetTypeRateLimitRequest
+	(*SetTypeRateLimitResponse)(nil),   // 9: jobq.v1.SetTypeRateLimitResponse
+	(*ClearTypeRateLimitRequest)(nil),  // 10: jobq.v1.ClearTypeRateLimitRequest
+	(*ClearTypeRateLimitResponse)(nil), // 11: jobq.v1.ClearTypeRateLimitResponse
+	(*ListTypesRequest)(nil),           // 12: jobq.v1.ListTypesRequest
+	(*ListTypesResponse)(nil),          // 13: jobq.v1.ListTypesResponse
+	(*PutPeriodicRequest)(nil),         // 14: jobq.v1.PutPeriodicRequest
+	(*PutPeriodicResponse)(nil),        // 15: jobq.v1.PutPeriodicResponse
+	(*GetPeriodicRequest)(nil),         // 16: jobq.v1.GetPeriodicRequest
+	(*GetPeriodicResponse)(nil),        // 17: jobq.v1.GetPeriodicResponse
+	(*ListPeriodicRequest)(nil),        // 18: jobq.v1.ListPeriodicRequest
+	(*ListPeriodicResponse)(nil),       // 19: jobq.v1.ListPeriodicResponse
+	(*DeletePeriodicRequest)(nil),      // 20: jobq.v1.DeletePeriodicRequest
+	(*DeletePeriodicResponse)(nil),     // 21: jobq.v1.DeletePeriodicResponse
+	(*RetryJobsRequest)(nil),           // 22: jobq.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),          // 23: jobq.v1.RetryJobsResponse
+	(*PurgeJobsRequest)(nil),           // 24: jobq.v1.PurgeJobsRequest
+	(*PurgeJobsResponse)(nil),          // 25: jobq.v1.PurgeJobsResponse
+	(*GetStatsRequest)(nil),            // 26: jobq.v1.GetStatsRequest
+	(*TypeStatusCount)(nil),            // 27: jobq.v1.TypeStatusCount
+	(*GetStatsResponse)(nil),           // 28: jobq.v1.GetStatsResponse
+	nil,                                // 29: jobq.v1.GetStatsResponse.ByStatusEntry
+	nil,                                // 30: jobq.v1.GetStatsResponse.FinishedEntry
+	(*timestamppb.Timestamp)(nil),      // 31: google.protobuf.Timestamp
 }
 var file_jobq_v1_ops_proto_depIdxs = []int32{
-	27, // 0: jobq.v1.TypeControl.update_time:type_name -> google.protobuf.Timestamp
-	27, // 1: jobq.v1.Periodic.next_run_at:type_name -> google.protobuf.Timestamp
-	27, // 2: jobq.v1.Periodic.last_run_at:type_name -> google.protobuf.Timestamp
-	27, // 3: jobq.v1.Periodic.create_time:type_name -> google.protobuf.Timestamp
-	27, // 4: jobq.v1.Periodic.update_time:type_name -> google.protobuf.Timestamp
+	31, // 0: jobq.v1.TypeControl.update_time:type_name -> google.protobuf.Timestamp
+	31, // 1: jobq.v1.Periodic.next_run_at:type_name -> google.protobuf.Timestamp
+	31, // 2: jobq.v1.Periodic.last_run_at:type_name -> google.protobuf.Timestamp
+	31, // 3: jobq.v1.Periodic.create_time:type_name -> google.protobuf.Timestamp
+	31, // 4: jobq.v1.Periodic.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 5: jobq.v1.PauseTypeResponse.type:type_name -> jobq.v1.TypeControl
 	0,  // 6: jobq.v1.ResumeTypeResponse.type:type_name -> jobq.v1.TypeControl
 	0,  // 7: jobq.v1.SetTypeLimitResponse.type:type_name -> jobq.v1.TypeControl
-	0,  // 8: jobq.v1.ListTypesResponse.types:type_name -> jobq.v1.TypeControl
-	1,  // 9: jobq.v1.PutPeriodicResponse.periodic:type_name -> jobq.v1.Periodic
-	1,  // 10: jobq.v1.GetPeriodicResponse.periodic:type_name -> jobq.v1.Periodic
-	1,  // 11: jobq.v1.ListPeriodicResponse.periodic:type_name -> jobq.v1.Periodic
-	27, // 12: jobq.v1.PurgeJobsResponse.cutoff:type_name -> google.protobuf.Timestamp
-	27, // 13: jobq.v1.GetStatsResponse.db_now:type_name -> google.protobuf.Timestamp
-	25, // 14: jobq.v1.GetStatsResponse.by_status:type_name -> jobq.v1.GetStatsResponse.ByStatusEntry
-	23, // 15: jobq.v1.GetStatsResponse.by_type_status:type_name -> jobq.v1.TypeStatusCount
-	26, // 16: jobq.v1.GetStatsResponse.finished:type_name -> jobq.v1.GetStatsResponse.FinishedEntry
-	2,  // 17: jobq.v1.OpsService.PauseType:input_type -> jobq.v1.PauseTypeRequest
-	4,  // 18: jobq.v1.OpsService.ResumeType:input_type -> jobq.v1.ResumeTypeRequest
-	6,  // 19: jobq.v1.OpsService.SetTypeLimit:input_type -> jobq.v1.SetTypeLimitRequest
-	8,  // 20: jobq.v1.OpsService.ListTypes:input_type -> jobq.v1.ListTypesRequest
-	10, // 21: jobq.v1.OpsService.PutPeriodic:input_type -> jobq.v1.PutPeriodicRequest
-	12, // 22: jobq.v1.OpsService.GetPeriodic:input_type -> jobq.v1.GetPeriodicRequest
-	14, // 23: jobq.v1.OpsService.ListPeriodic:input_type -> jobq.v1.ListPeriodicRequest
-	16, // 24: jobq.v1.OpsService.DeletePeriodic:input_type -> jobq.v1.DeletePeriodicRequest
-	18, // 25: jobq.v1.OpsService.RetryJobs:input_type -> jobq.v1.RetryJobsRequest
-	20, // 26: jobq.v1.OpsService.PurgeJobs:input_type -> jobq.v1.PurgeJobsRequest
-	22, // 27: jobq.v1.OpsService.GetStats:input_type -> jobq.v1.GetStatsRequest
-	3,  // 28: jobq.v1.OpsService.PauseType:output_type -> jobq.v1.PauseTypeResponse
-	5,  // 29: jobq.v1.OpsService.ResumeType:output_type -> jobq.v1.ResumeTypeResponse
-	7,  // 30: jobq.v1.OpsService.SetTypeLimit:output_type -> jobq.v1.SetTypeLimitResponse
-	9,  // 31: jobq.v1.OpsService.ListTypes:output_type -> jobq.v1.ListTypesResponse
-	11, // 32: jobq.v1.OpsService.PutPeriodic:output_type -> jobq.v1.PutPeriodicResponse
-	13, // 33: jobq.v1.OpsService.GetPeriodic:output_type -> jobq.v1.GetPeriodicResponse
-	15, // 34: jobq.v1.OpsService.ListPeriodic:output_type -> jobq.v1.ListPeriodicResponse
-	17, // 35: jobq.v1.OpsService.DeletePeriodic:output_type -> jobq.v1.DeletePeriodicResponse
-	19, // 36: jobq.v1.OpsService.RetryJobs:output_type -> jobq.v1.RetryJobsResponse
-	21, // 37: jobq.v1.OpsService.PurgeJobs:output_type -> jobq.v1.PurgeJobsResponse
-	24, // 38: jobq.v1.OpsService.GetStats:output_type -> jobq.v1.GetStatsResponse
-	28, // [28:39] is the sub-list for method output_type
-	17, // [17:28] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	0,  // 8: jobq.v1.SetTypeRateLimitResponse.type:type_name -> jobq.v1.TypeControl
+	0,  // 9: jobq.v1.ClearTypeRateLimitResponse.type:type_name -> jobq.v1.TypeControl
+	0,  // 10: jobq.v1.ListTypesResponse.types:type_name -> jobq.v1.TypeControl
+	1,  // 11: jobq.v1.PutPeriodicResponse.periodic:type_name -> jobq.v1.Periodic
+	1,  // 12: jobq.v1.GetPeriodicResponse.periodic:type_name -> jobq.v1.Periodic
+	1,  // 13: jobq.v1.ListPeriodicResponse.periodic:type_name -> jobq.v1.Periodic
+	31, // 14: jobq.v1.PurgeJobsResponse.cutoff:type_name -> google.protobuf.Timestamp
+	31, // 15: jobq.v1.GetStatsResponse.db_now:type_name -> google.protobuf.Timestamp
+	29, // 16: jobq.v1.GetStatsResponse.by_status:type_name -> jobq.v1.GetStatsResponse.ByStatusEntry
+	27, // 17: jobq.v1.GetStatsResponse.by_type_status:type_name -> jobq.v1.TypeStatusCount
+	30, // 18: jobq.v1.GetStatsResponse.finished:type_name -> jobq.v1.GetStatsResponse.FinishedEntry
+	2,  // 19: jobq.v1.OpsService.PauseType:input_type -> jobq.v1.PauseTypeRequest
+	4,  // 20: jobq.v1.OpsService.ResumeType:input_type -> jobq.v1.ResumeTypeRequest
+	6,  // 21: jobq.v1.OpsService.SetTypeLimit:input_type -> jobq.v1.SetTypeLimitRequest
+	8,  // 22: jobq.v1.OpsService.SetTypeRateLimit:input_type -> jobq.v1.SetTypeRateLimitRequest
+	10, // 23: jobq.v1.OpsService.ClearTypeRateLimit:input_type -> jobq.v1.ClearTypeRateLimitRequest
+	12, // 24: jobq.v1.OpsService.ListTypes:input_type -> jobq.v1.ListTypesRequest
+	14, // 25: jobq.v1.OpsService.PutPeriodic:input_type -> jobq.v1.PutPeriodicRequest
+	16, // 26: jobq.v1.OpsService.GetPeriodic:input_type -> jobq.v1.GetPeriodicRequest
+	18, // 27: jobq.v1.OpsService.ListPeriodic:input_type -> jobq.v1.ListPeriodicRequest
+	20, // 28: jobq.v1.OpsService.DeletePeriodic:input_type -> jobq.v1.DeletePeriodicRequest
+	22, // 29: jobq.v1.OpsService.RetryJobs:input_type -> jobq.v1.RetryJobsRequest
+	24, // 30: jobq.v1.OpsService.PurgeJobs:input_type -> jobq.v1.PurgeJobsRequest
+	26, // 31: jobq.v1.OpsService.GetStats:input_type -> jobq.v1.GetStatsRequest
+	3,  // 32: jobq.v1.OpsService.PauseType:output_type -> jobq.v1.PauseTypeResponse
+	5,  // 33: jobq.v1.OpsService.ResumeType:output_type -> jobq.v1.ResumeTypeResponse
+	7,  // 34: jobq.v1.OpsService.SetTypeLimit:output_type -> jobq.v1.SetTypeLimitResponse
+	9,  // 35: jobq.v1.OpsService.SetTypeRateLimit:output_type -> jobq.v1.SetTypeRateLimitResponse
+	11, // 36: jobq.v1.OpsService.ClearTypeRateLimit:output_type -> jobq.v1.ClearTypeRateLimitResponse
+	13, // 37: jobq.v1.OpsService.ListTypes:output_type -> jobq.v1.ListTypesResponse
+	15, // 38: jobq.v1.OpsService.PutPeriodic:output_type -> jobq.v1.PutPeriodicResponse
+	17, // 39: jobq.v1.OpsService.GetPeriodic:output_type -> jobq.v1.GetPeriodicResponse
+	19, // 40: jobq.v1.OpsService.ListPeriodic:output_type -> jobq.v1.ListPeriodicResponse
+	21, // 41: jobq.v1.OpsService.DeletePeriodic:output_type -> jobq.v1.DeletePeriodicResponse
+	23, // 42: jobq.v1.OpsService.RetryJobs:output_type -> jobq.v1.RetryJobsResponse
+	25, // 43: jobq.v1.OpsService.PurgeJobs:output_type -> jobq.v1.PurgeJobsResponse
+	28, // 44: jobq.v1.OpsService.GetStats:output_type -> jobq.v1.GetStatsResponse
+	32, // [32:45] is the sub-list for method output_type
+	19, // [19:32] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_jobq_v1_ops_proto_init() }
@@ -1775,15 +2024,16 @@ func file_jobq_v1_ops_proto_init() {
 		return
 	}
 	file_jobq_v1_ops_proto_msgTypes[6].OneofWrappers = []any{}
-	file_jobq_v1_ops_proto_msgTypes[10].OneofWrappers = []any{}
-	file_jobq_v1_ops_proto_msgTypes[24].OneofWrappers = []any{}
+	file_jobq_v1_ops_proto_msgTypes[8].OneofWrappers = []any{}
+	file_jobq_v1_ops_proto_msgTypes[14].OneofWrappers = []any{}
+	file_jobq_v1_ops_proto_msgTypes[28].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jobq_v1_ops_proto_rawDesc), len(file_jobq_v1_ops_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

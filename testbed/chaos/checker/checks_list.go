@@ -12,5 +12,6 @@ func Checks() []string {
 		CheckLateCompletionAccepted, CheckAppliedTwice, CheckWorkerOverlap, CheckLostAfterAck,
 		CheckChildBeforeParentSuccess, CheckChildRunTwice, CheckStuckWaitingOnDoneParents, CheckRanAfterParentFailed,
 		CheckFireMissing, CheckFireDoubled,
+		CheckRateLimitExceeded,
 	}
 }

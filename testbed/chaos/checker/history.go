@@ -55,6 +55,9 @@ type History struct {
 	// Schedules are the run's periodic schedules with their fire ledgers
 	// (fire.go); none outside periodic workloads.
 	Schedules []Schedule `json:"schedules,omitempty"`
+	// RateLimits are the job types' rate limits (ratelimit.go); none
+	// outside rate-limited workloads.
+	RateLimits []RateLimit `json:"rate_limits,omitempty"`
 	// Faults is the harness's fault log.
 	Faults []Fault `json:"faults"`
 	// SlowRenewals are the heartbeats whose lease renewal the database did

@@ -74,6 +74,10 @@ const (
 	// misfire or overlap, job_id the fired job, covers the instants a
 	// summary row stands for, record_time when the row was written.
 	EventFire = "fire"
+	// EventRateLimit is a job type's rate limit during the run
+	// (History.RateLimits): at most "starts" claims of "job_type" in any
+	// window of "period_ms"; t is when the history was read.
+	EventRateLimit = "rate_limit"
 )
 
 // Event is one line of an NDJSON history. Which fields a type uses is
@@ -127,6 +131,9 @@ type Event struct {
 	Reason     string     `json:"reason,omitempty"`
 	Covers     int64      `json:"covers,omitempty"`
 	RecordTime *time.Time `json:"record_time,omitempty"`
+	// rate_limit
+	Starts   int     `json:"starts,omitempty"`
+	PeriodMS float64 `json:"period_ms,omitempty"`
 
 	DueAt          *time.Time `json:"due_at,omitempty"`
 	End            *time.Time `json:"end,omitempty"`
@@ -194,6 +201,9 @@ func Events(h History) []Event {
 			ev = append(ev, Event{Type: EventFire, T: f.Instant, Name: sc.Name, Fate: f.Fate, Reason: f.Reason, JobID: f.JobID,
 				Covers: f.Covers, RecordTime: &rt})
 		}
+	}
+	for _, l := range h.RateLimits {
+		ev = append(ev, Event{Type: EventRateLimit, T: end, JobType: l.JobType, Starts: l.Starts, PeriodMS: float64(l.Period) / float64(time.Millisecond)})
 	}
 	meta := Event{Type: EventMeta, T: h.Start, End: &end, Format: FormatVersion, LeaseMS: h.Lease.Milliseconds(), RescueIntervalMS: h.RescueInterval.Milliseconds()}
 	return append([]Event{meta}, ev...)
@@ -288,7 +298,7 @@ func ReadNDJSON(r io.Reader) (History, error) {
 			return History{}, bad(`"t" is required (RFC 3339 time)`)
 		}
 		e.T = e.T.UTC()
-		if e.Type != EventMeta && e.Type != EventJob && e.Type != EventEdge && e.Type != EventSchedule && e.Type != EventFire {
+		if e.Type != EventMeta && e.Type != EventJob && e.Type != EventEdge && e.Type != EventSchedule && e.Type != EventFire && e.Type != EventRateLimit {
 			seen(e.T)
 		}
 		switch e.Type {
@@ -417,8 +427,14 @@ func ReadNDJSON(r io.Reader) (History, error) {
 				f.RecordTime = e.RecordTime.UTC()
 			}
 			fires[e.Name] = append(fires[e.Name], f)
+		case EventRateLimit:
+			if e.JobType == "" || e.Starts <= 0 || e.PeriodMS <= 0 {
+				return History{}, bad(`needs "job_type", "starts" > 0 and "period_ms" > 0`)
+			}
+			h.RateLimits = append(h.RateLimits, RateLimit{JobType: e.JobType, Starts: e.Starts,
+				Period: time.Duration(e.PeriodMS * float64(time.Millisecond))})
 		default:
-			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall, stop, completion, renewal, edge, schedule or fire")
+			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall, stop, completion, renewal, edge, schedule, fire or rate_limit")
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -41,6 +41,17 @@ var shippedHistories = map[string]struct {
 		b.h.Faults = []Fault{{Kind: "kill", Target: "replica-1", Owner: "replica-1.1", Start: at(750), End: at(1750)}}
 		return b
 	}, map[string]int{}},
+	CheckRateLimitExceeded: {func() *builder {
+		// A limit of 2 starts per 1 s: jobs 1–3 start at 10, 410 and 810 ms
+		// (3 in one second: one too many), job 4 at 1510 (the window from
+		// 510 holds 2: allowed).
+		b := newBuilder()
+		for i, c := range []int{0, 400, 800, 1500} {
+			b.ok(uint64(i+1), c, fmt.Sprintf("replica-%d.1", i%2+1))
+		}
+		b.h.RateLimits = []RateLimit{{JobType: "effect", Starts: 2, Period: time.Second}}
+		return b
+	}, map[string]int{CheckRateLimitExceeded: 1}},
 	CheckLost: {func() *builder {
 		b := newBuilder()
 		b.ok(1, 100, "replica-1.1")

@@ -49,6 +49,8 @@ var All = []Scenario{
 	{"workflows-zombie-pause", "zombie-pause with the jobs as random workflows: a zombie's late completion of a parent must unblock nothing", withWorkflows(faults(2, chaos.FaultPause))},
 	{"workflows-partition", "partition with the jobs as random workflows", withWorkflows(faults(2, chaos.FaultPartition))},
 	{"workflows-db-restart", "db-restart with the jobs as random workflows: a crash between a parent's completion and its commit loses the unblock with it", withWorkflows(faults(1, chaos.FaultDBRestart))},
+	{"policy-kill-storm", "kill-storm with a third of the jobs of a type rate-limited to 20 starts per second across replicas: no window of a second holds more than 20 of its starts", withRateLimit(faults(3, chaos.FaultKill))},
+	{"policy-partition", "partition with a third of the jobs rate-limited to 20/s: a cut-off replica's claims count in the window like every other", withRateLimit(faults(2, chaos.FaultPartition))},
 	{"ci", "kill + pause + db-restart: the short CI scenario", faults(1, chaos.FaultKill, chaos.FaultPause, chaos.FaultDBRestart)},
 }
 
@@ -58,6 +60,18 @@ func withWorkflows(apply func(*chaos.Config)) func(*chaos.Config) {
 	return func(cfg *chaos.Config) {
 		apply(cfg)
 		cfg.Workflows = true
+	}
+}
+
+// withRateLimit is apply with a third of the run's jobs of a rate-limited
+// type (Config.RateLimited; 20 per second unless the caller set another
+// limit): the checker adds rate_limit_exceeded.
+func withRateLimit(apply func(*chaos.Config)) func(*chaos.Config) {
+	return func(cfg *chaos.Config) {
+		apply(cfg)
+		if cfg.RateLimited == 0 {
+			cfg.RateLimited = 1.0 / 3
+		}
 	}
 }
 

@@ -51,6 +51,12 @@ const (
 	OpsServiceResumeTypeProcedure = "/jobq.v1.OpsService/ResumeType"
 	// OpsServiceSetTypeLimitProcedure is the fully-qualified name of the OpsService's SetTypeLimit RPC.
 	OpsServiceSetTypeLimitProcedure = "/jobq.v1.OpsService/SetTypeLimit"
+	// OpsServiceSetTypeRateLimitProcedure is the fully-qualified name of the OpsService's
+	// SetTypeRateLimit RPC.
+	OpsServiceSetTypeRateLimitProcedure = "/jobq.v1.OpsService/SetTypeRateLimit"
+	// OpsServiceClearTypeRateLimitProcedure is the fully-qualified name of the OpsService's
+	// ClearTypeRateLimit RPC.
+	OpsServiceClearTypeRateLimitProcedure = "/jobq.v1.OpsService/ClearTypeRateLimit"
 	// OpsServiceListTypesProcedure is the fully-qualified name of the OpsService's ListTypes RPC.
 	OpsServiceListTypesProcedure = "/jobq.v1.OpsService/ListTypes"
 	// OpsServicePutPeriodicProcedure is the fully-qualified name of the OpsService's PutPeriodic RPC.
@@ -80,6 +86,11 @@ type OpsServiceClient interface {
 	// SetTypeLimit sets the most RUNNING jobs of the type across all replicas;
 	// 0 removes the limit.
 	SetTypeLimit(context.Context, *connect.Request[v1.SetTypeLimitRequest]) (*connect.Response[v1.SetTypeLimitResponse], error)
+	// SetTypeRateLimit sets the most starts of the type in any window of a
+	// period, on the database clock, across all replicas.
+	SetTypeRateLimit(context.Context, *connect.Request[v1.SetTypeRateLimitRequest]) (*connect.Response[v1.SetTypeRateLimitResponse], error)
+	// ClearTypeRateLimit removes the type's rate limit.
+	ClearTypeRateLimit(context.Context, *connect.Request[v1.ClearTypeRateLimitRequest]) (*connect.Response[v1.ClearTypeRateLimitResponse], error)
 	// ListTypes lists every job type that has ever been paused or limited,
 	// with its current state.
 	ListTypes(context.Context, *connect.Request[v1.ListTypesRequest]) (*connect.Response[v1.ListTypesResponse], error)
@@ -127,6 +138,18 @@ func NewOpsServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			httpClient,
 			baseURL+OpsServiceSetTypeLimitProcedure,
 			connect.WithSchema(opsServiceMethods.ByName("SetTypeLimit")),
+			connect.WithClientOptions(opts...),
+		),
+		setTypeRateLimit: connect.NewClient[v1.SetTypeRateLimitRequest, v1.SetTypeRateLimitResponse](
+			httpClient,
+			baseURL+OpsServiceSetTypeRateLimitProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("SetTypeRateLimit")),
+			connect.WithClientOptions(opts...),
+		),
+		clearTypeRateLimit: connect.NewClient[v1.ClearTypeRateLimitRequest, v1.ClearTypeRateLimitResponse](
+			httpClient,
+			baseURL+OpsServiceClearTypeRateLimitProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("ClearTypeRateLimit")),
 			connect.WithClientOptions(opts...),
 		),
 		listTypes: connect.NewClient[v1.ListTypesRequest, v1.ListTypesResponse](
@@ -182,17 +205,19 @@ func NewOpsServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 
 // opsServiceClient implements OpsServiceClient.
 type opsServiceClient struct {
-	pauseType      *connect.Client[v1.PauseTypeRequest, v1.PauseTypeResponse]
-	resumeType     *connect.Client[v1.ResumeTypeRequest, v1.ResumeTypeResponse]
-	setTypeLimit   *connect.Client[v1.SetTypeLimitRequest, v1.SetTypeLimitResponse]
-	listTypes      *connect.Client[v1.ListTypesRequest, v1.ListTypesResponse]
-	putPeriodic    *connect.Client[v1.PutPeriodicRequest, v1.PutPeriodicResponse]
-	getPeriodic    *connect.Client[v1.GetPeriodicRequest, v1.GetPeriodicResponse]
-	listPeriodic   *connect.Client[v1.ListPeriodicRequest, v1.ListPeriodicResponse]
-	deletePeriodic *connect.Client[v1.DeletePeriodicRequest, v1.DeletePeriodicResponse]
-	retryJobs      *connect.Client[v1.RetryJobsRequest, v1.RetryJobsResponse]
-	purgeJobs      *connect.Client[v1.PurgeJobsRequest, v1.PurgeJobsResponse]
-	getStats       *connect.Client[v1.GetStatsRequest, v1.GetStatsResponse]
+	pauseType          *connect.Client[v1.PauseTypeRequest, v1.PauseTypeResponse]
+	resumeType         *connect.Client[v1.ResumeTypeRequest, v1.ResumeTypeResponse]
+	setTypeLimit       *connect.Client[v1.SetTypeLimitRequest, v1.SetTypeLimitResponse]
+	setTypeRateLimit   *connect.Client[v1.SetTypeRateLimitRequest, v1.SetTypeRateLimitResponse]
+	clearTypeRateLimit *connect.Client[v1.ClearTypeRateLimitRequest, v1.ClearTypeRateLimitResponse]
+	listTypes          *connect.Client[v1.ListTypesRequest, v1.ListTypesResponse]
+	putPeriodic        *connect.Client[v1.PutPeriodicRequest, v1.PutPeriodicResponse]
+	getPeriodic        *connect.Client[v1.GetPeriodicRequest, v1.GetPeriodicResponse]
+	listPeriodic       *connect.Client[v1.ListPeriodicRequest, v1.ListPeriodicResponse]
+	deletePeriodic     *connect.Client[v1.DeletePeriodicRequest, v1.DeletePeriodicResponse]
+	retryJobs          *connect.Client[v1.RetryJobsRequest, v1.RetryJobsResponse]
+	purgeJobs          *connect.Client[v1.PurgeJobsRequest, v1.PurgeJobsResponse]
+	getStats           *connect.Client[v1.GetStatsRequest, v1.GetStatsResponse]
 }
 
 // PauseType calls jobq.v1.OpsService.PauseType.
@@ -208,6 +233,16 @@ func (c *opsServiceClient) ResumeType(ctx context.Context, req *connect.Request[
 // SetTypeLimit calls jobq.v1.OpsService.SetTypeLimit.
 func (c *opsServiceClient) SetTypeLimit(ctx context.Context, req *connect.Request[v1.SetTypeLimitRequest]) (*connect.Response[v1.SetTypeLimitResponse], error) {
 	return c.setTypeLimit.CallUnary(ctx, req)
+}
+
+// SetTypeRateLimit calls jobq.v1.OpsService.SetTypeRateLimit.
+func (c *opsServiceClient) SetTypeRateLimit(ctx context.Context, req *connect.Request[v1.SetTypeRateLimitRequest]) (*connect.Response[v1.SetTypeRateLimitResponse], error) {
+	return c.setTypeRateLimit.CallUnary(ctx, req)
+}
+
+// ClearTypeRateLimit calls jobq.v1.OpsService.ClearTypeRateLimit.
+func (c *opsServiceClient) ClearTypeRateLimit(ctx context.Context, req *connect.Request[v1.ClearTypeRateLimitRequest]) (*connect.Response[v1.ClearTypeRateLimitResponse], error) {
+	return c.clearTypeRateLimit.CallUnary(ctx, req)
 }
 
 // ListTypes calls jobq.v1.OpsService.ListTypes.
@@ -260,6 +295,11 @@ type OpsServiceHandler interface {
 	// SetTypeLimit sets the most RUNNING jobs of the type across all replicas;
 	// 0 removes the limit.
 	SetTypeLimit(context.Context, *connect.Request[v1.SetTypeLimitRequest]) (*connect.Response[v1.SetTypeLimitResponse], error)
+	// SetTypeRateLimit sets the most starts of the type in any window of a
+	// period, on the database clock, across all replicas.
+	SetTypeRateLimit(context.Context, *connect.Request[v1.SetTypeRateLimitRequest]) (*connect.Response[v1.SetTypeRateLimitResponse], error)
+	// ClearTypeRateLimit removes the type's rate limit.
+	ClearTypeRateLimit(context.Context, *connect.Request[v1.ClearTypeRateLimitRequest]) (*connect.Response[v1.ClearTypeRateLimitResponse], error)
 	// ListTypes lists every job type that has ever been paused or limited,
 	// with its current state.
 	ListTypes(context.Context, *connect.Request[v1.ListTypesRequest]) (*connect.Response[v1.ListTypesResponse], error)
@@ -303,6 +343,18 @@ func NewOpsServiceHandler(svc OpsServiceHandler, opts ...connect.HandlerOption) 
 		OpsServiceSetTypeLimitProcedure,
 		svc.SetTypeLimit,
 		connect.WithSchema(opsServiceMethods.ByName("SetTypeLimit")),
+		connect.WithHandlerOptions(opts...),
+	)
+	opsServiceSetTypeRateLimitHandler := connect.NewUnaryHandler(
+		OpsServiceSetTypeRateLimitProcedure,
+		svc.SetTypeRateLimit,
+		connect.WithSchema(opsServiceMethods.ByName("SetTypeRateLimit")),
+		connect.WithHandlerOptions(opts...),
+	)
+	opsServiceClearTypeRateLimitHandler := connect.NewUnaryHandler(
+		OpsServiceClearTypeRateLimitProcedure,
+		svc.ClearTypeRateLimit,
+		connect.WithSchema(opsServiceMethods.ByName("ClearTypeRateLimit")),
 		connect.WithHandlerOptions(opts...),
 	)
 	opsServiceListTypesHandler := connect.NewUnaryHandler(
@@ -361,6 +413,10 @@ func NewOpsServiceHandler(svc OpsServiceHandler, opts ...connect.HandlerOption) 
 			opsServiceResumeTypeHandler.ServeHTTP(w, r)
 		case OpsServiceSetTypeLimitProcedure:
 			opsServiceSetTypeLimitHandler.ServeHTTP(w, r)
+		case OpsServiceSetTypeRateLimitProcedure:
+			opsServiceSetTypeRateLimitHandler.ServeHTTP(w, r)
+		case OpsServiceClearTypeRateLimitProcedure:
+			opsServiceClearTypeRateLimitHandler.ServeHTTP(w, r)
 		case OpsServiceListTypesProcedure:
 			opsServiceListTypesHandler.ServeHTTP(w, r)
 		case OpsServicePutPeriodicProcedure:
@@ -396,6 +452,14 @@ func (UnimplementedOpsServiceHandler) ResumeType(context.Context, *connect.Reque
 
 func (UnimplementedOpsServiceHandler) SetTypeLimit(context.Context, *connect.Request[v1.SetTypeLimitRequest]) (*connect.Response[v1.SetTypeLimitResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobq.v1.OpsService.SetTypeLimit is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) SetTypeRateLimit(context.Context, *connect.Request[v1.SetTypeRateLimitRequest]) (*connect.Response[v1.SetTypeRateLimitResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobq.v1.OpsService.SetTypeRateLimit is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) ClearTypeRateLimit(context.Context, *connect.Request[v1.ClearTypeRateLimitRequest]) (*connect.Response[v1.ClearTypeRateLimitResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("jobq.v1.OpsService.ClearTypeRateLimit is not implemented"))
 }
 
 func (UnimplementedOpsServiceHandler) ListTypes(context.Context, *connect.Request[v1.ListTypesRequest]) (*connect.Response[v1.ListTypesResponse], error) {

@@ -1,0 +1,105 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/apitype"
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/testbed/chaos/checker"
+)
+
+// Two replicas race one type limited to 20 starts per 500 ms, with 100 jobs
+// due: job_execution never shows more than 20 starts in any 500 ms window.
+// The replicas' poll interval is an hour, so no scan but the first (woken
+// by the test) comes from the timer: every window after the first is taken
+// because a replica woke when the window opened — held-back jobs wait for
+// the window, not for a poll.
+func TestOpsRateLimitAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	reg := scheduler.NewRegistry()
+	reg.Register("rl", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	const n, period, jobs = 20, 500 * time.Millisecond, 100
+	if _, err := st.TypeSetRateLimit(ctx, "rl", n, period); err != nil {
+		t.Fatalf("set rate limit: %v", err)
+	}
+	for i := range jobs {
+		submit(t, st, key("rl", i), "rl", `{}`, 0)
+	}
+	var reps []*scheduler.Scheduler
+	for _, owner := range []string{"r1", "r2"} {
+		cfg := fastConfig(owner)
+		cfg.PollInterval, cfg.PollJitter = time.Hour, time.Millisecond
+		reps = append(reps, startScheduler(t, st, reg, cfg))
+	}
+	for _, s := range reps {
+		s.Wake()
+	}
+	waitSucceeded(t, jobs)
+	if held := events(t).Count(scheduler.EventRateHeld, func(e scheduler.Event) bool { return e.Name == "rl" }); held == 0 {
+		t.Fatalf("no %s event: the window never held jobs back", scheduler.EventRateHeld)
+	}
+	rows, err := st.DB().Query(`SELECT e.started_at FROM job_execution e JOIN job_queue q ON q.id = e.job_id
+		WHERE q.job_type = 'rl' ORDER BY e.started_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var starts []time.Time
+	for rows.Next() {
+		var at time.Time
+		if err := rows.Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		starts = append(starts, at)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(starts) != jobs {
+		t.Fatalf("%d executions of rl, want %d", len(starts), jobs)
+	}
+	if got := checker.MostInWindow(starts, period); got != n {
+		t.Fatalf("most starts in a %s window = %d, want %d (the limit, reached)", period, got, n)
+	}
+}
+
+// A type limited to 1 start a day with 50 jobs due at the head of the
+// queue: one starts, the other 49 wait (the probe reports them held, the
+// window opening in about a day), and meanwhile 300 jobs of another type
+// all run — the ordinary scan steps past the held-back jobs.
+func TestOpsRateLimitedTypeDoesNotHoldUpOthers(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	reg := scheduler.NewRegistry()
+	reg.Register("daily", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	reg.Register("other", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	if _, err := st.TypeSetRateLimit(ctx, "daily", 1, 24*time.Hour); err != nil {
+		t.Fatalf("set rate limit: %v", err)
+	}
+	for i := range 50 {
+		opSubmit(t, st, apitype.SubmitRequest{JobKey: key("daily", i), JobType: "daily", Priority: ptr(100), MaxRetry: ptr(0)})
+	}
+	startScheduler(t, st, reg, fastConfig("r1"))
+	startScheduler(t, st, reg, fastConfig("r2"))
+	held := events(t).WaitFor(t, scheduler.EventRateHeld, func(e scheduler.Event) bool { return e.Name == "daily" }, slowWait)
+	if held.Duration < 23*time.Hour {
+		t.Fatalf("window opens in %s, want about a day", held.Duration)
+	}
+	const others = 300
+	for i := range others {
+		submit(t, st, key("other", i), "other", `{}`, 0)
+	}
+	waitSucceeded(t, others+1)
+	count := func(status string) int64 {
+		return scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE job_type = 'daily' AND status = ?", status)
+	}
+	if done, waiting := count("SUCCESS"), count("WAITING"); done != 1 || waiting != 49 {
+		t.Fatalf("daily: %d SUCCESS, %d WAITING; want 1 and 49", done, waiting)
+	}
+}
