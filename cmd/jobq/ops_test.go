@@ -258,8 +258,15 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	}
 	limited := submitJob(t, c, apitype.SubmitRequest{JobKey: "limited-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
 	awaitJob(t, c, limited.ID, jobq.StateSuccess, 5*time.Second)
+	mark = events(t).Mark()
 	if tc := decode[apitype.TypeControl](t, mustCLI(t, "limit", "sleep", "0", srv, tr)); tc.MaxRunning != 0 {
 		t.Fatalf("limit 0 printed %+v", tc)
+	}
+	// The refresh that call asked for lands before the next mark, so the
+	// rate limit's wait below is not answered by it.
+	events(t).WaitAfter(t, mark, scheduler.EventOpsRefreshed, nil, 2*time.Second)
+	if got := r.Scheduler.LimitedTypes(); len(got) != 0 {
+		t.Fatalf("replica's limited types after limit 0 = %v, want none", got)
 	}
 
 	// rate limit: set, shown by types, cleared.
