@@ -115,6 +115,19 @@ type Options struct {
 	// while each jobq drain point of the first round runs (in-process
 	// replicas only): cpu_drain_<n>.pprof in Out, n the point's index.
 	ProfileDrain bool
+	// River (with Throughput) adds the River peer point (river.go) to every
+	// round: River on PostgreSQL at RiverURL, built with `go build` from
+	// the module in RiverDir, its jobs/s and jobq's ratios to it. When it
+	// cannot run (no go toolchain, no PostgreSQL) one "river peer skipped:
+	// …" line goes to Notice and into the report, and the rest runs.
+	// Defaults: off here (the CLI's --river is on), RiverDirDefault,
+	// RiverURLDefault.
+	River    bool
+	RiverDir string
+	RiverURL string
+	// Notice receives the lines a person running the bench must see (the
+	// River peer's skip). Defaults to os.Stderr.
+	Notice io.Writer
 	// CI runs the ≤ 60 s subset and compares its ratios with Baseline
 	// (bench/baseline.json) within Tolerance (relative, default 0.35).
 	// WriteBaseline writes the measured ratios to Baseline instead.
@@ -155,6 +168,15 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.RiverDir == "" {
+		o.RiverDir = RiverDirDefault
+	}
+	if o.RiverURL == "" {
+		o.RiverURL = RiverURLDefault
+	}
+	if o.Notice == nil {
+		o.Notice = os.Stderr
 	}
 	return o
 }
@@ -401,7 +423,11 @@ func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, erro
 	if o.DrainOnly {
 		enqueue = 0
 	}
-	steps := o.Rounds * (len(ThroughputCeilingBatches) + 2 + len(BestFlagsCandidates()) + enqueue)
+	river := 0
+	if o.River {
+		river = 1
+	}
+	steps := o.Rounds*(len(ThroughputCeilingBatches)+2+len(BestFlagsCandidates())+enqueue+river) + river
 	if o.Progress != nil {
 		h.bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(o.Progress), progressbar.OptionShowCount(),
 			progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
