@@ -199,3 +199,19 @@ func TestRiverTargetsAndReport(t *testing.T) {
 		t.Errorf("report lacks the skip line:\n%s", b.String())
 	}
 }
+
+// TestThroughputPickupIdleTargets checks the pickup and idle targets the
+// throughput report adds: measured from its latency and idle points, "not
+// run" without them (--drain-only).
+func TestThroughputPickupIdleTargets(t *testing.T) {
+	none := pickupIdleTargets(&Result{})
+	if len(none) != 3 || none[0].Measured || none[1].Measured || none[2].Measured {
+		t.Fatalf("without points = %+v, want 3 targets, none measured", none)
+	}
+	res := &Result{Latency: []LatencyPoint{{Strategy: StrategySkip, Rate: 200, Pickup: Percentiles{P50: 1.5, P99: 60}}},
+		Idle: []IdlePoint{{Strategy: StrategySkip, QueriesPerSecond: 1.1}}}
+	got := pickupIdleTargets(res)
+	if len(got) != 3 || !got[0].Met || got[1].Met || !got[1].Measured || !got[2].Met {
+		t.Fatalf("= %+v, want p50 met, p99 (60 ms) missed, idle met", got)
+	}
+}
