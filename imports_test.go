@@ -60,6 +60,11 @@ var importRules = []struct {
 			"console", "metrics", "app", "jobtypes", "auth"},
 		forbidden: []string{"testbed/...", "scheduler/schedulertest", "internal/testdb"}, transitive: true,
 	},
+	{
+		name: "River and pgx stay in the River peer's own module (testbed/bench/riverpeer)",
+		from: []string{"cmd/jobq", "testbed/bench"}, transitive: true,
+		forbidden: []string{"github.com/riverqueue/...", "github.com/jackc/pgx/v5", "github.com/jackc/pgx/v5/..."},
+	},
 }
 
 // full turns a module-relative path into an import path; third-party paths
@@ -148,9 +153,10 @@ func TestImportRulesCatchPlantedViolations(t *testing.T) {
 		full("console"): {full("auth"), full("httpapi"), full("service")},
 	}
 	deps := map[string][]string{
-		full("client"):    {full("apitype"), full("scheduler"), "github.com/go-sql-driver/mysql"},
-		full("scheduler"): {full("storeerr"), full("store"), full("testbed/faultstore")},
-		full("console"):   {full("service"), full("gen/jobqdb"), "github.com/go-sql-driver/mysql"},
+		full("client"):        {full("apitype"), full("scheduler"), "github.com/go-sql-driver/mysql"},
+		full("scheduler"):     {full("storeerr"), full("store"), full("testbed/faultstore")},
+		full("console"):       {full("service"), full("gen/jobqdb"), "github.com/go-sql-driver/mysql"},
+		full("testbed/bench"): {"github.com/riverqueue/river", "github.com/jackc/pgx/v5"},
 	}
 	got := violations(direct, deps)
 	want := []string{
@@ -162,6 +168,8 @@ func TestImportRulesCatchPlantedViolations(t *testing.T) {
 		full("console") + " links github.com/go-sql-driver/mysql: " + importRules[3].name,
 		full("console") + " imports " + full("httpapi") + ": " + importRules[6].name,
 		full("scheduler") + " links " + full("testbed/faultstore") + ": " + importRules[7].name,
+		full("testbed/bench") + " links github.com/riverqueue/river: " + importRules[8].name,
+		full("testbed/bench") + " links github.com/jackc/pgx/v5: " + importRules[8].name,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("violations =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

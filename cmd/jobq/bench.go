@@ -31,6 +31,9 @@ type BenchCmd struct {
 	Procs           bool            `help:"Run jobq replicas as 'jobq serve' processes instead of in-process."`
 	Throughput      bool            `help:"Only the throughput report: jobq at its defaults and at its best-flag candidates against the raw SQL ceiling at its best claim size, enqueue rates (single submits from 32 clients, batch API, raw INSERTs), statements and rows written per job; --rounds interleaved rounds."`
 	DrainOnly       bool            `help:"With --throughput: only the drain points (no enqueue points and targets)." name:"drain-only"`
+	River           bool            `help:"With --throughput: add the River peer (River on the local PostgreSQL, one client, 2,000 workers, built from --river-dir with go build) to every round and print jobq's ratios to it; skipped with one line when go or PostgreSQL is absent. --no-river leaves it out." default:"true" negatable:""`
+	RiverDir        string          `help:"With --throughput: the River peer's module directory." default:"testbed/bench/riverpeer" name:"river-dir"`
+	RiverURL        string          `help:"With --throughput: the River peer's PostgreSQL URL (its database is created when absent)." default:"postgres://postgres@127.0.0.1:5432/jobq_river_bench" name:"river-url"`
 	ProfileDrain    bool            `help:"With --throughput: write a CPU profile of each jobq drain point's first round (in-process replicas) to --out/cpu_drain_<n>.pprof." name:"profile-drain"`
 	Tune            bool            `help:"Search batch limit, poll interval and jitter for the highest throughput within --slo; print 'jobq serve' flags."`
 	SLO             time.Duration   `help:"Pickup p99 SLO for --tune." default:"50ms" name:"slo"`
@@ -92,7 +95,8 @@ func (c *BenchCmd) Run(g *Globals) error {
 	opts := bench.Options{
 		Out: c.Out, TableSizes: c.TableSizes, Batches: c.Batches, Replicas: c.Replicas, Workers: c.Workers,
 		Jitters: c.Jitters, Polls: c.Polls, Rates: c.Rates, Rounds: c.Rounds, Backlog: c.Backlog, Window: c.Window,
-		LatencyDuration: c.LatencyDuration, IdleWindow: c.IdleWindow, FutureJobs: c.FutureJobs, FutureOnly: c.FutureOnly, Procs: c.Procs, Throughput: c.Throughput, DrainOnly: c.DrainOnly, ProfileDrain: c.ProfileDrain, Tune: c.Tune, SLO: c.SLO,
+		LatencyDuration: c.LatencyDuration, IdleWindow: c.IdleWindow, FutureJobs: c.FutureJobs, FutureOnly: c.FutureOnly, Procs: c.Procs, Throughput: c.Throughput, DrainOnly: c.DrainOnly, ProfileDrain: c.ProfileDrain,
+		River: c.River, RiverDir: c.RiverDir, RiverURL: c.RiverURL, Tune: c.Tune, SLO: c.SLO,
 		TuneRate: c.TuneRate, CI: c.CI, Baseline: c.Baseline, Tolerance: c.Tolerance, WriteBaseline: c.WriteBaseline,
 		Logger: g.Log, DSN: c.DSN,
 	}

@@ -115,6 +115,19 @@ type Options struct {
 	// while each jobq drain point of the first round runs (in-process
 	// replicas only): cpu_drain_<n>.pprof in Out, n the point's index.
 	ProfileDrain bool
+	// River (with Throughput) adds the River peer point (river.go) to every
+	// round: River on PostgreSQL at RiverURL, built with `go build` from
+	// the module in RiverDir, its jobs/s and jobq's ratios to it. When it
+	// cannot run (no go toolchain, no PostgreSQL) one "river peer skipped:
+	// …" line goes to Notice and into the report, and the rest runs.
+	// Defaults: off here (the CLI's --river is on), RiverDirDefault,
+	// RiverURLDefault.
+	River    bool
+	RiverDir string
+	RiverURL string
+	// Notice receives the lines a person running the bench must see (the
+	// River peer's skip). Defaults to os.Stderr.
+	Notice io.Writer
 	// CI runs the ≤ 60 s subset and compares its ratios with Baseline
 	// (bench/baseline.json) within Tolerance (relative, default 0.35).
 	// WriteBaseline writes the measured ratios to Baseline instead.
@@ -155,6 +168,15 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.RiverDir == "" {
+		o.RiverDir = RiverDirDefault
+	}
+	if o.RiverURL == "" {
+		o.RiverURL = RiverURLDefault
+	}
+	if o.Notice == nil {
+		o.Notice = os.Stderr
 	}
 	return o
 }
@@ -401,7 +423,14 @@ func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, erro
 	if o.DrainOnly {
 		enqueue = 0
 	}
-	steps := o.Rounds * (len(ThroughputCeilingBatches) + 2 + len(BestFlagsCandidates()) + enqueue)
+	river := 0
+	if o.River {
+		river = 1
+	}
+	steps := o.Rounds*(len(ThroughputCeilingBatches)+2+len(BestFlagsCandidates())+enqueue+river) + river
+	if !o.DrainOnly {
+		steps += 2 // pickup at 200 jobs/s, idle cost
+	}
 	if o.Progress != nil {
 		h.bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(o.Progress), progressbar.OptionShowCount(),
 			progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
@@ -411,11 +440,48 @@ func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, erro
 	if err := h.env.Preload(ctx, slices.Min(o.TableSizes)); err != nil {
 		return res, err
 	}
-	tr, err := h.measureThroughputReport(ctx)
+	// Pickup and the idle cost first, on the fresh table: measured after
+	// the enqueue points (100k+ rows inserted and deleted) the same pickup
+	// came out at 0.3–2.9 s p50 in smoke runs on a loaded machine, at
+	// 13–25 ms before them; the cause is not known yet.
+	var err error
+	if !o.DrainOnly {
+		err = h.pickupAndIdle(ctx, res)
+	}
+	var tr *ThroughputResult
+	if err == nil {
+		tr, err = h.measureThroughputReport(ctx)
+	}
 	res.Throughput = tr
-	res.Targets = ThroughputTargets(tr)
+	res.Targets = append(ThroughputTargets(tr), pickupIdleTargets(res)...)
 	res.Duration = time.Since(start).Seconds()
 	return res, err
+}
+
+// pickupAndIdle measures, before the throughput rounds, jobq's pickup
+// latency at 200 jobs/s through the API and an idle replica's queries/s
+// (skiplocked, 3 replicas at their defaults), so the throughput report
+// shows what its drains cost neither.
+func (h *Harness) pickupAndIdle(ctx context.Context, res *Result) error {
+	o := h.opts
+	spec := h.headline(StrategySkip, h.env.TableRows)
+	h.step("throughput: pickup at 200 jobs/s")
+	lp, err := h.measureLatency(ctx, spec, 200, o.LatencyDuration)
+	h.done()
+	if err != nil {
+		return err
+	}
+	o.Logger.Info("bench latency", "strategy", StrategySkip, "rate", 200, "pickup_p50_ms", lp.Pickup.P50, "pickup_p99_ms", lp.Pickup.P99, "errors", lp.Errors)
+	res.Latency = append(res.Latency, lp)
+	h.step("throughput: idle cost")
+	ip, err := h.measureIdle(ctx, spec, o.IdleWindow)
+	h.done()
+	if err != nil {
+		return err
+	}
+	o.Logger.Info("bench idle", "strategy", StrategySkip, "queries_per_s", fmt.Sprintf("%.2f", ip.QueriesPerSecond))
+	res.Idle = append(res.Idle, ip)
+	return nil
 }
 
 // afterSmallest runs, on the smallest table, the latency test, the idle

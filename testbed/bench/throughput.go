@@ -83,6 +83,9 @@ type DrainPoint struct {
 	StatementsPerJob  float64 `json:"statements_per_job"`
 	RowsWrittenPerJob float64 `json:"rows_written_per_job"`
 	JobsPerClaim      float64 `json:"jobs_per_claim"`
+	// VsRiver is the median of the per-round ratios to the River peer's
+	// jobs/s in the same round (0: the peer was not measured).
+	VsRiver float64 `json:"vs_river,omitempty"`
 }
 
 // EnqueuePoint is one enqueue path over the rounds.
@@ -130,6 +133,8 @@ type ThroughputResult struct {
 	NoRunQueue DrainPoint     `json:"jobq_defaults_without_run_queue"`
 	BestFlags  []DrainPoint   `json:"jobq_best_flag_candidates"`
 	Enqueue    []EnqueuePoint `json:"enqueue"`
+	// River is the River peer (Options.River; nil when not asked for).
+	River *RiverPoint `json:"river,omitempty"`
 }
 
 // measureThroughputReport runs the rounds.
@@ -165,6 +170,19 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 		{Name: "POST /v1/jobs:batch, 1,000 jobs (1 replica)", Clients: enqueueBatchClients},
 	}
 	ratios := map[string][]float64{}
+	riverRatios := map[string][]float64{}
+	var peer *riverPeer
+	if o.River {
+		tr.River = &RiverPoint{Name: "River, 1 client, 2,000 workers (PostgreSQL)"}
+		h.step("throughput: build the River peer")
+		var skip string
+		peer, skip = prepareRiverPeer(ctx, o.RiverDir, o.RiverURL, o.Out)
+		h.done()
+		if skip != "" {
+			tr.River.Skipped = skip
+			fmt.Fprintln(o.Notice, skip)
+		}
+	}
 	got := map[int][]enqueueRound{}
 	profiles := map[string]string{} // jobq point → its profile file (first round)
 	measure := func(dp *DrainPoint) (Point, error) {
@@ -190,7 +208,7 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 		dp.StatementsPerJob, dp.RowsWrittenPerJob, dp.JobsPerClaim = pt.StatementsPerJob, pt.RowsWrittenPerJob, pt.Diagnosis.JobsPerClaim
 		return pt, nil
 	}
-	for range o.Rounds {
+	for round := range o.Rounds {
 		bestRound := 0.0
 		for i := range ceil {
 			pt, err := measure(&ceil[i])
@@ -199,12 +217,36 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 			}
 			bestRound = max(bestRound, pt.Throughput)
 		}
+		riverRound := 0.0
+		if peer != nil {
+			h.step("throughput: River peer")
+			r, err := peer.run(ctx, o.Backlog, o.Warmup, o.Window)
+			h.done()
+			switch {
+			case ctx.Err() != nil:
+				return tr, ctx.Err()
+			case err != nil:
+				// The peer is a comparison, not jobq: the run goes on without it.
+				tr.River.Skipped = fmt.Sprintf("%sround %d failed: %v", riverSkipPrefix, round+1, err)
+				fmt.Fprintln(o.Notice, tr.River.Skipped)
+				peer = nil
+			default:
+				tr.River.add(r)
+				riverRound = r.WindowJobsPerS
+				o.Logger.Info("bench throughput point", "name", tr.River.Name, "river_version", r.RiverVersion,
+					"jobs_per_s", fmt.Sprintf("%.0f", r.WindowJobsPerS), "drain_jobs_per_s", fmt.Sprintf("%.0f", r.JobsPerS),
+					"insert_jobs_per_s", fmt.Sprintf("%.0f", r.InsertPerS))
+			}
+		}
 		for _, dp := range append([]*DrainPoint{&def, &noQueue}, ptrs(best)...) {
 			pt, err := measure(dp)
 			if err != nil {
 				return tr, err
 			}
 			ratios[dp.Name+dp.Flags] = append(ratios[dp.Name+dp.Flags], Ratio(pt.Throughput, bestRound))
+			if riverRound > 0 {
+				riverRatios[dp.Name+dp.Flags] = append(riverRatios[dp.Name+dp.Flags], Ratio(pt.Throughput, riverRound))
+			}
 		}
 		if o.DrainOnly {
 			continue
@@ -237,6 +279,12 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 	for _, dp := range append([]*DrainPoint{&def, &noQueue}, ptrs(best)...) {
 		dp.Throughput = median(dp.Rounds)
 		dp.VsCeiling = median(ratios[dp.Name+dp.Flags])
+		if tr.River != nil && tr.River.Skipped == "" {
+			dp.VsRiver = median(riverRatios[dp.Name+dp.Flags])
+		}
+	}
+	if tr.River != nil && tr.River.Skipped == "" {
+		tr.River.finish()
 	}
 	tr.Defaults, tr.NoRunQueue, tr.BestFlags = def, noQueue, best
 	if o.DrainOnly {
@@ -483,6 +531,12 @@ func ThroughputTargets(tr *ThroughputResult) []Target {
 	add("jobq defaults (3 replicas) vs best ceiling", "≥ 0.60×", tr.Defaults.VsCeiling, 0.6, false, "×")
 	bf := tr.BestFlagsPoint()
 	add("jobq best flags ("+bf.Flags+", "+fmt.Sprint(bf.Spec.Replicas)+" replica(s)) vs best ceiling", "≥ 0.80×", bf.VsCeiling, 0.8, false, "×")
+	if tr.River != nil {
+		// Medians of the per-round ratios to River in the same round;
+		// "not measured" when the peer was skipped.
+		add("jobq defaults (3 replicas) vs River (1 client, 2,000 workers, PostgreSQL)", "≥ 1.00×", tr.Defaults.VsRiver, 1.0, false, "×")
+		add("jobq best flags ("+bf.Flags+", "+fmt.Sprint(bf.Spec.Replicas)+" replica(s)) vs River", "≥ 1.15×", bf.VsRiver, 1.15, false, "×")
+	}
 	if len(tr.Enqueue) == 4 {
 		add("POST /v1/jobs:batch vs raw 1,000-row INSERT", "≥ 0.35×", tr.Enqueue[3].VsRaw, 0.35, false, "×")
 		add(fmt.Sprintf("POST /v1/jobs, %d clients, vs raw single-row INSERT", EnqueueClients), "≥ 0.70×", tr.Enqueue[1].VsRaw, 0.7, false, "×")
@@ -495,14 +549,10 @@ func ThroughputTargets(tr *ThroughputResult) []Target {
 func WriteThroughput(w io.Writer, tr *ThroughputResult) {
 	fmt.Fprintf(w, "## Throughput against the raw SQL at its best claim size (#17)\n\n")
 	fmt.Fprintf(w, "%d interleaved rounds; each jobq ratio is the median of its per-round ratios to that round's best ceiling.\n\n", tr.Rounds)
-	fmt.Fprintf(w, "| drain | flags | rounds (jobs/s) | median jobs/s | × best ceiling | jobs/claim | stmts/job | rows written/job |\n|---|---|---|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "| drain | flags | rounds (jobs/s) | median jobs/s | × best ceiling | × River | jobs/claim | stmts/job | rows written/job |\n|---|---|---|--:|--:|--:|--:|--:|--:|\n")
 	row := func(d DrainPoint, ratio string) {
-		rs := make([]string, len(d.Rounds))
-		for i, r := range d.Rounds {
-			rs[i] = fmt.Sprintf("%.0f", r)
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %.0f | %s | %.1f | %s | %s |\n", d.Name, d.Flags, strings.Join(rs, " / "), d.Throughput, ratio,
-			d.JobsPerClaim, fmtPerJob(d.StatementsPerJob), fmtPerJob(d.RowsWrittenPerJob))
+		fmt.Fprintf(w, "| %s | %s | %s | %.0f | %s | %s | %.1f | %s | %s |\n", d.Name, d.Flags, joinRounds(d.Rounds), d.Throughput, ratio,
+			fmtRatio(d.VsRiver), d.JobsPerClaim, fmtPerJob(d.StatementsPerJob), fmtPerJob(d.RowsWrittenPerJob))
 	}
 	for _, c := range tr.Ceilings {
 		mark := ""
@@ -511,12 +561,16 @@ func WriteThroughput(w io.Writer, tr *ThroughputResult) {
 		}
 		row(c, mark)
 	}
+	if rp := tr.River; rp != nil && rp.Skipped == "" {
+		fmt.Fprintf(w, "| %s | River's bench settings | %s | %.0f | – (other database) | 1.00× | – | – | – |\n", rp.Name, joinRounds(rp.Rounds), rp.Throughput)
+	}
 	row(tr.Defaults, fmtRatio(tr.Defaults.VsCeiling))
 	row(tr.NoRunQueue, fmtRatio(tr.NoRunQueue.VsCeiling))
 	for _, b := range tr.BestFlags {
 		row(b, fmtRatio(b.VsCeiling))
 	}
 	fmt.Fprintf(w, "\nstmts/job and rows written/job: the runner's own statements (BEGIN and COMMIT included) and the rows its writes changed (RowsAffected: inserted, updated, deleted), per completed job, from the last round.\n\n")
+	writeRiver(w, tr)
 	if len(tr.Enqueue) == 0 {
 		return
 	}
@@ -534,4 +588,28 @@ func WriteThroughput(w io.Writer, tr *ThroughputResult) {
 			e.JobsPerSecond, fmtRatio(e.VsRaw), e.P50Ms, e.P99Ms, e.FsyncsPerJob, fmtPerJob(e.StatementsPerJob), e.BenchCPUMicrosPerJob, dbCPU, e.Errors)
 	}
 	fmt.Fprintf(w, "\nEnqueue: %s each, closed loop (each client sends its next request when the last is answered), no scheduler claiming; request latency is per INSERT or per HTTP request. fsyncs/job: Innodb_data_fsyncs delta per job (server-wide; MariaDB counts redo log flushes there) — below 1 means concurrent commits share a flush (group commit). stmts/job: the statements the path's own pool sent (exact). bench CPU/job: this process's CPU (user+sys) per job — the clients and, for the API, the in-process server; DB CPU/job: the local mariadbd/mysqld's (– when it cannot be told: remote, or several on the host); medians of the rounds.\n\n", enqueueWindow)
+}
+
+// writeRiver renders the River peer's paragraph and the jobq-vs-River
+// table (nothing when the peer was not asked for).
+func writeRiver(w io.Writer, tr *ThroughputResult) {
+	rp := tr.River
+	if rp == nil {
+		return
+	}
+	fmt.Fprintf(w, "### jobq against River\n\n")
+	if rp.Skipped != "" {
+		fmt.Fprintf(w, "%s\n\n", rp.Skipped)
+		return
+	}
+	fmt.Fprintf(w, "River %s (riverpgxv5) on PostgreSQL %s, one client, %d workers, FetchCooldown 2 ms, FetchPollInterval 20 ms (River's own benchmark settings), a backlog of no-op jobs inserted with InsertMany in 5,000-job batches, tables truncated before every round; "+
+		"built from %s, its own module. Its jobs/s is jobq's window (warm-up after the first completion, then the window or 90 %% of the backlog); River's own figure (client start to last completion) and its InsertMany rate are beside it. "+
+		"Each × River is the median of the per-round ratios to River in the same round.\n\n", rp.Version, rp.Postgres, rp.Workers, RiverDirDefault)
+	fmt.Fprintf(w, "| drain | median jobs/s (min–max) | rounds | × River |\n|---|--:|---|--:|\n")
+	fmt.Fprintf(w, "| %s | %.0f%s | %s | 1.00× |\n", rp.Name, rp.Throughput, fmtSpread(rp.Rounds), joinRounds(rp.Rounds))
+	fmt.Fprintf(w, "| River, its own figure (start to last completion) | %.0f%s | %s | – |\n", rp.DrainThroughput, fmtSpread(rp.DrainRounds), joinRounds(rp.DrainRounds))
+	for _, d := range append([]DrainPoint{tr.Defaults, tr.NoRunQueue}, tr.BestFlags...) {
+		fmt.Fprintf(w, "| %s %s | %.0f%s | %s | %s |\n", d.Name, d.Flags, d.Throughput, fmtSpread(d.Rounds), joinRounds(d.Rounds), fmtRatio(d.VsRiver))
+	}
+	fmt.Fprintf(w, "\nRiver InsertMany (5,000-job batches, one call at a time): %s jobs/s.\n\n", joinRounds(rp.InsertRounds))
 }
