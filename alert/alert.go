@@ -43,7 +43,7 @@ import (
 const (
 	ScanIntervalDefault    = 2 * time.Second
 	DeliverIntervalDefault = time.Second
-	IdleIntervalDefault    = 10 * time.Second
+	IdleIntervalDefault    = 30 * time.Second
 	SettleDefault          = 10 * time.Second
 	ChunkDefault           = 5000
 	LeaseDefault           = 30 * time.Second
@@ -98,9 +98,11 @@ type Config struct {
 	// exist, unless a detection or a retry's due time wakes it sooner.
 	// Defaults to 1s.
 	DeliverInterval time.Duration
-	// IdleInterval replaces ScanInterval and DeliverInterval while no rule
-	// exists (a rule created through this replica wakes it at once).
-	// Defaults to 10s.
+	// IdleInterval replaces ScanInterval while no rule exists (a rule
+	// created through this replica wakes it at once; one created through
+	// another is seen within it), and the sender does not probe at all
+	// then: a replica with no rules reads alert_rule once per interval and
+	// nothing else. Defaults to 30s.
 	IdleInterval time.Duration
 	// Settle is how long an execution may commit after its finished_at and
 	// still be read by the scan (jobq.AlertDetectParams). Defaults to 10s.
@@ -300,7 +302,9 @@ func (s *Service) Detect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.hasRules.Store(len(rules) > 0)
+	if had := s.hasRules.Swap(len(rules) > 0); !had && len(rules) > 0 {
+		s.Wake() // the sender leaves its idle cadence now
+	}
 	if len(rules) == 0 {
 		return nil
 	}
@@ -439,11 +443,13 @@ func (s *Service) deliverLoop(ctx context.Context) {
 		case <-s.wake:
 		case <-t.C:
 		}
-		interval := s.cfg.IdleInterval
-		if s.hasRules.Load() {
-			interval = s.cfg.DeliverInterval
+		if !s.hasRules.Load() {
+			// No rule, nothing to send: Detect wakes this loop when one
+			// appears (and new outbox rows do).
+			t.Reset(s.cfg.IdleInterval)
+			continue
 		}
-		next := interval
+		next := s.cfg.DeliverInterval
 		for ctx.Err() == nil {
 			wait, any, err := s.st.AlertDeliveryNextWait(ctx)
 			if err != nil || !any {
