@@ -37,6 +37,8 @@ type Job struct {
 	CancelRequested bool            `json:"cancel_requested"`
 	CreateTime      time.Time       `json:"create_time"`
 	UpdateTime      time.Time       `json:"update_time"`
+	// ConcurrencyKey is the job's concurrency key; absent for none.
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 	// Output is the output of the attempt that succeeded; absent otherwise.
 	Output json.RawMessage `json:"output,omitempty"`
 }
@@ -48,7 +50,7 @@ func JobFrom(j jobq.Job) Job {
 		Priority: j.Priority, RetryTimes: j.RetryTimes, MaxRetry: j.MaxRetry, TimeoutMs: j.TimeoutMs,
 		RunAt: j.RunAt, Attempt: j.Attempt, Owner: j.Owner, LeaseUntil: j.LeaseUntil, LastError: j.LastError,
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, CancelRequested: j.CancelRequested,
-		CreateTime: j.CreateTime, UpdateTime: j.UpdateTime, Output: j.Output,
+		CreateTime: j.CreateTime, UpdateTime: j.UpdateTime, Output: j.Output, ConcurrencyKey: j.ConcurrencyKey,
 	}
 }
 
@@ -93,6 +95,11 @@ type SubmitRequest struct {
 	MaxRetry  *int            `json:"max_retry,omitempty"`
 	RunAt     *string         `json:"run_at,omitempty"`
 	TimeoutMs *int            `json:"timeout_ms,omitempty"`
+	// ConcurrencyKey, when set, admits the job only while fewer than
+	// ConcurrencyLimit (1–1000, default 1) jobs with the same key are
+	// admitted; it waits PARKED until then.
+	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit *int   `json:"concurrency_limit,omitempty"`
 }
 
 // MaxBatchJobs is the most jobs one POST /v1/jobs:batch (or SubmitJobs)

@@ -95,6 +95,9 @@ func (s *Service) validateWorkflowJobs(field string, in []apitype.WorkflowJob) (
 	}
 	jobs := make([]jobq.WorkflowJobParams, len(in))
 	for i, j := range in {
+		if j.ConcurrencyKey != "" || j.ConcurrencyLimit != nil {
+			return nil, invalid(fmt.Sprintf("%s[%d].concurrency_key", field, i), "is not supported for workflow jobs")
+		}
 		sp, err := s.ValidateSubmit(j.SubmitRequest)
 		if err != nil {
 			var ve *ValidationError
