@@ -25,6 +25,8 @@ func submitRequestToProto(req apitype.SubmitRequest) *jobqv1.SubmitJobRequest {
 	if req.RunAt != nil {
 		m.RunAt = *req.RunAt
 	}
+	m.ConcurrencyKey = req.ConcurrencyKey
+	m.ConcurrencyLimit = int32Ptr(req.ConcurrencyLimit)
 	return m
 }
 
@@ -46,7 +48,7 @@ func jobFromProto(m *jobqv1.Job) apitype.Job {
 		Attempt: int(m.GetAttempt()), Owner: m.GetOwner(), LeaseUntil: tsTimePtr(m.GetLeaseUntil()),
 		LastError: m.GetLastError(), StartedAt: tsTimePtr(m.GetStartedAt()), FinishedAt: tsTimePtr(m.GetFinishedAt()),
 		CancelRequested: m.GetCancelRequested(), CreateTime: tsTime(m.GetCreateTime()), UpdateTime: tsTime(m.GetUpdateTime()),
-		Output: rawOrNil(m.GetOutput()),
+		Output: rawOrNil(m.GetOutput()), ConcurrencyKey: m.GetConcurrencyKey(),
 	}
 }
 

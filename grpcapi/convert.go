@@ -36,6 +36,11 @@ func SubmitRequestFromProto(m *jobqv1.SubmitJobRequest) apitype.SubmitRequest {
 		v := m.GetRunAt()
 		req.RunAt = &v
 	}
+	req.ConcurrencyKey = m.GetConcurrencyKey()
+	if m.ConcurrencyLimit != nil {
+		v := int(m.GetConcurrencyLimit())
+		req.ConcurrencyLimit = &v
+	}
 	return req
 }
 
@@ -48,6 +53,7 @@ func JobToProto(j jobq.Job) *jobqv1.Job {
 		Owner: j.Owner, LeaseUntil: tsPtr(j.LeaseUntil), LastError: j.LastError,
 		StartedAt: tsPtr(j.StartedAt), FinishedAt: tsPtr(j.FinishedAt), CancelRequested: j.CancelRequested,
 		CreateTime: timestamppb.New(j.CreateTime), UpdateTime: timestamppb.New(j.UpdateTime), Output: string(j.Output),
+		ConcurrencyKey: j.ConcurrencyKey,
 	}
 }
 

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -256,5 +255,3 @@ func keyedEnd(t keyTally, status string, key sql.NullString) {
 		t.free(key.String)
 	}
 }
-
-var _ = fmt.Sprintf

@@ -45,20 +45,23 @@ func (f ServerFlags) client() jobAPI {
 type SubmitCmd struct {
 	ServerFlags
 	OutputFlags
-	Key       string  `help:"job_key: 1–64 characters, unique; resubmitting the same request returns the same job. Required without --file."`
-	Type      string  `help:"job_type: a registered type (built-in: noop, sleep, flaky; effect and poison only on replicas run with JOBQ_TESTBED=1). Required without --file."`
-	Params    string  `help:"params: a JSON object." default:"{}"`
-	Priority  *int    `help:"priority 0–1000, higher runs first (default 0)."`
-	MaxRetry  *int    `help:"max_retry 0–100 (default 3)."`
-	RunAt     *string `help:"run_at: RFC 3339 time with offset; the job does not start before it."`
-	TimeoutMs *int    `help:"timeout_ms: per-attempt timeout, 0 = none."`
+	Key              string  `help:"job_key: 1–64 characters, unique; resubmitting the same request returns the same job. Required without --file."`
+	Type             string  `help:"job_type: a registered type (built-in: noop, sleep, flaky; effect and poison only on replicas run with JOBQ_TESTBED=1). Required without --file."`
+	Params           string  `help:"params: a JSON object." default:"{}"`
+	Priority         *int    `help:"priority 0–1000, higher runs first (default 0)."`
+	MaxRetry         *int    `help:"max_retry 0–100 (default 3)."`
+	RunAt            *string `help:"run_at: RFC 3339 time with offset; the job does not start before it."`
+	TimeoutMs        *int    `help:"timeout_ms: per-attempt timeout, 0 = none."`
+	ConcurrencyKey   string  `help:"concurrency_key: at most --concurrency-limit jobs with this key run at once, across replicas; the others wait PARKED (1–128 characters)."`
+	ConcurrencyLimit *int    `help:"concurrency_limit 1–1000 for --concurrency-key (default 1; the newest submit's limit is the key's)."`
 	SubmitFileFlags
 }
 
 // Run submits the job and prints it (or the file: see SubmitFileFlags).
 func (c *SubmitCmd) Run(g *Globals) error {
 	if c.File != "" {
-		if c.Key != "" || c.Type != "" || c.Params != "{}" || c.Priority != nil || c.MaxRetry != nil || c.RunAt != nil || c.TimeoutMs != nil {
+		if c.Key != "" || c.Type != "" || c.Params != "{}" || c.Priority != nil || c.MaxRetry != nil || c.RunAt != nil || c.TimeoutMs != nil ||
+			c.ConcurrencyKey != "" || c.ConcurrencyLimit != nil {
 			return errors.New("--file: the jobs come from the file; drop --key, --type and the other job flags")
 		}
 		return c.SubmitFileFlags.run(g, c.ServerFlags)
@@ -72,6 +75,7 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	job, created, err := c.client().Submit(g.Ctx, apitype.SubmitRequest{
 		JobKey: c.Key, JobType: c.Type, Params: json.RawMessage(c.Params), Priority: c.Priority,
 		MaxRetry: c.MaxRetry, RunAt: c.RunAt, TimeoutMs: c.TimeoutMs,
+		ConcurrencyKey: c.ConcurrencyKey, ConcurrencyLimit: c.ConcurrencyLimit,
 	})
 	if err != nil {
 		return err
@@ -102,7 +106,7 @@ func (c *GetCmd) Run(g *Globals) error {
 type ListCmd struct {
 	ServerFlags
 	OutputFlags
-	Status string `help:"Only this status (BLOCKED, SCHEDULED, WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
+	Status string `help:"Only this status (BLOCKED, PARKED, SCHEDULED, WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
 	Type   string `help:"Only this job_type."`
 	Limit  int    `help:"Page size 1–1000." default:"50"`
 	Cursor string `help:"next_cursor of the previous page."`

@@ -51,8 +51,10 @@ type Job struct {
 	JobType string `protobuf:"bytes,3,opt,name=job_type,json=jobType,proto3" json:"job_type,omitempty"`
 	// params is the job's parameters as the text of a JSON object, e.g. "{\"ms\":300}".
 	Params string `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
-	// status is one of SCHEDULED (run_at still ahead of the database clock;
-	// the promoter makes it WAITING when due), WAITING (due, waiting for a
+	// status is one of BLOCKED (a workflow job waiting for its parents),
+	// PARKED (waiting for a slot of its concurrency key), SCHEDULED (run_at
+	// still ahead of the database clock; the promoter makes it WAITING when
+	// due), WAITING (due, waiting for a
 	// claim), RUNNING, SUCCESS, FAILED, CANCELED.
 	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
 	// priority is 0–1000; higher runs first.
@@ -85,9 +87,12 @@ type Job struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// output is the text of the JSON output of the attempt that succeeded;
 	// empty otherwise.
-	Output        string `protobuf:"bytes,20,opt,name=output,proto3" json:"output,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Output string `protobuf:"bytes,20,opt,name=output,proto3" json:"output,omitempty"`
+	// concurrency_key is the job's concurrency key; empty for none. A keyed
+	// job waits PARKED while its key has no free slot.
+	ConcurrencyKey string `protobuf:"bytes,21,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -260,6 +265,13 @@ func (x *Job) GetOutput() string {
 	return ""
 }
 
+func (x *Job) GetConcurrencyKey() string {
+	if x != nil {
+		return x.ConcurrencyKey
+	}
+	return ""
+}
+
 // Execution is one attempt of one job (a row of job_execution).
 type Execution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -412,9 +424,17 @@ type SubmitJobRequest struct {
 	RunAt string `protobuf:"bytes,6,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	// timeout_ms is the per-attempt timeout in milliseconds, 0–86,400,000
 	// (0 = none). Defaults to 0.
-	TimeoutMs     *int32 `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3,oneof" json:"timeout_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TimeoutMs *int32 `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3,oneof" json:"timeout_ms,omitempty"`
+	// concurrency_key, when set (1–128 characters, the rules of job_key),
+	// lets the job run only while fewer than concurrency_limit jobs with the
+	// same key are admitted (WAITING, SCHEDULED or RUNNING), across every
+	// replica; it waits PARKED until then.
+	ConcurrencyKey string `protobuf:"bytes,8,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
+	// concurrency_limit is the key's limit, 1–1000; only with a key.
+	// Defaults to 1. The newest submit's limit is the key's.
+	ConcurrencyLimit *int32 `protobuf:"varint,9,opt,name=concurrency_limit,json=concurrencyLimit,proto3,oneof" json:"concurrency_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SubmitJobRequest) Reset() {
@@ -492,6 +512,20 @@ func (x *SubmitJobRequest) GetRunAt() string {
 func (x *SubmitJobRequest) GetTimeoutMs() int32 {
 	if x != nil && x.TimeoutMs != nil {
 		return *x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *SubmitJobRequest) GetConcurrencyKey() string {
+	if x != nil {
+		return x.ConcurrencyKey
+	}
+	return ""
+}
+
+func (x *SubmitJobRequest) GetConcurrencyLimit() int32 {
+	if x != nil && x.ConcurrencyLimit != nil {
+		return *x.ConcurrencyLimit
 	}
 	return 0
 }
@@ -1348,7 +1382,7 @@ var File_jobq_v1_jobq_proto protoreflect.FileDescriptor
 
 const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\n" +
-	"\x12jobq/v1/jobq.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x05\n" +
+	"\x12jobq/v1/jobq.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x06\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x17\n" +
 	"\ajob_key\x18\x02 \x01(\tR\x06jobKey\x12\x19\n" +
@@ -1378,7 +1412,8 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x16\n" +
-	"\x06output\x18\x14 \x01(\tR\x06output\"\xeb\x02\n" +
+	"\x06output\x18\x14 \x01(\tR\x06output\x12'\n" +
+	"\x0fconcurrency_key\x18\x15 \x01(\tR\x0econcurrencyKey\"\xeb\x02\n" +
 	"\tExecution\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x04R\x05jobId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -1393,7 +1428,7 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\bprogress\x18\t \x01(\x01H\x00R\bprogress\x88\x01\x01\x12)\n" +
 	"\x10progress_message\x18\n" +
 	" \x01(\tR\x0fprogressMessageB\v\n" +
-	"\t_progress\"\x86\x02\n" +
+	"\t_progress\"\xf7\x02\n" +
 	"\x10SubmitJobRequest\x12\x17\n" +
 	"\ajob_key\x18\x01 \x01(\tR\x06jobKey\x12\x19\n" +
 	"\bjob_type\x18\x02 \x01(\tR\ajobType\x12\x16\n" +
@@ -1402,11 +1437,14 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\tmax_retry\x18\x05 \x01(\x05H\x01R\bmaxRetry\x88\x01\x01\x12\x15\n" +
 	"\x06run_at\x18\x06 \x01(\tR\x05runAt\x12\"\n" +
 	"\n" +
-	"timeout_ms\x18\a \x01(\x05H\x02R\ttimeoutMs\x88\x01\x01B\v\n" +
+	"timeout_ms\x18\a \x01(\x05H\x02R\ttimeoutMs\x88\x01\x01\x12'\n" +
+	"\x0fconcurrency_key\x18\b \x01(\tR\x0econcurrencyKey\x120\n" +
+	"\x11concurrency_limit\x18\t \x01(\x05H\x03R\x10concurrencyLimit\x88\x01\x01B\v\n" +
 	"\t_priorityB\f\n" +
 	"\n" +
 	"_max_retryB\r\n" +
-	"\v_timeout_ms\"B\n" +
+	"\v_timeout_msB\x14\n" +
+	"\x12_concurrency_limit\"B\n" +
 	"\x11SubmitJobsRequest\x12-\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x19.jobq.v1.SubmitJobRequestR\x04jobs\"j\n" +
 	"\x10SubmitJobsResult\x12\x16\n" +

@@ -552,6 +552,7 @@ func Check(h History) *Result {
 		}
 	}
 	r.Violations = append(r.Violations, checkWorkflows(h, jobs, execs)...)
+	r.Violations = append(r.Violations, checkKeys(h, jobs, execs)...)
 	r.Valid = len(r.Violations) == 0
 
 	r.Pickup, r.EndToEnd = latencies(h, jobs, execs)

@@ -11,5 +11,6 @@ func Checks() []string {
 		CheckMissingExecution, CheckStatusVsLastExecution, CheckRerunAfterSuccess, CheckFailedAfterSuccess,
 		CheckLateCompletionAccepted, CheckAppliedTwice, CheckWorkerOverlap, CheckLostAfterAck,
 		CheckChildBeforeParentSuccess, CheckChildRunTwice, CheckStuckWaitingOnDoneParents, CheckRanAfterParentFailed,
+		CheckKeyOverlap,
 	}
 }
