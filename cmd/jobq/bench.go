@@ -49,11 +49,19 @@ type BenchCmd struct {
 	Retries         float64         `help:"With --capacity: fraction of jobs that run twice (0–1)." default:"0"`
 	DBLatency       time.Duration   `help:"With --capacity: round trip to the database added on every replica's link (whole ms)." name:"db-latency" default:"0s"`
 	MaxWorkers      int             `help:"With --capacity: most workers per replica." name:"max-workers" default:"200"`
+	Keys            bool            `help:"Only the concurrency-key bench: 3 in-process replicas drain 60,000 no-op jobs without keys and on 10,000 keys of limit 1, in --rounds interleaved rounds; prints the ratio and writes keys.json and keys.md into --out (docs/bench.md)."`
 	Workflows       bool            `help:"Only the workflow bench: unblock latency p50/p99 on an idle replica, and drains of 10,000 independent jobs, 10 × (1 → 1,000 → 1) and 100 chains of 100, in --rounds interleaved rounds; writes workflows.json and workflows.md into --out (docs/bench.md)."`
 }
 
 // Run runs the harness and prints the targets table.
 func (c *BenchCmd) Run(g *Globals) error {
+	if c.Keys {
+		res, err := bench.RunKeys(g.Ctx, bench.KeyOptions{DSN: c.DSN, Out: c.Out, Rounds: c.Rounds, Log: os.Stderr})
+		if res != nil {
+			bench.WriteKeyTable(os.Stdout, res)
+		}
+		return err
+	}
 	if c.Workflows {
 		res, err := bench.RunWorkflows(g.Ctx, bench.WorkflowOptions{DSN: c.DSN, Out: c.Out, Rounds: c.Rounds, Log: os.Stderr})
 		if res != nil {

@@ -34,6 +34,7 @@ type ChaosCmd struct {
 	Future            float64       `help:"Fraction of jobs submitted with run_at 0.5–3 s ahead (SCHEDULED until due)." default:"0"`
 	Poison            int           `help:"Poison jobs among --jobs: each SIGKILLs the replica that claims it (the harness restarts it)." default:"0"`
 	Workflows         bool          `help:"Submit the jobs as random workflows (DAGs of 4–40 jobs with fan-out and fan-in, POST /v1/workflows); the checker adds child_before_parent_success, child_run_twice, stuck_waiting_on_done_parents and ran_after_parent_failed."`
+	Keys              int           `help:"Spread the jobs over this many concurrency keys (every fourth job unkeyed; limit 1 for even keys, 2 for odd); the checker adds concurrency_key_overlap. 0: no keys." default:"0"`
 	MaxRetry          int           `help:"Each job's max_retry." default:"5"`
 	Strategy          string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
 	Executor          string        `help:"Who runs the jobs: local (the replicas' handlers), remote (worker processes: remote-effect, remote-flaky through the worker protocol) or mixed (every other job remote)." enum:"local,remote,mixed," default:""`
@@ -81,7 +82,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	for _, s := range runs {
 		cfg := chaos.Config{
 			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
-			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, Workflows: c.Workflows, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
+			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, Workflows: c.Workflows, ConcurrencyKeys: c.Keys, MaxRetry: c.MaxRetry, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
 			Executor: c.Executor, RemoteWorkers: c.RemoteWorkers, WorkerConcurrency: c.WorkerConcurrency,
@@ -151,9 +152,14 @@ func Caught(rf *chaos.ResultFile) string {
 }
 
 // workflowCount is the count of a workflow check's violations in a run
-// with workflows ("0" when it found none), "-" in a run without.
+// with workflows ("0" when it found none), "-" in a run without; for
+// concurrency_key_overlap, in a run with concurrency keys.
 func workflowCount(rf *chaos.ResultFile, check string) string {
-	if !rf.Config.Workflows {
+	if on := rf.Config.Workflows; check == checker.CheckKeyOverlap {
+		if rf.Config.ConcurrencyKeys == 0 {
+			return "-"
+		}
+	} else if !on {
 		return "-"
 	}
 	for _, v := range rf.Result.Violations {
@@ -169,7 +175,7 @@ func workflowCount(rf *chaos.ResultFile, check string) string {
 // Caught), then the figures reported alongside.
 func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tchild early\tchild twice\tstuck blocked\tran after fail\tlate acc\tapplied twice\tworker overlap\tlost after ack\tstale refused\tlate refused\tacks retried\tdup completes\tworker lapses\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tchild early\tchild twice\tstuck blocked\tran after fail\tkey overlap\tlate acc\tapplied twice\tworker overlap\tlost after ack\tstale refused\tlate refused\tacks retried\tdup completes\tworker lapses\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
 	for _, rf := range results {
 		r := rf.Result
 		c := r.Counts
@@ -181,11 +187,12 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		for _, f := range r.Faults {
 			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
 			c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
 			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.UnexplainedReleases, c.RerunAfterSuccess, c.FailedAfterSuccess,
 			workflowCount(rf, checker.CheckChildBeforeParentSuccess), workflowCount(rf, checker.CheckChildRunTwice),
 			workflowCount(rf, checker.CheckStuckWaitingOnDoneParents), workflowCount(rf, checker.CheckRanAfterParentFailed),
+			workflowCount(rf, checker.CheckKeyOverlap),
 			c.LateCompletionsAccepted, c.CompletionsAppliedTwice, c.WorkerOverlaps, c.LostAfterAck,
 			c.StaleCompletionsRefused, c.LateCompletionsRefused, c.AcksRetried, c.DuplicateCompletions,
 			c.WorkerLapses, c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)

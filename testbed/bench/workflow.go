@@ -141,7 +141,7 @@ func RunWorkflows(ctx context.Context, opts WorkflowOptions) (*WorkflowResult, e
 				}
 				n += len(w.Jobs)
 			}
-			rate, err := drainRate(ctx, st, env.DSN, n)
+			rate, err := drainRate(ctx, st, env.DSN, n, 1)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", sh.name, err)
 			}
@@ -240,15 +240,18 @@ func startWorkflowReplica(ctx context.Context, dsn, owner string) (*scheduler.Sc
 	return s, st, nil
 }
 
-// drainRate starts a replica, waits until n jobs succeeded and returns
-// n / (last finished_at − first started_at) on the database clock.
-func drainRate(ctx context.Context, admin *store.Store, dsn string, n int) (float64, error) {
-	s, st, err := startWorkflowReplica(ctx, dsn, "bench-wf")
-	if err != nil {
-		return 0, err
+// drainRate starts replicas in-process replicas (1 when < 1), waits until
+// n jobs succeeded and returns n / (last finished_at − first started_at) on
+// the database clock.
+func drainRate(ctx context.Context, admin *store.Store, dsn string, n, replicas int) (float64, error) {
+	for r := range max(replicas, 1) {
+		s, st, err := startWorkflowReplica(ctx, dsn, fmt.Sprintf("bench-wf-%d", r+1))
+		if err != nil {
+			return 0, err
+		}
+		defer st.Close()
+		defer s.Stop()
 	}
-	defer st.Close()
-	defer s.Stop()
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		var done int

@@ -59,46 +59,47 @@ type ResultFile struct {
 
 // ConfigJSON is the serialisable part of Config.
 type ConfigJSON struct {
-	Replicas       int      `json:"replicas"`
-	Jobs           int      `json:"jobs"`
-	DurationS      float64  `json:"duration_s"`
-	Rate           float64  `json:"rate_per_s"`
-	Runtime        string   `json:"runtime"`
-	FlakyFraction  float64  `json:"flaky_fraction"`
-	FlakyFailures  int      `json:"flaky_failures"`
-	FutureFraction float64  `json:"future_fraction,omitempty"`
-	Workflows      bool     `json:"workflows,omitempty"` // the jobs were submitted as random workflows
-	MaxRetry       int      `json:"max_retry"`
-	Faults         []string `json:"faults"`
-	Rounds         int      `json:"rounds"`
-	Schedule       string   `json:"schedule,omitempty"`
-	FaultCmds      []string `json:"fault_cmds,omitempty"`
-	Seed           uint64   `json:"seed"`
-	Strategy       string   `json:"strategy"`
-	Sabotage       []string `json:"sabotage"`
-	LeaseS         float64  `json:"lease_s"`
-	RescueS        float64  `json:"rescue_interval_s"`
-	Workers        int      `json:"workers"`
-	PauseForS      float64  `json:"pause_for_s"`
-	KillRestartS   float64  `json:"kill_restart_delay_s"`
-	DBDownS        float64  `json:"db_down_s"`
-	PartitionS     float64  `json:"partition_s"`
-	LatencyMs      float64  `json:"latency_ms"`
-	ResetMs        float64  `json:"reset_ms"`
-	ClockSkewS     float64  `json:"clock_skew_s"`
-	DrainTimeoutS  float64  `json:"drain_timeout_s"`
-	ServeArguments []string `json:"serve_arguments"`
-	Topology       string   `json:"topology"`
-	Replication    string   `json:"replication,omitempty"`
-	FailoverCutS   float64  `json:"failover_cut_s,omitempty"`
-	NodeDownS      float64  `json:"node_down_s,omitempty"`
-	IsolateS       float64  `json:"isolate_s,omitempty"`
+	Replicas        int      `json:"replicas"`
+	Jobs            int      `json:"jobs"`
+	DurationS       float64  `json:"duration_s"`
+	Rate            float64  `json:"rate_per_s"`
+	Runtime         string   `json:"runtime"`
+	FlakyFraction   float64  `json:"flaky_fraction"`
+	FlakyFailures   int      `json:"flaky_failures"`
+	FutureFraction  float64  `json:"future_fraction,omitempty"`
+	Workflows       bool     `json:"workflows,omitempty"`        // the jobs were submitted as random workflows
+	ConcurrencyKeys int      `json:"concurrency_keys,omitempty"` // the jobs were spread over this many concurrency keys
+	MaxRetry        int      `json:"max_retry"`
+	Faults          []string `json:"faults"`
+	Rounds          int      `json:"rounds"`
+	Schedule        string   `json:"schedule,omitempty"`
+	FaultCmds       []string `json:"fault_cmds,omitempty"`
+	Seed            uint64   `json:"seed"`
+	Strategy        string   `json:"strategy"`
+	Sabotage        []string `json:"sabotage"`
+	LeaseS          float64  `json:"lease_s"`
+	RescueS         float64  `json:"rescue_interval_s"`
+	Workers         int      `json:"workers"`
+	PauseForS       float64  `json:"pause_for_s"`
+	KillRestartS    float64  `json:"kill_restart_delay_s"`
+	DBDownS         float64  `json:"db_down_s"`
+	PartitionS      float64  `json:"partition_s"`
+	LatencyMs       float64  `json:"latency_ms"`
+	ResetMs         float64  `json:"reset_ms"`
+	ClockSkewS      float64  `json:"clock_skew_s"`
+	DrainTimeoutS   float64  `json:"drain_timeout_s"`
+	ServeArguments  []string `json:"serve_arguments"`
+	Topology        string   `json:"topology"`
+	Replication     string   `json:"replication,omitempty"`
+	FailoverCutS    float64  `json:"failover_cut_s,omitempty"`
+	NodeDownS       float64  `json:"node_down_s,omitempty"`
+	IsolateS        float64  `json:"isolate_s,omitempty"`
 }
 
 func configJSON(c Config) ConfigJSON {
 	cj := ConfigJSON{
 		Replicas: c.Replicas, Jobs: c.Jobs, DurationS: c.Duration.Seconds(), Rate: c.Rate, Runtime: c.Runtime,
-		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, FutureFraction: c.FutureFraction, Workflows: c.Workflows, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
+		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, FutureFraction: c.FutureFraction, Workflows: c.Workflows, ConcurrencyKeys: c.ConcurrencyKeys, MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
 		Seed: c.Seed, Strategy: c.Strategy, Sabotage: nonNil(c.Sabotage), LeaseS: c.Lease.Seconds(), RescueS: c.RescueInterval.Seconds(),
 		Workers: c.Workers, PauseForS: c.PauseFor.Seconds(), KillRestartS: c.KillRestartDelay.Seconds(), DBDownS: c.DBDownFor.Seconds(),
 		PartitionS: c.PartitionFor.Seconds(), LatencyMs: float64(c.Latency.Milliseconds()), ResetMs: float64(c.ResetFor.Milliseconds()), ClockSkewS: c.ClockSkew.Seconds(),

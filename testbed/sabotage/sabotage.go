@@ -21,6 +21,9 @@
 //   - unblock-outside-tx: a workflow parent's children are unblocked after
 //     its completion's transaction, in statements of their own and unfenced
 //     (unblockOutsideTx), not in it.
+//   - key-early-free: a claim of a keyed job admits its key's next parked
+//     job at once, unlocked and uncounted (keyEarlyFree): the slot is freed
+//     while the run still holds it.
 //
 // With no switch on, Store passes every call through unchanged; the store
 // conformance suite (scheduler/storetest) runs against it so.
@@ -41,10 +44,11 @@ const (
 	LeaseCancel   = "lease-cancel"
 	OutcomeRetry  = "outcome-retry"
 	UnblockOutTx  = "unblock-outside-tx"
+	KeyEarlyFree  = "key-early-free"
 )
 
 // Names lists every switch, in the order --help shows them.
-var Names = []string{Fencing, CASGuard, Rescuer, DeadlockRetry, LeaseCancel, OutcomeRetry, UnblockOutTx}
+var Names = []string{Fencing, CASGuard, Rescuer, DeadlockRetry, LeaseCancel, OutcomeRetry, UnblockOutTx, KeyEarlyFree}
 
 // Switches says which guarantees a replica breaks.
 type Switches struct {
@@ -55,6 +59,7 @@ type Switches struct {
 	NoLeaseCancel    bool // keep handlers running after their lease is lost
 	NoOutcomeRetry   bool // write an outcome once: no retry of transient errors (read-only, lost connection)
 	UnblockOutsideTx bool // unblock workflow children outside the parent's completion transaction
+	KeyEarlyFree     bool // free a concurrency key's slot at the claim, not at the job's end
 }
 
 // Parse turns --sabotage names into Switches; an unknown name is an error
@@ -77,6 +82,8 @@ func Parse(names []string) (Switches, error) {
 			s.NoOutcomeRetry = true
 		case UnblockOutTx:
 			s.UnblockOutsideTx = true
+		case KeyEarlyFree:
+			s.KeyEarlyFree = true
 		default:
 			return Switches{}, fmt.Errorf("--sabotage: unknown switch %q (want one of %s)", n, strings.Join(Names, ", "))
 		}
@@ -91,6 +98,7 @@ func (s Switches) Any() bool { return s != Switches{} }
 // spells them.
 func (s Switches) String() string {
 	on := map[string]bool{Fencing: s.NoFencing, CASGuard: s.NoCASGuard, Rescuer: s.NoRescuer,
-		DeadlockRetry: s.NoDeadlockRetry, LeaseCancel: s.NoLeaseCancel, OutcomeRetry: s.NoOutcomeRetry, UnblockOutTx: s.UnblockOutsideTx}
+		DeadlockRetry: s.NoDeadlockRetry, LeaseCancel: s.NoLeaseCancel, OutcomeRetry: s.NoOutcomeRetry, UnblockOutTx: s.UnblockOutsideTx,
+		KeyEarlyFree: s.KeyEarlyFree}
 	return strings.Join(slices.DeleteFunc(slices.Clone(Names), func(n string) bool { return !on[n] }), ",")
 }

@@ -49,6 +49,9 @@ var All = []Scenario{
 	{"workflows-zombie-pause", "zombie-pause with the jobs as random workflows: a zombie's late completion of a parent must unblock nothing", withWorkflows(faults(2, chaos.FaultPause))},
 	{"workflows-partition", "partition with the jobs as random workflows", withWorkflows(faults(2, chaos.FaultPartition))},
 	{"workflows-db-restart", "db-restart with the jobs as random workflows: a crash between a parent's completion and its commit loses the unblock with it", withWorkflows(faults(1, chaos.FaultDBRestart))},
+	{"keys-kill-storm", "kill-storm with the jobs on 100 concurrency keys (limit 1 or 2; a quarter unkeyed): never more runs of a key at once than its limit, through rescues", withKeys(faults(3, chaos.FaultKill))},
+	{"keys-zombie-pause", "zombie-pause with the jobs on 100 concurrency keys: a frozen holder's slot is freed by its rescue, its late completion frees nothing", withKeys(faults(2, chaos.FaultPause))},
+	{"keys-partition", "partition with the jobs on 100 concurrency keys", withKeys(faults(2, chaos.FaultPartition))},
 	{"ci", "kill + pause + db-restart: the short CI scenario", faults(1, chaos.FaultKill, chaos.FaultPause, chaos.FaultDBRestart)},
 }
 
@@ -58,6 +61,15 @@ func withWorkflows(apply func(*chaos.Config)) func(*chaos.Config) {
 	return func(cfg *chaos.Config) {
 		apply(cfg)
 		cfg.Workflows = true
+	}
+}
+
+// withKeys is apply with the run's jobs on 100 concurrency keys
+// (Config.ConcurrencyKeys): the checker judges concurrency_key_overlap.
+func withKeys(apply func(*chaos.Config)) func(*chaos.Config) {
+	return func(cfg *chaos.Config) {
+		apply(cfg)
+		cfg.ConcurrencyKeys = 100
 	}
 }
 
