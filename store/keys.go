@@ -59,71 +59,78 @@ const keyPickChunk = 200
 // transaction: it locks the key rows (ckey order), frees t's slots, admits
 // up to each key's free slots of its parked jobs — by priority DESC, run_at,
 // id — and writes the new counts. Nothing when t is empty.
+//
+// The common case, a key with one free slot, costs no statement of its own:
+// the locking read of the keys also reads each key's best parked job
+// (keyLockNext), and one update admits them all. That read may predate a
+// peer's commit it waited for, so the update runs behind a savepoint: when
+// it matches fewer rows than it was given, it is rolled back and those keys
+// take the exact path — a locking read of their parked jobs (pickParked)
+// after the keys are held.
 func admitKeys(ctx context.Context, db jobqdb.DBTX, t keyTally) error {
 	if len(t) == 0 {
 		return nil
 	}
 	q := jobqdb.New(db)
 	keys := slices.Sorted(maps.Keys(t))
-	rows, err := q.KeyLock(ctx, keys)
+	rows, err := keyLockNext(ctx, db, keys)
 	if err != nil {
 		return err
 	}
 	admitted := make(map[string]int, len(rows))
 	free := make(map[string]int, len(rows))
+	var fast []uint64
+	fastKey := map[uint64]string{}
 	for _, r := range rows {
-		n := max(int(r.Admitted)-t[r.Ckey], 0)
-		admitted[r.Ckey] = n
-		if f := int(r.MaxRunning) - n; f > 0 {
-			free[r.Ckey] = f
+		n := max(r.admitted-t[r.key], 0)
+		admitted[r.key] = n
+		switch f := r.maxRunning - n; {
+		case f == 1 && r.next != 0:
+			fast = append(fast, r.next)
+			fastKey[r.next] = r.key
+		case f > 1:
+			free[r.key] = f
 		}
 	}
-	for len(free) > 0 {
+	if len(fast) > 0 {
+		slices.Sort(fast)
+		ok, err := admitExactly(ctx, db, fast)
+		if err != nil {
+			return err
+		}
+		for _, id := range fast {
+			if ok {
+				admitted[fastKey[id]]++
+			} else {
+				free[fastKey[id]] = 1
+			}
+		}
+	}
+	if len(free) > 0 {
 		picked, byKey, err := pickParked(ctx, db, free)
 		if err != nil {
 			return err
 		}
-		if len(picked) == 0 {
-			break
-		}
-		slices.Sort(picked)
-		n, err := q.JobAdmit(ctx, picked)
-		if err != nil {
-			return err
-		}
-		got := map[string]int{}
-		if int(n) == len(picked) {
-			for k, c := range byKey {
-				got[k] = c
-			}
-		} else {
-			// A cancel took a picked job first: count what this update
-			// admitted (its own writes are what it reads back).
-			st, err := q.JobKeyStates(ctx, picked)
+		if len(picked) > 0 {
+			slices.Sort(picked)
+			// The picked rows are locked and were PARKED when locked,
+			// under their keys' locks: the update matches every one.
+			n, err := q.JobAdmit(ctx, picked)
 			if err != nil {
 				return err
 			}
-			for _, s := range st {
-				if jobq.JobState(s.Status) == jobq.StateWaiting || jobq.JobState(s.Status) == jobq.StateScheduled {
-					got[s.ConcurrencyKey.String]++
-				}
+			if int(n) != len(picked) {
+				return errFenceMoved
+			}
+			for k, c := range byKey {
+				admitted[k] += c
 			}
 		}
-		next := map[string]int{}
-		for k, f := range free {
-			admitted[k] += got[k]
-			// A key that filled every slot it asked for may have more
-			// parked (a cancel raced): ask again for what is left.
-			if got[k] < byKey[k] && f-got[k] > 0 {
-				next[k] = f - got[k]
-			}
-		}
-		free = next
 	}
 	byDelta := map[int][]string{}
 	for _, r := range rows {
-		if d := admitted[r.Ckey] - int(r.Admitted); d != 0 {
-			byDelta[d] = append(byDelta[d], r.Ckey)
+		if d := admitted[r.key] - r.admitted; d != 0 {
+			byDelta[d] = append(byDelta[d], r.key)
 		}
 	}
 	for _, d := range slices.Sorted(maps.Keys(byDelta)) {
@@ -132,6 +139,66 @@ func admitKeys(ctx context.Context, db jobqdb.DBTX, t keyTally) error {
 		}
 	}
 	return nil
+}
+
+// lockedKey is one locked key row with its best parked job (0: none read).
+type lockedKey struct {
+	key                  string
+	maxRunning, admitted int
+	next                 uint64
+}
+
+// keyLockNext locks the rows of keys in ckey order and reads, for each, the
+// id of its best parked job (one index dive of idx_key_parked per key).
+func keyLockNext(ctx context.Context, db jobqdb.DBTX, keys []string) ([]lockedKey, error) {
+	var b strings.Builder
+	b.WriteString(`SELECT k.ckey, k.max_running, k.admitted,
+       (SELECT q.id FROM job_queue AS q FORCE INDEX (idx_key_parked) WHERE q.parked_key = k.ckey
+        ORDER BY q.priority DESC, q.run_at, q.id LIMIT 1)
+FROM concurrency_key AS k WHERE k.ckey IN (`)
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('?')
+		args[i] = k
+	}
+	b.WriteString(") ORDER BY k.ckey FOR UPDATE")
+	rs, err := db.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []lockedKey
+	for rs.Next() {
+		var r lockedKey
+		var next sql.NullInt64
+		if err := rs.Scan(&r.key, &r.maxRunning, &r.admitted, &next); err != nil {
+			return nil, err
+		}
+		r.next = uint64(next.Int64)
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+// admitExactly admits ids (parked jobs of keys this transaction holds) if
+// every one of them is still PARKED; otherwise it writes nothing (the
+// update is rolled back to a savepoint) and reports false.
+func admitExactly(ctx context.Context, db jobqdb.DBTX, ids []uint64) (bool, error) {
+	if _, err := db.ExecContext(ctx, "SAVEPOINT jobq_admit"); err != nil {
+		return false, err
+	}
+	n, err := jobqdb.New(db).JobAdmit(ctx, ids)
+	if err != nil {
+		return false, err
+	}
+	if int(n) == len(ids) {
+		return true, nil
+	}
+	_, err = db.ExecContext(ctx, "ROLLBACK TO SAVEPOINT jobq_admit")
+	return false, err
 }
 
 // pickParked locks up to free[k] parked jobs of each key k, best first (one
