@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/store"
-	"github.com/jobq/jobq/testbed/dbprovider"
 )
 
 // The concurrency-key bench (`jobq bench --keys`) measures in one run, on
@@ -66,21 +64,11 @@ func RunKeys(ctx context.Context, opts KeyOptions) (*KeyResult, error) {
 			fmt.Fprintf(opts.Log, format+"\n", args...)
 		}
 	}
-	srv, err := dbprovider.Provide(ctx, dbprovider.Options{DSN: opts.DSN})
+	env, st, closeFunc, err := openDrainDB(ctx, opts.DSN)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
-	env, err := NewEnv(ctx, srv)
-	if err != nil {
-		return nil, err
-	}
-	defer env.Close()
-	st, err := store.Open(ctx, env.DSN, store.PoolConfig{MaxOpen: 40})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
+	defer closeFunc()
 	res := &KeyResult{Server: st.Server.Description, Jobs: opts.Jobs, Keys: opts.Keys, Replicas: opts.Replicas}
 	for round := range opts.Rounds {
 		for _, keyed := range []bool{false, true} {

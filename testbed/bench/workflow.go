@@ -81,21 +81,11 @@ func RunWorkflows(ctx context.Context, opts WorkflowOptions) (*WorkflowResult, e
 			fmt.Fprintf(opts.Log, format+"\n", args...)
 		}
 	}
-	srv, err := dbprovider.Provide(ctx, dbprovider.Options{DSN: opts.DSN})
+	env, st, closeFunc, err := openDrainDB(ctx, opts.DSN)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
-	env, err := NewEnv(ctx, srv)
-	if err != nil {
-		return nil, err
-	}
-	defer env.Close()
-	st, err := store.Open(ctx, env.DSN, store.PoolConfig{MaxOpen: 40})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
+	defer closeFunc()
 	res := &WorkflowResult{Server: st.Server.Description, UnblockSamples: opts.UnblockSamples}
 
 	// Unblock latency on an idle replica.
@@ -218,6 +208,28 @@ func chainWorkflows(round, n, length int) []jobq.WorkflowSubmitParams {
 		out = append(out, jobq.WorkflowSubmitParams{WorkflowKey: p, RequestHash: "h", Jobs: jobs})
 	}
 	return out
+}
+
+// openDrainDB provides the server (dsn, else dbprovider's default), a fresh
+// bench database on it and an admin store of that database; closeFunc
+// releases all three.
+func openDrainDB(ctx context.Context, dsn string) (env *Env, st *store.Store, closeFunc func(), err error) {
+	srv, err := dbprovider.Provide(ctx, dbprovider.Options{DSN: dsn})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	env, err = NewEnv(ctx, srv)
+	if err != nil {
+		srv.Close()
+		return nil, nil, nil, err
+	}
+	st, err = store.Open(ctx, env.DSN, store.PoolConfig{MaxOpen: 40})
+	if err != nil {
+		env.Close()
+		srv.Close()
+		return nil, nil, nil, err
+	}
+	return env, st, func() { st.Close(); env.Close(); srv.Close() }, nil
 }
 
 // startWorkflowReplica starts one in-process scheduler at its defaults.
