@@ -95,6 +95,7 @@ chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged
 	$(TESTBED_BIN) chaos --scenario conn-reset --sabotage deadlock-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/deadlock-retry
 	$(TESTBED_BIN) chaos --scenario read-only --sabotage outcome-retry --expect-invalid --jobs 500 --duration 15s --out out/chaos-sabotage/outcome-retry
 	$(TESTBED_BIN) chaos --scenario kill-storm --workflows --sabotage unblock-outside-tx --expect-invalid --jobs 1500 --duration 20s --out out/chaos-sabotage/unblock-outside-tx
+	$(TESTBED_BIN) chaos --scenario keys-kill-storm --sabotage key-early-free --expect-invalid --jobs 1500 --duration 20s --out out/chaos-sabotage/key-early-free
 	$(TESTBED_BIN) chaos --scenario worker-pause --sabotage remote-fencing --expect-invalid --jobs 250 --duration 25s --out out/chaos-sabotage/remote-fencing
 	$(TESTBED_BIN) chaos --scenario policy-kill-storm --sabotage rate-window --expect-invalid --jobs 1500 --duration 20s --out out/chaos-sabotage/rate-window
 

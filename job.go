@@ -64,6 +64,10 @@ type Job struct {
 	UniqueUntil       *time.Time
 	UniqueWhileActive bool
 	KeyReleased       bool
+	// ConcurrencyKey is the job's concurrency key ("" for none): at most
+	// its key's limit of jobs with the key are admitted (WAITING,
+	// SCHEDULED or RUNNING) at once; the others wait PARKED.
+	ConcurrencyKey string
 	// Output is the output of the attempt that succeeded (JobGet fills it
 	// for a SUCCESS job); nil when there is none.
 	Output json.RawMessage
@@ -108,10 +112,22 @@ type SubmitParams struct {
 	// the same key creates a new job. Zero and false: held for good.
 	UniqueForMs       int64
 	UniqueWhileActive bool
+	// ConcurrencyKey is the job's concurrency key ("" for none) and
+	// ConcurrencyLimit its key's limit, 1..MaxConcurrencyLimit (the newest
+	// submit's limit is the key's; 0 means 1).
+	ConcurrencyKey   string
+	ConcurrencyLimit int
 }
 
 // Windowed reports whether the submit holds its key only for a window.
 func (p SubmitParams) Windowed() bool { return p.UniqueForMs > 0 || p.UniqueWhileActive }
+
+// MaxConcurrencyLimit is the largest limit a concurrency key may have.
+const MaxConcurrencyLimit = 1000
+
+// MaxConcurrencyKeyRunes is the longest concurrency key
+// (job_queue.concurrency_key is VARCHAR(128)).
+const MaxConcurrencyKeyRunes = 128
 
 // SubmitOutcome is what a batch submit (JobSubmitMany) did with one job.
 type SubmitOutcome struct {
@@ -163,6 +179,9 @@ type ClaimedJob struct {
 	HasChildren bool
 	// WorkflowID is the job's workflow; 0 outside workflows.
 	WorkflowID uint64
+	// ConcurrencyKey is the job's concurrency key ("" for none): its end
+	// frees a slot of the key (Completion.ConcurrencyKey).
+	ConcurrencyKey string
 	// LeaseBase is when the claim that took the job began, on the
 	// replica's clock (set by the scheduler), or when the statement that
 	// stamped the lease was sent (set by the store): the database stamped
@@ -227,6 +246,11 @@ type Completion struct {
 	// the job's workflow children in its transaction. It is a hint for the
 	// batched path (a wrong one costs a split, never a child).
 	HasChildren bool
+	// ConcurrencyKey is ClaimedJob.ConcurrencyKey: a completion that ends
+	// the job frees its key's slot and admits the key's next parked job in
+	// its transaction. The key never changes after submit; for the batched
+	// path it is also a hint (a wrong one costs a split, never a slot).
+	ConcurrencyKey string
 	// Spawn adds jobs to the run's workflow with a successful completion
 	// (dynamic fan-out); nil for none.
 	Spawn *Spawn

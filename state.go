@@ -4,22 +4,26 @@ package jobq
 //
 //	BLOCKED → WAITING            (a workflow job's last parent ended: in that parent's completion)
 //	BLOCKED → CANCELED           (a parent ended FAILED or CANCELED, or a cancel)
+//	PARKED → WAITING | SCHEDULED (a slot of its concurrency key freed: in that write)
+//	PARKED → CANCELED            (a cancel)
 //	SCHEDULED → WAITING          (promoter: run_at <= NOW(6) on the database clock)
 //	WAITING → RUNNING → SUCCESS | FAILED | CANCELED
 //	RUNNING → SCHEDULED          (retry with a backoff: run_at = NOW(6) + backoff)
 //	RUNNING → WAITING            (retry without backoff, lease expiry, release)
 //	WAITING | SCHEDULED → CANCELED  (cancel before a claim)
-//	FAILED | CANCELED → WAITING  (manual retry)
+//	FAILED | CANCELED → WAITING  (manual retry; PARKED for a keyed job whose key is full)
 //
 // A submit whose run_at is ahead of the database clock starts SCHEDULED,
 // any other starts WAITING; a workflow's job with parents starts BLOCKED
-// (docs/workflows.md). Only WAITING jobs are claimed, and every WAITING
+// (docs/workflows.md); a job with a concurrency key whose key has no free
+// slot starts PARKED (docs/operations.md, "Concurrency keys"). Only WAITING jobs are claimed, and every WAITING
 // job is due: the scan never walks past future work or waiting children.
 type JobState string
 
 // Job states.
 const (
 	StateBlocked   JobState = "BLOCKED"
+	StateParked    JobState = "PARKED"
 	StateScheduled JobState = "SCHEDULED"
 	StateWaiting   JobState = "WAITING"
 	StateRunning   JobState = "RUNNING"
@@ -29,7 +33,7 @@ const (
 )
 
 // JobStates lists every state in state-machine order.
-var JobStates = []JobState{StateBlocked, StateScheduled, StateWaiting, StateRunning, StateSuccess, StateFailed, StateCanceled}
+var JobStates = []JobState{StateBlocked, StateParked, StateScheduled, StateWaiting, StateRunning, StateSuccess, StateFailed, StateCanceled}
 
 // Terminal reports whether s is SUCCESS, FAILED or CANCELED.
 func (s JobState) Terminal() bool {

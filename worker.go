@@ -58,6 +58,7 @@ type TokenState struct {
 	LeaseUntil      *time.Time
 	Owner           string
 	HasChildren     bool
+	ConcurrencyKey  string
 	// Timeout is the job's per-attempt timeout (timeout_ms; 0: none) and
 	// Running how long this run has gone on, from its claim's started_at
 	// to now on the database clock.

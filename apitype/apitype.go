@@ -37,6 +37,8 @@ type Job struct {
 	CancelRequested bool            `json:"cancel_requested"`
 	CreateTime      time.Time       `json:"create_time"`
 	UpdateTime      time.Time       `json:"update_time"`
+	// ConcurrencyKey is the job's concurrency key; absent for none.
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 	// Output is the output of the attempt that succeeded; absent otherwise.
 	Output json.RawMessage `json:"output,omitempty"`
 	// UniqueUntil and UniqueWhile are the job's uniqueness window (absent:
@@ -55,7 +57,7 @@ func JobFrom(j jobq.Job) Job {
 		RunAt: j.RunAt, Attempt: j.Attempt, Owner: j.Owner, LeaseUntil: j.LeaseUntil, LastError: j.LastError,
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, CancelRequested: j.CancelRequested,
 		CreateTime: j.CreateTime, UpdateTime: j.UpdateTime, Output: j.Output,
-		UniqueUntil: j.UniqueUntil, KeyReleased: j.KeyReleased,
+		UniqueUntil: j.UniqueUntil, KeyReleased: j.KeyReleased, ConcurrencyKey: j.ConcurrencyKey,
 	}
 	if j.UniqueWhileActive {
 		out.UniqueWhile = UniqueWhileActive
@@ -110,6 +112,11 @@ type SubmitRequest struct {
 	// new job. Neither: the key names this job for good (the default).
 	UniqueForMs *int64 `json:"unique_for_ms,omitempty"`
 	UniqueWhile string `json:"unique_while,omitempty"`
+	// ConcurrencyKey, when set, admits the job only while fewer than
+	// ConcurrencyLimit (1–1000, default 1) jobs with the same key are
+	// admitted; it waits PARKED until then.
+	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit *int   `json:"concurrency_limit,omitempty"`
 }
 
 // UniqueWhileActive is SubmitRequest.UniqueWhile's one value.

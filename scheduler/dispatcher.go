@@ -271,7 +271,8 @@ func (d *dispatcher) settle(r *run, h Handler, c jobq.Completion) {
 
 // outcome turns a handler's return into a completion.
 func (d *dispatcher) outcome(ctx context.Context, job *Job, err error) jobq.Completion {
-	c := jobq.Completion{Fence: job.Fence(), JobType: job.JobType, DueAt: job.RunAt, HasChildren: job.HasChildren}
+	c := jobq.Completion{Fence: job.Fence(), JobType: job.JobType, DueAt: job.RunAt, HasChildren: job.HasChildren,
+		ConcurrencyKey: job.ConcurrencyKey}
 	cause := context.Cause(ctx)
 	switch {
 	case ctx.Err() != nil && errors.Is(cause, ErrCancelRequested):
@@ -343,9 +344,10 @@ func (d *dispatcher) finishRun(c jobq.Completion, applied bool, writeErr error) 
 		d.events.emit(Event{Kind: EventCompletionFailed, Completion: c, Err: writeErr})
 		return
 	}
-	if applied && (c.HasChildren || c.Spawn != nil) {
-		// The completion settled workflow children: some may be runnable
-		// now, here and for this replica's remote workers.
+	if applied && (c.HasChildren || c.Spawn != nil || c.ConcurrencyKey != "") {
+		// The completion settled workflow children or admitted its
+		// concurrency key's next job: some may be runnable now, here and
+		// for this replica's remote workers.
 		d.wakeFunc()
 	}
 	switch {

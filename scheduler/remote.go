@@ -621,7 +621,7 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 		}
 		if applied[i] {
 			appliedIDs = append(appliedIDs, c.ID)
-			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0) || c.HasChildren || c.Spawn != nil
+			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0) || c.HasChildren || c.Spawn != nil || c.ConcurrencyKey != ""
 		}
 	}
 	if wake {
@@ -660,7 +660,8 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 // completion is the jobq.Completion of a checked remote completion.
 func (x *remoteExecutor) completion(req *completeReq, st jobq.TokenState) jobq.Completion {
 	p := req.p
-	c := jobq.Completion{Fence: req.pt.fence(), JobType: st.JobType, Error: p.Error, DueAt: st.RunAt, HasChildren: st.HasChildren}
+	c := jobq.Completion{Fence: req.pt.fence(), JobType: st.JobType, Error: p.Error, DueAt: st.RunAt, HasChildren: st.HasChildren,
+		ConcurrencyKey: st.ConcurrencyKey}
 	switch p.Outcome {
 	case CompleteSuccess:
 		c.Outcome, c.Output, c.Error, c.Spawn = jobq.OutcomeSuccess, p.Output, "", p.Spawn

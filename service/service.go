@@ -139,19 +139,22 @@ func New(opts Options) *Service {
 }
 
 // submitFields are the fields of a submit body, exactly as spelled.
-var submitFields = []string{"job_key", "job_type", "params", "priority", "max_retry", "run_at", "timeout_ms", "unique_for_ms", "unique_while"}
+var submitFields = []string{"job_key", "job_type", "params", "priority", "max_retry", "run_at", "timeout_ms", "unique_for_ms", "unique_while",
+	"concurrency_key", "concurrency_limit"}
 
 // fieldRules say what each typed field must be, for type errors.
 var fieldRules = map[string]string{
-	"job_key":       fmt.Sprintf("must be a JSON string of 1–%d characters", MaxJobKeyRunes),
-	"job_type":      fmt.Sprintf("must be a JSON string naming a registered job type (1–%d characters)", MaxJobTypeRunes),
-	"priority":      fmt.Sprintf("must be a JSON integer in [%d, %d]", MinPriority, MaxPriority),
-	"max_retry":     fmt.Sprintf("must be a JSON integer in [0, %d]", MaxRetryLimit),
-	"timeout_ms":    fmt.Sprintf("must be a JSON integer in [0, %d] (0 = no timeout)", MaxTimeoutMs),
-	"run_at":        "must be a JSON string holding an RFC 3339 time with a UTC offset",
-	"params":        "must be a JSON object",
-	"unique_for_ms": fmt.Sprintf("must be a JSON integer in [1, %d] (ms the key stays unique)", int64(MaxUniqueForMs)),
-	"unique_while":  `must be the JSON string "active"`,
+	"job_key":           fmt.Sprintf("must be a JSON string of 1–%d characters", MaxJobKeyRunes),
+	"job_type":          fmt.Sprintf("must be a JSON string naming a registered job type (1–%d characters)", MaxJobTypeRunes),
+	"priority":          fmt.Sprintf("must be a JSON integer in [%d, %d]", MinPriority, MaxPriority),
+	"max_retry":         fmt.Sprintf("must be a JSON integer in [0, %d]", MaxRetryLimit),
+	"timeout_ms":        fmt.Sprintf("must be a JSON integer in [0, %d] (0 = no timeout)", MaxTimeoutMs),
+	"run_at":            "must be a JSON string holding an RFC 3339 time with a UTC offset",
+	"params":            "must be a JSON object",
+	"unique_for_ms":     fmt.Sprintf("must be a JSON integer in [1, %d] (ms the key stays unique)", int64(MaxUniqueForMs)),
+	"unique_while":      `must be the JSON string "active"`,
+	"concurrency_key":   fmt.Sprintf("must be a JSON string of 1–%d characters", jobq.MaxConcurrencyKeyRunes),
+	"concurrency_limit": fmt.Sprintf("must be a JSON integer in [1, %d]", jobq.MaxConcurrencyLimit),
 }
 
 // DecodeSubmit parses a submit body strictly: valid UTF-8, exactly one JSON
@@ -322,6 +325,9 @@ func (s *Service) ValidateSubmit(req apitype.SubmitRequest) (jobq.SubmitParams, 
 		}
 		p.RunAt = &t
 	}
+	if err := validateConcurrency(req, &p); err != nil {
+		return p, err
+	}
 	if req.UniqueForMs != nil {
 		if *req.UniqueForMs < 1 || *req.UniqueForMs > MaxUniqueForMs {
 			return p, invalid("unique_for_ms", "must be an integer in [1, %d] (how long the key stays unique, ms), got %d", int64(MaxUniqueForMs), *req.UniqueForMs)
@@ -335,10 +341,35 @@ func (s *Service) ValidateSubmit(req apitype.SubmitRequest) (jobq.SubmitParams, 
 	default:
 		return p, invalid("unique_while", "must be %q (the key stays unique while the job is not terminal), got %q", apitype.UniqueWhileActive, req.UniqueWhile)
 	}
+	if p.ConcurrencyKey != "" && p.Windowed() {
+		return p, invalid("concurrency_key", "cannot be combined with unique_for_ms or unique_while (a keyed job's job_key is held for good)")
+	}
 	// The window is not part of the request hash: it says how long the key
 	// names the job, not what the job is.
 	p.RequestHash = requestHash(p)
 	return p, nil
+}
+
+// validateConcurrency checks concurrency_key (1–128 characters, the rules of
+// job_key) and concurrency_limit (1–1000; only with a key) into p.
+func validateConcurrency(req apitype.SubmitRequest, p *jobq.SubmitParams) error {
+	if req.ConcurrencyKey == "" {
+		if req.ConcurrencyLimit != nil {
+			return invalid("concurrency_limit", "is allowed only with a concurrency_key")
+		}
+		return nil
+	}
+	if err := checkText("concurrency_key", req.ConcurrencyKey, jobq.MaxConcurrencyKeyRunes); err != nil {
+		return err
+	}
+	p.ConcurrencyKey, p.ConcurrencyLimit = req.ConcurrencyKey, 1
+	if req.ConcurrencyLimit != nil {
+		if *req.ConcurrencyLimit < 1 || *req.ConcurrencyLimit > jobq.MaxConcurrencyLimit {
+			return invalid("concurrency_limit", "must be an integer in [1, %d], got %d", jobq.MaxConcurrencyLimit, *req.ConcurrencyLimit)
+		}
+		p.ConcurrencyLimit = *req.ConcurrencyLimit
+	}
+	return nil
 }
 
 func checkText(field, v string, max int) error {
@@ -463,7 +494,13 @@ func requestHash(p jobq.SubmitParams) string {
 	if p.RunAt != nil {
 		runAt = p.RunAt.Format(time.RFC3339Nano)
 	}
-	_ = enc.Encode([]any{p.JobType, params, p.Priority, p.MaxRetry, p.TimeoutMs, runAt})
+	fields := []any{p.JobType, params, p.Priority, p.MaxRetry, p.TimeoutMs, runAt}
+	if p.ConcurrencyKey != "" {
+		// Only keyed submits hash the key: the hashes of every other
+		// submit stay what they were.
+		fields = append(fields, p.ConcurrencyKey, p.ConcurrencyLimit)
+	}
+	_ = enc.Encode(fields)
 	sum := sha256.Sum256(buf.Bytes())
 	return hex.EncodeToString(sum[:])
 }

@@ -98,6 +98,9 @@ func (s *Service) validateWorkflowJobs(field string, in []apitype.WorkflowJob) (
 		if j.UniqueForMs != nil || j.UniqueWhile != "" {
 			return nil, invalid(fmt.Sprintf("%s[%d].unique_for_ms", field, i), "uniqueness windows (unique_for_ms, unique_while) apply to single submits, not to a workflow's jobs")
 		}
+		if j.ConcurrencyKey != "" || j.ConcurrencyLimit != nil {
+			return nil, invalid(fmt.Sprintf("%s[%d].concurrency_key", field, i), "is not supported for workflow jobs")
+		}
 		sp, err := s.ValidateSubmit(j.SubmitRequest)
 		if err != nil {
 			var ve *ValidationError

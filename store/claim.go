@@ -108,7 +108,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 			ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
 			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
 			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt) + 1,
-			LeaseUntil: now.Add(p.Lease), StartedAt: now, CreateTime: r.CreateTime.UTC(), HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64),
+			LeaseUntil: now.Add(p.Lease), StartedAt: now, CreateTime: r.CreateTime.UTC(), HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64), ConcurrencyKey: r.ConcurrencyKey.String,
 			// The UPDATE that stamped the lease was sent then: the three
 			// round trips before it (isolation, BEGIN, the locking read)
 			// are not taken from the run's local lease — on a slow link
@@ -172,7 +172,7 @@ func (s *Store) readClaimed(ctx context.Context, q *jobqdb.Queries, owner sql.Nu
 			ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
 			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
 			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt),
-			LeaseUntil: r.LeaseUntil.Time.UTC(), StartedAt: r.StartedAt.Time.UTC(), CreateTime: r.CreateTime.UTC(), HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64),
+			LeaseUntil: r.LeaseUntil.Time.UTC(), StartedAt: r.StartedAt.Time.UTC(), CreateTime: r.CreateTime.UTC(), HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64), ConcurrencyKey: r.ConcurrencyKey.String,
 		}
 	}
 	return out, nil
@@ -232,7 +232,7 @@ func (s *Store) JobHeldBy(ctx context.Context, owner string, within time.Duratio
 			ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
 			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
 			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt),
-			LeaseUntil: r.LeaseUntil.Time.UTC(), StartedAt: r.StartedAt.Time.UTC(), CreateTime: r.CreateTime.UTC(), HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64),
+			LeaseUntil: r.LeaseUntil.Time.UTC(), StartedAt: r.StartedAt.Time.UTC(), CreateTime: r.CreateTime.UTC(), HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64), ConcurrencyKey: r.ConcurrencyKey.String,
 		}
 	}
 	return held, nil

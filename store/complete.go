@@ -42,25 +42,36 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 	// READ COMMITTED (readCommittedTx): the locks the transaction holds
 	// between round trips cover only the rows it completes, no gap where
 	// peers insert, and its INSERT … SELECT reads job rows without locking.
+	// Each try frees the slots of the keyed jobs it ended and admits their
+	// keys' next parked jobs before it commits (admitKeys).
 	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
-		return s.completeBatched(ctx, s.q.WithTx(tx), cs, applied)
+		t := keyTally{}
+		if err := s.completeBatched(ctx, s.q.WithTx(tx), cs, applied, t); err != nil {
+			return err
+		}
+		return admitKeys(ctx, tx, t)
 	})
 	for try := 0; try < splitTries && errors.Is(err, errStaleInBatch); try++ {
 		err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
-			return s.completeSplit(ctx, s.q.WithTx(tx), cs, applied)
+			t := keyTally{}
+			if err := s.completeSplit(ctx, s.q.WithTx(tx), cs, applied, t); err != nil {
+				return err
+			}
+			return admitKeys(ctx, tx, t)
 		})
 	}
 	if errors.Is(err, errStaleInBatch) {
 		err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 			q := s.q.WithTx(tx)
+			t := keyTally{}
 			for i, c := range cs {
-				ok, err := s.completeOne(ctx, q, c)
+				ok, err := s.completeOne(ctx, q, c, t)
 				if err != nil {
 					return err
 				}
 				applied[i] = ok
 			}
-			return nil
+			return admitKeys(ctx, tx, t)
 		})
 	}
 	if err != nil {
@@ -80,12 +91,15 @@ var errStaleInBatch = errors.New("stale run in batch: writing it again split by 
 // completeBatched writes fenced successes with one update per attempt
 // number in the batch (nearly always one) and one execution insert, and
 // every other completion row by row; errStaleInBatch when a success was
-// stale.
-func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool) error {
+// stale. The keyed jobs it ends are counted in t (their slots are freed by
+// the caller's admitKeys in the same transaction).
+func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool, t keyTally) error {
 	var ids, parents []uint64
+	var keyed []string
 	type group struct {
 		attempt  int
 		children bool
+		keyed    bool
 	}
 	byAttempt := map[group][]uint64{}
 	seen := make(map[uint64]bool, len(cs))
@@ -95,7 +109,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	}
 	releases := map[releaseKey][]uint64{}
 	for i, c := range cs {
-		if c.Outcome == jobq.OutcomeReleased && !seen[c.ID] {
+		if c.Outcome == jobq.OutcomeReleased && !seen[c.ID] && c.ConcurrencyKey == "" {
 			seen[c.ID] = true
 			k := releaseKey{c.Attempt, jobq.SanitizeText(c.Error, jobq.MaxErrorRunes)}
 			releases[k] = append(releases[k], c.ID)
@@ -103,7 +117,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 			continue
 		}
 		if c.Outcome != jobq.OutcomeSuccess || seen[c.ID] || c.Output != nil || c.Spawn != nil {
-			ok, err := s.completeOne(ctx, q, c)
+			ok, err := s.completeOne(ctx, q, c, t)
 			if err != nil {
 				return err
 			}
@@ -112,7 +126,10 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 		}
 		seen[c.ID] = true
 		ids = append(ids, c.ID)
-		g := group{c.Attempt, c.HasChildren}
+		g := group{c.Attempt, c.HasChildren, c.ConcurrencyKey != ""}
+		if g.keyed {
+			keyed = append(keyed, c.ConcurrencyKey)
+		}
 		byAttempt[g] = append(byAttempt[g], c.ID)
 		if c.HasChildren {
 			parents = append(parents, c.ID)
@@ -148,20 +165,12 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 		return nil
 	}
 	groups := slices.SortedFunc(maps.Keys(byAttempt), func(a, b group) int {
-		if a.attempt != b.attempt {
-			return a.attempt - b.attempt
-		}
-		if a.children == b.children {
-			return 0
-		}
-		if b.children {
-			return -1
-		}
-		return 1
+		return cmp.Or(cmp.Compare(a.attempt, b.attempt), cmpBool(a.children, b.children), cmpBool(a.keyed, b.keyed))
 	})
 	for _, g := range groups {
 		ids := byAttempt[g]
-		n, err := q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{Ids: ids, Attempt: int32(g.attempt), HasChildren: g.children})
+		n, err := q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{
+			Ids: ids, Attempt: int32(g.attempt), HasChildren: g.children, Keyed: b2i(g.keyed)})
 		if err != nil {
 			return err
 		}
@@ -175,6 +184,10 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	}
 	if int(n) != len(ids) {
 		return errFenceMoved
+	}
+	// Keyed jobs ended SUCCESS or CANCELED: both free their slot.
+	for _, k := range keyed {
+		t.free(k)
 	}
 	// Workflow parents (all SUCCESS: the children group's fence excludes a
 	// cancel request): their children are unblocked in this transaction.
@@ -198,7 +211,8 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 	var stale bool
 	err = s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
-		ok, err := s.recordOutcome(ctx, q, c)
+		t := keyTally{}
+		ok, err := s.recordOutcome(ctx, q, c, t)
 		if err != nil {
 			return err
 		}
@@ -206,6 +220,14 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 			stale = true
 			return errStaleRollback
 		}
+		// The key's slot is freed (and its next job admitted) after the
+		// handler's own writes: its rows first, the key row last, like
+		// every completion.
+		defer func() {
+			if err == nil {
+				err = admitKeys(ctx, tx, t)
+			}
+		}()
 		if err := fn(ctx, tx); err != nil {
 			return &txFuncError{err}
 		}
@@ -249,6 +271,25 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 
 var errStaleRollback = errors.New("stale run: rolled back")
 
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case b:
+		return -1
+	}
+	return 1
+}
+
 // txFuncError marks an error returned by a transactional handler's own SQL,
 // so callers can tell it from a database failure of the completion itself.
 type txFuncError struct{ err error }
@@ -256,8 +297,8 @@ type txFuncError struct{ err error }
 func (e *txFuncError) Error() string { return e.err.Error() }
 func (e *txFuncError) Unwrap() error { return e.err }
 
-func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
-	ok, err := s.recordOutcome(ctx, q, c)
+func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Completion, t keyTally) (bool, error) {
+	ok, err := s.recordOutcome(ctx, q, c, t)
 	if err != nil {
 		return false, err
 	}
@@ -283,7 +324,7 @@ func (s *Store) completeOne(ctx context.Context, q *jobqdb.Queries, c jobq.Compl
 // completion row by row (completeOne: a stale run gets its STALE mark, a
 // repeated fence finds its outcome already applied). errStaleInBatch when a
 // run read as live turned stale before the batched write.
-func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool) error {
+func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool, t keyTally) error {
 	var ids []uint64
 	for _, c := range cs {
 		if c.Outcome == jobq.OutcomeSuccess {
@@ -296,7 +337,9 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 	}
 	live := make(map[jobq.Fence]bool, len(states))
 	children := make(map[uint64]bool, len(states))
+	keys := make(map[uint64]string, len(states))
 	for _, st := range states {
+		keys[st.ID] = st.ConcurrencyKey.String
 		if jobq.JobState(st.Status) == jobq.StateRunning {
 			live[jobq.Fence{ID: st.ID, Attempt: int(st.Attempt)}] = true
 		}
@@ -315,24 +358,28 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 		if c.Outcome == jobq.OutcomeSuccess && live[c.Fence] {
 			live[c.Fence] = false // a repeat of this fence goes row by row, after the batch
 			c.HasChildren = children[c.ID]
+			c.ConcurrencyKey = keys[c.ID]
 			batch, at = append(batch, c), append(at, i)
 			continue
 		}
 		if children[c.ID] {
 			c.HasChildren = true
-			cs[i] = c
 		}
+		if k, ok := keys[c.ID]; ok {
+			c.ConcurrencyKey = k
+		}
+		cs[i] = c
 		rest = append(rest, i)
 	}
 	batchApplied := make([]bool, len(batch))
-	if err := s.completeBatched(ctx, q, batch, batchApplied); err != nil {
+	if err := s.completeBatched(ctx, q, batch, batchApplied, t); err != nil {
 		return err
 	}
 	for k, i := range at {
 		applied[i] = batchApplied[k]
 	}
 	for _, i := range rest {
-		ok, err := s.completeOne(ctx, q, cs[i])
+		ok, err := s.completeOne(ctx, q, cs[i], t)
 		if err != nil {
 			return err
 		}
@@ -355,13 +402,16 @@ var errFenceMoved = errors.New("job row changed under its lock")
 // the execution row keeps as due_at: its row takes due_at from c.DueAt, or
 // without it is written first (ExecutionRecordBeforeRetry, which locks the
 // job row and is itself the fence).
-func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
+//
+// A job with children has them settled, and a keyed job that ended is
+// counted in t, from its end state read in this transaction.
+func (s *Store) recordOutcome(ctx context.Context, q *jobqdb.Queries, c jobq.Completion, t keyTally) (bool, error) {
 	ok, err := s.recordOutcomeRows(ctx, q, c)
 	if err != nil || !ok {
 		return ok, err
 	}
-	if c.HasChildren {
-		if err := settleOne(ctx, q, c.ID); err != nil {
+	if c.HasChildren || c.ConcurrencyKey != "" {
+		if err := settleOne(ctx, q, c.ID, t); err != nil {
 			return false, err
 		}
 	}
@@ -496,7 +546,13 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 			return errFenceMoved
 		}
 		ok = true
-		return settleOne(ctx, q, f.ID) // a run that ended FAILED or CANCELED cancels its children
+		// A run that ended FAILED or CANCELED cancels its children and
+		// frees its key's slot; one re-queued keeps it.
+		t := keyTally{}
+		if err := settleOne(ctx, q, f.ID, t); err != nil {
+			return err
+		}
+		return admitKeys(ctx, tx, t)
 	})
 	if err != nil {
 		return false, errorf("rescue: %w", err)
@@ -555,44 +611,50 @@ func (s *Store) completeWithSpawns(ctx context.Context, cs []jobq.Completion) ([
 func (s *Store) completeSpawn(ctx context.Context, c jobq.Completion) (bool, error) {
 	var ok bool
 	err := s.WithTx(ctx, func(tx *sql.Tx) error {
-		q := s.q.WithTx(tx)
-		if c.Spawn == nil || c.Outcome != jobq.OutcomeSuccess {
-			var err error
-			ok, err = s.completeOne(ctx, q, c)
+		t := keyTally{}
+		var err error
+		if ok, err = s.completeSpawnRows(ctx, tx, c, t); err != nil {
 			return err
 		}
-		fresh, err := s.recordOutcome(ctx, q, c)
-		if err != nil {
-			return err
-		}
-		if !fresh {
-			done, err := alreadyApplied(ctx, q, c)
-			if err != nil {
-				return err
-			}
-			if !done {
-				_, err = q.ExecutionMarkStale(ctx, jobqdb.ExecutionMarkStaleParams{
-					Error: nullStr("completion refused: attempt no longer owns the job"), JobID: c.ID, Attempt: int32(c.Attempt),
-				})
-				return err
-			}
-			// A job that did not end SUCCESS (a cancel request won)
-			// spawned nothing the first time either.
-			if st, err := q.JobEndState(ctx, c.ID); err != nil || jobq.JobState(st.Status) != jobq.StateSuccess {
-				ok = err == nil
-				return err
-			}
-			ok, err = sameSpawn(ctx, tx, c)
-			return err
-		}
-		ok = true
-		st, err := q.JobEndState(ctx, c.ID)
-		if err != nil || jobq.JobState(st.Status) != jobq.StateSuccess {
-			return err
-		}
-		return s.spawn(ctx, tx, c)
+		return admitKeys(ctx, tx, t)
 	})
 	return ok, err
+}
+
+// completeSpawnRows is completeSpawn's writes in tx; a keyed job it ends is
+// counted in t.
+func (s *Store) completeSpawnRows(ctx context.Context, tx *sql.Tx, c jobq.Completion, t keyTally) (bool, error) {
+	q := s.q.WithTx(tx)
+	if c.Spawn == nil || c.Outcome != jobq.OutcomeSuccess {
+		return s.completeOne(ctx, q, c, t)
+	}
+	fresh, err := s.recordOutcome(ctx, q, c, t)
+	if err != nil {
+		return false, err
+	}
+	if !fresh {
+		done, err := alreadyApplied(ctx, q, c)
+		if err != nil {
+			return false, err
+		}
+		if !done {
+			_, err = q.ExecutionMarkStale(ctx, jobqdb.ExecutionMarkStaleParams{
+				Error: nullStr("completion refused: attempt no longer owns the job"), JobID: c.ID, Attempt: int32(c.Attempt),
+			})
+			return false, err
+		}
+		// A job that did not end SUCCESS (a cancel request won)
+		// spawned nothing the first time either.
+		if st, err := q.JobEndState(ctx, c.ID); err != nil || jobq.JobState(st.Status) != jobq.StateSuccess {
+			return err == nil, err
+		}
+		return sameSpawn(ctx, tx, c)
+	}
+	st, err := q.JobEndState(ctx, c.ID)
+	if err != nil || jobq.JobState(st.Status) != jobq.StateSuccess {
+		return err == nil, err
+	}
+	return true, s.spawn(ctx, tx, c)
 }
 
 // sameSpawn reports whether the jobs c's attempt spawned when its success

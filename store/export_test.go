@@ -12,3 +12,12 @@ func SetAfterClaimLock(st *Store, f func(ctx context.Context, tx *sql.Tx)) { st.
 // SetBeforeSplitWrite makes st call f in completeSplit between its
 // fence-state read and its writes (a run can turn stale in that window).
 func SetBeforeSplitWrite(st *Store, f func()) { st.beforeSplitWrite = f }
+
+// AdmitExactly is admitExactly in its own transaction.
+func AdmitExactly(ctx context.Context, st *Store, ids []uint64) (ok bool, err error) {
+	err = st.WithTx(ctx, func(tx *sql.Tx) error {
+		ok, err = admitExactly(ctx, tx, ids)
+		return err
+	})
+	return ok, err
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"time"
@@ -22,7 +23,7 @@ func jobFromRow(r jobqdb.JobQueue) jobq.Job {
 		FinishedAt: nullTimePtr(r.FinishedAt), CancelRequested: r.CancelRequested,
 		CreateTime: r.CreateTime.UTC(), UpdateTime: r.UpdateTime.UTC(), RequestHash: r.RequestHash,
 		WorkflowID: uint64(r.WorkflowID.Int64), BlockedParents: int(r.BlockedParents),
-		UniqueUntil: nullTimePtr(r.UniqueUntil), UniqueWhileActive: r.UniqueWhileActive, KeyReleased: r.KeyRelease != 0,
+		UniqueUntil: nullTimePtr(r.UniqueUntil), UniqueWhileActive: r.UniqueWhileActive, KeyReleased: r.KeyRelease != 0, ConcurrencyKey: r.ConcurrencyKey.String,
 	}
 }
 
@@ -40,6 +41,9 @@ func jobFromRow(r jobqdb.JobQueue) jobq.Job {
 // by id. A job_key that already exists costs one more read (by key), and a
 // holder with a window one more transaction.
 func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Job, created bool, err error) {
+	if p.ConcurrencyKey != "" {
+		return s.submitKeyed(ctx, p)
+	}
 	if p.Windowed() {
 		var id int64
 		id, err = s.jobInsertUnique(ctx, s.q, p)
@@ -132,6 +136,24 @@ func (s *Store) jobInsertUnique(ctx context.Context, q *jobqdb.Queries, p jobq.S
 		Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs), Lane: s.laneOf(p.JobType),
 		UniqueForMs: p.UniqueForMs, UniqueWhileActive: p.UniqueWhileActive,
 	})
+}
+
+// submitKeyed is JobSubmit for a job with a concurrency key: the batch
+// submit of one job (its key locked, the job parked, then the admission
+// pass, in one transaction), and the stored job read back.
+func (s *Store) submitKeyed(ctx context.Context, p jobq.SubmitParams) (jobq.Job, bool, error) {
+	out, err := s.JobSubmitMany(ctx, []jobq.SubmitParams{p})
+	if err != nil {
+		return jobq.Job{}, false, err
+	}
+	job, err := s.JobGet(ctx, out[0].ID)
+	if err != nil {
+		return jobq.Job{}, false, errorf("submit: read back: %w", err)
+	}
+	if out[0].Conflict {
+		return job, false, jobq.ErrKeyConflict
+	}
+	return job, out[0].Created, nil
 }
 
 // jobInsert runs JobInsert or JobInsertAt and returns the new id.
@@ -277,11 +299,27 @@ func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
 		var n int64
 		err := s.WithTx(ctx, func(tx *sql.Tx) error {
 			q := s.q.WithTx(tx)
-			var err error
+			// Whether the job was admitted (its concurrency key's slot is
+			// freed with the cancel) or PARKED (it frees nothing), read
+			// under the row lock the cancel takes anyway.
+			before, err := q.JobLockState(ctx, id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
 			if n, err = q.JobCancelWaiting(ctx, id); err != nil || n == 0 {
 				return err
 			}
-			return settleOne(ctx, q, id) // a workflow job's descendants are cancelled with it
+			t := keyTally{}
+			if err := settleOne(ctx, q, id, t); err != nil { // a workflow job's descendants are cancelled with it
+				return err
+			}
+			if jobq.JobState(before.Status) == jobq.StateParked {
+				return nil
+			}
+			return admitKeys(ctx, tx, t)
 		})
 		if err != nil {
 			return jobq.Job{}, errorf("cancel: %w", err)
@@ -311,13 +349,21 @@ func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
 	var n int64
 	err := s.WithTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
-		var err error
+		// A keyed job is parked under its key's lock, taken before its
+		// row, then admitted if the key has a free slot.
+		t, err := lockKeysOf(ctx, q, []uint64{id})
+		if err != nil {
+			return err
+		}
 		if n, err = q.JobRetryManual(ctx, id); err != nil || n == 0 {
 			return err
 		}
 		// A workflow job whose parents have not all succeeded waits for
 		// them again (BLOCKED) instead of running.
-		return reblockRetried(ctx, q, []uint64{id})
+		if err := reblockRetried(ctx, q, []uint64{id}); err != nil {
+			return err
+		}
+		return admitKeys(ctx, tx, t)
 	})
 	if err != nil {
 		return jobq.Job{}, errorf("retry: %w", err)

@@ -455,11 +455,17 @@ func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64
 		var n int64
 		err = s.WithTx(ctx, func(tx *sql.Tx) error {
 			q := s.q.WithTx(tx)
-			var err error
+			t, err := lockKeysOf(ctx, q, ids) // keyed jobs are parked, then admitted
+			if err != nil {
+				return err
+			}
 			if n, err = q.JobRetryMany(ctx, jobqdb.JobRetryManyParams{Ids: ids, Status: string(p.Status)}); err != nil || n == 0 {
 				return err
 			}
-			return reblockRetried(ctx, q, ids)
+			if err := reblockRetried(ctx, q, ids); err != nil {
+				return err
+			}
+			return admitKeys(ctx, tx, t)
 		})
 		if err != nil {
 			return total, errorf("retry bulk: %w", err)

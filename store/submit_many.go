@@ -18,7 +18,8 @@ import (
 // transaction.
 const submitManyChunkBytes = 4 << 20
 
-// JobSubmitMany inserts a batch of WAITING jobs with one multi-row INSERT
+// JobSubmitMany inserts a batch of WAITING jobs (PARKED or admitted for
+// jobs with a concurrency key: see store/keys.go) with one multi-row INSERT
 // (split only when their params exceed submitManyChunkBytes) and one
 // commit. ps must have distinct job keys. out[i] says what happened to
 // ps[i]: created, or the job that already had its job_key — Conflict when
@@ -60,6 +61,12 @@ func (s *Store) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jo
 		if len(fresh) == 0 {
 			return nil
 		}
+		// Keyed jobs: their keys are locked (and their limits set) before
+		// the insert, which parks them; the admission pass admits them.
+		keys, err := upsertKeys(ctx, tx, ps, fresh)
+		if err != nil {
+			return err
+		}
 		for start := 0; start < len(fresh); {
 			end, size := start, 0
 			for end < len(fresh) && (end == start || size+len(ps[fresh[end]].Params) <= submitManyChunkBytes) {
@@ -86,7 +93,7 @@ func (s *Store) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jo
 			}
 			out[i] = jobq.SubmitOutcome{ID: e.id, Created: true}
 		}
-		return nil
+		return admitKeys(ctx, tx, keys)
 	})
 	if isDupKey(err) || errors.Is(err, errWindowedKey) {
 		return s.submitOneByOne(ctx, ps)
@@ -147,23 +154,29 @@ func (s *Store) keyLookup(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParam
 
 // insertMany inserts ps[i] for each i in idx with one multi-row INSERT (the
 // columns and defaults of JobInsert and JobInsertAt: no run_at means due
-// now, WAITING; a run_at ahead of the database clock is SCHEDULED).
+// now, WAITING; a run_at ahead of the database clock is SCHEDULED; a job
+// with a concurrency key is PARKED, for the caller's admission pass).
 func insertMany(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParams, idx []int, laneOf func(string) int8) error {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time, lane) VALUES `)
-	args := make([]any, 0, 8*len(idx))
+    timeout_ms, run_at, create_time, update_time, lane, concurrency_key) VALUES `)
+	args := make([]any, 0, 12*len(idx))
 	for n, i := range idx {
 		if n > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?, ?, ?, ?, IF(? > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?, COALESCE(?, NOW(6)), NOW(6), NOW(6), ?)")
+		b.WriteString("(?, ?, ?, ?, IF(? IS NOT NULL, 'PARKED', IF(? > NOW(6), 'SCHEDULED', 'WAITING')), ?, ?, ?, COALESCE(?, NOW(6)), NOW(6), NOW(6), ?, ?)")
 		p := ps[i]
 		var runAt sql.NullTime
 		if p.RunAt != nil {
 			runAt = sql.NullTime{Time: p.RunAt.UTC(), Valid: true}
 		}
-		args = append(args, p.JobKey, p.JobType, p.Params, p.RequestHash, runAt, p.Priority, p.MaxRetry, p.TimeoutMs, runAt, laneOf(p.JobType))
+		var key sql.NullString
+		if p.ConcurrencyKey != "" {
+			key = sql.NullString{String: p.ConcurrencyKey, Valid: true}
+		}
+		args = append(args, p.JobKey, p.JobType, p.Params, p.RequestHash, key, runAt, p.Priority, p.MaxRetry, p.TimeoutMs, runAt,
+			laneOf(p.JobType), key)
 	}
 	_, err := tx.ExecContext(ctx, b.String(), args...)
 	return err

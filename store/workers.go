@@ -183,7 +183,7 @@ func (s *Store) claimRemoteFast(ctx context.Context, p jobq.RemoteClaimParams, t
 			ID: r.ID, JobKey: r.JobKey, JobType: r.JobType, Params: json.RawMessage(r.Params),
 			Priority: int(r.Priority), RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry),
 			TimeoutMs: int(r.TimeoutMs), RunAt: r.RunAt.UTC(), Attempt: int(r.Attempt) + 1,
-			LeaseUntil: until, StartedAt: now, CreateTime: r.CreateTime.UTC(), HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64),
+			LeaseUntil: until, StartedAt: now, CreateTime: r.CreateTime.UTC(), HasChildren: r.HasChildren, WorkflowID: uint64(r.WorkflowID.Int64), ConcurrencyKey: r.ConcurrencyKey.String,
 		}
 	}
 	return claimed, nil
@@ -205,7 +205,7 @@ func (s *Store) JobTokenStates(ctx context.Context, ids []uint64) ([]jobq.TokenS
 			ID: r.ID, JobType: r.JobType, Attempt: int(r.Attempt), Status: jobq.JobState(r.Status),
 			Nonce: []byte(r.LeaseNonce.String), CancelRequested: r.CancelRequested,
 			RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry), RunAt: r.RunAt.UTC(), HasChildren: r.HasChildren,
-			Owner: r.Owner.String, Timeout: time.Duration(r.TimeoutMs) * time.Millisecond,
+			ConcurrencyKey: r.ConcurrencyKey.String, Owner: r.Owner.String, Timeout: time.Duration(r.TimeoutMs) * time.Millisecond,
 			Running: time.Duration(r.RunUs) * time.Microsecond,
 		}
 		if r.LeaseUntil.Valid {

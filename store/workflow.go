@@ -254,11 +254,17 @@ func settleChildren(ctx context.Context, q *jobqdb.Queries, succeeded, ended []u
 	return changed, nil
 }
 
-// settleOne settles the children of job id when it has any (JobEndState).
-func settleOne(ctx context.Context, q *jobqdb.Queries, id uint64) error {
+// settleOne settles the children of job id when it has any, and counts in
+// t the slot of a keyed job that ended (JobEndState, read in the
+// transaction that just wrote the job).
+func settleOne(ctx context.Context, q *jobqdb.Queries, id uint64, t keyTally) error {
 	st, err := q.JobEndState(ctx, id)
-	if err != nil || !st.HasChildren {
+	if err != nil {
 		return err
+	}
+	keyedEnd(t, st.Status, st.ConcurrencyKey)
+	if !st.HasChildren {
+		return nil
 	}
 	switch jobq.JobState(st.Status) {
 	case jobq.StateSuccess:

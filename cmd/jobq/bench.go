@@ -53,6 +53,7 @@ type BenchCmd struct {
 	DBLatency       time.Duration   `help:"With --capacity: round trip to the database added on every replica's link (whole ms)." name:"db-latency" default:"0s"`
 	MaxWorkers      int             `help:"With --capacity: most workers per replica." name:"max-workers" default:"200"`
 	RateLimit       bool            `help:"Only the rate-limit bench: 3 replicas drain 2,000 no-op jobs of a type limited to 100 per 1s next to 20,000 unlimited ones, in --rounds interleaved rounds (each also drains the unlimited jobs alone); reports the most starts in any window, the achieved rate and the unlimited type's rate against alone; writes ratelimit.json and ratelimit.md into --out (docs/bench.md)." name:"rate-limit"`
+	Keys            bool            `help:"Only the concurrency-key bench: 3 in-process replicas drain 60,000 no-op jobs without keys and on 10,000 keys of limit 1, in --rounds interleaved rounds; prints the ratio and writes keys.json and keys.md into --out (docs/bench.md)."`
 	Workflows       bool            `help:"Only the workflow bench: unblock latency p50/p99 on an idle replica, and drains of 10,000 independent jobs, 10 × (1 → 1,000 → 1) and 100 chains of 100, in --rounds interleaved rounds; writes workflows.json and workflows.md into --out (docs/bench.md)."`
 }
 
@@ -62,6 +63,13 @@ func (c *BenchCmd) Run(g *Globals) error {
 		res, err := bench.RunRateLimit(g.Ctx, bench.RateLimitOptions{DSN: c.DSN, Out: c.Out, Rounds: c.Rounds, Log: os.Stderr})
 		if res != nil {
 			bench.WriteRateLimitTable(os.Stdout, res)
+		}
+		return err
+	}
+	if c.Keys {
+		res, err := bench.RunKeys(g.Ctx, bench.KeyOptions{DSN: c.DSN, Out: c.Out, Rounds: c.Rounds, Log: os.Stderr})
+		if res != nil {
+			bench.WriteKeyTable(os.Stdout, res)
 		}
 		return err
 	}

@@ -39,6 +39,7 @@ type ChaosCmd struct {
 	RateLimited       float64       `help:"Fraction of jobs of a rate-limited type (effect-limited, --rate-starts per --rate-period across replicas); the checker adds rate_limit_exceeded." default:"0"`
 	RateStarts        int           `help:"Starts of the rate-limited type allowed in any window of --rate-period." default:"20"`
 	RatePeriod        time.Duration `help:"The rate limit's window." default:"1s"`
+	Keys              int           `help:"Spread the jobs over this many concurrency keys (every fourth job unkeyed; limit 1 for even keys, 2 for odd); the checker adds concurrency_key_overlap. 0: no keys." default:"0"`
 	MaxRetry          int           `help:"Each job's max_retry." default:"5"`
 	Strategy          string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
 	Executor          string        `help:"Who runs the jobs: local (the replicas' handlers), remote (worker processes: remote-effect, remote-flaky through the worker protocol) or mixed (every other job remote)." enum:"local,remote,mixed," default:""`
@@ -86,7 +87,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 	for _, s := range runs {
 		cfg := chaos.Config{
 			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
-			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, Workflows: c.Workflows,
+			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, Workflows: c.Workflows, ConcurrencyKeys: c.Keys,
 			Periodic: c.Periodic, PeriodicOverlap: c.PeriodicOverlap, MaxRetry: c.MaxRetry,
 			RateLimited: c.RateLimited, RateStarts: c.RateStarts, RatePeriod: c.RatePeriod, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Lease: c.Lease, RescueInterval: c.RescueInterval,
@@ -158,7 +159,8 @@ func Caught(rf *chaos.ResultFile) string {
 }
 
 // workflowCount is the count of a workflow check's violations in a run
-// with workflows ("0" when it found none), "-" in a run without.
+// with workflows ("0" when it found none), "-" in a run without; for
+// concurrency_key_overlap, in a run with concurrency keys.
 func workflowCount(rf *chaos.ResultFile, check string) string {
 	return checkCount(rf, rf.Config.Workflows, check)
 }
@@ -182,7 +184,7 @@ func checkCount(rf *chaos.ResultFile, on bool, check string) string {
 // Caught), then the figures reported alongside.
 func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tchild early\tchild twice\tstuck blocked\tran after fail\trate over\tlate acc\tapplied twice\tworker overlap\tlost after ack\tstale refused\tlate refused\tacks retried\tdup completes\tworker lapses\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
+	fmt.Fprintln(tw, "scenario\tverdict\tacked\tcompleted\tlost\tacked missing\tstuck\ttx dup\toverlap\tstale acc\tearly\tafter loss\tunexpl rescue\tunexpl release\trerun after success\tfailed after success\tchild early\tchild twice\tstuck blocked\tran after fail\trate over\tkey overlap\tlate acc\tapplied twice\tworker overlap\tlost after ack\tstale refused\tlate refused\tacks retried\tdup completes\tworker lapses\trescued\tnon-tx dup\tpickup p99\tmax unavail\tmax re-pick\t")
 	for _, rf := range results {
 		r := rf.Result
 		c := r.Counts
@@ -194,12 +196,13 @@ func PrintChaosTable(w *os.File, results []*chaos.ResultFile) {
 		for _, f := range r.Faults {
 			unavail, repick = max(unavail, f.Unavailability), max(repick, f.RePickMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.1fs\t%.1fs\t\n", rf.Name, verdict, c.Acknowledged, c.Completed,
 			c.Lost, c.AckedMissing, c.Stuck, c.TxEffectDuplicates, c.OverlappingLeases, c.StaleCompletionsAccepted, c.ClaimedBeforeDue,
 			c.WorkAfterLeaseLost, c.UnexplainedRescues, c.UnexplainedReleases, c.RerunAfterSuccess, c.FailedAfterSuccess,
 			workflowCount(rf, checker.CheckChildBeforeParentSuccess), workflowCount(rf, checker.CheckChildRunTwice),
 			workflowCount(rf, checker.CheckStuckWaitingOnDoneParents), workflowCount(rf, checker.CheckRanAfterParentFailed),
 			checkCount(rf, rf.Config.RateLimited > 0, checker.CheckRateLimitExceeded),
+			checkCount(rf, rf.Config.ConcurrencyKeys > 0, checker.CheckKeyOverlap),
 			c.LateCompletionsAccepted, c.CompletionsAppliedTwice, c.WorkerOverlaps, c.LostAfterAck,
 			c.StaleCompletionsRefused, c.LateCompletionsRefused, c.AcksRetried, c.DuplicateCompletions,
 			c.WorkerLapses, c.Rescued, r.NonTx.DuplicatedJobs, r.Pickup.P99, unavail, repick)

@@ -54,8 +54,10 @@ type SubmitCmd struct {
 	RunAt     *string `help:"run_at: RFC 3339 time with offset; the job does not start before it."`
 	TimeoutMs *int    `help:"timeout_ms: per-attempt timeout, 0 = none."`
 	// UniqueFor and UniqueWhile are the key's uniqueness window.
-	UniqueFor   *time.Duration `help:"The key names this job only this long (unique_for_ms, 1ms–365 days, database clock); a submit of the key after that creates a new job. Default: for good." name:"unique-for"`
-	UniqueWhile string         `help:"active: the key names this job only until it is terminal (unique_while)." name:"unique-while" enum:"active," default:""`
+	UniqueFor        *time.Duration `help:"The key names this job only this long (unique_for_ms, 1ms–365 days, database clock); a submit of the key after that creates a new job. Default: for good." name:"unique-for"`
+	UniqueWhile      string         `help:"active: the key names this job only until it is terminal (unique_while)." name:"unique-while" enum:"active," default:""`
+	ConcurrencyKey   string         `help:"concurrency_key: at most --concurrency-limit jobs with this key run at once, across replicas; the others wait PARKED (1–128 characters)."`
+	ConcurrencyLimit *int           `help:"concurrency_limit 1–1000 for --concurrency-key (default 1; the newest submit's limit is the key's)."`
 	SubmitFileFlags
 }
 
@@ -63,7 +65,8 @@ type SubmitCmd struct {
 func (c *SubmitCmd) Run(g *Globals) error {
 	if c.File != "" {
 		if c.Key != "" || c.Type != "" || c.Params != "{}" || c.Priority != nil || c.MaxRetry != nil || c.RunAt != nil || c.TimeoutMs != nil ||
-			c.UniqueFor != nil || c.UniqueWhile != "" {
+			c.UniqueFor != nil || c.UniqueWhile != "" ||
+			c.ConcurrencyKey != "" || c.ConcurrencyLimit != nil {
 			return errors.New("--file: the jobs come from the file; drop --key, --type and the other job flags")
 		}
 		return c.SubmitFileFlags.run(g, c.ServerFlags)
@@ -77,6 +80,7 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	req := apitype.SubmitRequest{
 		JobKey: c.Key, JobType: c.Type, Params: json.RawMessage(c.Params), Priority: c.Priority,
 		MaxRetry: c.MaxRetry, RunAt: c.RunAt, TimeoutMs: c.TimeoutMs, UniqueWhile: c.UniqueWhile,
+		ConcurrencyKey: c.ConcurrencyKey, ConcurrencyLimit: c.ConcurrencyLimit,
 	}
 	if c.UniqueFor != nil {
 		ms := c.UniqueFor.Milliseconds()
@@ -112,7 +116,7 @@ func (c *GetCmd) Run(g *Globals) error {
 type ListCmd struct {
 	ServerFlags
 	OutputFlags
-	Status string `help:"Only this status (BLOCKED, SCHEDULED, WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
+	Status string `help:"Only this status (BLOCKED, PARKED, SCHEDULED, WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
 	Type   string `help:"Only this job_type."`
 	Limit  int    `help:"Page size 1–1000." default:"50"`
 	Cursor string `help:"next_cursor of the previous page."`

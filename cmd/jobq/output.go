@@ -92,6 +92,9 @@ func jobTable(w io.Writer, j apitype.Job) {
 	if j.TimeoutMs > 0 {
 		fmt.Fprintf(w, "timeout\t%s\n", time.Duration(j.TimeoutMs)*time.Millisecond)
 	}
+	if j.ConcurrencyKey != "" {
+		fmt.Fprintf(w, "concurrency_key\t%s\n", j.ConcurrencyKey)
+	}
 	fmt.Fprintf(w, "run_at\t%s\n", fmtTime(&j.RunAt))
 	fmt.Fprintf(w, "owner\t%s\n", orDash(j.Owner))
 	fmt.Fprintf(w, "lease_until\t%s\n", fmtTime(j.LeaseUntil))

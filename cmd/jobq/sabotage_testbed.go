@@ -19,7 +19,7 @@ import (
 // TestbedFlags is --sabotage, compiled only into the testbed build
 // (go build -tags testbed; make chaos-sabotage builds bin/jobq-testbed).
 type TestbedFlags struct {
-	Sabotage []string `help:"Testbed build only: disable a guarantee (on this replica; with chaos, on every replica) to prove the checker catches it: fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry, remote-fencing, unblock-outside-tx (workflow children unblocked after the parent's completion transaction, unfenced), rate-window (a rate limit counted per replica, not across replicas)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel,outcome-retry,remote-fencing,unblock-outside-tx,rate-window" sep:","`
+	Sabotage []string `help:"Testbed build only: disable a guarantee (on this replica; with chaos, on every replica) to prove the checker catches it: fencing, cas-guard, rescuer, deadlock-retry, lease-cancel, outcome-retry, remote-fencing, unblock-outside-tx (workflow children unblocked after the parent's completion transaction, unfenced), rate-window (a rate limit counted per replica, not across replicas), key-early-free (a concurrency key's next job admitted at the claim, uncounted)." enum:"fencing,cas-guard,rescuer,deadlock-retry,lease-cancel,outcome-retry,remote-fencing,unblock-outside-tx,rate-window,key-early-free" sep:","`
 }
 
 func (f TestbedFlags) switches() []string { return f.Sabotage }

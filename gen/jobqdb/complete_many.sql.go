@@ -94,12 +94,14 @@ SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
 WHERE id IN (/*SLICE:ids*/?) AND status = 'RUNNING'
   AND attempt = ? AND has_children = ?
   AND (? = 0 OR cancel_requested = 0)
+  AND (concurrency_key IS NOT NULL) = CAST(? AS SIGNED)
 `
 
 type JobCompleteFencedManyParams struct {
 	Ids         []uint64
 	Attempt     int32
 	HasChildren bool
+	Keyed       int64
 }
 
 // Batched success completion: the completer's fast path (store.JobCompleteMany):
@@ -124,7 +126,10 @@ type JobCompleteFencedManyParams struct {
 // cancel was requested does not match either (it ends CANCELED, which
 // cancels its children): the split writes it row by row, so every run of
 // the children group ended SUCCESS and its children are unblocked without
-// reading the rows back.
+// reading the rows back. Whether the job has a concurrency key is part of
+// the fence the same way: the keyed group's slots are freed by the caller
+// in this transaction (store/keys.go), and a run sent in the wrong group
+// costs a split, never a slot.
 func (q *Queries) JobCompleteFencedMany(ctx context.Context, arg JobCompleteFencedManyParams) (int64, error) {
 	query := jobCompleteFencedMany
 	var queryParams []interface{}
@@ -139,6 +144,7 @@ func (q *Queries) JobCompleteFencedMany(ctx context.Context, arg JobCompleteFenc
 	queryParams = append(queryParams, arg.Attempt)
 	queryParams = append(queryParams, arg.HasChildren)
 	queryParams = append(queryParams, arg.HasChildren)
+	queryParams = append(queryParams, arg.Keyed)
 	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err

@@ -262,10 +262,10 @@ const jobCancelWaiting = `-- name: JobCancelWaiting :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED')
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED', 'PARKED')
 `
 
-// Cancels a job no replica holds: WAITING or SCHEDULED. Both cancels reach
+// Cancels a job no replica holds: WAITING, SCHEDULED, BLOCKED or PARKED. Both cancels reach
 // the row through the primary key (FORCE INDEX): by idx_due (status, run_at)
 // they would lock its index entry before the row, the reverse of every
 // completion and rescue, which lock the row first — a deadlock.
@@ -471,7 +471,7 @@ func (q *Queries) JobFailFenced(ctx context.Context, arg JobFailFencedParams) (i
 }
 
 const jobFenceStates = `-- name: JobFenceStates :many
-SELECT id, attempt, status, owner, cancel_requested, has_children FROM job_queue
+SELECT id, attempt, status, owner, cancel_requested, has_children, concurrency_key FROM job_queue
 WHERE id IN (/*SLICE:ids*/?)
 `
 
@@ -482,6 +482,7 @@ type JobFenceStatesRow struct {
 	Owner           sql.NullString
 	CancelRequested bool
 	HasChildren     bool
+	ConcurrencyKey  sql.NullString
 }
 
 // Read after a heartbeat renewed fewer rows than expected, to tell lost runs
@@ -513,6 +514,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 			&i.Owner,
 			&i.CancelRequested,
 			&i.HasChildren,
+			&i.ConcurrencyKey,
 		); err != nil {
 			return nil, err
 		}
@@ -528,7 +530,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue WHERE id = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue WHERE id = ?
 `
 
 func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
@@ -560,6 +562,8 @@ func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
 		&i.WorkflowID,
 		&i.BlockedParents,
 		&i.HasChildren,
+		&i.ConcurrencyKey,
+		&i.ParkedKey,
 		&i.KeyRelease,
 		&i.UniqueUntil,
 		&i.UniqueWhileActive,
@@ -568,7 +572,7 @@ func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
 }
 
 const jobGetByKey = `-- name: JobGetByKey :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
 `
 
 // The key's holder, or (every job of the key released its key) the newest:
@@ -602,6 +606,8 @@ func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, err
 		&i.WorkflowID,
 		&i.BlockedParents,
 		&i.HasChildren,
+		&i.ConcurrencyKey,
+		&i.ParkedKey,
 		&i.KeyRelease,
 		&i.UniqueUntil,
 		&i.UniqueWhileActive,
@@ -611,7 +617,7 @@ func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, err
 
 const jobGetClaimed = `-- name: JobGetClaimed :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
-       timeout_ms, run_at, attempt, lease_until, started_at, create_time, has_children, workflow_id
+       timeout_ms, run_at, attempt, lease_until, started_at, create_time, has_children, workflow_id, concurrency_key
 FROM job_queue
 WHERE id IN (/*SLICE:ids*/?) AND owner = ?
 `
@@ -622,21 +628,22 @@ type JobGetClaimedParams struct {
 }
 
 type JobGetClaimedRow struct {
-	ID          uint64
-	JobKey      string
-	JobType     string
-	Params      string
-	Priority    int32
-	RetryTimes  int32
-	MaxRetry    int32
-	TimeoutMs   int32
-	RunAt       time.Time
-	Attempt     int32
-	LeaseUntil  sql.NullTime
-	StartedAt   sql.NullTime
-	CreateTime  time.Time
-	HasChildren bool
-	WorkflowID  sql.NullInt64
+	ID             uint64
+	JobKey         string
+	JobType        string
+	Params         string
+	Priority       int32
+	RetryTimes     int32
+	MaxRetry       int32
+	TimeoutMs      int32
+	RunAt          time.Time
+	Attempt        int32
+	LeaseUntil     sql.NullTime
+	StartedAt      sql.NullTime
+	CreateTime     time.Time
+	HasChildren    bool
+	WorkflowID     sql.NullInt64
+	ConcurrencyKey sql.NullString
 }
 
 // Reads back the rows a cas or limited claim just won, in the claim's
@@ -679,6 +686,7 @@ func (q *Queries) JobGetClaimed(ctx context.Context, arg JobGetClaimedParams) ([
 			&i.CreateTime,
 			&i.HasChildren,
 			&i.WorkflowID,
+			&i.ConcurrencyKey,
 		); err != nil {
 			return nil, err
 		}
@@ -695,7 +703,7 @@ func (q *Queries) JobGetClaimed(ctx context.Context, arg JobGetClaimedParams) ([
 
 const jobHeldBy = `-- name: JobHeldBy :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time, started_at, lease_until, has_children, workflow_id
+       run_at, attempt, create_time, started_at, lease_until, has_children, workflow_id, concurrency_key
 FROM job_queue FORCE INDEX (idx_lease)
 WHERE status = 'RUNNING' AND owner = ?
   AND started_at >= NOW(6) - INTERVAL ? MICROSECOND
@@ -707,21 +715,22 @@ type JobHeldByParams struct {
 }
 
 type JobHeldByRow struct {
-	ID          uint64
-	JobKey      string
-	JobType     string
-	Params      string
-	Priority    int32
-	RetryTimes  int32
-	MaxRetry    int32
-	TimeoutMs   int32
-	RunAt       time.Time
-	Attempt     int32
-	CreateTime  time.Time
-	StartedAt   sql.NullTime
-	LeaseUntil  sql.NullTime
-	HasChildren bool
-	WorkflowID  sql.NullInt64
+	ID             uint64
+	JobKey         string
+	JobType        string
+	Params         string
+	Priority       int32
+	RetryTimes     int32
+	MaxRetry       int32
+	TimeoutMs      int32
+	RunAt          time.Time
+	Attempt        int32
+	CreateTime     time.Time
+	StartedAt      sql.NullTime
+	LeaseUntil     sql.NullTime
+	HasChildren    bool
+	WorkflowID     sql.NullInt64
+	ConcurrencyKey sql.NullString
 }
 
 // The runs an owner holds on the database: its RUNNING rows. A replica
@@ -758,6 +767,7 @@ func (q *Queries) JobHeldBy(ctx context.Context, arg JobHeldByParams) ([]JobHeld
 			&i.LeaseUntil,
 			&i.HasChildren,
 			&i.WorkflowID,
+			&i.ConcurrencyKey,
 		); err != nil {
 			return nil, err
 		}
@@ -989,7 +999,7 @@ func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKey
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue
 WHERE id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1035,6 +1045,8 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,
@@ -1053,7 +1065,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 }
 
 const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue FORCE INDEX (uk_job_key)
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE ?
   AND (? = '' OR status = ?)
   AND (? = '' OR job_type = ?)
@@ -1120,6 +1132,8 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,
@@ -1138,7 +1152,7 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 }
 
 const jobListByStatus = `-- name: JobListByStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue
 WHERE status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1185,6 +1199,8 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,
@@ -1203,7 +1219,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 }
 
 const jobListByType = `-- name: JobListByType :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue
 WHERE job_type = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1250,6 +1266,8 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,
@@ -1268,7 +1286,7 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 }
 
 const jobListByTypeStatus = `-- name: JobListByTypeStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue
 WHERE job_type = ? AND status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1321,6 +1339,8 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,
@@ -1340,7 +1360,7 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 
 const jobLockAvailable = `-- name: JobLockAvailable :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time, has_children, workflow_id
+       run_at, attempt, create_time, has_children, workflow_id, concurrency_key
 FROM job_queue
 WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (/*SLICE:excluded*/?)
@@ -1355,19 +1375,20 @@ type JobLockAvailableParams struct {
 }
 
 type JobLockAvailableRow struct {
-	ID          uint64
-	JobKey      string
-	JobType     string
-	Params      string
-	Priority    int32
-	RetryTimes  int32
-	MaxRetry    int32
-	TimeoutMs   int32
-	RunAt       time.Time
-	Attempt     int32
-	CreateTime  time.Time
-	HasChildren bool
-	WorkflowID  sql.NullInt64
+	ID             uint64
+	JobKey         string
+	JobType        string
+	Params         string
+	Priority       int32
+	RetryTimes     int32
+	MaxRetry       int32
+	TimeoutMs      int32
+	RunAt          time.Time
+	Attempt        int32
+	CreateTime     time.Time
+	HasChildren    bool
+	WorkflowID     sql.NullInt64
+	ConcurrencyKey sql.NullString
 }
 
 // The read half of the skiplocked claim: locks up to LIMIT due rows that no
@@ -1411,6 +1432,7 @@ func (q *Queries) JobLockAvailable(ctx context.Context, arg JobLockAvailablePara
 			&i.CreateTime,
 			&i.HasChildren,
 			&i.WorkflowID,
+			&i.ConcurrencyKey,
 		); err != nil {
 			return nil, err
 		}
@@ -1587,13 +1609,15 @@ func (q *Queries) JobRescueExpired(ctx context.Context, arg JobRescueExpiredPara
 
 const jobRetryManual = `-- name: JobRetryManual :execrows
 UPDATE job_queue
-SET status = 'WAITING', retry_times = 0, cancel_requested = 0,
+SET status = IF(concurrency_key IS NULL, 'WAITING', 'PARKED'), retry_times = 0, cancel_requested = 0,
     run_at = NOW(6), finished_at = NULL, lease_until = NULL,
     update_time = NOW(6)
 WHERE id = ? AND status IN ('FAILED', 'CANCELED')
 `
 
-// FAILED or CANCELED back to WAITING, due now, with a fresh retry budget.
+// FAILED or CANCELED back to WAITING, due now, with a fresh retry budget; a
+// keyed job to PARKED, admitted by the caller's admission pass (store/keys.go)
+// in the same transaction, which holds its key's row.
 func (q *Queries) JobRetryManual(ctx context.Context, id uint64) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobRetryManual, id)
 	if err != nil {

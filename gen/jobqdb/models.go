@@ -48,6 +48,13 @@ type AlertRule struct {
 	CreateTime  time.Time
 }
 
+type ConcurrencyKey struct {
+	Ckey       string
+	MaxRunning int32
+	Admitted   int32
+	UpdateTime time.Time
+}
+
 type JobDependency struct {
 	ParentID        uint64
 	ChildID         uint64
@@ -101,6 +108,8 @@ type JobQueue struct {
 	WorkflowID        sql.NullInt64
 	BlockedParents    int32
 	HasChildren       bool
+	ConcurrencyKey    sql.NullString
+	ParkedKey         sql.NullString
 	KeyRelease        uint64
 	UniqueUntil       sql.NullTime
 	UniqueWhileActive bool

@@ -373,7 +373,7 @@ func (q *Queries) JobRetentionWalk(ctx context.Context, arg JobRetentionWalkPara
 
 const jobRetryMany = `-- name: JobRetryMany :execrows
 UPDATE job_queue
-SET status = 'WAITING', retry_times = 0, cancel_requested = 0,
+SET status = IF(concurrency_key IS NULL, 'WAITING', 'PARKED'), retry_times = 0, cancel_requested = 0,
     run_at = NOW(6), finished_at = NULL, lease_until = NULL,
     update_time = NOW(6)
 WHERE id IN (/*SLICE:ids*/?) AND status = ?
@@ -385,7 +385,7 @@ type JobRetryManyParams struct {
 }
 
 // Bulk manual retry: FAILED or CANCELED back to WAITING, due now, with a fresh
-// retry budget (as JobRetryManual, for many ids).
+// retry budget (as JobRetryManual, for many ids: a keyed job to PARKED).
 func (q *Queries) JobRetryMany(ctx context.Context, arg JobRetryManyParams) (int64, error) {
 	query := jobRetryMany
 	var queryParams []interface{}

@@ -120,7 +120,7 @@ func (q *Queries) JobLaneReconcile(ctx context.Context, types []string) (int64, 
 const jobLockRemote = `-- name: JobLockRemote :many
 
 SELECT q.id, q.job_key, q.job_type, q.params, q.priority, q.retry_times, q.max_retry, q.timeout_ms,
-       q.run_at, q.attempt, q.create_time, q.has_children, q.workflow_id
+       q.run_at, q.attempt, q.create_time, q.has_children, q.workflow_id, q.concurrency_key
 FROM job_queue AS q
 WHERE q.status = 'WAITING' AND q.lane = 1 AND q.run_at <= NOW(6)
   AND q.job_type IN (/*SLICE:types*/?)
@@ -135,19 +135,20 @@ type JobLockRemoteParams struct {
 }
 
 type JobLockRemoteRow struct {
-	ID          uint64
-	JobKey      string
-	JobType     string
-	Params      string
-	Priority    int32
-	RetryTimes  int32
-	MaxRetry    int32
-	TimeoutMs   int32
-	RunAt       time.Time
-	Attempt     int32
-	CreateTime  time.Time
-	HasChildren bool
-	WorkflowID  sql.NullInt64
+	ID             uint64
+	JobKey         string
+	JobType        string
+	Params         string
+	Priority       int32
+	RetryTimes     int32
+	MaxRetry       int32
+	TimeoutMs      int32
+	RunAt          time.Time
+	Attempt        int32
+	CreateTime     time.Time
+	HasChildren    bool
+	WorkflowID     sql.NullInt64
+	ConcurrencyKey sql.NullString
 }
 
 // Remote workers (docs/workers.md): the fetch claim, task-token reads, the
@@ -195,6 +196,7 @@ func (q *Queries) JobLockRemote(ctx context.Context, arg JobLockRemoteParams) ([
 			&i.CreateTime,
 			&i.HasChildren,
 			&i.WorkflowID,
+			&i.ConcurrencyKey,
 		); err != nil {
 			return nil, err
 		}
@@ -324,7 +326,7 @@ func (q *Queries) JobTokenStateLocked(ctx context.Context, id uint64) (JobTokenS
 
 const jobTokenStates = `-- name: JobTokenStates :many
 SELECT id, job_type, attempt, status, lease_nonce, cancel_requested, retry_times, max_retry,
-       run_at, lease_until, owner, has_children, timeout_ms,
+       run_at, lease_until, owner, has_children, concurrency_key, timeout_ms,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, started_at, NOW(6)), 0) AS SIGNED) AS run_us
 FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?)
@@ -343,6 +345,7 @@ type JobTokenStatesRow struct {
 	LeaseUntil      sql.NullTime
 	Owner           sql.NullString
 	HasChildren     bool
+	ConcurrencyKey  sql.NullString
 	TimeoutMs       int32
 	RunUs           int64
 }
@@ -383,6 +386,7 @@ func (q *Queries) JobTokenStates(ctx context.Context, ids []uint64) ([]JobTokenS
 			&i.LeaseUntil,
 			&i.Owner,
 			&i.HasChildren,
+			&i.ConcurrencyKey,
 			&i.TimeoutMs,
 			&i.RunUs,
 		); err != nil {

@@ -272,20 +272,21 @@ func (q *Queries) JobCancelBlocked(ctx context.Context, arg JobCancelBlockedPara
 }
 
 const jobEndState = `-- name: JobEndState :one
-SELECT status, has_children FROM job_queue FORCE INDEX (PRIMARY) WHERE id = ?
+SELECT status, has_children, concurrency_key FROM job_queue FORCE INDEX (PRIMARY) WHERE id = ?
 `
 
 type JobEndStateRow struct {
-	Status      string
-	HasChildren bool
+	Status         string
+	HasChildren    bool
+	ConcurrencyKey sql.NullString
 }
 
-// A completed job's status and has_children, read in its completion's
-// transaction (which holds the row).
+// A completed job's status, has_children and concurrency_key, read in its
+// completion's transaction (which holds the row).
 func (q *Queries) JobEndState(ctx context.Context, id uint64) (JobEndStateRow, error) {
 	row := q.db.QueryRowContext(ctx, jobEndState, id)
 	var i JobEndStateRow
-	err := row.Scan(&i.Status, &i.HasChildren)
+	err := row.Scan(&i.Status, &i.HasChildren, &i.ConcurrencyKey)
 	return i, err
 }
 
@@ -563,7 +564,7 @@ func (q *Queries) WorkflowJobKeys(ctx context.Context, workflowID sql.NullInt64)
 }
 
 const workflowJobs = `-- name: WorkflowJobs :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, key_release, unique_until, unique_while_active FROM job_queue WHERE workflow_id = ? ORDER BY id
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue WHERE workflow_id = ? ORDER BY id
 `
 
 func (q *Queries) WorkflowJobs(ctx context.Context, workflowID sql.NullInt64) ([]JobQueue, error) {
@@ -601,6 +602,8 @@ func (q *Queries) WorkflowJobs(ctx context.Context, workflowID sql.NullInt64) ([
 			&i.WorkflowID,
 			&i.BlockedParents,
 			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,

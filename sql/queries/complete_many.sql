@@ -20,7 +20,10 @@
 -- cancel was requested does not match either (it ends CANCELED, which
 -- cancels its children): the split writes it row by row, so every run of
 -- the children group ended SUCCESS and its children are unblocked without
--- reading the rows back.
+-- reading the rows back. Whether the job has a concurrency key is part of
+-- the fence the same way: the keyed group's slots are freed by the caller
+-- in this transaction (store/keys.go), and a run sent in the wrong group
+-- costs a split, never a slot.
 
 -- name: JobCompleteFencedMany :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)
@@ -30,7 +33,8 @@ SET status = IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'),
     update_time = NOW(6)
 WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING'
   AND attempt = sqlc.arg(attempt) AND has_children = sqlc.arg(has_children)
-  AND (sqlc.arg(has_children) = 0 OR cancel_requested = 0);
+  AND (sqlc.arg(has_children) = 0 OR cancel_requested = 0)
+  AND (concurrency_key IS NOT NULL) = CAST(sqlc.arg(keyed) AS SIGNED);
 
 -- name: ExecutionRecordSuccessMany :execrows
 -- Writes the execution rows of the runs JobCompleteFencedMany just completed

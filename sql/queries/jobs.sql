@@ -131,7 +131,7 @@ LIMIT ?;
 -- locking every row of a paused backlog the scan steps past. It returns
 -- what a handler needs, so the claim needs no read-back of the claimed rows.
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time, has_children, workflow_id
+       run_at, attempt, create_time, has_children, workflow_id, concurrency_key
 FROM job_queue
 WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (sqlc.slice(excluded))
@@ -171,7 +171,7 @@ SELECT started_at FROM job_queue WHERE id = ?;
 -- to the rescuer. RUNNING rows are few (one per in-flight run on every
 -- replica): idx_lease (status, lease_until) bounds the read to them.
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
-       run_at, attempt, create_time, started_at, lease_until, has_children, workflow_id
+       run_at, attempt, create_time, started_at, lease_until, has_children, workflow_id, concurrency_key
 FROM job_queue FORCE INDEX (idx_lease)
 WHERE status = 'RUNNING' AND owner = sqlc.arg(owner)
   AND started_at >= NOW(6) - INTERVAL sqlc.arg(within_us) MICROSECOND;
@@ -195,7 +195,7 @@ WHERE id = sqlc.arg(id) AND status = 'WAITING' AND attempt = sqlc.arg(attempt);
 -- key only (a status term would lead the optimizer to idx_lease and every
 -- RUNNING row).
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry,
-       timeout_ms, run_at, attempt, lease_until, started_at, create_time, has_children, workflow_id
+       timeout_ms, run_at, attempt, lease_until, started_at, create_time, has_children, workflow_id, concurrency_key
 FROM job_queue
 WHERE id IN (sqlc.slice(ids)) AND owner = sqlc.arg(owner);
 
@@ -259,7 +259,7 @@ WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING' AND owner = sqlc.arg(owner)
 -- Read after a heartbeat renewed fewer rows than expected, to tell lost runs
 -- from cancel requests, and by a completion batch that met a stale run, to
 -- split it into live runs (batched again) and the rest (row by row).
-SELECT id, attempt, status, owner, cancel_requested, has_children FROM job_queue
+SELECT id, attempt, status, owner, cancel_requested, has_children, concurrency_key FROM job_queue
 WHERE id IN (sqlc.slice(ids));
 
 -- name: JobCompleteFenced :execrows
@@ -403,14 +403,14 @@ WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt)
   AND status = 'RUNNING' AND lease_until < NOW(6);
 
 -- name: JobCancelWaiting :execrows
--- Cancels a job no replica holds: WAITING or SCHEDULED. Both cancels reach
+-- Cancels a job no replica holds: WAITING, SCHEDULED, BLOCKED or PARKED. Both cancels reach
 -- the row through the primary key (FORCE INDEX): by idx_due (status, run_at)
 -- they would lock its index entry before the row, the reverse of every
 -- completion and rescue, which lock the row first — a deadlock.
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED');
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED', 'PARKED');
 
 -- name: JobCancelRunning :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)
@@ -418,9 +418,11 @@ SET cancel_requested = 1, update_time = NOW(6)
 WHERE id = ? AND status = 'RUNNING';
 
 -- name: JobRetryManual :execrows
--- FAILED or CANCELED back to WAITING, due now, with a fresh retry budget.
+-- FAILED or CANCELED back to WAITING, due now, with a fresh retry budget; a
+-- keyed job to PARKED, admitted by the caller's admission pass (store/keys.go)
+-- in the same transaction, which holds its key's row.
 UPDATE job_queue
-SET status = 'WAITING', retry_times = 0, cancel_requested = 0,
+SET status = IF(concurrency_key IS NULL, 'WAITING', 'PARKED'), retry_times = 0, cancel_requested = 0,
     run_at = NOW(6), finished_at = NULL, lease_until = NULL,
     update_time = NOW(6)
 WHERE id = ? AND status IN ('FAILED', 'CANCELED');

@@ -218,9 +218,9 @@ LIMIT ?;
 
 -- name: JobRetryMany :execrows
 -- Bulk manual retry: FAILED or CANCELED back to WAITING, due now, with a fresh
--- retry budget (as JobRetryManual, for many ids).
+-- retry budget (as JobRetryManual, for many ids: a keyed job to PARKED).
 UPDATE job_queue
-SET status = 'WAITING', retry_times = 0, cancel_requested = 0,
+SET status = IF(concurrency_key IS NULL, 'WAITING', 'PARKED'), retry_times = 0, cancel_requested = 0,
     run_at = NOW(6), finished_at = NULL, lease_until = NULL,
     update_time = NOW(6)
 WHERE id IN (sqlc.slice(ids)) AND status = sqlc.arg(status);

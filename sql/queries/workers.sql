@@ -12,7 +12,7 @@
 -- row is locked, where a subquery would be applied after, locking every
 -- row of a paused backlog it steps past.
 SELECT q.id, q.job_key, q.job_type, q.params, q.priority, q.retry_times, q.max_retry, q.timeout_ms,
-       q.run_at, q.attempt, q.create_time, q.has_children, q.workflow_id
+       q.run_at, q.attempt, q.create_time, q.has_children, q.workflow_id, q.concurrency_key
 FROM job_queue AS q
 WHERE q.status = 'WAITING' AND q.lane = 1 AND q.run_at <= NOW(6)
   AND q.job_type IN (sqlc.slice(types))
@@ -46,7 +46,7 @@ SELECT started_at, lease_until FROM job_queue WHERE id = ?;
 -- run_us is how long the run has been going on the database clock (its
 -- timeout_ms is enforced against it).
 SELECT id, job_type, attempt, status, lease_nonce, cancel_requested, retry_times, max_retry,
-       run_at, lease_until, owner, has_children, timeout_ms,
+       run_at, lease_until, owner, has_children, concurrency_key, timeout_ms,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, started_at, NOW(6)), 0) AS SIGNED) AS run_us
 FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice(ids));

@@ -113,9 +113,9 @@ SET status = 'CANCELED', blocked_parents = 0, last_error = sqlc.arg(last_error),
 WHERE id IN (sqlc.slice(ids)) AND status = 'BLOCKED';
 
 -- name: JobEndState :one
--- A completed job's status and has_children, read in its completion's
--- transaction (which holds the row).
-SELECT status, has_children FROM job_queue FORCE INDEX (PRIMARY) WHERE id = ?;
+-- A completed job's status, has_children and concurrency_key, read in its
+-- completion's transaction (which holds the row).
+SELECT status, has_children, concurrency_key FROM job_queue FORCE INDEX (PRIMARY) WHERE id = ?;
 
 -- name: JobRearm :execrows
 -- A workflow retry: a FAILED or CANCELED job back to WAITING (no parent

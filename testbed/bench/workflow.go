@@ -131,7 +131,7 @@ func RunWorkflows(ctx context.Context, opts WorkflowOptions) (*WorkflowResult, e
 				}
 				n += len(w.Jobs)
 			}
-			rate, err := drainRate(ctx, st, env.DSN, n)
+			rate, err := drainRate(ctx, st, env.DSN, n, 1)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", sh.name, err)
 			}
@@ -230,6 +230,28 @@ func chainWorkflows(round, n, length int) []jobq.WorkflowSubmitParams {
 	return out
 }
 
+// openDrainDB provides the server (dsn, else dbprovider's default), a fresh
+// bench database on it and an admin store of that database; closeFunc
+// releases all three.
+func openDrainDB(ctx context.Context, dsn string) (env *Env, st *store.Store, closeFunc func(), err error) {
+	srv, err := dbprovider.Provide(ctx, dbprovider.Options{DSN: dsn})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	env, err = NewEnv(ctx, srv)
+	if err != nil {
+		srv.Close()
+		return nil, nil, nil, err
+	}
+	st, err = store.Open(ctx, env.DSN, store.PoolConfig{MaxOpen: 40})
+	if err != nil {
+		env.Close()
+		srv.Close()
+		return nil, nil, nil, err
+	}
+	return env, st, func() { st.Close(); env.Close(); srv.Close() }, nil
+}
+
 // startWorkflowReplica starts one in-process scheduler at its defaults.
 func startWorkflowReplica(ctx context.Context, dsn, owner string) (*scheduler.Scheduler, *store.Store, error) {
 	st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 40})
@@ -250,15 +272,18 @@ func startWorkflowReplica(ctx context.Context, dsn, owner string) (*scheduler.Sc
 	return s, st, nil
 }
 
-// drainRate starts a replica, waits until n jobs succeeded and returns
-// n / (last finished_at − first started_at) on the database clock.
-func drainRate(ctx context.Context, admin *store.Store, dsn string, n int) (float64, error) {
-	s, st, err := startWorkflowReplica(ctx, dsn, "bench-wf")
-	if err != nil {
-		return 0, err
+// drainRate starts replicas in-process replicas (1 when < 1), waits until
+// n jobs succeeded and returns n / (last finished_at − first started_at) on
+// the database clock.
+func drainRate(ctx context.Context, admin *store.Store, dsn string, n, replicas int) (float64, error) {
+	for r := range max(replicas, 1) {
+		s, st, err := startWorkflowReplica(ctx, dsn, fmt.Sprintf("bench-wf-%d", r+1))
+		if err != nil {
+			return 0, err
+		}
+		defer st.Close()
+		defer s.Stop()
 	}
-	defer st.Close()
-	defer s.Stop()
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		var done int

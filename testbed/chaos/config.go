@@ -139,6 +139,13 @@ type Config struct {
 	// starts in any window of RatePeriod. Default to 20 per 1s.
 	RateStarts int
 	RatePeriod time.Duration
+	// ConcurrencyKeys spreads the jobs over this many concurrency keys
+	// (docs/operations.md, "Concurrency keys"): every fourth job carries no
+	// key, the others key i mod ConcurrencyKeys, whose limit is 1 for even
+	// keys and 2 for odd ones; the checker's concurrency_key_overlap then
+	// judges them. Not with Workflows (workflow jobs take no key).
+	// Defaults to 0 (no keys).
+	ConcurrencyKeys int
 	// MaxRetry is each job's max_retry. Defaults to 5.
 	MaxRetry int
 	// Faults are the kinds to inject, in order, each once per round. Empty
@@ -331,6 +338,12 @@ func (c Config) Validate() error {
 	}
 	if c.PoisonJobs > 0 && c.Replicas < 2 {
 		errs = append(errs, errors.New("replicas: poison jobs need at least 2 replicas"))
+	}
+	if c.ConcurrencyKeys < 0 {
+		errs = append(errs, fmt.Errorf("concurrency keys: must be at least 0, got %d", c.ConcurrencyKeys))
+	}
+	if c.ConcurrencyKeys > 0 && c.Workflows {
+		errs = append(errs, errors.New("concurrency keys: not with workflows (workflow jobs take no key)"))
 	}
 	if c.FlakyFraction < 0 || c.FlakyFraction > 1 {
 		errs = append(errs, fmt.Errorf("flaky fraction: must be in [0, 1], got %g", c.FlakyFraction))

@@ -13,8 +13,8 @@ import (
 	"github.com/jobq/jobq/testbed/chaos/checker"
 )
 
-// LoadHistory reads the database's record of a run — every job_queue,
-// job_execution and job_effect row, and the fire ledger of each schedule
+// LoadHistory reads the database's record of a run — every job_queue
+// row (with its concurrency key's limit), job_execution and job_effect row, and the fire ledger of each schedule
 // in h.Schedules — into h (Submits, Faults, Schedules' windows and the
 // run's parameters are the caller's). Times are UTC on the database clock; End is
 // set to the database's NOW(6) at the read.
@@ -22,15 +22,18 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 	if err := db.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&h.End); err != nil {
 		return fmt.Errorf("load history: now: %w", err)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT id, job_key, job_type, status, attempt, retry_times, max_retry,
-		COALESCE(owner,''), lease_until, create_time, finished_at, COALESCE(last_error,'') FROM job_queue ORDER BY id`)
+	rows, err := db.QueryContext(ctx, `SELECT q.id, q.job_key, q.job_type, q.status, q.attempt, q.retry_times, q.max_retry,
+		COALESCE(q.owner,''), q.lease_until, q.create_time, q.finished_at, COALESCE(q.last_error,''),
+		COALESCE(q.concurrency_key,''), COALESCE(k.max_running, 0)
+		FROM job_queue AS q LEFT JOIN concurrency_key AS k ON k.ckey = q.concurrency_key ORDER BY q.id`)
 	if err != nil {
 		return fmt.Errorf("load history: jobs: %w", err)
 	}
 	for rows.Next() {
 		var j checker.Job
 		var lease, fin sql.NullTime
-		if err := rows.Scan(&j.ID, &j.Key, &j.Type, &j.Status, &j.Attempt, &j.RetryTimes, &j.MaxRetry, &j.Owner, &lease, &j.CreateTime, &fin, &j.LastError); err != nil {
+		if err := rows.Scan(&j.ID, &j.Key, &j.Type, &j.Status, &j.Attempt, &j.RetryTimes, &j.MaxRetry, &j.Owner, &lease, &j.CreateTime, &fin, &j.LastError,
+			&j.ConcurrencyKey, &j.ConcurrencyLimit); err != nil {
 			rows.Close()
 			return fmt.Errorf("load history: jobs: %w", err)
 		}

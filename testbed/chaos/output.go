@@ -71,8 +71,9 @@ type ConfigJSON struct {
 	Workflows       bool     `json:"workflows,omitempty"` // the jobs were submitted as random workflows
 	Periodic        string   `json:"periodic,omitempty"`  // a periodic schedule ran beside the workload
 	PeriodicOverlap string   `json:"periodic_overlap,omitempty"`
-	RateLimited     float64  `json:"rate_limited,omitempty"` // share of jobs of the rate-limited type
-	RateLimit       string   `json:"rate_limit,omitempty"`   // its limit, "N/period"
+	RateLimited     float64  `json:"rate_limited,omitempty"`     // share of jobs of the rate-limited type
+	RateLimit       string   `json:"rate_limit,omitempty"`       // its limit, "N/period"
+	ConcurrencyKeys int      `json:"concurrency_keys,omitempty"` // the jobs were spread over this many concurrency keys
 	MaxRetry        int      `json:"max_retry"`
 	Faults          []string `json:"faults"`
 	Rounds          int      `json:"rounds"`
@@ -103,7 +104,7 @@ type ConfigJSON struct {
 func configJSON(c Config) ConfigJSON {
 	cj := ConfigJSON{
 		Replicas: c.Replicas, Jobs: c.Jobs, DurationS: c.Duration.Seconds(), Rate: c.Rate, Runtime: c.Runtime,
-		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, FutureFraction: c.FutureFraction, Workflows: c.Workflows,
+		FlakyFraction: c.FlakyFraction, FlakyFailures: c.FlakyFailures, FutureFraction: c.FutureFraction, Workflows: c.Workflows, ConcurrencyKeys: c.ConcurrencyKeys,
 		Periodic: c.Periodic, PeriodicOverlap: c.PeriodicOverlap, RateLimited: c.RateLimited, RateLimit: rateLimitString(c),
 		MaxRetry: c.MaxRetry, Faults: nonNil(c.Faults), Rounds: c.Rounds, Schedule: c.Schedule,
 		Seed: c.Seed, Strategy: c.Strategy, Sabotage: nonNil(c.Sabotage), LeaseS: c.Lease.Seconds(), RescueS: c.RescueInterval.Seconds(),

@@ -58,6 +58,10 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 			lo := cfg.FutureMaxDelay / 6
 			lead[i] = lo + time.Duration(rng.Int64N(int64(cfg.FutureMaxDelay-lo)+1))
 		}
+		if k := cfg.ConcurrencyKeys; k > 0 && i%4 != 3 {
+			limit := 1 + (i%k)%2
+			req.ConcurrencyKey, req.ConcurrencyLimit = fmt.Sprintf("chaos-%s-key-%04d", runID, i%k), &limit
+		}
 		if cfg.Executor == ExecutorRemote || (cfg.Executor == ExecutorMixed && i%2 == 1) {
 			switch req.JobType {
 			case "effect":

@@ -25,6 +25,9 @@
 //     from the starts this replica made (in memory), not cluster-wide from
 //     rate_start under the type's row lock: each replica takes the whole
 //     limit (rateWindowLocal).
+//   - key-early-free: a claim of a keyed job admits its key's next parked
+//     job at once, unlocked and uncounted (keyEarlyFree): the slot is freed
+//     while the run still holds it.
 //
 // With no switch on, Store passes every call through unchanged; the store
 // conformance suite (scheduler/storetest) runs against it so.
@@ -46,10 +49,11 @@ const (
 	OutcomeRetry  = "outcome-retry"
 	UnblockOutTx  = "unblock-outside-tx"
 	RateWindow    = "rate-window"
+	KeyEarlyFree  = "key-early-free"
 )
 
 // Names lists every switch, in the order --help shows them.
-var Names = []string{Fencing, CASGuard, Rescuer, DeadlockRetry, LeaseCancel, OutcomeRetry, UnblockOutTx, RateWindow}
+var Names = []string{Fencing, CASGuard, Rescuer, DeadlockRetry, LeaseCancel, OutcomeRetry, UnblockOutTx, RateWindow, KeyEarlyFree}
 
 // Switches says which guarantees a replica breaks.
 type Switches struct {
@@ -61,6 +65,7 @@ type Switches struct {
 	NoOutcomeRetry   bool // write an outcome once: no retry of transient errors (read-only, lost connection)
 	UnblockOutsideTx bool // unblock workflow children outside the parent's completion transaction
 	RatePerReplica   bool // count a rate limit's window per replica, not across replicas
+	KeyEarlyFree     bool // free a concurrency key's slot at the claim, not at the job's end
 }
 
 // Parse turns --sabotage names into Switches; an unknown name is an error
@@ -85,6 +90,8 @@ func Parse(names []string) (Switches, error) {
 			s.UnblockOutsideTx = true
 		case RateWindow:
 			s.RatePerReplica = true
+		case KeyEarlyFree:
+			s.KeyEarlyFree = true
 		default:
 			return Switches{}, fmt.Errorf("--sabotage: unknown switch %q (want one of %s)", n, strings.Join(Names, ", "))
 		}
@@ -100,6 +107,6 @@ func (s Switches) Any() bool { return s != Switches{} }
 func (s Switches) String() string {
 	on := map[string]bool{Fencing: s.NoFencing, CASGuard: s.NoCASGuard, Rescuer: s.NoRescuer,
 		DeadlockRetry: s.NoDeadlockRetry, LeaseCancel: s.NoLeaseCancel, OutcomeRetry: s.NoOutcomeRetry, UnblockOutTx: s.UnblockOutsideTx,
-		RateWindow: s.RatePerReplica}
+		RateWindow: s.RatePerReplica, KeyEarlyFree: s.KeyEarlyFree}
 	return strings.Join(slices.DeleteFunc(slices.Clone(Names), func(n string) bool { return !on[n] }), ",")
 }

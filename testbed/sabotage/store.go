@@ -68,6 +68,9 @@ func Wrap(inner scheduler.Store, db *sql.DB, sw Switches) *Store {
 		// ms one run in two lost nothing: the checker had nothing to see).
 		inner = &unblockOutsideTx{Store: inner, DB: db, Gap: 300 * time.Millisecond}
 	}
+	if sw.KeyEarlyFree {
+		inner = &keyEarlyFree{Store: inner, DB: db}
+	}
 	s := &Store{inner: inner, db: db, sw: sw}
 	if sw.RatePerReplica {
 		s.rate = &rateWindowLocal{db: db, starts: map[string][]time.Time{}}

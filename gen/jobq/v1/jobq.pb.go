@@ -51,8 +51,10 @@ type Job struct {
 	JobType string `protobuf:"bytes,3,opt,name=job_type,json=jobType,proto3" json:"job_type,omitempty"`
 	// params is the job's parameters as the text of a JSON object, e.g. "{\"ms\":300}".
 	Params string `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
-	// status is one of SCHEDULED (run_at still ahead of the database clock;
-	// the promoter makes it WAITING when due), WAITING (due, waiting for a
+	// status is one of BLOCKED (a workflow job waiting for its parents),
+	// PARKED (waiting for a slot of its concurrency key), SCHEDULED (run_at
+	// still ahead of the database clock; the promoter makes it WAITING when
+	// due), WAITING (due, waiting for a
 	// claim), RUNNING, SUCCESS, FAILED, CANCELED.
 	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
 	// priority is 0–1000; higher runs first.
@@ -92,9 +94,12 @@ type Job struct {
 	// terminal; empty otherwise.
 	UniqueWhile string `protobuf:"bytes,22,opt,name=unique_while,json=uniqueWhile,proto3" json:"unique_while,omitempty"`
 	// key_released is true once a later submit of the key created a newer job.
-	KeyReleased   bool `protobuf:"varint,23,opt,name=key_released,json=keyReleased,proto3" json:"key_released,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KeyReleased bool `protobuf:"varint,23,opt,name=key_released,json=keyReleased,proto3" json:"key_released,omitempty"`
+	// concurrency_key is the job's concurrency key; empty for none. A keyed
+	// job waits PARKED while its key has no free slot.
+	ConcurrencyKey string `protobuf:"bytes,24,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -288,6 +293,13 @@ func (x *Job) GetKeyReleased() bool {
 	return false
 }
 
+func (x *Job) GetConcurrencyKey() string {
+	if x != nil {
+		return x.ConcurrencyKey
+	}
+	return ""
+}
+
 // Execution is one attempt of one job (a row of job_execution).
 type Execution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -445,9 +457,17 @@ type SubmitJobRequest struct {
 	// (1 ms – 365 days, database clock); unset: for good.
 	UniqueForMs *int64 `protobuf:"varint,8,opt,name=unique_for_ms,json=uniqueForMs,proto3,oneof" json:"unique_for_ms,omitempty"`
 	// unique_while "active" holds job_key only until the job is terminal.
-	UniqueWhile   string `protobuf:"bytes,9,opt,name=unique_while,json=uniqueWhile,proto3" json:"unique_while,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UniqueWhile string `protobuf:"bytes,9,opt,name=unique_while,json=uniqueWhile,proto3" json:"unique_while,omitempty"`
+	// concurrency_key, when set (1–128 characters, the rules of job_key),
+	// lets the job run only while fewer than concurrency_limit jobs with the
+	// same key are admitted (WAITING, SCHEDULED or RUNNING), across every
+	// replica; it waits PARKED until then.
+	ConcurrencyKey string `protobuf:"bytes,10,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
+	// concurrency_limit is the key's limit, 1–1000; only with a key.
+	// Defaults to 1. The newest submit's limit is the key's.
+	ConcurrencyLimit *int32 `protobuf:"varint,11,opt,name=concurrency_limit,json=concurrencyLimit,proto3,oneof" json:"concurrency_limit,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SubmitJobRequest) Reset() {
@@ -541,6 +561,20 @@ func (x *SubmitJobRequest) GetUniqueWhile() string {
 		return x.UniqueWhile
 	}
 	return ""
+}
+
+func (x *SubmitJobRequest) GetConcurrencyKey() string {
+	if x != nil {
+		return x.ConcurrencyKey
+	}
+	return ""
+}
+
+func (x *SubmitJobRequest) GetConcurrencyLimit() int32 {
+	if x != nil && x.ConcurrencyLimit != nil {
+		return *x.ConcurrencyLimit
+	}
+	return 0
 }
 
 // SubmitJobsRequest mirrors the body of POST /v1/jobs:batch.
@@ -1395,7 +1429,7 @@ var File_jobq_v1_jobq_proto protoreflect.FileDescriptor
 
 const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\n" +
-	"\x12jobq/v1/jobq.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x06\n" +
+	"\x12jobq/v1/jobq.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\a\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x17\n" +
 	"\ajob_key\x18\x02 \x01(\tR\x06jobKey\x12\x19\n" +
@@ -1428,7 +1462,8 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\x06output\x18\x14 \x01(\tR\x06output\x12=\n" +
 	"\funique_until\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vuniqueUntil\x12!\n" +
 	"\funique_while\x18\x16 \x01(\tR\vuniqueWhile\x12!\n" +
-	"\fkey_released\x18\x17 \x01(\bR\vkeyReleased\"\xeb\x02\n" +
+	"\fkey_released\x18\x17 \x01(\bR\vkeyReleased\x12'\n" +
+	"\x0fconcurrency_key\x18\x18 \x01(\tR\x0econcurrencyKey\"\xeb\x02\n" +
 	"\tExecution\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x04R\x05jobId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -1443,7 +1478,7 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\bprogress\x18\t \x01(\x01H\x00R\bprogress\x88\x01\x01\x12)\n" +
 	"\x10progress_message\x18\n" +
 	" \x01(\tR\x0fprogressMessageB\v\n" +
-	"\t_progress\"\xe4\x02\n" +
+	"\t_progress\"\xd5\x03\n" +
 	"\x10SubmitJobRequest\x12\x17\n" +
 	"\ajob_key\x18\x01 \x01(\tR\x06jobKey\x12\x19\n" +
 	"\bjob_type\x18\x02 \x01(\tR\ajobType\x12\x16\n" +
@@ -1454,12 +1489,16 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x05H\x02R\ttimeoutMs\x88\x01\x01\x12'\n" +
 	"\runique_for_ms\x18\b \x01(\x03H\x03R\vuniqueForMs\x88\x01\x01\x12!\n" +
-	"\funique_while\x18\t \x01(\tR\vuniqueWhileB\v\n" +
+	"\funique_while\x18\t \x01(\tR\vuniqueWhile\x12'\n" +
+	"\x0fconcurrency_key\x18\n" +
+	" \x01(\tR\x0econcurrencyKey\x120\n" +
+	"\x11concurrency_limit\x18\v \x01(\x05H\x04R\x10concurrencyLimit\x88\x01\x01B\v\n" +
 	"\t_priorityB\f\n" +
 	"\n" +
 	"_max_retryB\r\n" +
 	"\v_timeout_msB\x10\n" +
-	"\x0e_unique_for_ms\"B\n" +
+	"\x0e_unique_for_msB\x14\n" +
+	"\x12_concurrency_limit\"B\n" +
 	"\x11SubmitJobsRequest\x12-\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x19.jobq.v1.SubmitJobRequestR\x04jobs\"j\n" +
 	"\x10SubmitJobsResult\x12\x16\n" +

@@ -560,6 +560,7 @@ func Check(h History) *Result {
 	fireViolations, schedules := checkFires(h, jobs)
 	r.Violations, r.Schedules = append(r.Violations, fireViolations...), schedules
 	r.Violations = append(r.Violations, checkRateLimits(h, jobs, execs)...)
+	r.Violations = append(r.Violations, checkKeys(h, jobs, execs)...)
 	r.Valid = len(r.Violations) == 0
 
 	r.Pickup, r.EndToEnd = latencies(h, jobs, execs)

@@ -13,5 +13,6 @@ func Checks() []string {
 		CheckChildBeforeParentSuccess, CheckChildRunTwice, CheckStuckWaitingOnDoneParents, CheckRanAfterParentFailed,
 		CheckFireMissing, CheckFireDoubled,
 		CheckRateLimitExceeded,
+		CheckKeyOverlap,
 	}
 }

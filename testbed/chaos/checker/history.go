@@ -124,6 +124,10 @@ type Job struct {
 	CreateTime time.Time  `json:"create_time"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	LastError  string     `json:"last_error,omitempty"`
+	// ConcurrencyKey is the job's concurrency key ("" for none) and
+	// ConcurrencyLimit its key's limit when the history was read.
+	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit int    `json:"concurrency_limit,omitempty"`
 }
 
 // Terminal reports whether the job is SUCCESS, FAILED or CANCELED.

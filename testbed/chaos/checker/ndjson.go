@@ -111,6 +111,10 @@ type Event struct {
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
 	CreateTime *time.Time `json:"create_time,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// ConcurrencyKey and ConcurrencyLimit: the job's concurrency key and its
+	// key's limit (CheckKeyOverlap).
+	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit int    `json:"concurrency_limit,omitempty"`
 
 	// completion
 	HTTPStatus int    `json:"http_status,omitempty"`
@@ -188,7 +192,8 @@ func Events(h History) []Event {
 	for _, j := range h.Jobs {
 		mr, ct := j.MaxRetry, j.CreateTime
 		ev = append(ev, Event{Type: EventJob, T: end, JobID: j.ID, Key: j.Key, JobType: j.Type, Status: j.Status, Attempt: j.Attempt,
-			RetryTimes: j.RetryTimes, MaxRetry: &mr, Owner: j.Owner, LeaseUntil: j.LeaseUntil, CreateTime: &ct, FinishedAt: j.FinishedAt, Error: j.LastError})
+			RetryTimes: j.RetryTimes, MaxRetry: &mr, Owner: j.Owner, LeaseUntil: j.LeaseUntil, CreateTime: &ct, FinishedAt: j.FinishedAt, Error: j.LastError,
+			ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit})
 	}
 	for _, e := range h.Edges {
 		ev = append(ev, Event{Type: EventEdge, T: end, Parent: e.Parent, Child: e.Child, OnParentFailure: e.OnParentFailure})
@@ -366,7 +371,8 @@ func ReadNDJSON(r io.Reader) (History, error) {
 				return History{}, bad(`needs "job_id" > 0 and "status"`)
 			}
 			j := Job{ID: e.JobID, Key: e.Key, Type: e.JobType, Status: e.Status, Attempt: e.Attempt, RetryTimes: e.RetryTimes,
-				Owner: e.Owner, LeaseUntil: utcp(e.LeaseUntil), FinishedAt: utcp(e.FinishedAt), LastError: e.Error}
+				Owner: e.Owner, LeaseUntil: utcp(e.LeaseUntil), FinishedAt: utcp(e.FinishedAt), LastError: e.Error,
+				ConcurrencyKey: e.ConcurrencyKey, ConcurrencyLimit: e.ConcurrencyLimit}
 			if e.MaxRetry != nil {
 				j.MaxRetry = *e.MaxRetry
 			}

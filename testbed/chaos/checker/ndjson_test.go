@@ -195,6 +195,11 @@ var shippedHistories = map[string]struct {
 		b.h.Faults = []Fault{{Kind: "read-only", Start: at(300), End: at(1000)}}
 		return b
 	}, map[string]int{CheckFailedAfterSuccess: 1, CheckUnexplainedRescue: 1}},
+	CheckKeyOverlap: {func() *builder {
+		b := keyBuilder()
+		b.h.Executions[1].StartedAt = at(150) // job 2 claimed while job 1 of its key ran
+		return b
+	}, map[string]int{CheckKeyOverlap: 1}},
 	// The workflow checks, on the diamond 1 → {2, 3} → 4 of workflow_test.go.
 	CheckChildBeforeParentSuccess: {func() *builder {
 		b := wfBuilder()

@@ -51,6 +51,9 @@ var All = []Scenario{
 	{"workflows-db-restart", "db-restart with the jobs as random workflows: a crash between a parent's completion and its commit loses the unblock with it", withWorkflows(faults(1, chaos.FaultDBRestart))},
 	{"policy-kill-storm", "kill-storm with a third of the jobs of a type rate-limited to 20 starts per second across replicas: no window of a second holds more than 20 of its starts", withRateLimit(faults(3, chaos.FaultKill))},
 	{"policy-partition", "partition with a third of the jobs rate-limited to 20/s: a cut-off replica's claims count in the window like every other", withRateLimit(faults(2, chaos.FaultPartition))},
+	{"keys-kill-storm", "kill-storm with the jobs on 100 concurrency keys (limit 1 or 2; a quarter unkeyed): never more runs of a key at once than its limit, through rescues", withKeys(faults(3, chaos.FaultKill))},
+	{"keys-zombie-pause", "zombie-pause with the jobs on 100 concurrency keys: a frozen holder's slot is freed by its rescue, its late completion frees nothing", withKeys(faults(2, chaos.FaultPause))},
+	{"keys-partition", "partition with the jobs on 100 concurrency keys", withKeys(faults(2, chaos.FaultPartition))},
 	{"ci", "kill + pause + db-restart: the short CI scenario", faults(1, chaos.FaultKill, chaos.FaultPause, chaos.FaultDBRestart)},
 }
 
@@ -72,6 +75,15 @@ func withRateLimit(apply func(*chaos.Config)) func(*chaos.Config) {
 		if cfg.RateLimited == 0 {
 			cfg.RateLimited = 1.0 / 3
 		}
+	}
+}
+
+// withKeys is apply with the run's jobs on 100 concurrency keys
+// (Config.ConcurrencyKeys): the checker judges concurrency_key_overlap.
+func withKeys(apply func(*chaos.Config)) func(*chaos.Config) {
+	return func(cfg *chaos.Config) {
+		apply(cfg)
+		cfg.ConcurrencyKeys = 100
 	}
 }
 
