@@ -21,6 +21,9 @@ func TestValidateUniquenessWindow(t *testing.T) {
 		{apitype.SubmitRequest{JobKey: "k", JobType: "noop", UniqueForMs: ms(0)}, "unique_for_ms"},
 		{apitype.SubmitRequest{JobKey: "k", JobType: "noop", UniqueForMs: ms(service.MaxUniqueForMs + 1)}, "unique_for_ms"},
 		{apitype.SubmitRequest{JobKey: "k", JobType: "noop", UniqueWhile: "done"}, "unique_while"},
+		// A keyed job's job_key is held for good: no window beside a key.
+		{apitype.SubmitRequest{JobKey: "k", JobType: "noop", UniqueForMs: ms(1000), ConcurrencyKey: "device-1"}, "concurrency_key"},
+		{apitype.SubmitRequest{JobKey: "k", JobType: "noop", UniqueWhile: "active", ConcurrencyKey: "device-1"}, "concurrency_key"},
 	} {
 		_, err := s.ValidateSubmit(tc.req)
 		var ve *service.ValidationError

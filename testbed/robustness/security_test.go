@@ -65,6 +65,7 @@ var sqlExceptions = map[string]string{
 	"testbed/dbprovider/dbprovider.go": "CREATE/DROP DATABASE of a name generated from crypto/rand hex (identifiers cannot be parameters)",
 	"store/submit_many.go":             "the multi-row INSERT repeats one constant row of ? placeholders per job; every value is a parameter",
 	"store/workers.go":                 "the fenced renewal CASE repeats a constant WHEN ? THEN ? per token and the log INSERT one constant row of ? placeholders per line; every value is a parameter",
+	"store/keys.go":                    "the key lock's IN list, the parked pick's UNION ALL and the key upsert repeat one constant ?, (SELECT … = ? … LIMIT ?) or (?, ?, 0, NOW(6)) per key; every value is a parameter",
 	"store/workflow.go":                "the edge INSERT repeats one constant row of (?, ?, ?) per dependency; every value is a parameter",
 	"store/reaper.go":                  "KILL CONNECTION takes no parameter; the id is an integer read from information_schema, formatted with %d",
 	"cmd/jobq/chaos_worker.go":         "remoteworker.Exec runs a job as jobq work does; it is not a database call",
