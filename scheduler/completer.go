@@ -143,7 +143,9 @@ func (c *completer) awaitFlusher(batch []jobq.Completion) (_ []jobq.Completion, 
 
 func (c *completer) flush(batch []jobq.Completion) {
 	for _, group := range splitByUnblock(context.Background(), c.p.Store, batch) {
-		c.flushGroup(group)
+		for _, tx := range splitRowByRow(group) {
+			c.flushGroup(tx)
+		}
 	}
 }
 

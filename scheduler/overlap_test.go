@@ -77,22 +77,30 @@ func claimedOf(name string, id *uint64) func(scheduler.Event) bool {
 	}
 }
 
-// firstRunThenSkips waits until schedule name's first run is claimed and
-// then for n fires of it that skipped an instant; it returns the run's id.
-func firstRunThenSkips(t *testing.T, name string, n int) uint64 {
+// firstRunThenFires waits until schedule name's first run is claimed and
+// then for n fires of it that decided an instant (created a run or
+// skipped one); it returns the run's id and those fires.
+func firstRunThenFires(t *testing.T, name string, n int) (uint64, []scheduler.Event) {
 	t.Helper()
 	rec := events(t)
 	var first uint64
 	rec.WaitFor(t, scheduler.EventClaimed, claimedOf(name, &first), slowWait)
-	if n > 0 {
-		rec.WaitAfterN(t, rec.Mark(), scheduler.EventPeriodicFired, skippedFire(name), n, slowWait)
+	if n == 0 {
+		return first, nil
 	}
-	return first
+	fires := rec.WaitAfterN(t, rec.Mark(), scheduler.EventPeriodicFired, func(e scheduler.Event) bool {
+		return e.Name == name && e.Err == nil && (e.Fire.Skipped > 0 || len(e.Fire.Inserted) > 0)
+	}, n, slowWait)
+	return first, fires
 }
 
-// skippedFire matches a fire of name that skipped an instant.
-func skippedFire(name string) func(scheduler.Event) bool {
-	return func(e scheduler.Event) bool { return e.Name == name && e.Err == nil && e.Fire.Skipped > 0 }
+// inserted counts the instants fires created runs for.
+func inserted(fires []scheduler.Event) int {
+	n := 0
+	for _, e := range fires {
+		n += len(e.Fire.Inserted)
+	}
+	return n
 }
 
 func overlapRuns(t *testing.T, st *store.Store, name string) map[uint64]overlapRun {
@@ -161,7 +169,10 @@ func TestOverlapSkipWhileRunning(t *testing.T) {
 	st := testdb.Store(t)
 	h, stop := startOverlapSchedule(t, st, "skip", jobq.OverlapSkip)
 	rec := events(t)
-	first := firstRunThenSkips(t, "skip", 2)
+	first, fires := firstRunThenFires(t, "skip", 2)
+	if n := inserted(fires); n > 0 {
+		t.Fatalf("skip: %d instants fired while run %d was running, want each skipped for overlap", n, first)
+	}
 	h.open()
 	waitFinished(t, st, first, jobq.OutcomeSuccess)
 	m := rec.Mark()
@@ -191,7 +202,10 @@ func TestOverlapQueueOneParksAndReleases(t *testing.T) {
 	st := testdb.Store(t)
 	h, stop := startOverlapSchedule(t, st, "q1", jobq.OverlapQueueOne)
 	rec := events(t)
-	first := firstRunThenSkips(t, "q1", 2)
+	first, fires := firstRunThenFires(t, "q1", 3)
+	if n := inserted(fires); n > 1 {
+		t.Fatalf("queue_one: %d runs parked while run %d was running, want at most one", n, first)
+	}
 	p, err := st.PeriodicGet(ctx, "q1")
 	if err != nil || p.ActiveJobID != first || p.QueuedJobID == 0 {
 		t.Fatalf("schedule %+v, %v: want active %d and a parked run", p, err, first)
@@ -226,7 +240,10 @@ func TestOverlapCancelPrevious(t *testing.T) {
 	st := testdb.Store(t)
 	_, stop := startOverlapSchedule(t, st, "cp", jobq.OverlapCancelPrevious)
 	rec := events(t)
-	first := firstRunThenSkips(t, "cp", 0)
+	first, fires := firstRunThenFires(t, "cp", 1)
+	if j := getJob(t, st, first); inserted(fires) == 0 || !(j.CancelRequested || j.Status == jobq.StateCanceled) {
+		t.Fatalf("cancel_previous: the next instant (fire %+v) left run %d %s without a cancel request, want it cancelled", fires[0].Fire, first, j.Status)
+	}
 	waitFinished(t, st, first, jobq.OutcomeCanceled)
 	m := rec.Mark()
 	rec.WaitAfter(t, m, scheduler.EventCompleted, func(e scheduler.Event) bool {

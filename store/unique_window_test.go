@@ -90,9 +90,9 @@ func TestUniqueForWindow(t *testing.T) {
 	waitDBClockPast(t, st, *a.UniqueUntil)
 	// A different request after the window is a new job, not a conflict;
 	// it has no window of its own: the key is now held for good.
-	c, created := uniqueSubmit(t, st, other)
-	if !created || c.ID == a.ID || c.KeyReleased {
-		t.Fatalf("after the window: job %+v created=%v, want a new job", c, created)
+	c, created, err := st.JobSubmit(ctx, other)
+	if err != nil || !created || c.ID == a.ID || c.KeyReleased {
+		t.Fatalf("after the window: job %+v created=%v, %v; want a new job", c, created, err)
 	}
 	if old, err := st.JobGet(ctx, a.ID); err != nil || !old.KeyReleased || old.JobKey != "win" {
 		t.Fatalf("the first job %+v, %v: want it kept, its key released", old, err)

@@ -372,6 +372,45 @@ var mutants = []mutant{
 		Edits:  []edit{{gen, "WHERE paused = 1 OR max_running > 0 OR rate_starts > 0\n", "WHERE paused = 1 OR max_running > 0\n"}},
 		Checks: []check{{"./store/", "^TestRateLimitedClaimTakesWhatTheWindowAllows$"}},
 	},
+	{
+		Name: "unique-window-never-passes", Bug: "uniqueness window: a key held for unique_for_ms is released only a day after its window",
+		Rule:   "after the window",
+		Edits:  []edit{{gen, "AND ((unique_until IS NOT NULL AND unique_until <= NOW(6))\n", "AND ((unique_until IS NOT NULL AND unique_until <= NOW(6) - INTERVAL 1 DAY)\n"}},
+		Checks: []check{{"./store/", "^TestUniqueForWindow$"}},
+	},
+	{
+		Name: "unique-while-active-released-early", Bug: "uniqueness window: a key held while active is released while its job still waits or runs",
+		Rule:   "while WAITING",
+		Edits:  []edit{{gen, "OR (unique_while_active = 1 AND status IN ('SUCCESS', 'FAILED', 'CANCELED')))\n`", "OR (unique_while_active = 1 AND status IN ('WAITING', 'RUNNING', 'SUCCESS', 'FAILED', 'CANCELED')))\n`"}},
+		Checks: []check{{"./store/", "^TestUniqueWhileActive$"}},
+	},
+	{
+		Name: "unique-permanent-released", Bug: "uniqueness window: a permanent job_key (no window) is released once its job is terminal",
+		Rule: "resubmit of a terminal permanent key",
+		Edits: []edit{
+			{gen, "(unique_until IS NOT NULL OR unique_while_active = 1) AS windowed", "1 AS windowed"},
+			{gen, "OR (unique_while_active = 1 AND status IN ('SUCCESS', 'FAILED', 'CANCELED')))\n`", "OR (status IN ('SUCCESS', 'FAILED', 'CANCELED')))\n`"},
+		},
+		Checks: []check{{"./store/", "^TestUniqueDefaultKeyIsPermanent$"}},
+	},
+	{
+		Name: "overlap-skip-fires", Bug: "overlap policy skip: an instant fires while the schedule's previous run is still running",
+		Rule:   "want each skipped for overlap",
+		Edits:  []edit{{"store/fire.go", "\tcase jobq.OverlapSkip:\n\t\tif busy {", "\tcase jobq.OverlapSkip:\n\t\tif busy && st == \"\" {"}},
+		Checks: []check{{"./scheduler/", "^TestOverlapSkipWhileRunning$"}},
+	},
+	{
+		Name: "overlap-queue-one-parks-many", Bug: "overlap policy queue_one: every instant while a run is busy parks another run (no limit of one)",
+		Rule:   "want at most one",
+		Edits:  []edit{{"store/fire.go", "if busy && runs.queued != 0 {", "if busy && runs.queued != 0 && st == \"\" {"}},
+		Checks: []check{{"./scheduler/", "^TestOverlapQueueOneParksAndReleases$"}},
+	},
+	{
+		Name: "overlap-cancel-previous-keeps", Bug: "overlap policy cancel_previous: the next instant fires without cancelling the run still going",
+		Rule:   "without a cancel request",
+		Edits:  []edit{{"store/fire.go", "\tcase jobq.OverlapCancelPrevious:\n\t\tif busy {", "\tcase jobq.OverlapCancelPrevious:\n\t\tif busy && st == \"\" {"}},
+		Checks: []check{{"./scheduler/", "^TestOverlapCancelPrevious$"}},
+	},
 }
 
 func main() {
