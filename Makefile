@@ -133,7 +133,7 @@ chaos-policy: ensure-db build ## Run the policy scenarios: a periodic schedule b
 	$(BIN) chaos --scenario policy $(CHAOS_FLAGS) --jobs 3000 --out out/chaos-policy
 
 chaos-ledger: ensure-db ## The 60-instant test (10 minutes): an @every 10s schedule through six replica kills and one failover shows exactly 60 ledger entries, each fired once or skipped with its reason (out/chaos-ledger/).
-	JOBQ_CHAOS_LEDGER=1 JOBQ_CHAOS_LEDGER_OUT=$(CURDIR)/out/chaos-ledger go test ./testbed/chaos -run TestChaosFireLedgerSixtyInstants -count=1 -timeout 30m -v
+	JOBQ_CHAOS_LEDGER_OUT=$(CURDIR)/out/chaos-ledger go test -tags chaosledger ./testbed/chaos -run TestChaosFireLedgerSixtyInstants -count=1 -timeout 30m -v
 
 .PHONY: dashboards-check metrics-test
 dashboards-check: ## Check alert rules (with their unit tests) and scrape configs with promtool.
