@@ -388,7 +388,7 @@ var mutants = []mutant{
 		Name: "unique-permanent-released", Bug: "uniqueness window: a permanent job_key (no window) is released once its job is terminal",
 		Rule: "resubmit of a terminal permanent key",
 		Edits: []edit{
-			{gen, "(unique_until IS NOT NULL OR unique_while_active = 1) AS windowed", "1 AS windowed"},
+			{"store/jobs.go", "if existing.UniqueUntil != nil || existing.UniqueWhileActive {", "if existing.ID != 0 {"},
 			{gen, "OR (unique_while_active = 1 AND status IN ('SUCCESS', 'FAILED', 'CANCELED')))\n`", "OR (status IN ('SUCCESS', 'FAILED', 'CANCELED')))\n`"},
 		},
 		Checks: []check{{"./store/", "^TestUniqueDefaultKeyIsPermanent$"}},
