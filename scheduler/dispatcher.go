@@ -242,7 +242,8 @@ func (x *localExecutor) queuedOutcome(ctx context.Context, job *Job) jobq.Comple
 // the job goes back to WAITING without spending a retry, fenced by the
 // run's attempt, and the attempt's one execution row says RELEASED.
 func releaseUnstarted(job *Job, why string) jobq.Completion {
-	return jobq.Completion{Fence: job.Fence(), Outcome: jobq.OutcomeReleased, Error: why, DueAt: job.RunAt}
+	return jobq.Completion{Fence: job.Fence(), JobType: job.JobType, Outcome: jobq.OutcomeReleased, Error: why, DueAt: job.RunAt,
+		ConcurrencyKey: job.ConcurrencyKey}
 }
 
 // settle hands a run's completion on (to the completer, or the handler's

@@ -77,6 +77,8 @@ func TestConcurrencyKeysTwoReplicasNeverOverlap(t *testing.T) {
 			overlaps.Add(1)
 		}
 		defer running[k].Add(-1)
+		// The handler's work, 0–2 ms: widens each run so an overlap has
+		// time to show (it waits for nothing).
 		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
 		if job.Attempt == 1 && job.ID%3 == 0 {
 			return fmt.Errorf("first attempt fails")

@@ -145,8 +145,9 @@ func (s *Scheduler) adoptLost(ctx context.Context, since time.Time) (int, error)
 			s.log.Warn("a claim committed although its answer was lost; no worker slot is free, so the job is released",
 				"component", "scanner", "job_id", cj.ID, "attempt", cj.Attempt)
 			s.lost.noteDispatch(f, 4*s.cfg.Lease) // handled: a later reconcile must not release it again
-			s.completer.submit(jobq.Completion{Fence: f, Outcome: jobq.OutcomeReleased,
-				Error: "released: its claim's answer was lost and no worker slot was free", DueAt: cj.RunAt})
+			s.completer.submit(jobq.Completion{Fence: f, JobType: cj.JobType, Outcome: jobq.OutcomeReleased,
+				Error: "released: its claim's answer was lost and no worker slot was free", DueAt: cj.RunAt,
+				ConcurrencyKey: cj.ConcurrencyKey})
 			continue
 		}
 		cj.LeaseBase = since

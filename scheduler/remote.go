@@ -248,7 +248,8 @@ func (r *Remote) releaseClaimed(jobs []jobq.ClaimedJob, why string) {
 	x := r.x
 	cs := make([]jobq.Completion, len(jobs))
 	for i, j := range jobs {
-		cs[i] = jobq.Completion{Fence: j.Fence(), JobType: j.JobType, Outcome: jobq.OutcomeReleased, Error: why, DueAt: j.RunAt}
+		cs[i] = jobq.Completion{Fence: j.Fence(), JobType: j.JobType, Outcome: jobq.OutcomeReleased, Error: why, DueAt: j.RunAt,
+			ConcurrencyKey: j.ConcurrencyKey}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Lease)
 	defer cancel()

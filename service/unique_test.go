@@ -43,10 +43,21 @@ func TestValidateUniquenessWindow(t *testing.T) {
 	if err != nil || req.UniqueForMs == nil || *req.UniqueForMs != 5000 || req.UniqueWhile != "active" {
 		t.Fatalf("decode: %+v, %v", req, err)
 	}
-	_, err = s.ValidateWorkflow(apitype.WorkflowSubmitRequest{WorkflowKey: "w", Jobs: []apitype.WorkflowJob{
-		{SubmitRequest: apitype.SubmitRequest{JobKey: "a", JobType: "noop", UniqueWhile: "active"}}}})
-	var ve *service.ValidationError
-	if !errors.As(err, &ve) || !strings.HasSuffix(ve.Field, "unique_for_ms") {
-		t.Fatalf("workflow job with a window: %v, want a ValidationError", err)
+	limit := 2
+	// A workflow's job refuses a window and a key, naming the field it has.
+	for _, tc := range []struct {
+		job   apitype.SubmitRequest
+		field string
+	}{
+		{apitype.SubmitRequest{JobKey: "a", JobType: "noop", UniqueWhile: "active"}, "jobs[0].unique_while"},
+		{apitype.SubmitRequest{JobKey: "a", JobType: "noop", UniqueForMs: ms(1000)}, "jobs[0].unique_for_ms"},
+		{apitype.SubmitRequest{JobKey: "a", JobType: "noop", ConcurrencyKey: "device-1"}, "jobs[0].concurrency_key"},
+		{apitype.SubmitRequest{JobKey: "a", JobType: "noop", ConcurrencyLimit: &limit}, "jobs[0].concurrency_limit"},
+	} {
+		_, err = s.ValidateWorkflow(apitype.WorkflowSubmitRequest{WorkflowKey: "w", Jobs: []apitype.WorkflowJob{{SubmitRequest: tc.job}}})
+		var ve *service.ValidationError
+		if !errors.As(err, &ve) || !strings.HasSuffix(ve.Field, tc.field) {
+			t.Errorf("workflow job %+v: %v, want a ValidationError on %s", tc.job, err, tc.field)
+		}
 	}
 }

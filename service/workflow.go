@@ -96,10 +96,18 @@ func (s *Service) validateWorkflowJobs(field string, in []apitype.WorkflowJob) (
 	jobs := make([]jobq.WorkflowJobParams, len(in))
 	for i, j := range in {
 		if j.UniqueForMs != nil || j.UniqueWhile != "" {
-			return nil, invalid(fmt.Sprintf("%s[%d].unique_for_ms", field, i), "uniqueness windows (unique_for_ms, unique_while) apply to single submits, not to a workflow's jobs")
+			name := "unique_for_ms"
+			if j.UniqueForMs == nil {
+				name = "unique_while"
+			}
+			return nil, invalid(fmt.Sprintf("%s[%d].%s", field, i, name), "uniqueness windows (unique_for_ms, unique_while) apply to single submits, not to a workflow's jobs")
 		}
 		if j.ConcurrencyKey != "" || j.ConcurrencyLimit != nil {
-			return nil, invalid(fmt.Sprintf("%s[%d].concurrency_key", field, i), "is not supported for workflow jobs")
+			name := "concurrency_key"
+			if j.ConcurrencyKey == "" {
+				name = "concurrency_limit"
+			}
+			return nil, invalid(fmt.Sprintf("%s[%d].%s", field, i, name), "concurrency keys (concurrency_key, concurrency_limit) are not supported for workflow jobs")
 		}
 		sp, err := s.ValidateSubmit(j.SubmitRequest)
 		if err != nil {

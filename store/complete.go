@@ -220,30 +220,27 @@ func (s *Store) JobCompleteTx(ctx context.Context, c jobq.Completion, fn func(ct
 			stale = true
 			return errStaleRollback
 		}
-		// The key's slot is freed (and its next job admitted) after the
-		// handler's own writes: its rows first, the key row last, like
-		// every completion.
-		defer func() {
-			if err == nil {
-				err = admitKeys(ctx, tx, t)
-			}
-		}()
 		if err := fn(ctx, tx); err != nil {
 			return &txFuncError{err}
 		}
 		if c.Spawn != nil {
 			st, err := q.JobEndState(ctx, c.ID)
-			if err != nil || jobq.JobState(st.Status) != jobq.StateSuccess {
+			if err != nil {
 				return err
 			}
-			var se *SpawnError
-			if err := s.spawn(ctx, tx, c); errors.As(err, &se) {
-				return &txFuncError{err}
-			} else if err != nil {
-				return err
+			if jobq.JobState(st.Status) == jobq.StateSuccess {
+				var se *SpawnError
+				if err := s.spawn(ctx, tx, c); errors.As(err, &se) {
+					return &txFuncError{err}
+				} else if err != nil {
+					return err
+				}
 			}
 		}
-		return nil
+		// The key's slot is freed (and its next job admitted) after the
+		// handler's own writes: its rows first, the key row last, like
+		// every completion. Its error rolls the whole transaction back.
+		return admitKeys(ctx, tx, t)
 	})
 	if errors.Is(err, errStaleRollback) {
 		if done, aerr := alreadyApplied(ctx, s.q, c); aerr != nil {

@@ -351,7 +351,7 @@ func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
 		q := s.q.WithTx(tx)
 		// A keyed job is parked under its key's lock, taken before its
 		// row, then admitted if the key has a free slot.
-		t, err := lockKeysOf(ctx, q, []uint64{id})
+		t, keyed, err := lockKeysOf(ctx, q, []uint64{id})
 		if err != nil {
 			return err
 		}
@@ -361,6 +361,12 @@ func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
 		// A workflow job whose parents have not all succeeded waits for
 		// them again (BLOCKED) instead of running.
 		if err := reblockRetried(ctx, q, []uint64{id}); err != nil {
+			return err
+		}
+		if !keyed {
+			return nil
+		}
+		if err := parkedKeysOf(ctx, q, []uint64{id}, t); err != nil {
 			return err
 		}
 		return admitKeys(ctx, tx, t)

@@ -279,22 +279,52 @@ func upsertKeys(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParams, idx []i
 	return t, nil
 }
 
-// lockKeysOf locks the key rows of the keyed jobs among ids (read without
-// locking first: a key never changes) and returns them as a tally with
-// nothing freed, for a write that parks those jobs (a manual retry).
-func lockKeysOf(ctx context.Context, q *jobqdb.Queries, ids []uint64) (keyTally, error) {
+// lockKeysOf locks the key rows of the keyed jobs among ids that a manual
+// retry can move (FAILED or CANCELED; read without locking first: a key
+// never changes) and returns them as a tally with nothing freed, for the
+// write that parks those jobs. A job in any other status is left out: the
+// retry does not move it, and a RUNNING one's completion holds its row
+// while it waits for the key's (rows first, key last), so taking the key
+// first here and then waiting for that row would deadlock. A terminal job
+// leaves its status only under its key's lock, so none is missed.
+//
+// keyed reports whether any of ids has a key at all (parkedKeysOf is then
+// worth its read after the update).
+func lockKeysOf(ctx context.Context, q *jobqdb.Queries, ids []uint64) (t keyTally, keyed bool, err error) {
 	st, err := q.JobKeyStates(ctx, ids)
 	if err != nil || len(st) == 0 {
-		return nil, err
+		return keyTally{}, false, err
 	}
-	t := keyTally{}
+	t = keyTally{}
 	for _, s := range st {
-		t.touch(s.ConcurrencyKey.String)
+		if js := jobq.JobState(s.Status); js == jobq.StateFailed || js == jobq.StateCanceled {
+			t.touch(s.ConcurrencyKey.String)
+		}
+	}
+	if len(t) == 0 {
+		return t, true, nil
 	}
 	if _, err := q.KeyLock(ctx, slices.Sorted(maps.Keys(t))); err != nil {
-		return nil, err
+		return nil, true, err
 	}
-	return t, nil
+	return t, true, nil
+}
+
+// parkedKeysOf adds to t the keys of the jobs among ids that the retry's
+// update just parked although lockKeysOf did not see them retryable (a
+// run that ended between that read and the update): the admission pass
+// locks those keys after their rows, like a completion's.
+func parkedKeysOf(ctx context.Context, q *jobqdb.Queries, ids []uint64, t keyTally) error {
+	st, err := q.JobKeyStates(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, s := range st {
+		if jobq.JobState(s.Status) == jobq.StateParked {
+			t.touch(s.ConcurrencyKey.String)
+		}
+	}
+	return nil
 }
 
 // ConcurrencyKeyState is one concurrency key's row: its limit and how many

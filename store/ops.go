@@ -455,7 +455,7 @@ func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64
 		var n int64
 		err = s.WithTx(ctx, func(tx *sql.Tx) error {
 			q := s.q.WithTx(tx)
-			t, err := lockKeysOf(ctx, q, ids) // keyed jobs are parked, then admitted
+			t, keyed, err := lockKeysOf(ctx, q, ids) // keyed jobs are parked, then admitted
 			if err != nil {
 				return err
 			}
@@ -463,6 +463,12 @@ func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64
 				return err
 			}
 			if err := reblockRetried(ctx, q, ids); err != nil {
+				return err
+			}
+			if !keyed {
+				return nil
+			}
+			if err := parkedKeysOf(ctx, q, ids, t); err != nil {
 				return err
 			}
 			return admitKeys(ctx, tx, t)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/gen/jobqdb"
 )
 
 // submitManyChunkBytes caps the params bytes of one multi-row INSERT, so a
@@ -30,8 +31,9 @@ const submitManyChunkBytes = 4 << 20
 // between the read and the INSERT makes the INSERT fail as a whole (1062):
 // the transaction rolls back and the batch is submitted job by job with
 // JobSubmit, which tells each job's outcome exactly. So is a batch with a
-// uniqueness window (a job with one, or a key whose holder has one): each
-// such key may have to be released first, which JobSubmit does.
+// job that has a uniqueness window of its own; a key whose holder has one
+// is released in the batch's transaction when the window has passed
+// (releaseWindowed).
 func (s *Store) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jobq.SubmitOutcome, error) {
 	out := make([]jobq.SubmitOutcome, len(ps))
 	if len(ps) == 0 {
@@ -45,10 +47,8 @@ func (s *Store) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jo
 		if err != nil {
 			return err
 		}
-		for _, e := range existing {
-			if e.windowed {
-				return errWindowedKey
-			}
+		if err := releaseWindowed(ctx, s.q.WithTx(tx), existing); err != nil {
+			return err
 		}
 		var fresh []int
 		for i, p := range ps {
@@ -95,7 +95,7 @@ func (s *Store) JobSubmitMany(ctx context.Context, ps []jobq.SubmitParams) ([]jo
 		}
 		return admitKeys(ctx, tx, keys)
 	})
-	if isDupKey(err) || errors.Is(err, errWindowedKey) {
+	if isDupKey(err) {
 		return s.submitOneByOne(ctx, ps)
 	}
 	if err != nil {
@@ -122,9 +122,38 @@ func (s *Store) submitOneByOne(ctx context.Context, ps []jobq.SubmitParams) ([]j
 	return out, nil
 }
 
-// errWindowedKey aborts a batch's transaction when a key's holder has a
-// uniqueness window.
-var errWindowedKey = errors.New("a key's holder has a uniqueness window")
+// releaseWindowed releases, in the batch's transaction, the keys of
+// existing whose holder has a uniqueness window that has passed
+// (JobKeyRelease) and drops them from existing: the batch inserts their new
+// holders in the same transaction, as JobSubmit does. A holder still inside
+// its window stays existing; when the release matched nothing because a
+// concurrent submit had already replaced the holder this transaction read,
+// the key's current holder is read again under its lock.
+func releaseWindowed(ctx context.Context, q *jobqdb.Queries, existing map[string]keyRow) error {
+	for key, e := range existing {
+		if !e.windowed {
+			continue
+		}
+		n, err := q.JobKeyRelease(ctx, key)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			delete(existing, key)
+			continue
+		}
+		cur, err := q.JobKeyHolderLock(ctx, key)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			delete(existing, key)
+		case err != nil:
+			return err
+		default:
+			existing[key] = keyRow{id: cur.ID, hash: cur.RequestHash}
+		}
+	}
+	return nil
+}
 
 type keyRow struct {
 	id       uint64

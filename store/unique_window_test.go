@@ -214,3 +214,27 @@ func TestUniqueWindowMigrationOnExistingTable(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A keyed submit on a key whose holder has a uniqueness window: inside the
+// window it gets the holder, after it a new keyed job holds the key (the
+// batch path releases the key in its own transaction).
+func TestUniqueWindowHolderThenKeyedSubmit(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	p := params("win-keyed")
+	p.UniqueForMs = 1000
+	a, _ := uniqueSubmit(t, st, p)
+	keyed := params("win-keyed")
+	keyed.ConcurrencyKey, keyed.ConcurrencyLimit = "device-1", 1
+	if b, created := uniqueSubmit(t, st, keyed); created || b.ID != a.ID {
+		t.Fatalf("keyed submit inside the window: job %d created=%v, want job %d", b.ID, created, a.ID)
+	}
+	waitDBClockPast(t, st, *a.UniqueUntil)
+	c, created, err := st.JobSubmit(context.Background(), keyed)
+	if err != nil || !created || c.ID == a.ID || c.ConcurrencyKey != "device-1" {
+		t.Fatalf("keyed submit after the window: job %+v created=%v, %v; want a new keyed job", c, created, err)
+	}
+	if old, err := st.JobGet(context.Background(), a.ID); err != nil || !old.KeyReleased {
+		t.Fatalf("the windowed holder %+v, %v: want its key released", old, err)
+	}
+}

@@ -920,6 +920,27 @@ func (q *Queries) JobInsertUnique(ctx context.Context, arg JobInsertUniqueParams
 	return result.LastInsertId()
 }
 
+const jobKeyHolderLock = `-- name: JobKeyHolderLock :one
+SELECT id, request_hash FROM job_queue FORCE INDEX (uk_job_key)
+WHERE job_key = ? AND key_release = 0
+FOR UPDATE
+`
+
+type JobKeyHolderLockRow struct {
+	ID          uint64
+	RequestHash string
+}
+
+// The current holder of a job_key, locked (a batch submit's re-read after
+// JobKeyRelease matched nothing because a concurrent submit had replaced
+// the holder it read).
+func (q *Queries) JobKeyHolderLock(ctx context.Context, jobKey string) (JobKeyHolderLockRow, error) {
+	row := q.db.QueryRowContext(ctx, jobKeyHolderLock, jobKey)
+	var i JobKeyHolderLockRow
+	err := row.Scan(&i.ID, &i.RequestHash)
+	return i, err
+}
+
 const jobKeyRelease = `-- name: JobKeyRelease :execrows
 UPDATE job_queue FORCE INDEX (uk_job_key)
 SET key_release = id, update_time = NOW(6)

@@ -57,6 +57,14 @@ INSERT INTO job_queue (
     sqlc.arg(unique_while_active)
 );
 
+-- name: JobKeyHolderLock :one
+-- The current holder of a job_key, locked (a batch submit's re-read after
+-- JobKeyRelease matched nothing because a concurrent submit had replaced
+-- the holder it read).
+SELECT id, request_hash FROM job_queue FORCE INDEX (uk_job_key)
+WHERE job_key = ? AND key_release = 0
+FOR UPDATE;
+
 -- name: JobKeyRelease :execrows
 -- Releases job_key from its holder when the holder's window has passed
 -- (unique_until on the database clock) or, held only while active, it is

@@ -121,7 +121,8 @@ func (p *riverPeer) check(ctx context.Context) string {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(cctx, p.bin, "-check", "-database-url", p.url)
+	cmd := exec.CommandContext(cctx, p.bin, "-check")
+	cmd.Env = p.env()
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
@@ -133,11 +134,19 @@ func (p *riverPeer) check(ctx context.Context) string {
 	return ""
 }
 
+// env is the peer's environment: this process's, with the database URL in
+// JOBQ_RIVER_URL rather than on the command line, where ps and
+// /proc/*/cmdline would show its password.
+func (p *riverPeer) env() []string {
+	return append(os.Environ(), "JOBQ_RIVER_URL="+p.url)
+}
+
 // run drains jobs no-op River jobs and returns the peer's line.
 func (p *riverPeer) run(ctx context.Context, jobs int, warmup, window time.Duration) (RiverPeerRun, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, p.bin, "-database-url", p.url, "-jobs", fmt.Sprint(jobs),
+	cmd := exec.CommandContext(ctx, p.bin, "-jobs", fmt.Sprint(jobs),
 		"-warmup", warmup.String(), "-window", window.String())
+	cmd.Env = p.env()
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return RiverPeerRun{}, fmt.Errorf("river peer: %s", lastLine(stderr.Bytes(), err))

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,7 +81,7 @@ type Result struct {
 
 func main() {
 	var (
-		dbURL   = flag.String("database-url", DatabaseURLDefault, "PostgreSQL URL of the peer's database (created when absent)")
+		dbURL   = flag.String("database-url", cmp.Or(os.Getenv("JOBQ_RIVER_URL"), DatabaseURLDefault), "PostgreSQL URL of the peer's database (created when absent); defaults to $JOBQ_RIVER_URL, which keeps a password off the command line")
 		jobs    = flag.Int("jobs", JobsDefault, "no-op jobs in the backlog")
 		workers = flag.Int("workers", WorkersDefault, "MaxWorkers of the client's default queue")
 		batch   = flag.Int("insert-batch", InsertBatchDefault, "jobs per InsertMany call")
