@@ -546,19 +546,21 @@ func (q *Queries) RunInfoSetProgress(ctx context.Context, arg RunInfoSetProgress
 }
 
 const typesHeld = `-- name: TypesHeld :many
-SELECT job_type, paused, rate_starts FROM job_type_control
-WHERE (paused = 1 OR rate_starts > 0) AND job_type IN (/*SLICE:types*/?)
+SELECT job_type, paused, max_running, rate_starts FROM job_type_control
+WHERE (paused = 1 OR max_running > 0 OR rate_starts > 0) AND job_type IN (/*SLICE:types*/?)
 `
 
 type TypesHeldRow struct {
 	JobType    string
 	Paused     bool
+	MaxRunning int32
 	RateStarts int32
 }
 
-// The paused and the rate-limited job types among types (JobClaimRemote's
-// first, non-locking read): the fetch's locking read leaves both out, and a
-// rate-limited one is claimed by the limited claim instead.
+// The paused and the limited (a concurrency or a rate limit) job types among
+// types (JobClaimRemote's first, non-locking read): the fetch's locking read
+// leaves them all out, and a limited one is claimed by the limited claim
+// instead, as a replica claims it.
 func (q *Queries) TypesHeld(ctx context.Context, types []string) ([]TypesHeldRow, error) {
 	query := typesHeld
 	var queryParams []interface{}
@@ -578,7 +580,12 @@ func (q *Queries) TypesHeld(ctx context.Context, types []string) ([]TypesHeldRow
 	var items []TypesHeldRow
 	for rows.Next() {
 		var i TypesHeldRow
-		if err := rows.Scan(&i.JobType, &i.Paused, &i.RateStarts); err != nil {
+		if err := rows.Scan(
+			&i.JobType,
+			&i.Paused,
+			&i.MaxRunning,
+			&i.RateStarts,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -118,8 +118,9 @@ SET lane = 1
 WHERE job_type IN (sqlc.slice(types)) AND lane = 0 AND status IN ('WAITING', 'SCHEDULED');
 
 -- name: TypesHeld :many
--- The paused and the rate-limited job types among types (JobClaimRemote's
--- first, non-locking read): the fetch's locking read leaves both out, and a
--- rate-limited one is claimed by the limited claim instead.
-SELECT job_type, paused, rate_starts FROM job_type_control
-WHERE (paused = 1 OR rate_starts > 0) AND job_type IN (sqlc.slice(types));
+-- The paused and the limited (a concurrency or a rate limit) job types among
+-- types (JobClaimRemote's first, non-locking read): the fetch's locking read
+-- leaves them all out, and a limited one is claimed by the limited claim
+-- instead, as a replica claims it.
+SELECT job_type, paused, max_running, rate_starts FROM job_type_control
+WHERE (paused = 1 OR max_running > 0 OR rate_starts > 0) AND job_type IN (sqlc.slice(types));
