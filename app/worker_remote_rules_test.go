@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,8 +10,61 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/client"
 )
+
+// A remote success with spawn for a job outside a workflow is refused with
+// a 400 naming spawn, single and in a batch, and changes nothing: the job
+// stays RUNNING with its lease and attempt, no execution is recorded, and the same success without spawn is then applied.
+func TestWorkerSpawnOutsideAWorkflowIsRefused(t *testing.T) {
+	w := startWorkerReplica(t, nil)
+	id := w.submit("lonely", "resize")
+	jobs := w.fetch(submitToken, "spawner", []string{"resize"}, 1, 0)
+	if len(jobs) != 1 || jobs[0].ID != id {
+		t.Fatalf("fetch: %+v, want job %d", jobs, id)
+	}
+	tok := jobs[0].TaskToken
+	before, exBefore := w.row(id), w.executions(id)
+	spawn := map[string]any{"jobs": []map[string]any{{"job_key": "lonely-child", "job_type": "resize"}}}
+	success := map[string]any{"task_token": tok, "outcome": "success", "output": map[string]any{"n": 1}, "spawn": spawn}
+	for try := 1; try <= 2; try++ {
+		code, body := w.call(submitToken, "POST", "/v1/workers/complete", success)
+		if e := errorOf(t, body); code != http.StatusBadRequest || e.Field != "spawn" || e.Code != "invalid_argument" {
+			t.Fatalf("success with spawn, try %d: %d %s, want 400 invalid_argument naming spawn", try, code, body)
+		}
+		if got := w.row(id); got != before || got.Status != "RUNNING" || got.LeaseUntil == "" {
+			t.Fatalf("job after the refused spawn (try %d): %+v, want it unchanged and RUNNING with its lease: %+v", try, got, before)
+		}
+		if got := w.executions(id); fmt.Sprint(got) != fmt.Sprint(exBefore) {
+			t.Fatalf("executions after the refused spawn (try %d): %v, want them unchanged: %v", try, got, exBefore)
+		}
+	}
+	code, body := w.call(submitToken, "POST", "/v1/workers/complete:batch", map[string]any{"completions": []any{success}})
+	var batch apitype.CompleteBatchResponse
+	if err := json.Unmarshal(body, &batch); err != nil || code != http.StatusOK || len(batch.Results) != 1 ||
+		batch.Results[0].Result != apitype.CompleteInvalid || batch.Results[0].Error == nil || batch.Results[0].Error.Field != "spawn" {
+		t.Fatalf("batch success with spawn: %d %s, want one result invalid naming spawn", code, body)
+	}
+	if got := w.row(id); got != before {
+		t.Fatalf("job after the refused batch spawn: %+v, want unchanged %+v", got, before)
+	}
+	if n := w.count("SELECT COUNT(*) FROM job_queue WHERE job_key = 'lonely-child'"); n != 0 {
+		t.Fatalf("%d spawned jobs written, want none", n)
+	}
+	delete(success, "spawn")
+	code, body = w.call(submitToken, "POST", "/v1/workers/complete", success)
+	if code != http.StatusOK {
+		t.Fatalf("success without spawn: %d %s, want 200", code, body)
+	}
+	var resp apitype.CompleteResponse
+	if err := json.Unmarshal(body, &resp); err != nil || resp.Result != apitype.CompleteApplied || resp.Status != "SUCCESS" {
+		t.Fatalf("success without spawn: %s, want applied SUCCESS", body)
+	}
+	if got := w.executions(id); len(got) != 1 || got[0] != "1:SUCCESS" {
+		t.Fatalf("executions %v, want 1:SUCCESS", got)
+	}
+}
 
 // A concurrency limit on a remote type binds workers' fetches: with
 // max_running 1 set over HTTP, a fetch of 10 takes one job and the next

@@ -418,7 +418,9 @@ type CompleteResult struct {
 // completion whose answer was lost); ErrTokenStale when the attempt no
 // longer holds the job; ErrOutcomeConflict when a different outcome was
 // applied; ErrTokenForbidden for a wrong secret or a job type outside
-// p.Allow; ErrTokenMalformed. Only an applied completion changes anything.
+// p.Allow; ErrTokenMalformed; ErrNotInWorkflow for a success with a spawn
+// whose job is not part of a workflow. Only an applied completion changes
+// anything.
 func (r *Remote) Complete(ctx context.Context, p CompleteParams) (CompleteResult, error) {
 	a := r.CompleteMany(ctx, []CompleteParams{p})[0]
 	return a.Result, a.Err
@@ -428,7 +430,8 @@ func (r *Remote) Complete(ctx context.Context, p CompleteParams) (CompleteResult
 type CompleteAnswer struct {
 	Result CompleteResult
 	// Err is nil (applied), a refusal (ErrTokenStale, ErrOutcomeConflict,
-	// ErrTokenForbidden, ErrTokenMalformed, an unknown outcome) or the
+	// ErrTokenForbidden, ErrTokenMalformed, ErrNotInWorkflow, an unknown
+	// outcome) or the
 	// error that kept it from being written (the database, ctx).
 	Err error
 }
@@ -594,6 +597,13 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 		}
 		if err := checkToken(req.pt, st, req.p.Allow); err != nil {
 			answer(req, res, err)
+			continue
+		}
+		if req.p.Spawn != nil && req.p.Outcome == CompleteSuccess && st.WorkflowID == 0 {
+			// Refused before anything is written, as Job.Spawn refuses
+			// it in process: the run keeps its lease and may complete
+			// again without the spawn.
+			answer(req, res, ErrNotInWorkflow)
 			continue
 		}
 		cs = append(cs, x.completion(req, st))

@@ -208,7 +208,7 @@ func (s *Store) JobTokenStates(ctx context.Context, ids []uint64) ([]jobq.TokenS
 			Nonce: []byte(r.LeaseNonce.String), CancelRequested: r.CancelRequested,
 			RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry), RunAt: r.RunAt.UTC(), HasChildren: r.HasChildren,
 			ConcurrencyKey: r.ConcurrencyKey.String, Owner: r.Owner.String, Timeout: time.Duration(r.TimeoutMs) * time.Millisecond,
-			Running: time.Duration(r.RunUs) * time.Microsecond,
+			Running: time.Duration(r.RunUs) * time.Microsecond, WorkflowID: uint64(r.WorkflowID.Int64),
 		}
 		if r.LeaseUntil.Valid {
 			t := r.LeaseUntil.Time.UTC()

@@ -326,7 +326,7 @@ func (q *Queries) JobTokenStateLocked(ctx context.Context, id uint64) (JobTokenS
 
 const jobTokenStates = `-- name: JobTokenStates :many
 SELECT id, job_type, attempt, status, lease_nonce, cancel_requested, retry_times, max_retry,
-       run_at, lease_until, owner, has_children, concurrency_key, timeout_ms,
+       run_at, lease_until, owner, has_children, concurrency_key, timeout_ms, workflow_id,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, started_at, NOW(6)), 0) AS SIGNED) AS run_us
 FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?)
@@ -347,11 +347,13 @@ type JobTokenStatesRow struct {
 	HasChildren     bool
 	ConcurrencyKey  sql.NullString
 	TimeoutMs       int32
+	WorkflowID      sql.NullInt64
 	RunUs           int64
 }
 
 // What a task token is checked against: the job's run (attempt, status),
-// the claim's nonce and what a completion needs (retry budget, due time);
+// the claim's nonce and what a completion needs (retry budget, due time,
+// the workflow a spawn goes to);
 // run_us is how long the run has been going on the database clock (its
 // timeout_ms is enforced against it).
 func (q *Queries) JobTokenStates(ctx context.Context, ids []uint64) ([]JobTokenStatesRow, error) {
@@ -388,6 +390,7 @@ func (q *Queries) JobTokenStates(ctx context.Context, ids []uint64) ([]JobTokenS
 			&i.HasChildren,
 			&i.ConcurrencyKey,
 			&i.TimeoutMs,
+			&i.WorkflowID,
 			&i.RunUs,
 		); err != nil {
 			return nil, err

@@ -42,11 +42,12 @@ SELECT started_at, lease_until FROM job_queue WHERE id = ?;
 
 -- name: JobTokenStates :many
 -- What a task token is checked against: the job's run (attempt, status),
--- the claim's nonce and what a completion needs (retry budget, due time);
+-- the claim's nonce and what a completion needs (retry budget, due time,
+-- the workflow a spawn goes to);
 -- run_us is how long the run has been going on the database clock (its
 -- timeout_ms is enforced against it).
 SELECT id, job_type, attempt, status, lease_nonce, cancel_requested, retry_times, max_retry,
-       run_at, lease_until, owner, has_children, concurrency_key, timeout_ms,
+       run_at, lease_until, owner, has_children, concurrency_key, timeout_ms, workflow_id,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, started_at, NOW(6)), 0) AS SIGNED) AS run_us
 FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice(ids));
