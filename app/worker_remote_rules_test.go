@@ -125,3 +125,51 @@ func TestWorkerFetchHonoursConcurrencyLimit(t *testing.T) {
 		t.Fatalf("%d resize attempts, want %d", got, n)
 	}
 }
+
+// A run of a type with a concurrency limit that ends wakes the fetches
+// waiting on this replica, as a submit does: with no scan of their own
+// for an hour and a 20 s long poll, a worker with concurrency 4 still
+// takes the next job of a type limited to 1 as soon as the last one ends.
+func TestWorkerFetchOfALimitedTypeWokenByCompletion(t *testing.T) {
+	w := startWorkerReplica(t, func(c *Config) { c.Scheduler.RemoteScanInterval = time.Hour })
+	if code, body := w.call(adminToken, "PUT", "/v1/types/resize/limit", map[string]any{"max_running": 1}); code != http.StatusOK {
+		t.Fatalf("PUT limit: %d %s, want 200", code, body)
+	}
+	// The PUT refreshes this replica's view of the limits; wait until it
+	// has (it is what the completion's wake-up reads).
+	for deadline := time.Now().Add(10 * time.Second); w.r.Scheduler.LimitedTypes()["resize"] != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica's limited types %v never showed resize: 1", w.r.Scheduler.LimitedTypes())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	const n = 4
+	for i := range n {
+		w.submit(fmt.Sprintf("woken-%d", i), "resize")
+	}
+	wk, err := client.NewWorker(client.WorkerConfig{Server: w.base, Token: resizeToken, WorkerID: "woken-w", Concurrency: 4,
+		PollWait: 20 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wk.Register("resize", func(ctx context.Context, job *client.WorkerJob) (any, error) { return nil, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- wk.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	// Without the wake-up each job after the first waits for a long poll
+	// to end (20 s); with it the 4 take well under one.
+	deadline := time.Now().Add(15 * time.Second)
+	for w.count("SELECT COUNT(*) FROM job_queue WHERE job_type = 'resize' AND status = 'SUCCESS'") < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d limited jobs done within 15s: a run's end did not wake the waiting fetch",
+				w.count("SELECT COUNT(*) FROM job_queue WHERE job_type = 'resize' AND status = 'SUCCESS'"), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

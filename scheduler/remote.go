@@ -79,7 +79,11 @@ type remoteExecutor struct {
 	// (dispatchFetched), which routes it to execute; a run's end is counted
 	// by its finishRun once the outcome was written (or refused), the same
 	// as for a handler's run.
-	d       *dispatcher
+	d *dispatcher
+	// capped reports whether a job type has a concurrency limit in this
+	// replica's view (limitedClaimer): a run of it that ends frees a place
+	// a waiting fetch may claim at once. Nil: none has.
+	capped  func(jobType string) bool
 	workers *workerBook
 	// completions batches concurrent remote completions.
 	completions completionBatcher
@@ -632,7 +636,8 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 		}
 		if applied[i] {
 			appliedIDs = append(appliedIDs, c.ID)
-			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0) || c.HasChildren || c.Spawn != nil || c.ConcurrencyKey != ""
+			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0) || c.HasChildren || c.Spawn != nil || c.ConcurrencyKey != "" ||
+				(before[i].Status == jobq.StateRunning && x.capped != nil && x.capped(c.JobType))
 		}
 	}
 	if wake {
