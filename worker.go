@@ -59,6 +59,9 @@ type TokenState struct {
 	Owner           string
 	HasChildren     bool
 	ConcurrencyKey  string
+	// WorkflowID is the job's workflow (0: none), where a success's spawn
+	// adds its jobs.
+	WorkflowID uint64
 	// Timeout is the job's per-attempt timeout (timeout_ms; 0: none) and
 	// Running how long this run has gone on, from its claim's started_at
 	// to now on the database clock.

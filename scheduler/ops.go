@@ -149,6 +149,14 @@ func (s *Scheduler) RefreshOps() { s.planner.refreshNow() }
 // LimitedTypes returns this replica's current view of job type → max_running.
 func (s *Scheduler) LimitedTypes() map[string]int { return s.limited.snapshot() }
 
+// capped reports whether jobType has a concurrency limit (max_running > 0)
+// in this replica's view.
+func (l *limitedClaimer) capped(jobType string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.limits[jobType] > 0
+}
+
 func (l *limitedClaimer) snapshot() map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -79,7 +79,11 @@ type remoteExecutor struct {
 	// (dispatchFetched), which routes it to execute; a run's end is counted
 	// by its finishRun once the outcome was written (or refused), the same
 	// as for a handler's run.
-	d       *dispatcher
+	d *dispatcher
+	// capped reports whether a job type has a concurrency limit in this
+	// replica's view (limitedClaimer): a run of it that ends frees a place
+	// a waiting fetch may claim at once. Nil: none has.
+	capped  func(jobType string) bool
 	workers *workerBook
 	// completions batches concurrent remote completions.
 	completions completionBatcher
@@ -418,7 +422,9 @@ type CompleteResult struct {
 // completion whose answer was lost); ErrTokenStale when the attempt no
 // longer holds the job; ErrOutcomeConflict when a different outcome was
 // applied; ErrTokenForbidden for a wrong secret or a job type outside
-// p.Allow; ErrTokenMalformed. Only an applied completion changes anything.
+// p.Allow; ErrTokenMalformed; ErrNotInWorkflow for a success with a spawn
+// whose job is not part of a workflow. Only an applied completion changes
+// anything.
 func (r *Remote) Complete(ctx context.Context, p CompleteParams) (CompleteResult, error) {
 	a := r.CompleteMany(ctx, []CompleteParams{p})[0]
 	return a.Result, a.Err
@@ -428,7 +434,8 @@ func (r *Remote) Complete(ctx context.Context, p CompleteParams) (CompleteResult
 type CompleteAnswer struct {
 	Result CompleteResult
 	// Err is nil (applied), a refusal (ErrTokenStale, ErrOutcomeConflict,
-	// ErrTokenForbidden, ErrTokenMalformed, an unknown outcome) or the
+	// ErrTokenForbidden, ErrTokenMalformed, ErrNotInWorkflow, an unknown
+	// outcome) or the
 	// error that kept it from being written (the database, ctx).
 	Err error
 }
@@ -596,6 +603,13 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 			answer(req, res, err)
 			continue
 		}
+		if req.p.Spawn != nil && req.p.Outcome == CompleteSuccess && st.WorkflowID == 0 {
+			// Refused before anything is written, as Job.Spawn refuses
+			// it in process: the run keeps its lease and may complete
+			// again without the spawn.
+			answer(req, res, ErrNotInWorkflow)
+			continue
+		}
 		cs = append(cs, x.completion(req, st))
 		reqs, before = append(reqs, req), append(before, st)
 	}
@@ -622,7 +636,8 @@ func (x *remoteExecutor) flushCompletions(batch []*completeReq) {
 		}
 		if applied[i] {
 			appliedIDs = append(appliedIDs, c.ID)
-			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0) || c.HasChildren || c.Spawn != nil || c.ConcurrencyKey != ""
+			wake = wake || c.Outcome == jobq.OutcomeReleased || (c.Retry && c.Backoff <= 0) || c.HasChildren || c.Spawn != nil || c.ConcurrencyKey != "" ||
+				(before[i].Status == jobq.StateRunning && x.capped != nil && x.capped(c.JobType))
 		}
 	}
 	if wake {

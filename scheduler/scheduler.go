@@ -110,6 +110,9 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 		s.disp.remote.d = s.disp
 	}
 	s.build()
+	if s.disp.remote != nil {
+		s.disp.remote.capped = s.limited.capped
+	}
 	s.disp.heartbeat, s.disp.completer, s.disp.promoter, s.disp.wakeFunc = s.heartbeat, s.completer, s.promoter, s.wakeAll
 	return s, nil
 }

@@ -291,7 +291,8 @@ func checkTaskToken(t string) error {
 
 // Complete checks req and writes the worker's outcome (see
 // scheduler.Remote.Complete): applied, or *Conflict (stale, conflict),
-// *Forbidden, *TooLarge, *ValidationError.
+// *Forbidden, *TooLarge, *ValidationError (a spawn of a job outside a
+// workflow is one, naming spawn).
 func (w *Workers) Complete(ctx context.Context, req apitype.CompleteRequest) (apitype.CompleteResponse, error) {
 	var resp apitype.CompleteResponse
 	if w.remote == nil {
@@ -497,6 +498,8 @@ func workerError(err error) error {
 		return &Forbidden{Field: "task_token", Rule: "the task token is not accepted (wrong secret, or its job type is outside this worker token's scope); nothing changed"}
 	case errors.Is(err, scheduler.ErrTokenMalformed):
 		return invalid("task_token", "%s", err.Error())
+	case errors.Is(err, scheduler.ErrNotInWorkflow):
+		return invalid("spawn", "is for a job in a workflow, and this job is not part of one (complete it without spawn); nothing changed")
 	case errors.Is(err, scheduler.ErrLogFull):
 		return &TooLarge{Field: "lines", Rule: fmt.Sprintf("the attempt's log would pass %d bytes; nothing appended", jobq.MaxLogBytes)}
 	}

@@ -61,9 +61,11 @@ func (s *Store) JobClaimRemote(ctx context.Context, p jobq.RemoteClaimParams) ([
 	if len(p.Types) == 0 || p.Limit <= 0 {
 		return nil, nil
 	}
-	// The paused and rate-limited types are left out before the locking
-	// read, so it locks only rows it can claim (see JobLockRemote); a
-	// rate-limited type is claimed first, by the limited claim in lane 1.
+	// The paused and limited types are left out before the locking read,
+	// so it locks only rows it can claim (see JobLockRemote); a type with
+	// a concurrency or a rate limit is claimed first, by the replicas'
+	// limited claim in lane 1: its max_running counts RUNNING jobs of the
+	// type wherever they run.
 	held, err := s.q.TypesHeld(ctx, p.Types)
 	if err != nil {
 		return nil, errorf("claim remote: paused types: %w", err)
@@ -104,10 +106,10 @@ func orNilIfAny(err error, claimed []jobq.ClaimedJob) error {
 	return err
 }
 
-// claimRemoteLimited is the limited claim (claimLimited) of a rate-limited
-// job type in lane 1, for a worker's fetch: the same control row lock and
-// rate window as a replica's, the claim written with the fetch's owner and
-// lease nonce.
+// claimRemoteLimited is the limited claim (claimLimited) of a job type
+// with a concurrency or a rate limit in lane 1, for a worker's fetch: the
+// same control row lock, RUNNING count and rate window as a replica's, the
+// claim written with the fetch's owner and lease nonce.
 func (s *Store) claimRemoteLimited(ctx context.Context, jobType string, p jobq.RemoteClaimParams, limit int) ([]jobq.ClaimedJob, error) {
 	owner := sql.NullString{String: p.Owner, Valid: true}
 	var claimed []jobq.ClaimedJob
@@ -206,7 +208,7 @@ func (s *Store) JobTokenStates(ctx context.Context, ids []uint64) ([]jobq.TokenS
 			Nonce: []byte(r.LeaseNonce.String), CancelRequested: r.CancelRequested,
 			RetryTimes: int(r.RetryTimes), MaxRetry: int(r.MaxRetry), RunAt: r.RunAt.UTC(), HasChildren: r.HasChildren,
 			ConcurrencyKey: r.ConcurrencyKey.String, Owner: r.Owner.String, Timeout: time.Duration(r.TimeoutMs) * time.Millisecond,
-			Running: time.Duration(r.RunUs) * time.Microsecond,
+			Running: time.Duration(r.RunUs) * time.Microsecond, WorkflowID: uint64(r.WorkflowID.Int64),
 		}
 		if r.LeaseUntil.Valid {
 			t := r.LeaseUntil.Time.UTC()

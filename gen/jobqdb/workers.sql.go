@@ -326,7 +326,7 @@ func (q *Queries) JobTokenStateLocked(ctx context.Context, id uint64) (JobTokenS
 
 const jobTokenStates = `-- name: JobTokenStates :many
 SELECT id, job_type, attempt, status, lease_nonce, cancel_requested, retry_times, max_retry,
-       run_at, lease_until, owner, has_children, concurrency_key, timeout_ms,
+       run_at, lease_until, owner, has_children, concurrency_key, timeout_ms, workflow_id,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, started_at, NOW(6)), 0) AS SIGNED) AS run_us
 FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?)
@@ -347,11 +347,13 @@ type JobTokenStatesRow struct {
 	HasChildren     bool
 	ConcurrencyKey  sql.NullString
 	TimeoutMs       int32
+	WorkflowID      sql.NullInt64
 	RunUs           int64
 }
 
 // What a task token is checked against: the job's run (attempt, status),
-// the claim's nonce and what a completion needs (retry budget, due time);
+// the claim's nonce and what a completion needs (retry budget, due time,
+// the workflow a spawn goes to);
 // run_us is how long the run has been going on the database clock (its
 // timeout_ms is enforced against it).
 func (q *Queries) JobTokenStates(ctx context.Context, ids []uint64) ([]JobTokenStatesRow, error) {
@@ -388,6 +390,7 @@ func (q *Queries) JobTokenStates(ctx context.Context, ids []uint64) ([]JobTokenS
 			&i.HasChildren,
 			&i.ConcurrencyKey,
 			&i.TimeoutMs,
+			&i.WorkflowID,
 			&i.RunUs,
 		); err != nil {
 			return nil, err
@@ -546,19 +549,21 @@ func (q *Queries) RunInfoSetProgress(ctx context.Context, arg RunInfoSetProgress
 }
 
 const typesHeld = `-- name: TypesHeld :many
-SELECT job_type, paused, rate_starts FROM job_type_control
-WHERE (paused = 1 OR rate_starts > 0) AND job_type IN (/*SLICE:types*/?)
+SELECT job_type, paused, max_running, rate_starts FROM job_type_control
+WHERE (paused = 1 OR max_running > 0 OR rate_starts > 0) AND job_type IN (/*SLICE:types*/?)
 `
 
 type TypesHeldRow struct {
 	JobType    string
 	Paused     bool
+	MaxRunning int32
 	RateStarts int32
 }
 
-// The paused and the rate-limited job types among types (JobClaimRemote's
-// first, non-locking read): the fetch's locking read leaves both out, and a
-// rate-limited one is claimed by the limited claim instead.
+// The paused and the limited (a concurrency or a rate limit) job types among
+// types (JobClaimRemote's first, non-locking read): the fetch's locking read
+// leaves them all out, and a limited one is claimed by the limited claim
+// instead, as a replica claims it.
 func (q *Queries) TypesHeld(ctx context.Context, types []string) ([]TypesHeldRow, error) {
 	query := typesHeld
 	var queryParams []interface{}
@@ -578,7 +583,12 @@ func (q *Queries) TypesHeld(ctx context.Context, types []string) ([]TypesHeldRow
 	var items []TypesHeldRow
 	for rows.Next() {
 		var i TypesHeldRow
-		if err := rows.Scan(&i.JobType, &i.Paused, &i.RateStarts); err != nil {
+		if err := rows.Scan(
+			&i.JobType,
+			&i.Paused,
+			&i.MaxRunning,
+			&i.RateStarts,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

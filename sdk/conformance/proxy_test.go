@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,7 +54,14 @@ type proxy struct {
 	tokens         map[string]token
 	dropCompleteOf map[string]bool          // job types whose next applied completion answer is dropped
 	holdBeatsOf    map[string]chan struct{} // worker ids whose heartbeats wait until the channel is closed
-	fetching       map[*http.Request]fetchStart
+	// badTypeOf maps a worker id to a job type that is not remote: once a
+	// fetch of that worker has been answered with jobs, its later fetches
+	// are sent on with that type added to job_types, and the replica
+	// refuses them (400 naming job_types), as it refuses a worker
+	// configured with a type it does not run remotely.
+	badTypeOf map[string]string
+	badNow    map[string]bool // worker ids whose fetches now carry the bad type
+	fetching  map[*http.Request]fetchStart
 	// changed is closed (and replaced) whenever what the proxy saw changes:
 	// a call recorded, tokens learnt, a fetch begun or ended. The suite's
 	// waits for a worker's side wake on it (awaitProxy).
@@ -73,6 +81,7 @@ func newProxy(t *testing.T, target string) *proxy {
 	}
 	p := &proxy{rp: httputil.NewSingleHostReverseProxy(u), tokens: map[string]token{},
 		dropCompleteOf: map[string]bool{}, holdBeatsOf: map[string]chan struct{}{}, fetching: map[*http.Request]fetchStart{},
+		badTypeOf: map[string]string{}, badNow: map[string]bool{},
 		changed: make(chan struct{})}
 	p.rp.ErrorLog = nil
 	p.rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
@@ -111,8 +120,23 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(body, &fr)
 		p.mu.Lock()
 		p.fetching[r] = fetchStart{workerID: fr.WorkerID, at: c.At}
+		bad, refuse := p.badTypeOf[fr.WorkerID], p.badNow[fr.WorkerID]
 		p.changedLocked()
 		p.mu.Unlock()
+		if refuse {
+			sent := withJobType(body, bad)
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(sent)), int64(len(sent))
+			r.Header.Set("Content-Length", strconv.Itoa(len(sent)))
+		}
+		if bad != "" && !refuse {
+			defer func() {
+				if c.Status == http.StatusOK && bytes.Contains(c.Answer, []byte(`"task_token"`)) {
+					p.mu.Lock()
+					p.badNow[fr.WorkerID] = true
+					p.mu.Unlock()
+				}
+			}()
+		}
 		defer func() {
 			p.mu.Lock()
 			delete(p.fetching, r)
@@ -175,6 +199,49 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(rec.Code)
 	_, _ = w.Write(c.Answer)
+}
+
+// withJobType returns the fetch body with jobType added to its job_types.
+func withJobType(body []byte, jobType string) []byte {
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	types, _ := m["job_types"].([]any)
+	m["job_types"] = append(types, jobType)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// refuseFetchesAfterJobs arms the proxy to send the fetches of worker
+// workerID that follow its first fetch answered with jobs on with
+// jobType, which the replica does not run remotely, added (badTypeOf).
+func (p *proxy) refuseFetchesAfterJobs(workerID, jobType string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.badTypeOf[workerID] = jobType
+}
+
+// fetchesOf returns worker workerID's fetch calls, answered, in order.
+func (p *proxy) fetchesOf(workerID string) []call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []call
+	for _, c := range p.calls {
+		if c.Path != "/v1/workers/fetch" {
+			continue
+		}
+		var fr struct {
+			WorkerID string `json:"worker_id"`
+		}
+		if json.Unmarshal(c.Body, &fr) == nil && fr.WorkerID == workerID {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // splitBatch returns the completions batch call c carried, each with the

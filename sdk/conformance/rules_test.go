@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ var rules = []rule{
 	{name: "cancel", title: "cancel while running", run: ruleCancel},
 	{name: "lease_loss", title: "lease loss while frozen", dedicated: true, run: ruleLeaseLoss},
 	{name: "shutdown_release", title: "shutdown releases unfinished work", dedicated: true, run: ruleShutdownRelease},
+	{name: "fetch_refused", title: "a fetch refused as a configuration error stops the worker", dedicated: true, run: ruleFetchRefused},
 	{name: "bad_tokens", title: "forged and stale tokens refused", run: ruleBadTokens},
 	{name: "oversized_output", title: "oversized output reported as a failure", run: ruleOversizedOutput},
 	{name: "log_progress", title: "log lines and progress kept with the attempt", run: ruleLogProgress},
@@ -343,6 +345,52 @@ func ruleShutdownRelease(r *ruleRun) {
 	}
 	if j = r.get(id); j.Status != "WAITING" || j.Attempt != 1 {
 		r.fatalf("job %d after the worker exited: %s; a worker shutting down must not fetch again", id, describe(j))
+	}
+}
+
+// ruleFetchRefused: a fetch answered 400 (here: a job type the replica
+// does not run remotely, "… is not a remote job type") would be answered
+// the same at every retry. The worker stops fetching at once, lets the job
+// it runs finish and report its outcome, as on shutdown, and exits with a
+// failure status, its log naming the replica's message. (A 5xx or a lost
+// connection is retried: the lost_ack and many_completions rules.)
+func ruleFetchRefused(r *ruleRun) {
+	w := r.s.startWorker(r.T, workerSpec{id: r.s.impl.name + "-refused", types: []string{r.typ}, concurrency: 2, shutdownMs: 10000})
+	bad := r.typ + "-not-remote"
+	r.s.proxy.refuseFetchesAfterJobs(w.id, bad)
+	id := r.submit(`{"action":"sleep","ms":1500}`, 3)
+	r.fetched(id, 1, w)
+	j := r.finished(id, "SUCCESS", 30*time.Second)
+	if j.Attempt != 1 || !jsonEqual(j.Output, []byte(`{"slept":1500}`)) {
+		r.fatalf("job %d: %s, want the running job finished SUCCESS at attempt 1 after the refused fetch", id, describe(j))
+	}
+	select {
+	case <-w.exited:
+	case <-time.After(20 * time.Second):
+		fs := r.s.proxy.fetchesOf(w.id)
+		r.fatalf("worker %s did not exit within 20s of its job's end after a fetch answered 400 (fetches: %d, last answered %d)",
+			w.id, len(fs), fs[len(fs)-1].Status)
+	}
+	if w.err == nil {
+		r.fatalf("worker %s exited with status 0 after a fetch answered 400, want a failure status", w.id)
+	}
+	fs := r.s.proxy.fetchesOf(w.id)
+	var refused []call
+	for _, c := range fs {
+		if c.Status == http.StatusBadRequest {
+			refused = append(refused, c)
+		}
+	}
+	if len(refused) != 1 || fs[len(fs)-1].Status != http.StatusBadRequest {
+		var seen []string
+		for _, c := range fs {
+			seen = append(seen, strconv.Itoa(c.Status))
+		}
+		r.fatalf("worker %s's fetches were answered %s, want one refused with 400 and none after it (the worker must not retry it)",
+			w.id, strings.Join(seen, ", "))
+	}
+	if msg := parseError(refused[0].Answer).Error.Message; !strings.Contains(w.out.tail(1<<20), msg) {
+		r.fatalf("worker %s's log does not show the replica's refusal %q:\n%s", w.id, msg, w.out.tail(3000))
 	}
 }
 

@@ -42,11 +42,12 @@ SELECT started_at, lease_until FROM job_queue WHERE id = ?;
 
 -- name: JobTokenStates :many
 -- What a task token is checked against: the job's run (attempt, status),
--- the claim's nonce and what a completion needs (retry budget, due time);
+-- the claim's nonce and what a completion needs (retry budget, due time,
+-- the workflow a spawn goes to);
 -- run_us is how long the run has been going on the database clock (its
 -- timeout_ms is enforced against it).
 SELECT id, job_type, attempt, status, lease_nonce, cancel_requested, retry_times, max_retry,
-       run_at, lease_until, owner, has_children, concurrency_key, timeout_ms,
+       run_at, lease_until, owner, has_children, concurrency_key, timeout_ms, workflow_id,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, started_at, NOW(6)), 0) AS SIGNED) AS run_us
 FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice(ids));
@@ -118,8 +119,9 @@ SET lane = 1
 WHERE job_type IN (sqlc.slice(types)) AND lane = 0 AND status IN ('WAITING', 'SCHEDULED');
 
 -- name: TypesHeld :many
--- The paused and the rate-limited job types among types (JobClaimRemote's
--- first, non-locking read): the fetch's locking read leaves both out, and a
--- rate-limited one is claimed by the limited claim instead.
-SELECT job_type, paused, rate_starts FROM job_type_control
-WHERE (paused = 1 OR rate_starts > 0) AND job_type IN (sqlc.slice(types));
+-- The paused and the limited (a concurrency or a rate limit) job types among
+-- types (JobClaimRemote's first, non-locking read): the fetch's locking read
+-- leaves them all out, and a limited one is claimed by the limited claim
+-- instead, as a replica claims it.
+SELECT job_type, paused, max_running, rate_starts FROM job_type_control
+WHERE (paused = 1 OR max_running > 0 OR rate_starts > 0) AND job_type IN (sqlc.slice(types));

@@ -63,5 +63,10 @@ try {
   usage(err.message);
 }
 for (const t of types) worker.handle(t, handle);
-await worker.run();
+try {
+  await worker.run();
+} catch (err) {
+  console.error(`worker stopped: ${err.message}`);
+  process.exit(1);
+}
 process.exit(0);

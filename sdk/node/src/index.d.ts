@@ -202,8 +202,14 @@ export class Worker {
   /** Registers the handler of a job type; its return value is the job's output (JSON). */
   handle<P = any, O = unknown>(jobType: string, handler: Handler<P, O>): this;
   start(): void;
-  /** Starts, waits for one of `signals` (default SIGTERM, SIGINT) or stop(), then shuts down gracefully. */
+  /**
+   * Starts, waits for one of `signals` (default SIGTERM, SIGINT) or stop(), then shuts down gracefully.
+   * Rejects with the ApiError of a fetch answered 400, 401, 403 or 404 (a configuration error: a job type
+   * the replica does not run remotely, a refused token), after the same graceful shutdown.
+   */
   run(options?: { signals?: string[] }): Promise<void>;
+  /** The fetch refusal (status 400, 401, 403 or 404) that stopped fetching, or null. */
+  readonly error: ApiError | null;
   /** Stops fetching, lets running jobs finish up to `timeoutMs`, then cancels and releases the rest. */
   stop(timeoutMs?: number): Promise<void>;
 }

@@ -9,6 +9,10 @@ export const VERSION = '0.1.0';
 const BACKOFF_FIRST_MS = 100;
 const BACKOFF_MAX_MS = 5_000;
 
+// A fetch answered with one of these is a configuration error (a job type that is not remote, a wrong or
+// missing token, no worker protocol on that server): every retry would get the same, so the worker stops.
+const FETCH_REFUSED = new Set([400, 401, 403, 404]);
+
 // The attempt's log takes lines of at most 4,096 bytes and 65,536 bytes in all; a handler's stack is cut
 // to fit in a quarter of that, keeping its start (the error and the innermost frames).
 const LOG_LINE_BYTES = 4_096;
@@ -166,6 +170,7 @@ export class Worker {
   #heartbeatTimer = null;
   #stopping = false;
   #stopped = null;
+  #refused = null; // the ApiError of a fetch refused as a configuration error
   #apis; // one Client per replica: server, or each of its list
   #urls;
   #cur = 0; // index into #apis of the replica in use
@@ -235,7 +240,13 @@ export class Worker {
     this.#scheduleHeartbeat();
   }
 
-  /** Starts, waits for SIGTERM or SIGINT (or stop()), then shuts down gracefully. */
+  /**
+   * Starts, waits for SIGTERM or SIGINT (or stop()), then shuts down gracefully. A fetch answered 400,
+   * 401, 403 or 404 (a job type the replica does not run remotely, a token it refuses) would be answered
+   * the same at every retry: the worker logs it once, shuts down as on SIGTERM (running jobs finish or
+   * are released) and the promise rejects with that ApiError. Network errors and 5xx answers are retried
+   * with backoff.
+   */
   async run({ signals = ['SIGTERM', 'SIGINT'] } = {}) {
     const onSignal = () => this.stop();
     for (const s of signals) process.once(s, onSignal);
@@ -246,6 +257,12 @@ export class Worker {
     } finally {
       for (const s of signals) process.off(s, onSignal);
     }
+    if (this.#refused) throw this.#refused;
+  }
+
+  /** The fetch refusal (an ApiError with status 400, 401, 403 or 404) that stopped fetching, or null. */
+  get error() {
+    return this.#refused;
   }
 
   /**
@@ -304,6 +321,11 @@ export class Worker {
         });
       } catch (err) {
         if (this.#stopping) break;
+        if (err instanceof ApiError && FETCH_REFUSED.has(err.status)) {
+          this.logger.error(`worker ${this.workerId}: fetch refused, stopping: ${err.message}`);
+          this.#refused = err;
+          break;
+        }
         this.logger.warn(`worker ${this.workerId}: fetch failed (next try in ${pause} ms): ${err.message}`);
         await sleep(pause, undefined, { signal: this.#fetchAbort.signal }).catch(() => {});
         pause = Math.min(pause * 2, BACKOFF_MAX_MS);

@@ -202,3 +202,29 @@ test('shutdown lets quick work finish and releases the rest', async () => {
   assert.deepEqual(byToken['jqt1.8.1.secret'], { task_token: 'jqt1.8.1.secret', outcome: 'release', error: 'worker shutting down' });
   assert.equal(stub.bodies(COMPLETE).length, 2);
 });
+
+test('a fetch refused with 400 stops the worker: the running job finishes and run() rejects', async () => {
+  const refused = [400, { error: { code: 'invalid_argument', field: 'job_types', message: '"t" is not a remote job type' } }];
+  stub.script('/v1/workers/fetch', [200, { jobs: [job(20)] }], refused);
+  const errors = [];
+  const w = new Worker({ server: stub.url, workerId: 'test-1', concurrency: 2, shutdownTimeoutMs: 5_000, waitMs: 100,
+    logger: { ...quiet, error: (m) => errors.push(m) } }).handle('t', async () => {
+    await sleep(300);
+    return { done: true };
+  });
+  await assert.rejects(w.run({ signals: [] }), (err) => err.status === 400 && /not a remote job type/.test(err.message));
+  assert.equal(w.error?.status, 400);
+  assert.equal(count('/v1/workers/fetch')(stub.requests), 2, 'the refused fetch is not retried');
+  assert.deepEqual(stub.bodies(COMPLETE), [{ task_token: 'jqt1.20.1.secret', outcome: 'success', output: { done: true } }]);
+  assert.equal(errors.filter((m) => m.includes('not a remote job type')).length, 1, 'the refusal is logged once');
+});
+
+test('a fetch answered 503 is retried with backoff', async () => {
+  const unavailable = [503, { error: { code: 'unavailable', message: 'db' } }];
+  stub.script('/v1/workers/fetch', unavailable, unavailable, [200, idle]);
+  const w = worker(() => ({}));
+  w.start();
+  await stub.waitFor((r) => count('/v1/workers/fetch')(r) >= 4);
+  await w.stop();
+  assert.equal(w.error, null);
+});

@@ -1,9 +1,11 @@
 """Quick start: a worker for job type "resize" (start the replica with --remote-type resize)."""
 
+import logging
 import os
 
 from jobq import Client, JobContext, Worker
 
+logging.basicConfig(level=logging.INFO)  # the worker's start and stop lines
 server = os.environ.get("JOBQ_SERVER", "http://127.0.0.1:8080")
 worker = Worker(server, concurrency=4)
 

@@ -7,7 +7,7 @@ import unittest
 
 from _support import Stub, job
 
-from jobq import Cancelled, JobContext, JobFailed, Worker
+from jobq import APIError, Cancelled, JobContext, JobFailed, Worker
 
 
 def idle(body):
@@ -212,6 +212,34 @@ class WorkerRulesTest(unittest.TestCase):
                          {"task_token": "jqt1.8.1.secret", "outcome": "release", "error": "worker shutting down"})
         self.assertEqual(len(self.completes()), 2)
 
+    def test_refused_fetch_stops_the_worker_and_run_raises(self) -> None:
+        refused = (400, {"error": {"code": "invalid_argument", "field": "job_types",
+                                   "message": "\"t\" is not a remote job type"}})
+        self.stub.script("/v1/workers/fetch", (200, {"jobs": [job(20)]}), refused)
+
+        def handler(ctx: JobContext):
+            time.sleep(0.3)
+            return {"done": True}
+
+        w = self.worker(handler)
+        with self.assertLogs("jobq.worker", level="ERROR") as logs, self.assertRaises(APIError) as raised:
+            w.run(install_signal_handlers=False)
+        self.assertEqual(raised.exception.status, 400)
+        self.assertIn("not a remote job type", str(raised.exception))
+        self.assertIs(w.error, raised.exception)
+        self.assertEqual(len(self.stub.bodies("/v1/workers/fetch")), 2, "the refused fetch is not retried")
+        self.assertEqual(self.completes(), [{"task_token": "jqt1.20.1.secret", "outcome": "success",
+                                             "output": {"done": True}}])
+        self.assertEqual(len([r for r in logs.output if "not a remote job type" in r]), 1)
+
+    def test_unavailable_fetch_is_retried(self) -> None:
+        unavailable = (503, {"error": {"code": "unavailable", "message": "db"}})
+        self.stub.script("/v1/workers/fetch", unavailable, unavailable, (200, idle))
+        w = self.worker(lambda ctx: {})
+        w.start()
+        self.addCleanup(w.stop)
+        self.assertTrue(self.stub.wait_for(lambda r: len([p for p, _ in r if p == "/v1/workers/fetch"]) >= 4))
+        self.assertIsNone(w.error)
 
 if __name__ == "__main__":
     unittest.main()

@@ -24,6 +24,10 @@ log = logging.getLogger("jobq.worker")
 _BACKOFF_FIRST = 0.1
 _BACKOFF_MAX = 5.0
 
+# A fetch answered with one of these is a configuration error (a job type that is not remote, a wrong or
+# missing token, no worker protocol on that server): every retry would get the same, so the worker stops.
+_FETCH_REFUSED = (400, 401, 403, 404)
+
 # MAX_OUTPUT_BYTES is the largest output the replica takes: its JSON encoding, in bytes (docs/workers.md).
 MAX_OUTPUT_BYTES = 65536
 # The attempt's log takes lines of at most 4,096 bytes and 65,536 bytes in all; a handler's stack trace
@@ -266,6 +270,7 @@ class Worker:
         self._stopping = threading.Event()
         self._closed = threading.Event()
         self._stop_requested = threading.Event()
+        self._refused: Optional[APIError] = None
         self._fetch_key = next(_keys)
         self._threads: List[threading.Thread] = []
         self._started = False
@@ -306,8 +311,19 @@ class Worker:
             t.start()
             self._threads.append(t)
 
+    @property
+    def error(self) -> Optional[APIError]:
+        """The fetch refusal (400, 401, 403 or 404: a configuration error) that stopped the worker's
+        fetching, or None. ``run()`` raises it after shutting down."""
+        return self._refused
+
     def run(self, install_signal_handlers: bool = True) -> None:
-        """Start, block until SIGTERM or SIGINT (or ``request_stop()``), then shut down gracefully."""
+        """Start, block until SIGTERM or SIGINT (or ``request_stop()``), then shut down gracefully.
+
+        A fetch answered 400, 401, 403 or 404 (a job type the replica does not run remotely, a token it
+        refuses) would be answered the same at every retry: the worker logs it once, shuts down as on
+        SIGTERM (running jobs finish or are released) and ``run()`` raises that ``APIError``. Network
+        errors and 5xx answers are retried with backoff."""
         previous = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -321,6 +337,8 @@ class Worker:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if self._refused is not None:
+            raise self._refused
 
     def request_stop(self) -> None:
         """Make ``run()`` return after a graceful shutdown; safe from any thread or signal handler."""
@@ -378,6 +396,11 @@ class Worker:
                                          f"jobq-python/{VERSION}", abort_key=self._fetch_key)
             except (APIError, TransportError) as exc:
                 if self._stopping.is_set():
+                    break
+                if isinstance(exc, APIError) and exc.status in _FETCH_REFUSED:
+                    log.error("worker %s: fetch refused, stopping: %s", self.worker_id, exc)
+                    self._refused = exc
+                    self._stop_requested.set()
                     break
                 log.warning("worker %s: fetch failed (next try in %.1fs): %s", self.worker_id, pause, exc)
                 self._stopping.wait(pause)

@@ -13,6 +13,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -42,6 +43,9 @@ public final class Worker implements AutoCloseable {
   // Completion retries: backoff from 100 ms doubling to 5 s (docs/workers.md, rule 3).
   private static final long BACKOFF_FIRST_MS = 100;
   private static final long BACKOFF_MAX_MS = 5_000;
+  // A fetch answered with one of these is a configuration error (a job type that is not remote, a wrong
+  // or missing token, no worker protocol on that server): every retry would get the same, so it stops.
+  private static final Set<Integer> FETCH_REFUSED = Set.of(400, 401, 403, 404);
   private static final AtomicInteger POOLS = new AtomicInteger();
   // The attempt's log takes lines of at most 4,096 bytes and 65,536 bytes in all; a handler's stack
   // trace is cut to fit in a quarter of that, keeping its start (the exception, the innermost frames).
@@ -60,6 +64,7 @@ public final class Worker implements AutoCloseable {
   private final ExecutorService pool;
   private final CountDownLatch stopped = new CountDownLatch(1);
   private volatile boolean stopping;
+  private volatile ApiException refused; // the fetch refusal that stopped the worker
   private volatile CompletableFuture<?> fetchCall;
   private Thread fetchThread;
   private Thread heartbeatThread;
@@ -125,19 +130,44 @@ public final class Worker implements AutoCloseable {
   }
 
   /**
-   * Starts, and blocks until the worker is stopped: by {@link #stop()} from another thread, or by the
-   * JVM shutting down (SIGTERM, Ctrl-C), when a shutdown hook stops it gracefully.
+   * Starts, and blocks until the worker is stopped: by {@link #stop()} from another thread, by the
+   * JVM shutting down (SIGTERM, Ctrl-C), when a shutdown hook stops it gracefully, or by a fetch
+   * refused as a configuration error (see {@link #awaitStopped()}), which it then throws.
+   *
+   * @throws ApiException the fetch answer (400, 401, 403 or 404) that stopped the worker
    */
-  public void run() throws InterruptedException {
+  public void run() throws InterruptedException, ApiException {
     Thread hook = new Thread(this::stop, "jobq-shutdown");
     Runtime.getRuntime().addShutdownHook(hook);
     start();
-    stopped.await();
     try {
-      Runtime.getRuntime().removeShutdownHook(hook);
-    } catch (IllegalStateException e) {
-      // the JVM is shutting down: the hook is what stopped us
+      awaitStopped();
+    } finally {
+      try {
+        Runtime.getRuntime().removeShutdownHook(hook);
+      } catch (IllegalStateException e) {
+        // the JVM is shutting down: the hook is what stopped us
+      }
     }
+  }
+
+  /**
+   * Blocks until the worker has stopped, for a worker run with {@link #start()}. A fetch answered 400,
+   * 401, 403 or 404 (a job type the replica does not run remotely, a token it refuses) would be answered
+   * the same at every retry: the worker logs it once, stops as {@link #stop()} does (running jobs finish
+   * or are released) and this throws that answer. Network errors and 5xx answers are retried with backoff.
+   *
+   * @throws ApiException the fetch answer that stopped the worker
+   */
+  public void awaitStopped() throws InterruptedException, ApiException {
+    stopped.await();
+    ApiException e = refused;
+    if (e != null) throw e;
+  }
+
+  /** The fetch answer (400, 401, 403 or 404) that stopped the worker, or null. */
+  public ApiException error() {
+    return refused;
   }
 
   /** Stops with the builder's shutdown timeout; see {@link #stop(Duration)}. */
@@ -158,7 +188,7 @@ public final class Worker implements AutoCloseable {
   public void stop(Duration timeout) {
     synchronized (this) {
       if (stopCalled) {
-        awaitStopped();
+        awaitStop();
         return;
       }
       stopCalled = true;
@@ -203,7 +233,7 @@ public final class Worker implements AutoCloseable {
     LOG.log(Level.INFO, "worker {0} stopped", workerId);
   }
 
-  private void awaitStopped() {
+  private void awaitStop() {
     try {
       stopped.await();
     } catch (InterruptedException e) {
@@ -247,6 +277,14 @@ public final class Worker implements AutoCloseable {
         }), () -> stopping);
       } catch (ApiException | TransportException e) {
         if (stopping) break;
+        if (e instanceof ApiException ae && FETCH_REFUSED.contains(ae.status())) {
+          LOG.log(Level.ERROR, "worker {0}: fetch refused, stopping: {1}", workerId, ae.getMessage());
+          refused = ae;
+          Thread stopper = new Thread(this::stop, "jobq-stop");
+          stopper.setDaemon(true);
+          stopper.start();
+          return;
+        }
         LOG.log(Level.WARNING, "worker {0}: fetch failed (next try in {1} ms): {2}", workerId, pause, e.getMessage());
         synchronized (runs) {
           try {

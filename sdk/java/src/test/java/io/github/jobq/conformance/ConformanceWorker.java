@@ -2,6 +2,7 @@ package io.github.jobq.conformance;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
+import io.github.jobq.worker.ApiException;
 import io.github.jobq.worker.CancelledException;
 import io.github.jobq.worker.JobContext;
 import io.github.jobq.worker.JobFailedException;
@@ -97,7 +98,20 @@ public final class ConformanceWorker {
     CountDownLatch stop = new CountDownLatch(1);
     Signal.handle(new Signal("TERM"), s -> stop.countDown());
     Signal.handle(new Signal("INT"), s -> stop.countDown());
+    Worker started = worker;
+    Thread refusal = new Thread(() -> {
+      try {
+        started.awaitStopped();
+      } catch (ApiException e) {
+        System.err.println("worker stopped: " + e.getMessage());
+        System.exit(1);
+      } catch (InterruptedException e) {
+        // main exits
+      }
+    }, "refusal");
+    refusal.setDaemon(true);
     worker.start();
+    refusal.start();
     stop.await();
     worker.stop();
     System.exit(0);

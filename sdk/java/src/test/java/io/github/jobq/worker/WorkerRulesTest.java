@@ -281,4 +281,33 @@ class WorkerRulesTest {
         byToken.get("jqt1.8.1.secret"));
     assertEquals(2, stub.bodies(COMPLETE).size());
   }
+
+  @Test
+  void refusedFetchStopsTheWorkerAndRunThrows() throws Exception {
+    stub.script("/v1/workers/fetch", Stub.jobs(Stub.job(20, 10_000)),
+        Stub.of(400, "{\"error\":{\"code\":\"invalid_argument\",\"field\":\"job_types\","
+            + "\"message\":\"\\\"t\\\" is not a remote job type\"}}"));
+    Worker w = worker(ctx -> {
+      Thread.sleep(300);
+      return Map.of("done", true);
+    }, 2, Duration.ofSeconds(5));
+    ApiException e = org.junit.jupiter.api.Assertions.assertThrows(ApiException.class, w::run);
+    assertEquals(400, e.status());
+    assertTrue(e.getMessage().contains("not a remote job type"), e.getMessage());
+    assertEquals(e, w.error());
+    assertEquals(2, stub.bodies("/v1/workers/fetch").size(), "the refused fetch is not retried");
+    assertEquals(List.of(json("{\"task_token\":\"jqt1.20.1.secret\",\"outcome\":\"success\",\"output\":{\"done\":true}}")),
+        stub.bodies(COMPLETE));
+  }
+
+  @Test
+  void unavailableFetchIsRetried() throws Exception {
+    Stub.Answer unavailable = Stub.of(503, "{\"error\":{\"code\":\"unavailable\",\"message\":\"db\"}}");
+    stub.script("/v1/workers/fetch", unavailable, unavailable, Stub.idle());
+    try (Worker w = worker(ctx -> Map.of(), 2, Duration.ofSeconds(5))) {
+      w.start();
+      assertTrue(stub.waitFor(Stub.count("/v1/workers/fetch", 4), 10_000));
+      assertEquals(null, w.error());
+    }
+  }
 }
