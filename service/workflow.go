@@ -101,6 +101,9 @@ func (s *Service) validateWorkflowJobs(field string, in []apitype.WorkflowJob) (
 		if j.ConcurrencyKey != "" || j.ConcurrencyLimit != nil {
 			return nil, invalid(fmt.Sprintf("%s[%d].concurrency_key", field, i), "is not supported for workflow jobs")
 		}
+		if j.RateKey != "" {
+			return nil, invalid(fmt.Sprintf("%s[%d].rate_key", field, i), "is not supported for workflow jobs")
+		}
 		sp, err := s.ValidateSubmit(j.SubmitRequest)
 		if err != nil {
 			var ve *ValidationError

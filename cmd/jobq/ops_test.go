@@ -443,6 +443,8 @@ func TestOpsAPIRejectsBadInput(t *testing.T) {
 		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"1 second"}`, "period", "must be a duration"},
 		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"500us"}`, "period", "must be from 1ms to 24h0m0s"},
 		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"25h"}`, "period", "must be from 1ms to 24h0m0s"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"1s","per_key":"yes"}`, "per_key", "must be a JSON boolean (true or false)"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"1s","per_account":true}`, "per_account", "unknown field"},
 		{"PUT", "/v1/types/nope/rate-limit", `{"starts":5,"period":"1s"}`, "job_type", "not a registered job type"},
 		{"DELETE", "/v1/types/nope/rate-limit", ``, "job_type", "not a registered job type"},
 		{"POST", "/v1/jobs/retry", `{"status":"SUCCESS"}`, "status", "must be FAILED or CANCELED"},

@@ -134,7 +134,7 @@ func RunRateLimit(ctx context.Context, opts RateLimitOptions) (*RateLimitResult,
 		if err := reset(); err != nil {
 			return nil, err
 		}
-		if _, err := st.TypeSetRateLimit(ctx, rateLimitedType, opts.RateStarts, opts.RatePeriod); err != nil {
+		if _, err := st.TypeSetRateLimit(ctx, rateLimitedType, jobq.RateLimit{Starts: opts.RateStarts, Period: opts.RatePeriod}); err != nil {
 			return nil, err
 		}
 		if err := submitNoops(ctx, st, fmt.Sprintf("l%d", round), rateLimitedType, opts.LimitedJobs); err != nil {
