@@ -253,11 +253,15 @@ func (s *Store) claimLimited(ctx context.Context, q *jobqdb.Queries, jobType str
 }
 
 // Bounds of one per-key limited claim: the held keys whose window opened
-// that it releases, and its rounds of candidates (a round that holds
-// candidates back reads the next ones, beyond the held).
+// that it releases, its rounds of candidates (a round that holds
+// candidates back reads the next ones, beyond the held), and how many
+// candidates past its room a round after the first reads, so a full key's
+// backlog ahead in priority is held in a few rounds, not room jobs at a
+// time.
 const (
-	rateReleaseKeys = 100
-	perKeyRounds    = 4
+	rateReleaseKeys   = 100
+	perKeyRounds      = 4
+	rateHoldLookahead = 500
 )
 
 // keyWindow is one rate key's window: its starts in it and the oldest.
@@ -287,7 +291,8 @@ func keyWindows(ctx context.Context, q *jobqdb.Queries, jobType string, periodUs
 // First it releases, for each key whose held jobs' window has opened
 // (rate_hold), as many HELD jobs as the key's window has room for back to
 // WAITING. Then, in up to perKeyRounds rounds, it locks the next due
-// WAITING jobs in priority order (at most room), counts their keys' windows
+// WAITING jobs in priority order (room; after a round that held, room plus
+// rateHoldLookahead), counts their keys' windows
 // (rate_start, idx_rate_key_window), claims the jobs whose key has room
 // and records their starts, and holds the others (HELD, out of idx_scan):
 // a full key's backlog is read once, never again by the claims of the
@@ -334,9 +339,13 @@ func (s *Store) claimPerKey(ctx context.Context, q *jobqdb.Queries, jobType stri
 	}
 	var claimed []jobq.ClaimedJob
 	for round := 0; round < perKeyRounds && room > 0; round++ {
+		ask := room
+		if round > 0 {
+			ask += rateHoldLookahead // the last round held: a backlog of full keys may lie ahead
+		}
 		var cands []jobqdb.JobLockAvailableByTypeKeyedRow
 		if s.Server.SkipLocked {
-			rows, err := q.JobLockAvailableByTypeKeyedSkipLocked(ctx, jobqdb.JobLockAvailableByTypeKeyedSkipLockedParams{JobType: jobType, Lane: int8(lane), Limit: int32(room)})
+			rows, err := q.JobLockAvailableByTypeKeyedSkipLocked(ctx, jobqdb.JobLockAvailableByTypeKeyedSkipLockedParams{JobType: jobType, Lane: int8(lane), Limit: int32(ask)})
 			if err != nil {
 				return nil, err
 			}
@@ -344,7 +353,7 @@ func (s *Store) claimPerKey(ctx context.Context, q *jobqdb.Queries, jobType stri
 				cands = append(cands, jobqdb.JobLockAvailableByTypeKeyedRow(r))
 			}
 		} else {
-			cands, err = q.JobLockAvailableByTypeKeyed(ctx, jobqdb.JobLockAvailableByTypeKeyedParams{JobType: jobType, Lane: int8(lane), Limit: int32(room)})
+			cands, err = q.JobLockAvailableByTypeKeyed(ctx, jobqdb.JobLockAvailableByTypeKeyedParams{JobType: jobType, Lane: int8(lane), Limit: int32(ask)})
 			if err != nil {
 				return nil, err
 			}
@@ -366,8 +375,10 @@ func (s *Store) claimPerKey(ctx context.Context, q *jobqdb.Queries, jobType stri
 		var take, hold []uint64
 		for _, c := range cands {
 			if wins[c.RateKey].starts+taken[c.RateKey] < limit {
-				taken[c.RateKey]++
-				take = append(take, c.ID)
+				if int64(len(take)) < room {
+					taken[c.RateKey]++
+					take = append(take, c.ID)
+				} // else: its key has room, this claim has none; it stays WAITING
 				continue
 			}
 			held[c.RateKey] = true
@@ -389,8 +400,8 @@ func (s *Store) claimPerKey(ctx context.Context, q *jobqdb.Queries, jobType stri
 			}
 			room -= int64(len(take))
 		}
-		if len(hold) == 0 || int64(len(cands)) < room+int64(len(take)) {
-			break // every candidate taken, or no more due
+		if int64(len(cands)) < ask || len(hold) == 0 {
+			break // no more due, or nothing held (room is spent)
 		}
 	}
 	if len(held) > 0 {
