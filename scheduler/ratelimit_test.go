@@ -84,7 +84,7 @@ func TestOpsRateLimitedTypeDoesNotHoldUpOthers(t *testing.T) {
 
 // startWokenReplicas starts replicas r1 and r2 with an hour's poll and
 // wakes each once: every later scan comes from a wake, not from the timer.
-func startWokenReplicas(t *testing.T, st *store.Store, reg *scheduler.Registry) {
+func startWokenReplicas(t *testing.T, st *store.Store, reg *scheduler.Registry) []*scheduler.Scheduler {
 	t.Helper()
 	var reps []*scheduler.Scheduler
 	for _, owner := range []string{"r1", "r2"} {
@@ -95,6 +95,7 @@ func startWokenReplicas(t *testing.T, st *store.Store, reg *scheduler.Registry) 
 	for _, s := range reps {
 		s.Wake()
 	}
+	return reps
 }
 
 // executionStarts returns the started_at of every attempt of jobType's
@@ -163,5 +164,35 @@ func TestOpsRateLimitPerKeyAcrossReplicas(t *testing.T) {
 	}
 	if span := a[len(a)-1].Sub(a[0]); span < 3*period {
 		t.Fatalf("key a's 20 starts span %s, want at least 3 windows of %s", span, period)
+	}
+}
+
+// A claim of a per-key type that meets only jobs of full keys holds them
+// all and takes nothing; the replica still learns when the first key's
+// window opens and wakes then. Two replicas with an hour's poll, 2 starts
+// per 500 ms per key: 2 jobs of key a start; 3 more submitted while a's
+// window is full are held by the next (woken) claim, and then all start,
+// window by window, with no poll and no wake from the test.
+func TestOpsRateLimitPerKeyHeldByAClaimThatTookNothing(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	reg := scheduler.NewRegistry()
+	reg.Register("acct", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	if _, err := st.TypeSetRateLimit(ctx, "acct", jobq.RateLimit{Starts: 2, Period: 500 * time.Millisecond, PerKey: true}); err != nil {
+		t.Fatalf("set rate limit: %v", err)
+	}
+	for i := range 2 {
+		opSubmit(t, st, apitype.SubmitRequest{JobKey: key("a", i), JobType: "acct", RateKey: "a"})
+	}
+	reps := startWokenReplicas(t, st, reg)
+	waitSucceeded(t, 2)
+	for i := 2; i < 5; i++ {
+		opSubmit(t, st, apitype.SubmitRequest{JobKey: key("a", i), JobType: "acct", RateKey: "a"})
+	}
+	reps[0].Wake()
+	waitSucceeded(t, 5)
+	if got := checker.MostInWindow(executionStarts(t, st, "acct", "a"), 500*time.Millisecond); got > 2 {
+		t.Fatalf("most starts of key a in a 500ms window = %d, want at most 2", got)
 	}
 }
