@@ -98,6 +98,7 @@ chaos-sabotage: ensure-db build-testbed ## Prove the checker can fail: sabotaged
 	$(TESTBED_BIN) chaos --scenario keys-kill-storm --sabotage key-early-free --expect-invalid --jobs 1500 --duration 20s --out out/chaos-sabotage/key-early-free
 	$(TESTBED_BIN) chaos --scenario worker-pause --sabotage remote-fencing --expect-invalid --jobs 250 --duration 25s --out out/chaos-sabotage/remote-fencing
 	$(TESTBED_BIN) chaos --scenario policy-kill-storm --sabotage rate-window --expect-invalid --jobs 1500 --duration 20s --out out/chaos-sabotage/rate-window
+	$(TESTBED_BIN) chaos --scenario policy-partition --sabotage rate-window --expect-invalid --jobs 1500 --duration 20s --out out/chaos-sabotage/rate-window-type
 
 .PHONY: chaos-workflows
 chaos-workflows: ensure-db build ## The workflow scenarios of make chaos alone (random DAGs through kill-storm, zombie-pause, partition, db-restart); fail on any violation (out/chaos-workflows/).

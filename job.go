@@ -68,6 +68,10 @@ type Job struct {
 	// its key's limit of jobs with the key are admitted (WAITING,
 	// SCHEDULED or RUNNING) at once; the others wait PARKED.
 	ConcurrencyKey string
+	// RateKey is the job's rate key ("" for none): under a per-key rate
+	// limit of its type, the jobs of one key share that key's window
+	// (docs/operations.md, "Rate limits").
+	RateKey string
 	// Output is the output of the attempt that succeeded (JobGet fills it
 	// for a SUCCESS job); nil when there is none.
 	Output json.RawMessage
@@ -117,6 +121,10 @@ type SubmitParams struct {
 	// submit's limit is the key's; 0 means 1).
 	ConcurrencyKey   string
 	ConcurrencyLimit int
+	// RateKey is the job's rate key ("" for none, 1..MaxRateKeyRunes
+	// characters): a per-key rate limit of its type counts the starts of
+	// each key on their own.
+	RateKey string
 }
 
 // Windowed reports whether the submit holds its key only for a window.
@@ -128,6 +136,10 @@ const MaxConcurrencyLimit = 1000
 // MaxConcurrencyKeyRunes is the longest concurrency key
 // (job_queue.concurrency_key is VARCHAR(128)).
 const MaxConcurrencyKeyRunes = 128
+
+// MaxRateKeyRunes is the longest rate key (job_queue.rate_key is
+// VARCHAR(128)).
+const MaxRateKeyRunes = 128
 
 // SubmitOutcome is what a batch submit (JobSubmitMany) did with one job.
 type SubmitOutcome struct {

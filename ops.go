@@ -17,6 +17,9 @@ type TypeControl struct {
 	// database clock, across all replicas; 0 = no rate limit.
 	RateStarts int
 	RatePeriod time.Duration
+	// RatePerKey applies the rate limit to each rate key of the type on its
+	// own (jobs without a key share the key ""); false: to the whole type.
+	RatePerKey bool
 	UpdateTime time.Time
 }
 
@@ -33,6 +36,15 @@ type TypeProbe struct {
 	OpensIn  time.Duration
 	// RateLimited: the type has a rate limit.
 	RateLimited bool
+}
+
+// RateLimit is a job type's rate limit: at most Starts starts in any
+// window of Period on the database clock, across replicas — of the whole
+// type, or of each rate key of the type on its own (PerKey).
+type RateLimit struct {
+	Starts int
+	Period time.Duration
+	PerKey bool
 }
 
 // Misfire policies of a periodic schedule.

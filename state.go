@@ -6,6 +6,9 @@ package jobq
 //	BLOCKED → CANCELED           (a parent ended FAILED or CANCELED, or a cancel)
 //	PARKED → WAITING | SCHEDULED (a slot of its concurrency key freed: in that write)
 //	PARKED → CANCELED            (a cancel)
+//	WAITING → HELD               (per-key rate limit: the limited claim met it while its key's window was full)
+//	HELD → WAITING               (its key's window has room again: in a limited claim of its type)
+//	HELD → CANCELED              (a cancel)
 //	SCHEDULED → WAITING          (promoter: run_at <= NOW(6) on the database clock)
 //	WAITING → RUNNING → SUCCESS | FAILED | CANCELED
 //	RUNNING → SCHEDULED          (retry with a backoff: run_at = NOW(6) + backoff)
@@ -24,6 +27,7 @@ type JobState string
 const (
 	StateBlocked   JobState = "BLOCKED"
 	StateParked    JobState = "PARKED"
+	StateHeld      JobState = "HELD"
 	StateScheduled JobState = "SCHEDULED"
 	StateWaiting   JobState = "WAITING"
 	StateRunning   JobState = "RUNNING"
@@ -33,7 +37,7 @@ const (
 )
 
 // JobStates lists every state in state-machine order.
-var JobStates = []JobState{StateBlocked, StateParked, StateScheduled, StateWaiting, StateRunning, StateSuccess, StateFailed, StateCanceled}
+var JobStates = []JobState{StateBlocked, StateParked, StateScheduled, StateWaiting, StateHeld, StateRunning, StateSuccess, StateFailed, StateCanceled}
 
 // Terminal reports whether s is SUCCESS, FAILED or CANCELED.
 func (s JobState) Terminal() bool {

@@ -39,6 +39,8 @@ type Job struct {
 	UpdateTime      time.Time       `json:"update_time"`
 	// ConcurrencyKey is the job's concurrency key; absent for none.
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+	// RateKey is the job's rate key; absent for none.
+	RateKey string `json:"rate_key,omitempty"`
 	// Output is the output of the attempt that succeeded; absent otherwise.
 	Output json.RawMessage `json:"output,omitempty"`
 	// UniqueUntil and UniqueWhile are the job's uniqueness window (absent:
@@ -57,7 +59,7 @@ func JobFrom(j jobq.Job) Job {
 		RunAt: j.RunAt, Attempt: j.Attempt, Owner: j.Owner, LeaseUntil: j.LeaseUntil, LastError: j.LastError,
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, CancelRequested: j.CancelRequested,
 		CreateTime: j.CreateTime, UpdateTime: j.UpdateTime, Output: j.Output,
-		UniqueUntil: j.UniqueUntil, KeyReleased: j.KeyReleased, ConcurrencyKey: j.ConcurrencyKey,
+		UniqueUntil: j.UniqueUntil, KeyReleased: j.KeyReleased, ConcurrencyKey: j.ConcurrencyKey, RateKey: j.RateKey,
 	}
 	if j.UniqueWhileActive {
 		out.UniqueWhile = UniqueWhileActive
@@ -117,6 +119,11 @@ type SubmitRequest struct {
 	// admitted; it waits PARKED until then.
 	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
 	ConcurrencyLimit *int   `json:"concurrency_limit,omitempty"`
+	// RateKey (1–128 characters) names the window the job's start counts
+	// in under a per-key rate limit of its type: each key gets the type's
+	// N starts per period (jobs without a key share one). Ignored by a
+	// per-type limit and by a type without one.
+	RateKey string `json:"rate_key,omitempty"`
 }
 
 // UniqueWhileActive is SubmitRequest.UniqueWhile's one value.
@@ -209,6 +216,10 @@ type RateLimitRequest struct {
 	// Period is the window's length as a Go duration ("1s", "500ms",
 	// "1m"), 1ms–24h. Required.
 	Period string `json:"period"`
+	// PerKey applies the limit to each rate key of the type on its own
+	// (the jobs' rate_key; jobs without one share one window). Optional:
+	// false limits the type as a whole.
+	PerKey bool `json:"per_key,omitempty"`
 }
 
 // PeriodicRequest is the body of POST /v1/periodic: a schedule to create or

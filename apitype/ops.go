@@ -25,11 +25,13 @@ type TypeControl struct {
 }
 
 // RateLimit is a job type's rate limit: at most Starts starts in any window
-// of Period (PeriodMs milliseconds) on the database clock, across replicas.
+// of Period (PeriodMs milliseconds) on the database clock, across replicas
+// — of the whole type, or of each rate key of the type (PerKey).
 type RateLimit struct {
 	Starts   int     `json:"starts"`
 	Period   string  `json:"period"`
 	PeriodMs float64 `json:"period_ms"`
+	PerKey   bool    `json:"per_key"`
 }
 
 // Periodic is one cron schedule (periodic_job). Times are UTC.
@@ -101,7 +103,7 @@ func TypeControlFrom(tc jobq.TypeControl) TypeControl {
 	out := TypeControl{JobType: tc.JobType, Paused: tc.Paused, MaxRunning: tc.MaxRunning, UpdateTime: tc.UpdateTime}
 	if tc.RateStarts > 0 {
 		out.RateLimit = &RateLimit{Starts: tc.RateStarts, Period: tc.RatePeriod.String(),
-			PeriodMs: float64(tc.RatePeriod) / float64(time.Millisecond)}
+			PeriodMs: float64(tc.RatePeriod) / float64(time.Millisecond), PerKey: tc.RatePerKey}
 	}
 	return out
 }

@@ -882,7 +882,7 @@ func TestWorkerRunPastTimeoutFailsAtHeartbeat(t *testing.T) {
 func TestWorkerFetchHonoursRateLimit(t *testing.T) {
 	ctx := context.Background()
 	w := startWorkerReplica(t, nil)
-	if _, err := w.r.Store.TypeSetRateLimit(ctx, "resize", 3, time.Hour); err != nil {
+	if _, err := w.r.Store.TypeSetRateLimit(ctx, "resize", jobq.RateLimit{Starts: 3, Period: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {

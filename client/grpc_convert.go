@@ -28,6 +28,7 @@ func submitRequestToProto(req apitype.SubmitRequest) *jobqv1.SubmitJobRequest {
 	m.UniqueForMs, m.UniqueWhile = req.UniqueForMs, req.UniqueWhile
 	m.ConcurrencyKey = req.ConcurrencyKey
 	m.ConcurrencyLimit = int32Ptr(req.ConcurrencyLimit)
+	m.RateKey = req.RateKey
 	return m
 }
 
@@ -50,7 +51,7 @@ func jobFromProto(m *jobqv1.Job) apitype.Job {
 		LastError: m.GetLastError(), StartedAt: tsTimePtr(m.GetStartedAt()), FinishedAt: tsTimePtr(m.GetFinishedAt()),
 		CancelRequested: m.GetCancelRequested(), CreateTime: tsTime(m.GetCreateTime()), UpdateTime: tsTime(m.GetUpdateTime()),
 		Output: rawOrNil(m.GetOutput()), UniqueUntil: tsTimePtr(m.GetUniqueUntil()), UniqueWhile: m.GetUniqueWhile(),
-		KeyReleased: m.GetKeyReleased(), ConcurrencyKey: m.GetConcurrencyKey(),
+		KeyReleased: m.GetKeyReleased(), ConcurrencyKey: m.GetConcurrencyKey(), RateKey: m.GetRateKey(),
 	}
 }
 

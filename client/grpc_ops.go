@@ -46,12 +46,13 @@ func (c *GRPCClient) SetLimit(ctx context.Context, jobType string, maxRunning in
 }
 
 // SetRateLimit sets a job type's cluster-wide rate limit: at most starts
-// starts in any window of period (a Go duration, "1s").
-func (c *GRPCClient) SetRateLimit(ctx context.Context, jobType string, starts int, period string) (apitype.TypeControl, error) {
+// starts in any window of period (a Go duration, "1s"), of the whole type
+// or (perKey) of each rate key of the type.
+func (c *GRPCClient) SetRateLimit(ctx context.Context, jobType string, starts int, period string, perKey bool) (apitype.TypeControl, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	n := int32(min(max(starts, -1<<31), 1<<31-1))
-	res, err := c.ops.SetTypeRateLimit(ctx, connect.NewRequest(&jobqv1.SetTypeRateLimitRequest{JobType: jobType, Starts: &n, Period: period}))
+	res, err := c.ops.SetTypeRateLimit(ctx, connect.NewRequest(&jobqv1.SetTypeRateLimitRequest{JobType: jobType, Starts: &n, Period: period, PerKey: perKey}))
 	if err != nil {
 		return apitype.TypeControl{}, err
 	}
@@ -160,7 +161,7 @@ func typeControlFromProto(m *jobqv1.TypeControl) apitype.TypeControl {
 	if m.GetRateStarts() > 0 {
 		period, _ := time.ParseDuration(m.GetRatePeriod())
 		tc.RateLimit = &apitype.RateLimit{Starts: int(m.GetRateStarts()), Period: m.GetRatePeriod(),
-			PeriodMs: float64(period) / float64(time.Millisecond)}
+			PeriodMs: float64(period) / float64(time.Millisecond), PerKey: m.GetRatePerKey()}
 	}
 	return tc
 }

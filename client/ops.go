@@ -27,9 +27,10 @@ func (c *Client) SetLimit(ctx context.Context, jobType string, maxRunning int) (
 }
 
 // SetRateLimit sets a job type's cluster-wide rate limit: at most starts
-// starts in any window of period (a Go duration, "1s").
-func (c *Client) SetRateLimit(ctx context.Context, jobType string, starts int, period string) (tc apitype.TypeControl, err error) {
-	_, err = c.do(ctx, http.MethodPut, "/v1/types/"+url.PathEscape(jobType)+"/rate-limit", apitype.RateLimitRequest{Starts: &starts, Period: period}, &tc)
+// starts in any window of period (a Go duration, "1s"), of the whole type
+// or (perKey) of each rate key of the type.
+func (c *Client) SetRateLimit(ctx context.Context, jobType string, starts int, period string, perKey bool) (tc apitype.TypeControl, err error) {
+	_, err = c.do(ctx, http.MethodPut, "/v1/types/"+url.PathEscape(jobType)+"/rate-limit", apitype.RateLimitRequest{Starts: &starts, Period: period, PerKey: perKey}, &tc)
 	return tc, err
 }
 

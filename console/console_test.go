@@ -68,7 +68,7 @@ func TestConsoleAnswersBadInputInThePage(t *testing.T) {
 		{"GET", "/ui/jobs/abc", nil, 400, `id: must be a positive integer, got &#34;abc&#34;`},
 		{"GET", "/ui/jobs/0", nil, 400, `id: must be a positive integer`},
 		{"GET", "/ui/jobs/42", nil, 404, `job 42 not found`},
-		{"GET", "/ui/jobs?status=DONE", nil, 400, `status: must be one of BLOCKED, PARKED, SCHEDULED, WAITING, RUNNING, SUCCESS, FAILED, CANCELED, got &#34;DONE&#34;`},
+		{"GET", "/ui/jobs?status=DONE", nil, 400, `status: must be one of BLOCKED, PARKED, SCHEDULED, WAITING, HELD, RUNNING, SUCCESS, FAILED, CANCELED, got &#34;DONE&#34;`},
 		{"GET", "/ui/jobs?limit=0", nil, 400, `limit: must be an integer in [1, 1000], got &#34;0&#34;`},
 		{"GET", "/ui/jobs?cursor=x", nil, 400, `cursor: must be a next_cursor value returned by a previous page`},
 		{"GET", "/ui/jobs?key_prefix=%20x", nil, 400, `key_prefix: must not start or end with whitespace`},

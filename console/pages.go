@@ -444,6 +444,9 @@ func (c *Console) renderTypes(w http.ResponseWriter, r *http.Request, ans *answe
 		tr.Paused, tr.MaxRunning = tc.Paused, tc.MaxRunning
 		if tc.RateStarts > 0 {
 			tr.RateLimit = fmt.Sprintf("%d per %s", tc.RateStarts, tc.RatePeriod)
+			if tc.RatePerKey {
+				tr.RateLimit += " per rate key"
+			}
 		}
 		u := tc.UpdateTime
 		tr.Updated = &u

@@ -38,6 +38,7 @@ func SubmitRequestFromProto(m *jobqv1.SubmitJobRequest) apitype.SubmitRequest {
 	}
 	req.UniqueForMs, req.UniqueWhile = m.UniqueForMs, m.GetUniqueWhile()
 	req.ConcurrencyKey = m.GetConcurrencyKey()
+	req.RateKey = m.GetRateKey()
 	if m.ConcurrencyLimit != nil {
 		v := int(m.GetConcurrencyLimit())
 		req.ConcurrencyLimit = &v
@@ -55,7 +56,7 @@ func JobToProto(j jobq.Job) *jobqv1.Job {
 		StartedAt: tsPtr(j.StartedAt), FinishedAt: tsPtr(j.FinishedAt), CancelRequested: j.CancelRequested,
 		CreateTime: timestamppb.New(j.CreateTime), UpdateTime: timestamppb.New(j.UpdateTime), Output: string(j.Output),
 		UniqueUntil: tsPtr(j.UniqueUntil), UniqueWhile: apitype.JobFrom(j).UniqueWhile, KeyReleased: j.KeyReleased,
-		ConcurrencyKey: j.ConcurrencyKey,
+		ConcurrencyKey: j.ConcurrencyKey, RateKey: j.RateKey,
 	}
 }
 

@@ -72,7 +72,7 @@ func (o *OpsServer) SetTypeRateLimit(ctx context.Context, req *connect.Request[j
 	if err := rejectUnknownFields(req.Msg); err != nil {
 		return nil, o.s.fail(err)
 	}
-	rr := apitype.RateLimitRequest{Period: req.Msg.GetPeriod()}
+	rr := apitype.RateLimitRequest{Period: req.Msg.GetPeriod(), PerKey: req.Msg.GetPerKey()}
 	if req.Msg.Starts != nil {
 		n := int(req.Msg.GetStarts())
 		rr.Starts = &n
@@ -211,7 +211,7 @@ func (o *OpsServer) failPeriodic(name string, err error) error {
 func TypeControlToProto(t jobq.TypeControl) *jobqv1.TypeControl {
 	m := &jobqv1.TypeControl{JobType: t.JobType, Paused: t.Paused, MaxRunning: int32(t.MaxRunning), UpdateTime: timestamppb.New(t.UpdateTime)}
 	if t.RateStarts > 0 {
-		m.RateStarts, m.RatePeriod = int32(t.RateStarts), t.RatePeriod.String()
+		m.RateStarts, m.RatePeriod, m.RatePerKey = int32(t.RateStarts), t.RatePeriod.String(), t.RatePerKey
 	}
 	return m
 }

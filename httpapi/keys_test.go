@@ -28,14 +28,45 @@ func TestSubmitConcurrencyKey(t *testing.T) {
 	a.callJSON("POST", "/v1/jobs", `{"job_key":"a","job_type":"noop","concurrency_key":"device-1"}`, 200, nil)
 	a.callJSON("POST", "/v1/jobs", `{"job_key":"a","job_type":"noop","concurrency_key":"device-2"}`, 409, nil)
 	a.callJSON("POST", "/v1/jobs", `{"job_key":"a","job_type":"noop","concurrency_key":"device-1","concurrency_limit":2}`, 409, nil)
-	for _, tc := range []struct{ body, field, rule string }{
+	a.expectRefused(t, []refusal{
 		{`{"job_key":"x","job_type":"noop","concurrency_key":"` + strings.Repeat("k", 129) + `"}`, "concurrency_key", "must be 1–128 characters, got 129"},
 		{`{"job_key":"x","job_type":"noop","concurrency_key":" k"}`, "concurrency_key", "must not start or end with whitespace"},
 		{`{"job_key":"x","job_type":"noop","concurrency_key":"k","concurrency_limit":0}`, "concurrency_limit", "must be an integer in [1, 1000], got 0"},
 		{`{"job_key":"x","job_type":"noop","concurrency_key":"k","concurrency_limit":1001}`, "concurrency_limit", "must be an integer in [1, 1000], got 1001"},
 		{`{"job_key":"x","job_type":"noop","concurrency_limit":2}`, "concurrency_limit", "is allowed only with a concurrency_key"},
 		{`{"job_key":"x","job_type":"noop","concurrency_key":7}`, "concurrency_key", "must be a JSON string of 1–128 characters"},
-	} {
+	})
+}
+
+// A submit's rate key is stored and shown, is part of the request hash,
+// and a bad one is 400 naming rate_key and its rule, writing nothing.
+func TestSubmitRateKey(t *testing.T) {
+	t.Parallel()
+	a := startBuiltinAPI(t)
+	var first, got apitype.Job
+	a.callJSON("POST", "/v1/jobs", `{"job_key":"a","job_type":"noop","rate_key":"account-1"}`, 201, &first)
+	a.callJSON("GET", "/v1/jobs/"+jsonID(first.ID), "", 200, &got)
+	if first.RateKey != "account-1" || got.RateKey != "account-1" {
+		t.Fatalf("submit shows rate_key %q, GET %q; want account-1", first.RateKey, got.RateKey)
+	}
+	a.callJSON("POST", "/v1/jobs", `{"job_key":"a","job_type":"noop","rate_key":"account-1"}`, 200, nil)
+	a.callJSON("POST", "/v1/jobs", `{"job_key":"a","job_type":"noop","rate_key":"account-2"}`, 409, nil)
+	a.callJSON("POST", "/v1/jobs", `{"job_key":"a","job_type":"noop"}`, 409, nil)
+	a.expectRefused(t, []refusal{
+		{`{"job_key":"x","job_type":"noop","rate_key":"` + strings.Repeat("k", 129) + `"}`, "rate_key", "must be 1–128 characters, got 129"},
+		{`{"job_key":"x","job_type":"noop","rate_key":"k\n"}`, "rate_key", "must not contain control characters"},
+		{`{"job_key":"x","job_type":"noop","rate_key":7}`, "rate_key", "must be a JSON string of 1–128 characters"},
+	})
+}
+
+// refusal is a submit body and the field and rule its 400 must name.
+type refusal struct{ body, field, rule string }
+
+// expectRefused submits each body: 400 naming its field and rule, and
+// nothing written.
+func (a *apiServer) expectRefused(t *testing.T, cases []refusal) {
+	t.Helper()
+	for _, tc := range cases {
 		before := a.table()
 		var body apitype.ErrorBody
 		a.callJSON("POST", "/v1/jobs", tc.body, 400, &body)

@@ -177,7 +177,7 @@ func New(opts Options) *Metrics {
 	m.rescued = f.counter("jobq_leases_rescued_total", "Expired leases this replica's rescuer returned to WAITING or FAILED.")
 	m.leaseLost = f.counter("jobq_leases_lost_total", "Handlers on this replica cancelled because their run lost its lease.")
 	m.rateHeld = f.counterVec("jobq_rate_limit_held_total",
-		"Probes of this replica's limited claim that found due jobs of the type held back by its full rate window (the scanner then wakes when the window opens).", "job_type")
+		"Probes of this replica's limited claim that found due jobs of the type held back by its full rate window, or by the full windows of all its rate keys with HELD jobs under a per-key limit (the scanner then wakes when the first window opens).", "job_type")
 	m.writeFailures = f.counter("jobq_completion_write_failures_total",
 		"Completions that could not be written after retries; their leases expire and the jobs are rescued.")
 	m.pickup = f.histogramVec("jobq_pickup_latency_seconds",

@@ -186,8 +186,8 @@ func (l *limitedClaimer) reload(ctx context.Context) {
 // many; full reports that a claim took every slot it reserved (more may be
 // due: a freed slot should wake the scanner). It costs nothing when no
 // type is limited, and one lock-free read per limited type otherwise (two
-// for a rate-limited type after a claim that took jobs, to learn whether
-// its window now holds the rest back and when it opens).
+// for a rate-limited type after a claim, to learn whether its window — or
+// its keys' windows — now hold the rest back and when the first opens).
 func (l *limitedClaimer) claim(ctx context.Context) (dispatched int, full bool) {
 	p := l.p
 	l.mu.Lock()
@@ -225,8 +225,11 @@ func (l *limitedClaimer) claim(ctx context.Context) (dispatched int, full bool) 
 		p.Slots.unreserve(n - len(jobs))
 		dispatched += len(jobs)
 		full = full || len(jobs) == n
-		if rated && len(jobs) > 0 {
-			l.probe(ctx, typ) // a window the claim filled arms the wake
+		if rated {
+			// A window the claim filled arms the wake; so does a per-key
+			// claim that took nothing because it held every job it met
+			// (their keys' windows were full).
+			l.probe(ctx, typ)
 		}
 	}
 	return dispatched, full

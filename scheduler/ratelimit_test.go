@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/apitype"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/store"
 	"github.com/jobq/jobq/testbed/chaos/checker"
 )
 
@@ -24,42 +26,18 @@ func TestOpsRateLimitAcrossReplicas(t *testing.T) {
 	reg := scheduler.NewRegistry()
 	reg.Register("rl", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
 	const n, period, jobs = 20, 500 * time.Millisecond, 100
-	if _, err := st.TypeSetRateLimit(ctx, "rl", n, period); err != nil {
+	if _, err := st.TypeSetRateLimit(ctx, "rl", jobq.RateLimit{Starts: n, Period: period}); err != nil {
 		t.Fatalf("set rate limit: %v", err)
 	}
 	for i := range jobs {
 		submit(t, st, key("rl", i), "rl", `{}`, 0)
 	}
-	var reps []*scheduler.Scheduler
-	for _, owner := range []string{"r1", "r2"} {
-		cfg := fastConfig(owner)
-		cfg.PollInterval, cfg.PollJitter = time.Hour, time.Millisecond
-		reps = append(reps, startScheduler(t, st, reg, cfg))
-	}
-	for _, s := range reps {
-		s.Wake()
-	}
+	startWokenReplicas(t, st, reg)
 	waitSucceeded(t, jobs)
 	if held := events(t).Count(scheduler.EventRateHeld, func(e scheduler.Event) bool { return e.Name == "rl" }); held == 0 {
 		t.Fatalf("no %s event: the window never held jobs back", scheduler.EventRateHeld)
 	}
-	rows, err := st.DB().Query(`SELECT e.started_at FROM job_execution e JOIN job_queue q ON q.id = e.job_id
-		WHERE q.job_type = 'rl' ORDER BY e.started_at`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var starts []time.Time
-	for rows.Next() {
-		var at time.Time
-		if err := rows.Scan(&at); err != nil {
-			t.Fatal(err)
-		}
-		starts = append(starts, at)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	starts := executionStarts(t, st, "rl", "")
 	if len(starts) != jobs {
 		t.Fatalf("%d executions of rl, want %d", len(starts), jobs)
 	}
@@ -79,7 +57,7 @@ func TestOpsRateLimitedTypeDoesNotHoldUpOthers(t *testing.T) {
 	reg := scheduler.NewRegistry()
 	reg.Register("daily", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
 	reg.Register("other", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
-	if _, err := st.TypeSetRateLimit(ctx, "daily", 1, 24*time.Hour); err != nil {
+	if _, err := st.TypeSetRateLimit(ctx, "daily", jobq.RateLimit{Starts: 1, Period: 24 * time.Hour}); err != nil {
 		t.Fatalf("set rate limit: %v", err)
 	}
 	for i := range 50 {
@@ -101,5 +79,120 @@ func TestOpsRateLimitedTypeDoesNotHoldUpOthers(t *testing.T) {
 	}
 	if done, waiting := count("SUCCESS"), count("WAITING"); done != 1 || waiting != 49 {
 		t.Fatalf("daily: %d SUCCESS, %d WAITING; want 1 and 49", done, waiting)
+	}
+}
+
+// startWokenReplicas starts replicas r1 and r2 with an hour's poll and
+// wakes each once: every later scan comes from a wake, not from the timer.
+func startWokenReplicas(t *testing.T, st *store.Store, reg *scheduler.Registry) []*scheduler.Scheduler {
+	t.Helper()
+	var reps []*scheduler.Scheduler
+	for _, owner := range []string{"r1", "r2"} {
+		cfg := fastConfig(owner)
+		cfg.PollInterval, cfg.PollJitter = time.Hour, time.Millisecond
+		reps = append(reps, startScheduler(t, st, reg, cfg))
+	}
+	for _, s := range reps {
+		s.Wake()
+	}
+	return reps
+}
+
+// executionStarts returns the started_at of every attempt of jobType's
+// jobs (with rate key rateKey, unless it is ""), in order.
+func executionStarts(t *testing.T, st *store.Store, jobType, rateKey string) []time.Time {
+	t.Helper()
+	rows, err := st.DB().Query(`SELECT e.started_at FROM job_execution e JOIN job_queue q ON q.id = e.job_id
+		WHERE q.job_type = ? AND (? = '' OR q.rate_key = ?) ORDER BY e.started_at`, jobType, rateKey, rateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var starts []time.Time
+	for rows.Next() {
+		var at time.Time
+		if err := rows.Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		starts = append(starts, at)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return starts
+}
+
+// Two replicas with an hour's poll serve a type limited to 5 starts per
+// 400 ms per rate key: key a has 20 jobs due ahead of key b's 5 in priority.
+// Each key gets its 5 per window, never more (per key, job_execution never
+// shows more than 5 starts in any 400 ms window); b is not held up by a's
+// backlog (all of b starts within a's first window); a's over-limit jobs
+// wait HELD and are taken as their key's window opens (the replicas wake
+// for it: a's 20 run in at least 4 windows, with no poll in between).
+func TestOpsRateLimitPerKeyAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	reg := scheduler.NewRegistry()
+	reg.Register("acct", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	const n, period = 5, 400 * time.Millisecond
+	if _, err := st.TypeSetRateLimit(ctx, "acct", jobq.RateLimit{Starts: n, Period: period, PerKey: true}); err != nil {
+		t.Fatalf("set rate limit: %v", err)
+	}
+	for i := range 20 {
+		opSubmit(t, st, apitype.SubmitRequest{JobKey: key("a", i), JobType: "acct", Priority: ptr(100), RateKey: "a"})
+	}
+	for i := range n {
+		opSubmit(t, st, apitype.SubmitRequest{JobKey: key("b", i), JobType: "acct", RateKey: "b"})
+	}
+	startWokenReplicas(t, st, reg)
+	waitSucceeded(t, 20+n)
+	if held := events(t).Count(scheduler.EventRateHeld, func(e scheduler.Event) bool { return e.Name == "acct" }); held == 0 {
+		t.Fatalf("no %s event: the windows never held jobs back", scheduler.EventRateHeld)
+	}
+	a, b := executionStarts(t, st, "acct", "a"), executionStarts(t, st, "acct", "b")
+	if len(a) != 20 || len(b) != n {
+		t.Fatalf("%d executions of key a, %d of b; want 20 and %d", len(a), len(b), n)
+	}
+	for k, starts := range map[string][]time.Time{"a": a, "b": b} {
+		if got := checker.MostInWindow(starts, period); got != n {
+			t.Fatalf("key %s: most starts in a %s window = %d, want %d (the limit, reached)", k, period, got, n)
+		}
+	}
+	if last := b[len(b)-1]; !last.Before(a[0].Add(period)) {
+		t.Fatalf("key b's last start %s is not within key a's first window (from %s): a held b up", last, a[0])
+	}
+	if span := a[len(a)-1].Sub(a[0]); span < 3*period {
+		t.Fatalf("key a's 20 starts span %s, want at least 3 windows of %s", span, period)
+	}
+}
+
+// A claim of a per-key type that meets only jobs of full keys holds them
+// all and takes nothing; the replica still learns when the first key's
+// window opens and wakes then. Two replicas with an hour's poll, 2 starts
+// per 500 ms per key: 2 jobs of key a start; 3 more submitted while a's
+// window is full are held by the next (woken) claim, and then all start,
+// window by window, with no poll and no wake from the test.
+func TestOpsRateLimitPerKeyHeldByAClaimThatTookNothing(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	ctx := context.Background()
+	reg := scheduler.NewRegistry()
+	reg.Register("acct", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	if _, err := st.TypeSetRateLimit(ctx, "acct", jobq.RateLimit{Starts: 2, Period: 500 * time.Millisecond, PerKey: true}); err != nil {
+		t.Fatalf("set rate limit: %v", err)
+	}
+	for i := range 2 {
+		opSubmit(t, st, apitype.SubmitRequest{JobKey: key("a", i), JobType: "acct", RateKey: "a"})
+	}
+	reps := startWokenReplicas(t, st, reg)
+	waitSucceeded(t, 2)
+	for i := 2; i < 5; i++ {
+		opSubmit(t, st, apitype.SubmitRequest{JobKey: key("a", i), JobType: "acct", RateKey: "a"})
+	}
+	reps[0].Wake()
+	waitSucceeded(t, 5)
+	if got := checker.MostInWindow(executionStarts(t, st, "acct", "a"), 500*time.Millisecond); got > 2 {
+		t.Fatalf("most starts of key a in a 500ms window = %d, want at most 2", got)
 	}
 }

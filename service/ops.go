@@ -43,7 +43,7 @@ const (
 type OpsStore interface {
 	TypeSetPaused(ctx context.Context, jobType string, paused bool) (jobq.TypeControl, error)
 	TypeSetLimit(ctx context.Context, jobType string, maxRunning int) (jobq.TypeControl, error)
-	TypeSetRateLimit(ctx context.Context, jobType string, starts int, period time.Duration) (jobq.TypeControl, error)
+	TypeSetRateLimit(ctx context.Context, jobType string, rl jobq.RateLimit) (jobq.TypeControl, error)
 	TypeControls(ctx context.Context) ([]jobq.TypeControl, error)
 	PeriodicUpsert(ctx context.Context, spec jobq.PeriodicSpec, firstFunc func(now time.Time) time.Time) (jobq.Periodic, bool, error)
 	PeriodicGet(ctx context.Context, name string) (jobq.Periodic, error)
@@ -143,7 +143,8 @@ func (o *Ops) SetLimit(ctx context.Context, jobType string, req apitype.LimitReq
 }
 
 // SetRateLimit sets jobType's cluster-wide rate limit: at most req.Starts
-// starts in any window of req.Period.
+// starts in any window of req.Period, of the type or (req.PerKey) of each
+// rate key of the type.
 func (o *Ops) SetRateLimit(ctx context.Context, jobType string, req apitype.RateLimitRequest) (jobq.TypeControl, error) {
 	if err := o.checkType("job_type", jobType); err != nil {
 		return jobq.TypeControl{}, err
@@ -166,7 +167,7 @@ func (o *Ops) SetRateLimit(ctx context.Context, jobType string, req apitype.Rate
 	}
 	period = period.Truncate(time.Microsecond)
 	tc, err := retryV(ctx, o.retry, "rate limit", func() (jobq.TypeControl, error) {
-		return o.store.TypeSetRateLimit(ctx, jobType, *req.Starts, period)
+		return o.store.TypeSetRateLimit(ctx, jobType, jobq.RateLimit{Starts: *req.Starts, Period: period, PerKey: req.PerKey})
 	})
 	if err == nil {
 		o.notify()
@@ -181,7 +182,7 @@ func (o *Ops) ClearRateLimit(ctx context.Context, jobType string) (jobq.TypeCont
 	if err := o.checkType("job_type", jobType); err != nil {
 		return jobq.TypeControl{}, err
 	}
-	tc, err := retryV(ctx, o.retry, "rate limit", func() (jobq.TypeControl, error) { return o.store.TypeSetRateLimit(ctx, jobType, 0, 0) })
+	tc, err := retryV(ctx, o.retry, "rate limit", func() (jobq.TypeControl, error) { return o.store.TypeSetRateLimit(ctx, jobType, jobq.RateLimit{}) })
 	if err == nil {
 		o.notify()
 	}
@@ -218,6 +219,8 @@ func DecodeStrict(body []byte, v any) error {
 				field, kind = "body", "object"
 			} else if strings.Contains(ute.Type.String(), "int") {
 				kind = "integer"
+			} else if ute.Type.String() == "bool" {
+				kind = "boolean (true or false)"
 			}
 			return invalid(field, "must be a JSON %s", kind)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):

@@ -140,7 +140,7 @@ func New(opts Options) *Service {
 
 // submitFields are the fields of a submit body, exactly as spelled.
 var submitFields = []string{"job_key", "job_type", "params", "priority", "max_retry", "run_at", "timeout_ms", "unique_for_ms", "unique_while",
-	"concurrency_key", "concurrency_limit"}
+	"concurrency_key", "concurrency_limit", "rate_key"}
 
 // fieldRules say what each typed field must be, for type errors.
 var fieldRules = map[string]string{
@@ -155,6 +155,7 @@ var fieldRules = map[string]string{
 	"unique_while":      `must be the JSON string "active"`,
 	"concurrency_key":   fmt.Sprintf("must be a JSON string of 1–%d characters", jobq.MaxConcurrencyKeyRunes),
 	"concurrency_limit": fmt.Sprintf("must be a JSON integer in [1, %d]", jobq.MaxConcurrencyLimit),
+	"rate_key":          fmt.Sprintf("must be a JSON string of 1–%d characters", jobq.MaxRateKeyRunes),
 }
 
 // DecodeSubmit parses a submit body strictly: valid UTF-8, exactly one JSON
@@ -328,6 +329,12 @@ func (s *Service) ValidateSubmit(req apitype.SubmitRequest) (jobq.SubmitParams, 
 	if err := validateConcurrency(req, &p); err != nil {
 		return p, err
 	}
+	if req.RateKey != "" {
+		if err := checkText("rate_key", req.RateKey, jobq.MaxRateKeyRunes); err != nil {
+			return p, err
+		}
+		p.RateKey = req.RateKey
+	}
 	if req.UniqueForMs != nil {
 		if *req.UniqueForMs < 1 || *req.UniqueForMs > MaxUniqueForMs {
 			return p, invalid("unique_for_ms", "must be an integer in [1, %d] (how long the key stays unique, ms), got %d", int64(MaxUniqueForMs), *req.UniqueForMs)
@@ -499,6 +506,9 @@ func requestHash(p jobq.SubmitParams) string {
 		// Only keyed submits hash the key: the hashes of every other
 		// submit stay what they were.
 		fields = append(fields, p.ConcurrencyKey, p.ConcurrencyLimit)
+	}
+	if p.RateKey != "" {
+		fields = append(fields, "rate_key", p.RateKey)
 	}
 	_ = enc.Encode(fields)
 	sum := sha256.Sum256(buf.Bytes())

@@ -109,6 +109,9 @@ func (s *Service) validateWorkflowJobs(field string, in []apitype.WorkflowJob) (
 			}
 			return nil, invalid(fmt.Sprintf("%s[%d].%s", field, i, name), "concurrency keys (concurrency_key, concurrency_limit) are not supported for workflow jobs")
 		}
+		if j.RateKey != "" {
+			return nil, invalid(fmt.Sprintf("%s[%d].rate_key", field, i), "is not supported for workflow jobs")
+		}
 		sp, err := s.ValidateSubmit(j.SubmitRequest)
 		if err != nil {
 			var ve *ValidationError

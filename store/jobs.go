@@ -24,6 +24,7 @@ func jobFromRow(r jobqdb.JobQueue) jobq.Job {
 		CreateTime: r.CreateTime.UTC(), UpdateTime: r.UpdateTime.UTC(), RequestHash: r.RequestHash,
 		WorkflowID: uint64(r.WorkflowID.Int64), BlockedParents: int(r.BlockedParents),
 		UniqueUntil: nullTimePtr(r.UniqueUntil), UniqueWhileActive: r.UniqueWhileActive, KeyReleased: r.KeyRelease != 0, ConcurrencyKey: r.ConcurrencyKey.String,
+		RateKey: r.RateKey.String,
 	}
 }
 
@@ -41,7 +42,9 @@ func jobFromRow(r jobqdb.JobQueue) jobq.Job {
 // by id. A job_key that already exists costs one more read (by key), and a
 // holder with a window one more transaction.
 func (s *Store) JobSubmit(ctx context.Context, p jobq.SubmitParams) (job jobq.Job, created bool, err error) {
-	if p.ConcurrencyKey != "" {
+	if p.ConcurrencyKey != "" || (p.RateKey != "" && !p.Windowed()) {
+		// A rate key rides on the batch insert (insertMany), as a
+		// concurrency key does; with a window, on JobInsertUnique.
 		return s.submitKeyed(ctx, p)
 	}
 	if p.Windowed() {
@@ -135,10 +138,12 @@ func (s *Store) jobInsertUnique(ctx context.Context, q *jobqdb.Queries, p jobq.S
 		JobKey: p.JobKey, JobType: p.JobType, Params: p.Params, RequestHash: p.RequestHash, RunAt: runAt,
 		Priority: int32(p.Priority), MaxRetry: int32(p.MaxRetry), TimeoutMs: int32(p.TimeoutMs), Lane: s.laneOf(p.JobType),
 		UniqueForMs: p.UniqueForMs, UniqueWhileActive: p.UniqueWhileActive,
+		RateKey: sql.NullString{String: p.RateKey, Valid: p.RateKey != ""},
 	})
 }
 
-// submitKeyed is JobSubmit for a job with a concurrency key: the batch
+// submitKeyed is JobSubmit for a job with a concurrency key or a rate key
+// (and no uniqueness window): the batch
 // submit of one job (its key locked, the job parked, then the admission
 // pass, in one transaction), and the stored job read back.
 func (s *Store) submitKeyed(ctx context.Context, p jobq.SubmitParams) (jobq.Job, bool, error) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -15,7 +16,7 @@ import (
 
 func typeControlFromRow(r jobqdb.JobTypeControl) jobq.TypeControl {
 	return jobq.TypeControl{JobType: r.JobType, Paused: r.Paused, MaxRunning: int(r.MaxRunning),
-		RateStarts: int(r.RateStarts), RatePeriod: time.Duration(r.RatePeriodUs) * time.Microsecond, UpdateTime: r.UpdateTime.UTC()}
+		RateStarts: int(r.RateStarts), RatePeriod: time.Duration(r.RatePeriodUs) * time.Microsecond, RatePerKey: r.RatePerKey, UpdateTime: r.UpdateTime.UTC()}
 }
 
 // TypeSetPaused pauses (paused=true) or resumes a job type and returns its
@@ -67,17 +68,35 @@ func (s *Store) TypeControls(ctx context.Context) ([]jobq.TypeControl, error) {
 }
 
 // TypeSetRateLimit sets a job type's cluster-wide rate limit — at most
-// starts starts in any window of period on the database clock — and returns
-// its control row; starts 0 (with period 0) removes it. A new limit binds
-// claims that start after it commits; the window counts the starts recorded
-// since the type was last rate-limited (rate_start keeps one window of them).
-func (s *Store) TypeSetRateLimit(ctx context.Context, jobType string, starts int, period time.Duration) (jobq.TypeControl, error) {
-	if starts <= 0 {
-		starts, period = 0, 0
+// rl.Starts starts in any window of rl.Period on the database clock, of the
+// whole type or (rl.PerKey) of each rate key of the type — and returns its
+// control row; Starts 0 removes it. A new limit binds claims that start
+// after it commits; the window counts the starts recorded since the type
+// was last rate-limited (rate_start keeps one window of them). A limit that
+// is removed or no longer per key returns the type's HELD jobs to WAITING
+// in the same transaction, under the type's control row lock.
+func (s *Store) TypeSetRateLimit(ctx context.Context, jobType string, rl jobq.RateLimit) (jobq.TypeControl, error) {
+	if rl.Starts <= 0 {
+		rl = jobq.RateLimit{}
 	}
-	if err := s.q.TypeControlSetRate(ctx, jobqdb.TypeControlSetRateParams{
-		JobType: jobType, RateStarts: int32(starts), RatePeriodUs: period.Microseconds(),
-	}); err != nil {
+	err := s.WithTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		if err := q.TypeControlSetRate(ctx, jobqdb.TypeControlSetRateParams{
+			JobType: jobType, RateStarts: int32(rl.Starts), RatePeriodUs: rl.Period.Microseconds(), RatePerKey: rl.PerKey,
+		}); err != nil {
+			return err
+		}
+		if rl.PerKey {
+			return nil
+		}
+		// The upsert holds the control row's lock, as a limited claim does.
+		if _, err := q.JobReleaseHeldByType(ctx, jobType); err != nil {
+			return err
+		}
+		_, err := q.RateHoldDeleteByType(ctx, jobType)
+		return err
+	})
+	if err != nil {
 		return jobq.TypeControl{}, errorf("set rate limit: %w", err)
 	}
 	return s.TypeControlGet(ctx, jobType)
@@ -116,7 +135,21 @@ func (s *Store) TypeProbe(ctx context.Context, jobType string) (jobq.TypeProbe, 
 	}
 	r := rows[0]
 	rated := r.RateStarts > 0
-	if r.Paused || !r.HasDue || (r.MaxRunning > 0 && r.Running >= int64(r.MaxRunning)) {
+	if r.Paused || (r.MaxRunning > 0 && r.Running >= int64(r.MaxRunning)) {
+		return jobq.TypeProbe{RateLimited: rated}, nil
+	}
+	if rated && r.RatePerKey {
+		// Per key: due WAITING work is claimable (its key's window may
+		// hold it, which the claim finds out), and so is a key whose held
+		// jobs' window has opened (the claim releases them); held keys
+		// whose windows are all full arm the wake.
+		opens := max(time.Duration(r.HeldOpensInUs)*time.Microsecond, 0)
+		if r.HasDue || (r.HasHeld && opens == 0) {
+			return jobq.TypeProbe{Claimable: true, RateLimited: true}, nil
+		}
+		return jobq.TypeProbe{RateLimited: true, RateHeld: r.HasHeld, OpensIn: opens}, nil
+	}
+	if !r.HasDue {
 		return jobq.TypeProbe{RateLimited: rated}, nil
 	}
 	if rated && r.WindowStarts >= int64(r.RateStarts) {
@@ -181,6 +214,12 @@ func (s *Store) claimLimited(ctx context.Context, q *jobqdb.Queries, jobType str
 		}
 		room = min(room, int64(ctl.MaxRunning)-running)
 	}
+	if ctl.RateStarts > 0 && ctl.RatePerKey {
+		if room <= 0 {
+			return nil, nil
+		}
+		return s.claimPerKey(ctx, q, jobType, lane, room, ctl, claimFunc)
+	}
 	if ctl.RateStarts > 0 {
 		started, err := q.RateWindowCount(ctx, jobqdb.RateWindowCountParams{JobType: jobType, PeriodUs: ctl.RatePeriodUs})
 		if err != nil {
@@ -206,6 +245,188 @@ func (s *Store) claimLimited(ctx context.Context, q *jobqdb.Queries, jobType str
 	}
 	if _, err := q.RateStartRecord(ctx, ids); err != nil {
 		return nil, err
+	}
+	if _, err := q.RateStartPrune(ctx, jobqdb.RateStartPruneParams{JobType: jobType, PeriodUs: ctl.RatePeriodUs, Limit: rateStartPruneBatch}); err != nil {
+		return nil, err
+	}
+	return claimed, nil
+}
+
+// Bounds of one per-key limited claim: the held keys whose window opened
+// that it releases, its rounds of candidates (a round that holds
+// candidates back reads the next ones, beyond the held), and how many
+// candidates past its room a round after the first reads, so a full key's
+// backlog ahead in priority is held in a few rounds, not room jobs at a
+// time.
+const (
+	rateReleaseKeys   = 100
+	perKeyRounds      = 4
+	rateHoldLookahead = 500
+)
+
+// keyWindow is one rate key's window: its starts in it and the oldest.
+type keyWindow struct {
+	starts int64
+	oldest time.Time
+}
+
+// keyWindows reads the windows of keys (RateKeyWindows); a key without a
+// start in its window is absent.
+func keyWindows(ctx context.Context, q *jobqdb.Queries, jobType string, periodUs int64, keys []string) (map[string]keyWindow, error) {
+	rows, err := q.RateKeyWindows(ctx, jobqdb.RateKeyWindowsParams{JobType: jobType, RateKeys: keys, PeriodUs: periodUs})
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]keyWindow, len(rows))
+	for _, r := range rows {
+		m[r.RateKey] = keyWindow{starts: r.Starts, oldest: r.Oldest}
+	}
+	return m, nil
+}
+
+// claimPerKey is the limited claim of a type with a per-key rate limit, in
+// claimLimited's transaction (the type's control row locked): each rate key
+// may start ctl.RateStarts jobs in any window of ctl.RatePeriodUs.
+//
+// First it releases, for each key whose held jobs' window has opened
+// (rate_hold), as many HELD jobs as the key's window has room for back to
+// WAITING. Then, in up to perKeyRounds rounds, it locks the next due
+// WAITING jobs in priority order (room; after a round that held, room plus
+// rateHoldLookahead), counts their keys' windows
+// (rate_start, idx_rate_key_window), claims the jobs whose key has room
+// and records their starts, and holds the others (HELD, out of idx_scan):
+// a full key's backlog is read once, never again by the claims of the
+// type's other keys. Every key that keeps held jobs gets its rate_hold row,
+// opening when the oldest start in its window leaves it. Counting under
+// the control row lock with a NOW(6) before the claim's stamp keeps every
+// key's every window within the limit, as for a per-type limit.
+func (s *Store) claimPerKey(ctx context.Context, q *jobqdb.Queries, jobType string, lane int, room int64, ctl jobqdb.TypeControlLockRow,
+	claimFunc func(ids []uint64) ([]jobq.ClaimedJob, error)) ([]jobq.ClaimedJob, error) {
+	limit := int64(ctl.RateStarts)
+	held := map[string]bool{} // keys left with HELD jobs
+	due, err := q.RateHoldDue(ctx, jobqdb.RateHoldDueParams{JobType: jobType, Limit: rateReleaseKeys})
+	if err != nil {
+		return nil, err
+	}
+	if len(due) > 0 {
+		wins, err := keyWindows(ctx, q, jobType, ctl.RatePeriodUs, due)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range due {
+			free := limit - wins[k].starts
+			if free <= 0 {
+				held[k] = true // opened early (a start left it since): set again below
+				continue
+			}
+			ids, err := q.JobHeldByKey(ctx, jobqdb.JobHeldByKeyParams{RateKey: sql.NullString{String: k, Valid: true}, JobType: jobType, Limit: int32(free)})
+			if err != nil {
+				return nil, err
+			}
+			if len(ids) > 0 {
+				if _, err := q.JobRelease(ctx, ids); err != nil {
+					return nil, err
+				}
+			}
+			if int64(len(ids)) < free {
+				if err := q.RateHoldDelete(ctx, jobqdb.RateHoldDeleteParams{JobType: jobType, RateKey: k}); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			held[k] = true
+		}
+	}
+	var claimed []jobq.ClaimedJob
+	for round := 0; round < perKeyRounds && room > 0; round++ {
+		ask := room
+		if round > 0 {
+			ask += rateHoldLookahead // the last round held: a backlog of full keys may lie ahead
+		}
+		var cands []jobqdb.JobLockAvailableByTypeKeyedRow
+		if s.Server.SkipLocked {
+			rows, err := q.JobLockAvailableByTypeKeyedSkipLocked(ctx, jobqdb.JobLockAvailableByTypeKeyedSkipLockedParams{JobType: jobType, Lane: int8(lane), Limit: int32(ask)})
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range rows {
+				cands = append(cands, jobqdb.JobLockAvailableByTypeKeyedRow(r))
+			}
+		} else {
+			cands, err = q.JobLockAvailableByTypeKeyed(ctx, jobqdb.JobLockAvailableByTypeKeyedParams{JobType: jobType, Lane: int8(lane), Limit: int32(ask)})
+			if err != nil {
+				return nil, err
+			}
+		}
+		if len(cands) == 0 {
+			break
+		}
+		var keys []string
+		for _, c := range cands {
+			if !slices.Contains(keys, c.RateKey) {
+				keys = append(keys, c.RateKey)
+			}
+		}
+		wins, err := keyWindows(ctx, q, jobType, ctl.RatePeriodUs, keys)
+		if err != nil {
+			return nil, err
+		}
+		taken := map[string]int64{}
+		var take, hold []uint64
+		for _, c := range cands {
+			if wins[c.RateKey].starts+taken[c.RateKey] < limit {
+				if int64(len(take)) < room {
+					taken[c.RateKey]++
+					take = append(take, c.ID)
+				} // else: its key has room, this claim has none; it stays WAITING
+				continue
+			}
+			held[c.RateKey] = true
+			hold = append(hold, c.ID)
+		}
+		if len(hold) > 0 {
+			if _, err := q.JobHold(ctx, hold); err != nil {
+				return nil, err
+			}
+		}
+		if len(take) > 0 {
+			got, err := claimFunc(take)
+			if err != nil {
+				return nil, err
+			}
+			claimed = append(claimed, got...)
+			if _, err := q.RateStartRecord(ctx, take); err != nil {
+				return nil, err
+			}
+			room -= int64(len(take))
+		}
+		if int64(len(cands)) < ask || len(hold) == 0 {
+			break // no more due, or nothing held (room is spent)
+		}
+	}
+	if len(held) > 0 {
+		keys := slices.Sorted(maps.Keys(held))
+		wins, err := keyWindows(ctx, q, jobType, ctl.RatePeriodUs, keys)
+		if err != nil {
+			return nil, err
+		}
+		var now time.Time
+		for _, k := range keys {
+			opens := wins[k].oldest.Add(time.Duration(ctl.RatePeriodUs) * time.Microsecond)
+			if _, ok := wins[k]; !ok {
+				// No start in its window (what was released is not claimed
+				// yet): it has room now.
+				if now.IsZero() {
+					if now, err = q.DBNow(ctx); err != nil {
+						return nil, err
+					}
+				}
+				opens = now
+			}
+			if err := q.RateHoldSet(ctx, jobqdb.RateHoldSetParams{JobType: jobType, RateKey: k, OpensAt: opens}); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if _, err := q.RateStartPrune(ctx, jobqdb.RateStartPruneParams{JobType: jobType, PeriodUs: ctl.RatePeriodUs, Limit: rateStartPruneBatch}); err != nil {
 		return nil, err

@@ -184,17 +184,18 @@ func (s *Store) keyLookup(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParam
 // insertMany inserts ps[i] for each i in idx with one multi-row INSERT (the
 // columns and defaults of JobInsert and JobInsertAt: no run_at means due
 // now, WAITING; a run_at ahead of the database clock is SCHEDULED; a job
-// with a concurrency key is PARKED, for the caller's admission pass).
+// with a concurrency key is PARKED, for the caller's admission pass; a rate
+// key is stored as given).
 func insertMany(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParams, idx []int, laneOf func(string) int8) error {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time, lane, concurrency_key) VALUES `)
+    timeout_ms, run_at, create_time, update_time, lane, concurrency_key, rate_key) VALUES `)
 	args := make([]any, 0, 12*len(idx))
 	for n, i := range idx {
 		if n > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?, ?, ?, ?, IF(? IS NOT NULL, 'PARKED', IF(? > NOW(6), 'SCHEDULED', 'WAITING')), ?, ?, ?, COALESCE(?, NOW(6)), NOW(6), NOW(6), ?, ?)")
+		b.WriteString("(?, ?, ?, ?, IF(? IS NOT NULL, 'PARKED', IF(? > NOW(6), 'SCHEDULED', 'WAITING')), ?, ?, ?, COALESCE(?, NOW(6)), NOW(6), NOW(6), ?, ?, ?)")
 		p := ps[i]
 		var runAt sql.NullTime
 		if p.RunAt != nil {
@@ -204,8 +205,9 @@ func insertMany(ctx context.Context, tx *sql.Tx, ps []jobq.SubmitParams, idx []i
 		if p.ConcurrencyKey != "" {
 			key = sql.NullString{String: p.ConcurrencyKey, Valid: true}
 		}
+		rateKey := sql.NullString{String: p.RateKey, Valid: p.RateKey != ""}
 		args = append(args, p.JobKey, p.JobType, p.Params, p.RequestHash, key, runAt, p.Priority, p.MaxRetry, p.TimeoutMs, runAt,
-			laneOf(p.JobType), key)
+			laneOf(p.JobType), key, rateKey)
 	}
 	_, err := tx.ExecContext(ctx, b.String(), args...)
 	return err

@@ -37,8 +37,9 @@ type ChaosCmd struct {
 	Periodic          string        `help:"Add a periodic schedule with this cron expression beside the workload (effect jobs of 50 ms; removed after --duration); the checker adds fire_missing and fire_doubled over its ledger." placeholder:"@every 10s"`
 	PeriodicOverlap   string        `help:"Overlap policy of the --periodic schedule: allow, skip, queue_one or cancel_previous." enum:"allow,skip,queue_one,cancel_previous," default:"" name:"periodic-overlap"`
 	RateLimited       float64       `help:"Fraction of jobs of a rate-limited type (effect-limited, --rate-starts per --rate-period across replicas); the checker adds rate_limit_exceeded." default:"0"`
-	RateStarts        int           `help:"Starts of the rate-limited type allowed in any window of --rate-period." default:"20"`
+	RateStarts        int           `help:"Starts of the rate-limited type (of each rate key, with --rate-keys) allowed in any window of --rate-period (default 20; 3 per key in policy-kill-storm)." default:"0"`
 	RatePeriod        time.Duration `help:"The rate limit's window." default:"1s"`
+	RateKeys          int           `help:"Make the rate limit per key and spread the rate-limited jobs over this many rate keys, each allowed --rate-starts per --rate-period; the checker counts each key's windows. 0: one limit for the type (policy-kill-storm defaults to 4 keys)." default:"0"`
 	Keys              int           `help:"Spread the jobs over this many concurrency keys (every fourth job unkeyed; limit 1 for even keys, 2 for odd); the checker adds concurrency_key_overlap. 0: no keys." default:"0"`
 	MaxRetry          int           `help:"Each job's max_retry." default:"5"`
 	Strategy          string        `help:"Claim strategy: skiplocked or cas (default: the replicas' default)." enum:"skiplocked,cas," default:""`
@@ -89,7 +90,7 @@ func (c *ChaosCmd) Run(g *Globals) error {
 			Name: s.Name, Replicas: c.Replicas, Jobs: c.Jobs, Duration: c.Duration, Rate: c.Rate, Runtime: c.Runtime,
 			FlakyFraction: c.Flaky, FutureFraction: c.Future, PoisonJobs: c.Poison, Workflows: c.Workflows, ConcurrencyKeys: c.Keys,
 			Periodic: c.Periodic, PeriodicOverlap: c.PeriodicOverlap, MaxRetry: c.MaxRetry,
-			RateLimited: c.RateLimited, RateStarts: c.RateStarts, RatePeriod: c.RatePeriod, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
+			RateLimited: c.RateLimited, RateStarts: c.RateStarts, RatePeriod: c.RatePeriod, RateKeys: c.RateKeys, Faults: c.Faults, Rounds: c.Rounds, Schedule: c.Schedule, Seed: c.Seed,
 			Strategy: c.Strategy, Lease: c.Lease, RescueInterval: c.RescueInterval,
 			Workers: c.Workers, DrainTimeout: c.DrainTimeout, Keep: c.Keep, Log: g.Log, DSN: c.DSN,
 			Executor: c.Executor, RemoteWorkers: c.RemoteWorkers, WorkerConcurrency: c.WorkerConcurrency,

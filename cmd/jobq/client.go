@@ -58,6 +58,7 @@ type SubmitCmd struct {
 	UniqueWhile      string         `help:"active: the key names this job only until it is terminal (unique_while)." name:"unique-while" enum:"active," default:""`
 	ConcurrencyKey   string         `help:"concurrency_key: at most --concurrency-limit jobs with this key run at once, across replicas; the others wait PARKED (1–128 characters)."`
 	ConcurrencyLimit *int           `help:"concurrency_limit 1–1000 for --concurrency-key (default 1; the newest submit's limit is the key's)."`
+	RateKey          string         `help:"rate_key: under a per-key rate limit of the type (types limit-rate --per-key), the jobs with this key share one window of the limit (1–128 characters)."`
 	SubmitFileFlags
 }
 
@@ -66,7 +67,7 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	if c.File != "" {
 		if c.Key != "" || c.Type != "" || c.Params != "{}" || c.Priority != nil || c.MaxRetry != nil || c.RunAt != nil || c.TimeoutMs != nil ||
 			c.UniqueFor != nil || c.UniqueWhile != "" ||
-			c.ConcurrencyKey != "" || c.ConcurrencyLimit != nil {
+			c.ConcurrencyKey != "" || c.ConcurrencyLimit != nil || c.RateKey != "" {
 			return errors.New("--file: the jobs come from the file; drop --key, --type and the other job flags")
 		}
 		return c.SubmitFileFlags.run(g, c.ServerFlags)
@@ -80,7 +81,7 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	req := apitype.SubmitRequest{
 		JobKey: c.Key, JobType: c.Type, Params: json.RawMessage(c.Params), Priority: c.Priority,
 		MaxRetry: c.MaxRetry, RunAt: c.RunAt, TimeoutMs: c.TimeoutMs, UniqueWhile: c.UniqueWhile,
-		ConcurrencyKey: c.ConcurrencyKey, ConcurrencyLimit: c.ConcurrencyLimit,
+		ConcurrencyKey: c.ConcurrencyKey, ConcurrencyLimit: c.ConcurrencyLimit, RateKey: c.RateKey,
 	}
 	if c.UniqueFor != nil {
 		ms := c.UniqueFor.Milliseconds()
@@ -116,7 +117,7 @@ func (c *GetCmd) Run(g *Globals) error {
 type ListCmd struct {
 	ServerFlags
 	OutputFlags
-	Status string `help:"Only this status (BLOCKED, PARKED, SCHEDULED, WAITING, RUNNING, SUCCESS, FAILED, CANCELED)."`
+	Status string `help:"Only this status (BLOCKED, PARKED, SCHEDULED, WAITING, HELD, RUNNING, SUCCESS, FAILED, CANCELED)."`
 	Type   string `help:"Only this job_type."`
 	Limit  int    `help:"Page size 1–1000." default:"50"`
 	Cursor string `help:"next_cursor of the previous page."`

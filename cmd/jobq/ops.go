@@ -77,7 +77,7 @@ func (f OpsFlags) PeriodicRequests() ([]apitype.PeriodicRequest, error) {
 type opsAPI interface {
 	SetPaused(ctx context.Context, jobType string, paused bool) (apitype.TypeControl, error)
 	SetLimit(ctx context.Context, jobType string, maxRunning int) (apitype.TypeControl, error)
-	SetRateLimit(ctx context.Context, jobType string, starts int, period string) (apitype.TypeControl, error)
+	SetRateLimit(ctx context.Context, jobType string, starts int, period string, perKey bool) (apitype.TypeControl, error)
 	ClearRateLimit(ctx context.Context, jobType string) (apitype.TypeControl, error)
 	Types(ctx context.Context) ([]apitype.TypeControl, error)
 	PutPeriodic(ctx context.Context, req apitype.PeriodicRequest) (apitype.Periodic, bool, error)
@@ -251,6 +251,7 @@ type RateLimitCmd struct {
 	Type   string `arg:"" help:"Job type."`
 	Starts int    `help:"Most starts of the type in any window of --per, across all replicas, 1–1000000." default:"0"`
 	Per    string `help:"The window's length, a duration from 1ms to 24h (1s, 500ms, 1m)." default:"1s"`
+	PerKey bool   `help:"Apply the limit to each rate key of the type on its own (the jobs' rate_key, set with submit --rate-key); jobs without one share one window."`
 	Clear  bool   `help:"Remove the type's rate limit instead."`
 }
 
@@ -264,7 +265,7 @@ func (c *RateLimitCmd) Run(g *Globals) error {
 	if c.Clear {
 		tc, err = cl.ClearRateLimit(g.Ctx, c.Type)
 	} else {
-		tc, err = cl.SetRateLimit(g.Ctx, c.Type, c.Starts, c.Per)
+		tc, err = cl.SetRateLimit(g.Ctx, c.Type, c.Starts, c.Per, c.PerKey)
 	}
 	if err != nil {
 		return err
@@ -276,7 +277,7 @@ func (c *RateLimitCmd) Run(g *Globals) error {
 // limits (limit-rate).
 type TypesCmd struct {
 	List      TypesListCmd `cmd:"" default:"withargs" hidden:"" help:"List every job type ever paused or limited."`
-	LimitRate RateLimitCmd `cmd:"" name:"limit-rate" help:"Set a job type's cluster-wide rate limit: at most --starts starts in any window of --per (--clear removes it)."`
+	LimitRate RateLimitCmd `cmd:"" name:"limit-rate" help:"Set a job type's cluster-wide rate limit: at most --starts starts in any window of --per, of the type or of each rate key (--per-key); --clear removes it."`
 }
 
 // TypesListCmd lists every job type ever paused or limited.

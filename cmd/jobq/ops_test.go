@@ -284,6 +284,19 @@ func testOpsCLIJobCommands(t *testing.T, transport string) {
 	}
 	rated := submitJob(t, c, apitype.SubmitRequest{JobKey: "rated-1", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`)})
 	awaitJob(t, c, rated.ID, jobq.StateSuccess, 5*time.Second)
+	// per key: set over the same transport, shown, and a keyed job runs.
+	tc = decode[apitype.TypeControl](t, mustCLI(t, "types", "limit-rate", "sleep", "--starts", "5", "--per", "500ms", "--per-key", srv, tr))
+	if tc.RateLimit == nil || !tc.RateLimit.PerKey || tc.RateLimit.Starts != 5 {
+		t.Fatalf("limit-rate --per-key printed %+v (rate limit %+v)", tc, tc.RateLimit)
+	}
+	if out := mustCLI(t, "types", "-o", "table", srv, tr); !strings.Contains(out, "5/500ms per key") {
+		t.Fatalf("types table without the per-key rate limit:\n%s", out)
+	}
+	keyed := submitJob(t, c, apitype.SubmitRequest{JobKey: "rated-2", JobType: "sleep", Params: json.RawMessage(`{"ms":10}`), RateKey: "acct-1"})
+	if keyed.RateKey != "acct-1" {
+		t.Fatalf("submit with a rate key returned %+v", keyed)
+	}
+	awaitJob(t, c, keyed.ID, jobq.StateSuccess, 5*time.Second)
 	if tc := decode[apitype.TypeControl](t, mustCLI(t, "types", "limit-rate", "sleep", "--clear", srv, tr)); tc.RateLimit != nil {
 		t.Fatalf("limit-rate --clear printed %+v", tc)
 	}
@@ -443,6 +456,8 @@ func TestOpsAPIRejectsBadInput(t *testing.T) {
 		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"1 second"}`, "period", "must be a duration"},
 		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"500us"}`, "period", "must be from 1ms to 24h0m0s"},
 		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"25h"}`, "period", "must be from 1ms to 24h0m0s"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"1s","per_key":"yes"}`, "per_key", "must be a JSON boolean (true or false)"},
+		{"PUT", "/v1/types/noop/rate-limit", `{"starts":5,"period":"1s","per_account":true}`, "per_account", "unknown field"},
 		{"PUT", "/v1/types/nope/rate-limit", `{"starts":5,"period":"1s"}`, "job_type", "not a registered job type"},
 		{"DELETE", "/v1/types/nope/rate-limit", ``, "job_type", "not a registered job type"},
 		{"POST", "/v1/jobs/retry", `{"status":"SUCCESS"}`, "status", "must be FAILED or CANCELED"},

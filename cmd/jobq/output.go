@@ -95,6 +95,9 @@ func jobTable(w io.Writer, j apitype.Job) {
 	if j.ConcurrencyKey != "" {
 		fmt.Fprintf(w, "concurrency_key\t%s\n", j.ConcurrencyKey)
 	}
+	if j.RateKey != "" {
+		fmt.Fprintf(w, "rate_key\t%s\n", j.RateKey)
+	}
 	fmt.Fprintf(w, "run_at\t%s\n", fmtTime(&j.RunAt))
 	fmt.Fprintf(w, "owner\t%s\n", orDash(j.Owner))
 	fmt.Fprintf(w, "lease_until\t%s\n", fmtTime(j.LeaseUntil))
@@ -142,6 +145,9 @@ func typesTable(w io.Writer, ts []apitype.TypeControl) {
 		}
 		if t.RateLimit != nil {
 			rate = fmt.Sprintf("%d/%s", t.RateLimit.Starts, t.RateLimit.Period)
+			if t.RateLimit.PerKey {
+				rate += " per key"
+			}
 		}
 		fmt.Fprintf(w, "%s\t%t\t%s\t%s\t%s\n", t.JobType, t.Paused, limit, rate, fmtTime(&t.UpdateTime))
 	}

@@ -262,10 +262,10 @@ const jobCancelWaiting = `-- name: JobCancelWaiting :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED', 'PARKED')
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED', 'PARKED', 'HELD')
 `
 
-// Cancels a job no replica holds: WAITING, SCHEDULED, BLOCKED or PARKED. Both cancels reach
+// Cancels a job no replica holds: WAITING, SCHEDULED, BLOCKED, PARKED or HELD. Both cancels reach
 // the row through the primary key (FORCE INDEX): by idx_due (status, run_at)
 // they would lock its index entry before the row, the reverse of every
 // completion and rescue, which lock the row first — a deadlock.
@@ -530,7 +530,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue WHERE id = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue WHERE id = ?
 `
 
 func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
@@ -567,12 +567,14 @@ func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
 		&i.KeyRelease,
 		&i.UniqueUntil,
 		&i.UniqueWhileActive,
+		&i.RateKey,
+		&i.HeldRateKey,
 	)
 	return i, err
 }
 
 const jobGetByKey = `-- name: JobGetByKey :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
 `
 
 // The key's holder, or (every job of the key released its key) the newest:
@@ -611,6 +613,8 @@ func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, err
 		&i.KeyRelease,
 		&i.UniqueUntil,
 		&i.UniqueWhileActive,
+		&i.RateKey,
+		&i.HeldRateKey,
 	)
 	return i, err
 }
@@ -872,13 +876,13 @@ func (q *Queries) JobInsertAt(ctx context.Context, arg JobInsertAtParams) (int64
 const jobInsertUnique = `-- name: JobInsertUnique :execlastid
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time, lane, unique_until, unique_while_active
+    timeout_ms, run_at, create_time, update_time, lane, unique_until, unique_while_active, rate_key
 ) VALUES (
     ?, ?, ?, ?,
     IF(COALESCE(?, NOW(6)) > NOW(6), 'SCHEDULED', 'WAITING'), ?, ?, ?,
     COALESCE(?, NOW(6)), NOW(6), NOW(6), ?,
     IF(CAST(? AS SIGNED) > 0, TIMESTAMPADD(MICROSECOND, 1000 * CAST(? AS SIGNED), NOW(6)), NULL),
-    ?
+    ?, ?
 )
 `
 
@@ -894,10 +898,12 @@ type JobInsertUniqueParams struct {
 	Lane              int8
 	UniqueForMs       int64
 	UniqueWhileActive bool
+	RateKey           sql.NullString
 }
 
 // JobInsertAt for a submit with a uniqueness window: unique_until is
-// NOW(6) + unique_for_ms (NULL for 0), run_at NULL means due now.
+// NOW(6) + unique_for_ms (NULL for 0), run_at NULL means due now, rate_key
+// NULL none.
 func (q *Queries) JobInsertUnique(ctx context.Context, arg JobInsertUniqueParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, jobInsertUnique,
 		arg.JobKey,
@@ -913,6 +919,7 @@ func (q *Queries) JobInsertUnique(ctx context.Context, arg JobInsertUniqueParams
 		arg.UniqueForMs,
 		arg.UniqueForMs,
 		arg.UniqueWhileActive,
+		arg.RateKey,
 	)
 	if err != nil {
 		return 0, err
@@ -1020,7 +1027,7 @@ func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKey
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue
 WHERE id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1071,6 +1078,8 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,
+			&i.RateKey,
+			&i.HeldRateKey,
 		); err != nil {
 			return nil, err
 		}
@@ -1086,7 +1095,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 }
 
 const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue FORCE INDEX (uk_job_key)
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE ?
   AND (? = '' OR status = ?)
   AND (? = '' OR job_type = ?)
@@ -1158,6 +1167,8 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,
+			&i.RateKey,
+			&i.HeldRateKey,
 		); err != nil {
 			return nil, err
 		}
@@ -1173,7 +1184,7 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 }
 
 const jobListByStatus = `-- name: JobListByStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue
 WHERE status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1225,6 +1236,8 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,
+			&i.RateKey,
+			&i.HeldRateKey,
 		); err != nil {
 			return nil, err
 		}
@@ -1240,7 +1253,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 }
 
 const jobListByType = `-- name: JobListByType :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue
 WHERE job_type = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1292,6 +1305,8 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,
+			&i.RateKey,
+			&i.HeldRateKey,
 		); err != nil {
 			return nil, err
 		}
@@ -1307,7 +1322,7 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 }
 
 const jobListByTypeStatus = `-- name: JobListByTypeStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue
 WHERE job_type = ? AND status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1365,6 +1380,8 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 			&i.KeyRelease,
 			&i.UniqueUntil,
 			&i.UniqueWhileActive,
+			&i.RateKey,
+			&i.HeldRateKey,
 		); err != nil {
 			return nil, err
 		}

@@ -113,6 +113,8 @@ type JobQueue struct {
 	KeyRelease        uint64
 	UniqueUntil       sql.NullTime
 	UniqueWhileActive bool
+	RateKey           sql.NullString
+	HeldRateKey       sql.NullString
 }
 
 type JobRunInfo struct {
@@ -132,6 +134,7 @@ type JobTypeControl struct {
 	UpdateTime   time.Time
 	RateStarts   int32
 	RatePeriodUs int64
+	RatePerKey   bool
 }
 
 type PeriodicFire struct {
@@ -166,11 +169,18 @@ type PeriodicJob struct {
 	QueuedJobID sql.NullInt64
 }
 
+type RateHold struct {
+	JobType string
+	RateKey string
+	OpensAt time.Time
+}
+
 type RateStart struct {
 	ID        uint64
 	JobType   string
 	StartedAt time.Time
 	JobID     uint64
+	RateKey   string
 }
 
 type Workflow struct {

@@ -68,6 +68,72 @@ func (q *Queries) JobDeleteMany(ctx context.Context, ids []uint64) (int64, error
 	return result.RowsAffected()
 }
 
+const jobHeldByKey = `-- name: JobHeldByKey :many
+SELECT id FROM job_queue
+WHERE held_rate_key = ? AND job_type = ?
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+`
+
+type JobHeldByKeyParams struct {
+	RateKey sql.NullString
+	JobType string
+	Limit   int32
+}
+
+// The release's pick: a key's HELD jobs by priority DESC, run_at, id on
+// idx_rate_held. A plain read: the type's control row lock, which the
+// caller holds, serialises every hold and release of the type; a cancel
+// that ends one meanwhile makes JobRelease skip it.
+func (q *Queries) JobHeldByKey(ctx context.Context, arg JobHeldByKeyParams) ([]uint64, error) {
+	rows, err := q.db.QueryContext(ctx, jobHeldByKey, arg.RateKey, arg.JobType, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobHold = `-- name: JobHold :execrows
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = 'HELD', update_time = NOW(6)
+WHERE id IN (/*SLICE:ids*/?) AND status = 'WAITING'
+`
+
+// WAITING jobs of a per-key type whose key's window is full become HELD,
+// by primary key only; the limited claim holds their rows.
+func (q *Queries) JobHold(ctx context.Context, ids []uint64) (int64, error) {
+	query := jobHold
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const jobIDsByStatus = `-- name: JobIDsByStatus :many
 SELECT id FROM job_queue
 WHERE status = ? AND id > ?
@@ -231,6 +297,94 @@ func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailab
 	return items, nil
 }
 
+const jobLockAvailableByTypeKeyed = `-- name: JobLockAvailableByTypeKeyed :many
+SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
+WHERE job_type = ? AND status = 'WAITING' AND lane = ? AND run_at <= NOW(6)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE
+`
+
+type JobLockAvailableByTypeKeyedParams struct {
+	JobType string
+	Lane    int8
+	Limit   int32
+}
+
+type JobLockAvailableByTypeKeyedRow struct {
+	ID      uint64
+	RateKey string
+}
+
+// JobLockAvailableByType for a per-key rate limit: with each job's rate key
+// (” for none).
+func (q *Queries) JobLockAvailableByTypeKeyed(ctx context.Context, arg JobLockAvailableByTypeKeyedParams) ([]JobLockAvailableByTypeKeyedRow, error) {
+	rows, err := q.db.QueryContext(ctx, jobLockAvailableByTypeKeyed, arg.JobType, arg.Lane, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobLockAvailableByTypeKeyedRow
+	for rows.Next() {
+		var i JobLockAvailableByTypeKeyedRow
+		if err := rows.Scan(&i.ID, &i.RateKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobLockAvailableByTypeKeyedSkipLocked = `-- name: JobLockAvailableByTypeKeyedSkipLocked :many
+SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
+WHERE job_type = ? AND status = 'WAITING' AND lane = ? AND run_at <= NOW(6)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED
+`
+
+type JobLockAvailableByTypeKeyedSkipLockedParams struct {
+	JobType string
+	Lane    int8
+	Limit   int32
+}
+
+type JobLockAvailableByTypeKeyedSkipLockedRow struct {
+	ID      uint64
+	RateKey string
+}
+
+// JobLockAvailableByTypeSkipLocked for a per-key rate limit: with each
+// job's rate key (” for none).
+func (q *Queries) JobLockAvailableByTypeKeyedSkipLocked(ctx context.Context, arg JobLockAvailableByTypeKeyedSkipLockedParams) ([]JobLockAvailableByTypeKeyedSkipLockedRow, error) {
+	rows, err := q.db.QueryContext(ctx, jobLockAvailableByTypeKeyedSkipLocked, arg.JobType, arg.Lane, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobLockAvailableByTypeKeyedSkipLockedRow
+	for rows.Next() {
+		var i JobLockAvailableByTypeKeyedSkipLockedRow
+		if err := rows.Scan(&i.ID, &i.RateKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobLockAvailableByTypeSkipLocked = `-- name: JobLockAvailableByTypeSkipLocked :many
 SELECT id FROM job_queue
 WHERE job_type = ? AND status = 'WAITING' AND lane = ? AND run_at <= NOW(6)
@@ -270,6 +424,48 @@ func (q *Queries) JobLockAvailableByTypeSkipLocked(ctx context.Context, arg JobL
 		return nil, err
 	}
 	return items, nil
+}
+
+const jobRelease = `-- name: JobRelease :execrows
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = 'WAITING', update_time = NOW(6)
+WHERE id IN (/*SLICE:ids*/?) AND status = 'HELD'
+`
+
+// HELD jobs back to WAITING (their run_at is kept: they were due), by
+// primary key only.
+func (q *Queries) JobRelease(ctx context.Context, ids []uint64) (int64, error) {
+	query := jobRelease
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const jobReleaseHeldByType = `-- name: JobReleaseHeldByType :execrows
+UPDATE job_queue SET status = 'WAITING', update_time = NOW(6)
+WHERE job_type = ? AND status = 'HELD'
+`
+
+// Every HELD job of a type back to WAITING, in the transaction that clears
+// the type's rate limit or makes it per type (idx_type_status): no claim
+// would release them any more.
+func (q *Queries) JobReleaseHeldByType(ctx context.Context, jobType string) (int64, error) {
+	result, err := q.db.ExecContext(ctx, jobReleaseHeldByType, jobType)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const jobRetentionLock = `-- name: JobRetentionLock :many
@@ -659,6 +855,153 @@ func (q *Queries) PeriodicUpsert(ctx context.Context, arg PeriodicUpsertParams) 
 	return result.RowsAffected()
 }
 
+const rateHoldDelete = `-- name: RateHoldDelete :exec
+DELETE FROM rate_hold WHERE job_type = ? AND rate_key = ?
+`
+
+type RateHoldDeleteParams struct {
+	JobType string
+	RateKey string
+}
+
+// The key has no HELD job left.
+func (q *Queries) RateHoldDelete(ctx context.Context, arg RateHoldDeleteParams) error {
+	_, err := q.db.ExecContext(ctx, rateHoldDelete, arg.JobType, arg.RateKey)
+	return err
+}
+
+const rateHoldDeleteByType = `-- name: RateHoldDeleteByType :execrows
+DELETE FROM rate_hold WHERE job_type = ?
+`
+
+func (q *Queries) RateHoldDeleteByType(ctx context.Context, jobType string) (int64, error) {
+	result, err := q.db.ExecContext(ctx, rateHoldDeleteByType, jobType)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const rateHoldDue = `-- name: RateHoldDue :many
+SELECT rate_key FROM rate_hold
+WHERE job_type = ? AND opens_at <= NOW(6)
+ORDER BY opens_at
+LIMIT ?
+`
+
+type RateHoldDueParams struct {
+	JobType string
+	Limit   int32
+}
+
+// The keys of a per-key type whose held jobs' window has opened, earliest
+// first (idx_rate_hold_open), read under the type's control row lock.
+func (q *Queries) RateHoldDue(ctx context.Context, arg RateHoldDueParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, rateHoldDue, arg.JobType, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var rate_key string
+		if err := rows.Scan(&rate_key); err != nil {
+			return nil, err
+		}
+		items = append(items, rate_key)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const rateHoldSet = `-- name: RateHoldSet :exec
+INSERT INTO rate_hold (job_type, rate_key, opens_at)
+VALUES (?, ?, ?)
+ON DUPLICATE KEY UPDATE opens_at = ?
+`
+
+type RateHoldSetParams struct {
+	JobType string
+	RateKey string
+	OpensAt time.Time
+}
+
+// A key of a per-key type has HELD jobs; its window next has room at
+// opens_at (database clock).
+func (q *Queries) RateHoldSet(ctx context.Context, arg RateHoldSetParams) error {
+	_, err := q.db.ExecContext(ctx, rateHoldSet,
+		arg.JobType,
+		arg.RateKey,
+		arg.OpensAt,
+		arg.OpensAt,
+	)
+	return err
+}
+
+const rateKeyWindows = `-- name: RateKeyWindows :many
+SELECT rate_key, COUNT(*) AS starts, CAST(MIN(started_at) AS DATETIME(6)) AS oldest FROM rate_start
+WHERE job_type = ? AND rate_key IN (/*SLICE:rate_keys*/?)
+  AND started_at > NOW(6) - INTERVAL ? MICROSECOND
+GROUP BY rate_key
+`
+
+type RateKeyWindowsParams struct {
+	JobType  string
+	RateKeys []string
+	PeriodUs interface{}
+}
+
+type RateKeyWindowsRow struct {
+	RateKey string
+	Starts  int64
+	Oldest  time.Time
+}
+
+// The per-key limit's count: for each of rate_keys, its starts in the
+// window ending now, (NOW(6) − P, NOW(6)], and the oldest of them (the
+// window next has room at oldest + P), on idx_rate_key_window, under the
+// type's control row lock. Keys without a start in the window have no row.
+// NOW(6) precedes the claim's stamp, as in RateWindowCount: safe.
+func (q *Queries) RateKeyWindows(ctx context.Context, arg RateKeyWindowsParams) ([]RateKeyWindowsRow, error) {
+	query := rateKeyWindows
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.JobType)
+	if len(arg.RateKeys) > 0 {
+		for _, v := range arg.RateKeys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:rate_keys*/?", strings.Repeat(",?", len(arg.RateKeys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:rate_keys*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.PeriodUs)
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RateKeyWindowsRow
+	for rows.Next() {
+		var i RateKeyWindowsRow
+		if err := rows.Scan(&i.RateKey, &i.Starts, &i.Oldest); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const rateStartPrune = `-- name: RateStartPrune :execrows
 DELETE FROM rate_start
 WHERE job_type = ?
@@ -684,13 +1027,14 @@ func (q *Queries) RateStartPrune(ctx context.Context, arg RateStartPruneParams) 
 }
 
 const rateStartRecord = `-- name: RateStartRecord :execrows
-INSERT INTO rate_start (job_type, started_at, job_id)
-SELECT q.job_type, q.started_at, q.id FROM job_queue AS q
+INSERT INTO rate_start (job_type, rate_key, started_at, job_id)
+SELECT q.job_type, COALESCE(q.rate_key, ''), q.started_at, q.id FROM job_queue AS q
 WHERE q.id IN (/*SLICE:ids*/?)
 `
 
 // Records the starts a limited claim just made, with the started_at its
-// UPDATE stamped on each job (the rows are locked by the claim).
+// UPDATE stamped on each job (the rows are locked by the claim) and the
+// job's rate key (” for none).
 func (q *Queries) RateStartRecord(ctx context.Context, ids []uint64) (int64, error) {
 	query := rateStartRecord
 	var queryParams []interface{}
@@ -860,7 +1204,7 @@ func (q *Queries) StatsRecentOutcomes(ctx context.Context, arg StatsRecentOutcom
 }
 
 const typeControlGet = `-- name: TypeControlGet :one
-SELECT job_type, paused, max_running, update_time, rate_starts, rate_period_us FROM job_type_control WHERE job_type = ?
+SELECT job_type, paused, max_running, update_time, rate_starts, rate_period_us, rate_per_key FROM job_type_control WHERE job_type = ?
 `
 
 func (q *Queries) TypeControlGet(ctx context.Context, jobType string) (JobTypeControl, error) {
@@ -873,6 +1217,7 @@ func (q *Queries) TypeControlGet(ctx context.Context, jobType string) (JobTypeCo
 		&i.UpdateTime,
 		&i.RateStarts,
 		&i.RatePeriodUs,
+		&i.RatePerKey,
 	)
 	return i, err
 }
@@ -921,7 +1266,7 @@ func (q *Queries) TypeControlLimited(ctx context.Context) ([]TypeControlLimitedR
 }
 
 const typeControlList = `-- name: TypeControlList :many
-SELECT job_type, paused, max_running, update_time, rate_starts, rate_period_us FROM job_type_control ORDER BY job_type
+SELECT job_type, paused, max_running, update_time, rate_starts, rate_period_us, rate_per_key FROM job_type_control ORDER BY job_type
 `
 
 func (q *Queries) TypeControlList(ctx context.Context) ([]JobTypeControl, error) {
@@ -940,6 +1285,7 @@ func (q *Queries) TypeControlList(ctx context.Context) ([]JobTypeControl, error)
 			&i.UpdateTime,
 			&i.RateStarts,
 			&i.RatePeriodUs,
+			&i.RatePerKey,
 		); err != nil {
 			return nil, err
 		}
@@ -955,7 +1301,7 @@ func (q *Queries) TypeControlList(ctx context.Context) ([]JobTypeControl, error)
 }
 
 const typeControlLock = `-- name: TypeControlLock :one
-SELECT paused, max_running, rate_starts, rate_period_us FROM job_type_control
+SELECT paused, max_running, rate_starts, rate_period_us, rate_per_key FROM job_type_control
 WHERE job_type = ?
 FOR UPDATE
 `
@@ -965,6 +1311,7 @@ type TypeControlLockRow struct {
 	MaxRunning   int32
 	RateStarts   int32
 	RatePeriodUs int64
+	RatePerKey   bool
 }
 
 // First statement of the limited claim: serialises every claim of one type
@@ -977,6 +1324,7 @@ func (q *Queries) TypeControlLock(ctx context.Context, jobType string) (TypeCont
 		&i.MaxRunning,
 		&i.RateStarts,
 		&i.RatePeriodUs,
+		&i.RatePerKey,
 	)
 	return i, err
 }
@@ -1022,41 +1370,49 @@ func (q *Queries) TypeControlSetPaused(ctx context.Context, arg TypeControlSetPa
 }
 
 const typeControlSetRate = `-- name: TypeControlSetRate :exec
-INSERT INTO job_type_control (job_type, paused, max_running, rate_starts, rate_period_us, update_time)
-VALUES (?, 0, 0, ?, ?, NOW(6))
-ON DUPLICATE KEY UPDATE rate_starts = ?, rate_period_us = ?, update_time = NOW(6)
+INSERT INTO job_type_control (job_type, paused, max_running, rate_starts, rate_period_us, rate_per_key, update_time)
+VALUES (?, 0, 0, ?, ?, ?, NOW(6))
+ON DUPLICATE KEY UPDATE rate_starts = ?, rate_period_us = ?,
+    rate_per_key = ?, update_time = NOW(6)
 `
 
 type TypeControlSetRateParams struct {
 	JobType      string
 	RateStarts   int32
 	RatePeriodUs int64
+	RatePerKey   bool
 }
 
-// Sets (rate_starts > 0) or clears (0, 0) a job type's rate limit.
+// Sets (rate_starts > 0) or clears (0, 0, 0) a job type's rate limit;
+// rate_per_key 1 applies it to each rate key of the type.
 func (q *Queries) TypeControlSetRate(ctx context.Context, arg TypeControlSetRateParams) error {
 	_, err := q.db.ExecContext(ctx, typeControlSetRate,
 		arg.JobType,
 		arg.RateStarts,
 		arg.RatePeriodUs,
+		arg.RatePerKey,
 		arg.RateStarts,
 		arg.RatePeriodUs,
+		arg.RatePerKey,
 	)
 	return err
 }
 
 const typeProbe = `-- name: TypeProbe :many
-SELECT c.paused, c.max_running, c.rate_starts,
+SELECT c.paused, c.max_running, c.rate_starts, c.rate_per_key,
        CAST(IF(c.max_running > 0,
             (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.status = 'RUNNING'), 0) AS SIGNED) AS running,
-       CAST(IF(c.rate_starts > 0,
+       CAST(IF(c.rate_starts > 0 AND c.rate_per_key = 0,
             (SELECT COUNT(*) FROM rate_start AS s
              WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND), 0) AS SIGNED) AS window_starts,
-       CAST(IF(c.rate_starts > 0,
+       CAST(IF(c.rate_starts > 0 AND c.rate_per_key = 0,
             COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6),
               (SELECT MIN(s.started_at) FROM rate_start AS s
                WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND)
               + INTERVAL c.rate_period_us MICROSECOND), 0), 0) AS SIGNED) AS opens_in_us,
+       EXISTS (SELECT 1 FROM rate_hold AS h WHERE h.job_type = c.job_type) AS has_held,
+       CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6),
+            (SELECT MIN(h.opens_at) FROM rate_hold AS h WHERE h.job_type = c.job_type)), 0) AS SIGNED) AS held_opens_in_us,
        EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.lane = ? AND w.run_at <= NOW(6)) AS has_due
 FROM job_type_control AS c
 WHERE c.job_type = ?
@@ -1068,13 +1424,16 @@ type TypeProbeParams struct {
 }
 
 type TypeProbeRow struct {
-	Paused       bool
-	MaxRunning   int32
-	RateStarts   int32
-	Running      int64
-	WindowStarts int64
-	OpensInUs    int64
-	HasDue       bool
+	Paused        bool
+	MaxRunning    int32
+	RateStarts    int32
+	RatePerKey    bool
+	Running       int64
+	WindowStarts  int64
+	OpensInUs     int64
+	HasHeld       bool
+	HeldOpensInUs int64
+	HasDue        bool
 }
 
 // The non-locking probe before a limited claim, one row (none when the type
@@ -1082,8 +1441,10 @@ type TypeProbeRow struct {
 // idx_type_status only when it has a concurrency limit), its starts in the
 // rate window and when that window next opens — the oldest start in it
 // plus the period, in microseconds from NOW(6) (idx_rate_window, only when
-// it has a rate limit) — and whether a due WAITING job exists. A type at
-// its limit costs one cheap read per scan and takes no lock.
+// it has a per-type rate limit) — whether it has keys with HELD jobs and
+// when the first of their windows opens (rate_hold, per-key limits), and
+// whether a due WAITING job exists. A type at its limit costs one cheap
+// read per scan and takes no lock.
 func (q *Queries) TypeProbe(ctx context.Context, arg TypeProbeParams) ([]TypeProbeRow, error) {
 	rows, err := q.db.QueryContext(ctx, typeProbe, arg.Lane, arg.JobType)
 	if err != nil {
@@ -1097,9 +1458,12 @@ func (q *Queries) TypeProbe(ctx context.Context, arg TypeProbeParams) ([]TypePro
 			&i.Paused,
 			&i.MaxRunning,
 			&i.RateStarts,
+			&i.RatePerKey,
 			&i.Running,
 			&i.WindowStarts,
 			&i.OpensInUs,
+			&i.HasHeld,
+			&i.HeldOpensInUs,
 			&i.HasDue,
 		); err != nil {
 			return nil, err

@@ -45,16 +45,17 @@ SELECT * FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1;
 
 -- name: JobInsertUnique :execlastid
 -- JobInsertAt for a submit with a uniqueness window: unique_until is
--- NOW(6) + unique_for_ms (NULL for 0), run_at NULL means due now.
+-- NOW(6) + unique_for_ms (NULL for 0), run_at NULL means due now, rate_key
+-- NULL none.
 INSERT INTO job_queue (
     job_key, job_type, params, request_hash, status, priority, max_retry,
-    timeout_ms, run_at, create_time, update_time, lane, unique_until, unique_while_active
+    timeout_ms, run_at, create_time, update_time, lane, unique_until, unique_while_active, rate_key
 ) VALUES (
     sqlc.arg(job_key), sqlc.arg(job_type), sqlc.arg(params), sqlc.arg(request_hash),
     IF(COALESCE(sqlc.narg(run_at), NOW(6)) > NOW(6), 'SCHEDULED', 'WAITING'), sqlc.arg(priority), sqlc.arg(max_retry), sqlc.arg(timeout_ms),
     COALESCE(sqlc.narg(run_at), NOW(6)), NOW(6), NOW(6), sqlc.arg(lane),
     IF(CAST(sqlc.arg(unique_for_ms) AS SIGNED) > 0, TIMESTAMPADD(MICROSECOND, 1000 * CAST(sqlc.arg(unique_for_ms) AS SIGNED), NOW(6)), NULL),
-    sqlc.arg(unique_while_active)
+    sqlc.arg(unique_while_active), sqlc.narg(rate_key)
 );
 
 -- name: JobKeyHolderLock :one
@@ -411,14 +412,14 @@ WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt)
   AND status = 'RUNNING' AND lease_until < NOW(6);
 
 -- name: JobCancelWaiting :execrows
--- Cancels a job no replica holds: WAITING, SCHEDULED, BLOCKED or PARKED. Both cancels reach
+-- Cancels a job no replica holds: WAITING, SCHEDULED, BLOCKED, PARKED or HELD. Both cancels reach
 -- the row through the primary key (FORCE INDEX): by idx_due (status, run_at)
 -- they would lock its index entry before the row, the reverse of every
 -- completion and rescue, which lock the row first — a deadlock.
 UPDATE job_queue FORCE INDEX (PRIMARY)
 SET status = 'CANCELED', cancel_requested = 1,
     finished_at = NOW(6), update_time = NOW(6)
-WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED', 'PARKED');
+WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED', 'PARKED', 'HELD');
 
 -- name: JobCancelRunning :execrows
 UPDATE job_queue FORCE INDEX (PRIMARY)

@@ -17,10 +17,22 @@ VALUES (sqlc.arg(job_type), 0, sqlc.arg(max_running), NOW(6))
 ON DUPLICATE KEY UPDATE max_running = sqlc.arg(max_running), update_time = NOW(6);
 
 -- name: TypeControlSetRate :exec
--- Sets (rate_starts > 0) or clears (0, 0) a job type's rate limit.
-INSERT INTO job_type_control (job_type, paused, max_running, rate_starts, rate_period_us, update_time)
-VALUES (sqlc.arg(job_type), 0, 0, sqlc.arg(rate_starts), sqlc.arg(rate_period_us), NOW(6))
-ON DUPLICATE KEY UPDATE rate_starts = sqlc.arg(rate_starts), rate_period_us = sqlc.arg(rate_period_us), update_time = NOW(6);
+-- Sets (rate_starts > 0) or clears (0, 0, 0) a job type's rate limit;
+-- rate_per_key 1 applies it to each rate key of the type.
+INSERT INTO job_type_control (job_type, paused, max_running, rate_starts, rate_period_us, rate_per_key, update_time)
+VALUES (sqlc.arg(job_type), 0, 0, sqlc.arg(rate_starts), sqlc.arg(rate_period_us), sqlc.arg(rate_per_key), NOW(6))
+ON DUPLICATE KEY UPDATE rate_starts = sqlc.arg(rate_starts), rate_period_us = sqlc.arg(rate_period_us),
+    rate_per_key = sqlc.arg(rate_per_key), update_time = NOW(6);
+
+-- name: JobReleaseHeldByType :execrows
+-- Every HELD job of a type back to WAITING, in the transaction that clears
+-- the type's rate limit or makes it per type (idx_type_status): no claim
+-- would release them any more.
+UPDATE job_queue SET status = 'WAITING', update_time = NOW(6)
+WHERE job_type = ? AND status = 'HELD';
+
+-- name: RateHoldDeleteByType :execrows
+DELETE FROM rate_hold WHERE job_type = ?;
 
 -- name: TypeControlGet :one
 SELECT * FROM job_type_control WHERE job_type = ?;
@@ -38,7 +50,7 @@ ORDER BY job_type;
 -- name: TypeControlLock :one
 -- First statement of the limited claim: serialises every claim of one type
 -- across replicas until commit.
-SELECT paused, max_running, rate_starts, rate_period_us FROM job_type_control
+SELECT paused, max_running, rate_starts, rate_period_us, rate_per_key FROM job_type_control
 WHERE job_type = ?
 FOR UPDATE;
 
@@ -54,10 +66,65 @@ WHERE job_type = sqlc.arg(job_type)
 
 -- name: RateStartRecord :execrows
 -- Records the starts a limited claim just made, with the started_at its
--- UPDATE stamped on each job (the rows are locked by the claim).
-INSERT INTO rate_start (job_type, started_at, job_id)
-SELECT q.job_type, q.started_at, q.id FROM job_queue AS q
+-- UPDATE stamped on each job (the rows are locked by the claim) and the
+-- job's rate key ('' for none).
+INSERT INTO rate_start (job_type, rate_key, started_at, job_id)
+SELECT q.job_type, COALESCE(q.rate_key, ''), q.started_at, q.id FROM job_queue AS q
 WHERE q.id IN (sqlc.slice(ids));
+
+-- name: RateKeyWindows :many
+-- The per-key limit's count: for each of rate_keys, its starts in the
+-- window ending now, (NOW(6) − P, NOW(6)], and the oldest of them (the
+-- window next has room at oldest + P), on idx_rate_key_window, under the
+-- type's control row lock. Keys without a start in the window have no row.
+-- NOW(6) precedes the claim's stamp, as in RateWindowCount: safe.
+SELECT rate_key, COUNT(*) AS starts, CAST(MIN(started_at) AS DATETIME(6)) AS oldest FROM rate_start
+WHERE job_type = sqlc.arg(job_type) AND rate_key IN (sqlc.slice(rate_keys))
+  AND started_at > NOW(6) - INTERVAL sqlc.arg(period_us) MICROSECOND
+GROUP BY rate_key;
+
+-- name: RateHoldDue :many
+-- The keys of a per-key type whose held jobs' window has opened, earliest
+-- first (idx_rate_hold_open), read under the type's control row lock.
+SELECT rate_key FROM rate_hold
+WHERE job_type = ? AND opens_at <= NOW(6)
+ORDER BY opens_at
+LIMIT ?;
+
+-- name: RateHoldSet :exec
+-- A key of a per-key type has HELD jobs; its window next has room at
+-- opens_at (database clock).
+INSERT INTO rate_hold (job_type, rate_key, opens_at)
+VALUES (sqlc.arg(job_type), sqlc.arg(rate_key), sqlc.arg(opens_at))
+ON DUPLICATE KEY UPDATE opens_at = sqlc.arg(opens_at);
+
+-- name: RateHoldDelete :exec
+-- The key has no HELD job left.
+DELETE FROM rate_hold WHERE job_type = ? AND rate_key = ?;
+
+-- name: JobHeldByKey :many
+-- The release's pick: a key's HELD jobs by priority DESC, run_at, id on
+-- idx_rate_held. A plain read: the type's control row lock, which the
+-- caller holds, serialises every hold and release of the type; a cancel
+-- that ends one meanwhile makes JobRelease skip it.
+SELECT id FROM job_queue
+WHERE held_rate_key = sqlc.arg(rate_key) AND job_type = sqlc.arg(job_type)
+ORDER BY priority DESC, run_at, id
+LIMIT ?;
+
+-- name: JobRelease :execrows
+-- HELD jobs back to WAITING (their run_at is kept: they were due), by
+-- primary key only.
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = 'WAITING', update_time = NOW(6)
+WHERE id IN (sqlc.slice(ids)) AND status = 'HELD';
+
+-- name: JobHold :execrows
+-- WAITING jobs of a per-key type whose key's window is full become HELD,
+-- by primary key only; the limited claim holds their rows.
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET status = 'HELD', update_time = NOW(6)
+WHERE id IN (sqlc.slice(ids)) AND status = 'WAITING';
 
 -- name: RateStartPrune :execrows
 -- Deletes starts of a type older than its window (at most LIMIT per claim),
@@ -78,19 +145,24 @@ WHERE job_type = ? AND status = 'RUNNING';
 -- idx_type_status only when it has a concurrency limit), its starts in the
 -- rate window and when that window next opens — the oldest start in it
 -- plus the period, in microseconds from NOW(6) (idx_rate_window, only when
--- it has a rate limit) — and whether a due WAITING job exists. A type at
--- its limit costs one cheap read per scan and takes no lock.
-SELECT c.paused, c.max_running, c.rate_starts,
+-- it has a per-type rate limit) — whether it has keys with HELD jobs and
+-- when the first of their windows opens (rate_hold, per-key limits), and
+-- whether a due WAITING job exists. A type at its limit costs one cheap
+-- read per scan and takes no lock.
+SELECT c.paused, c.max_running, c.rate_starts, c.rate_per_key,
        CAST(IF(c.max_running > 0,
             (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.status = 'RUNNING'), 0) AS SIGNED) AS running,
-       CAST(IF(c.rate_starts > 0,
+       CAST(IF(c.rate_starts > 0 AND c.rate_per_key = 0,
             (SELECT COUNT(*) FROM rate_start AS s
              WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND), 0) AS SIGNED) AS window_starts,
-       CAST(IF(c.rate_starts > 0,
+       CAST(IF(c.rate_starts > 0 AND c.rate_per_key = 0,
             COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6),
               (SELECT MIN(s.started_at) FROM rate_start AS s
                WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND)
               + INTERVAL c.rate_period_us MICROSECOND), 0), 0) AS SIGNED) AS opens_in_us,
+       EXISTS (SELECT 1 FROM rate_hold AS h WHERE h.job_type = c.job_type) AS has_held,
+       CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6),
+            (SELECT MIN(h.opens_at) FROM rate_hold AS h WHERE h.job_type = c.job_type)), 0) AS SIGNED) AS held_opens_in_us,
        EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.lane = sqlc.arg(lane) AND w.run_at <= NOW(6)) AS has_due
 FROM job_type_control AS c
 WHERE c.job_type = sqlc.arg(job_type);
@@ -110,6 +182,24 @@ FOR UPDATE;
 -- (the control row lock already serialises the type's claimers). lane 1 is
 -- a remote worker's fetch of a rate-limited type.
 SELECT id FROM job_queue
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: JobLockAvailableByTypeKeyed :many
+-- JobLockAvailableByType for a per-key rate limit: with each job's rate key
+-- ('' for none).
+SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE;
+
+-- name: JobLockAvailableByTypeKeyedSkipLocked :many
+-- JobLockAvailableByTypeSkipLocked for a per-key rate limit: with each
+-- job's rate key ('' for none).
+SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
 WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?

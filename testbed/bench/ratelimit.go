@@ -30,7 +30,14 @@ import (
 //     (job_execution.started_at, every attempt) in any window of the
 //     period, against the limit, and the achieved rate (starts − 1 over
 //     the span from the first to the last start); for the unlimited type
-//     its drain rate, against the round's rate alone.
+//     its drain rate, against the round's rate alone;
+//   - per key: HotJobs no-op jobs on one rate key and ColdJobs on each of
+//     RateKeys−1 others, of a type limited to RateStarts per RatePeriod for
+//     each key, all due at once (the hot key's backlog ahead in priority).
+//     For each key: the most starts in any window of the period, against
+//     the limit, its achieved rate and when its last job started (from the
+//     phase's first start): the cold keys' last start against the hot
+//     key's shows whether a full key held the others up.
 
 // RateLimitOptions configure RunRateLimit.
 type RateLimitOptions struct {
@@ -45,6 +52,12 @@ type RateLimitOptions struct {
 	LimitedJobs int
 	// UnlimitedJobs is the unlimited type's backlog. Defaults to 20,000.
 	UnlimitedJobs int
+	// RateKeys is how many rate keys the per-key phase spreads its jobs
+	// over (defaults to 4): HotJobs on the first (defaults to 800),
+	// ColdJobs on each other (defaults to 200).
+	RateKeys int
+	HotJobs  int
+	ColdJobs int
 	// Rounds is how many interleaved rounds run. Defaults to 2.
 	Rounds int
 	Log    io.Writer // progress lines; nil for none
@@ -66,6 +79,24 @@ type RateLimitResult struct {
 	// UnlimitedRatio is the median of the per-round ratios of the
 	// unlimited type's drain next to the limited backlog over alone.
 	UnlimitedRatio float64 `json:"unlimited_ratio"`
+	// RateKeys, HotJobs and ColdJobs shape the per-key phase;
+	// KeyMaxInWindow is the most starts of one key in any window over
+	// every key and round.
+	RateKeys       int `json:"rate_keys"`
+	HotJobs        int `json:"hot_jobs"`
+	ColdJobs       int `json:"cold_jobs"`
+	KeyMaxInWindow int `json:"key_max_in_window"`
+}
+
+// KeyFigures is one rate key's figures in a round's per-key phase.
+type KeyFigures struct {
+	Key          string  `json:"key"`
+	Starts       int     `json:"starts"`
+	MaxInWindow  int     `json:"max_in_window"`
+	AchievedRate float64 `json:"achieved_starts_per_s"`
+	// LastStart is when the key's last job started, in seconds from the
+	// phase's first start.
+	LastStart float64 `json:"last_start_s"`
 }
 
 // RateLimitRound is one round's figures.
@@ -75,12 +106,15 @@ type RateLimitRound struct {
 	MaxInWindow   int     `json:"max_in_window"`
 	AchievedRate  float64 `json:"achieved_starts_per_s"`
 	LimitedStarts int     `json:"limited_starts"`
+	// Keys are the per-key phase's figures, the hot key first.
+	Keys []KeyFigures `json:"keys"`
 }
 
-// The bench's job types: both no-ops.
+// The bench's job types: all no-ops.
 const (
 	rateLimitedType   = "noop-limited"
 	rateUnlimitedType = "noop"
+	rateKeyedType     = "noop-keyed"
 )
 
 // RunRateLimit runs the rate-limit bench and writes ratelimit.json and
@@ -92,6 +126,9 @@ func RunRateLimit(ctx context.Context, opts RateLimitOptions) (*RateLimitResult,
 	opts.LimitedJobs = cmp.Or(opts.LimitedJobs, 2000)
 	opts.UnlimitedJobs = cmp.Or(opts.UnlimitedJobs, 20000)
 	opts.Rounds = cmp.Or(opts.Rounds, 2)
+	opts.RateKeys = cmp.Or(opts.RateKeys, 4)
+	opts.HotJobs = cmp.Or(opts.HotJobs, 800)
+	opts.ColdJobs = cmp.Or(opts.ColdJobs, 200)
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintf(opts.Log, format+"\n", args...)
@@ -103,12 +140,13 @@ func RunRateLimit(ctx context.Context, opts RateLimitOptions) (*RateLimitResult,
 	}
 	defer done()
 	res := &RateLimitResult{Server: st.Server.Description, Replicas: opts.Replicas, RateStarts: opts.RateStarts,
-		RatePeriod: opts.RatePeriod, LimitedJobs: opts.LimitedJobs, UnlimitedJobs: opts.UnlimitedJobs}
+		RatePeriod: opts.RatePeriod, LimitedJobs: opts.LimitedJobs, UnlimitedJobs: opts.UnlimitedJobs,
+		RateKeys: opts.RateKeys, HotJobs: opts.HotJobs, ColdJobs: opts.ColdJobs}
 	reset := func() error {
 		if err := env.Reset(ctx); err != nil {
 			return err
 		}
-		for _, q := range []string{"DELETE FROM job_type_control", "DELETE FROM rate_start"} {
+		for _, q := range []string{"DELETE FROM job_type_control", "DELETE FROM rate_start", "DELETE FROM rate_hold"} {
 			if _, err := st.DB().ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("reset: %w", err)
 			}
@@ -134,7 +172,7 @@ func RunRateLimit(ctx context.Context, opts RateLimitOptions) (*RateLimitResult,
 		if err := reset(); err != nil {
 			return nil, err
 		}
-		if _, err := st.TypeSetRateLimit(ctx, rateLimitedType, opts.RateStarts, opts.RatePeriod); err != nil {
+		if _, err := st.TypeSetRateLimit(ctx, rateLimitedType, jobq.RateLimit{Starts: opts.RateStarts, Period: opts.RatePeriod}); err != nil {
 			return nil, err
 		}
 		if err := submitNoops(ctx, st, fmt.Sprintf("l%d", round), rateLimitedType, opts.LimitedJobs); err != nil {
@@ -149,7 +187,7 @@ func RunRateLimit(ctx context.Context, opts RateLimitOptions) (*RateLimitResult,
 		if r.NextToRate, err = typeDrainRate(ctx, st, rateUnlimitedType, opts.UnlimitedJobs); err != nil {
 			return nil, err
 		}
-		starts, err := typeStarts(ctx, st, rateLimitedType)
+		starts, err := typeStarts(ctx, st, rateLimitedType, "")
 		if err != nil {
 			return nil, err
 		}
@@ -159,6 +197,18 @@ func RunRateLimit(ctx context.Context, opts RateLimitOptions) (*RateLimitResult,
 		}
 		logf("round %d: unlimited alone %.0f jobs/s, next to the limited backlog %.0f jobs/s; limited: %d starts, most in a %s window %d (limit %d), %.1f starts/s",
 			round+1, r.AloneRate, r.NextToRate, r.LimitedStarts, opts.RatePeriod, r.MaxInWindow, opts.RateStarts, r.AchievedRate)
+		// Per key.
+		if err := reset(); err != nil {
+			return nil, err
+		}
+		if r.Keys, err = runPerKey(ctx, st, env.DSN, opts, round); err != nil {
+			return nil, err
+		}
+		for _, k := range r.Keys {
+			res.KeyMaxInWindow = max(res.KeyMaxInWindow, k.MaxInWindow)
+			logf("round %d: per key %s: %d starts, most in a %s window %d (limit %d), %.1f starts/s, last start at %.2f s",
+				round+1, k.Key, k.Starts, opts.RatePeriod, k.MaxInWindow, opts.RateStarts, k.AchievedRate, k.LastStart)
+		}
 		res.Rounds = append(res.Rounds, r)
 	}
 	var alone, next, rates []float64
@@ -177,11 +227,67 @@ func RunRateLimit(ctx context.Context, opts RateLimitOptions) (*RateLimitResult,
 	return res, nil
 }
 
+// runPerKey is one round's per-key phase: the keyed backlog submitted
+// (the hot key's at a higher priority, so it is ahead of the others in
+// every claim), drained by the replicas, and each key's figures.
+func runPerKey(ctx context.Context, st *store.Store, dsn string, opts RateLimitOptions, round int) ([]KeyFigures, error) {
+	if _, err := st.TypeSetRateLimit(ctx, rateKeyedType, jobq.RateLimit{Starts: opts.RateStarts, Period: opts.RatePeriod, PerKey: true}); err != nil {
+		return nil, err
+	}
+	keys := make([]string, opts.RateKeys)
+	total := 0
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+		n, priority := opts.ColdJobs, 0
+		if i == 0 {
+			keys[i], n, priority = "hot", opts.HotJobs, 10
+		}
+		if err := submitJobs(ctx, st, fmt.Sprintf("k%d-%s", round, keys[i]), rateKeyedType, n, func(p *jobq.SubmitParams) {
+			p.RateKey, p.Priority = keys[i], priority
+		}); err != nil {
+			return nil, err
+		}
+		total += n
+	}
+	if err := drainReplicas(ctx, st, dsn, opts.Replicas, total); err != nil {
+		return nil, err
+	}
+	all, err := typeStarts(ctx, st, rateKeyedType, "")
+	if err != nil || len(all) == 0 {
+		return nil, err
+	}
+	out := make([]KeyFigures, len(keys))
+	for i, k := range keys {
+		starts, err := typeStarts(ctx, st, rateKeyedType, k)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = KeyFigures{Key: k, Starts: len(starts), MaxInWindow: checker.MostInWindow(starts, opts.RatePeriod)}
+		if len(starts) > 1 {
+			out[i].AchievedRate = float64(len(starts)-1) / starts[len(starts)-1].Sub(starts[0]).Seconds()
+		}
+		if len(starts) > 0 {
+			out[i].LastStart = starts[len(starts)-1].Sub(all[0]).Seconds()
+		}
+	}
+	return out, nil
+}
+
 // submitNoops submits n no-op jobs of typ in batches of 1,000.
 func submitNoops(ctx context.Context, st *store.Store, prefix, typ string, n int) error {
+	return submitJobs(ctx, st, prefix, typ, n, nil)
+}
+
+// submitJobs submits n no-op jobs of typ in batches of 1,000, each shaped
+// by shapeFunc (nil: as is).
+func submitJobs(ctx context.Context, st *store.Store, prefix, typ string, n int, shapeFunc func(*jobq.SubmitParams)) error {
 	ps := make([]jobq.SubmitParams, 0, 1000)
 	for k := range n {
-		ps = append(ps, jobq.SubmitParams{JobKey: fmt.Sprintf("rl-%s-%d", prefix, k), JobType: typ, Params: "{}", RequestHash: "h"})
+		p := jobq.SubmitParams{JobKey: fmt.Sprintf("rl-%s-%d", prefix, k), JobType: typ, Params: "{}", RequestHash: "h"}
+		if shapeFunc != nil {
+			shapeFunc(&p)
+		}
+		ps = append(ps, p)
 		if len(ps) == cap(ps) || k == n-1 {
 			if _, err := st.JobSubmitMany(ctx, ps); err != nil {
 				return err
@@ -203,7 +309,9 @@ func drainReplicas(ctx context.Context, admin *store.Store, dsn string, n, total
 		defer st.Close()
 		reg := scheduler.NewRegistry()
 		jobtypes.Register(reg)
-		reg.Register(rateLimitedType, scheduler.HandlerFunc(func(context.Context, *scheduler.Job) error { return nil }))
+		for _, typ := range []string{rateLimitedType, rateKeyedType} {
+			reg.Register(typ, scheduler.HandlerFunc(func(context.Context, *scheduler.Job) error { return nil }))
+		}
 		s, err := scheduler.New(st, reg, scheduler.Config{Owner: fmt.Sprintf("bench-rl-%d", i+1), Logger: quietLogger()}, st.Server.SkipLocked)
 		if err != nil {
 			return err
@@ -244,10 +352,11 @@ func typeDrainRate(ctx context.Context, st *store.Store, typ string, n int) (flo
 	return float64(n) / (float64(us) / 1e6), nil
 }
 
-// typeStarts returns every attempt's started_at of typ's jobs, sorted.
-func typeStarts(ctx context.Context, st *store.Store, typ string) ([]time.Time, error) {
+// typeStarts returns every attempt's started_at of typ's jobs (of those
+// with rate key rateKey, unless it is ""), sorted.
+func typeStarts(ctx context.Context, st *store.Store, typ, rateKey string) ([]time.Time, error) {
 	rows, err := st.DB().QueryContext(ctx, `SELECT e.started_at FROM job_execution e JOIN job_queue q ON q.id = e.job_id
-		WHERE q.job_type = ? ORDER BY e.started_at`, typ)
+		WHERE q.job_type = ? AND (? = '' OR q.rate_key = ?) ORDER BY e.started_at`, typ, rateKey, rateKey)
 	if err != nil {
 		return nil, err
 	}
@@ -297,4 +406,17 @@ func WriteRateLimitTable(w io.Writer, r *RateLimitResult) {
 	}
 	fmt.Fprintf(w, "\nMost starts in any window: %d, limit %d (%s); achieved %.1f starts/s (median); unlimited type next to the limited backlog: %.2f× its rate alone (median of per-round ratios).\n",
 		r.MaxInWindow, r.RateStarts, held, r.AchievedRate, r.UnlimitedRatio)
+	fmt.Fprintf(w, "\nPer key: the same limit for each of %d rate keys of one type; %d jobs on key hot (ahead in priority), %d on each other key, due at once.\n\n",
+		r.RateKeys, r.HotJobs, r.ColdJobs)
+	fmt.Fprintf(w, "| round | key | starts | most in any %s window | achieved starts/s | last start (s from the first) |\n|---|---|---|---|---|---|\n", r.RatePeriod)
+	for i, x := range r.Rounds {
+		for _, k := range x.Keys {
+			fmt.Fprintf(w, "| %d | %s | %d | %d | %.1f | %.2f |\n", i+1, k.Key, k.Starts, k.MaxInWindow, k.AchievedRate, k.LastStart)
+		}
+	}
+	held = "held"
+	if r.KeyMaxInWindow > r.RateStarts {
+		held = "EXCEEDED"
+	}
+	fmt.Fprintf(w, "\nMost starts of one key in any window: %d, limit %d per key (%s).\n", r.KeyMaxInWindow, r.RateStarts, held)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/redact"
 	"github.com/jobq/jobq/store"
 	"github.com/jobq/jobq/testbed/chaos/checker"
@@ -106,7 +107,7 @@ func Run(ctx context.Context, cfg Config) (*ResultFile, error) {
 	db := st.DB()
 	if cfg.RateLimited > 0 {
 		// Before the replicas start: each reads its limited types at start.
-		if _, err := st.TypeSetRateLimit(ctx, jobtypes.EffectLimited, cfg.RateStarts, cfg.RatePeriod); err != nil {
+		if _, err := st.TypeSetRateLimit(ctx, jobtypes.EffectLimited, jobq.RateLimit{Starts: cfg.RateStarts, Period: cfg.RatePeriod, PerKey: cfg.RateKeys > 0}); err != nil {
 			return nil, fmt.Errorf("set the rate limit: %w", err)
 		}
 	}

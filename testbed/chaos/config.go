@@ -139,6 +139,11 @@ type Config struct {
 	// starts in any window of RatePeriod. Default to 20 per 1s.
 	RateStarts int
 	RatePeriod time.Duration
+	// RateKeys, when positive, makes that rate limit per key and spreads
+	// the rate-limited jobs over this many rate keys (rate_key "rk-<i>"),
+	// each with its own RateStarts per RatePeriod; the checker then counts
+	// each key's windows. Defaults to 0: one limit for the whole type.
+	RateKeys int
 	// ConcurrencyKeys spreads the jobs over this many concurrency keys
 	// (docs/operations.md, "Concurrency keys"): every fourth job carries no
 	// key, the others key i mod ConcurrencyKeys, whose limit is 1 for even
@@ -347,6 +352,9 @@ func (c Config) Validate() error {
 	}
 	if c.FlakyFraction < 0 || c.FlakyFraction > 1 {
 		errs = append(errs, fmt.Errorf("flaky fraction: must be in [0, 1], got %g", c.FlakyFraction))
+	}
+	if c.RateKeys < 0 {
+		errs = append(errs, fmt.Errorf("rate keys: must be at least 0, got %d", c.RateKeys))
 	}
 	if c.RateLimited < 0 || c.RateLimited > 1 {
 		errs = append(errs, fmt.Errorf("rate-limited fraction: must be in [0, 1], got %g", c.RateLimited))

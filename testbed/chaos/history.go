@@ -24,7 +24,7 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 	}
 	rows, err := db.QueryContext(ctx, `SELECT q.id, q.job_key, q.job_type, q.status, q.attempt, q.retry_times, q.max_retry,
 		COALESCE(q.owner,''), q.lease_until, q.create_time, q.finished_at, COALESCE(q.last_error,''),
-		COALESCE(q.concurrency_key,''), COALESCE(k.max_running, 0)
+		COALESCE(q.concurrency_key,''), COALESCE(k.max_running, 0), COALESCE(q.rate_key,'')
 		FROM job_queue AS q LEFT JOIN concurrency_key AS k ON k.ckey = q.concurrency_key ORDER BY q.id`)
 	if err != nil {
 		return fmt.Errorf("load history: jobs: %w", err)
@@ -33,7 +33,7 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 		var j checker.Job
 		var lease, fin sql.NullTime
 		if err := rows.Scan(&j.ID, &j.Key, &j.Type, &j.Status, &j.Attempt, &j.RetryTimes, &j.MaxRetry, &j.Owner, &lease, &j.CreateTime, &fin, &j.LastError,
-			&j.ConcurrencyKey, &j.ConcurrencyLimit); err != nil {
+			&j.ConcurrencyKey, &j.ConcurrencyLimit, &j.RateKey); err != nil {
 			rows.Close()
 			return fmt.Errorf("load history: jobs: %w", err)
 		}
@@ -86,7 +86,7 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 		}
 		h.Schedules[i].Fires = fires
 	}
-	rows, err = db.QueryContext(ctx, `SELECT job_type, rate_starts, rate_period_us FROM job_type_control
+	rows, err = db.QueryContext(ctx, `SELECT job_type, rate_starts, rate_period_us, rate_per_key FROM job_type_control
 		WHERE rate_starts > 0 ORDER BY job_type`)
 	if err != nil {
 		return fmt.Errorf("load history: rate limits: %w", err)
@@ -94,7 +94,7 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 	for rows.Next() {
 		var l checker.RateLimit
 		var us int64
-		if err := rows.Scan(&l.JobType, &l.Starts, &us); err != nil {
+		if err := rows.Scan(&l.JobType, &l.Starts, &us, &l.PerKey); err != nil {
 			rows.Close()
 			return fmt.Errorf("load history: rate limits: %w", err)
 		}

@@ -421,11 +421,14 @@ func writeSchedules(w io.Writer, ss []checker.ScheduleResult) {
 	}
 }
 
-// rateLimitString is the run's rate limit as "N/period", "" without
-// rate-limited jobs.
+// rateLimitString is the run's rate limit as "N/period" (with "per key"
+// and the keys' number for a per-key limit), "" without rate-limited jobs.
 func rateLimitString(c Config) string {
 	if c.RateLimited <= 0 {
 		return ""
+	}
+	if c.RateKeys > 0 {
+		return fmt.Sprintf("%d/%s per key (%d keys)", c.RateStarts, c.RatePeriod, c.RateKeys)
 	}
 	return fmt.Sprintf("%d/%s", c.RateStarts, c.RatePeriod)
 }

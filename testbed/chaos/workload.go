@@ -53,6 +53,9 @@ func (cl *cluster) workload(ctx context.Context, start time.Time, runID string, 
 		// Drawn only when asked for, so other workloads keep their seeds.
 		if cfg.RateLimited > 0 && req.JobType == "effect" && rng.Float64() < cfg.RateLimited {
 			req.JobType = jobtypes.EffectLimited
+			if cfg.RateKeys > 0 {
+				req.RateKey = fmt.Sprintf("rk-%d", i%cfg.RateKeys)
+			}
 		}
 		if cfg.FutureFraction > 0 && rng.Float64() < cfg.FutureFraction {
 			lo := cfg.FutureMaxDelay / 6

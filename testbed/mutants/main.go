@@ -411,6 +411,18 @@ var mutants = []mutant{
 		Edits:  []edit{{"store/fire.go", "\tcase jobq.OverlapCancelPrevious:\n\t\tif busy {", "\tcase jobq.OverlapCancelPrevious:\n\t\tif busy && st == \"\" {"}},
 		Checks: []check{{"./scheduler/", "^TestOverlapCancelPrevious$"}},
 	},
+	{
+		Name: "rate-key-claim-uncounted", Bug: "rate limit per key: the limited claim checks each key's recorded window but not the starts it takes in the same claim",
+		Rule:   "first claim took",
+		Edits:  []edit{{"store/ops.go", "if wins[c.RateKey].starts+taken[c.RateKey] < limit {", "if wins[c.RateKey].starts < limit {"}},
+		Checks: []check{{"./store/", "^TestRateLimitPerKeyClaim$"}},
+	},
+	{
+		Name: "rate-key-never-released", Bug: "rate limit per key: a key's HELD jobs are never released when its window opens",
+		Rule:   "claim after the windows opened took",
+		Edits:  []edit{{"store/ops.go", "due, err := q.RateHoldDue(ctx, jobqdb.RateHoldDueParams{JobType: jobType, Limit: rateReleaseKeys})", "due, err := []string(nil), error(nil)"}},
+		Checks: []check{{"./store/", "^TestRateLimitPerKeyClaim$"}},
+	},
 }
 
 func main() {

@@ -16,18 +16,24 @@ import (
 // memory, and records nothing in rate_start — the classic "limiter in each
 // process". Each replica then takes up to the whole limit per window, and
 // the product's probe, which counts rate_start, never finds the window full.
+// A per-key limit is counted the same way for each rate key: each replica
+// takes up to the whole limit of every key per window.
 type rateWindowLocal struct {
 	db     *sql.DB
 	mu     sync.Mutex
-	starts map[string][]time.Time // job type → this replica's recent starts (local clock)
+	starts map[rateWindowKey][]time.Time // this replica's recent starts (local clock)
 }
+
+// rateWindowKey is what one in-memory window counts: a job type, and the
+// rate key under a per-key limit ("" otherwise).
+type rateWindowKey struct{ jobType, rateKey string }
 
 const (
 	// rateLimitOf reads a type's rate limit.
-	rateLimitOf = `SELECT rate_starts, rate_period_us FROM job_type_control WHERE job_type = ? AND paused = 0`
+	rateLimitOf = `SELECT rate_starts, rate_period_us, rate_per_key FROM job_type_control WHERE job_type = ? AND paused = 0`
 	// rateLockDue locks due jobs of one type, as the product's limited claim
 	// does, but under no control row lock and with no window count.
-	rateLockDue = `SELECT id FROM job_queue
+	rateLockDue = `SELECT id, COALESCE(rate_key, '') FROM job_queue
 WHERE job_type = ? AND status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -40,7 +46,8 @@ FOR UPDATE SKIP LOCKED`
 func (r *rateWindowLocal) claim(ctx context.Context, jobType string, p jobq.ClaimParams) (_ []jobq.ClaimedJob, handled bool, err error) {
 	var n int
 	var periodUs int64
-	err = r.db.QueryRowContext(ctx, rateLimitOf, jobType).Scan(&n, &periodUs)
+	var perKey bool
+	err = r.db.QueryRowContext(ctx, rateLimitOf, jobType).Scan(&n, &periodUs, &perKey)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && n <= 0) {
 		return nil, false, nil
 	}
@@ -49,16 +56,23 @@ func (r *rateWindowLocal) claim(ctx context.Context, jobType string, p jobq.Clai
 	}
 	period := time.Duration(periodUs) * time.Microsecond
 	now := time.Now()
-	r.mu.Lock()
-	kept := r.starts[jobType][:0]
-	for _, t := range r.starts[jobType] {
-		if now.Sub(t) < period {
-			kept = append(kept, t)
+	// used is this replica's starts in the window of w (pruned as read).
+	used := func(w rateWindowKey) int {
+		kept := r.starts[w][:0]
+		for _, t := range r.starts[w] {
+			if now.Sub(t) < period {
+				kept = append(kept, t)
+			}
 		}
+		r.starts[w] = kept
+		return len(kept)
 	}
-	r.starts[jobType] = kept
-	room := min(n-len(kept), p.Limit)
-	r.mu.Unlock()
+	room := p.Limit
+	if !perKey {
+		r.mu.Lock()
+		room = min(n-used(rateWindowKey{jobType: jobType}), p.Limit)
+		r.mu.Unlock()
+	}
 	if room <= 0 {
 		return nil, true, nil
 	}
@@ -72,14 +86,27 @@ func (r *rateWindowLocal) claim(ctx context.Context, jobType string, p jobq.Clai
 		return nil, true, err
 	}
 	var ids []uint64
+	var windows []rateWindowKey // of each id
+	taken := map[rateWindowKey]int{}
+	r.mu.Lock()
 	for rows.Next() {
 		var id uint64
-		if err := rows.Scan(&id); err != nil {
+		w := rateWindowKey{jobType: jobType}
+		if err := rows.Scan(&id, &w.rateKey); err != nil {
 			rows.Close()
+			r.mu.Unlock()
 			return nil, true, err
 		}
+		if !perKey {
+			w.rateKey = ""
+		} else if used(w)+taken[w] >= n {
+			continue // this key's local window is full: left WAITING
+		}
+		taken[w]++
 		ids = append(ids, id)
+		windows = append(windows, w)
 	}
+	r.mu.Unlock()
 	rows.Close()
 	if err := rows.Err(); err != nil || len(ids) == 0 {
 		return nil, true, err
@@ -97,8 +124,8 @@ func (r *rateWindowLocal) claim(ctx context.Context, jobType string, p jobq.Clai
 		return nil, true, err
 	}
 	r.mu.Lock()
-	for range got {
-		r.starts[jobType] = append(r.starts[jobType], now)
+	for _, w := range windows[:len(got)] {
+		r.starts[w] = append(r.starts[w], now)
 	}
 	r.mu.Unlock()
 	return claimedFrom(got), true, nil

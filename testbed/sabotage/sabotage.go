@@ -24,7 +24,8 @@
 //   - rate-window: a rate-limited job type's window is counted per replica,
 //     from the starts this replica made (in memory), not cluster-wide from
 //     rate_start under the type's row lock: each replica takes the whole
-//     limit (rateWindowLocal).
+//     limit — of the type, or of each rate key under a per-key limit
+//     (rateWindowLocal).
 //   - key-early-free: a claim of a keyed job admits its key's next parked
 //     job at once, unlocked and uncounted (keyEarlyFree): the slot is freed
 //     while the run still holds it.

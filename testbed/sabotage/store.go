@@ -73,7 +73,7 @@ func Wrap(inner scheduler.Store, db *sql.DB, sw Switches) *Store {
 	}
 	s := &Store{inner: inner, db: db, sw: sw}
 	if sw.RatePerReplica {
-		s.rate = &rateWindowLocal{db: db, starts: map[string][]time.Time{}}
+		s.rate = &rateWindowLocal{db: db, starts: map[rateWindowKey][]time.Time{}}
 	}
 	return s
 }

@@ -98,8 +98,10 @@ type Job struct {
 	// concurrency_key is the job's concurrency key; empty for none. A keyed
 	// job waits PARKED while its key has no free slot.
 	ConcurrencyKey string `protobuf:"bytes,24,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// rate_key is the job's rate key; empty for none.
+	RateKey       string `protobuf:"bytes,25,opt,name=rate_key,json=rateKey,proto3" json:"rate_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -300,6 +302,13 @@ func (x *Job) GetConcurrencyKey() string {
 	return ""
 }
 
+func (x *Job) GetRateKey() string {
+	if x != nil {
+		return x.RateKey
+	}
+	return ""
+}
+
 // Execution is one attempt of one job (a row of job_execution).
 type Execution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -466,8 +475,12 @@ type SubmitJobRequest struct {
 	// concurrency_limit is the key's limit, 1–1000; only with a key.
 	// Defaults to 1. The newest submit's limit is the key's.
 	ConcurrencyLimit *int32 `protobuf:"varint,11,opt,name=concurrency_limit,json=concurrencyLimit,proto3,oneof" json:"concurrency_limit,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// rate_key (1–128 characters) names the window the job's start counts in
+	// under a per-key rate limit of its type: each key gets the type's N
+	// starts per period. Empty: the jobs without a key share one window.
+	RateKey       string `protobuf:"bytes,12,opt,name=rate_key,json=rateKey,proto3" json:"rate_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitJobRequest) Reset() {
@@ -575,6 +588,13 @@ func (x *SubmitJobRequest) GetConcurrencyLimit() int32 {
 		return *x.ConcurrencyLimit
 	}
 	return 0
+}
+
+func (x *SubmitJobRequest) GetRateKey() string {
+	if x != nil {
+		return x.RateKey
+	}
+	return ""
 }
 
 // SubmitJobsRequest mirrors the body of POST /v1/jobs:batch.
@@ -1429,7 +1449,7 @@ var File_jobq_v1_jobq_proto protoreflect.FileDescriptor
 
 const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\n" +
-	"\x12jobq/v1/jobq.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\a\n" +
+	"\x12jobq/v1/jobq.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaf\a\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x17\n" +
 	"\ajob_key\x18\x02 \x01(\tR\x06jobKey\x12\x19\n" +
@@ -1463,7 +1483,8 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\funique_until\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vuniqueUntil\x12!\n" +
 	"\funique_while\x18\x16 \x01(\tR\vuniqueWhile\x12!\n" +
 	"\fkey_released\x18\x17 \x01(\bR\vkeyReleased\x12'\n" +
-	"\x0fconcurrency_key\x18\x18 \x01(\tR\x0econcurrencyKey\"\xeb\x02\n" +
+	"\x0fconcurrency_key\x18\x18 \x01(\tR\x0econcurrencyKey\x12\x19\n" +
+	"\brate_key\x18\x19 \x01(\tR\arateKey\"\xeb\x02\n" +
 	"\tExecution\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x04R\x05jobId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -1478,7 +1499,7 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\bprogress\x18\t \x01(\x01H\x00R\bprogress\x88\x01\x01\x12)\n" +
 	"\x10progress_message\x18\n" +
 	" \x01(\tR\x0fprogressMessageB\v\n" +
-	"\t_progress\"\xd5\x03\n" +
+	"\t_progress\"\xf0\x03\n" +
 	"\x10SubmitJobRequest\x12\x17\n" +
 	"\ajob_key\x18\x01 \x01(\tR\x06jobKey\x12\x19\n" +
 	"\bjob_type\x18\x02 \x01(\tR\ajobType\x12\x16\n" +
@@ -1492,7 +1513,8 @@ const file_jobq_v1_jobq_proto_rawDesc = "" +
 	"\funique_while\x18\t \x01(\tR\vuniqueWhile\x12'\n" +
 	"\x0fconcurrency_key\x18\n" +
 	" \x01(\tR\x0econcurrencyKey\x120\n" +
-	"\x11concurrency_limit\x18\v \x01(\x05H\x04R\x10concurrencyLimit\x88\x01\x01B\v\n" +
+	"\x11concurrency_limit\x18\v \x01(\x05H\x04R\x10concurrencyLimit\x88\x01\x01\x12\x19\n" +
+	"\brate_key\x18\f \x01(\tR\arateKeyB\v\n" +
 	"\t_priorityB\f\n" +
 	"\n" +
 	"_max_retryB\r\n" +

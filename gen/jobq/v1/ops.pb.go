@@ -50,7 +50,10 @@ type TypeControl struct {
 	RateStarts int32 `protobuf:"varint,5,opt,name=rate_starts,json=rateStarts,proto3" json:"rate_starts,omitempty"`
 	// rate_period is the rate limit's window (a Go duration, e.g. "1s");
 	// empty when there is no rate limit.
-	RatePeriod    string `protobuf:"bytes,6,opt,name=rate_period,json=ratePeriod,proto3" json:"rate_period,omitempty"`
+	RatePeriod string `protobuf:"bytes,6,opt,name=rate_period,json=ratePeriod,proto3" json:"rate_period,omitempty"`
+	// rate_per_key: the rate limit applies to each rate key of the type on
+	// its own.
+	RatePerKey    bool `protobuf:"varint,7,opt,name=rate_per_key,json=ratePerKey,proto3" json:"rate_per_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -125,6 +128,13 @@ func (x *TypeControl) GetRatePeriod() string {
 		return x.RatePeriod
 	}
 	return ""
+}
+
+func (x *TypeControl) GetRatePerKey() bool {
+	if x != nil {
+		return x.RatePerKey
+	}
+	return false
 }
 
 // Periodic is one periodic schedule (a row of periodic_job).
@@ -601,7 +611,9 @@ type SetTypeRateLimitRequest struct {
 	// starts is required: 1–1,000,000 starts per window.
 	Starts *int32 `protobuf:"varint,2,opt,name=starts,proto3,oneof" json:"starts,omitempty"`
 	// period is required: the window, a Go duration from 1ms to 24h.
-	Period        string `protobuf:"bytes,3,opt,name=period,proto3" json:"period,omitempty"`
+	Period string `protobuf:"bytes,3,opt,name=period,proto3" json:"period,omitempty"`
+	// per_key applies the limit to each rate key of the type on its own.
+	PerKey        bool `protobuf:"varint,4,opt,name=per_key,json=perKey,proto3" json:"per_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -655,6 +667,13 @@ func (x *SetTypeRateLimitRequest) GetPeriod() string {
 		return x.Period
 	}
 	return ""
+}
+
+func (x *SetTypeRateLimitRequest) GetPerKey() bool {
+	if x != nil {
+		return x.PerKey
+	}
+	return false
 }
 
 // SetTypeRateLimitResponse holds the type's state after the call.
@@ -1772,7 +1791,7 @@ var File_jobq_v1_ops_proto protoreflect.FileDescriptor
 
 const file_jobq_v1_ops_proto_rawDesc = "" +
 	"\n" +
-	"\x11jobq/v1/ops.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe0\x01\n" +
+	"\x11jobq/v1/ops.proto\x12\ajobq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n" +
 	"\vTypeControl\x12\x19\n" +
 	"\bjob_type\x18\x01 \x01(\tR\ajobType\x12\x16\n" +
 	"\x06paused\x18\x02 \x01(\bR\x06paused\x12\x1f\n" +
@@ -1783,7 +1802,9 @@ const file_jobq_v1_ops_proto_rawDesc = "" +
 	"\vrate_starts\x18\x05 \x01(\x05R\n" +
 	"rateStarts\x12\x1f\n" +
 	"\vrate_period\x18\x06 \x01(\tR\n" +
-	"ratePeriod\"\xc3\x04\n" +
+	"ratePeriod\x12 \n" +
+	"\frate_per_key\x18\a \x01(\bR\n" +
+	"ratePerKey\"\xc3\x04\n" +
 	"\bPeriodic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x19\n" +
@@ -1819,11 +1840,12 @@ const file_jobq_v1_ops_proto_rawDesc = "" +
 	"maxRunning\x88\x01\x01B\x0e\n" +
 	"\f_max_running\"@\n" +
 	"\x14SetTypeLimitResponse\x12(\n" +
-	"\x04type\x18\x01 \x01(\v2\x14.jobq.v1.TypeControlR\x04type\"t\n" +
+	"\x04type\x18\x01 \x01(\v2\x14.jobq.v1.TypeControlR\x04type\"\x8d\x01\n" +
 	"\x17SetTypeRateLimitRequest\x12\x19\n" +
 	"\bjob_type\x18\x01 \x01(\tR\ajobType\x12\x1b\n" +
 	"\x06starts\x18\x02 \x01(\x05H\x00R\x06starts\x88\x01\x01\x12\x16\n" +
-	"\x06period\x18\x03 \x01(\tR\x06periodB\t\n" +
+	"\x06period\x18\x03 \x01(\tR\x06period\x12\x17\n" +
+	"\aper_key\x18\x04 \x01(\bR\x06perKeyB\t\n" +
 	"\a_starts\"D\n" +
 	"\x18SetTypeRateLimitResponse\x12(\n" +
 	"\x04type\x18\x01 \x01(\v2\x14.jobq.v1.TypeControlR\x04type\"6\n" +

@@ -128,6 +128,8 @@ type Job struct {
 	// ConcurrencyLimit its key's limit when the history was read.
 	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
 	ConcurrencyLimit int    `json:"concurrency_limit,omitempty"`
+	// RateKey is the job's rate key ("" for none).
+	RateKey string `json:"rate_key,omitempty"`
 }
 
 // Terminal reports whether the job is SUCCESS, FAILED or CANCELED.

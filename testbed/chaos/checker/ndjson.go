@@ -75,7 +75,8 @@ const (
 	// summary row stands for, record_time when the row was written.
 	EventFire = "fire"
 	// EventRateLimit is a job type's rate limit during the run
-	// (History.RateLimits): at most "starts" claims of "job_type" in any
+	// (History.RateLimits): at most "starts" claims of "job_type" (of each
+	// "rate_key" of its jobs when "per_key") in any
 	// window of "period_ms"; t is when the history was read.
 	EventRateLimit = "rate_limit"
 )
@@ -115,6 +116,8 @@ type Event struct {
 	// key's limit (CheckKeyOverlap).
 	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
 	ConcurrencyLimit int    `json:"concurrency_limit,omitempty"`
+	// RateKey: the job's rate key (CheckRateLimitExceeded, per-key limits).
+	RateKey string `json:"rate_key,omitempty"`
 
 	// completion
 	HTTPStatus int    `json:"http_status,omitempty"`
@@ -138,6 +141,7 @@ type Event struct {
 	// rate_limit
 	Starts   int     `json:"starts,omitempty"`
 	PeriodMS float64 `json:"period_ms,omitempty"`
+	PerKey   bool    `json:"per_key,omitempty"`
 
 	DueAt          *time.Time `json:"due_at,omitempty"`
 	End            *time.Time `json:"end,omitempty"`
@@ -193,7 +197,7 @@ func Events(h History) []Event {
 		mr, ct := j.MaxRetry, j.CreateTime
 		ev = append(ev, Event{Type: EventJob, T: end, JobID: j.ID, Key: j.Key, JobType: j.Type, Status: j.Status, Attempt: j.Attempt,
 			RetryTimes: j.RetryTimes, MaxRetry: &mr, Owner: j.Owner, LeaseUntil: j.LeaseUntil, CreateTime: &ct, FinishedAt: j.FinishedAt, Error: j.LastError,
-			ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit})
+			ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit, RateKey: j.RateKey})
 	}
 	for _, e := range h.Edges {
 		ev = append(ev, Event{Type: EventEdge, T: end, Parent: e.Parent, Child: e.Child, OnParentFailure: e.OnParentFailure})
@@ -208,7 +212,7 @@ func Events(h History) []Event {
 		}
 	}
 	for _, l := range h.RateLimits {
-		ev = append(ev, Event{Type: EventRateLimit, T: end, JobType: l.JobType, Starts: l.Starts, PeriodMS: float64(l.Period) / float64(time.Millisecond)})
+		ev = append(ev, Event{Type: EventRateLimit, T: end, JobType: l.JobType, Starts: l.Starts, PeriodMS: float64(l.Period) / float64(time.Millisecond), PerKey: l.PerKey})
 	}
 	meta := Event{Type: EventMeta, T: h.Start, End: &end, Format: FormatVersion, LeaseMS: h.Lease.Milliseconds(), RescueIntervalMS: h.RescueInterval.Milliseconds()}
 	return append([]Event{meta}, ev...)
@@ -372,7 +376,7 @@ func ReadNDJSON(r io.Reader) (History, error) {
 			}
 			j := Job{ID: e.JobID, Key: e.Key, Type: e.JobType, Status: e.Status, Attempt: e.Attempt, RetryTimes: e.RetryTimes,
 				Owner: e.Owner, LeaseUntil: utcp(e.LeaseUntil), FinishedAt: utcp(e.FinishedAt), LastError: e.Error,
-				ConcurrencyKey: e.ConcurrencyKey, ConcurrencyLimit: e.ConcurrencyLimit}
+				ConcurrencyKey: e.ConcurrencyKey, ConcurrencyLimit: e.ConcurrencyLimit, RateKey: e.RateKey}
 			if e.MaxRetry != nil {
 				j.MaxRetry = *e.MaxRetry
 			}
@@ -438,7 +442,7 @@ func ReadNDJSON(r io.Reader) (History, error) {
 				return History{}, bad(`needs "job_type", "starts" > 0 and "period_ms" > 0`)
 			}
 			h.RateLimits = append(h.RateLimits, RateLimit{JobType: e.JobType, Starts: e.Starts,
-				Period: time.Duration(e.PeriodMS * float64(time.Millisecond))})
+				Period: time.Duration(e.PeriodMS * float64(time.Millisecond)), PerKey: e.PerKey})
 		default:
 			return History{}, bad("unknown type; want meta, submit, ack, claim, finish, effect, job, fault, slow_renewal, stall, stop, completion, renewal, edge, schedule, fire or rate_limit")
 		}

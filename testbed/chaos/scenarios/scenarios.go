@@ -49,7 +49,7 @@ var All = []Scenario{
 	{"workflows-zombie-pause", "zombie-pause with the jobs as random workflows: a zombie's late completion of a parent must unblock nothing", withWorkflows(faults(2, chaos.FaultPause))},
 	{"workflows-partition", "partition with the jobs as random workflows", withWorkflows(faults(2, chaos.FaultPartition))},
 	{"workflows-db-restart", "db-restart with the jobs as random workflows: a crash between a parent's completion and its commit loses the unblock with it", withWorkflows(faults(1, chaos.FaultDBRestart))},
-	{"policy-kill-storm", "kill-storm with a third of the jobs of a type rate-limited to 20 starts per second across replicas: no window of a second holds more than 20 of its starts", withRateLimit(faults(3, chaos.FaultKill))},
+	{"policy-kill-storm", "kill-storm with a third of the jobs of a type rate-limited to 3 starts per second per rate key (4 keys) across replicas: no window of a second holds more than 3 starts of one key", withKeyedRateLimit(withRateLimit(faults(3, chaos.FaultKill)))},
 	{"policy-partition", "partition with a third of the jobs rate-limited to 20/s: a cut-off replica's claims count in the window like every other", withRateLimit(faults(2, chaos.FaultPartition))},
 	{"keys-kill-storm", "kill-storm with the jobs on 100 concurrency keys (limit 1 or 2; a quarter unkeyed): never more runs of a key at once than its limit, through rescues", withKeys(faults(3, chaos.FaultKill))},
 	{"keys-zombie-pause", "zombie-pause with the jobs on 100 concurrency keys: a frozen holder's slot is freed by its rescue, its late completion frees nothing", withKeys(faults(2, chaos.FaultPause))},
@@ -75,6 +75,19 @@ func withRateLimit(apply func(*chaos.Config)) func(*chaos.Config) {
 		if cfg.RateLimited == 0 {
 			cfg.RateLimited = 1.0 / 3
 		}
+	}
+}
+
+// withKeyedRateLimit is apply with the rate limit made per key, over 4
+// rate keys of 3 starts per second each unless the caller set others
+// (Config.RateKeys, RateStarts): below each key's arrival rate, so every
+// key's window fills and its jobs wait HELD, and rate_limit_exceeded
+// counts each key's windows.
+func withKeyedRateLimit(apply func(*chaos.Config)) func(*chaos.Config) {
+	return func(cfg *chaos.Config) {
+		apply(cfg)
+		cfg.RateKeys = cmp.Or(cfg.RateKeys, 4)
+		cfg.RateStarts = cmp.Or(cfg.RateStarts, 3)
 	}
 }
 
