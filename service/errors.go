@@ -25,12 +25,12 @@ const (
 // place the API's cancel and retry rules are spelled. The store enforces
 // them in SQL (store.JobCancel, store.JobRetry); these name them.
 var stateRules = map[StateOp][]jobq.JobState{
-	OpCancel: {jobq.StateWaiting, jobq.StateScheduled, jobq.StateBlocked, jobq.StateParked, jobq.StateRunning},
+	OpCancel: {jobq.StateWaiting, jobq.StateScheduled, jobq.StateBlocked, jobq.StateParked, jobq.StateHeld, jobq.StateRunning},
 	OpRetry:  {jobq.StateFailed, jobq.StateCanceled},
 }
 
 // Applies returns the statuses op applies to, e.g. [WAITING SCHEDULED
-// BLOCKED PARKED RUNNING] for OpCancel.
+// BLOCKED PARKED HELD RUNNING] for OpCancel.
 func (op StateOp) Applies() []jobq.JobState { return stateRules[op] }
 
 // StateError is returned by Cancel and Retry when the job's status does not
@@ -48,7 +48,7 @@ type StateError struct {
 }
 
 // Error says the job's status and the rule, e.g. "job 7 is SUCCESS: cancel
-// applies to WAITING, SCHEDULED, BLOCKED, PARKED or RUNNING jobs".
+// applies to WAITING, SCHEDULED, BLOCKED, PARKED, HELD or RUNNING jobs".
 func (e *StateError) Error() string {
 	return fmt.Sprintf("job %d is %s: %s", e.JobID, cmp.Or(string(e.Status), "in another state"), e.Op.Rule())
 }
@@ -57,7 +57,7 @@ func (e *StateError) Error() string {
 func (e *StateError) Unwrap() error { return ErrInvalidState }
 
 // Rule says which statuses op applies to, e.g. "cancel applies to WAITING,
-// SCHEDULED, BLOCKED, PARKED or RUNNING jobs".
+// SCHEDULED, BLOCKED, PARKED, HELD or RUNNING jobs".
 func (op StateOp) Rule() string {
 	states := op.Applies()
 	names := make([]string, len(states))

@@ -31,7 +31,7 @@ func TestStateErrorNamesStatusAndRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = svc.Cancel(ctx, waiting.ID)
-	want := fmt.Sprintf("job %d is SUCCESS: cancel applies to WAITING, SCHEDULED, BLOCKED, PARKED or RUNNING jobs", waiting.ID)
+	want := fmt.Sprintf("job %d is SUCCESS: cancel applies to WAITING, SCHEDULED, BLOCKED, PARKED, HELD or RUNNING jobs", waiting.ID)
 	var se *service.StateError
 	if !errors.As(err, &se) || !errors.Is(err, service.ErrInvalidState) {
 		t.Fatalf("cancel a SUCCESS job: err = %v, want a *StateError wrapping ErrInvalidState", err)
@@ -56,7 +56,7 @@ func TestStateErrorNamesStatusAndRule(t *testing.T) {
 		t.Fatalf("the refused retry changed the job: %+v, %v", j, err)
 	}
 	// ErrInvalidState without a job names both rules.
-	if _, d := service.ErrorFor(service.ErrInvalidState); d.Message != "cancel applies to WAITING, SCHEDULED, BLOCKED, PARKED or RUNNING jobs, retry to FAILED or CANCELED jobs" {
+	if _, d := service.ErrorFor(service.ErrInvalidState); d.Message != "cancel applies to WAITING, SCHEDULED, BLOCKED, PARKED, HELD or RUNNING jobs, retry to FAILED or CANCELED jobs" {
 		t.Fatalf("bare ErrInvalidState: %q", d.Message)
 	}
 }
