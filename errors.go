@@ -2,6 +2,7 @@ package jobq
 
 import (
 	"errors"
+	"fmt"
 )
 
 var (
@@ -32,3 +33,22 @@ var (
 	// longer holds its job (fenced by attempt): nothing was written.
 	ErrRunGone = errors.New("jobq: the run no longer holds its job")
 )
+
+// UnblockTooWideError is returned by a limited batch completion
+// (store.Store.JobCompleteManyLimited) when the batch's successes would
+// unblock more workflow children in one transaction than its limit allows:
+// nothing was written. Widths holds each of the batch's parents' number of
+// children (parents without children are absent), for the caller to split
+// the batch by.
+type UnblockTooWideError struct {
+	Widths map[uint64]int
+	Limit  int
+}
+
+func (e *UnblockTooWideError) Error() string {
+	total := 0
+	for _, w := range e.Widths {
+		total += w
+	}
+	return fmt.Sprintf("jobq: the batch would unblock %d children in one transaction (limit %d)", total, e.Limit)
+}

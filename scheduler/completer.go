@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -141,15 +142,32 @@ func (c *completer) awaitFlusher(batch []jobq.Completion) (_ []jobq.Completion, 
 	return batch, true
 }
 
+// flush writes batch, in several transactions when its successes would
+// unblock more than UnblockPerCommit workflow children: with an
+// UnblockLimiter store the batch is tried whole and, when the store
+// refuses it as too wide, written again split by the widths it read; with
+// a ChildCounter store it is split by a read before it is written.
 func (c *completer) flush(batch []jobq.Completion) {
+	if ul, ok := c.p.Store.(UnblockLimiter); ok {
+		width := c.flushGroup(batch, ul)
+		if width == nil {
+			return
+		}
+		for _, group := range splitByWidths(batch, width) {
+			c.flushGroup(group, nil)
+		}
+		return
+	}
 	for _, group := range splitByUnblock(context.Background(), c.p.Store, batch) {
-		c.flushGroup(group)
+		c.flushGroup(group, nil)
 	}
 }
 
 // flushGroup writes batch in one transaction and reports each completion's
-// result (FinishFunc) as soon as it committed.
-func (c *completer) flushGroup(batch []jobq.Completion) {
+// result (FinishFunc) as soon as it committed. With limit set, a batch the
+// store refuses as too wide to unblock in one transaction is neither
+// written nor reported: flushGroup returns its parents' widths instead.
+func (c *completer) flushGroup(batch []jobq.Completion, limit UnblockLimiter) (width map[uint64]int) {
 	p := c.p
 	fences := make([]jobq.Fence, len(batch))
 	for i, comp := range batch {
@@ -158,9 +176,21 @@ func (c *completer) flushGroup(batch []jobq.Completion) {
 	var applied []bool
 	err := p.Writer.write("complete", fences, func(ctx context.Context) error {
 		var e error
-		applied, e = p.Store.JobCompleteMany(ctx, batch)
+		if limit == nil {
+			applied, e = p.Store.JobCompleteMany(ctx, batch)
+			return e
+		}
+		applied, e = limit.JobCompleteManyLimited(ctx, batch, UnblockPerCommit)
+		var wide *jobq.UnblockTooWideError
+		if errors.As(e, &wide) {
+			width = wide.Widths
+			return nil
+		}
 		return e
 	})
+	if width != nil {
+		return width // refused: nothing written (the try that refused it returned nil)
+	}
 	if err != nil {
 		jobIDs := make([]uint64, len(batch))
 		for i, comp := range batch {
@@ -170,11 +200,12 @@ func (c *completer) flushGroup(batch []jobq.Completion) {
 		for _, comp := range batch {
 			p.FinishFunc(comp, false, err)
 		}
-		return
+		return nil
 	}
 	for i, comp := range batch {
 		p.FinishFunc(comp, applied[i], nil)
 	}
+	return nil
 }
 
 // linger adds to a batch the completions of handlers still running on this

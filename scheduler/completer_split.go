@@ -6,14 +6,26 @@ import (
 	"github.com/jobq/jobq"
 )
 
+// UnblockLimiter is the store's batch completion that refuses to unblock
+// more than maxUnblock workflow children in one transaction
+// (*store.Store.JobCompleteManyLimited): such a batch writes nothing and
+// fails with a *jobq.UnblockTooWideError carrying each parent's width, and
+// the completer writes it again split by those widths (splitByWidths), so
+// the first children become runnable after the first commit instead of
+// after one transaction that writes them all. The width is read by the
+// batch's own transaction, which also decrements the children by that
+// read: a batch of narrow parents costs no read more than its unblock
+// needs.
+type UnblockLimiter interface {
+	JobCompleteManyLimited(ctx context.Context, cs []jobq.Completion, maxUnblock int) ([]bool, error)
+}
+
 // ChildCounter is the store's read of how many children workflow jobs have
 // (*store.Store.JobChildCounts: the width of the unblock each one's success
-// writes; jobs without children are absent from the map). With it, the
-// completer splits a batch whose successes would unblock more than
-// UnblockPerCommit children into several transactions, so the first
-// children become runnable after the first commit instead of after one
-// transaction that writes them all. A store without it (a test double, a
-// decorator) has its batches written whole, as before.
+// writes; jobs without children are absent from the map). A store that is
+// no UnblockLimiter but counts children has its batches split by this read
+// before they are written (splitByUnblock). A store with neither (a test
+// double, a decorator) has its batches written whole, as before.
 type ChildCounter interface {
 	JobChildCounts(ctx context.Context, ids []uint64) (map[uint64]int, error)
 }
@@ -58,6 +70,16 @@ func splitByUnblock(ctx context.Context, st completerStore, batch []jobq.Complet
 	if total <= UnblockPerCommit {
 		return [][]jobq.Completion{batch}
 	}
+	return splitByWidths(batch, width)
+}
+
+// splitByWidths returns batch as groups of at most UnblockPerCommit
+// children by width (each parent's number of children; absent: none): the
+// completions of jobs without children first, with the parents that fit
+// beside them, then the parents, a new group whenever the next one would
+// take the group past UnblockPerCommit; a wider parent is a group of its
+// own. Every completion of one job stays in one group.
+func splitByWidths(batch []jobq.Completion, width map[uint64]int) [][]jobq.Completion {
 	// Completions by job, in batch order; a job's width counts once.
 	order := make([]uint64, 0, len(batch))
 	byJob := make(map[uint64][]jobq.Completion, len(batch))

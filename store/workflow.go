@@ -197,6 +197,13 @@ func settleChildren(ctx context.Context, q *jobqdb.Queries, succeeded, ended []u
 			dec[r.ChildID] += r.N
 		}
 	}
+	return settleDecrements(ctx, q, dec, ended)
+}
+
+// settleDecrements is settleChildren with the decrements of the succeeded
+// parents already counted: dec is child → how many of its parents just
+// succeeded.
+func settleDecrements(ctx context.Context, q *jobqdb.Queries, dec map[uint64]int64, ended []uint64) (int64, error) {
 	var changed int64
 	for frontier := ended; len(frontier) > 0; {
 		edges, err := q.DependencyEdgesFrom(ctx, frontier)
