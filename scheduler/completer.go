@@ -143,31 +143,26 @@ func (c *completer) awaitFlusher(batch []jobq.Completion) (_ []jobq.Completion, 
 }
 
 // flush writes batch, in several transactions when its successes would
-// unblock more than UnblockPerCommit workflow children: with an
-// UnblockLimiter store the batch is tried whole and, when the store
-// refuses it as too wide, written again split by the widths it read; with
-// a ChildCounter store it is split by a read before it is written.
+// unblock more than UnblockPerCommit workflow children: the batch is tried
+// whole with that limit in its context (jobq.WithUnblockLimit) and, when the
+// store refuses it as too wide (nothing written), written again split by
+// the widths the store read (splitByWidths). A store that does not apply
+// the limit (a test double) has its batches written whole.
 func (c *completer) flush(batch []jobq.Completion) {
-	if ul, ok := c.p.Store.(UnblockLimiter); ok {
-		width := c.flushGroup(batch, ul)
-		if width == nil {
-			return
-		}
-		for _, group := range splitByWidths(batch, width) {
-			c.flushGroup(group, nil)
-		}
+	width := c.flushGroup(batch, true)
+	if width == nil {
 		return
 	}
-	for _, group := range splitByUnblock(context.Background(), c.p.Store, batch) {
-		c.flushGroup(group, nil)
+	for _, group := range splitByWidths(batch, width) {
+		c.flushGroup(group, false)
 	}
 }
 
 // flushGroup writes batch in one transaction and reports each completion's
-// result (FinishFunc) as soon as it committed. With limit set, a batch the
+// result (FinishFunc) as soon as it committed. With limit, a batch the
 // store refuses as too wide to unblock in one transaction is neither
 // written nor reported: flushGroup returns its parents' widths instead.
-func (c *completer) flushGroup(batch []jobq.Completion, limit UnblockLimiter) (width map[uint64]int) {
+func (c *completer) flushGroup(batch []jobq.Completion, limit bool) (width map[uint64]int) {
 	p := c.p
 	fences := make([]jobq.Fence, len(batch))
 	for i, comp := range batch {
@@ -175,14 +170,13 @@ func (c *completer) flushGroup(batch []jobq.Completion, limit UnblockLimiter) (w
 	}
 	var applied []bool
 	err := p.Writer.write("complete", fences, func(ctx context.Context) error {
-		var e error
-		if limit == nil {
-			applied, e = p.Store.JobCompleteMany(ctx, batch)
-			return e
+		if limit {
+			ctx = jobq.WithUnblockLimit(ctx, UnblockPerCommit)
 		}
-		applied, e = limit.JobCompleteManyLimited(ctx, batch, UnblockPerCommit)
+		var e error
+		applied, e = p.Store.JobCompleteMany(ctx, batch)
 		var wide *jobq.UnblockTooWideError
-		if errors.As(e, &wide) {
+		if limit && errors.As(e, &wide) {
 			width = wide.Widths
 			return nil
 		}

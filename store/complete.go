@@ -34,26 +34,17 @@ import (
 // whole batch written row by row, in one more transaction (up to
 // CompleteBatch single-row writes: the slow path, kept for the case no read
 // can settle).
-func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
-	return s.completeMany(ctx, cs, 0)
-}
-
-// JobCompleteManyLimited is JobCompleteMany for a batch whose successes may
-// unblock at most maxUnblock workflow children in one transaction
-// (scheduler.UnblockPerCommit). The batch's first statement reads the
-// children of its parents (the fenced successes of jobs with children):
-// when two or more parents would unblock more than maxUnblock children
-// between them, nothing is written and the error is a
+//
+// With an unblock limit in ctx (jobq.WithUnblockLimit), the batch's first
+// statement reads the children of its parents (the fenced successes of jobs
+// with children): when two or more parents would unblock more children than
+// the limit between them, nothing is written and the error is a
 // *jobq.UnblockTooWideError with each parent's width, for the caller to
 // split the batch by (a single parent is never refused: its children are
-// all unblocked in its own transaction). Otherwise that read is also what
-// the batch decrements the children's counters by, so a batch of parents
-// reads job_dependency once. maxUnblock ≤ 0 is no limit.
-func (s *Store) JobCompleteManyLimited(ctx context.Context, cs []jobq.Completion, maxUnblock int) (applied []bool, err error) {
-	return s.completeMany(ctx, cs, maxUnblock)
-}
-
-func (s *Store) completeMany(ctx context.Context, cs []jobq.Completion, maxUnblock int) (applied []bool, err error) {
+// all unblocked in its own transaction). With or without a limit, that read
+// is what the batch decrements the children's counters by, so a batch of
+// parents reads job_dependency once.
+func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
 	if slices.ContainsFunc(cs, func(c jobq.Completion) bool { return c.Spawn != nil }) {
 		return s.completeWithSpawns(ctx, cs)
 	}
@@ -65,7 +56,7 @@ func (s *Store) completeMany(ctx context.Context, cs []jobq.Completion, maxUnblo
 	// keys' next parked jobs before it commits (admitKeys).
 	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
-		children, err := batchChildren(ctx, q, cs, maxUnblock)
+		children, err := batchChildren(ctx, q, cs, jobq.UnblockLimit(ctx))
 		if err != nil {
 			return err
 		}

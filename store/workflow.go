@@ -600,23 +600,3 @@ func reblockRetried(ctx context.Context, q *jobqdb.Queries, ids []uint64) error 
 	}
 	return nil
 }
-
-// JobChildCounts returns how many children each of the jobs ids has in
-// job_dependency (jobs without children are absent): the width of the
-// unblock each one's success writes. A read by primary key prefix, without
-// locking; the completer splits a batch of completions by it
-// (scheduler.ChildCounter).
-func (s *Store) JobChildCounts(ctx context.Context, ids []uint64) (map[uint64]int, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	rows, err := s.q.DependencyChildrenPerParent(ctx, ids)
-	if err != nil {
-		return nil, errorf("child counts: %w", err)
-	}
-	m := make(map[uint64]int, len(rows))
-	for _, r := range rows {
-		m[r.ParentID] = int(r.N)
-	}
-	return m, nil
-}

@@ -509,35 +509,12 @@ func TestSpawnRepeatWritesNothing(t *testing.T) {
 	}
 }
 
-// JobChildCounts answers each parent's number of children (the width of
-// its unblock) and leaves out jobs without children.
-func TestJobChildCounts(t *testing.T) {
-	t.Parallel()
-	st := testdb.Store(t)
-	ctx := context.Background()
-	wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "widths", RequestHash: "h", Jobs: diamond("w-")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := map[string]uint64{}
-	for _, j := range wf.Jobs {
-		ids[j.JobKey] = j.ID
-	}
-	got, err := st.JobChildCounts(ctx, []uint64{ids["w-a"], ids["w-b"], ids["w-d"]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || got[ids["w-a"]] != 2 || got[ids["w-b"]] != 1 {
-		t.Fatalf("child counts %v, want a: 2, b: 1 and no entry for d", got)
-	}
-}
-
-// JobCompleteManyLimited refuses, writing nothing, a batch whose parents
-// would unblock more children between them than its limit, and names each
-// parent's width; within the limit (or for one parent, however wide) it
+// JobCompleteMany with an unblock limit in its context refuses, writing
+// nothing, a batch whose parents would unblock more children between them
+// than the limit, and names each parent's width; within the limit (or for one parent, however wide) it
 // writes the batch and decrements each child by its parents in the batch
 // (a child of both parents by 2, once).
-func TestJobCompleteManyLimited(t *testing.T) {
+func TestJobCompleteManyUnblockLimit(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
 	ctx := context.Background()
@@ -551,7 +528,7 @@ func TestJobCompleteManyLimited(t *testing.T) {
 	claimed := claimAll(t, st)
 	a, b, x := claimed["l-a"], claimed["l-b"], claimed["l-x"]
 	batch := []jobq.Completion{success(a), success(x), success(b)}
-	_, err = st.JobCompleteManyLimited(ctx, batch, 4)
+	_, err = st.JobCompleteMany(jobq.WithUnblockLimit(ctx, 4), batch)
 	var wide *jobq.UnblockTooWideError
 	if !errors.As(err, &wide) || len(wide.Widths) != 2 || wide.Widths[a.ID] != 3 || wide.Widths[b.ID] != 2 {
 		t.Fatalf("limit 4: err %v, want an UnblockTooWideError with widths a: 3, b: 2", err)
@@ -561,7 +538,7 @@ func TestJobCompleteManyLimited(t *testing.T) {
 	if got := statuses(t, st, wf.ID); !maps.Equal(got, want) {
 		t.Fatalf("after the refused batch: %v, want nothing written: %v", got, want)
 	}
-	applied, err := st.JobCompleteManyLimited(ctx, batch, 5)
+	applied, err := st.JobCompleteMany(jobq.WithUnblockLimit(ctx, 5), batch)
 	if err != nil || !slices.Equal(applied, []bool{true, true, true}) {
 		t.Fatalf("limit 5: %v, %v; want [true true true]", applied, err)
 	}
@@ -580,7 +557,7 @@ func TestJobCompleteManyLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimed = claimAll(t, st)
-	if applied, err := st.JobCompleteManyLimited(ctx, []jobq.Completion{success(claimed["m-a"])}, 1); err != nil || !applied[0] {
+	if applied, err := st.JobCompleteMany(jobq.WithUnblockLimit(ctx, 1), []jobq.Completion{success(claimed["m-a"])}); err != nil || !applied[0] {
 		t.Fatalf("one wide parent: %v, %v; want it written", applied, err)
 	}
 	if got := statuses(t, st, wf2.ID); got["m-c1"] != jobq.StateWaiting || got["m-c2"] != jobq.StateWaiting {
