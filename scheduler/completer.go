@@ -178,6 +178,9 @@ func (c *completer) flushGroup(batch []jobq.Completion, limit bool) (width map[u
 		var wide *jobq.UnblockTooWideError
 		if limit && errors.As(e, &wide) {
 			width = wide.Widths
+			if width == nil {
+				width = map[uint64]int{} // no widths named: written again whole, without the limit
+			}
 			return nil
 		}
 		return e
