@@ -1,7 +1,9 @@
 package jobq
 
 import (
+	"context"
 	"errors"
+	"fmt"
 )
 
 var (
@@ -32,3 +34,41 @@ var (
 	// longer holds its job (fenced by attempt): nothing was written.
 	ErrRunGone = errors.New("jobq: the run no longer holds its job")
 )
+
+// UnblockTooWideError is returned by a batch completion
+// (store.Store.JobCompleteMany) whose context carries an unblock limit
+// (WithUnblockLimit) when two or more of the batch's successes would
+// unblock more workflow children between them than that limit allows in
+// one transaction: nothing was written. Widths holds each of the batch's
+// parents' number of children (parents without children are absent), for
+// the caller to split the batch by.
+type UnblockTooWideError struct {
+	Widths map[uint64]int
+	Limit  int
+}
+
+func (e *UnblockTooWideError) Error() string {
+	total := 0
+	for _, w := range e.Widths {
+		total += w
+	}
+	return fmt.Sprintf("jobq: the batch would unblock %d children in one transaction (limit %d)", total, e.Limit)
+}
+
+type unblockLimitKey struct{}
+
+// WithUnblockLimit returns ctx carrying the most workflow children a batch
+// completion written with it may unblock in one transaction (n ≤ 0: no
+// limit); a wider batch of several parents fails with an
+// *UnblockTooWideError and writes nothing. It travels in the context so
+// that a store decorator which calls the store's JobCompleteMany passes it
+// on, and one that writes completions its own way ignores it.
+func WithUnblockLimit(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, unblockLimitKey{}, n)
+}
+
+// UnblockLimit returns the limit WithUnblockLimit set on ctx (0: none).
+func UnblockLimit(ctx context.Context) int {
+	n, _ := ctx.Value(unblockLimitKey{}).(int)
+	return n
+}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -141,17 +142,32 @@ func (c *completer) awaitFlusher(batch []jobq.Completion) (_ []jobq.Completion, 
 	return batch, true
 }
 
+// flush writes batch, in transactions of at most RowByRowPerCommit jobs
+// written row by row, and in more when its successes would unblock more
+// than UnblockPerCommit workflow children: the batch is tried
+// whole with that limit in its context (jobq.WithUnblockLimit) and, when the
+// store refuses it as too wide (nothing written), written again split by
+// the widths the store read (splitByWidths). A store that does not apply
+// the limit (a test double) has its batches written whole.
 func (c *completer) flush(batch []jobq.Completion) {
-	for _, group := range splitByUnblock(context.Background(), c.p.Store, batch) {
-		for _, tx := range splitRowByRow(group) {
-			c.flushGroup(tx)
+	// At most RowByRowPerCommit jobs written row by row per transaction
+	// (splitRowByRow), each transaction split again by unblock width.
+	for _, tx := range splitRowByRow(batch) {
+		width := c.flushGroup(tx, true)
+		if width == nil {
+			continue
+		}
+		for _, group := range splitByWidths(tx, width) {
+			c.flushGroup(group, false)
 		}
 	}
 }
 
 // flushGroup writes batch in one transaction and reports each completion's
-// result (FinishFunc) as soon as it committed.
-func (c *completer) flushGroup(batch []jobq.Completion) {
+// result (FinishFunc) as soon as it committed. With limit, a batch the
+// store refuses as too wide to unblock in one transaction is neither
+// written nor reported: flushGroup returns its parents' widths instead.
+func (c *completer) flushGroup(batch []jobq.Completion, limit bool) (width map[uint64]int) {
 	p := c.p
 	fences := make([]jobq.Fence, len(batch))
 	for i, comp := range batch {
@@ -159,10 +175,24 @@ func (c *completer) flushGroup(batch []jobq.Completion) {
 	}
 	var applied []bool
 	err := p.Writer.write("complete", fences, func(ctx context.Context) error {
+		if limit {
+			ctx = jobq.WithUnblockLimit(ctx, UnblockPerCommit)
+		}
 		var e error
 		applied, e = p.Store.JobCompleteMany(ctx, batch)
+		var wide *jobq.UnblockTooWideError
+		if limit && errors.As(e, &wide) {
+			width = wide.Widths
+			if width == nil {
+				width = map[uint64]int{} // no widths named: written again whole, without the limit
+			}
+			return nil
+		}
 		return e
 	})
+	if width != nil {
+		return width // refused: nothing written (the try that refused it returned nil)
+	}
 	if err != nil {
 		jobIDs := make([]uint64, len(batch))
 		for i, comp := range batch {
@@ -172,11 +202,12 @@ func (c *completer) flushGroup(batch []jobq.Completion) {
 		for _, comp := range batch {
 			p.FinishFunc(comp, false, err)
 		}
-		return
+		return nil
 	}
 	for i, comp := range batch {
 		p.FinishFunc(comp, applied[i], nil)
 	}
+	return nil
 }
 
 // linger adds to a batch the completions of handlers still running on this

@@ -1,22 +1,6 @@
 package scheduler
 
-import (
-	"context"
-
-	"github.com/jobq/jobq"
-)
-
-// ChildCounter is the store's read of how many children workflow jobs have
-// (*store.Store.JobChildCounts: the width of the unblock each one's success
-// writes; jobs without children are absent from the map). With it, the
-// completer splits a batch whose successes would unblock more than
-// UnblockPerCommit children into several transactions, so the first
-// children become runnable after the first commit instead of after one
-// transaction that writes them all. A store without it (a test double, a
-// decorator) has its batches written whole, as before.
-type ChildCounter interface {
-	JobChildCounts(ctx context.Context, ids []uint64) (map[uint64]int, error)
-}
+import "github.com/jobq/jobq"
 
 // UnblockPerCommit is how many children the successes of one completion
 // transaction unblock at most before the completer starts another (a
@@ -26,38 +10,13 @@ type ChildCounter interface {
 // a commit every ~20 ms.
 const UnblockPerCommit = 500
 
-// splitByUnblock returns batch as groups to write one transaction after
-// the other: the completions of jobs without children first (with the
-// parents that fit beside them), then the parents, a new group whenever
-// the next one would take the group past UnblockPerCommit children. Every
-// completion of one job stays in one group. When nothing in batch has
-// children, the store cannot count them or the count fails, it is one group:
-// the split is an optimisation, never needed for correctness.
-func splitByUnblock(ctx context.Context, st completerStore, batch []jobq.Completion) [][]jobq.Completion {
-	cc, ok := st.(ChildCounter)
-	if !ok || len(batch) < 2 {
-		return [][]jobq.Completion{batch}
-	}
-	var parents []uint64
-	for _, c := range batch {
-		if c.HasChildren && c.Outcome == jobq.OutcomeSuccess && c.Spawn == nil {
-			parents = append(parents, c.ID)
-		}
-	}
-	if len(parents) < 2 {
-		return [][]jobq.Completion{batch}
-	}
-	width, err := cc.JobChildCounts(ctx, parents)
-	if err != nil {
-		return [][]jobq.Completion{batch}
-	}
-	total := 0
-	for _, id := range parents {
-		total += width[id]
-	}
-	if total <= UnblockPerCommit {
-		return [][]jobq.Completion{batch}
-	}
+// splitByWidths returns batch as groups of at most UnblockPerCommit
+// children by width (each parent's number of children; absent: none): the
+// completions of jobs without children first, with the parents that fit
+// beside them, then the parents, a new group whenever the next one would
+// take the group past UnblockPerCommit; a wider parent is a group of its
+// own. Every completion of one job stays in one group.
+func splitByWidths(batch []jobq.Completion, width map[uint64]int) [][]jobq.Completion {
 	// Completions by job, in batch order; a job's width counts once.
 	order := make([]uint64, 0, len(batch))
 	byJob := make(map[uint64][]jobq.Completion, len(batch))

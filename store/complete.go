@@ -34,6 +34,16 @@ import (
 // whole batch written row by row, in one more transaction (up to
 // CompleteBatch single-row writes: the slow path, kept for the case no read
 // can settle).
+//
+// With an unblock limit in ctx (jobq.WithUnblockLimit), the batch's first
+// statement reads the children of its parents (the fenced successes of jobs
+// with children): when two or more parents would unblock more children than
+// the limit between them, nothing is written and the error is a
+// *jobq.UnblockTooWideError with each parent's width, for the caller to
+// split the batch by (a single parent is never refused: its children are
+// all unblocked in its own transaction). With or without a limit, that read
+// is what the batch decrements the children's counters by, so a batch of
+// parents reads job_dependency once.
 func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (applied []bool, err error) {
 	if slices.ContainsFunc(cs, func(c jobq.Completion) bool { return c.Spawn != nil }) {
 		return s.completeWithSpawns(ctx, cs)
@@ -45,12 +55,21 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 	// Each try frees the slots of the keyed jobs it ended and admits their
 	// keys' next parked jobs before it commits (admitKeys).
 	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		children, err := batchChildren(ctx, q, cs, jobq.UnblockLimit(ctx))
+		if err != nil {
+			return err
+		}
 		t := keyTally{}
-		if err := s.completeBatched(ctx, s.q.WithTx(tx), cs, applied, t); err != nil {
+		if err := s.completeBatched(ctx, q, cs, applied, t, children); err != nil {
 			return err
 		}
 		return admitKeys(ctx, tx, t)
 	})
+	var wide *jobq.UnblockTooWideError
+	if errors.As(err, &wide) {
+		return nil, err
+	}
 	for try := 0; try < splitTries && errors.Is(err, errStaleInBatch); try++ {
 		err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 			t := keyTally{}
@@ -93,7 +112,12 @@ var errStaleInBatch = errors.New("stale run in batch: writing it again split by 
 // every other completion row by row; errStaleInBatch when a success was
 // stale. The keyed jobs it ends are counted in t (their slots are freed by
 // the caller's admitKeys in the same transaction).
-func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool, t keyTally) error {
+//
+// children, when not nil, are the children of the batch's parents as
+// batchChildren read them in this transaction (edges of a running job never
+// change: a workflow's are written with it, a spawn's by the spawner's own
+// completion, which never takes this path); nil reads them (settleChildren).
+func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool, t keyTally, children map[uint64][]uint64) error {
 	var ids, parents []uint64
 	var keyed []string
 	type group struct {
@@ -192,12 +216,57 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	// Workflow parents (all SUCCESS: the children group's fence excludes a
 	// cancel request): their children are unblocked in this transaction.
 	// Jobs without children cost nothing more.
-	if len(parents) > 0 {
+	if len(parents) > 0 && children != nil {
+		dec := map[uint64]int64{}
+		for _, p := range parents {
+			for _, c := range children[p] {
+				dec[c]++
+			}
+		}
+		if _, err := settleDecrements(ctx, q, dec, nil); err != nil {
+			return err
+		}
+	} else if len(parents) > 0 {
 		if _, err := settleChildren(ctx, q, parents, nil); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// batchChildren reads, by job_dependency's primary key and without
+// locking, the children of the parents in cs (fenced successes of jobs
+// with children, each job once): parent → child ids, nil when cs has no
+// parent. With maxUnblock > 0, two or more parents whose children number
+// more than maxUnblock between them are a *jobq.UnblockTooWideError.
+func batchChildren(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, maxUnblock int) (map[uint64][]uint64, error) {
+	var parents []uint64
+	seen := map[uint64]bool{}
+	for _, c := range cs {
+		if c.HasChildren && c.Outcome == jobq.OutcomeSuccess && !seen[c.ID] {
+			seen[c.ID] = true
+			parents = append(parents, c.ID)
+		}
+	}
+	if len(parents) == 0 {
+		return nil, nil
+	}
+	edges, err := q.DependencyEdgesFrom(ctx, parents)
+	if err != nil {
+		return nil, err
+	}
+	children := make(map[uint64][]uint64, len(parents))
+	for _, e := range edges {
+		children[e.ParentID] = append(children[e.ParentID], e.ChildID)
+	}
+	if maxUnblock > 0 && len(children) > 1 && len(edges) > maxUnblock {
+		widths := make(map[uint64]int, len(children))
+		for p, cs := range children {
+			widths[p] = len(cs)
+		}
+		return nil, &jobq.UnblockTooWideError{Widths: widths, Limit: maxUnblock}
+	}
+	return children, nil
 }
 
 // JobCompleteTx is transactional completion: in one transaction it writes
@@ -369,7 +438,7 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 		rest = append(rest, i)
 	}
 	batchApplied := make([]bool, len(batch))
-	if err := s.completeBatched(ctx, q, batch, batchApplied, t); err != nil {
+	if err := s.completeBatched(ctx, q, batch, batchApplied, t, nil); err != nil {
 		return err
 	}
 	for k, i := range at {

@@ -197,6 +197,13 @@ func settleChildren(ctx context.Context, q *jobqdb.Queries, succeeded, ended []u
 			dec[r.ChildID] += r.N
 		}
 	}
+	return settleDecrements(ctx, q, dec, ended)
+}
+
+// settleDecrements is settleChildren with the decrements of the succeeded
+// parents already counted: dec is child → how many of its parents just
+// succeeded.
+func settleDecrements(ctx context.Context, q *jobqdb.Queries, dec map[uint64]int64, ended []uint64) (int64, error) {
 	var changed int64
 	for frontier := ended; len(frontier) > 0; {
 		edges, err := q.DependencyEdgesFrom(ctx, frontier)
@@ -238,20 +245,62 @@ func settleChildren(ctx context.Context, q *jobqdb.Queries, succeeded, ended []u
 	if len(dec) == 0 {
 		return changed, nil
 	}
-	byN := map[int64][]uint64{}
-	for child, n := range dec {
-		byN[n] = append(byN[n], child)
-	}
-	for _, n := range slices.Sorted(maps.Keys(byN)) {
-		ids := byN[n]
-		slices.Sort(ids) // lock children in id order: concurrent unblocks never deadlock on each other
-		m, err := q.JobUnblock(ctx, jobqdb.JobUnblockParams{N: int32(n), Ids: ids})
+	for _, u := range unblockOrder(dec) {
+		m, err := q.JobUnblock(ctx, jobqdb.JobUnblockParams{N: int32(u.n), Ids: u.ids})
 		if err != nil {
 			return 0, err
 		}
 		changed += m
 	}
 	return changed, nil
+}
+
+// unblockStep is one JobUnblock: children ids (ascending) decremented by n.
+type unblockStep struct {
+	n   int64
+	ids []uint64
+}
+
+// maxUnblockSteps bounds the statements unblockOrder spends on keeping
+// the children's locks in id order.
+const maxUnblockSteps = 16
+
+// unblockOrder turns the decrements dec (child → n) into JobUnblock
+// statements that lock the children in ascending id order across
+// statements, not only within each: one per run of consecutive children
+// (by id) with the same n. Two completions decrementing the same children
+// — batches of the same workflows' parents on two flushers or replicas,
+// say two sinks by different counts — then lock them in the same order
+// and wait for one another instead of deadlocking (a deadlock rolls a
+// whole batch back for its retry). When that takes more than
+// maxUnblockSteps statements, it is one statement per distinct n (each in
+// id order), as few as can be, and a deadlock is left to the retry.
+func unblockOrder(dec map[uint64]int64) []unblockStep {
+	ids := slices.Sorted(maps.Keys(dec))
+	var runs []unblockStep
+	for _, id := range ids {
+		if k := len(runs) - 1; k >= 0 && runs[k].n == dec[id] {
+			runs[k].ids = append(runs[k].ids, id)
+			continue
+		}
+		if len(runs) == maxUnblockSteps {
+			runs = nil
+			break
+		}
+		runs = append(runs, unblockStep{n: dec[id], ids: []uint64{id}})
+	}
+	if runs != nil {
+		return runs
+	}
+	byN := map[int64][]uint64{}
+	for _, id := range ids {
+		byN[dec[id]] = append(byN[dec[id]], id)
+	}
+	out := make([]unblockStep, 0, len(byN))
+	for _, n := range slices.Sorted(maps.Keys(byN)) {
+		out = append(out, unblockStep{n: n, ids: byN[n]})
+	}
+	return out
 }
 
 // settleOne settles the children of job id when it has any, and counts in
@@ -550,24 +599,4 @@ func reblockRetried(ctx context.Context, q *jobqdb.Queries, ids []uint64) error 
 		}
 	}
 	return nil
-}
-
-// JobChildCounts returns how many children each of the jobs ids has in
-// job_dependency (jobs without children are absent): the width of the
-// unblock each one's success writes. A read by primary key prefix, without
-// locking; the completer splits a batch of completions by it
-// (scheduler.ChildCounter).
-func (s *Store) JobChildCounts(ctx context.Context, ids []uint64) (map[uint64]int, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	rows, err := s.q.DependencyChildrenPerParent(ctx, ids)
-	if err != nil {
-		return nil, errorf("child counts: %w", err)
-	}
-	m := make(map[uint64]int, len(rows))
-	for _, r := range rows {
-		m[r.ParentID] = int(r.N)
-	}
-	return m, nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -507,26 +509,59 @@ func TestSpawnRepeatWritesNothing(t *testing.T) {
 	}
 }
 
-// JobChildCounts answers each parent's number of children (the width of
-// its unblock) and leaves out jobs without children.
-func TestJobChildCounts(t *testing.T) {
+// JobCompleteMany with an unblock limit in its context refuses, writing
+// nothing, a batch whose parents would unblock more children between them
+// than the limit, and names each parent's width; within the limit (or for one parent, however wide) it
+// writes the batch and decrements each child by its parents in the batch
+// (a child of both parents by 2, once).
+func TestJobCompleteManyUnblockLimit(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
 	ctx := context.Background()
-	wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "widths", RequestHash: "h", Jobs: diamond("w-")})
+	wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "limited", RequestHash: "h", Jobs: []jobq.WorkflowJobParams{
+		wfJob("l-a"), wfJob("l-b"), wfJob("l-x"),
+		wfJob("l-c1", "l-a"), wfJob("l-c2", "l-a"), wfJob("l-c3", "l-a", "l-b"), wfJob("l-c4", "l-b"),
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]uint64{}
-	for _, j := range wf.Jobs {
-		ids[j.JobKey] = j.ID
+	claimed := claimAll(t, st)
+	a, b, x := claimed["l-a"], claimed["l-b"], claimed["l-x"]
+	batch := []jobq.Completion{success(a), success(x), success(b)}
+	_, err = st.JobCompleteMany(jobq.WithUnblockLimit(ctx, 4), batch)
+	var wide *jobq.UnblockTooWideError
+	if !errors.As(err, &wide) || len(wide.Widths) != 2 || wide.Widths[a.ID] != 3 || wide.Widths[b.ID] != 2 {
+		t.Fatalf("limit 4: err %v, want an UnblockTooWideError with widths a: 3, b: 2", err)
 	}
-	got, err := st.JobChildCounts(ctx, []uint64{ids["w-a"], ids["w-b"], ids["w-d"]})
+	want := map[string]jobq.JobState{"l-a": jobq.StateRunning, "l-b": jobq.StateRunning, "l-x": jobq.StateRunning,
+		"l-c1": jobq.StateBlocked, "l-c2": jobq.StateBlocked, "l-c3": jobq.StateBlocked, "l-c4": jobq.StateBlocked}
+	if got := statuses(t, st, wf.ID); !maps.Equal(got, want) {
+		t.Fatalf("after the refused batch: %v, want nothing written: %v", got, want)
+	}
+	applied, err := st.JobCompleteMany(jobq.WithUnblockLimit(ctx, 5), batch)
+	if err != nil || !slices.Equal(applied, []bool{true, true, true}) {
+		t.Fatalf("limit 5: %v, %v; want [true true true]", applied, err)
+	}
+	for k := range want {
+		want[k] = jobq.StateWaiting
+	}
+	want["l-a"], want["l-b"], want["l-x"] = jobq.StateSuccess, jobq.StateSuccess, jobq.StateSuccess
+	if got := statuses(t, st, wf.ID); !maps.Equal(got, want) {
+		t.Fatalf("after the batch: %v, want %v", got, want)
+	}
+	// One parent wider than the limit is written, all its children with it.
+	wf2, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "limited-one", RequestHash: "h", Jobs: []jobq.WorkflowJobParams{
+		wfJob("m-a"), wfJob("m-c1", "m-a"), wfJob("m-c2", "m-a"),
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[ids["w-a"]] != 2 || got[ids["w-b"]] != 1 {
-		t.Fatalf("child counts %v, want a: 2, b: 1 and no entry for d", got)
+	claimed = claimAll(t, st)
+	if applied, err := st.JobCompleteMany(jobq.WithUnblockLimit(ctx, 1), []jobq.Completion{success(claimed["m-a"])}); err != nil || !applied[0] {
+		t.Fatalf("one wide parent: %v, %v; want it written", applied, err)
+	}
+	if got := statuses(t, st, wf2.ID); got["m-c1"] != jobq.StateWaiting || got["m-c2"] != jobq.StateWaiting {
+		t.Fatalf("one wide parent's children: %v, want WAITING", got)
 	}
 }
 

@@ -58,52 +58,6 @@ func (q *Queries) DependencyChildCounts(ctx context.Context, parentIds []uint64)
 	return items, nil
 }
 
-const dependencyChildrenPerParent = `-- name: DependencyChildrenPerParent :many
-SELECT parent_id, CAST(COUNT(*) AS SIGNED) AS n FROM job_dependency
-WHERE parent_id IN (/*SLICE:parent_ids*/?)
-GROUP BY parent_id
-`
-
-type DependencyChildrenPerParentRow struct {
-	ParentID uint64
-	N        int64
-}
-
-// How many children each of these parents has (the width of the unblock its
-// success writes): the completer splits a batch of wide parents by it.
-func (q *Queries) DependencyChildrenPerParent(ctx context.Context, parentIds []uint64) ([]DependencyChildrenPerParentRow, error) {
-	query := dependencyChildrenPerParent
-	var queryParams []interface{}
-	if len(parentIds) > 0 {
-		for _, v := range parentIds {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:parent_ids*/?", strings.Repeat(",?", len(parentIds))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:parent_ids*/?", "NULL", 1)
-	}
-	rows, err := q.db.QueryContext(ctx, query, queryParams...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []DependencyChildrenPerParentRow
-	for rows.Next() {
-		var i DependencyChildrenPerParentRow
-		if err := rows.Scan(&i.ParentID, &i.N); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const dependencyDeleteByJobs = `-- name: DependencyDeleteByJobs :execrows
 DELETE FROM job_dependency WHERE child_id IN (/*SLICE:ids*/?) OR parent_id IN (/*SLICE:ids*/?)
 `
@@ -145,6 +99,9 @@ SELECT parent_id, child_id, on_parent_failure FROM job_dependency
 WHERE parent_id IN (/*SLICE:parent_ids*/?)
 `
 
+// The edges from these parents: a batch of parents' first read (their
+// children, and the width of the unblock each one's success writes), and
+// the children a failed or cancelled parent settles.
 func (q *Queries) DependencyEdgesFrom(ctx context.Context, parentIds []uint64) ([]JobDependency, error) {
 	query := dependencyEdgesFrom
 	var queryParams []interface{}

@@ -62,14 +62,10 @@ SELECT child_id, CAST(COUNT(*) AS SIGNED) AS n FROM job_dependency
 WHERE parent_id IN (sqlc.slice(parent_ids))
 GROUP BY child_id;
 
--- name: DependencyChildrenPerParent :many
--- How many children each of these parents has (the width of the unblock its
--- success writes): the completer splits a batch of wide parents by it.
-SELECT parent_id, CAST(COUNT(*) AS SIGNED) AS n FROM job_dependency
-WHERE parent_id IN (sqlc.slice(parent_ids))
-GROUP BY parent_id;
-
 -- name: DependencyEdgesFrom :many
+-- The edges from these parents: a batch of parents' first read (their
+-- children, and the width of the unblock each one's success writes), and
+-- the children a failed or cancelled parent settles.
 SELECT parent_id, child_id, on_parent_failure FROM job_dependency
 WHERE parent_id IN (sqlc.slice(parent_ids));
 

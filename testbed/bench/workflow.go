@@ -56,6 +56,21 @@ type WorkflowResult struct {
 	// rate (target ≥ 0.7); ChainVsIndependent the chains'.
 	FanVsIndependent   float64 `json:"fan_vs_independent"`
 	ChainVsIndependent float64 `json:"chain_vs_independent"`
+	// FanPhases is where each round's 1 → 1,000 → 1 drain spent its time.
+	FanPhases []FanPhases `json:"fan_phases"`
+}
+
+// FanPhases are the moments of one 1 → 1,000 → 1 drain, in milliseconds
+// from its first claim (the first root's started_at), on the database
+// clock: the last root's success (every middle job unblocked), the first
+// middle job's start, the last middle job's success, the last sink's
+// start and its success (the end of the drain).
+type FanPhases struct {
+	RootsDone     float64 `json:"roots_done_ms"`
+	FirstMidStart float64 `json:"first_mid_start_ms"`
+	LastMidDone   float64 `json:"last_mid_done_ms"`
+	LastSinkStart float64 `json:"last_sink_start_ms"`
+	End           float64 `json:"end_ms"`
 }
 
 // WorkflowDrain is one drain shape's rates over the rounds.
@@ -138,6 +153,15 @@ func RunWorkflows(ctx context.Context, opts WorkflowOptions) (*WorkflowResult, e
 			res.Drains[i].Name, res.Drains[i].Jobs = sh.name, n
 			res.Drains[i].Rounds = append(res.Drains[i].Rounds, rate)
 			logf("round %d: %s: %d jobs at %.0f jobs/s", round+1, sh.name, n, rate)
+			if i == 1 {
+				ph, err := fanPhases(ctx, st)
+				if err != nil {
+					return nil, fmt.Errorf("%s: phases: %w", sh.name, err)
+				}
+				res.FanPhases = append(res.FanPhases, ph)
+				logf("round %d: %s: roots done %.0f ms, first middle start %.0f ms, last middle done %.0f ms, last sink start %.0f ms, end %.0f ms",
+					round+1, sh.name, ph.RootsDone, ph.FirstMidStart, ph.LastMidDone, ph.LastSinkStart, ph.End)
+			}
 		}
 	}
 	for i := range res.Drains {
@@ -173,6 +197,40 @@ func openFreshStore(ctx context.Context, dsn string) (env *Env, st *store.Store,
 		return nil, nil, nil, err
 	}
 	return env, st, func() { st.Close(); env.Close(); srv.Close() }, nil
+}
+
+// fanPhases reads the moments of the 1 → 1,000 → 1 drain that just ended
+// (fanWorkflows' job keys: …root, …m<k>, …sink).
+func fanPhases(ctx context.Context, st *store.Store) (FanPhases, error) {
+	var us [5]sql.NullInt64
+	err := st.DB().QueryRowContext(ctx, `SELECT
+	    TIMESTAMPDIFF(MICROSECOND, t0, MAX(IF(job_key LIKE '%root', finished_at, NULL))),
+	    TIMESTAMPDIFF(MICROSECOND, t0, MIN(IF(job_key LIKE '%-m%', started_at, NULL))),
+	    TIMESTAMPDIFF(MICROSECOND, t0, MAX(IF(job_key LIKE '%-m%', finished_at, NULL))),
+	    TIMESTAMPDIFF(MICROSECOND, t0, MAX(IF(job_key LIKE '%sink', started_at, NULL))),
+	    TIMESTAMPDIFF(MICROSECOND, t0, MAX(finished_at))
+	  FROM job_queue, (SELECT MIN(started_at) AS t0 FROM job_queue WHERE status = 'SUCCESS') AS first
+	  WHERE status = 'SUCCESS' AND job_key LIKE 'fan-%'`).Scan(&us[0], &us[1], &us[2], &us[3], &us[4])
+	if err != nil {
+		return FanPhases{}, err
+	}
+	toMS := func(v sql.NullInt64) float64 { return float64(v.Int64) / 1e3 }
+	return FanPhases{RootsDone: toMS(us[0]), FirstMidStart: toMS(us[1]), LastMidDone: toMS(us[2]), LastSinkStart: toMS(us[3]), End: toMS(us[4])}, nil
+}
+
+// ratioSpread is the lowest and the highest of the per-round ratios
+// a[i]/b[i].
+func ratioSpread(a, b []float64) (lo, hi float64) {
+	for i := range a {
+		r := a[i] / b[i]
+		if i == 0 || r < lo {
+			lo = r
+		}
+		if i == 0 || r > hi {
+			hi = r
+		}
+	}
+	return lo, hi
 }
 
 // medianRatio is the median (the lower middle for an even count) of the
@@ -382,21 +440,31 @@ func WriteWorkflowTable(w io.Writer, r *WorkflowResult) {
 		ok = "MISSED"
 	}
 	fmt.Fprintf(w, "| | %.1f ms | %.1f ms | %.1f ms | p99 ≤ 100 ms: %s |\n\n", ms(r.UnblockP50), ms(r.UnblockP99), ms(r.UnblockMax), ok)
-	fmt.Fprintf(w, "| drain | jobs | rounds (jobs/s) | median jobs/s | vs independent (median of per-round ratios) |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| drain | jobs | rounds (jobs/s) | median jobs/s | per-round ratios | vs independent (median of per-round ratios, spread) |\n|---|---|---|---|---|---|\n")
 	for i, d := range r.Drains {
 		ratio := medianRatio(d.Rounds, r.Drains[0].Rounds)
+		lo, hi := ratioSpread(d.Rounds, r.Drains[0].Rounds)
 		note := ""
 		if i == 1 {
 			note = " (target ≥ 0.7)"
 		}
-		rounds := ""
+		rounds, ratios := "", ""
 		for k, x := range d.Rounds {
 			if k > 0 {
 				rounds += ", "
+				ratios += ", "
 			}
 			rounds += fmt.Sprintf("%.0f", x)
+			ratios += fmt.Sprintf("%.2f", x/r.Drains[0].Rounds[k])
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %.0f | %.2f×%s |\n", d.Name, d.Jobs, rounds, d.Rate, ratio, note)
+		fmt.Fprintf(w, "| %s | %d | %s | %.0f | %s | %.2f× (%.2f–%.2f)%s |\n", d.Name, d.Jobs, rounds, d.Rate, ratios, ratio, lo, hi, note)
+	}
+	if len(r.FanPhases) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n| 1 → 1,000 → 1, round | roots done | first middle start | last middle done | last sink start | end (ms from the first claim) |\n|---|---|---|---|---|---|\n")
+	for k, ph := range r.FanPhases {
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.0f | %.0f | %.0f |\n", k+1, ph.RootsDone, ph.FirstMidStart, ph.LastMidDone, ph.LastSinkStart, ph.End)
 	}
 }
 

@@ -352,7 +352,7 @@ var mutants = []mutant{
 		Name: "split-drops-wide-parent", Bug: "completer: the split of a batch by unblock width loses the last group of parents",
 		Rule:   "want [[2 5] [1] [3 3 4] [6]]",
 		Edits:  []edit{{"scheduler/completer_split.go", "	if len(cur) > 0 {\n\t\tgroups = append(groups, cur)\n\t}", "	_ = cur"}},
-		Checks: []check{{"./scheduler/", "^TestSplitByUnblock$"}},
+		Checks: []check{{"./scheduler/", "^TestSplitByWidths$"}},
 	},
 	{
 		Name: "rate-window-not-counted", Bug: "rate limit: the limited claim counts the starts after NOW(6) + P (none) instead of the window",
