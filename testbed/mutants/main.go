@@ -305,16 +305,16 @@ var mutants = []mutant{
 	{
 		Name: "unblock-outside-completion-tx", Bug: "workflow: a success's children are unblocked on another connection, outside the completion's transaction (kept when it rolls back)",
 		Rule: "child unblocked by a completion that rolled back",
-		Edits: []edit{{"store/complete.go", "\tif c.HasChildren {\n\t\tif err := settleOne(ctx, q, c.ID); err != nil {\n",
-			"\tif c.HasChildren {\n\t\tif end, err := q.JobEndState(ctx, c.ID); err != nil {\n\t\t\treturn false, err\n\t\t} else if jobq.JobState(end.Status) == jobq.StateSuccess {\n" +
-				"\t\t\tif _, err := settleChildren(ctx, s.q, []uint64{c.ID}, nil); err != nil {\n\t\t\t\treturn false, err\n\t\t\t}\n\t\t} else if err := settleOne(ctx, q, c.ID); err != nil {\n"}},
+		Edits: []edit{{"store/complete.go", "\tif c.HasChildren || c.ConcurrencyKey != \"\" {\n\t\tif err := settleOne(ctx, q, c.ID, t); err != nil {\n",
+			"\tif c.HasChildren || c.ConcurrencyKey != \"\" {\n\t\tif end, err := q.JobEndState(ctx, c.ID); err != nil {\n\t\t\treturn false, err\n\t\t} else if c.HasChildren && jobq.JobState(end.Status) == jobq.StateSuccess {\n" +
+				"\t\t\tif _, err := settleChildren(ctx, s.q, []uint64{c.ID}, nil); err != nil {\n\t\t\t\treturn false, err\n\t\t\t}\n\t\t} else if err := settleOne(ctx, q, c.ID, t); err != nil {\n"}},
 		Checks: []check{{"./store/", "^TestWorkflowChildUnblockedInTheCompletionTransaction$"}},
 	},
 	{
 		Name: "retried-completion-settles-again", Bug: "workflow: a completion retried after a lost acknowledgement decrements its children's counters again",
 		Rule: "a retried completion settled its children again",
 		Edits: []edit{{"store/complete.go", "if done, err := alreadyApplied(ctx, q, c); err != nil || done {\n",
-			"if done, err := alreadyApplied(ctx, q, c); err != nil || done {\n\t\t\tif err == nil && c.HasChildren {\n\t\t\t\terr = settleOne(ctx, q, c.ID)\n\t\t\t}\n"}},
+			"if done, err := alreadyApplied(ctx, q, c); err != nil || done {\n\t\t\tif err == nil && c.HasChildren {\n\t\t\t\terr = settleOne(ctx, q, c.ID, keyTally{})\n\t\t\t}\n"}},
 		Checks: []check{{"./store/", "^TestWorkflowRetriedCompletionSettlesChildrenOnce$"}},
 	},
 	{
