@@ -44,9 +44,13 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 	// peers insert, and its INSERT … SELECT reads job rows without locking.
 	// Each try frees the slots of the keyed jobs it ended and admits their
 	// keys' next parked jobs before it commits (admitKeys).
+	//
+	// The first try writes a keyed batch's completions and admissions in
+	// one statement (completeKeyedAdmit); the split tries and the row-by-row
+	// one take the general admission pass.
 	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		t := keyTally{}
-		if err := s.completeBatched(ctx, s.q.WithTx(tx), cs, applied, t); err != nil {
+		if err := s.completeBatched(ctx, s.q.WithTx(tx), tx, cs, applied, t); err != nil {
 			return err
 		}
 		return admitKeys(ctx, tx, t)
@@ -92,8 +96,10 @@ var errStaleInBatch = errors.New("stale run in batch: writing it again split by 
 // number in the batch (nearly always one) and one execution insert, and
 // every other completion row by row; errStaleInBatch when a success was
 // stale. The keyed jobs it ends are counted in t (their slots are freed by
-// the caller's admitKeys in the same transaction).
-func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool, t keyTally) error {
+// the caller's admitKeys in the same transaction) — except, when db is not
+// nil, those of a keyed group that completeKeyedAdmit can write: it frees
+// their slots and admits their keys' next jobs itself.
+func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, db jobqdb.DBTX, cs []jobq.Completion, applied []bool, t keyTally) error {
 	var ids, parents []uint64
 	var keyed []string
 	type group struct {
@@ -102,6 +108,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 		keyed    bool
 	}
 	byAttempt := map[group][]uint64{}
+	keysBy := map[group][]string{} // the keys of a keyed group's jobs, with repeats
 	seen := make(map[uint64]bool, len(cs))
 	type releaseKey struct {
 		attempt int
@@ -129,6 +136,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 		g := group{c.Attempt, c.HasChildren, c.ConcurrencyKey != ""}
 		if g.keyed {
 			keyed = append(keyed, c.ConcurrencyKey)
+			keysBy[g] = append(keysBy[g], c.ConcurrencyKey)
 		}
 		byAttempt[g] = append(byAttempt[g], c.ID)
 		if c.HasChildren {
@@ -167,8 +175,31 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	groups := slices.SortedFunc(maps.Keys(byAttempt), func(a, b group) int {
 		return cmp.Or(cmp.Compare(a.attempt, b.attempt), cmpBool(a.children, b.children), cmpBool(a.keyed, b.keyed))
 	})
+	// A batch whose keyed jobs are all in one group without children, and
+	// that ended no other keyed job row by row (t is still empty), has that
+	// group written with its admissions (completeKeyedAdmit): the key rows
+	// are the only ones this transaction locks after job rows, so taking
+	// them before the group's rows keeps every key lock in ckey order.
+	merged := group{}
+	if db != nil && len(t) == 0 {
+		var kg []group
+		for _, g := range groups {
+			if g.keyed {
+				kg = append(kg, g)
+			}
+		}
+		if len(kg) == 1 && !kg[0].children {
+			merged = kg[0]
+		}
+	}
 	for _, g := range groups {
 		ids := byAttempt[g]
+		if merged.keyed && g == merged {
+			if err := completeKeyedAdmit(ctx, db, q, ids, g.attempt, keysBy[g]); err != nil {
+				return err
+			}
+			continue
+		}
 		n, err := q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{
 			Ids: ids, Attempt: int32(g.attempt), HasChildren: g.children, Keyed: b2i(g.keyed)})
 		if err != nil {
@@ -185,9 +216,12 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	if int(n) != len(ids) {
 		return errFenceMoved
 	}
-	// Keyed jobs ended SUCCESS or CANCELED: both free their slot.
-	for _, k := range keyed {
-		t.free(k)
+	// Keyed jobs ended SUCCESS or CANCELED: both free their slot (those of
+	// the merged group are freed already).
+	if !merged.keyed {
+		for _, k := range keyed {
+			t.free(k)
+		}
 	}
 	// Workflow parents (all SUCCESS: the children group's fence excludes a
 	// cancel request): their children are unblocked in this transaction.
@@ -372,7 +406,7 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 		rest = append(rest, i)
 	}
 	batchApplied := make([]bool, len(batch))
-	if err := s.completeBatched(ctx, q, batch, batchApplied, t); err != nil {
+	if err := s.completeBatched(ctx, q, nil, batch, batchApplied, t); err != nil {
 		return err
 	}
 	for k, i := range at {
