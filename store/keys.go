@@ -23,7 +23,10 @@ import (
 //   - the write that ends an admitted job (a fenced completion, a rescue
 //     with no retry left, a cancel) counts it in a keyTally, and its
 //     transaction ends with the admission pass over the tally, which frees
-//     those slots and admits the keys' next parked jobs;
+//     those slots and admits the keys' next parked jobs — except a batched
+//     completion's keyed successes, which lock their keys first and are
+//     ended together with their keys' next jobs' admission in one update
+//     (completeKeyedAdmit);
 //   - a manual retry locks the key first and parks the job, then runs the
 //     pass.
 //
