@@ -54,6 +54,10 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 	// peers insert, and its INSERT … SELECT reads job rows without locking.
 	// Each try frees the slots of the keyed jobs it ended and admits their
 	// keys' next parked jobs before it commits (admitKeys).
+	//
+	// The first try writes a keyed batch's completions and admissions in
+	// one statement (completeKeyedAdmit); the split tries and the row-by-row
+	// one take the general admission pass.
 	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		children, err := batchChildren(ctx, q, cs, jobq.UnblockLimit(ctx))
@@ -61,7 +65,7 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 			return err
 		}
 		t := keyTally{}
-		if err := s.completeBatched(ctx, q, cs, applied, t, children); err != nil {
+		if err := s.completeBatched(ctx, q, tx, cs, applied, t, children); err != nil {
 			return err
 		}
 		return admitKeys(ctx, tx, t)
@@ -111,13 +115,15 @@ var errStaleInBatch = errors.New("stale run in batch: writing it again split by 
 // number in the batch (nearly always one) and one execution insert, and
 // every other completion row by row; errStaleInBatch when a success was
 // stale. The keyed jobs it ends are counted in t (their slots are freed by
-// the caller's admitKeys in the same transaction).
+// the caller's admitKeys in the same transaction) — except, when db is not
+// nil, those of a keyed group that completeKeyedAdmit can write: it frees
+// their slots and admits their keys' next jobs itself.
 //
 // children, when not nil, are the children of the batch's parents as
 // batchChildren read them in this transaction (edges of a running job never
 // change: a workflow's are written with it, a spawn's by the spawner's own
 // completion, which never takes this path); nil reads them (settleChildren).
-func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []jobq.Completion, applied []bool, t keyTally, children map[uint64][]uint64) error {
+func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, db jobqdb.DBTX, cs []jobq.Completion, applied []bool, t keyTally, children map[uint64][]uint64) error {
 	var ids, parents []uint64
 	var keyed []string
 	type group struct {
@@ -126,6 +132,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 		keyed    bool
 	}
 	byAttempt := map[group][]uint64{}
+	keysBy := map[group][]string{} // the keys of a keyed group's jobs, with repeats
 	seen := make(map[uint64]bool, len(cs))
 	type releaseKey struct {
 		attempt int
@@ -153,6 +160,7 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 		g := group{c.Attempt, c.HasChildren, c.ConcurrencyKey != ""}
 		if g.keyed {
 			keyed = append(keyed, c.ConcurrencyKey)
+			keysBy[g] = append(keysBy[g], c.ConcurrencyKey)
 		}
 		byAttempt[g] = append(byAttempt[g], c.ID)
 		if c.HasChildren {
@@ -191,8 +199,31 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	groups := slices.SortedFunc(maps.Keys(byAttempt), func(a, b group) int {
 		return cmp.Or(cmp.Compare(a.attempt, b.attempt), cmpBool(a.children, b.children), cmpBool(a.keyed, b.keyed))
 	})
+	// A batch whose keyed jobs are all in one group without children, and
+	// that ended no other keyed job row by row (t is still empty), has that
+	// group written with its admissions (completeKeyedAdmit): the key rows
+	// are the only ones this transaction locks after job rows, so taking
+	// them before the group's rows keeps every key lock in ckey order.
+	merged := group{}
+	if db != nil && len(t) == 0 {
+		var kg []group
+		for _, g := range groups {
+			if g.keyed {
+				kg = append(kg, g)
+			}
+		}
+		if len(kg) == 1 && !kg[0].children {
+			merged = kg[0]
+		}
+	}
 	for _, g := range groups {
 		ids := byAttempt[g]
+		if merged.keyed && g == merged {
+			if err := completeKeyedAdmit(ctx, db, q, ids, g.attempt, keysBy[g]); err != nil {
+				return err
+			}
+			continue
+		}
 		n, err := q.JobCompleteFencedMany(ctx, jobqdb.JobCompleteFencedManyParams{
 			Ids: ids, Attempt: int32(g.attempt), HasChildren: g.children, Keyed: b2i(g.keyed)})
 		if err != nil {
@@ -209,9 +240,12 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, cs []job
 	if int(n) != len(ids) {
 		return errFenceMoved
 	}
-	// Keyed jobs ended SUCCESS or CANCELED: both free their slot.
-	for _, k := range keyed {
-		t.free(k)
+	// Keyed jobs ended SUCCESS or CANCELED: both free their slot (those of
+	// the merged group are freed already).
+	if !merged.keyed {
+		for _, k := range keyed {
+			t.free(k)
+		}
 	}
 	// Workflow parents (all SUCCESS: the children group's fence excludes a
 	// cancel request): their children are unblocked in this transaction.
@@ -438,7 +472,7 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 		rest = append(rest, i)
 	}
 	batchApplied := make([]bool, len(batch))
-	if err := s.completeBatched(ctx, q, batch, batchApplied, t, nil); err != nil {
+	if err := s.completeBatched(ctx, q, nil, batch, batchApplied, t, nil); err != nil {
 		return err
 	}
 	for k, i := range at {

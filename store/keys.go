@@ -23,7 +23,10 @@ import (
 //   - the write that ends an admitted job (a fenced completion, a rescue
 //     with no retry left, a cancel) counts it in a keyTally, and its
 //     transaction ends with the admission pass over the tally, which frees
-//     those slots and admits the keys' next parked jobs;
+//     those slots and admits the keys' next parked jobs — except a batched
+//     completion's keyed successes, which lock their keys first and are
+//     ended together with their keys' next jobs' admission in one update
+//     (completeKeyedAdmit);
 //   - a manual retry locks the key first and parks the job, then runs the
 //     pass.
 //
@@ -106,27 +109,43 @@ func admitKeys(ctx context.Context, db jobqdb.DBTX, t keyTally) error {
 			}
 		}
 	}
-	if len(free) > 0 {
-		picked, byKey, err := pickParked(ctx, db, free)
-		if err != nil {
-			return err
-		}
-		if len(picked) > 0 {
-			slices.Sort(picked)
-			// The picked rows are locked and were PARKED when locked,
-			// under their keys' locks: the update matches every one.
-			n, err := q.JobAdmit(ctx, picked)
-			if err != nil {
-				return err
-			}
-			if int(n) != len(picked) {
-				return errFenceMoved
-			}
-			for k, c := range byKey {
-				admitted[k] += c
-			}
-		}
+	if err := admitPicked(ctx, db, q, free, admitted); err != nil {
+		return err
 	}
+	return writeAdmitted(ctx, q, rows, admitted)
+}
+
+// admitPicked admits up to free[k] parked jobs of each key k whose row
+// this transaction holds, picked exactly (pickParked, after the keys are
+// locked), and adds them to admitted. Nothing when free is empty.
+func admitPicked(ctx context.Context, db jobqdb.DBTX, q *jobqdb.Queries, free, admitted map[string]int) error {
+	if len(free) == 0 {
+		return nil
+	}
+	picked, byKey, err := pickParked(ctx, db, free)
+	if err != nil || len(picked) == 0 {
+		return err
+	}
+	slices.Sort(picked)
+	// The picked rows are locked and were PARKED when locked, under their
+	// keys' locks: the update matches every one.
+	n, err := q.JobAdmit(ctx, picked)
+	if err != nil {
+		return err
+	}
+	if int(n) != len(picked) {
+		return errFenceMoved
+	}
+	for k, c := range byKey {
+		admitted[k] += c
+	}
+	return nil
+}
+
+// writeAdmitted sets the admitted count of each locked key in rows to
+// admitted[key]: one KeyAddAdmitted per distinct change, none for a key
+// whose count is unchanged (a freed slot handed to its next job).
+func writeAdmitted(ctx context.Context, q *jobqdb.Queries, rows []lockedKey, admitted map[string]int) error {
 	byDelta := map[int][]string{}
 	for _, r := range rows {
 		if d := admitted[r.key] - r.admitted; d != 0 {
@@ -139,6 +158,64 @@ func admitKeys(ctx context.Context, db jobqdb.DBTX, t keyTally) error {
 		}
 	}
 	return nil
+}
+
+// completeKeyedAdmit writes the keyed group of a batched completion — the
+// fenced successes ids of one attempt number, without children, whose jobs
+// carry keys (one per job, repeats included) — and the admission of their
+// keys' next jobs, in the caller's transaction, in three round trips
+// (admitKeys after JobCompleteFencedMany takes four): the locking read of
+// the keys with each one's best parked job (keyLockNext, ckey order), one
+// JobCompleteAdmitMany that ends the runs and admits those picks, and a
+// KeyAddAdmitted only where a key's count changes (with limit 1 and a next
+// job, it does not: the freed slot is the next job's). A key with more
+// than one free slot gets the exact pick (pickParked) after the update.
+//
+// The keys are locked before the runs' rows: every other writer that
+// holds a key row either locked its keys first (a submit, a manual retry,
+// another completion) or holds only rows this one does not write (a cancel
+// holds the row it cancels, never a RUNNING one of the batch; a rescue
+// could hold a run of the batch only once that run's lease expired, and
+// then the deadlock it can meet is retried like any 1213). The pick may
+// predate a peer's commit the key lock waited for; then the update matches
+// fewer rows than it was given, exactly like a stale run, and
+// errStaleInBatch has the batch written again split (completeSplit), whose
+// admission pass is exact.
+func completeKeyedAdmit(ctx context.Context, db jobqdb.DBTX, q *jobqdb.Queries, ids []uint64, attempt int, keys []string) error {
+	freed := keyTally{}
+	for _, k := range keys {
+		freed.free(k)
+	}
+	rows, err := keyLockNext(ctx, db, slices.Sorted(maps.Keys(freed)))
+	if err != nil {
+		return err
+	}
+	admitted := make(map[string]int, len(rows))
+	free := map[string]int{}
+	var admit []uint64
+	for _, r := range rows {
+		n := max(r.admitted-freed[r.key], 0)
+		admitted[r.key] = n
+		switch f := r.maxRunning - n; {
+		case f == 1 && r.next != 0:
+			admit = append(admit, r.next)
+			admitted[r.key]++
+		case f > 1:
+			free[r.key] = f
+		}
+	}
+	slices.Sort(admit)
+	n, err := q.JobCompleteAdmitMany(ctx, jobqdb.JobCompleteAdmitManyParams{Ids: ids, Attempt: int32(attempt), Admit: admit})
+	if err != nil {
+		return err
+	}
+	if int(n) != len(ids)+len(admit) {
+		return errStaleInBatch
+	}
+	if err := admitPicked(ctx, db, q, free, admitted); err != nil {
+		return err
+	}
+	return writeAdmitted(ctx, q, rows, admitted)
 }
 
 // lockedKey is one locked key row with its best parked job (0: none read).

@@ -2,7 +2,10 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
@@ -35,5 +38,97 @@ func TestAdmitExactlyAllOrNothing(t *testing.T) {
 	}
 	if ok, err := store.AdmitExactly(ctx, st, ids[1:]); err != nil || !ok {
 		t.Fatalf("admit of two PARKED jobs: ok=%v err=%v, want true", ok, err)
+	}
+}
+
+// A batched keyed completion picks each key's next job in the locking read
+// of its keys, which may predate a peer's commit it waited for: here a
+// cancel of the key's other admitted job admitted the parked job p (and
+// committed) while the completion of r waited for the key's row. The
+// completion must not count p twice: whether its read saw p parked or not,
+// it ends r SUCCESS, admits p2 in r's slot, and leaves the key at its
+// limit of 2.
+func TestKeyedCompletionAfterAPeerAdmittedItsPick(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	// It holds a transaction idle: serialised with the idle-transaction
+	// reaper's test, which would end it.
+	testdb.ServerWide(t, st, "jobq_test_innodb_trx_watch")
+	ctx := context.Background()
+	var ids []uint64
+	for _, k := range []string{"r", "x", "p", "p2"} {
+		j, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: k, JobType: "noop", Params: "{}", RequestHash: k, ConcurrencyKey: "dev", ConcurrencyLimit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	r, x, p, p2 := ids[0], ids[1], ids[2], ids[3]
+	claimed, err := st.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "a", Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 || claimed[0].ID != r {
+		t.Fatalf("claim: %v %v, want job r (%d)", claimed, err, r)
+	}
+	// The peer: a cancel of x, written as the store writes one (the key row
+	// locked, x ended, p admitted in x's slot), held open.
+	peer, err := st.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Rollback()
+	for _, q := range []string{
+		"SELECT admitted FROM concurrency_key WHERE ckey = 'dev' FOR UPDATE",
+		fmt.Sprintf("UPDATE job_queue SET status = 'CANCELED', finished_at = NOW(6) WHERE id = %d", x),
+		fmt.Sprintf("UPDATE job_queue SET status = 'WAITING' WHERE id = %d AND status = 'PARKED'", p),
+	} {
+		if _, err := peer.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		applied, err := st.JobCompleteMany(ctx, []jobq.Completion{{Fence: claimed[0].Fence(), Outcome: jobq.OutcomeSuccess, ConcurrencyKey: "dev"}})
+		if err == nil && !applied[0] {
+			err = fmt.Errorf("completion of r not applied")
+		}
+		done <- err
+	}()
+	// Commit the peer once the completion's locking read of the keys is in
+	// the server's process list (it waits there for the peer's key row; the
+	// list is read live, unlike information_schema.INNODB_TRX, a cache that
+	// a busy shared server can leave behind). After the bound it commits
+	// anyway, well inside the lock wait timeout: the completion may then
+	// not have waited, and the outcome below must hold all the same.
+	waited := false
+	for deadline := time.Now().Add(20 * time.Second); !waited && time.Now().Before(deadline); {
+		select {
+		case err := <-done:
+			t.Fatalf("the completion returned (%v) while the peer held the key row", err)
+		default:
+		}
+		var n int
+		if err := st.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%FROM concurrency_key AS k%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if waited = n > 0; !waited {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if !waited {
+		t.Log("the completion was not seen waiting for the key row; the peer commits anyway")
+	}
+	if err := peer.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[uint64]jobq.JobState{r: jobq.StateSuccess, x: jobq.StateCanceled, p: jobq.StateWaiting, p2: jobq.StateWaiting} {
+		if j, _ := st.JobGet(ctx, id); j.Status != want {
+			t.Fatalf("job %d is %s, want %s", id, j.Status, want)
+		}
+	}
+	if k, err := st.ConcurrencyKeyGet(ctx, "dev"); err != nil || k.Admitted != 2 {
+		t.Fatalf("key dev: %+v %v, want 2 admitted", k, err)
 	}
 }

@@ -37,6 +37,62 @@ func (q *Queries) JobAdmit(ctx context.Context, ids []uint64) (int64, error) {
 	return result.RowsAffected()
 }
 
+const jobCompleteAdmitMany = `-- name: JobCompleteAdmitMany :execrows
+UPDATE job_queue FORCE INDEX (PRIMARY)
+SET lease_until = IF(status = 'PARKED', lease_until, NULL),
+    finished_at = IF(status = 'PARKED', finished_at, NOW(6)),
+    update_time = NOW(6),
+    status = IF(status = 'PARKED', IF(run_at > NOW(6), 'SCHEDULED', 'WAITING'),
+                IF(cancel_requested = 1, 'CANCELED', 'SUCCESS'))
+WHERE (id IN (/*SLICE:ids*/?) AND status = 'RUNNING' AND attempt = ?
+       AND has_children = 0 AND concurrency_key IS NOT NULL)
+   OR (id IN (/*SLICE:admit*/?) AND status = 'PARKED')
+`
+
+type JobCompleteAdmitManyParams struct {
+	Ids     []uint64
+	Attempt int32
+	Admit   []uint64
+}
+
+// The keyed batch's completion and admission in one statement
+// (store.completeKeyedAdmit): the fenced successes of one attempt number
+// (RUNNING, that attempt, no children, keyed: JobCompleteFencedMany's
+// keyed group) end SUCCESS, CANCELED when a cancel was requested, and the
+// parked jobs the caller picked under their keys' row locks (keyLockNext,
+// taken before this statement) become WAITING, SCHEDULED while their
+// run_at is ahead (JobAdmit). status is assigned last, so the assignments
+// before it read the row's old status (the same under
+// SIMULTANEOUS_ASSIGNMENT). The caller compares the rows changed with
+// len(ids) + len(admit): fewer means a run was stale or a pick was taken
+// meanwhile, and the batch is written again split (completeSplit).
+func (q *Queries) JobCompleteAdmitMany(ctx context.Context, arg JobCompleteAdmitManyParams) (int64, error) {
+	query := jobCompleteAdmitMany
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.Attempt)
+	if len(arg.Admit) > 0 {
+		for _, v := range arg.Admit {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:admit*/?", strings.Repeat(",?", len(arg.Admit))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:admit*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const jobKeyStates = `-- name: JobKeyStates :many
 SELECT id, status, concurrency_key FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?) AND concurrency_key IS NOT NULL

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -18,7 +19,13 @@ import (
 // a server other clients share (SHOW GLOBAL STATUS counts everyone).
 // It also sums the rows its writes changed (RowsAffected of every
 // successful exec: rows inserted, updated or deleted).
-type StmtCounter struct{ n, rows atomic.Int64 }
+//
+// Profile, when set before the pool is opened, also times every statement
+// by name (StmtProfile).
+type StmtCounter struct {
+	n, rows atomic.Int64
+	Profile *StmtProfile
+}
 
 // Load returns the statements counted so far.
 func (c *StmtCounter) Load() int64 { return c.n.Load() }
@@ -78,15 +85,23 @@ func (cn *countingConn) count(err error) {
 }
 
 func (cn *countingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	start := time.Now()
 	rows, err := cn.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
 	cn.count(err)
+	if err != driver.ErrSkip {
+		cn.c.Profile.add(q, time.Since(start), err)
+	}
 	return rows, err
 }
 
 func (cn *countingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	start := time.Now()
 	res, err := cn.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
 	cn.count(err)
 	cn.c.addRows(res, err)
+	if err != driver.ErrSkip {
+		cn.c.Profile.add(q, time.Since(start), err)
+	}
 	return res, err
 }
 
@@ -99,8 +114,10 @@ func (cn *countingConn) PrepareContext(ctx context.Context, q string) (driver.St
 }
 
 func (cn *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	start := time.Now()
 	tx, err := cn.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
 	cn.c.n.Add(1)
+	cn.c.Profile.add("BEGIN", time.Since(start), err)
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +152,21 @@ type countingTx struct {
 	c *StmtCounter
 }
 
-func (t *countingTx) Commit() error   { t.c.n.Add(1); return t.Tx.Commit() }
-func (t *countingTx) Rollback() error { t.c.n.Add(1); return t.Tx.Rollback() }
+func (t *countingTx) Commit() error {
+	t.c.n.Add(1)
+	start := time.Now()
+	err := t.Tx.Commit()
+	t.c.Profile.add("COMMIT", time.Since(start), err)
+	return err
+}
+
+func (t *countingTx) Rollback() error {
+	t.c.n.Add(1)
+	start := time.Now()
+	err := t.Tx.Rollback()
+	t.c.Profile.add("ROLLBACK", time.Since(start), err)
+	return err
+}
 
 type countingStmt struct {
 	driver.Stmt

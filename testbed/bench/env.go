@@ -194,7 +194,8 @@ type GlobalStatus map[string]int64
 var statusNames = []string{"Questions", "Com_select", "Com_update", "Com_insert", "Com_insert_select", "Com_delete",
 	"Com_commit", "Com_begin", "Handler_read_first", "Handler_read_key", "Handler_read_next", "Handler_read_prev",
 	"Handler_read_rnd", "Handler_read_rnd_next", "Innodb_rows_read", "Handler_commit",
-	"Innodb_row_lock_waits", "Innodb_row_lock_time", "Innodb_data_fsyncs"}
+	"Innodb_row_lock_waits", "Innodb_row_lock_time", "Innodb_data_fsyncs", "Innodb_deadlocks",
+	"Innodb_buffer_pool_reads", "Innodb_buffer_pool_pages_flushed", "Innodb_log_waits", "Innodb_rows_updated", "Handler_update"}
 
 // ReadStatus reads the global counters.
 func ReadStatus(ctx context.Context, db *sql.DB) (GlobalStatus, error) {

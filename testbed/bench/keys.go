@@ -50,6 +50,8 @@ type KeyResult struct {
 	PlainRate float64 `json:"plain_jobs_per_s"`
 	KeyedRate float64 `json:"keyed_jobs_per_s"`
 	Ratio     float64 `json:"keyed_vs_plain"`
+	// Drains are every drain's profile, in the order they ran.
+	Drains []*KeyDrain `json:"drains"`
 }
 
 // RunKeys runs the concurrency-key bench and writes keys.json and keys.md
@@ -90,16 +92,21 @@ func RunKeys(ctx context.Context, opts KeyOptions) (*KeyResult, error) {
 					return nil, err
 				}
 			}
-			rate, err := drainRate(ctx, st, env.DSN, len(ps), opts.Replicas)
+			d, err := keyDrainRun(ctx, st, env.DSN, len(ps), opts.Replicas, keyed)
 			if err != nil {
 				return nil, fmt.Errorf("keyed=%t: %w", keyed, err)
 			}
+			res.Drains = append(res.Drains, d)
+			rate := d.Rate
 			if keyed {
 				res.Keyed = append(res.Keyed, rate)
 			} else {
 				res.Plain = append(res.Plain, rate)
 			}
 			logf("round %d: %d jobs, keys %t, %d replicas: %.0f jobs/s", round+1, len(ps), keyed, opts.Replicas, rate)
+			if opts.Log != nil {
+				writeKeyDrain(opts.Log, fmt.Sprintf("round %d keys %t", round+1, keyed), d, len(ps), 8)
+			}
 		}
 	}
 	res.PlainRate, res.KeyedRate = median(res.Plain), median(res.Keyed)
@@ -149,7 +156,10 @@ func WriteKeyTable(w io.Writer, r *KeyResult) {
 	if r.Ratio < 0.7 {
 		ok = "MISSED"
 	}
-	fmt.Fprintf(w, "keyed / no keys (median of per-round ratios): %.2f (target ≥ 0.7: %s)\n", r.Ratio, ok)
+	fmt.Fprintf(w, "keyed / no keys (median of per-round ratios): %.2f (target ≥ 0.7: %s)\n\n", r.Ratio, ok)
+	for i, d := range r.Drains {
+		writeKeyDrain(w, fmt.Sprintf("Round %d, keys %t", i/2+1, d.Keyed), d, r.Jobs, 0)
+	}
 }
 
 func roundList(xs []float64) string {
