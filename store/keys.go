@@ -91,7 +91,12 @@ func admitKeys(ctx context.Context, db jobqdb.DBTX, t keyTally) error {
 		case f == 1 && r.next != 0:
 			fast = append(fast, r.next)
 			fastKey[r.next] = r.key
-		case f > 1:
+		case f >= 1:
+			// No parked job read, or more than one slot free: the exact,
+			// locking pick. keyLockNext's pick is a consistent read whose
+			// view may predate a submit that parked a job and committed
+			// while this transaction waited for the key's lock; trusting
+			// its "none" would leave that job parked with a slot free.
 			free[r.key] = f
 		}
 	}
@@ -200,8 +205,8 @@ func completeKeyedAdmit(ctx context.Context, db jobqdb.DBTX, q *jobqdb.Queries, 
 		case f == 1 && r.next != 0:
 			admit = append(admit, r.next)
 			admitted[r.key]++
-		case f > 1:
-			free[r.key] = f
+		case f >= 1:
+			free[r.key] = f // none read, or several slots: the exact pick (see admitKeys)
 		}
 	}
 	slices.Sort(admit)
