@@ -66,7 +66,7 @@ func RunKeys(ctx context.Context, opts KeyOptions) (*KeyResult, error) {
 			fmt.Fprintf(opts.Log, format+"\n", args...)
 		}
 	}
-	env, st, closeFunc, err := openDrainDB(ctx, opts.DSN)
+	env, st, closeFunc, err := openFreshStore(ctx, opts.DSN)
 	if err != nil {
 		return nil, err
 	}

@@ -288,28 +288,6 @@ func chainWorkflows(round, n, length int) []jobq.WorkflowSubmitParams {
 	return out
 }
 
-// openDrainDB provides the server (dsn, else dbprovider's default), a fresh
-// bench database on it and an admin store of that database; closeFunc
-// releases all three.
-func openDrainDB(ctx context.Context, dsn string) (env *Env, st *store.Store, closeFunc func(), err error) {
-	srv, err := dbprovider.Provide(ctx, dbprovider.Options{DSN: dsn})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	env, err = NewEnv(ctx, srv)
-	if err != nil {
-		srv.Close()
-		return nil, nil, nil, err
-	}
-	st, err = store.Open(ctx, env.DSN, store.PoolConfig{MaxOpen: 40})
-	if err != nil {
-		env.Close()
-		srv.Close()
-		return nil, nil, nil, err
-	}
-	return env, st, func() { st.Close(); env.Close(); srv.Close() }, nil
-}
-
 // startWorkflowReplica starts one in-process scheduler at its defaults.
 func startWorkflowReplica(ctx context.Context, dsn, owner string) (*scheduler.Scheduler, *store.Store, error) {
 	st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 40})
