@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,18 +213,25 @@ func (r *recentCount) count(now time.Time) int {
 }
 
 // places is how many queued runs workers are expected to start within
-// runQueueHorizon: count, and no more than workers × runQueueHorizon / the
-// mean handler time of the counted runs (the k-th queued run starts after
-// about k × mean / workers while every worker is busy). Right after 4
-// workers finished four 3 s handlers it is 0, not 4.
+// runQueueHorizon: workers × runQueueHorizon / the mean handler time of the
+// runs counted (the k-th queued run starts after about k × mean / workers
+// while every worker is busy), or, when none of them ran (all released
+// unstarted), their count. Right after 4 workers finished four 3 s
+// handlers it is 0, not 4; right after short handlers it is what the
+// workers can start, not what they happened to finish. (It used to be at
+// most the count: a replica finishing a claim of n jobs per claim round
+// trip longer than runQueueHorizon was offered fewer places than n, so its
+// claims shrank to a few more than its workers under a backlog — the more
+// replicas shared the backlog, the smaller each one's claims.) Nothing
+// counted: 0.
 func (r *recentCount) places(now time.Time, workers int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rotate(now)
 	n := max(r.prev, r.cur)
-	if ran, sum := r.prevRan+r.curRan, r.prevSum+r.curSum; ran > 0 && sum > 0 {
-		mean := sum / time.Duration(ran)
-		n = int(min(int64(n), int64(workers)*int64(runQueueHorizon)/int64(max(mean, 1))))
+	if ran, sum := r.prevRan+r.curRan, r.prevSum+r.curSum; ran > 0 {
+		mean := max(sum/time.Duration(ran), 1)
+		n = int(min(int64(math.MaxInt32), int64(workers)*int64(runQueueHorizon)/int64(mean)))
 	}
 	return n
 }
