@@ -31,7 +31,10 @@ type completerParams struct {
 	Writer outcomeWriter
 	// Flushers is how many batches may be written at once (< 1: one).
 	Flushers int
-	Log      *slog.Logger
+	// Slots counts the completions queued and not yet written
+	// (slots.unwritten), which bound this replica's claims (nil: none).
+	Slots *slots
+	Log   *slog.Logger
 }
 
 // completer writes outcomes in batches: every completion waiting when a
@@ -78,7 +81,12 @@ func (c *completer) Stop() {
 }
 
 // submit queues one completion.
-func (c *completer) submit(comp jobq.Completion) { c.ch <- comp }
+func (c *completer) submit(comp jobq.Completion) {
+	if c.p.Slots != nil {
+		c.p.Slots.unwritten.Add(1)
+	}
+	c.ch <- comp
+}
 
 func (c *completer) run() {
 	defer close(c.done)
@@ -143,8 +151,34 @@ func (c *completer) awaitFlusher(batch []jobq.Completion) (_ []jobq.Completion, 
 
 func (c *completer) flush(batch []jobq.Completion) {
 	for _, group := range splitByUnblock(context.Background(), c.p.Store, batch) {
-		c.flushGroup(group)
+		for _, chunk := range chunkRowByRow(group, CompleteBatchMin) {
+			c.flushGroup(chunk)
+		}
 	}
+}
+
+// chunkRowByRow splits batch, in order, into transactions of at most most
+// completions that the store writes row by row (every outcome but a plain
+// success or release), however many batched ones they carry: a row-by-row
+// completion costs its own statements, so a large batch of failures would
+// hold its locks for as many round trips and could outlast the runs'
+// leases (1,000 failing jobs at a 2s lease timed out in batches of 793
+// once the default batch limit was 2,000), while batching them saves
+// nothing.
+func chunkRowByRow(batch []jobq.Completion, most int) [][]jobq.Completion {
+	var out [][]jobq.Completion
+	start, n := 0, 0
+	for i, comp := range batch {
+		plain := (comp.Outcome == jobq.OutcomeSuccess && comp.Output == nil && comp.Spawn == nil) || comp.Outcome == jobq.OutcomeReleased
+		if plain {
+			continue
+		}
+		if n == most {
+			out, start, n = append(out, batch[start:i]), i, 0
+		}
+		n++
+	}
+	return append(out, batch[start:])
 }
 
 // flushGroup writes batch in one transaction and reports each completion's
@@ -170,11 +204,13 @@ func (c *completer) flushGroup(batch []jobq.Completion) {
 		for _, comp := range batch {
 			p.FinishFunc(comp, false, err)
 		}
+		p.Slots.written(len(batch))
 		return
 	}
 	for i, comp := range batch {
 		p.FinishFunc(comp, applied[i], nil)
 	}
+	p.Slots.written(len(batch))
 }
 
 // linger adds to a batch the completions of handlers still running on this

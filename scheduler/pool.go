@@ -42,10 +42,21 @@ type slots struct {
 	// moreWaiting is set when the last claim filled its batch (more may be
 	// due) or found no free slot: a freed slot then wakes the scanner.
 	moreWaiting atomic.Bool
+	// unwritten counts the completions handed to the completer and not
+	// yet written. Beyond unwrittenAllowed (Config.CompleteBatch: one full
+	// batch being written while the next claim runs) each one holds a run-
+	// queue place, so a replica whose completions fall behind claims no
+	// faster than they are written: its claims follow the completion rate.
+	// (Without it a replica kept claiming while up to Workers +
+	// CompleteBatch completions waited and CompleteFlushers batches were
+	// being written: at 8 replicas of 2,000-job claims most of a 60,000-job
+	// backlog was RUNNING and unwritten at once, and the drain stalled.)
+	unwritten        atomic.Int64
+	unwrittenAllowed int
 }
 
-func newSlots(workers, runQueue int) *slots {
-	s := &slots{free: make(chan struct{}, workers+runQueue), workers: workers, queueMax: runQueue,
+func newSlots(workers, runQueue, unwrittenAllowed int) *slots {
+	s := &slots{free: make(chan struct{}, workers+runQueue), workers: workers, queueMax: runQueue, unwrittenAllowed: unwrittenAllowed,
 		freed: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
 	for range workers + runQueue {
 		s.free <- struct{}{}
@@ -63,8 +74,28 @@ func (s *slots) available() int {
 		return free
 	}
 	held := cap(s.free) - free
-	allowed := s.workers + min(s.queueMax, s.recent.places(time.Now(), s.workers))
+	places := min(s.queueMax, s.recent.places(time.Now(), s.workers))
+	places -= max(0, int(s.unwritten.Load())-s.unwrittenAllowed)
+	allowed := s.workers + max(0, places)
 	return max(0, min(free, allowed-held))
+}
+
+// written counts n completions written (or given up on) by the completer:
+// the places they held are free again (slots.unwritten). Like release it
+// wakes a draining scan. A nil s does nothing.
+func (s *slots) written(n int) {
+	if s == nil || n == 0 {
+		return
+	}
+	if s.unwritten.Add(-int64(n)) < int64(s.unwrittenAllowed) && s.queueMax > 0 {
+		select {
+		case s.freed <- struct{}{}:
+		default:
+		}
+		if s.moreWaiting.Load() {
+			s.wakeUp()
+		}
+	}
 }
 
 // reserve takes up to n of the available slots for a claim about to run

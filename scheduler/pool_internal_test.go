@@ -3,6 +3,8 @@ package scheduler
 import (
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq"
 )
 
 // The run queue's places follow what the workers can start within
@@ -34,11 +36,69 @@ func TestRunQueuePlacesFollowHandlerTime(t *testing.T) {
 			t.Errorf("%s: places = %d, want %d", c.name, got, c.want)
 		}
 	}
-	s := newSlots(50, 2000)
+	s := newSlots(50, 2000, 2000)
 	for range 60 {
 		s.recent.add(now, 20*time.Microsecond)
 	}
 	if got := s.available(); got != 2050 {
 		t.Errorf("available after quick handlers = %d, want 2,050 (50 workers + the whole run queue)", got)
+	}
+}
+
+// Completions not yet written beyond one batch hold run-queue places: a
+// replica whose completer falls behind claims no faster than it writes,
+// and a write that catches up frees the places and wakes a draining scan.
+func TestUnwrittenCompletionsHoldRunQueuePlaces(t *testing.T) {
+	now := time.Now()
+	s := newSlots(50, 2000, 500)
+	for range 60 {
+		s.recent.add(now, 20*time.Microsecond)
+	}
+	s.unwritten.Add(500)
+	if got := s.available(); got != 2050 {
+		t.Fatalf("available with one batch unwritten = %d, want 2,050", got)
+	}
+	s.unwritten.Add(1500)
+	if got := s.available(); got != 550 {
+		t.Fatalf("available with 2,000 unwritten (1,500 beyond the batch) = %d, want 550", got)
+	}
+	s.unwritten.Add(10000)
+	if got := s.available(); got != 50 {
+		t.Fatalf("available far behind = %d, want the 50 free workers", got)
+	}
+	s.moreWaiting.Store(true)
+	s.written(11600)
+	if got := s.available(); got != 2050 {
+		t.Fatalf("available after the writes caught up = %d, want 2,050", got)
+	}
+	select {
+	case <-s.wake:
+	default:
+		t.Fatal("a write that caught up did not wake the draining scan")
+	}
+}
+
+// Row-by-row completions (failures) go at most most to a transaction,
+// however many plain successes are batched beside them.
+func TestChunkRowByRow(t *testing.T) {
+	var batch []jobq.Completion
+	for i := range 10 {
+		o := jobq.OutcomeFailed
+		if i%2 == 0 {
+			o = jobq.OutcomeSuccess
+		}
+		batch = append(batch, jobq.Completion{Fence: jobq.Fence{ID: uint64(i + 1), Attempt: 1}, Outcome: o})
+	}
+	var sizes []int
+	total := 0
+	for _, ch := range chunkRowByRow(batch, 2) {
+		sizes = append(sizes, len(ch))
+		total += len(ch)
+	}
+	if total != 10 || len(sizes) != 3 || sizes[0] != 5 || sizes[1] != 4 || sizes[2] != 1 {
+		t.Fatalf("chunk sizes %v (total %d), want [5 4 1]: two failures each, in order", sizes, total)
+	}
+	if got := chunkRowByRow(batch[:1], 2); len(got) != 1 || len(got[0]) != 1 {
+		t.Fatalf("one success: %v, want one chunk of one", got)
 	}
 }

@@ -92,7 +92,7 @@ func New(st Store, reg *Registry, cfg Config, skipLockedOK bool) (*Scheduler, er
 	s := &Scheduler{
 		cfg: cfg, store: st, reg: reg,
 		log:   cfg.Logger.With("component", "scheduler", "owner", cfg.Owner),
-		slots: newSlots(cfg.Workers, cfg.runQueue()), work: newWorkTracker(), runs: newRunTable(),
+		slots: newSlots(cfg.Workers, cfg.runQueue(), cfg.CompleteBatch), work: newWorkTracker(), runs: newRunTable(),
 	}
 	s.retry = dbRetrier{policy: cfg.DBRetry, log: s.log, events: s.emit}
 	s.lost = &lostClaims{}
@@ -124,7 +124,7 @@ func (s *Scheduler) build() {
 	})
 	s.completer = newCompleter(completerParams{
 		Store: s.store, Batch: cfg.CompleteBatch, Linger: cfg.CompleteLinger,
-		QueueSize: cfg.Workers + cfg.CompleteBatch, Work: s.work, FinishFunc: s.disp.finishRun, Writer: s.outcomes, Flushers: cfg.CompleteFlushers, Log: s.log,
+		QueueSize: cfg.Workers + cfg.CompleteBatch, Work: s.work, FinishFunc: s.disp.finishRun, Writer: s.outcomes, Flushers: cfg.CompleteFlushers, Slots: s.slots, Log: s.log,
 	})
 	s.rescuer = newRescuer(rescuerParams{
 		Store: s.store, Runs: s.runs, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,
