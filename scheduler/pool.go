@@ -80,6 +80,10 @@ func (s *slots) available() int {
 	return max(0, min(free, allowed-held))
 }
 
+// writesBehind reports whether more completions wait unwritten than one
+// batch (unwrittenAllowed): the completer is behind.
+func (s *slots) writesBehind() bool { return int(s.unwritten.Load()) > s.unwrittenAllowed }
+
 // written counts n completions written (or given up on) by the completer:
 // the places they held are free again (slots.unwritten). Like release it
 // wakes a draining scan. A nil s does nothing.

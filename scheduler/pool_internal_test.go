@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,4 +103,35 @@ func TestChunkRowByRow(t *testing.T) {
 	if got := chunkRowByRow(batch[:1], 2); len(got) != 1 || len(got[0]) != 1 {
 		t.Fatalf("one success: %v, want one chunk of one", got)
 	}
+}
+
+// A run queue that stands while its completions wait to be written gives
+// nothing back (the database is what it waits on); once the writes caught
+// up, a stuck queue gives back as before.
+func TestRunQueueKeepsJobsWhileWritesAreBehind(t *testing.T) {
+	rq := newRunQueue(1, 20*time.Millisecond)
+	var behind atomic.Bool
+	behind.Store(true)
+	release := make(chan struct{})
+	given := make(chan jobq.Fence, 8)
+	rq.writesBehindFunc = behind.Load
+	rq.runFunc = func(q *queuedRun, _ time.Duration) { <-release }
+	rq.dropFunc = func(*queuedRun) {}
+	rq.giveBackFunc = func(q *queuedRun, _ time.Duration) { given <- q.r.job.Fence() }
+	for i := range 3 {
+		rq.push(&queuedRun{r: &run{job: &Job{ClaimedJob: jobq.ClaimedJob{ID: uint64(i + 1), Attempt: 1}}}, ctx: context.Background()})
+	}
+	select {
+	case f := <-given:
+		t.Fatalf("job %d given back while the writes were behind", f.ID)
+	case <-time.After(200 * time.Millisecond):
+	}
+	behind.Store(false)
+	select {
+	case <-given:
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing given back from a stuck queue after the writes caught up")
+	}
+	close(release)
+	rq.stop()
 }
