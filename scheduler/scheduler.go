@@ -169,7 +169,7 @@ func (s *Scheduler) build() {
 	s.scanner = newScanner(scannerParams{
 		Claimer: newClaimer(claims), Lanes: lanes,
 		Limited: s.limited, Slots: s.slots, DispatchFunc: s.disp.dispatch, Lost: s.lost, AdoptFunc: s.adoptLost,
-		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
+		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, MinClaim: min(cfg.Workers, cfg.BatchLimit), Workers: cfg.Workers + cfg.runQueue(),
 		DrainWait: cfg.DrainWait, Log: s.log,
 		Events: s.emit,
 	})
