@@ -107,7 +107,8 @@ type Config struct {
 	// NoJitter disables PollJitter (for the classic-design baseline).
 	NoJitter bool
 	// BatchLimit caps the jobs one claim takes; a claim never takes more than
-	// the free worker slots (workers and run-queue places) either, so its
+	// the free worker slots (workers and run-queue places) either, and asks
+	// for at most twice what the last claim took (at least Workers), so its
 	// size follows the backlog and the handlers' speed up to this cap.
 	// Defaults to BatchLimitDefault (2,000: the raw SQL ceiling's best
 	// claim size on the bench machine, see BatchLimitDefault).
