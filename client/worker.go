@@ -43,7 +43,8 @@ const (
 	// same reason: fewer, fuller claims).
 	WorkerDrainWaitDefault = 3 * time.Millisecond
 	// WorkerRunQueueDefault is the most fetched jobs a worker queues for a
-	// free slot (the replica's RunQueueDefault).
+	// free slot (the replica's RunQueueDefault was 500 too until its claims
+	// followed the handlers' time).
 	WorkerRunQueueDefault = 500
 	// WorkerRunQueueWaitDefault is how long a worker's run queue may stand
 	// still before its jobs are given back (the replica's default).

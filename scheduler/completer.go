@@ -32,7 +32,10 @@ type completerParams struct {
 	Writer outcomeWriter
 	// Flushers is how many batches may be written at once (< 1: one).
 	Flushers int
-	Log      *slog.Logger
+	// Slots counts the completions queued and not yet written
+	// (slots.unwritten), which bound this replica's claims (nil: none).
+	Slots *slots
+	Log   *slog.Logger
 }
 
 // completer writes outcomes in batches: every completion waiting when a
@@ -79,7 +82,12 @@ func (c *completer) Stop() {
 }
 
 // submit queues one completion.
-func (c *completer) submit(comp jobq.Completion) { c.ch <- comp }
+func (c *completer) submit(comp jobq.Completion) {
+	if c.p.Slots != nil {
+		c.p.Slots.unwritten.Add(1)
+	}
+	c.ch <- comp
+}
 
 func (c *completer) run() {
 	defer close(c.done)
@@ -202,11 +210,13 @@ func (c *completer) flushGroup(batch []jobq.Completion, limit bool) (width map[u
 		for _, comp := range batch {
 			p.FinishFunc(comp, false, err)
 		}
+		p.Slots.written(len(batch))
 		return nil
 	}
 	for i, comp := range batch {
 		p.FinishFunc(comp, applied[i], nil)
 	}
+	p.Slots.written(len(batch))
 	return nil
 }
 

@@ -32,19 +32,30 @@ const (
 	// PollInterval: PollInterval/5 (pollJitterFor), 200ms.
 	PollJitterDefault = PollIntervalDefault / 5
 	// BatchLimitDefault and RunQueueDefault let a replica at its defaults
-	// claim up to 500 jobs under a backlog of short jobs (the run queue is
-	// adaptive: it offers no more places than the replica finished in the
-	// last 100ms); see docs/bench.md for the measurement behind them.
-	BatchLimitDefault     = 500
+	// claim up to 2,000 jobs under a backlog of short jobs, the claim size
+	// at which the raw SQL ceiling drains fastest and the one of the best
+	// measured flags (`--workers 2000 --batch-limit 2000 --run-queue -1`).
+	// The run queue is adaptive: it offers no more places than this
+	// replica's workers start within 100ms at the mean time of the handlers
+	// that just returned, so a claim follows the backlog (it is short when
+	// the queue is) and the handlers' speed (long handlers: no more than
+	// the free workers), whatever the replica count. Measured in
+	// docs/bench.md, "Defaults that follow the backlog": 3 replicas at
+	// 500 / 500 claimed ~200 jobs per claim, at 2,000 / 2,000 ~1,500.
+	BatchLimitDefault = 2000
+	RunQueueDefault   = 2000
+	// WorkersDefault is the default Config.Workers: at most 50 handlers run
+	// at once; with the run queue in front of them 50 goroutines start
+	// short handlers as fast as 2,000 would (no-op jobs: the claim and the
+	// completion are the work, see BatchLimitDefault).
 	WorkersDefault        = 50
-	RunQueueDefault       = 500
 	LeaseDefault          = 30 * time.Second
 	RescueIntervalDefault = 10 * time.Second
 	RescueBatchDefault    = 1000
 	PromoteBatchDefault   = 1000
 	// CompleteBatchMin and CompleteBatchMax bound the default
 	// Config.CompleteBatch, which follows the batch limit: a full claim of
-	// no-op jobs is written in one completion transaction (500 at the
+	// no-op jobs is written in one completion transaction (2,000 at the
 	// default batch limit), at least 250 and at most 2,000 completions.
 	// Measured (docs/bench.md, "Completion batches that follow the batch
 	// limit"): at --batch-limit 2000, 2,000-completion batches drained
@@ -96,8 +107,11 @@ type Config struct {
 	// NoJitter disables PollJitter (for the classic-design baseline).
 	NoJitter bool
 	// BatchLimit caps the jobs one claim takes; a claim never takes more than
-	// the free worker slots (workers and run-queue places) either. Defaults
-	// to 500.
+	// the free worker slots (workers and run-queue places) either, and asks
+	// for at most twice what the last claim took (at least Workers), so its
+	// size follows the backlog and the handlers' speed up to this cap.
+	// Defaults to BatchLimitDefault (2,000: the raw SQL ceiling's best
+	// claim size on the bench machine, see BatchLimitDefault).
 	BatchLimit int
 	// RunQueue is how many claimed jobs a replica may hold beyond its busy
 	// workers, queued locally until a worker frees, so that a long queue is
@@ -113,8 +127,10 @@ type Config struct {
 	// RunQueueWait is given back.
 	// Queued jobs are RUNNING in job_queue (owner set, lease renewed by the
 	// heartbeat like running ones); at shutdown they are released to
-	// WAITING without spending a retry. Defaults to RunQueueDefault;
-	// negative disables it (claims never exceed the free workers).
+	// WAITING without spending a retry. Completions waiting to be written
+	// beyond one CompleteBatch take places from it. Defaults to
+	// RunQueueDefault (2,000: one default claim's worth); negative disables
+	// it (claims never exceed the free workers).
 	RunQueue int
 	// RunQueueWait is how long a claimed job may wait in the run queue for
 	// a worker while the queue does not move: one that waited longer, when
@@ -160,9 +176,14 @@ type Config struct {
 	// PromoteBatch caps the SCHEDULED jobs one promotion statement makes
 	// WAITING; a pass repeats it while batches come back full. Defaults to 1000.
 	PromoteBatch int
-	// CompleteBatch caps the completions written in one transaction.
+	// CompleteBatch caps the completions written in one transaction. It
+	// is also how many completions may wait unwritten before the run queue
+	// shrinks by each further one, so a replica whose completions fall
+	// behind claims no faster than they are written (measured: 8 replicas
+	// of 2,000-job claims drained ~800 jobs/s without that bound, 6,500
+	// with it; docs/bench.md, "Defaults that follow the backlog").
 	// Defaults to BatchLimit, at least CompleteBatchMin (250) and at most
-	// CompleteBatchMax (2,000).
+	// CompleteBatchMax (2,000): 2,000 at the default batch limit.
 	CompleteBatch int
 	// CompleteFlushers is how many completion batches this replica writes
 	// at once, each in its own transaction, so that a replica draining a

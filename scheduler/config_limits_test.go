@@ -37,7 +37,7 @@ func TestValidateRefusesDegenerateIntervals(t *testing.T) {
 // CompleteBatchMax]; a CompleteBatch that is set is kept.
 func TestCompleteBatchFollowsBatchLimit(t *testing.T) {
 	for _, c := range []struct{ batchLimit, completeBatch, want int }{
-		{0, 0, 500}, // the default batch limit
+		{0, 0, 2000}, // the default batch limit
 		{100, 0, 250},
 		{1000, 0, 1000},
 		{2000, 0, 2000},

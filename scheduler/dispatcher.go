@@ -139,6 +139,7 @@ type localExecutor struct {
 func newLocalExecutor(d *dispatcher, reg *Registry) *localExecutor {
 	x := &localExecutor{d: d, reg: reg, queue: newRunQueue(d.cfg.Workers, d.cfg.runQueueWait())}
 	x.queue.runFunc, x.queue.dropFunc, x.queue.giveBackFunc = x.runQueued, x.dropQueued, x.giveBackQueued
+	x.queue.writesBehindFunc = d.slots.writesBehind
 	return x
 }
 

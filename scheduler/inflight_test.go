@@ -75,7 +75,7 @@ func scanWithLanes(t *testing.T, n, batch, lanes, workers int, holdMax time.Dura
 	for range lanes {
 		extra = append(extra, newClaimer(params))
 	}
-	slots := newSlots(workers, 0)
+	slots := newSlots(workers, 0, 0)
 	var mu sync.Mutex
 	events := &eventLog{}
 	sc := newScanner(scannerParams{
@@ -137,7 +137,7 @@ func TestScanClaimsInFlightWhileDraining(t *testing.T) {
 // 8 slots and claims of 5, the first reserves 5 and the second the 3 left.
 func TestSlotReservationsNeverOverlap(t *testing.T) {
 	t.Parallel()
-	s := newSlots(8, 0)
+	s := newSlots(8, 0, 0)
 	a := s.reserve(5)
 	b := s.reserve(5)
 	if a != 5 || b != 3 || s.available() != 0 {

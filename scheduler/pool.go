@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,10 +42,21 @@ type slots struct {
 	// moreWaiting is set when the last claim filled its batch (more may be
 	// due) or found no free slot: a freed slot then wakes the scanner.
 	moreWaiting atomic.Bool
+	// unwritten counts the completions handed to the completer and not
+	// yet written. Beyond unwrittenAllowed (Config.CompleteBatch: one full
+	// batch being written while the next claim runs) each one holds a run-
+	// queue place, so a replica whose completions fall behind claims no
+	// faster than they are written: its claims follow the completion rate.
+	// (Without it a replica kept claiming while up to Workers +
+	// CompleteBatch completions waited and CompleteFlushers batches were
+	// being written: at 8 replicas of 2,000-job claims most of a 60,000-job
+	// backlog was RUNNING and unwritten at once, and the drain stalled.)
+	unwritten        atomic.Int64
+	unwrittenAllowed int
 }
 
-func newSlots(workers, runQueue int) *slots {
-	s := &slots{free: make(chan struct{}, workers+runQueue), workers: workers, queueMax: runQueue,
+func newSlots(workers, runQueue, unwrittenAllowed int) *slots {
+	s := &slots{free: make(chan struct{}, workers+runQueue), workers: workers, queueMax: runQueue, unwrittenAllowed: unwrittenAllowed,
 		freed: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
 	for range workers + runQueue {
 		s.free <- struct{}{}
@@ -62,8 +74,32 @@ func (s *slots) available() int {
 		return free
 	}
 	held := cap(s.free) - free
-	allowed := s.workers + min(s.queueMax, s.recent.places(time.Now(), s.workers))
+	places := min(s.queueMax, s.recent.places(time.Now(), s.workers))
+	places -= max(0, int(s.unwritten.Load())-s.unwrittenAllowed)
+	allowed := s.workers + max(0, places)
 	return max(0, min(free, allowed-held))
+}
+
+// writesBehind reports whether more completions wait unwritten than one
+// batch (unwrittenAllowed): the completer is behind.
+func (s *slots) writesBehind() bool { return int(s.unwritten.Load()) > s.unwrittenAllowed }
+
+// written counts n completions written (or given up on) by the completer:
+// the places they held are free again (slots.unwritten). Like release it
+// wakes a draining scan. A nil s does nothing.
+func (s *slots) written(n int) {
+	if s == nil || n == 0 {
+		return
+	}
+	if s.unwritten.Add(-int64(n)) < int64(s.unwrittenAllowed) && s.queueMax > 0 {
+		select {
+		case s.freed <- struct{}{}:
+		default:
+		}
+		if s.moreWaiting.Load() {
+			s.wakeUp()
+		}
+	}
 }
 
 // reserve takes up to n of the available slots for a claim about to run
@@ -212,18 +248,25 @@ func (r *recentCount) count(now time.Time) int {
 }
 
 // places is how many queued runs workers are expected to start within
-// runQueueHorizon: count, and no more than workers × runQueueHorizon / the
-// mean handler time of the counted runs (the k-th queued run starts after
-// about k × mean / workers while every worker is busy). Right after 4
-// workers finished four 3 s handlers it is 0, not 4.
+// runQueueHorizon: workers × runQueueHorizon / the mean handler time of the
+// runs counted (the k-th queued run starts after about k × mean / workers
+// while every worker is busy), or, when none of them ran (all released
+// unstarted), their count. Right after 4 workers finished four 3 s
+// handlers it is 0, not 4; right after short handlers it is what the
+// workers can start, not what they happened to finish. (It used to be at
+// most the count: a replica finishing a claim of n jobs per claim round
+// trip longer than runQueueHorizon was offered fewer places than n, so its
+// claims shrank to a few more than its workers under a backlog — the more
+// replicas shared the backlog, the smaller each one's claims.) Nothing
+// counted: 0.
 func (r *recentCount) places(now time.Time, workers int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rotate(now)
 	n := max(r.prev, r.cur)
-	if ran, sum := r.prevRan+r.curRan, r.prevSum+r.curSum; ran > 0 && sum > 0 {
-		mean := sum / time.Duration(ran)
-		n = int(min(int64(n), int64(workers)*int64(runQueueHorizon)/int64(max(mean, 1))))
+	if ran, sum := r.prevRan+r.curRan, r.prevSum+r.curSum; ran > 0 {
+		mean := max(sum/time.Duration(ran), 1)
+		n = int(min(int64(math.MaxInt32), int64(workers)*int64(runQueueHorizon)/int64(mean)))
 	}
 	return n
 }

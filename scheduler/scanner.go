@@ -29,10 +29,14 @@ type scannerParams struct {
 	PollInterval time.Duration
 	PollJitter   time.Duration
 	BatchLimit   int
-	Workers      int
-	DrainWait    time.Duration // ≤ 0: off
-	Log          *slog.Logger
-	Events       emitter // EventScanned, EventScanDone, EventClaimFailed
+	// MinClaim is the smallest limit a claim is sent with (Config.Workers,
+	// at most BatchLimit; 0: every claim asks for BatchLimit): see
+	// claimLimit.
+	MinClaim  int
+	Workers   int
+	DrainWait time.Duration // ≤ 0: off
+	Log       *slog.Logger
+	Events    emitter // EventScanned, EventScanDone, EventClaimFailed
 }
 
 // scanner fires every PollInterval ± PollJitter, on wake-up, and again
@@ -142,7 +146,7 @@ func (sc *scanner) claimOnce(ctx context.Context, c *claimer) (dispatched int, m
 				return 0, false
 			}
 		} else {
-			n = p.Slots.reserve(p.BatchLimit)
+			n = p.Slots.reserve(sc.claimLimit(c))
 		}
 		if n == 0 {
 			p.Slots.moreWaiting.Store(true) // a finishing worker will wake us
@@ -173,6 +177,24 @@ func (sc *scanner) claimOnce(ctx context.Context, c *claimer) (dispatched int, m
 	return 0, false
 }
 
+// claimLimit is the most jobs the next claim of c asks for: twice what its
+// last claim took, at least MinClaim, at most BatchLimit — so a claim
+// follows the backlog, doubling while claims come back full and falling
+// back to a few more than the last one took when they do not. A claim sent
+// with LIMIT 2,000 whatever the backlog cost pickup latency: after a
+// drain's churn, 200 jobs/s picked up at p50 106 ms against 16 ms at the
+// old defaults' ~70 (`jobq bench --ci`, 2026-12-03).
+// A MinClaim of 0 sends every claim with BatchLimit.
+func (sc *scanner) claimLimit(c *claimer) int { return sc.limitAfter(c.lastSize) }
+
+// limitAfter is claimLimit after a claim that took last jobs.
+func (sc *scanner) limitAfter(last int) int {
+	if sc.p.MinClaim <= 0 {
+		return sc.p.BatchLimit
+	}
+	return min(sc.p.BatchLimit, max(sc.p.MinClaim, 2*last))
+}
+
 // reserveDrain reserves the slots of a draining claim: it waits until as
 // many slots are available as the last claim took (capped at min(Workers,
 // BatchLimit)), at most DrainWait (a negative DrainWait does not wait), and
@@ -191,10 +213,11 @@ func (sc *scanner) claimOnce(ctx context.Context, c *claimer) (dispatched int, m
 func (sc *scanner) reserveDrain(ctx context.Context, lastSize int) int {
 	p := sc.p
 	want := min(lastSize, p.Workers, p.BatchLimit)
+	limit := sc.limitAfter(lastSize)
 	if p.DrainWait <= 0 {
-		return p.Slots.reserve(p.BatchLimit)
+		return p.Slots.reserve(limit)
 	}
-	if n := p.Slots.reserveAtLeast(want, p.BatchLimit); n > 0 {
+	if n := p.Slots.reserveAtLeast(want, limit); n > 0 {
 		return n
 	}
 	t := time.NewTimer(p.DrainWait)
@@ -202,11 +225,11 @@ func (sc *scanner) reserveDrain(ctx context.Context, lastSize int) int {
 	for {
 		select {
 		case <-p.Slots.freed:
-			if n := p.Slots.reserveAtLeast(want, p.BatchLimit); n > 0 {
+			if n := p.Slots.reserveAtLeast(want, limit); n > 0 {
 				return n
 			}
 		case <-t.C:
-			return p.Slots.reserve(p.BatchLimit)
+			return p.Slots.reserve(limit)
 		case <-ctx.Done():
 			return 0
 		}

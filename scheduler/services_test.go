@@ -278,7 +278,7 @@ func TestScannerClaimsAndDispatches(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
 	want := []uint64{submitJob(t, st, "s1").ID, submitJob(t, st, "s2").ID, submitJob(t, st, "s3").ID}
-	slots := newSlots(10, 0)
+	slots := newSlots(10, 0, 0)
 	var got []uint64
 	events := &eventLog{}
 	sc := newScanner(scannerParams{

@@ -115,6 +115,9 @@ type Options struct {
 	// while each jobq drain point of the first round runs (in-process
 	// replicas only): cpu_drain_<n>.pprof in Out, n the point's index.
 	ProfileDrain bool
+	// ReplicaScan (with Throughput) adds jobq at its defaults on each of
+	// ReplicaScanCounts replicas to every round (ThroughputResult.ReplicaScan).
+	ReplicaScan bool
 	// River (with Throughput) adds the River peer point (river.go) to every
 	// round: River on PostgreSQL at RiverURL, built with `go build` from
 	// the module in RiverDir, its jobs/s and jobq's ratios to it. When it
@@ -427,7 +430,11 @@ func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, erro
 	if o.River {
 		river = 1
 	}
-	steps := o.Rounds*(len(ThroughputCeilingBatches)+2+len(BestFlagsCandidates())+enqueue+river) + river
+	scan := 0
+	if o.ReplicaScan {
+		scan = len(ReplicaScanCounts) - 1
+	}
+	steps := o.Rounds*(len(ThroughputCeilingBatches)+2+len(BestFlagsCandidates())+scan+enqueue+river) + river
 	if !o.DrainOnly {
 		steps += 2 // pickup at 200 jobs/s, idle cost
 	}

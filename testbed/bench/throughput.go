@@ -70,6 +70,11 @@ func BestFlagsCandidates() []ReplicaConfig {
 	}
 }
 
+// ReplicaScanCounts are the replica counts at jobq's defaults measured in
+// every round with Options.ReplicaScan (3, the defaults point, among them):
+// adding replicas must never lower the total throughput.
+var ReplicaScanCounts = []int{1, 2, 3, 4, 8}
+
 // DrainPoint is one drain configuration over the rounds.
 type DrainPoint struct {
 	Name   string `json:"name"`
@@ -135,6 +140,24 @@ type ThroughputResult struct {
 	Enqueue    []EnqueuePoint `json:"enqueue"`
 	// River is the River peer (Options.River; nil when not asked for).
 	River *RiverPoint `json:"river,omitempty"`
+	// ReplicaScan is jobq at its defaults at each of ReplicaScanCounts
+	// (Options.ReplicaScan; the 3-replica entry is Defaults), each with
+	// VsBestCount, the median of the per-round ratios to that round's best
+	// replica count.
+	ReplicaScan []ScanPoint `json:"replica_scan,omitempty"`
+	// DefaultsVsBestFlags and OneReplicaVsBestFlags are the medians of the
+	// per-round ratios of the defaults (3 replicas; 1 replica, from the
+	// replica scan: 0 without it) to the best flags candidate
+	// (BestFlagsPoint) in the same round.
+	DefaultsVsBestFlags   float64 `json:"defaults_vs_best_flags"`
+	OneReplicaVsBestFlags float64 `json:"defaults_1_replica_vs_best_flags,omitempty"`
+}
+
+// ScanPoint is one replica count of the replica scan.
+type ScanPoint struct {
+	DrainPoint
+	Replicas    int     `json:"replicas"`
+	VsBestCount float64 `json:"vs_best_replica_count"`
 }
 
 // measureThroughputReport runs the rounds.
@@ -154,6 +177,18 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 	// The defaults without the run queue: what the run queue is worth.
 	noQueue := def
 	noQueue.Spec.RunQueue, noQueue.Flags = -1, "--run-queue -1"
+	var scan []DrainPoint // the replica scan's points but the defaults' own count
+	if o.ReplicaScan {
+		for _, n := range ReplicaScanCounts {
+			if n == def.Spec.Replicas {
+				continue
+			}
+			sp := def
+			sp.Spec.Replicas = n
+			sp.Name = fmt.Sprintf("jobq defaults, %d replica(s)", n)
+			scan = append(scan, sp)
+		}
+	}
 	var best []DrainPoint
 	for _, rc := range BestFlagsCandidates() {
 		p := PointSpec{Group: "throughput", Strategy: StrategySkip, ReplicaConfig: rc, TableRows: h.env.TableRows, Procs: o.Procs}
@@ -238,7 +273,7 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 					"insert_jobs_per_s", fmt.Sprintf("%.0f", r.InsertPerS))
 			}
 		}
-		for _, dp := range append([]*DrainPoint{&def, &noQueue}, ptrs(best)...) {
+		for _, dp := range append(append([]*DrainPoint{&def, &noQueue}, ptrs(best)...), ptrs(scan)...) {
 			pt, err := measure(dp)
 			if err != nil {
 				return tr, err
@@ -276,7 +311,7 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 	}
 	tr.Ceilings = ceil
 	tr.Best = slices.MaxFunc(ceil, func(a, b DrainPoint) int { return cmpFloat(a.Throughput, b.Throughput) })
-	for _, dp := range append([]*DrainPoint{&def, &noQueue}, ptrs(best)...) {
+	for _, dp := range append(append([]*DrainPoint{&def, &noQueue}, ptrs(best)...), ptrs(scan)...) {
 		dp.Throughput = median(dp.Rounds)
 		dp.VsCeiling = median(ratios[dp.Name+dp.Flags])
 		if tr.River != nil && tr.River.Skipped == "" {
@@ -287,6 +322,7 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 		tr.River.finish()
 	}
 	tr.Defaults, tr.NoRunQueue, tr.BestFlags = def, noQueue, best
+	tr.finishScan(scan)
 	if o.DrainOnly {
 		return tr, nil
 	}
@@ -309,6 +345,53 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 	enq[1].VsRaw, enq[3].VsRaw = median(ratios["enq1"]), median(ratios["enq3"])
 	tr.Enqueue = enq
 	return tr, nil
+}
+
+// finishScan fills ReplicaScan from the scan's points and the defaults, in
+// ReplicaScanCounts order, and the per-round ratios to the best flags.
+func (tr *ThroughputResult) finishScan(scan []DrainPoint) {
+	bf := tr.BestFlagsPoint()
+	tr.DefaultsVsBestFlags = roundRatio(tr.Defaults.Rounds, bf.Rounds)
+	if len(scan) == 0 {
+		return
+	}
+	tr.ReplicaScan = nil
+	for _, n := range ReplicaScanCounts {
+		if n == tr.Defaults.Spec.Replicas {
+			tr.ReplicaScan = append(tr.ReplicaScan, ScanPoint{DrainPoint: tr.Defaults, Replicas: n})
+			continue
+		}
+		for _, d := range scan {
+			if d.Spec.Replicas == n {
+				tr.ReplicaScan = append(tr.ReplicaScan, ScanPoint{DrainPoint: d, Replicas: n})
+			}
+		}
+	}
+	for i := range tr.ReplicaScan {
+		var rs []float64
+		for r := range tr.ReplicaScan[i].Rounds {
+			bestRound := 0.0
+			for _, p := range tr.ReplicaScan {
+				if r < len(p.Rounds) {
+					bestRound = max(bestRound, p.Rounds[r])
+				}
+			}
+			rs = append(rs, Ratio(tr.ReplicaScan[i].Rounds[r], bestRound))
+		}
+		tr.ReplicaScan[i].VsBestCount = median(rs)
+		if tr.ReplicaScan[i].Replicas == 1 {
+			tr.OneReplicaVsBestFlags = roundRatio(tr.ReplicaScan[i].Rounds, bf.Rounds)
+		}
+	}
+}
+
+// roundRatio is the median of the per-round ratios xs[i] / base[i].
+func roundRatio(xs, base []float64) float64 {
+	var rs []float64
+	for i := range min(len(xs), len(base)) {
+		rs = append(rs, Ratio(xs[i], base[i]))
+	}
+	return median(rs)
 }
 
 // BestFlagsPoint returns the candidate with the highest ratio to the ceiling.
@@ -531,6 +614,14 @@ func ThroughputTargets(tr *ThroughputResult) []Target {
 	add("jobq defaults (3 replicas) vs best ceiling", "≥ 0.60×", tr.Defaults.VsCeiling, 0.6, false, "×")
 	bf := tr.BestFlagsPoint()
 	add("jobq best flags ("+bf.Flags+", "+fmt.Sprint(bf.Spec.Replicas)+" replica(s)) vs best ceiling", "≥ 0.80×", bf.VsCeiling, 0.8, false, "×")
+	// The defaults tune themselves: within 0.9× of the best flags the bench
+	// finds, on 1 replica and on 3, and more replicas never drain slower.
+	add("jobq defaults (3 replicas) vs best flags", "≥ 0.90×", tr.DefaultsVsBestFlags, 0.9, false, "×")
+	if len(tr.ReplicaScan) > 0 {
+		add("jobq defaults (1 replica) vs best flags", "≥ 0.90×", tr.OneReplicaVsBestFlags, 0.9, false, "×")
+		last := tr.ReplicaScan[len(tr.ReplicaScan)-1]
+		add(fmt.Sprintf("jobq defaults, %d replicas, vs the best replica count", last.Replicas), "≥ 0.90×", last.VsBestCount, 0.9, false, "×")
+	}
 	if tr.River != nil {
 		// Medians of the per-round ratios to River in the same round;
 		// "not measured" when the peer was skipped.
@@ -569,6 +660,13 @@ func WriteThroughput(w io.Writer, tr *ThroughputResult) {
 	for _, b := range tr.BestFlags {
 		row(b, fmtRatio(b.VsCeiling))
 	}
+	fmt.Fprintf(w, "\njobq defaults against the best flags (%s, %d replica(s)), median of the per-round ratios: 3 replicas %s",
+		tr.BestFlagsPoint().Flags, tr.BestFlagsPoint().Spec.Replicas, fmtRatio(tr.DefaultsVsBestFlags))
+	if len(tr.ReplicaScan) > 0 {
+		fmt.Fprintf(w, ", 1 replica %s", fmtRatio(tr.OneReplicaVsBestFlags))
+	}
+	fmt.Fprintf(w, ".\n")
+	writeReplicaScan(w, tr)
 	fmt.Fprintf(w, "\nstmts/job and rows written/job: the runner's own statements (BEGIN and COMMIT included) and the rows its writes changed (RowsAffected: inserted, updated, deleted), per completed job, from the last round.\n\n")
 	writeRiver(w, tr)
 	if len(tr.Enqueue) == 0 {
@@ -588,6 +686,19 @@ func WriteThroughput(w io.Writer, tr *ThroughputResult) {
 			e.JobsPerSecond, fmtRatio(e.VsRaw), e.P50Ms, e.P99Ms, e.FsyncsPerJob, fmtPerJob(e.StatementsPerJob), e.BenchCPUMicrosPerJob, dbCPU, e.Errors)
 	}
 	fmt.Fprintf(w, "\nEnqueue: %s each, closed loop (each client sends its next request when the last is answered), no scheduler claiming; request latency is per INSERT or per HTTP request. fsyncs/job: Innodb_data_fsyncs delta per job (server-wide; MariaDB counts redo log flushes there) — below 1 means concurrent commits share a flush (group commit). stmts/job: the statements the path's own pool sent (exact). bench CPU/job: this process's CPU (user+sys) per job — the clients and, for the API, the in-process server; DB CPU/job: the local mariadbd/mysqld's (– when it cannot be told: remote, or several on the host); medians of the rounds.\n\n", enqueueWindow)
+}
+
+// writeReplicaScan renders the replica scan (nothing without it).
+func writeReplicaScan(w io.Writer, tr *ThroughputResult) {
+	if len(tr.ReplicaScan) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### Replica scan at the defaults\n\nEach × best count is the median of the per-round ratios to the round's fastest replica count.\n\n")
+	fmt.Fprintf(w, "| replicas | median jobs/s (min–max) | rounds | × best count | × River | jobs/claim | stmts/job |\n|--:|--:|---|--:|--:|--:|--:|\n")
+	for _, p := range tr.ReplicaScan {
+		fmt.Fprintf(w, "| %d | %.0f%s | %s | %s | %s | %.1f | %s |\n", p.Replicas, p.Throughput, fmtSpread(p.Rounds), joinRounds(p.Rounds),
+			fmtRatio(p.VsBestCount), fmtRatio(p.VsRiver), p.JobsPerClaim, fmtPerJob(p.StatementsPerJob))
+	}
 }
 
 // writeRiver renders the River peer's paragraph and the jobq-vs-River
