@@ -86,7 +86,19 @@ func TestIdleTxReaperFreesAFrozenHoldersRows(t *testing.T) {
 	if !slices.Equal(res.Killed, []uint64{frozenID}) || len(res.Refused) != 0 {
 		t.Fatalf("killed %v refused %v, want only the frozen session %d", res.Killed, res.Refused, frozenID)
 	}
-	if ok, err := st.JobRescueExpired(ctx, c.Fence()); err != nil || !ok {
+	// The server rolls the killed session's transaction back after KILL
+	// returns: the rescue (which skips locked rows) is retried until that
+	// rollback has released the row — a poll of the database's lock, bounded
+	// so a broken build cannot hang the suite.
+	var ok bool
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		ok, err = st.JobRescueExpired(ctx, c.Fence())
+		if err != nil || ok || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling the row lock's release
+	}
+	if err != nil || !ok {
 		t.Fatalf("rescue after the reaper: ok=%v err=%v; want rescued", ok, err)
 	}
 	if j := jobRow(t, st, id); j.Status != "WAITING" || j.RetryTimes != 1 {

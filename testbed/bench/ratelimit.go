@@ -192,9 +192,7 @@ func RunRateLimit(ctx context.Context, opts RateLimitOptions) (*RateLimitResult,
 			return nil, err
 		}
 		r.LimitedStarts, r.MaxInWindow = len(starts), checker.MostInWindow(starts, opts.RatePeriod)
-		if len(starts) > 1 {
-			r.AchievedRate = float64(len(starts)-1) / starts[len(starts)-1].Sub(starts[0]).Seconds()
-		}
+		r.AchievedRate = achievedRate(starts)
 		logf("round %d: unlimited alone %.0f jobs/s, next to the limited backlog %.0f jobs/s; limited: %d starts, most in a %s window %d (limit %d), %.1f starts/s",
 			round+1, r.AloneRate, r.NextToRate, r.LimitedStarts, opts.RatePeriod, r.MaxInWindow, opts.RateStarts, r.AchievedRate)
 		// Per key.
@@ -263,9 +261,7 @@ func runPerKey(ctx context.Context, st *store.Store, dsn string, opts RateLimitO
 			return nil, err
 		}
 		out[i] = KeyFigures{Key: k, Starts: len(starts), MaxInWindow: checker.MostInWindow(starts, opts.RatePeriod)}
-		if len(starts) > 1 {
-			out[i].AchievedRate = float64(len(starts)-1) / starts[len(starts)-1].Sub(starts[0]).Seconds()
-		}
+		out[i].AchievedRate = achievedRate(starts)
 		if len(starts) > 0 {
 			out[i].LastStart = starts[len(starts)-1].Sub(all[0]).Seconds()
 		}
@@ -419,4 +415,18 @@ func WriteRateLimitTable(w io.Writer, r *RateLimitResult) {
 		held = "EXCEEDED"
 	}
 	fmt.Fprintf(w, "\nMost starts of one key in any window: %d, limit %d per key (%s).\n", r.KeyMaxInWindow, r.RateStarts, held)
+}
+
+// achievedRate is starts/s over starts (sorted): starts − 1 over the span
+// from the first to the last; 0 for fewer than two starts or a span of 0
+// (all in one microsecond), which has no rate to report.
+func achievedRate(starts []time.Time) float64 {
+	if len(starts) < 2 {
+		return 0
+	}
+	span := starts[len(starts)-1].Sub(starts[0]).Seconds()
+	if span <= 0 {
+		return 0
+	}
+	return float64(len(starts)-1) / span
 }

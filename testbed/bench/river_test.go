@@ -23,7 +23,7 @@ import (
 )
 
 func main() {
-	url := flag.String("database-url", "", "")
+	url := flag.String("database-url", os.Getenv("JOBQ_RIVER_URL"), "")
 	check := flag.Bool("check", false, "")
 	jobs := flag.Int("jobs", 0, "")
 	flag.String("warmup", "", "")
