@@ -638,7 +638,7 @@ func ThroughputTargets(tr *ThroughputResult) []Target {
 
 // WriteThroughput renders the throughput report.
 func WriteThroughput(w io.Writer, tr *ThroughputResult) {
-	fmt.Fprintf(w, "## Throughput against the raw SQL at its best claim size (#17)\n\n")
+	fmt.Fprintf(w, "## Throughput against the raw SQL at its best claim size\n\n")
 	fmt.Fprintf(w, "%d interleaved rounds; each jobq ratio is the median of its per-round ratios to that round's best ceiling.\n\n", tr.Rounds)
 	fmt.Fprintf(w, "| drain | flags | rounds (jobs/s) | median jobs/s | × best ceiling | × River | jobs/claim | stmts/job | rows written/job |\n|---|---|---|--:|--:|--:|--:|--:|--:|\n")
 	row := func(d DrainPoint, ratio string) {
