@@ -423,6 +423,24 @@ var mutants = []mutant{
 		Edits:  []edit{{"store/ops.go", "due, err := q.RateHoldDue(ctx, jobqdb.RateHoldDueParams{JobType: jobType, Limit: rateReleaseKeys})", "due, err := []string(nil), error(nil)"}},
 		Checks: []check{{"./store/", "^TestRateLimitPerKeyClaim$"}},
 	},
+	{
+		Name: "keyed-admit-count-unchecked", Bug: "concurrency keys: the keyed batch's one-statement completion and admission takes a pick a peer already admitted (its row count is not checked)",
+		Rule:   "want 2 admitted",
+		Edits:  []edit{{"store/keys.go", "if int(n) != len(ids)+len(admit) {", "if int(n) < len(ids) {"}},
+		Checks: []check{{"./store/", "^TestKeyedCompletionAfterAPeerAdmittedItsPick$"}},
+	},
+	{
+		Name: "unwritten-holds-no-place", Bug: "run queue: completions waiting unwritten hold no place (a replica whose writes fall behind claims on)",
+		Rule:   "want 550",
+		Edits:  []edit{{"scheduler/pool.go", "places -= max(0, int(s.unwritten.Load())-s.unwrittenAllowed)", "places -= 0"}},
+		Checks: []check{{"./scheduler/", "^TestUnwrittenCompletionsHoldRunQueuePlaces$"}},
+	},
+	{
+		Name: "give-back-while-writes-behind", Bug: "run queue: a queue that stands because its completions are unwritten gives its jobs back anyway",
+		Rule:   "given back while the writes were behind",
+		Edits:  []edit{{"scheduler/runqueue.go", "if now.Sub(rq.taken) <= rq.wait || (rq.writesBehindFunc != nil && rq.writesBehindFunc()) {", "if now.Sub(rq.taken) <= rq.wait {"}},
+		Checks: []check{{"./scheduler/", "^TestRunQueueKeepsJobsWhileWritesAreBehind$"}},
+	},
 }
 
 func main() {
