@@ -151,8 +151,10 @@ func TestOpsRateLimitPerKeyAcrossReplicas(t *testing.T) {
 		t.Fatalf("no %s event: the windows never held jobs back", scheduler.EventRateHeld)
 	}
 	a, b := executionStarts(t, st, "acct", "a"), executionStarts(t, st, "acct", "b")
-	if len(a) != 20 || len(b) != n {
-		t.Fatalf("%d executions of key a, %d of b; want 20 and %d", len(a), len(b), n)
+	// Every job ran (waitSucceeded); a loaded machine may add attempts (a
+	// run rescued after a lost lease), and each of them counts as a start.
+	if len(a) < 20 || len(b) < n {
+		t.Fatalf("%d executions of key a, %d of b; want at least 20 and %d", len(a), len(b), n)
 	}
 	for k, starts := range map[string][]time.Time{"a": a, "b": b} {
 		if got := checker.MostInWindow(starts, period); got != n {
