@@ -154,7 +154,7 @@ var mutants = []mutant{
 	},
 	{
 		Name: "elided-success-not-recorded", Bug: "audit: a batched success's attempt (no execution row) is not read from its job row",
-		Rule:   "want one SUCCESS",
+		Rule:   "the retried completion counted stale",
 		Edits:  []edit{{"store/complete.go", "\tif err != nil || n == 0 {\n\t\treturn \"\", err\n\t}\n\treturn jobq.OutcomeSuccess, nil", "\t_ = n\n\treturn \"\", err"}},
 		Checks: []check{{"./scheduler/", "^TestLostCommitAckIsNotStale$"}},
 	},
