@@ -167,7 +167,7 @@ type PurgeParams struct {
 // PurgeResult counts what a retention pass deleted.
 type PurgeResult struct {
 	Jobs       int64     // job_queue rows deleted
-	Executions int64     // job_execution rows deleted
+	Executions int64     // job_execution rows deleted (a batched success has none: its job row was its record)
 	Batches    int       // delete transactions committed
 	Cutoff     time.Time // NOW(6) − OlderThan, UTC
 }

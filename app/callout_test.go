@@ -110,7 +110,7 @@ func TestCalloutAcceptedCompletesLater(t *testing.T) {
 		t.Fatalf("job %+v, want SUCCESS at attempt 1", r)
 	}
 	var out string
-	if err := w.db.QueryRow(`SELECT output FROM job_execution WHERE job_id = ? AND attempt = 1`, id).Scan(&out); err != nil || out != `{"ip":"10.0.0.7"}` {
+	if err := w.db.QueryRow(`SELECT output FROM job_attempt WHERE job_id = ? AND attempt = 1`, id).Scan(&out); err != nil || out != `{"ip":"10.0.0.7"}` {
 		t.Fatalf("output %q, %v", out, err)
 	}
 }
@@ -158,8 +158,8 @@ func TestCalloutEndpointDownRetries(t *testing.T) {
 		t.Fatalf("job %+v, want FAILED after 1 retry", r)
 	}
 	var gapMs float64
-	if err := w.db.QueryRow(`SELECT TIMESTAMPDIFF(MICROSECOND, a.finished_at, b.started_at) / 1000 FROM job_execution a
-		JOIN job_execution b ON b.job_id = a.job_id AND b.attempt = 2 WHERE a.job_id = ? AND a.attempt = 1`, j.ID).Scan(&gapMs); err != nil {
+	if err := w.db.QueryRow(`SELECT TIMESTAMPDIFF(MICROSECOND, a.finished_at, b.started_at) / 1000 FROM job_attempt a
+		JOIN job_attempt b ON b.job_id = a.job_id AND b.attempt = 2 WHERE a.job_id = ? AND a.attempt = 1`, j.ID).Scan(&gapMs); err != nil {
 		t.Fatal(err)
 	}
 	if min := float64(backoff.Milliseconds()) * 0.75; gapMs < min { // ±25 % jitter

@@ -135,7 +135,7 @@ func TestWorkerCompleteBatchAnswersEachCompletion(t *testing.T) {
 			}
 		}
 	}
-	if n := w.count(`SELECT COUNT(*) FROM job_execution WHERE job_id = ? AND output = '{"ok":true}'`, ids["applied"]); n != 1 {
+	if n := w.count(`SELECT COUNT(*) FROM job_attempt WHERE job_id = ? AND output = '{"ok":true}'`, ids["applied"]); n != 1 {
 		t.Fatalf("the applied job's output is on %d executions, want 1", n)
 	}
 }

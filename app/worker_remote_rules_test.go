@@ -115,13 +115,13 @@ func TestWorkerFetchHonoursConcurrencyLimit(t *testing.T) {
 		t.Fatalf("worker: %v", err)
 	}
 	// Overlapping attempts: pairs whose intervals intersect.
-	overlaps := w.count(`SELECT COUNT(*) FROM job_execution a JOIN job_execution b
+	overlaps := w.count(`SELECT COUNT(*) FROM job_attempt a JOIN job_attempt b
 		ON a.job_id < b.job_id AND a.started_at < b.finished_at AND b.started_at < a.finished_at
 		JOIN job_queue q ON q.id = a.job_id WHERE q.job_type = 'resize'`)
 	if overlaps != 0 {
 		t.Fatalf("%d pairs of resize attempts overlapped, want 0 under max_running 1", overlaps)
 	}
-	if got := w.count("SELECT COUNT(*) FROM job_execution e JOIN job_queue q ON q.id = e.job_id WHERE q.job_type = 'resize'"); got != n {
+	if got := w.count("SELECT COUNT(*) FROM job_attempt e JOIN job_queue q ON q.id = e.job_id WHERE q.job_type = 'resize'"); got != n {
 		t.Fatalf("%d resize attempts, want %d", got, n)
 	}
 }

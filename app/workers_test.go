@@ -149,7 +149,7 @@ func (w *workerReplica) row(id uint64) jobRow {
 // executions returns "attempt:outcome" of each execution row of id.
 func (w *workerReplica) executions(id uint64) []string {
 	w.t.Helper()
-	rows, err := w.db.Query(`SELECT attempt, COALESCE(outcome, '') FROM job_execution WHERE job_id = ? ORDER BY attempt`, id)
+	rows, err := w.db.Query(`SELECT attempt, COALESCE(outcome, '') FROM job_attempt WHERE job_id = ? ORDER BY attempt`, id)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -817,7 +817,7 @@ func TestWorkerFailureErrorIsCutAt2000(t *testing.T) {
 	if n := w.count(`SELECT CHAR_LENGTH(last_error) FROM job_queue WHERE id = ?`, id); n != 2000 || service.MaxCompleteErrRunes != 2000 {
 		t.Fatalf("last_error: %d characters (MaxCompleteErrRunes %d), want 2000", n, service.MaxCompleteErrRunes)
 	}
-	if n := w.count(`SELECT CHAR_LENGTH(error) FROM job_execution WHERE job_id = ?`, id); n != 2000 {
+	if n := w.count(`SELECT CHAR_LENGTH(error) FROM job_attempt WHERE job_id = ?`, id); n != 2000 {
 		t.Fatalf("the execution's error: %d characters, want 2000", n)
 	}
 }

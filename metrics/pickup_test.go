@@ -43,7 +43,7 @@ func TestPickupOfPastRunAtCountsFromSubmit(t *testing.T) {
 	var fromSubmitUs, fromRunAtUs int64
 	if err := r.Store.DB().QueryRowContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, q.create_time, e.started_at),
 		TIMESTAMPDIFF(MICROSECOND, e.due_at, e.started_at)
-		FROM job_execution e JOIN job_queue q ON q.id = e.job_id WHERE e.job_id = ?`, job.ID).Scan(&fromSubmitUs, &fromRunAtUs); err != nil {
+		FROM job_attempt e JOIN job_queue q ON q.id = e.job_id WHERE e.job_id = ?`, job.ID).Scan(&fromSubmitUs, &fromRunAtUs); err != nil {
 		t.Fatal(err)
 	}
 	if fromRunAtUs < int64(365*24*time.Hour/time.Microsecond) || fromSubmitUs < 0 || fromSubmitUs >= fromRunAtUs {

@@ -214,7 +214,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	rescueWait := time.Now()
 	var rescued, lockedByR3 int
 	waitForDiag(t, "r3's runs to be rescued", func() bool {
-		if db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_execution WHERE owner='r3' AND outcome='LEASE_EXPIRED'`).Scan(&rescued) != nil || rescued == 0 {
+		if db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_attempt WHERE owner='r3' AND outcome='LEASE_EXPIRED'`).Scan(&rescued) != nil || rescued == 0 {
 			return false
 		}
 		running, unlocked, ok := r3Running(ctx, db)
@@ -777,7 +777,7 @@ func staleEpisode(t *testing.T, ctx context.Context, db *sql.DB, waitFor func(*t
 	for i := range 20 {
 		reqs = append(reqs, apitype.SubmitRequest{JobKey: fmt.Sprintf("stale-%d", i), JobType: "sleep", Params: json.RawMessage(`{"ms":1000}`)})
 	}
-	const rescuedQ = `SELECT COUNT(*) FROM job_execution WHERE owner='r3' AND outcome='LEASE_EXPIRED'`
+	const rescuedQ = `SELECT COUNT(*) FROM job_attempt WHERE owner='r3' AND outcome='LEASE_EXPIRED'`
 	before := count(rescuedQ)
 	submitAll(t, ctx, urls, reqs)
 	waitFor(t, ctx, "r3 to run a one-second job for 200ms", func() bool {
@@ -806,7 +806,7 @@ func scenarioState(ctx context.Context, db *sql.DB, reps []*demo.Replica) string
 	var b strings.Builder
 	for _, q := range []struct{ what, query string }{
 		{"jobs", `SELECT CONCAT(status, '/', COALESCE(owner, '-')), COUNT(*) FROM job_queue GROUP BY 1 ORDER BY 1`},
-		{"executions", `SELECT CONCAT(COALESCE(owner, '-'), '/', outcome), COUNT(*) FROM job_execution GROUP BY 1 ORDER BY 1`},
+		{"executions", `SELECT CONCAT(COALESCE(owner, '-'), '/', outcome), COUNT(*) FROM job_attempt GROUP BY 1 ORDER BY 1`},
 		{"paused types", `SELECT job_type, max_running FROM job_type_control WHERE paused`},
 		{"open transactions", `SELECT CONCAT('thread ', trx_mysql_thread_id, ' ', trx_state, ' ', TIMESTAMPDIFF(SECOND, trx_started, NOW()), 's'), trx_rows_locked FROM information_schema.innodb_trx`},
 	} {

@@ -321,7 +321,7 @@ func (s *syncList) get() []string {
 func logOutcomes(t *testing.T, st *store.Store) {
 	for _, q := range []string{
 		"SELECT CONCAT(status, ' retry_times=', retry_times, ' attempt=', attempt), COUNT(*) FROM job_queue GROUP BY 1",
-		"SELECT CONCAT('execution ', attempt, ' ', COALESCE(outcome, 'open'), ' ', COALESCE(LEFT(error, 80), '')), COUNT(*) FROM job_execution GROUP BY 1",
+		"SELECT CONCAT('execution ', attempt, ' ', COALESCE(outcome, 'open'), ' ', COALESCE(LEFT(error, 80), '')), COUNT(*) FROM job_attempt GROUP BY 1",
 	} {
 		rows, err := st.DB().Query(q)
 		if err != nil {

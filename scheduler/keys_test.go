@@ -38,7 +38,7 @@ type keyRun struct {
 func keyRuns(t *testing.T, st *store.Store) map[string][]keyRun {
 	t.Helper()
 	rows, err := st.DB().QueryContext(context.Background(), `SELECT q.concurrency_key, e.job_id, e.attempt, e.started_at, e.finished_at
-FROM job_execution e JOIN job_queue q ON q.id = e.job_id
+FROM job_attempt e JOIN job_queue q ON q.id = e.job_id
 WHERE q.concurrency_key IS NOT NULL ORDER BY e.started_at, e.id`)
 	if err != nil {
 		t.Fatal(err)

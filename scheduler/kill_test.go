@@ -205,7 +205,7 @@ func TestKilledReplicaEveryAttemptOneExecutionRow(t *testing.T) {
 	if got, want := fmt.Sprint(execSummary(executions(t, st, running.ID))), fmt.Sprint([]string{"1:proc-a:"}); got != want {
 		t.Fatalf("executions of a running job = %s, want %s (the in-flight attempt, from the job row)", got, want)
 	}
-	if n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution"); n != 0 {
+	if n := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt"); n != 0 {
 		t.Fatalf("job_execution rows while every attempt is in flight = %d, want 0", n)
 	}
 	if err := proc.Process.Kill(); err != nil { // SIGKILL
@@ -224,16 +224,16 @@ func TestKilledReplicaEveryAttemptOneExecutionRow(t *testing.T) {
 		t.Fatalf("stop B: %v", err)
 	}
 	bad := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_queue q
-		WHERE q.attempt <> (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id)
-		   OR q.attempt <> (SELECT COALESCE(MAX(e.attempt), 0) FROM job_execution e WHERE e.job_id = q.id)`)
+		WHERE q.attempt <> (SELECT COUNT(*) FROM job_attempt e WHERE e.job_id = q.id)
+		   OR q.attempt <> (SELECT COALESCE(MAX(e.attempt), 0) FROM job_attempt e WHERE e.job_id = q.id)`)
 	if bad != 0 {
 		logOutcomes(t, st)
 		t.Fatalf("%d jobs without exactly one execution row per attempt", bad)
 	}
-	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE owner = 'proc-a' AND outcome = 'LEASE_EXPIRED'"); got != workersA {
+	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt WHERE owner = 'proc-a' AND outcome = 'LEASE_EXPIRED'"); got != workersA {
 		t.Fatalf("proc-a's LEASE_EXPIRED rows = %d, want %d", got, workersA)
 	}
-	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE owner = 'b' AND outcome = 'SUCCESS'"); got != jobs {
+	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt WHERE owner = 'b' AND outcome = 'SUCCESS'"); got != jobs {
 		t.Fatalf("b's SUCCESS rows = %d, want %d", got, jobs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/jobtypes"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/testbed/faultstore"
 	testbedtypes "github.com/jobq/jobq/testbed/jobtypes"
 )
@@ -31,7 +32,16 @@ func TestLostCommitAckIsNotStale(t *testing.T) {
 			fs.FailNext("JobCompleteTx.after", 1, mysql.ErrInvalidConn)
 			s := startScheduler(t, fs, reg, fastConfig("a"))
 			job := submit(t, st, "lost-ack-"+typ, typ, `{}`, 3)
-			got := waitFinished(t, st, job.ID, jobq.OutcomeSuccess)
+			// The first completion event of the job: applied, or stale
+			// when the retry did not find the run's own committed outcome.
+			ev := events(t).WaitFor(t, scheduler.EventCompleted, schedulertest.Job(job.ID), slowWait)
+			if !ev.Applied {
+				t.Fatalf("the retried completion counted stale: the run's own committed SUCCESS was not found (event %+v)", ev.Completion)
+			}
+			got := getJob(t, st, job.ID)
+			if got.Status != jobq.StateSuccess {
+				t.Fatalf("status = %s, want SUCCESS", got.Status)
+			}
 			if got.Attempt != 1 {
 				t.Fatalf("attempt = %d, want 1", got.Attempt)
 			}

@@ -326,7 +326,7 @@ func TestOpsConcurrencyLimitAcrossReplicas(t *testing.T) {
 	}
 	close(release)
 	waitSucceeded(t, others+50) // and the 50 backup jobs
-	rows, err := st.DB().Query(`SELECT e.started_at, e.finished_at, e.owner FROM job_execution e
+	rows, err := st.DB().Query(`SELECT e.started_at, e.finished_at, e.owner FROM job_attempt e
 		JOIN job_queue q ON q.id = e.job_id WHERE q.job_type = 'backup'`)
 	if err != nil {
 		t.Fatal(err)
@@ -366,7 +366,7 @@ func periodicInstants(t *testing.T, st *store.Store, name string) []time.Time {
 // still waiting (enqueued just before the replicas stopped), never run twice.
 func periodicInstantsOf(t *testing.T, st *store.Store, name string, done bool) []time.Time {
 	t.Helper()
-	rows, err := st.DB().Query(`SELECT q.job_key, q.status, (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id)
+	rows, err := st.DB().Query(`SELECT q.job_key, q.status, (SELECT COUNT(*) FROM job_attempt e WHERE e.job_id = q.id)
 		FROM job_queue q WHERE q.job_key LIKE ? ORDER BY q.job_key`, name+"@%")
 	if err != nil {
 		t.Fatal(err)
@@ -678,7 +678,7 @@ func TestOpsRetentionCleaner(t *testing.T) {
 	if n := scalar(t, db, "SELECT COUNT(*) FROM job_queue WHERE job_key IN ('old-waiting', 'young')"); n != 2 {
 		t.Fatalf("kept jobs = %d, want old-waiting and young", n)
 	}
-	if n := scalar(t, db, "SELECT COUNT(*) FROM job_execution"); n != 1 {
+	if n := scalar(t, db, "SELECT COUNT(*) FROM job_attempt"); n != 1 {
 		t.Fatalf("executions left = %d, want 1 (young's)", n)
 	}
 }

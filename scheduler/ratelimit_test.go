@@ -102,7 +102,7 @@ func startWokenReplicas(t *testing.T, st *store.Store, reg *scheduler.Registry) 
 // jobs (with rate key rateKey, unless it is ""), in order.
 func executionStarts(t *testing.T, st *store.Store, jobType, rateKey string) []time.Time {
 	t.Helper()
-	rows, err := st.DB().Query(`SELECT e.started_at FROM job_execution e JOIN job_queue q ON q.id = e.job_id
+	rows, err := st.DB().Query(`SELECT e.started_at FROM job_attempt e JOIN job_queue q ON q.id = e.job_id
 		WHERE q.job_type = ? AND (? = '' OR q.rate_key = ?) ORDER BY e.started_at`, jobType, rateKey, rateKey)
 	if err != nil {
 		t.Fatal(err)

@@ -96,7 +96,7 @@ func TestRetryBackoffSpreadsRequeues(t *testing.T) {
 	// offset = run_at − the attempt-1 execution's finished_at, both written by
 	// the database clock in the completion's transaction.
 	rows, err := st.DB().Query(`SELECT TIMESTAMPDIFF(MICROSECOND, e.finished_at, q.run_at)
-		FROM job_queue q JOIN job_execution e ON e.job_id = q.id AND e.attempt = 1 AND e.outcome = 'FAILED'`)
+		FROM job_queue q JOIN job_attempt e ON e.job_id = q.id AND e.attempt = 1 AND e.outcome = 'FAILED'`)
 	if err != nil {
 		t.Fatalf("offsets: %v", err)
 	}
@@ -115,7 +115,7 @@ func TestRetryBackoffSpreadsRequeues(t *testing.T) {
 	if len(offsets) != n {
 		t.Fatalf("failed attempt-1 executions = %d, want %d", len(offsets), n)
 	}
-	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution"); got != n {
+	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt"); got != n {
 		t.Fatalf("executions = %d, want %d (no job re-ran)", got, n)
 	}
 	// Every offset lies in the documented range base·[1−0.25, 1+0.25]

@@ -274,9 +274,9 @@ func runHoard(t *testing.T, noops, sleeps, sleepMs, aWorkers, bWorkers int) *hoa
 		}
 	}
 	h.log.mu.Unlock()
-	h.ranOnA = scalar(t, st.DB(), `SELECT COUNT(*) FROM job_execution e JOIN job_queue q ON q.id = e.job_id
+	h.ranOnA = scalar(t, st.DB(), `SELECT COUNT(*) FROM job_attempt e JOIN job_queue q ON q.id = e.job_id
 		WHERE q.job_type = 'sleep' AND e.outcome = 'SUCCESS' AND e.owner = ?`, h.aOwner)
-	h.ranOnB = scalar(t, st.DB(), `SELECT COUNT(*) FROM job_execution e JOIN job_queue q ON q.id = e.job_id
+	h.ranOnB = scalar(t, st.DB(), `SELECT COUNT(*) FROM job_attempt e JOIN job_queue q ON q.id = e.job_id
 		WHERE q.job_type = 'sleep' AND e.outcome = 'SUCCESS' AND e.owner = ?`, h.bOwner)
 	if bad := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue WHERE status <> 'SUCCESS' OR retry_times <> 0"); bad != 0 {
 		logOutcomes(t, st)

@@ -42,8 +42,8 @@ func TestRunQueueClaimsBeyondWorkers(t *testing.T) {
 	// run-queue wait: a starved machine) has RELEASED rows before its one
 	// SUCCESS; its handler still ran once.
 	if bad := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_queue q
-		WHERE 1 <> (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id AND e.outcome = 'SUCCESS')
-		   OR q.attempt <> (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id AND e.outcome IN ('SUCCESS', 'RELEASED'))`); bad != 0 {
+		WHERE 1 <> (SELECT COUNT(*) FROM job_attempt e WHERE e.job_id = q.id AND e.outcome = 'SUCCESS')
+		   OR q.attempt <> (SELECT COUNT(*) FROM job_attempt e WHERE e.job_id = q.id AND e.outcome IN ('SUCCESS', 'RELEASED'))`); bad != 0 {
 		t.Fatalf("%d jobs not run exactly once with one SUCCESS row (and RELEASED rows only besides)", bad)
 	}
 }
@@ -85,26 +85,26 @@ func TestRunQueueReleasedAtShutdown(t *testing.T) {
 	}
 	// Every job that did not succeed was held at the stop: its one
 	// execution row is RELEASED.
-	if got := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_execution e JOIN job_queue q ON q.id = e.job_id
+	if got := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_attempt e JOIN job_queue q ON q.id = e.job_id
 		WHERE q.status = 'WAITING' AND e.outcome <> 'RELEASED'`); got != 0 {
 		logOutcomes(t, st)
 		t.Fatalf("%d executions of jobs held at the stop not RELEASED (every job held at the stop is released)", got)
 	}
-	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE outcome NOT IN ('SUCCESS', 'RELEASED')"); got != 0 {
+	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt WHERE outcome NOT IN ('SUCCESS', 'RELEASED')"); got != 0 {
 		logOutcomes(t, st)
 		t.Fatalf("%d executions neither SUCCESS nor RELEASED", got)
 	}
 	// The holding run (cancelled at the shutdown timeout) and at least
 	// min-1 queued ones that never started.
-	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE outcome = 'RELEASED' AND error LIKE '%never started%'"); got < int64(q.min-1) {
+	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt WHERE outcome = 'RELEASED' AND error LIKE '%never started%'"); got < int64(q.min-1) {
 		logOutcomes(t, st)
 		t.Fatalf("RELEASED never-started executions = %d, want ≥ %d (the queued jobs)", got, q.min-1)
 	}
-	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE outcome = 'RELEASED'"); got < int64(q.min) {
+	if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt WHERE outcome = 'RELEASED'"); got < int64(q.min) {
 		t.Fatalf("RELEASED executions = %d, want ≥ %d (the running held job and the queued ones)", got, q.min)
 	}
 	if bad := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_queue q
-		WHERE q.attempt <> (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id)`); bad != 0 {
+		WHERE q.attempt <> (SELECT COUNT(*) FROM job_attempt e WHERE e.job_id = q.id)`); bad != 0 {
 		t.Fatalf("%d jobs without exactly one execution row per attempt", bad)
 	}
 }
@@ -234,12 +234,12 @@ func TestTwoClaimsInFlightHoldLeasesAndReleaseAtShutdown(t *testing.T) {
 		logOutcomes(t, st)
 		t.Fatalf("%d jobs neither WAITING nor CANCELED with retry_times 0 after shutdown", bad)
 	}
-	if got := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_execution WHERE outcome NOT IN ('RELEASED', 'CANCELED')`); got != 0 {
+	if got := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_attempt WHERE outcome NOT IN ('RELEASED', 'CANCELED')`); got != 0 {
 		logOutcomes(t, st)
 		t.Fatalf("%d executions neither RELEASED nor CANCELED", got)
 	}
 	if bad := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_queue q
-		WHERE q.attempt <> (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id)`); bad != 0 {
+		WHERE q.attempt <> (SELECT COUNT(*) FROM job_attempt e WHERE e.job_id = q.id)`); bad != 0 {
 		t.Fatalf("%d jobs without exactly one execution row per attempt", bad)
 	}
 }

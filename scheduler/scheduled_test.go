@@ -138,13 +138,13 @@ func TestNoExecutionBeforeDue(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitSucceeded(t, n+legacy)
-			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE started_at < due_at"); got != 0 {
+			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt WHERE started_at < due_at"); got != 0 {
 				t.Fatalf("%d executions started before their due time", got)
 			}
-			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution"); got != n+legacy {
+			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt"); got != n+legacy {
 				t.Fatalf("executions = %d, want %d", got, n+legacy)
 			}
-			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue q JOIN job_execution e ON e.job_id = q.id WHERE e.due_at <> q.run_at"); got != 0 {
+			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_queue q JOIN job_attempt e ON e.job_id = q.id WHERE e.due_at <> q.run_at"); got != 0 {
 				t.Fatalf("%d executions record a due time other than the job's run_at", got)
 			}
 			mu.Lock()

@@ -27,13 +27,13 @@ func TestTwoReplicasRunEachJobOnce(t *testing.T) {
 				startScheduler(t, st, reg, cfg)
 			}
 			waitSucceeded(t, n)
-			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution"); got != n {
+			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt"); got != n {
 				t.Fatalf("executions = %d, want %d", got, n)
 			}
-			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_execution WHERE outcome='SUCCESS' AND attempt=1"); got != n {
+			if got := scalar(t, st.DB(), "SELECT COUNT(*) FROM job_attempt WHERE outcome='SUCCESS' AND attempt=1"); got != n {
 				t.Fatalf("successful first attempts = %d, want %d", got, n)
 			}
-			if got := scalar(t, st.DB(), "SELECT COUNT(DISTINCT owner) FROM job_execution"); got < 1 {
+			if got := scalar(t, st.DB(), "SELECT COUNT(DISTINCT owner) FROM job_attempt"); got < 1 {
 				t.Fatalf("owners = %d", got)
 			}
 			_ = context.Background()

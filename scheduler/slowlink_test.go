@@ -183,7 +183,7 @@ func TestSlowReplicaKeepsItsLeases(t *testing.T) {
 	st := sSlow.Stats()
 	// Runs of the slow replica that a rescue took (LEASE_EXPIRED, or STALE
 	// once its completion was refused).
-	rows, err := fast.DB().Query(`SELECT job_id, attempt FROM job_execution WHERE owner = 'slow' AND outcome IN ('LEASE_EXPIRED', 'STALE')`)
+	rows, err := fast.DB().Query(`SELECT job_id, attempt FROM job_attempt WHERE owner = 'slow' AND outcome IN ('LEASE_EXPIRED', 'STALE')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,12 +209,12 @@ func TestSlowReplicaKeepsItsLeases(t *testing.T) {
 			uncounted++
 		}
 	}
-	ranTwice := scalar(t, fast.DB(), `SELECT COUNT(*) FROM (SELECT job_id FROM job_execution WHERE outcome NOT IN ('RELEASED')
+	ranTwice := scalar(t, fast.DB(), `SELECT COUNT(*) FROM (SELECT job_id FROM job_attempt WHERE outcome NOT IN ('RELEASED')
 		GROUP BY job_id HAVING COUNT(*) > 1) d`)
 	t.Logf("%d jobs in %.1f s; slow replica (+%s per round trip, lease %s): claimed %d, leases lost %d (%.2f %%: %d handlers cancelled, %d runs rescued), stale completions %d, heartbeat failures %d, measured round trip %s; jobs run more than once %d; fast replica claimed %d (lease lost %d, heartbeat stalls %d)",
 		jobs, took.Seconds(), 2*oneWay, lease, st.Claimed, len(lost), 100*float64(len(lost))/float64(max(st.Claimed, 1)),
 		len(tSlow.lost), len(rescued), st.Stale, st.HeartbeatFails, slow.RoundTrip().Round(time.Millisecond), ranTwice, sFast.Stats().Claimed, sFast.Stats().LeaseLost, sFast.Stats().HeartbeatStalls)
-	if rows, err := fast.DB().Query(`SELECT owner, outcome, COALESCE(LEFT(error, 60), ''), COUNT(*) FROM job_execution GROUP BY 1, 2, 3`); err == nil {
+	if rows, err := fast.DB().Query(`SELECT owner, outcome, COALESCE(LEFT(error, 60), ''), COUNT(*) FROM job_attempt GROUP BY 1, 2, 3`); err == nil {
 		for rows.Next() {
 			var owner, outcome, msg string
 			var n int

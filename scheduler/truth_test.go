@@ -127,7 +127,7 @@ func TestQueuedRunsRenewedWhileTheyWait(t *testing.T) {
 	close(q.release)
 	waitSucceeded(t, n) // every job, once the worker is free
 	if bad := scalar(t, st.DB(), `SELECT COUNT(*) FROM job_queue q WHERE q.attempt <> 1
-		OR 1 <> (SELECT COUNT(*) FROM job_execution e WHERE e.job_id = q.id AND e.outcome = 'SUCCESS')`); bad != 0 {
+		OR 1 <> (SELECT COUNT(*) FROM job_attempt e WHERE e.job_id = q.id AND e.outcome = 'SUCCESS')`); bad != 0 {
 		logOutcomes(t, st)
 		t.Fatalf("queued run not renewed while it waited: %d jobs not run once, on their first attempt", bad)
 	}

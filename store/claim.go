@@ -36,7 +36,8 @@ func (s *Store) JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, 
 // completions, rescues and submits insert (readCommittedTx): over a slow link
 // a claim makes no peer wait on it.
 // The claim writes no job_execution row: each attempt's row is written once,
-// when its outcome is known (completion, rescue), from the claimed job row.
+// when its outcome is known (completion, rescue), from the claimed job row —
+// and a batched success writes none: the job row is its record.
 // Returns ErrSkipLockedUnsupported on servers without SKIP LOCKED.
 func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error) {
 	if !s.Server.SkipLocked {

@@ -18,10 +18,12 @@ import (
 // attempt's execution row (written by the rescue that took the job) was
 // marked STALE.
 //
-// Each applied completion writes its attempt's one job_execution row and
-// updates its job row. Successes (fenced ones) are written with one
-// JobCompleteFencedMany per attempt number in the batch (nearly always one)
-// and one ExecutionRecordSuccessMany, each row still fenced by its attempt;
+// Each applied completion updates its job row and writes its attempt's one
+// job_execution row — except a batched success, whose record is the job row
+// itself (the job_attempt view and the store's readers show it). Successes
+// (fenced ones) are written with one JobCompleteFencedMany per attempt
+// number in the batch (nearly always one), each row still fenced by its
+// attempt, and one ExecutionRecordCanceledMany for those a cancel ended;
 // other outcomes, and successes with an output, row by row. When the batched statements match fewer rows than
 // successes, some run was stale: the transaction rolls back and the batch is
 // written again in a new one, split by a read of the jobs' fence states
@@ -233,12 +235,10 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, db jobqd
 			return errStaleInBatch
 		}
 	}
-	n, err := q.ExecutionRecordSuccessMany(ctx, ids)
-	if err != nil {
+	// Only the runs a cancel request ended CANCELED get an execution row;
+	// a SUCCESS's record is its job row (ExecutionRecordCanceledMany).
+	if _, err := q.ExecutionRecordCanceledMany(ctx, ids); err != nil {
 		return err
-	}
-	if int(n) != len(ids) {
-		return errFenceMoved
 	}
 	// Keyed jobs ended SUCCESS or CANCELED: both free their slot (those of
 	// the merged group are freed already).
@@ -571,14 +571,30 @@ func (s *Store) recordOutcomeRows(ctx context.Context, q *jobqdb.Queries, c jobq
 // run's own outcomes is recorded as when a cancel request ended the job
 // (ExecutionFinish).
 func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (bool, error) {
-	out, err := q.ExecutionGetOutcome(ctx, jobqdb.ExecutionGetOutcomeParams{JobID: c.ID, Attempt: int32(c.Attempt)})
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
+	out, err := attemptOutcome(ctx, q, c.Fence)
 	if err != nil {
 		return false, err
 	}
-	return out.Valid && (out.String == string(c.Outcome) || out.String == string(jobq.OutcomeCanceled)), nil
+	return out != "" && (out == c.Outcome || out == jobq.OutcomeCanceled), nil
+}
+
+// attemptOutcome is the recorded outcome of run f's attempt: its execution
+// row's, or SUCCESS when the job row says the attempt succeeded (the batched
+// success writes no execution row: ExecutionRecordCanceledMany); "" when
+// neither records one yet.
+func attemptOutcome(ctx context.Context, q *jobqdb.Queries, f jobq.Fence) (jobq.Outcome, error) {
+	out, err := q.ExecutionGetOutcome(ctx, jobqdb.ExecutionGetOutcomeParams{JobID: f.ID, Attempt: int32(f.Attempt)})
+	if err == nil {
+		return jobq.Outcome(out.String), nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", err
+	}
+	n, err := q.JobSucceededAt(ctx, jobqdb.JobSucceededAtParams{ID: f.ID, Attempt: int32(f.Attempt)})
+	if err != nil || n == 0 {
+		return "", err
+	}
+	return jobq.OutcomeSuccess, nil
 }
 
 // completeJobRow applies the fenced job_queue update; false means stale.

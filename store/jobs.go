@@ -393,7 +393,9 @@ func (s *Store) JobRetry(ctx context.Context, id uint64) (jobq.Job, error) {
 // job_execution holds the attempts whose outcome is known (a row is written
 // once, when the attempt ends); the attempt of a RUNNING job is in flight and
 // has no row yet, so it is read from the job row (owner, started_at) and
-// listed last, with no finished_at and no outcome.
+// listed last, with no finished_at and no outcome. A success the batched
+// completion wrote has no row either: the job row (owner, started_at,
+// finished_at) is its record, listed last with outcome SUCCESS.
 func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution, error) {
 	job, err := s.JobGet(ctx, id)
 	if err != nil {
@@ -415,8 +417,21 @@ func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution,
 			out[i].Output = json.RawMessage(r.Output.String)
 		}
 	}
-	if job.Status == jobq.StateRunning && job.StartedAt != nil && (len(out) == 0 || out[len(out)-1].Attempt < job.Attempt) {
+	last := len(out) == 0 || out[len(out)-1].Attempt < job.Attempt
+	switch {
+	case job.Status == jobq.StateRunning && job.StartedAt != nil && last:
 		out = append(out, jobq.Execution{JobID: job.ID, Attempt: job.Attempt, Owner: job.Owner, StartedAt: *job.StartedAt})
+	case job.Status == jobq.StateSuccess && job.Attempt > 0 && last:
+		// A batched success writes no execution row: the job row records
+		// its attempt (ExecutionRecordCanceledMany).
+		e := jobq.Execution{JobID: job.ID, Attempt: job.Attempt, Owner: job.Owner, Outcome: jobq.OutcomeSuccess,
+			FinishedAt: job.FinishedAt}
+		if job.StartedAt != nil {
+			e.StartedAt = *job.StartedAt
+		} else if job.FinishedAt != nil {
+			e.StartedAt = *job.FinishedAt
+		}
+		out = append(out, e)
 	}
 	for i := range out {
 		if ri, ok := info[out[i].Attempt]; ok && ri.Progress.Valid {

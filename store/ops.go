@@ -750,6 +750,16 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.Queu
 		st.Finished[o.Outcome] = o.N
 		finished += o.N
 	}
+	// Batched successes have no execution row: their job rows record them.
+	succ, err := s.q.StatsRecentSucceeded(ctx, jobqdb.StatsRecentSucceededParams{
+		MinID: uint64(max(maxIDs.MaxJobID-jobq.StatsRecentRows, 0)), WindowUs: window.Microseconds()})
+	if err != nil {
+		return st, errorf("stats: succeeded: %w", err)
+	}
+	if succ > 0 {
+		st.Finished[string(jobq.OutcomeSuccess)] += succ
+		finished += succ
+	}
 	if window > 0 {
 		st.CreatedPerSecond = float64(st.Created) / window.Seconds()
 		st.FinishedPerSecond = float64(finished) / window.Seconds()
@@ -758,10 +768,11 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.Queu
 }
 
 // Activity reads the cluster's last `minutes` minutes (1–60) from the newest
-// jobq.ActivityRecentRows job_execution rows: attempts started and their
-// pickup latency, attempts finished by outcome, and the replicas that started
-// attempts or hold RUNNING jobs. Four statements, each bounded by primary
-// key or by idx_lease.
+// jobq.ActivityRecentRows job_execution rows and, for the batched successes
+// that have no execution row, the newest jobq.ActivityRecentRows job rows:
+// attempts started and their pickup latency, attempts finished by outcome,
+// and the replicas that started attempts or hold RUNNING jobs. Seven
+// statements, each bounded by primary key or by idx_lease.
 func (s *Store) Activity(ctx context.Context, minutes int) (jobq.Activity, error) {
 	a := jobq.Activity{Minutes: make([]jobq.MinuteActivity, minutes), Replicas: []jobq.ReplicaActivity{}}
 	for i := range a.Minutes {
@@ -782,12 +793,23 @@ func (s *Store) Activity(ctx context.Context, minutes int) (jobq.Activity, error
 	if err != nil {
 		return a, errorf("activity: started: %w", err)
 	}
-	for _, r := range started {
+	// Batched successes have no execution row: their job rows (the newest
+	// jobq.ActivityRecentRows jobs) record them, read by the *Succeeded
+	// statements and merged here.
+	minJobID := uint64(max(maxIDs.MaxJobID-jobq.ActivityRecentRows, 0))
+	a.Bounded = a.Bounded || minJobID > 0
+	startedOK, err := s.q.ActivityStartedSucceeded(ctx, jobqdb.ActivityStartedSucceededParams{MinID: minJobID, Minutes: minutes})
+	if err != nil {
+		return a, errorf("activity: started: %w", err)
+	}
+	for _, r := range append(started, convertStarted(startedOK)...) {
 		if r.MinutesAgo >= 0 && int(r.MinutesAgo) < minutes {
 			m := &a.Minutes[r.MinutesAgo]
-			m.Started = r.Started
-			m.PickupAvg = time.Duration(r.PickupAvgUs) * time.Microsecond
-			m.PickupMax = time.Duration(r.PickupMaxUs) * time.Microsecond
+			if n := m.Started + r.Started; n > 0 {
+				m.PickupAvg = (m.PickupAvg*time.Duration(m.Started) + time.Duration(r.PickupAvgUs)*time.Microsecond*time.Duration(r.Started)) / time.Duration(n)
+			}
+			m.Started += r.Started
+			m.PickupMax = max(m.PickupMax, time.Duration(r.PickupMaxUs)*time.Microsecond)
 		}
 	}
 	finished, err := s.q.ActivityFinished(ctx, jobqdb.ActivityFinishedParams{MinID: minID, Minutes: minutes})
@@ -799,13 +821,40 @@ func (s *Store) Activity(ctx context.Context, minutes int) (jobq.Activity, error
 			a.Minutes[r.MinutesAgo].Finished[jobq.Outcome(r.Outcome)] += r.N
 		}
 	}
+	finishedOK, err := s.q.ActivityFinishedSucceeded(ctx, jobqdb.ActivityFinishedSucceededParams{MinID: minJobID, Minutes: minutes})
+	if err != nil {
+		return a, errorf("activity: finished: %w", err)
+	}
+	for _, r := range finishedOK {
+		if r.MinutesAgo >= 0 && int(r.MinutesAgo) < minutes {
+			a.Minutes[r.MinutesAgo].Finished[jobq.OutcomeSuccess] += r.N
+		}
+	}
 	owners, err := s.q.ActivityOwners(ctx, jobqdb.ActivityOwnersParams{MinID: minID, Minutes: minutes})
 	if err != nil {
 		return a, errorf("activity: owners: %w", err)
 	}
+	ownersOK, err := s.q.ActivityOwnersSucceeded(ctx, jobqdb.ActivityOwnersSucceededParams{MinID: minJobID, Minutes: minutes})
+	if err != nil {
+		return a, errorf("activity: owners: %w", err)
+	}
+	for _, r := range ownersOK {
+		owners = append(owners, jobqdb.ActivityOwnersRow(r))
+	}
 	byOwner := map[string]int{}
 	for _, r := range owners {
 		ls, lf := r.LastStarted.UTC(), r.LastFinished.UTC()
+		if i, ok := byOwner[r.Owner]; ok {
+			ra := &a.Replicas[i]
+			ra.Attempts += r.Attempts
+			if ls.After(*ra.LastStarted) {
+				ra.LastStarted = &ls
+			}
+			if !lf.Equal(ls) && (ra.LastFinished == nil || lf.After(*ra.LastFinished)) {
+				ra.LastFinished = &lf
+			}
+			continue
+		}
 		ra := jobq.ReplicaActivity{Owner: r.Owner, Attempts: r.Attempts, LastStarted: &ls}
 		if !lf.Equal(ls) {
 			ra.LastFinished = &lf
@@ -828,4 +877,13 @@ func (s *Store) Activity(ctx context.Context, minutes int) (jobq.Activity, error
 	}
 	slices.SortFunc(a.Replicas, func(x, y jobq.ReplicaActivity) int { return strings.Compare(x.Owner, y.Owner) })
 	return a, nil
+}
+
+// convertStarted gives ActivityStartedSucceeded's rows ActivityStarted's type.
+func convertStarted(rs []jobqdb.ActivityStartedSucceededRow) []jobqdb.ActivityStartedRow {
+	out := make([]jobqdb.ActivityStartedRow, len(rs))
+	for i, r := range rs {
+		out[i] = jobqdb.ActivityStartedRow(r)
+	}
+	return out
 }

@@ -121,7 +121,7 @@ func TestReleasesBatchedAndFenced(t *testing.T) {
 			t.Fatalf("job %d: %s retry_times %d attempt %d, want WAITING 0 1", c.ID, j.Status, j.RetryTimes, j.Attempt)
 		}
 	}
-	if n := countRows(t, st, "SELECT COUNT(*) FROM job_execution WHERE outcome = 'RELEASED' AND error = 'given back' AND attempt = 1"); n != 4 {
+	if n := countRows(t, st, "SELECT COUNT(*) FROM job_attempt WHERE outcome = 'RELEASED' AND error = 'given back' AND attempt = 1"); n != 4 {
 		t.Fatalf("%d RELEASED execution rows, want 4", n)
 	}
 	if j := jobRow(t, st, cs[4].ID); j.Status != jobq.StateRunning || j.Attempt != 2 {

@@ -436,14 +436,12 @@ func (s *Store) runInfoByJob(ctx context.Context, id uint64) (map[int]jobqdb.Job
 }
 
 // ExecutionOutcome returns the recorded outcome of run f's attempt ("" when
-// it has no execution row or no outcome yet).
+// it has none yet): its execution row's, or SUCCESS when the job row records
+// the attempt's success (a batched success writes no execution row).
 func (s *Store) ExecutionOutcome(ctx context.Context, f jobq.Fence) (jobq.Outcome, error) {
-	out, err := s.q.ExecutionGetOutcome(ctx, jobqdb.ExecutionGetOutcomeParams{JobID: f.ID, Attempt: int32(f.Attempt)})
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
+	out, err := attemptOutcome(ctx, s.q, f)
 	if err != nil {
 		return "", errorf("execution outcome: %w", err)
 	}
-	return jobq.Outcome(out.String), nil
+	return out, nil
 }

@@ -11,6 +11,41 @@ import (
 	"strings"
 )
 
+const executionRecordCanceledMany = `-- name: ExecutionRecordCanceledMany :execrows
+INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
+       NOW(6), 'CANCELED', NULL
+FROM job_queue AS q FORCE INDEX (PRIMARY)
+WHERE q.id IN (/*SLICE:ids*/?) AND q.cancel_requested = 1
+`
+
+// Writes the execution rows of the runs JobCompleteFencedMany just ended
+// CANCELED in this transaction (a cancel was requested while they ran), from
+// the claimed job rows: the audit trail says what the job row says. The runs
+// that ended SUCCESS get no row: the job row, which the update just wrote,
+// is their attempt's record (attempt, owner, started_at, run_at as due_at,
+// finished_at; the job_attempt view and the store's readers show it as the
+// attempt's SUCCESS), which saves one row write and its two index entries
+// per job. The transaction holds the rows locked at the attempts they were
+// fenced on, so the ids alone pick exactly those rows.
+func (q *Queries) ExecutionRecordCanceledMany(ctx context.Context, ids []uint64) (int64, error) {
+	query := executionRecordCanceledMany
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const executionRecordMany = `-- name: ExecutionRecordMany :execrows
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
@@ -50,40 +85,6 @@ func (q *Queries) ExecutionRecordMany(ctx context.Context, arg ExecutionRecordMa
 	return result.RowsAffected()
 }
 
-const executionRecordSuccessMany = `-- name: ExecutionRecordSuccessMany :execrows
-INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
-SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL
-FROM job_queue AS q FORCE INDEX (PRIMARY)
-WHERE q.id IN (/*SLICE:ids*/?)
-`
-
-// Writes the execution rows of the runs JobCompleteFencedMany just completed
-// in this transaction (the only write of job_execution per attempt), from
-// the claimed job rows, for every attempt group at once. It runs only when
-// the updates matched every run, whose rows this transaction now holds
-// locked with the attempts they were fenced on: the ids alone pick exactly
-// those rows and attempts, so no fence is evaluated a second time. A job
-// whose cancel was requested ended CANCELED, and so does its attempt's row:
-// the audit trail says what the job row says.
-func (q *Queries) ExecutionRecordSuccessMany(ctx context.Context, ids []uint64) (int64, error) {
-	query := executionRecordSuccessMany
-	var queryParams []interface{}
-	if len(ids) > 0 {
-		for _, v := range ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
-	}
-	result, err := q.db.ExecContext(ctx, query, queryParams...)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
 const jobCompleteFencedMany = `-- name: JobCompleteFencedMany :execrows
 
 UPDATE job_queue FORCE INDEX (PRIMARY)
@@ -105,8 +106,9 @@ type JobCompleteFencedManyParams struct {
 }
 
 // Batched success completion: the completer's fast path (store.JobCompleteMany):
-// JobCompleteFencedMany then ExecutionRecordSuccessMany, one statement per
-// table for the whole batch.
+// JobCompleteFencedMany, one statement for the whole batch, then
+// ExecutionRecordCanceledMany for the runs a cancel request ended CANCELED
+// (a SUCCESS's record is the job row itself).
 // Each row is still fenced by its own attempt: the caller groups the batch
 // by attempt and sends one JobCompleteFencedMany per attempt number (nearly
 // always one: a first attempt), so a row matches only when it is still

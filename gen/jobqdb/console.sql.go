@@ -54,6 +54,51 @@ func (q *Queries) ActivityFinished(ctx context.Context, arg ActivityFinishedPara
 	return items, nil
 }
 
+const activityFinishedSucceeded = `-- name: ActivityFinishedSucceeded :many
+SELECT CAST(TIMESTAMPDIFF(MINUTE, q.finished_at, NOW(6)) AS SIGNED) AS minutes_ago, COUNT(*) AS n
+FROM job_queue AS q
+WHERE q.id > ? AND q.status = 'SUCCESS' AND q.attempt > 0
+  AND q.finished_at >= NOW(6) - INTERVAL ? MINUTE
+  AND NOT EXISTS (SELECT 1 FROM job_execution AS x WHERE x.job_id = q.id AND x.attempt = q.attempt)
+GROUP BY minutes_ago
+ORDER BY minutes_ago
+`
+
+type ActivityFinishedSucceededParams struct {
+	MinID   uint64
+	Minutes interface{}
+}
+
+type ActivityFinishedSucceededRow struct {
+	MinutesAgo int64
+	N          int64
+}
+
+// ActivityFinished's SUCCESS count for the attempts whose record is their
+// job row, among the newest jobs (id > min_id).
+func (q *Queries) ActivityFinishedSucceeded(ctx context.Context, arg ActivityFinishedSucceededParams) ([]ActivityFinishedSucceededRow, error) {
+	rows, err := q.db.QueryContext(ctx, activityFinishedSucceeded, arg.MinID, arg.Minutes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ActivityFinishedSucceededRow
+	for rows.Next() {
+		var i ActivityFinishedSucceededRow
+		if err := rows.Scan(&i.MinutesAgo, &i.N); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const activityOwners = `-- name: ActivityOwners :many
 SELECT owner, COUNT(*) AS attempts,
        CAST(MAX(started_at) AS DATETIME(6)) AS last_started,
@@ -87,6 +132,60 @@ func (q *Queries) ActivityOwners(ctx context.Context, arg ActivityOwnersParams) 
 	var items []ActivityOwnersRow
 	for rows.Next() {
 		var i ActivityOwnersRow
+		if err := rows.Scan(
+			&i.Owner,
+			&i.Attempts,
+			&i.LastStarted,
+			&i.LastFinished,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const activityOwnersSucceeded = `-- name: ActivityOwnersSucceeded :many
+SELECT COALESCE(q.owner, '') AS owner, COUNT(*) AS attempts,
+       CAST(MAX(q.started_at) AS DATETIME(6)) AS last_started,
+       CAST(COALESCE(MAX(q.finished_at), MAX(q.started_at)) AS DATETIME(6)) AS last_finished
+FROM job_queue AS q
+WHERE q.id > ? AND q.status = 'SUCCESS' AND q.attempt > 0
+  AND q.started_at >= NOW(6) - INTERVAL ? MINUTE
+  AND NOT EXISTS (SELECT 1 FROM job_execution AS x WHERE x.job_id = q.id AND x.attempt = q.attempt)
+GROUP BY owner
+ORDER BY owner
+`
+
+type ActivityOwnersSucceededParams struct {
+	MinID   uint64
+	Minutes interface{}
+}
+
+type ActivityOwnersSucceededRow struct {
+	Owner        string
+	Attempts     int64
+	LastStarted  time.Time
+	LastFinished time.Time
+}
+
+// ActivityOwners for the attempts whose record is their job row, among the
+// newest jobs (id > min_id).
+func (q *Queries) ActivityOwnersSucceeded(ctx context.Context, arg ActivityOwnersSucceededParams) ([]ActivityOwnersSucceededRow, error) {
+	rows, err := q.db.QueryContext(ctx, activityOwnersSucceeded, arg.MinID, arg.Minutes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ActivityOwnersSucceededRow
+	for rows.Next() {
+		var i ActivityOwnersSucceededRow
 		if err := rows.Scan(
 			&i.Owner,
 			&i.Attempts,
@@ -191,6 +290,62 @@ func (q *Queries) ActivityStarted(ctx context.Context, arg ActivityStartedParams
 	var items []ActivityStartedRow
 	for rows.Next() {
 		var i ActivityStartedRow
+		if err := rows.Scan(
+			&i.MinutesAgo,
+			&i.Started,
+			&i.PickupAvgUs,
+			&i.PickupMaxUs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const activityStartedSucceeded = `-- name: ActivityStartedSucceeded :many
+SELECT CAST(TIMESTAMPDIFF(MINUTE, q.started_at, NOW(6)) AS SIGNED) AS minutes_ago,
+       COUNT(*) AS started,
+       CAST(COALESCE(AVG(GREATEST(TIMESTAMPDIFF(MICROSECOND, GREATEST(q.run_at, q.create_time), q.started_at), 0)), 0) AS SIGNED) AS pickup_avg_us,
+       CAST(COALESCE(MAX(GREATEST(TIMESTAMPDIFF(MICROSECOND, GREATEST(q.run_at, q.create_time), q.started_at), 0)), 0) AS SIGNED) AS pickup_max_us
+FROM job_queue AS q
+WHERE q.id > ? AND q.status = 'SUCCESS' AND q.attempt > 0
+  AND q.started_at >= NOW(6) - INTERVAL ? MINUTE
+  AND NOT EXISTS (SELECT 1 FROM job_execution AS x WHERE x.job_id = q.id AND x.attempt = q.attempt)
+GROUP BY minutes_ago
+ORDER BY minutes_ago
+`
+
+type ActivityStartedSucceededParams struct {
+	MinID   uint64
+	Minutes interface{}
+}
+
+type ActivityStartedSucceededRow struct {
+	MinutesAgo  int64
+	Started     int64
+	PickupAvgUs int64
+	PickupMaxUs int64
+}
+
+// ActivityStarted for the attempts whose record is their job row (a batched
+// success writes no execution row, see ExecutionRecordCanceledMany), among
+// the newest jobs (id > min_id): same columns, merged by the caller.
+func (q *Queries) ActivityStartedSucceeded(ctx context.Context, arg ActivityStartedSucceededParams) ([]ActivityStartedSucceededRow, error) {
+	rows, err := q.db.QueryContext(ctx, activityStartedSucceeded, arg.MinID, arg.Minutes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ActivityStartedSucceededRow
+	for rows.Next() {
+		var i ActivityStartedSucceededRow
 		if err := rows.Scan(
 			&i.MinutesAgo,
 			&i.Started,

@@ -1728,6 +1728,26 @@ func (q *Queries) JobScheduledNext(ctx context.Context) (JobScheduledNextRow, er
 	return i, err
 }
 
+const jobSucceededAt = `-- name: JobSucceededAt :one
+SELECT CAST(COUNT(*) AS SIGNED) AS n FROM job_queue
+WHERE id = ? AND attempt = ? AND status = 'SUCCESS'
+`
+
+type JobSucceededAtParams struct {
+	ID      uint64
+	Attempt int32
+}
+
+// Whether the job ended SUCCESS at this attempt: the record of a success the
+// batched completion wrote without an execution row (ExecutionGetOutcome
+// finds none for it).
+func (q *Queries) JobSucceededAt(ctx context.Context, arg JobSucceededAtParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, jobSucceededAt, arg.ID, arg.Attempt)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
 const leaseLockRenewable = `-- name: LeaseLockRenewable :many
 SELECT id FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?)

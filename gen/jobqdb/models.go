@@ -55,6 +55,19 @@ type ConcurrencyKey struct {
 	UpdateTime time.Time
 }
 
+type JobAttempt struct {
+	ID         uint64
+	JobID      uint64
+	Attempt    int32
+	Owner      string
+	StartedAt  time.Time
+	FinishedAt sql.NullTime
+	Outcome    sql.NullString
+	Error      sql.NullString
+	DueAt      sql.NullTime
+	Output     sql.NullString
+}
+
 type JobDependency struct {
 	ParentID        uint64
 	ChildID         uint64

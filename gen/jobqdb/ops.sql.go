@@ -1203,6 +1203,27 @@ func (q *Queries) StatsRecentOutcomes(ctx context.Context, arg StatsRecentOutcom
 	return items, nil
 }
 
+const statsRecentSucceeded = `-- name: StatsRecentSucceeded :one
+SELECT COUNT(*) FROM job_queue AS q
+WHERE q.id > ? AND q.status = 'SUCCESS' AND q.attempt > 0
+  AND q.finished_at >= NOW(6) - INTERVAL ? MICROSECOND
+  AND NOT EXISTS (SELECT 1 FROM job_execution AS x WHERE x.job_id = q.id AND x.attempt = q.attempt)
+`
+
+type StatsRecentSucceededParams struct {
+	MinID    uint64
+	WindowUs interface{}
+}
+
+// Attempts finished SUCCESS within the window whose record is their job row
+// (a batched success writes no execution row), among jobs with id > min_id.
+func (q *Queries) StatsRecentSucceeded(ctx context.Context, arg StatsRecentSucceededParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, statsRecentSucceeded, arg.MinID, arg.WindowUs)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const typeControlGet = `-- name: TypeControlGet :one
 SELECT job_type, paused, max_running, update_time, rate_starts, rate_period_us, rate_per_key FROM job_type_control WHERE job_type = ?
 `

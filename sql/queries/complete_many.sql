@@ -1,6 +1,7 @@
 -- Batched success completion: the completer's fast path (store.JobCompleteMany):
--- JobCompleteFencedMany then ExecutionRecordSuccessMany, one statement per
--- table for the whole batch.
+-- JobCompleteFencedMany, one statement for the whole batch, then
+-- ExecutionRecordCanceledMany for the runs a cancel request ended CANCELED
+-- (a SUCCESS's record is the job row itself).
 -- Each row is still fenced by its own attempt: the caller groups the batch
 -- by attempt and sends one JobCompleteFencedMany per attempt number (nearly
 -- always one: a first attempt), so a row matches only when it is still
@@ -36,20 +37,21 @@ WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING'
   AND (sqlc.arg(has_children) = 0 OR cancel_requested = 0)
   AND (concurrency_key IS NOT NULL) = CAST(sqlc.arg(keyed) AS SIGNED);
 
--- name: ExecutionRecordSuccessMany :execrows
--- Writes the execution rows of the runs JobCompleteFencedMany just completed
--- in this transaction (the only write of job_execution per attempt), from
--- the claimed job rows, for every attempt group at once. It runs only when
--- the updates matched every run, whose rows this transaction now holds
--- locked with the attempts they were fenced on: the ids alone pick exactly
--- those rows and attempts, so no fence is evaluated a second time. A job
--- whose cancel was requested ended CANCELED, and so does its attempt's row:
--- the audit trail says what the job row says.
+-- name: ExecutionRecordCanceledMany :execrows
+-- Writes the execution rows of the runs JobCompleteFencedMany just ended
+-- CANCELED in this transaction (a cancel was requested while they ran), from
+-- the claimed job rows: the audit trail says what the job row says. The runs
+-- that ended SUCCESS get no row: the job row, which the update just wrote,
+-- is their attempt's record (attempt, owner, started_at, run_at as due_at,
+-- finished_at; the job_attempt view and the store's readers show it as the
+-- attempt's SUCCESS), which saves one row write and its two index entries
+-- per job. The transaction holds the rows locked at the attempts they were
+-- fenced on, so the ids alone pick exactly those rows.
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL
+       NOW(6), 'CANCELED', NULL
 FROM job_queue AS q FORCE INDEX (PRIMARY)
-WHERE q.id IN (sqlc.slice(ids));
+WHERE q.id IN (sqlc.slice(ids)) AND q.cancel_requested = 1;
 
 -- name: JobReleaseFencedMany :execrows
 -- Releases of runs whose handler never started (given back by the run queue,

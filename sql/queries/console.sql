@@ -40,6 +40,45 @@ WHERE id > sqlc.arg(min_id) AND started_at >= NOW(6) - INTERVAL sqlc.arg(minutes
 GROUP BY owner
 ORDER BY owner;
 
+-- name: ActivityStartedSucceeded :many
+-- ActivityStarted for the attempts whose record is their job row (a batched
+-- success writes no execution row, see ExecutionRecordCanceledMany), among
+-- the newest jobs (id > min_id): same columns, merged by the caller.
+SELECT CAST(TIMESTAMPDIFF(MINUTE, q.started_at, NOW(6)) AS SIGNED) AS minutes_ago,
+       COUNT(*) AS started,
+       CAST(COALESCE(AVG(GREATEST(TIMESTAMPDIFF(MICROSECOND, GREATEST(q.run_at, q.create_time), q.started_at), 0)), 0) AS SIGNED) AS pickup_avg_us,
+       CAST(COALESCE(MAX(GREATEST(TIMESTAMPDIFF(MICROSECOND, GREATEST(q.run_at, q.create_time), q.started_at), 0)), 0) AS SIGNED) AS pickup_max_us
+FROM job_queue AS q
+WHERE q.id > sqlc.arg(min_id) AND q.status = 'SUCCESS' AND q.attempt > 0
+  AND q.started_at >= NOW(6) - INTERVAL sqlc.arg(minutes) MINUTE
+  AND NOT EXISTS (SELECT 1 FROM job_execution AS x WHERE x.job_id = q.id AND x.attempt = q.attempt)
+GROUP BY minutes_ago
+ORDER BY minutes_ago;
+
+-- name: ActivityFinishedSucceeded :many
+-- ActivityFinished's SUCCESS count for the attempts whose record is their
+-- job row, among the newest jobs (id > min_id).
+SELECT CAST(TIMESTAMPDIFF(MINUTE, q.finished_at, NOW(6)) AS SIGNED) AS minutes_ago, COUNT(*) AS n
+FROM job_queue AS q
+WHERE q.id > sqlc.arg(min_id) AND q.status = 'SUCCESS' AND q.attempt > 0
+  AND q.finished_at >= NOW(6) - INTERVAL sqlc.arg(minutes) MINUTE
+  AND NOT EXISTS (SELECT 1 FROM job_execution AS x WHERE x.job_id = q.id AND x.attempt = q.attempt)
+GROUP BY minutes_ago
+ORDER BY minutes_ago;
+
+-- name: ActivityOwnersSucceeded :many
+-- ActivityOwners for the attempts whose record is their job row, among the
+-- newest jobs (id > min_id).
+SELECT COALESCE(q.owner, '') AS owner, COUNT(*) AS attempts,
+       CAST(MAX(q.started_at) AS DATETIME(6)) AS last_started,
+       CAST(COALESCE(MAX(q.finished_at), MAX(q.started_at)) AS DATETIME(6)) AS last_finished
+FROM job_queue AS q
+WHERE q.id > sqlc.arg(min_id) AND q.status = 'SUCCESS' AND q.attempt > 0
+  AND q.started_at >= NOW(6) - INTERVAL sqlc.arg(minutes) MINUTE
+  AND NOT EXISTS (SELECT 1 FROM job_execution AS x WHERE x.job_id = q.id AND x.attempt = q.attempt)
+GROUP BY owner
+ORDER BY owner;
+
 -- name: ActivityRunningOwners :many
 -- Replicas holding RUNNING jobs now (idx_lease): how many, and the latest
 -- lease end (every heartbeat renews all of a replica's leases at once, so

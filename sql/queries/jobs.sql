@@ -365,6 +365,13 @@ WHERE job_id = sqlc.arg(job_id) AND attempt = sqlc.arg(attempt)
 -- completion then finds its own outcome already written).
 SELECT outcome FROM job_execution WHERE job_id = sqlc.arg(job_id) AND attempt = sqlc.arg(attempt);
 
+-- name: JobSucceededAt :one
+-- Whether the job ended SUCCESS at this attempt: the record of a success the
+-- batched completion wrote without an execution row (ExecutionGetOutcome
+-- finds none for it).
+SELECT CAST(COUNT(*) AS SIGNED) AS n FROM job_queue
+WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'SUCCESS';
+
 -- name: JobRescueCandidates :many
 SELECT id, attempt FROM job_queue
 WHERE status = 'RUNNING' AND lease_until < NOW(6)

@@ -338,6 +338,14 @@ WHERE id > sqlc.arg(min_id)
 GROUP BY outcome
 ORDER BY outcome;
 
+-- name: StatsRecentSucceeded :one
+-- Attempts finished SUCCESS within the window whose record is their job row
+-- (a batched success writes no execution row), among jobs with id > min_id.
+SELECT COUNT(*) FROM job_queue AS q
+WHERE q.id > sqlc.arg(min_id) AND q.status = 'SUCCESS' AND q.attempt > 0
+  AND q.finished_at >= NOW(6) - INTERVAL sqlc.arg(window_us) MICROSECOND
+  AND NOT EXISTS (SELECT 1 FROM job_execution AS x WHERE x.job_id = q.id AND x.attempt = q.attempt);
+
 -- name: StatsRecentCreated :one
 -- Jobs created within the window, among jobs with id > min_id.
 SELECT COUNT(*) FROM job_queue

@@ -171,7 +171,7 @@ func (p *jobqProcs) Start(ctx context.Context) error {
 		defer close(p.done)
 		for sleepCtx(ctx, 100*time.Millisecond) {
 			var n int64
-			if err := p.admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_execution WHERE outcome = 'SUCCESS'`).Scan(&n); err == nil {
+			if err := p.admin.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_queue WHERE status = 'SUCCESS'`).Scan(&n); err == nil {
 				p.completed.Store(n)
 			}
 		}

@@ -351,7 +351,7 @@ func typeDrainRate(ctx context.Context, st *store.Store, typ string, n int) (flo
 // typeStarts returns every attempt's started_at of typ's jobs (of those
 // with rate key rateKey, unless it is ""), sorted.
 func typeStarts(ctx context.Context, st *store.Store, typ, rateKey string) ([]time.Time, error) {
-	rows, err := st.DB().QueryContext(ctx, `SELECT e.started_at FROM job_execution e JOIN job_queue q ON q.id = e.job_id
+	rows, err := st.DB().QueryContext(ctx, `SELECT e.started_at FROM job_attempt e JOIN job_queue q ON q.id = e.job_id
 		WHERE q.job_type = ? AND (? = '' OR q.rate_key = ?) ORDER BY e.started_at`, typ, rateKey, rateKey)
 	if err != nil {
 		return nil, err

@@ -260,7 +260,7 @@ func measureRemotePoint(ctx context.Context, o RemoteOptions, db *sql.DB, api, n
 		return p, err
 	}
 	rows, err := db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, q.create_time, e.started_at) FROM job_queue q
-		JOIN job_execution e ON e.job_id = q.id AND e.attempt = 1 WHERE q.job_key LIKE CONCAT(?, '%')`, prefix)
+		JOIN job_attempt e ON e.job_id = q.id AND e.attempt = 1 WHERE q.job_key LIKE CONCAT(?, '%')`, prefix)
 	if err != nil {
 		return p, err
 	}

@@ -45,7 +45,7 @@ func LoadHistory(ctx context.Context, db *sql.DB, h *checker.History) error {
 		return fmt.Errorf("load history: jobs: %w", err)
 	}
 	rows, err = db.QueryContext(ctx, `SELECT job_id, attempt, owner, started_at, finished_at, COALESCE(outcome,''), COALESCE(error,''), due_at
-		FROM job_execution ORDER BY job_id, attempt`)
+		FROM job_attempt ORDER BY job_id, attempt`)
 	if err != nil {
 		return fmt.Errorf("load history: executions: %w", err)
 	}

@@ -405,7 +405,7 @@ func readOldPrimary(ctx context.Context, s *topoServer, runDSN string) (map[stri
 	}
 	defer db.Close()
 	rows, err := db.QueryContext(ctx, `SELECT q.job_key, COALESCE(e.attempt, 0), COALESCE(e.finished_at, q.create_time)
-		FROM job_queue q LEFT JOIN job_execution e ON e.job_id = q.id AND e.outcome = 'SUCCESS'`)
+		FROM job_queue q LEFT JOIN job_attempt e ON e.job_id = q.id AND e.outcome = 'SUCCESS'`)
 	if err != nil {
 		return nil, err
 	}

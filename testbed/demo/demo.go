@@ -388,7 +388,7 @@ type Rescued struct {
 func RescuedExample(ctx context.Context, db *sql.DB) (*Rescued, error) {
 	var r Rescued
 	err := db.QueryRowContext(ctx, `SELECT e.job_id, e.attempt, e.owner, s.owner
-		FROM job_execution e JOIN job_execution s ON s.job_id = e.job_id AND s.attempt > e.attempt AND s.outcome = 'SUCCESS'
+		FROM job_attempt e JOIN job_attempt s ON s.job_id = e.job_id AND s.attempt > e.attempt AND s.outcome = 'SUCCESS'
 		WHERE e.outcome = 'LEASE_EXPIRED' ORDER BY e.job_id LIMIT 1`).Scan(&r.JobID, &r.Attempt, &r.Killed, &r.Survivor)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -487,7 +487,7 @@ func runningRuns(ctx context.Context, db *sql.DB, owner string) ([]jobq.Fence, e
 // count: the count and the kill are two steps, so the rescued leases need
 // not equal the RUNNING jobs counted.
 func (k *killInfo) account(ctx context.Context, db *sql.DB) error {
-	rows, err := db.QueryContext(ctx, "SELECT job_id, attempt, COALESCE(outcome, '') FROM job_execution WHERE owner=?", k.name)
+	rows, err := db.QueryContext(ctx, "SELECT job_id, attempt, COALESCE(outcome, '') FROM job_attempt WHERE owner=?", k.name)
 	if err != nil {
 		return err
 	}
@@ -609,7 +609,7 @@ func Summarize(ctx context.Context, db *sql.DB, acked []uint64) (*Summary, error
 			s.ByStatus[st]++
 		}
 	}
-	orows, err := db.QueryContext(ctx, "SELECT owner, COUNT(*), SUM(outcome='SUCCESS') FROM job_execution GROUP BY owner ORDER BY owner")
+	orows, err := db.QueryContext(ctx, "SELECT owner, COUNT(*), SUM(outcome='SUCCESS') FROM job_attempt GROUP BY owner ORDER BY owner")
 	if err != nil {
 		return nil, err
 	}
@@ -628,9 +628,9 @@ func Summarize(ctx context.Context, db *sql.DB, acked []uint64) (*Summary, error
 		query string
 	}{
 		{&s.Retries, "SELECT COALESCE(SUM(retry_times),0) FROM job_queue"},
-		{&s.FailedAttempts, "SELECT COUNT(*) FROM job_execution WHERE outcome='FAILED'"},
-		{&s.Rescued, "SELECT COUNT(*) FROM job_execution WHERE outcome='LEASE_EXPIRED'"},
-		{&s.Stale, "SELECT COUNT(*) FROM job_execution WHERE outcome='STALE'"},
+		{&s.FailedAttempts, "SELECT COUNT(*) FROM job_attempt WHERE outcome='FAILED'"},
+		{&s.Rescued, "SELECT COUNT(*) FROM job_attempt WHERE outcome='LEASE_EXPIRED'"},
+		{&s.Stale, "SELECT COUNT(*) FROM job_attempt WHERE outcome='STALE'"},
 		{&s.TxEffectDups, "SELECT COUNT(*) FROM (SELECT job_id FROM job_effect WHERE kind='tx' GROUP BY job_id HAVING COUNT(*)>1) d"},
 		{&s.NonTxEffectDup, "SELECT COUNT(*) FROM (SELECT job_id FROM job_effect WHERE kind='non_tx' GROUP BY job_id HAVING COUNT(*)>1) d"},
 	} {
@@ -641,7 +641,7 @@ func Summarize(ctx context.Context, db *sql.DB, acked []uint64) (*Summary, error
 	// Pickup latency: first attempt's start minus the time the job became due.
 	h := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
 	prow, err := db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, q.create_time, e.started_at)
-		FROM job_execution e JOIN job_queue q ON q.id = e.job_id WHERE e.attempt = 1`)
+		FROM job_attempt e JOIN job_queue q ON q.id = e.job_id WHERE e.attempt = 1`)
 	if err != nil {
 		return nil, err
 	}

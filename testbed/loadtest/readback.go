@@ -101,7 +101,7 @@ type jobTimes struct {
 // first attempt's started_at (job_execution, attempt 1) and finished_at.
 func readJobTimes(ctx context.Context, db *sql.DB, prefix string) (map[string]jobTimes, error) {
 	rows, err := db.QueryContext(ctx, `SELECT q.job_key, q.create_time, e.started_at, q.finished_at
-		FROM job_queue q LEFT JOIN job_execution e ON e.job_id = q.id AND e.attempt = 1
+		FROM job_queue q LEFT JOIN job_attempt e ON e.job_id = q.id AND e.attempt = 1
 		WHERE q.job_key LIKE ?`, likePrefix(prefix))
 	if err != nil {
 		return nil, fmt.Errorf("read back jobs: %w", err)

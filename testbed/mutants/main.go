@@ -149,8 +149,20 @@ var mutants = []mutant{
 	{
 		Name: "cancel-outcome-success", Bug: "audit: batched success records SUCCESS for a job that ended CANCELED",
 		Rule:   "but its execution says",
-		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL", "NOW(6), 'SUCCESS', NULL"}},
+		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "NOW(6), 'CANCELED', NULL\nFROM job_queue AS q FORCE INDEX (PRIMARY)", "NOW(6), 'SUCCESS', NULL\nFROM job_queue AS q FORCE INDEX (PRIMARY)"}},
 		Checks: []check{{"./store/", "^TestCancel(BeforeCompletionRecordsCanceled|RaceJobAndAuditAgree)$"}},
+	},
+	{
+		Name: "elided-success-not-recorded", Bug: "audit: a batched success's attempt (no execution row) is not read from its job row",
+		Rule:   "the retried completion counted stale",
+		Edits:  []edit{{"store/complete.go", "\tif err != nil || n == 0 {\n\t\treturn \"\", err\n\t}\n\treturn jobq.OutcomeSuccess, nil", "\t_ = n\n\treturn \"\", err"}},
+		Checks: []check{{"./scheduler/", "^TestLostCommitAckIsNotStale$"}},
+	},
+	{
+		Name: "elided-success-not-listed", Bug: "executions API: a batched success's attempt is missing from the list",
+		Rule:   "want \"1:a:SUCCESS",
+		Edits:  []edit{{"store/jobs.go", "case job.Status == jobq.StateSuccess && job.Attempt > 0 && last:", "case job.Status == jobq.StateSuccess && job.Attempt < 0 && last:"}},
+		Checks: []check{{"./store/", "^TestBatchedSuccessAcrossAttempts$"}},
 	},
 	{
 		Name: "sleep-params-unbounded", Bug: "params: built-in types accept any ms",

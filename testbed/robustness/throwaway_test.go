@@ -294,7 +294,7 @@ func testOutage(t *testing.T, ls *dbprovider.LocalServer, st *store.Store, dsn s
 	var lost, dupSuccess int
 	if err := st.DB().QueryRow(`SELECT
 		(SELECT COUNT(*) FROM job_queue WHERE job_key LIKE 'outage-%' AND status <> 'SUCCESS'),
-		(SELECT COUNT(*) FROM (SELECT job_id FROM job_execution WHERE outcome = 'SUCCESS' GROUP BY job_id HAVING COUNT(*) > 1) d)`).
+		(SELECT COUNT(*) FROM (SELECT job_id FROM job_attempt WHERE outcome = 'SUCCESS' GROUP BY job_id HAVING COUNT(*) > 1) d)`).
 		Scan(&lost, &dupSuccess); err != nil {
 		t.Fatal(err)
 	}
