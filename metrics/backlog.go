@@ -13,7 +13,8 @@ import (
 // backlogQuery reads the non-terminal jobs in one statement of three
 // bounded index range reads: at most BacklogCountLimit entries of each
 // status, in due order — SCHEDULED and WAITING rows from idx_due
-// (status, run_at), RUNNING rows from idx_lease (status, lease_until).
+// (due_status, run_at: migration 018, so these reads name due_status),
+// RUNNING rows from idx_lease (status, lease_until).
 // Terminal rows (SUCCESS, FAILED, CANCELED) are never read: they grow
 // without bound, and the jobq_jobs_completed_total rates already describe
 // them. The bound keeps a replica's idle cost from growing with parked
@@ -30,11 +31,11 @@ import (
 const backlogQuery = `
 SELECT 'SCHEDULED', COUNT(*), COALESCE(SUM(run_at <= NOW(6)), 0),
        COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(run_at <= NOW(6), run_at, NULL)), NOW(6)), 0)
-  FROM (SELECT run_at FROM job_queue FORCE INDEX (idx_due) WHERE status = 'SCHEDULED' ORDER BY run_at LIMIT ?) s
+  FROM (SELECT run_at FROM job_queue FORCE INDEX (idx_due) WHERE due_status = 'SCHEDULED' ORDER BY run_at LIMIT ?) s
 UNION ALL
 SELECT 'WAITING', COUNT(*), COALESCE(SUM(run_at <= NOW(6)), 0),
        COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(run_at <= NOW(6), run_at, NULL)), NOW(6)), 0)
-  FROM (SELECT run_at FROM job_queue FORCE INDEX (idx_due) WHERE status = 'WAITING' ORDER BY run_at LIMIT ?) w
+  FROM (SELECT run_at FROM job_queue FORCE INDEX (idx_due) WHERE due_status = 'WAITING' ORDER BY run_at LIMIT ?) w
 UNION ALL
 SELECT 'RUNNING', COUNT(*), COALESCE(SUM(lease_until < NOW(6)), 0),
        COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(lease_until < NOW(6), lease_until, NULL)), NOW(6)), 0)

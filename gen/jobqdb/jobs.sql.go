@@ -266,7 +266,7 @@ WHERE id = ? AND status IN ('WAITING', 'SCHEDULED', 'BLOCKED', 'PARKED', 'HELD')
 `
 
 // Cancels a job no replica holds: WAITING, SCHEDULED, BLOCKED, PARKED or HELD. Both cancels reach
-// the row through the primary key (FORCE INDEX): by idx_due (status, run_at)
+// the row through the primary key (FORCE INDEX): by idx_due (due_status, run_at)
 // they would lock its index entry before the row, the reverse of every
 // completion and rescue, which lock the row first — a deadlock.
 func (q *Queries) JobCancelWaiting(ctx context.Context, id uint64) (int64, error) {
@@ -530,7 +530,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue WHERE id = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue WHERE id = ?
 `
 
 func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
@@ -569,12 +569,14 @@ func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
 		&i.UniqueWhileActive,
 		&i.RateKey,
 		&i.HeldRateKey,
+		&i.ScanStatus,
+		&i.DueStatus,
 	)
 	return i, err
 }
 
 const jobGetByKey = `-- name: JobGetByKey :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
 `
 
 // The key's holder, or (every job of the key released its key) the newest:
@@ -615,6 +617,8 @@ func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, err
 		&i.UniqueWhileActive,
 		&i.RateKey,
 		&i.HeldRateKey,
+		&i.ScanStatus,
+		&i.DueStatus,
 	)
 	return i, err
 }
@@ -1027,7 +1031,7 @@ func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKey
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue
 WHERE id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1080,6 +1084,8 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 			&i.UniqueWhileActive,
 			&i.RateKey,
 			&i.HeldRateKey,
+			&i.ScanStatus,
+			&i.DueStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1095,7 +1101,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 }
 
 const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue FORCE INDEX (uk_job_key)
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE ?
   AND (? = '' OR status = ?)
   AND (? = '' OR job_type = ?)
@@ -1169,6 +1175,8 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 			&i.UniqueWhileActive,
 			&i.RateKey,
 			&i.HeldRateKey,
+			&i.ScanStatus,
+			&i.DueStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1184,7 +1192,7 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 }
 
 const jobListByStatus = `-- name: JobListByStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue
 WHERE status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1238,6 +1246,8 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 			&i.UniqueWhileActive,
 			&i.RateKey,
 			&i.HeldRateKey,
+			&i.ScanStatus,
+			&i.DueStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1253,7 +1263,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 }
 
 const jobListByType = `-- name: JobListByType :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue
 WHERE job_type = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1307,6 +1317,8 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 			&i.UniqueWhileActive,
 			&i.RateKey,
 			&i.HeldRateKey,
+			&i.ScanStatus,
+			&i.DueStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1322,7 +1334,7 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 }
 
 const jobListByTypeStatus = `-- name: JobListByTypeStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue
 WHERE job_type = ? AND status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1382,6 +1394,8 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 			&i.UniqueWhileActive,
 			&i.RateKey,
 			&i.HeldRateKey,
+			&i.ScanStatus,
+			&i.DueStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1400,7 +1414,7 @@ const jobLockAvailable = `-- name: JobLockAvailable :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
        run_at, attempt, create_time, has_children, workflow_id, concurrency_key
 FROM job_queue
-WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+WHERE scan_status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (/*SLICE:excluded*/?)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -1487,7 +1501,7 @@ func (q *Queries) JobLockAvailable(ctx context.Context, arg JobLockAvailablePara
 
 const jobLockDue = `-- name: JobLockDue :many
 SELECT id FROM job_queue
-WHERE status = 'SCHEDULED' AND run_at <= NOW(6)
+WHERE due_status = 'SCHEDULED' AND run_at <= NOW(6)
 ORDER BY run_at
 LIMIT ?
 FOR UPDATE SKIP LOCKED
@@ -1666,7 +1680,7 @@ func (q *Queries) JobRetryManual(ctx context.Context, id uint64) (int64, error) 
 
 const jobScanAvailable = `-- name: JobScanAvailable :many
 SELECT id, attempt FROM job_queue
-WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+WHERE scan_status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0 OR c.rate_starts > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -1678,6 +1692,9 @@ type JobScanAvailableRow struct {
 }
 
 // The scan: ids and fencing tokens of due WAITING jobs, in idx_scan order.
+// idx_scan is on scan_status (status while WAITING, else NULL: migration
+// 018), which every read of idx_scan names: MariaDB uses an index on a
+// virtual column only for a query that names the column.
 // Used as the idle probe and as the read half of the cas claim. Only lane 0
 // (jobs the replicas' handlers run; lane 1 is fetched by remote workers). Paused and
 // limited job types (job_type_control: paused, a concurrency limit or a rate
@@ -1709,7 +1726,7 @@ func (q *Queries) JobScanAvailable(ctx context.Context, limit int32) ([]JobScanA
 const jobScheduledNext = `-- name: JobScheduledNext :one
 SELECT MIN(run_at) AS next_run_at, CAST(NOW(6) AS DATETIME(6)) AS db_now
 FROM job_queue
-WHERE status = 'SCHEDULED'
+WHERE due_status = 'SCHEDULED'
 `
 
 type JobScheduledNextRow struct {
@@ -1720,7 +1737,8 @@ type JobScheduledNextRow struct {
 // The promoter's probe: the earliest run_at among SCHEDULED jobs (NULL when
 // there is none) and the database clock. MIN over idx_due's prefix is one
 // index dive ("Select tables optimized away"), whatever the number of
-// scheduled jobs.
+// scheduled jobs. idx_due is on due_status (status while SCHEDULED or
+// WAITING, else NULL: migration 018), which its readers name.
 func (q *Queries) JobScheduledNext(ctx context.Context) (JobScheduledNextRow, error) {
 	row := q.db.QueryRowContext(ctx, jobScheduledNext)
 	var i JobScheduledNextRow

@@ -128,6 +128,8 @@ type JobQueue struct {
 	UniqueWhileActive bool
 	RateKey           sql.NullString
 	HeldRateKey       sql.NullString
+	ScanStatus        sql.NullString
+	DueStatus         sql.NullString
 }
 
 type JobRunInfo struct {

@@ -120,13 +120,16 @@ LIMIT ?;
 
 -- name: JobScanAvailable :many
 -- The scan: ids and fencing tokens of due WAITING jobs, in idx_scan order.
+-- idx_scan is on scan_status (status while WAITING, else NULL: migration
+-- 018), which every read of idx_scan names: MariaDB uses an index on a
+-- virtual column only for a query that names the column.
 -- Used as the idle probe and as the read half of the cas claim. Only lane 0
 -- (jobs the replicas' handlers run; lane 1 is fetched by remote workers). Paused and
 -- limited job types (job_type_control: paused, a concurrency limit or a rate
 -- limit) are left out in the same statement: the subquery is materialized
 -- once, so no type control costs no extra query.
 SELECT id, attempt FROM job_queue
-WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+WHERE scan_status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0 OR c.rate_starts > 0)
 ORDER BY priority DESC, run_at, id
 LIMIT ?;
@@ -142,7 +145,7 @@ LIMIT ?;
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
        run_at, attempt, create_time, has_children, workflow_id, concurrency_key
 FROM job_queue
-WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+WHERE scan_status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
   AND job_type NOT IN (sqlc.slice(excluded))
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -420,7 +423,7 @@ WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt)
 
 -- name: JobCancelWaiting :execrows
 -- Cancels a job no replica holds: WAITING, SCHEDULED, BLOCKED, PARKED or HELD. Both cancels reach
--- the row through the primary key (FORCE INDEX): by idx_due (status, run_at)
+-- the row through the primary key (FORCE INDEX): by idx_due (due_status, run_at)
 -- they would lock its index entry before the row, the reverse of every
 -- completion and rescue, which lock the row first — a deadlock.
 UPDATE job_queue FORCE INDEX (PRIMARY)
@@ -447,10 +450,11 @@ WHERE id = ? AND status IN ('FAILED', 'CANCELED');
 -- The promoter's probe: the earliest run_at among SCHEDULED jobs (NULL when
 -- there is none) and the database clock. MIN over idx_due's prefix is one
 -- index dive ("Select tables optimized away"), whatever the number of
--- scheduled jobs.
+-- scheduled jobs. idx_due is on due_status (status while SCHEDULED or
+-- WAITING, else NULL: migration 018), which its readers name.
 SELECT MIN(run_at) AS next_run_at, CAST(NOW(6) AS DATETIME(6)) AS db_now
 FROM job_queue
-WHERE status = 'SCHEDULED';
+WHERE due_status = 'SCHEDULED';
 
 -- name: JobLockDue :many
 -- The promoter (store.JobPromoteDue, one READ COMMITTED transaction): locks
@@ -461,7 +465,7 @@ WHERE status = 'SCHEDULED';
 -- waiting for them. Any number of replicas may run it at once: a row is
 -- locked, then promoted, by exactly one of them.
 SELECT id FROM job_queue
-WHERE status = 'SCHEDULED' AND run_at <= NOW(6)
+WHERE due_status = 'SCHEDULED' AND run_at <= NOW(6)
 ORDER BY run_at
 LIMIT ?
 FOR UPDATE SKIP LOCKED;

@@ -14,7 +14,7 @@
 SELECT q.id, q.job_key, q.job_type, q.params, q.priority, q.retry_times, q.max_retry, q.timeout_ms,
        q.run_at, q.attempt, q.create_time, q.has_children, q.workflow_id, q.concurrency_key
 FROM job_queue AS q
-WHERE q.status = 'WAITING' AND q.lane = 1 AND q.run_at <= NOW(6)
+WHERE q.scan_status = 'WAITING' AND q.lane = 1 AND q.run_at <= NOW(6)
   AND q.job_type IN (sqlc.slice(types))
 ORDER BY q.priority DESC, q.run_at, q.id
 LIMIT ?

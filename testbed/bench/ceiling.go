@@ -113,7 +113,7 @@ func (c *ceiling) claim(ctx context.Context, owner string) ([]uint64, error) {
 		return nil, err
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT id FROM job_queue WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM job_queue WHERE scan_status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
 		ORDER BY priority DESC, run_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, c.batch)
 	if err != nil {
 		return nil, err

@@ -93,7 +93,7 @@ func (c *classic) scanLoop(ctx context.Context, db *sql.DB, owner string, queue 
 			return
 		case <-t.C:
 		}
-		rows, err := db.QueryContext(ctx, `SELECT id FROM job_queue WHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+		rows, err := db.QueryContext(ctx, `SELECT id FROM job_queue WHERE scan_status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
 			ORDER BY priority DESC, run_at, id LIMIT ?`, c.batch)
 		if err != nil {
 			if ctx.Err() == nil {

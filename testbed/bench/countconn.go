@@ -44,6 +44,14 @@ func (c *StmtCounter) addRows(res driver.Result, err error) {
 // OpenCountingDB opens a pool on dsn (normalised by store.NormalizeDSN, so
 // it behaves like store.Open's) whose statements are counted in c.
 func OpenCountingDB(dsn string, maxOpen int, c *StmtCounter) (*sql.DB, error) {
+	return openWrappedDB(dsn, maxOpen, func(conn driver.Conn) driver.Conn {
+		return &countingConn{connBase: connBase{conn}, c: c}
+	})
+}
+
+// openWrappedDB opens a pool on dsn (normalised by store.NormalizeDSN)
+// whose every connection is wrap of a go-sql-driver/mysql connection.
+func openWrappedDB(dsn string, maxOpen int, wrap func(driver.Conn) driver.Conn) (*sql.DB, error) {
 	cfg, err := store.NormalizeDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -52,29 +60,58 @@ func OpenCountingDB(dsn string, maxOpen int, c *StmtCounter) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(&countingConnector{Connector: conn, c: c})
+	db := sql.OpenDB(&wrapConnector{Connector: conn, wrap: wrap})
 	db.SetMaxOpenConns(maxOpen)
 	db.SetMaxIdleConns(maxOpen)
 	return db, nil
 }
 
-type countingConnector struct {
+type wrapConnector struct {
 	driver.Connector
-	c *StmtCounter
+	wrap func(driver.Conn) driver.Conn
 }
 
-func (cc *countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+func (cc *wrapConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := cc.Connector.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{Conn: conn, c: cc.c}, nil
+	return cc.wrap(conn), nil
+}
+
+// connBase forwards the optional interfaces of go-sql-driver/mysql's
+// connection that a wrapper does not intercept.
+type connBase struct {
+	driver.Conn
+}
+
+func (cn connBase) Ping(ctx context.Context) error { return cn.Conn.(driver.Pinger).Ping(ctx) }
+
+func (cn connBase) ResetSession(ctx context.Context) error {
+	if r, ok := cn.Conn.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+func (cn connBase) IsValid() bool {
+	if v, ok := cn.Conn.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}
+
+func (cn connBase) CheckNamedValue(nv *driver.NamedValue) error {
+	if c, ok := cn.Conn.(driver.NamedValueChecker); ok {
+		return c.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
 }
 
 // countingConn forwards every optional interface go-sql-driver/mysql's
 // connection implements, counting statements on the way.
 type countingConn struct {
-	driver.Conn
+	connBase
 	c *StmtCounter
 }
 
@@ -122,29 +159,6 @@ func (cn *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (dri
 		return nil, err
 	}
 	return &countingTx{Tx: tx, c: cn.c}, nil
-}
-
-func (cn *countingConn) Ping(ctx context.Context) error { return cn.Conn.(driver.Pinger).Ping(ctx) }
-
-func (cn *countingConn) ResetSession(ctx context.Context) error {
-	if r, ok := cn.Conn.(driver.SessionResetter); ok {
-		return r.ResetSession(ctx)
-	}
-	return nil
-}
-
-func (cn *countingConn) IsValid() bool {
-	if v, ok := cn.Conn.(driver.Validator); ok {
-		return v.IsValid()
-	}
-	return true
-}
-
-func (cn *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
-	if c, ok := cn.Conn.(driver.NamedValueChecker); ok {
-		return c.CheckNamedValue(nv)
-	}
-	return driver.ErrSkip
 }
 
 type countingTx struct {

@@ -30,7 +30,10 @@ func claimParams(n int) jobq.ClaimParams {
 	return jobq.ClaimParams{Owner: "gobench", Limit: n, Lease: 30 * time.Second}
 }
 
-func BenchmarkClaimSkipLocked(b *testing.B) {
+// benchSkipLockedClaims runs claim, made for each batch size on a store
+// seeded for the run, b.N times per batch size; claim returns how many jobs
+// it claimed.
+func benchSkipLockedClaims(b *testing.B, claim func(st *store.Store, batch int) func(context.Context) (int, error)) {
 	for _, batch := range []int{1, 50, 200} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			st, _ := benchStore(b, (b.N+1)*batch)
@@ -38,16 +41,40 @@ func BenchmarkClaimSkipLocked(b *testing.B) {
 				b.Skip("server lacks SKIP LOCKED")
 			}
 			ctx := context.Background()
+			run := claim(st, batch)
 			b.ResetTimer()
 			for range b.N {
-				jobs, err := st.JobClaimSkipLocked(ctx, claimParams(batch))
-				if err != nil || len(jobs) != batch {
-					b.Fatalf("claimed %d, err %v; want %d", len(jobs), err, batch)
+				n, err := run(ctx)
+				if err != nil || n != batch {
+					b.Fatalf("claimed %d, err %v; want %d", n, err, batch)
 				}
 			}
 			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
 		})
 	}
+}
+
+func BenchmarkClaimSkipLocked(b *testing.B) {
+	benchSkipLockedClaims(b, func(st *store.Store, batch int) func(context.Context) (int, error) {
+		return func(ctx context.Context) (int, error) {
+			jobs, err := st.JobClaimSkipLocked(ctx, claimParams(batch))
+			return len(jobs), err
+		}
+	})
+}
+
+// BenchmarkClaimRawSQL is BenchmarkClaimSkipLocked's same-run baseline:
+// the raw-SQL ceiling's claim (locking read, UPDATE, COMMIT; no type
+// controls, no read-back) of the same batch sizes. Compare the jobs/s of
+// the two at each batch.
+func BenchmarkClaimRawSQL(b *testing.B) {
+	benchSkipLockedClaims(b, func(st *store.Store, batch int) func(context.Context) (int, error) {
+		c := &ceiling{db: st.DB(), batch: batch}
+		return func(ctx context.Context) (int, error) {
+			ids, err := c.claim(ctx, "gobench")
+			return len(ids), err
+		}
+	})
 }
 
 func BenchmarkClaimCAS(b *testing.B) {

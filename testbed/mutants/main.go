@@ -130,8 +130,8 @@ var mutants = []mutant{
 	{
 		Name: "skiplocked-ignores-run_at", Bug: "6: skiplocked claim ignores run_at",
 		Rule: "executions started before their due time",
-		Edits: []edit{{gen, "FROM job_queue\nWHERE status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)\n  AND job_type NOT IN (/*SLICE:excluded*/?)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED",
-			"FROM job_queue\nWHERE status = 'WAITING' AND lane = 0\n  AND job_type NOT IN (/*SLICE:excluded*/?)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
+		Edits: []edit{{gen, "FROM job_queue\nWHERE scan_status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)\n  AND job_type NOT IN (/*SLICE:excluded*/?)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED",
+			"FROM job_queue\nWHERE scan_status = 'WAITING' AND lane = 0\n  AND job_type NOT IN (/*SLICE:excluded*/?)\nORDER BY priority DESC, run_at, id\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
 		Checks: []check{{"./scheduler/", "^TestNoExecutionBeforeDue$"}},
 	},
 	{
@@ -238,7 +238,7 @@ var mutants = []mutant{
 	{
 		Name: "promoter-early", Bug: "the promoter makes jobs WAITING up to 1 s before their run_at",
 		Rule:   "promoter promoted a job before its run_at",
-		Edits:  []edit{{gen, "WHERE status = 'SCHEDULED' AND run_at <= NOW(6)\nORDER BY run_at\nLIMIT ?\nFOR UPDATE SKIP LOCKED", "WHERE status = 'SCHEDULED' AND run_at <= NOW(6) + INTERVAL 1 SECOND\nORDER BY run_at\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
+		Edits:  []edit{{gen, "WHERE due_status = 'SCHEDULED' AND run_at <= NOW(6)\nORDER BY run_at\nLIMIT ?\nFOR UPDATE SKIP LOCKED", "WHERE due_status = 'SCHEDULED' AND run_at <= NOW(6) + INTERVAL 1 SECOND\nORDER BY run_at\nLIMIT ?\nFOR UPDATE SKIP LOCKED"}},
 		Checks: []check{{"./scheduler/", "^TestPromoterNeverPromotesBeforeRunAt$"}},
 	},
 	{

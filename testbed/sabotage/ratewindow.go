@@ -34,7 +34,8 @@ const (
 	// rateLockDue locks due jobs of one type, as the product's limited claim
 	// does, but under no control row lock and with no window count.
 	rateLockDue = `SELECT id, COALESCE(rate_key, '') FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
+WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING'
+  AND lane = 0 AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`
