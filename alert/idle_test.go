@@ -52,6 +52,23 @@ func (c *countingStore) awaitDetects(t *testing.T, n int) {
 	}
 }
 
+// storeWithRule opens a store on a fresh database holding one job_failed
+// rule, written as another replica would (no Service saw it).
+func storeWithRule(t *testing.T) (*store.Store, jobq.AlertRule) {
+	t.Helper()
+	st, err := store.Open(context.Background(), testdb.DSN(t), store.PoolConfig{MaxOpen: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r, err := st.AlertRuleCreate(context.Background(), jobq.AlertRule{Name: "peer-rule", JobType: "boom", Condition: jobq.AlertJobFailed,
+		URL: "http://127.0.0.1:9/hook", Preset: jobq.AlertPresetWebhook, Secret: alert.SecretDefault})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, r
+}
+
 // TestIdleWithRulesReadsRulesOnceAndProbesOnce: with a rule written by
 // another replica and nothing pending, ten detection passes 10 ms apart
 // read the rules once (IdleInterval is an hour) and the sender probes the
@@ -60,16 +77,7 @@ func (c *countingStore) awaitDetects(t *testing.T, n int) {
 // through this replica is read at the next pass.
 func TestIdleWithRulesReadsRulesOnceAndProbesOnce(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, testdb.DSN(t), store.PoolConfig{MaxOpen: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	peer, err := st.AlertRuleCreate(ctx, jobq.AlertRule{Name: "peer-rule", JobType: "boom", Condition: jobq.AlertJobFailed,
-		URL: "http://127.0.0.1:9/hook", Preset: jobq.AlertPresetWebhook, Secret: alert.SecretDefault})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, peer := storeWithRule(t)
 	cs := &countingStore{Store: st, detects: make(chan struct{})}
 	svc := alert.New(cs, alert.Config{AllowLoopback: true, Secrets: map[string][]byte{alert.SecretDefault: secret},
 		ScanInterval: 10 * time.Millisecond, DeliverInterval: 10 * time.Millisecond, IdleInterval: time.Hour, Logger: testLogger()})
@@ -104,5 +112,53 @@ func TestIdleWithRulesReadsRulesOnceAndProbesOnce(t *testing.T) {
 	}
 	if n := cs.probes.Load(); n > 2 {
 		t.Fatalf("outbox probed %d times with nothing pending, want at most 2", n)
+	}
+}
+
+// TestIdleDetectionTakesNoLock: a detection pass with no execution after
+// the cursor ends at its unlocked peek, so a peer holding the cursor row
+// (mid-scan) does not make it skip; once an execution lies after the
+// cursor the pass takes the lock (skipping while the peer holds it) and
+// reads it.
+func TestIdleDetectionTakesNoLock(t *testing.T) {
+	ctx := context.Background()
+	st, _ := storeWithRule(t)
+	detect := func() jobq.AlertDetectResult {
+		t.Helper()
+		res, err := st.AlertDetect(ctx, jobq.AlertDetectParams{Chunk: 10, Settle: time.Hour,
+			PlanFunc: func([]jobq.AlertExecution, time.Time) []jobq.AlertEnqueue { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	peer, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Rollback()
+	var last uint64
+	if err := peer.QueryRowContext(ctx, "SELECT last_id FROM alert_cursor FOR UPDATE").Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if res := detect(); res.Skipped || res.Read != 0 || res.Cursor != last {
+		t.Fatalf("idle pass while a peer holds the cursor: %+v, want not skipped, nothing read, cursor %d", res, last)
+	}
+	j, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: "k", JobType: "boom", Params: "{}", RequestHash: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DB().ExecContext(ctx, `INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
+		VALUES (?, 1, 'x', NOW(6), NOW(6), NOW(6), 'SUCCESS', '')`, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res := detect(); !res.Skipped {
+		t.Fatalf("pass with an execution after the cursor, the peer holding it: %+v, want skipped (the lock tried)", res)
+	}
+	if err := peer.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if res := detect(); res.Skipped || res.Read != 1 {
+		t.Fatalf("pass after the peer let go: %+v, want the execution read", res)
 	}
 }
