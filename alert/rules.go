@@ -88,10 +88,7 @@ func (s *Service) Create(ctx context.Context, req apitype.AlertRuleRequest) (api
 		return apitype.AlertRule{}, err
 	}
 	s.hasRules.Store(true)
-	select { // detect with the new rule now, not after an idle interval
-	case s.wakeDetect <- struct{}{}:
-	default:
-	}
+	s.rulesChanged() // detect with the new rule now, not after an idle interval
 	// The host only: a chat webhook's URL carries its access token.
 	host := ""
 	if u, err := url.Parse(r.URL); err == nil {
@@ -118,7 +115,13 @@ func (s *Service) Get(ctx context.Context, id uint64) (apitype.AlertRule, error)
 }
 
 // Delete deletes a rule (its deliveries stay); jobq.ErrNotFound if none.
-func (s *Service) Delete(ctx context.Context, id uint64) error { return s.st.AlertRuleDelete(ctx, id) }
+// This replica's detection stops using it at once, its peers' within
+// IdleInterval plus one ScanInterval (Config.IdleInterval).
+func (s *Service) Delete(ctx context.Context, id uint64) error {
+	err := s.st.AlertRuleDelete(ctx, id)
+	s.rulesChanged()
+	return err
+}
 
 // Deliveries returns the newest limit (1-1000, default 100) deliveries of
 // rule id (0: of every rule), newest first.

@@ -163,7 +163,10 @@ type Replica struct {
 	// cleanup holds what undoes each step that ran, in the order the steps
 	// ran; Stop, or a failed Start, runs it last to first.
 	cleanup []func(ctx context.Context) error
-	// reaping is set while the idle-transaction reaper runs (startReaper).
+	// reaper is the idle-transaction reaper (buildReaper), nil when the
+	// server ends idle transactions itself; reaping is set while it runs
+	// (startReaper).
+	reaper  *store.IdleTxReaper
 	reaping bool
 }
 
@@ -190,6 +193,7 @@ func Start(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		r.migrate,        // apply migrations if asked, then check the schema
 		r.startMetrics,   // the replica's registry, the scheduler's first observer
 		r.buildAlerts,    // alert rules; the observer of periodic misfires
+		r.buildReaper,    // without idle_transaction_timeout (MySQL): the rescues' observer
 		r.reconcileLanes, // remote job types: move their jobs to the workers' lane
 		r.register,       // RegisterFunc (the testbed's job types)
 		r.startScheduler, // scanner, dispatcher, heartbeat, completer, rescuer, …
@@ -394,16 +398,17 @@ func (r *Replica) startScheduler(ctx context.Context) error {
 	return nil
 }
 
-// startReaper starts the idle-transaction reaper when the server has no
+// buildReaper builds the idle-transaction reaper when the server has no
 // idle_transaction_timeout (MySQL): it ends sessions idle in a transaction
-// holding row locks for Lease/5, as MariaDB's variable would.
-func (r *Replica) startReaper(context.Context) error {
+// holding row locks for Lease/5, as MariaDB's variable would. It passes
+// every Lease, and at once when a rescue pass could not return an expired
+// run (its row may be held by a frozen transaction): the scheduler's
+// observer pokes it.
+func (r *Replica) buildReaper(context.Context) error {
 	if r.cfg.NoScheduler || r.Store.IdleTxTimeout != 0 {
 		return nil
 	}
-	rctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	reaper := &store.IdleTxReaper{Store: r.Store, IdleFor: r.cfg.Scheduler.Lease / 5, Interval: r.cfg.Scheduler.RescueInterval,
+	reaper := &store.IdleTxReaper{Store: r.Store, IdleFor: r.cfg.Scheduler.Lease / 5, Interval: r.cfg.Scheduler.Lease,
 		OnReapFunc: func(res store.ReapResult) {
 			switch {
 			case res.Err != nil:
@@ -414,6 +419,23 @@ func (r *Replica) startReaper(context.Context) error {
 				r.log.Warn("idle transaction reaper ended sessions idle in a transaction holding rows", "sessions", res.Killed)
 			}
 		}}
+	r.reaper = reaper
+	r.cfg.Scheduler.Observer = scheduler.Observers(r.cfg.Scheduler.Observer, scheduler.ObserverFunc(func(e scheduler.Event) {
+		if e.Kind == scheduler.EventRescued && e.N > 0 {
+			reaper.Poke()
+		}
+	}))
+	return nil
+}
+
+// startReaper runs the reaper buildReaper built, if any.
+func (r *Replica) startReaper(context.Context) error {
+	reaper := r.reaper
+	if reaper == nil {
+		return nil
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() { defer close(done); reaper.Run(rctx) }()
 	r.reaping = true
 	r.onStop(func(context.Context) error { cancel(); <-done; r.reaping = false; return nil })

@@ -5,9 +5,13 @@ import (
 	"database/sql"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/store"
@@ -87,4 +91,79 @@ func TestServeRunsTheReaperWithoutIdleTransactionTimeout(t *testing.T) {
 	if err := r.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Without idle_transaction_timeout (the MySQL dialect forced) a session
+// frozen inside a transaction on an expired job's row keeps the rescue off
+// it; the replica's rescue pass that cannot return the run pokes the
+// reaper, which ends the session once it has been idle for Lease/5 — long
+// before the reaper's own interval (the lease) — and a later rescue pass
+// returns the job. The wait on the rescue event is bounded by that
+// interval: a rescue after it would not show the poke.
+func TestReaperIsPokedByARescueThatFindsItsRowHeld(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv(store.ForceMySQLDialectEnv, "1")
+	dsn := testdb.DSN(t)
+	st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	testdb.ServerWide(t, st, "jobq_test_innodb_trx_watch")
+	j, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: "frozen", JobType: "gone", Params: "{}", RequestHash: "frozen", MaxRetry: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "frozen-replica", Limit: 1, Lease: time.Minute})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim: %d claimed, %v; want 1", len(cs), err)
+	}
+	if _, err := st.DB().ExecContext(ctx, `UPDATE job_queue SET lease_until = NOW(6) - INTERVAL 1 SECOND WHERE id = ?`, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	frozen, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Rollback()
+	if _, err := frozen.ExecContext(ctx, "UPDATE job_queue SET finished_at = NOW(6) WHERE id = ?", j.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	const lease = 10 * time.Second // IdleFor 2s, the reaper's interval 10s
+	rescued := make(chan struct{})
+	var once sync.Once
+	var skipped atomic.Int64
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := time.Now()
+	r, err := Start(ctx, Config{DSN: dsn, Listen: "127.0.0.1:0", NoUI: true, NoAPI: true, Registry: scheduler.NewRegistry(), Logger: quiet,
+		Scheduler: scheduler.Config{Lease: lease, RescueInterval: 100 * time.Millisecond, Logger: quiet,
+			Observer: scheduler.ObserverFunc(func(e scheduler.Event) {
+				if e.Kind != scheduler.EventRescued {
+					return
+				}
+				skipped.Add(int64(e.N))
+				if slices.Contains(e.Fences, cs[0].Fence()) {
+					once.Do(func() { close(rescued) })
+				}
+			})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(ctx)
+	if r.reaper == nil || r.reaper.Interval != lease {
+		t.Fatalf("reaper %+v, want one passing every lease (%s)", r.reaper, lease)
+	}
+	select {
+	case <-rescued:
+	case <-time.After(time.Until(start.Add(lease))):
+		t.Fatalf("job %d not rescued within the reaper's interval (%s): the rescue's skip did not poke it (%d skipped)", j.ID, lease, skipped.Load())
+	}
+	if skipped.Load() == 0 {
+		t.Fatal("no rescue pass reported a skipped candidate")
+	}
+	if err := frozen.Commit(); err == nil {
+		t.Fatal("the frozen transaction committed after the reaper ended it")
+	}
+	t.Logf("rescued %s after start, %d skipped candidates reported", time.Since(start).Round(time.Millisecond), skipped.Load())
 }

@@ -54,7 +54,9 @@ const (
 	// its lease (Fence).
 	EventLeaseLost EventKind = "lease_lost"
 	// EventRescued: a rescue pass ended (Fences: the expired runs it
-	// returned, possibly none).
+	// returned, possibly none; N: the candidates it could not return —
+	// their row held by another transaction, or completed, renewed or
+	// rescued since the candidates were read).
 	EventRescued EventKind = "rescued"
 	// EventPromoted: a promoter pass ended (N: the SCHEDULED jobs it made
 	// WAITING, possibly 0).
@@ -113,7 +115,7 @@ type Event struct {
 	Conflicts int
 	// N counts what the event is about (EventScanned, EventRenewed,
 	// EventRenewalFailed, EventPromoted, EventOpsRefreshed, EventFetched,
-	// EventRemoteHeartbeat).
+	// EventRemoteHeartbeat, EventRescued's skipped candidates).
 	N int
 	// Duration is a claim's round trip (EventScanned), a heartbeat's
 	// lateness (EventHeartbeatStall), a run's wait in the run queue

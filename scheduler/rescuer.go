@@ -58,6 +58,7 @@ func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
 		return nil
 	}
 	var rescued []jobq.Fence
+	skipped := 0
 	for _, f := range cands {
 		if p.Runs != nil && p.Runs.writingOutcome(f) {
 			// This replica's own finished run: its lease expired only because
@@ -77,8 +78,10 @@ func (r *rescuer) pass(ctx context.Context) []jobq.Fence {
 		if ok {
 			rescued = append(rescued, f)
 			p.Log.Info("rescued expired lease", "component", "rescuer", "job_id", f.ID, "attempt", f.Attempt)
+		} else {
+			skipped++ // held by another transaction, or moved meanwhile
 		}
 	}
-	p.Events.emit(Event{Kind: EventRescued, Fences: rescued})
+	p.Events.emit(Event{Kind: EventRescued, Fences: rescued, N: skipped})
 	return rescued
 }

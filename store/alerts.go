@@ -100,7 +100,10 @@ func (s *Store) AlertRuleDelete(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// AlertDetect runs one detection pass in one transaction: it locks the
+// AlertDetect runs one detection pass. When p.After is 0 it first reads,
+// without a lock, the cursor and whether any execution lies after it; with
+// none (no rule was ever created: res.Skipped; or nothing new: res.Cursor)
+// it ends there, one statement. Otherwise, in one transaction, it locks the
 // cursor row (without waiting where SKIP LOCKED exists: a peer holding it
 // is scanning, res.Skipped), reads up to p.Chunk executions after the
 // cursor (or after p.After, above it), writes the outbox rows p.PlanFunc returns (one per dedupe key)
@@ -108,6 +111,22 @@ func (s *Store) AlertRuleDelete(ctx context.Context, id uint64) error {
 // committed together, so an incident is enqueued once whichever replica
 // scans, and a pass that fails enqueues nothing.
 func (s *Store) AlertDetect(ctx context.Context, p jobq.AlertDetectParams) (jobq.AlertDetectResult, error) {
+	if p.After == 0 {
+		// A pass with nothing after the cursor (an idle database: the
+		// cursor passes an execution once it is older than Settle) needs no
+		// transaction: one unlocked read says so. What commits after it is
+		// read by the next pass, as it would be after the transaction's.
+		peek, err := s.q.AlertCursorPeek(ctx, alertCursorJobFailed)
+		if err != nil {
+			return jobq.AlertDetectResult{}, errorf("alert detect: %w", err)
+		}
+		if len(peek) == 0 {
+			return jobq.AlertDetectResult{Skipped: true}, nil // no rule was ever created
+		}
+		if !peek[0].Pending {
+			return jobq.AlertDetectResult{Cursor: peek[0].LastID}, nil
+		}
+	}
 	var res jobq.AlertDetectResult
 	err := s.WithTx(ctx, func(tx *sql.Tx) error {
 		res = jobq.AlertDetectResult{}

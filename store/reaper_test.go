@@ -111,3 +111,38 @@ func TestIdleTxReaperFreesAFrozenHoldersRows(t *testing.T) {
 	}
 	t.Logf("freed after %d passes", passes)
 }
+
+// Poke runs a pass at once however long Interval is, and pokes made while
+// one waits make one pass.
+func TestIdleTxReaperPassesOnPoke(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testdb.Store(t)
+	passes := make(chan store.ReapResult, 4)
+	r := &store.IdleTxReaper{Store: st, IdleFor: time.Second, Interval: time.Hour,
+		OnReapFunc: func(res store.ReapResult) { passes <- res }}
+	r.Poke()
+	r.Poke() // one pass for both: the first waits
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(runCtx) }()
+	select {
+	case res := <-passes:
+		if res.Err != nil || len(res.Killed) != 0 {
+			t.Fatalf("poked pass: %+v, want nothing killed, no error", res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no pass after Poke (Interval is an hour)")
+	}
+	r.Poke()
+	select {
+	case <-passes:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no pass after the second Poke")
+	}
+	stop()
+	<-done
+	if n := len(passes); n != 0 {
+		t.Fatalf("%d passes more than the pokes asked", n)
+	}
+}

@@ -96,6 +96,44 @@ func (q *Queries) AlertCursorLockWait(ctx context.Context, name string) ([]uint6
 	return items, nil
 }
 
+const alertCursorPeek = `-- name: AlertCursorPeek :many
+SELECT c.last_id, EXISTS (SELECT 1 FROM job_execution e WHERE e.id > c.last_id) AS pending
+FROM alert_cursor c
+WHERE c.name = ?
+`
+
+type AlertCursorPeekRow struct {
+	LastID  uint64
+	Pending bool
+}
+
+// The cursor and whether any execution lies after it, without a lock (the
+// cursor row by primary key, one primary-key seek in job_execution): a
+// detection pass with nothing after the cursor ends here instead of opening
+// its transaction. No row: no rule was ever created.
+func (q *Queries) AlertCursorPeek(ctx context.Context, name string) ([]AlertCursorPeekRow, error) {
+	rows, err := q.db.QueryContext(ctx, alertCursorPeek, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlertCursorPeekRow
+	for rows.Next() {
+		var i AlertCursorPeekRow
+		if err := rows.Scan(&i.LastID, &i.Pending); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const alertDeliveryClaim = `-- name: AlertDeliveryClaim :exec
 UPDATE alert_delivery
 SET status = 'SENDING', attempts = attempts + 1, owner = ?,

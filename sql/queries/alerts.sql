@@ -31,6 +31,15 @@ SELECT last_id FROM alert_cursor WHERE name = ? FOR UPDATE SKIP LOCKED;
 -- AlertCursorLock for servers without SKIP LOCKED.
 SELECT last_id FROM alert_cursor WHERE name = ? FOR UPDATE;
 
+-- name: AlertCursorPeek :many
+-- The cursor and whether any execution lies after it, without a lock (the
+-- cursor row by primary key, one primary-key seek in job_execution): a
+-- detection pass with nothing after the cursor ends here instead of opening
+-- its transaction. No row: no rule was ever created.
+SELECT c.last_id, EXISTS (SELECT 1 FROM job_execution e WHERE e.id > c.last_id) AS pending
+FROM alert_cursor c
+WHERE c.name = ?;
+
 -- name: AlertCursorAdvance :exec
 UPDATE alert_cursor SET last_id = ?, update_time = NOW(6) WHERE name = ?;
 

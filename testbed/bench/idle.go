@@ -11,8 +11,16 @@ type IdlePoint struct {
 	Strategy string  `json:"strategy"`
 	Seconds  float64 `json:"seconds"`
 	// QueriesPerSecond is the replica's own statements per second
-	// (StmtCounter): exact whoever else uses the server. Target ≤ 1.2: one
-	// probe per scan (1 s ± 200 ms) plus one rescue scan every 10 s.
+	// (StmtCounter): exact whoever else uses the server. Target ≤ 1.2, set
+	// when an idle replica sent one probe per scan (1 s ± 200 ms) plus one
+	// rescue scan every 10 s. What runs now, at the defaults with no alert
+	// rule: those two, the promoter's probe every 5 s ± 20 %, and once per
+	// 30 s each the idle-transaction reaper's probe (the pool here has no
+	// idle_transaction_timeout: the MySQL case; poked sooner only by a
+	// rescue that finds a row held), the operations refresh (2 reads) and
+	// the alert rules read. Over 21 s the first three are 21 + 2 + about 4
+	// statements (1.3/s); each of the others adds 1/21 when it falls in
+	// the window.
 	QueriesPerSecond float64 `json:"queries_per_s"`
 	// ServerQuestionsPerSecond is the SHOW GLOBAL STATUS Questions delta per
 	// second over the same window: everyone's statements, an upper bound.
