@@ -10,6 +10,7 @@ import (
 // claimStore is what the claim strategies need from the store.
 type claimStore interface {
 	JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, error)
+	JobIdleProbe(ctx context.Context) (jobq.IdleProbe, error)
 	JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
 	JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) ([]jobq.ClaimedJob, int, error)
 }
@@ -23,6 +24,11 @@ type claimerParams struct {
 	Retry    dbRetrier
 	Events   emitter     // EventClaimed
 	Lost     *lostClaims // failed tries, for the scanner to reconcile
+	// ScheduledFunc, when set, receives the earliest SCHEDULED run_at each
+	// idle probe read, with the local time its answer arrived (the
+	// promoter's observe: an idle replica's promoter needs no probe of its
+	// own).
+	ScheduledFunc func(sn jobq.ScheduledNext, received time.Time)
 }
 
 // claimer runs the configured claim strategy. It is not safe for concurrent
@@ -51,7 +57,9 @@ type casClaim struct {
 
 // claim takes up to n due jobs. A failed query returns an error (never an
 // empty result). After an empty claim the skiplocked strategy first probes
-// with one cheap non-locking read, so an idle replica costs one query per scan.
+// with one cheap non-locking read (JobIdleProbe), so an idle replica costs
+// one query per scan; the same read tells the promoter when the next
+// SCHEDULED job is due (ScheduledFunc).
 func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 	p := c.p
 	var got casClaim
@@ -78,11 +86,14 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 		})
 	default:
 		if c.lastEmpty {
-			var probe []jobq.Fence
-			probe, err = withRetryV(ctx, p.Retry, "claim.probe", claimMaxAttempts, func() ([]jobq.Fence, error) {
-				return p.Store.JobScanAvailable(ctx, 1)
+			var probe jobq.IdleProbe
+			probe, err = withRetryV(ctx, p.Retry, "claim.probe", claimMaxAttempts, func() (jobq.IdleProbe, error) {
+				return p.Store.JobIdleProbe(ctx)
 			})
-			if err != nil || len(probe) == 0 {
+			if err == nil && p.ScheduledFunc != nil {
+				p.ScheduledFunc(probe.Scheduled, time.Now())
+			}
+			if err != nil || !probe.Due {
 				break
 			}
 		}

@@ -42,8 +42,9 @@ type promoter struct {
 	p    promoterParams
 	poke chan struct{}
 
-	mu   sync.Mutex
-	hint time.Time // earliest local instant a local submit or retry is due; zero: none
+	mu       sync.Mutex
+	hint     time.Time // earliest local instant a local submit or retry is due; zero: none
+	observed time.Time // next pass planned from an idle scan's probe (observe); zero: none
 }
 
 func newPromoter(p promoterParams) *promoter {
@@ -68,12 +69,35 @@ func (pr *promoter) promoteAt(t time.Time) {
 	}
 }
 
-func (pr *promoter) takeHint() time.Time {
+func (pr *promoter) takeHint() (hint, observed time.Time) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	h := pr.hint
-	pr.hint = time.Time{}
-	return h
+	h, o := pr.hint, pr.observed
+	pr.hint, pr.observed = time.Time{}, time.Time{}
+	return h, o
+}
+
+// observe takes what an idle scan's probe read (JobIdleProbe: the earliest
+// SCHEDULED run_at and the database clock, answered at local time
+// received) as this promoter's own probe: the next pass is planned from it
+// exactly as pass plans it after a probe that found nothing due — at the
+// earliest run_at or Interval ± Interval/5 after received — and a job
+// already due makes the pass run at once. An idle replica scans about once
+// a second, so its promoter's own probe never comes due. It never blocks.
+func (pr *promoter) observe(sn jobq.ScheduledNext, received time.Time) {
+	at := received.Add(jittered(pr.p.Interval, pr.p.Interval/5))
+	if !sn.Next.IsZero() {
+		if due := received.Add(sn.Next.Sub(sn.DBNow)); due.Before(at) {
+			at = due
+		}
+	}
+	pr.mu.Lock()
+	pr.observed = at
+	pr.mu.Unlock()
+	select {
+	case pr.poke <- struct{}{}:
+	default:
+	}
 }
 
 func (pr *promoter) run(ctx context.Context) {
@@ -85,11 +109,14 @@ func (pr *promoter) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-pr.poke:
-			h := pr.takeHint()
-			if h.IsZero() || !h.Before(next) {
-				continue
+			h, o := pr.takeHint()
+			if !o.IsZero() {
+				// A fresh probe's answer replaces the plan, later or not.
+				next = o
 			}
-			next = h
+			if !h.IsZero() && h.Before(next) {
+				next = h
+			}
 			resetTimer(timer, time.Until(next))
 			continue
 		case <-timer.C:

@@ -12,6 +12,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
+	"github.com/jobq/jobq/testbed/faultstore"
 )
 
 var strategies = []string{scheduler.StrategySkipLocked, scheduler.StrategyCAS}
@@ -199,5 +200,53 @@ func TestRetryBackoffGoesThroughScheduled(t *testing.T) {
 	}
 	if ex[1].StartedAt.Before(final.RunAt) {
 		t.Fatalf("attempt 2 started %s, before its run_at %s", ex[1].StartedAt, final.RunAt)
+	}
+}
+
+// An idle skiplocked replica's promoter plans its passes from the scan's
+// idle probe (JobIdleProbe), not from probes of its own: a job another
+// replica scheduled (no local hint reaches this one) is promoted and run
+// although the promoter's own interval is an hour, and the promoter sent
+// no probe of its own meanwhile.
+func TestIdleProbeFeedsThePromoter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testdb.Store(t)
+	reg := scheduler.NewRegistry()
+	reg.Register("rec", scheduler.HandlerFunc(func(ctx context.Context, job *scheduler.Job) error { return nil }))
+	fs := faultstore.Wrap(st)
+	cfg := fastConfig("a")
+	cfg.Strategy = scheduler.StrategySkipLocked
+	cfg.PromoteInterval = time.Hour
+	probes := make(chan struct{}, 100)
+	fs.On("JobScheduledNext.before", func(context.Context) error {
+		select {
+		case probes <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	startScheduler(t, fs, reg, cfg)
+	// The promoter's first pass runs at start; wait for it so that every
+	// later probe of its own would be one this test must not see.
+	recv(t, probes, slowWait, "the promoter's first probe")
+	now, err := st.DBNow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAt := now.Add(500 * time.Millisecond)
+	j, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: "elsewhere", JobType: "rec", Params: "{}", RequestHash: "h", RunAt: &runAt})
+	if err != nil || j.Status != jobq.StateScheduled {
+		t.Fatalf("submit: %v, status %s; want SCHEDULED", err, j.Status)
+	}
+	got := waitFinished(t, st, j.ID, jobq.OutcomeSuccess)
+	ex := executions(t, st, j.ID)
+	if len(ex) != 1 || ex[0].StartedAt.Before(got.RunAt) {
+		t.Fatalf("executions %v, want one attempt started at or after run_at %s", execSummary(ex), got.RunAt)
+	}
+	// The pass that promoted the job probed once (its own JobScheduledNext
+	// before promoting); no idle pass ran on the hour's interval.
+	if n := len(probes); n > 2 {
+		t.Fatalf("the promoter probed %d times after its first pass, want at most 2 (the promoting pass)", n)
 	}
 }

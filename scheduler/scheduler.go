@@ -163,7 +163,7 @@ func (s *Scheduler) build() {
 	claims := claimerParams{
 		Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
 		Retry:  s.retry,
-		Events: s.emit, Lost: s.lost,
+		Events: s.emit, Lost: s.lost, ScheduledFunc: s.promoter.observe,
 	}
 	var lanes []*claimer
 	for range cfg.claimsInFlight() - 1 {

@@ -464,6 +464,22 @@ func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 
 // JobScheduledNext reads the earliest run_at among SCHEDULED jobs and the
 // database clock in one index-only statement (idx_due).
+// JobIdleProbe is the skiplocked scan's idle probe and the promoter's probe
+// in one index-only statement (JobIdleProbe in sql/queries/jobs.sql):
+// whether a job is due for the scan, and the earliest SCHEDULED run_at
+// (zero when none) with the database clock.
+func (s *Store) JobIdleProbe(ctx context.Context) (jobq.IdleProbe, error) {
+	r, err := s.q.JobIdleProbe(ctx)
+	if err != nil {
+		return jobq.IdleProbe{}, errorf("idle probe: %w", err)
+	}
+	out := jobq.IdleProbe{Due: r.Due != 0, Scheduled: jobq.ScheduledNext{DBNow: r.DbNow.UTC()}}
+	if r.NextRunAt.Year() > 1 {
+		out.Scheduled.Next = r.NextRunAt.UTC()
+	}
+	return out, nil
+}
+
 func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error) {
 	r, err := s.q.JobScheduledNext(ctx)
 	if err != nil {

@@ -70,7 +70,7 @@ func SchedulerQueries() ([]Query, error) {
 // SteadyState lists the statements a replica runs in steady state (scan,
 // claim, heartbeat, completion, rescue) with the role the fail rule keys on.
 var SteadyState = []struct{ Name, Role string }{
-	{"JobScanAvailable", RoleScan}, {"JobLockAvailable", RoleClaim}, {"JobClaimMany", RoleClaim},
+	{"JobScanAvailable", RoleScan}, {"JobIdleProbe", RoleScan}, {"JobLockAvailable", RoleClaim}, {"JobClaimMany", RoleClaim},
 	{"JobClaimCAS", RoleClaim}, {"JobGetClaimed", RoleOther},
 	{"LeaseRenewSkipLocked", RoleOther}, {"LeaseRenewedIDs", RoleOther}, {"LeaseLockRenewable", RoleOther}, {"LeaseRenewMany", RoleOther}, {"JobCompleteFenced", RoleOther}, {"JobFailFenced", RoleOther},
 	{"ExecutionRecord", RoleOther}, {"JobRescueCandidates", RoleOther}, {"ExecutionRecordRescue", RoleOther},

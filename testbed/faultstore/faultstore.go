@@ -259,6 +259,16 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 	return r, after(s, ctx, "JobRescueExpired.after", err)
 }
 
+// JobIdleProbe implements scheduler.Store. It is the idle scan: the scan's
+// fault points (ScanBefore, ScanAfter) apply to it.
+func (s *Store) JobIdleProbe(ctx context.Context) (jobq.IdleProbe, error) {
+	if err := s.at(ctx, ScanBefore); err != nil {
+		return jobq.IdleProbe{}, err
+	}
+	r, err := s.inner.JobIdleProbe(ctx)
+	return r, after(s, ctx, ScanAfter, err)
+}
+
 // JobScheduledNext implements scheduler.Store.
 func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error) {
 	if err := s.at(ctx, "JobScheduledNext.before"); err != nil {

@@ -301,6 +301,12 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 	return r, s.out(err)
 }
 
+// JobIdleProbe implements scheduler.Store.
+func (s *Store) JobIdleProbe(ctx context.Context) (jobq.IdleProbe, error) {
+	r, err := s.inner.JobIdleProbe(ctx)
+	return r, s.out(err)
+}
+
 // JobScheduledNext implements scheduler.Store.
 func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error) {
 	r, err := s.inner.JobScheduledNext(ctx)
