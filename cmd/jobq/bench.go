@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -53,26 +54,32 @@ type BenchCmd struct {
 	Retries         float64         `help:"With --capacity: fraction of jobs that run twice (0–1)." default:"0"`
 	DBLatency       time.Duration   `help:"With --capacity: round trip to the database added on every replica's link (whole ms)." name:"db-latency" default:"0s"`
 	MaxWorkers      int             `help:"With --capacity: most workers per replica." name:"max-workers" default:"200"`
-	RateLimit       bool            `help:"Only the rate-limit bench: 3 replicas drain 2,000 no-op jobs of a type limited to 100 per 1s next to 20,000 unlimited ones, in --rounds interleaved rounds (each also drains the unlimited jobs alone); reports the most starts in any window, the achieved rate and the unlimited type's rate against alone; then, per key, 800 jobs on a hot rate key and 200 on each of 3 others under 100 per 1s for each key: each key's most starts in any window and when its last job started; writes ratelimit.json and ratelimit.md into --out (docs/bench.md)." name:"rate-limit"`
-	Keys            bool            `help:"Only the concurrency-key bench: 3 in-process replicas drain 60,000 no-op jobs without keys and on 10,000 keys of limit 1, in --rounds interleaved rounds; prints the ratio and writes keys.json and keys.md into --out (docs/bench.md)."`
+	RateLimit       bool            `help:"Only the rate-limit bench: 3 replicas drain 2,000 no-op jobs of a type limited to 100 per 1s next to 20,000 unlimited ones, in --rounds interleaved rounds (each also drains the unlimited jobs alone); reports the most starts in any window, the achieved rate and the unlimited type's rate against alone; then, per key, 800 jobs on a hot rate key and 200 on each of 3 others under 100 per 1s for each key: each key's most starts in any window and when its last job started; writes ratelimit.json and ratelimit.md into --out (docs/bench.md). With --keys: both benches, keys first." name:"rate-limit"`
+	Keys            bool            `help:"Only the concurrency-key bench: 3 in-process replicas drain 60,000 no-op jobs without keys and on 10,000 keys of limit 1, in --rounds interleaved rounds; prints the ratio and writes keys.json and keys.md into --out (docs/bench.md). With --rate-limit: both benches."`
 	Workflows       bool            `help:"Only the workflow bench: unblock latency p50/p99 on an idle replica, and drains of 10,000 independent jobs, 10 × (1 → 1,000 → 1) and 100 chains of 100, in --rounds interleaved rounds; writes workflows.json and workflows.md into --out (docs/bench.md)."`
 }
 
 // Run runs the harness and prints the targets table.
 func (c *BenchCmd) Run(g *Globals) error {
-	if c.RateLimit {
-		res, err := bench.RunRateLimit(g.Ctx, bench.RateLimitOptions{DSN: c.DSN, Out: c.Out, Rounds: c.Rounds, Log: os.Stderr})
-		if res != nil {
-			bench.WriteRateLimitTable(os.Stdout, res)
+	// --keys and --rate-limit together run both policy benches, keys first,
+	// in one invocation (each writes its own files into --out).
+	if c.Keys || c.RateLimit {
+		var errs []error
+		if c.Keys {
+			res, err := bench.RunKeys(g.Ctx, bench.KeyOptions{DSN: c.DSN, Out: c.Out, Rounds: c.Rounds, Log: os.Stderr})
+			if res != nil {
+				bench.WriteKeyTable(os.Stdout, res)
+			}
+			errs = append(errs, err)
 		}
-		return err
-	}
-	if c.Keys {
-		res, err := bench.RunKeys(g.Ctx, bench.KeyOptions{DSN: c.DSN, Out: c.Out, Rounds: c.Rounds, Log: os.Stderr})
-		if res != nil {
-			bench.WriteKeyTable(os.Stdout, res)
+		if c.RateLimit {
+			res, err := bench.RunRateLimit(g.Ctx, bench.RateLimitOptions{DSN: c.DSN, Out: c.Out, Rounds: c.Rounds, Log: os.Stderr})
+			if res != nil {
+				bench.WriteRateLimitTable(os.Stdout, res)
+			}
+			errs = append(errs, err)
 		}
-		return err
+		return errors.Join(errs...)
 	}
 	if c.Workflows {
 		res, err := bench.RunWorkflows(g.Ctx, bench.WorkflowOptions{DSN: c.DSN, Out: c.Out, Rounds: c.Rounds, Log: os.Stderr})
