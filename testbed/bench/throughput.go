@@ -376,7 +376,8 @@ func (h *Harness) measureReplicaCounts(ctx context.Context) (*ThroughputResult, 
 				"jobs_per_claim", fmt.Sprintf("%.1f", pt.Diagnosis.JobsPerClaim),
 				"bench_cpu_cores", fmt.Sprintf("%.2f", pt.Diagnosis.BenchCPUCores), "server_cpu_cores", fmt.Sprintf("%.2f", pt.Diagnosis.ServerCPUCores),
 				"row_lock_waits_per_1000_jobs", fmt.Sprintf("%.1f", pt.Diagnosis.RowLockWaitsPer1000),
-				"row_lock_ms_per_1000_jobs", fmt.Sprintf("%.0f", pt.Diagnosis.RowLockMsPer1000))
+				"row_lock_ms_per_1000_jobs", fmt.Sprintf("%.0f", pt.Diagnosis.RowLockMsPer1000),
+				"deadlocks", pt.Counters.Deadlocks, "lock_wait_timeouts", pt.Counters.LockWaits, "other_db_errors", pt.Counters.OtherErrors)
 			dp.Rounds = append(dp.Rounds, pt.Throughput)
 			dp.StatementsPerJob, dp.RowsWrittenPerJob, dp.JobsPerClaim = pt.StatementsPerJob, pt.RowsWrittenPerJob, pt.Diagnosis.JobsPerClaim
 		}
