@@ -694,7 +694,7 @@ func ThroughputTargets(tr *ThroughputResult) []Target {
 
 // WriteThroughput renders the throughput report.
 func WriteThroughput(w io.Writer, tr *ThroughputResult) {
-	if len(tr.Ceilings) == 0 { // narrowed to the replica scan (--replica-counts)
+	if len(tr.BestFlags) == 0 && len(tr.ReplicaScan) > 0 { // narrowed to the replica scan (--replica-counts)
 		writeReplicaScan(w, tr)
 		return
 	}
