@@ -15,9 +15,10 @@ type ScheduledNext struct {
 // due for the replicas' handlers, and the promoter's ScheduledNext, read in
 // one statement.
 type IdleProbe struct {
-	// Due is true when at least one WAITING job of lane 0 whose type is
-	// not paused or limited is due (what the scan would claim).
-	Due bool
+	// Due counts the WAITING jobs of lane 0 whose type is not paused or
+	// limited that are due (what the scan would claim), up to the probe's
+	// limit.
+	Due int
 	// Scheduled is the earliest SCHEDULED run_at and the database clock.
 	Scheduled ScheduledNext
 }

@@ -108,7 +108,9 @@ type Config struct {
 	NoJitter bool
 	// BatchLimit caps the jobs one claim takes; a claim never takes more than
 	// the free worker slots (workers and run-queue places) either, and asks
-	// for at most twice what the last claim took (at least Workers), so its
+	// for twice what the last claim took (at least Workers) — after a full
+	// claim no less than the limit before it, nor than the due jobs the
+	// probe after a quiet spell saw (it reads up to BatchLimit ids) — so its
 	// size follows the backlog and the handlers' speed up to this cap.
 	// Defaults to BatchLimitDefault (2,000: the raw SQL ceiling's best
 	// claim size on the bench machine, see BatchLimitDefault).

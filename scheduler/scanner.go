@@ -29,14 +29,10 @@ type scannerParams struct {
 	PollInterval time.Duration
 	PollJitter   time.Duration
 	BatchLimit   int
-	// MinClaim is the smallest limit a claim is sent with (Config.Workers,
-	// at most BatchLimit; 0: every claim asks for BatchLimit): see
-	// claimLimit.
-	MinClaim  int
-	Workers   int
-	DrainWait time.Duration // ≤ 0: off
-	Log       *slog.Logger
-	Events    emitter // EventScanned, EventScanDone, EventClaimFailed
+	Workers      int
+	DrainWait    time.Duration // ≤ 0: off
+	Log          *slog.Logger
+	Events       emitter // EventScanned, EventScanDone, EventClaimFailed
 }
 
 // scanner fires every PollInterval ± PollJitter, on wake-up, and again
@@ -47,7 +43,16 @@ type scanner struct {
 	p scannerParams
 }
 
-func newScanner(p scannerParams) *scanner { return &scanner{p: p} }
+// newScanner returns a scanner of p; a claimer without a BatchLimit of its
+// own (claimerParams.BatchLimit 0) gets p.BatchLimit.
+func newScanner(p scannerParams) *scanner {
+	for _, c := range append([]*claimer{p.Claimer}, p.Lanes...) {
+		if c != nil && c.p.BatchLimit <= 0 {
+			c.p.BatchLimit = p.BatchLimit
+		}
+	}
+	return &scanner{p: p}
+}
 
 // Start scans until ctx ends or Stop (the soft stop: no claim after it).
 func (sc *scanner) Start(ctx context.Context) error { return sc.start(ctx, sc.run) }
@@ -140,7 +145,7 @@ func (sc *scanner) claimOnce(ctx context.Context, c *claimer) (dispatched int, m
 	for ctx.Err() == nil {
 		var n int
 		if c.lastFull {
-			n = sc.reserveDrain(ctx, c.lastSize)
+			n = sc.reserveDrain(ctx, c)
 			if ctx.Err() != nil {
 				p.Slots.unreserve(n)
 				return 0, false
@@ -177,23 +182,17 @@ func (sc *scanner) claimOnce(ctx context.Context, c *claimer) (dispatched int, m
 	return 0, false
 }
 
-// claimLimit is the most jobs the next claim of c asks for: twice what its
-// last claim took, at least MinClaim, at most BatchLimit — so a claim
-// follows the backlog, doubling while claims come back full and falling
-// back to a few more than the last one took when they do not. A claim sent
-// with LIMIT 2,000 whatever the backlog cost pickup latency: after a
-// drain's churn, 200 jobs/s picked up at p50 106 ms against 16 ms at the
-// old defaults' ~70 (`jobq bench --ci`, 2026-12-03).
-// A MinClaim of 0 sends every claim with BatchLimit.
-func (sc *scanner) claimLimit(c *claimer) int { return sc.limitAfter(c.lastSize) }
-
-// limitAfter is claimLimit after a claim that took last jobs.
-func (sc *scanner) limitAfter(last int) int {
-	if sc.p.MinClaim <= 0 {
-		return sc.p.BatchLimit
-	}
-	return min(sc.p.BatchLimit, max(sc.p.MinClaim, 2*last))
-}
+// claimLimit is the most jobs the next claim of c asks for (claimer.limit,
+// nextClaimLimit): twice what its last claim took, at least MinClaim, at
+// most BatchLimit — so a claim follows the backlog, doubling while claims
+// come back full and falling back to a few more than the last one took when
+// they do not — and, after a full claim, never less than the limit before
+// it or than the due jobs its probe saw. A claim sent with LIMIT 2,000
+// whatever the backlog cost pickup latency: after a drain's churn, 200
+// jobs/s picked up at p50 106 ms against 16 ms at the old defaults' ~70
+// (`jobq bench --ci`, 2026-12-03). A MinClaim of 0 sends every claim with
+// BatchLimit.
+func (sc *scanner) claimLimit(c *claimer) int { return c.limit() }
 
 // reserveDrain reserves the slots of a draining claim: it waits until as
 // many slots are available as the last claim took (capped at min(Workers,
@@ -210,10 +209,11 @@ func (sc *scanner) limitAfter(last int) int {
 // handlers makes a claim wait the whole DrainWait. The check and the
 // reservation are one step (slots.reserveAtLeast), so of two lanes waiting
 // for the same freed slots one takes them and the other waits on.
-func (sc *scanner) reserveDrain(ctx context.Context, lastSize int) int {
+func (sc *scanner) reserveDrain(ctx context.Context, c *claimer) int {
+	lastSize := c.lastSize
 	p := sc.p
 	want := min(lastSize, p.Workers, p.BatchLimit)
-	limit := sc.limitAfter(lastSize)
+	limit := c.limit()
 	if p.DrainWait <= 0 {
 		return p.Slots.reserve(limit)
 	}

@@ -163,7 +163,8 @@ func (s *Scheduler) build() {
 	claims := claimerParams{
 		Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
 		Retry:  s.retry,
-		Events: s.emit, Lost: s.lost, ScheduledFunc: s.promoter.observe,
+		Events: s.emit, Lost: s.lost, BatchLimit: cfg.BatchLimit, MinClaim: min(cfg.Workers, cfg.BatchLimit),
+		ScheduledFunc: s.promoter.observe,
 	}
 	var lanes []*claimer
 	for range cfg.claimsInFlight() - 1 {
@@ -172,7 +173,7 @@ func (s *Scheduler) build() {
 	s.scanner = newScanner(scannerParams{
 		Claimer: newClaimer(claims), Lanes: lanes,
 		Limited: s.limited, Slots: s.slots, DispatchFunc: s.disp.dispatch, Lost: s.lost, AdoptFunc: s.adoptLost,
-		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, MinClaim: min(cfg.Workers, cfg.BatchLimit), Workers: cfg.Workers + cfg.runQueue(),
+		PollInterval: cfg.PollInterval, PollJitter: cfg.PollJitter, BatchLimit: cfg.BatchLimit, Workers: cfg.Workers + cfg.runQueue(),
 		DrainWait: cfg.DrainWait, Log: s.log,
 		Events: s.emit,
 	})

@@ -15,7 +15,7 @@ import (
 // transient errors marked (storeerr.Error) so the scheduler can retry them.
 type Store interface {
 	JobScanAvailable(ctx context.Context, limit int) ([]jobq.Fence, error)
-	JobIdleProbe(ctx context.Context) (jobq.IdleProbe, error)
+	JobIdleProbe(ctx context.Context, limit int) (jobq.IdleProbe, error)
 	JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]jobq.ClaimedJob, error)
 	JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) ([]jobq.ClaimedJob, int, error)
 	JobHeldBy(ctx context.Context, owner string, within time.Duration) ([]jobq.ClaimedJob, error)

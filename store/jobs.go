@@ -466,14 +466,15 @@ func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 // database clock in one index-only statement (idx_due).
 // JobIdleProbe is the skiplocked scan's idle probe and the promoter's probe
 // in one index-only statement (JobIdleProbe in sql/queries/jobs.sql):
-// whether a job is due for the scan, and the earliest SCHEDULED run_at
+// how many jobs are due for the scan (up to limit, at least 1), and the
+// earliest SCHEDULED run_at
 // (zero when none) with the database clock.
-func (s *Store) JobIdleProbe(ctx context.Context) (jobq.IdleProbe, error) {
-	r, err := s.q.JobIdleProbe(ctx)
+func (s *Store) JobIdleProbe(ctx context.Context, limit int) (jobq.IdleProbe, error) {
+	r, err := s.q.JobIdleProbe(ctx, int32(max(limit, 1)))
 	if err != nil {
 		return jobq.IdleProbe{}, errorf("idle probe: %w", err)
 	}
-	out := jobq.IdleProbe{Due: r.Due != 0, Scheduled: jobq.ScheduledNext{DBNow: r.DbNow.UTC()}}
+	out := jobq.IdleProbe{Due: int(r.Due), Scheduled: jobq.ScheduledNext{DBNow: r.DbNow.UTC()}}
 	if r.NextRunAt.Year() > 1 {
 		out.Scheduled.Next = r.NextRunAt.UTC()
 	}

@@ -791,9 +791,10 @@ func (q *Queries) JobHeldBy(ctx context.Context, arg JobHeldByParams) ([]JobHeld
 }
 
 const jobIdleProbe = `-- name: JobIdleProbe :one
-SELECT CAST(EXISTS (SELECT 1 FROM job_queue
+SELECT CAST((SELECT COUNT(*) FROM (SELECT 1 FROM job_queue
          WHERE scan_status = 'WAITING' AND lane = 0 AND run_at <= NOW(6)
-           AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0 OR c.rate_starts > 0)) AS SIGNED) AS due,
+           AND job_type NOT IN (SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0 OR c.rate_starts > 0)
+         LIMIT ?) AS d) AS SIGNED) AS due,
        CAST(COALESCE((SELECT MIN(q.run_at) FROM job_queue AS q WHERE q.due_status = 'SCHEDULED'), '0001-01-01') AS DATETIME(6)) AS next_run_at,
        CAST(NOW(6) AS DATETIME(6)) AS db_now
 `
@@ -805,13 +806,14 @@ type JobIdleProbeRow struct {
 }
 
 // The skiplocked scan's idle probe and the promoter's probe in one round
-// trip: whether a job is due (JobScanAvailable's terms, LIMIT 1 as EXISTS),
+// trip: how many jobs are due, up to the LIMIT (JobScanAvailable's terms;
+// the claim after it is sized by the count),
 // the earliest SCHEDULED run_at (JobScheduledNext: one dive into idx_due;
 // the zero time when none) and the database clock. Both halves are
 // index-only. An idle replica scans once a second, so its promoter learns
 // the next scheduled instant from the scan and sends no probe of its own.
-func (q *Queries) JobIdleProbe(ctx context.Context) (JobIdleProbeRow, error) {
-	row := q.db.QueryRowContext(ctx, jobIdleProbe)
+func (q *Queries) JobIdleProbe(ctx context.Context, limit int32) (JobIdleProbeRow, error) {
+	row := q.db.QueryRowContext(ctx, jobIdleProbe, limit)
 	var i JobIdleProbeRow
 	err := row.Scan(&i.Due, &i.NextRunAt, &i.DbNow)
 	return i, err

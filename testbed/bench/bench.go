@@ -118,6 +118,11 @@ type Options struct {
 	// ReplicaScan (with Throughput) adds jobq at its defaults on each of
 	// ReplicaScanCounts replicas to every round (ThroughputResult.ReplicaScan).
 	ReplicaScan bool
+	// ReplicaCounts (with Throughput), when not empty, narrows the report
+	// to the replica scan at these counts alone: jobq at its defaults on
+	// each count in every round, no ceilings, River, best flags or enqueue
+	// points (a few minutes, for work on how replicas share a backlog).
+	ReplicaCounts []int
 	// River (with Throughput) adds the River peer point (river.go) to every
 	// round: River on PostgreSQL at RiverURL, built with `go build` from
 	// the module in RiverDir, its jobs/s and jobq's ratios to it. When it
@@ -435,7 +440,10 @@ func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, erro
 		scan = len(ReplicaScanCounts) - 1
 	}
 	steps := o.Rounds*(len(ThroughputCeilingBatches)+2+len(BestFlagsCandidates())+scan+enqueue+river) + river
-	if !o.DrainOnly {
+	if len(o.ReplicaCounts) > 0 {
+		steps = o.Rounds * len(o.ReplicaCounts)
+	}
+	if !o.DrainOnly && len(o.ReplicaCounts) == 0 {
 		steps += 2 // pickup at 200 jobs/s, idle cost
 	}
 	if o.Progress != nil {
@@ -452,7 +460,7 @@ func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, erro
 	// came out at 0.3–2.9 s p50 in smoke runs on a loaded machine, at
 	// 13–25 ms before them; the cause is not known yet.
 	var err error
-	if !o.DrainOnly {
+	if !o.DrainOnly && len(o.ReplicaCounts) == 0 {
 		err = h.pickupAndIdle(ctx, res)
 	}
 	var tr *ThroughputResult
@@ -460,7 +468,10 @@ func (h *Harness) runThroughput(ctx context.Context, res *Result) (*Result, erro
 		tr, err = h.measureThroughputReport(ctx)
 	}
 	res.Throughput = tr
-	res.Targets = append(ThroughputTargets(tr), pickupIdleTargets(res)...)
+	res.Targets = ThroughputTargets(tr)
+	if len(o.ReplicaCounts) == 0 { // narrowed to the replica scan: no pickup or idle point
+		res.Targets = append(res.Targets, pickupIdleTargets(res)...)
+	}
 	res.Duration = time.Since(start).Seconds()
 	return res, err
 }

@@ -163,6 +163,9 @@ type ScanPoint struct {
 // measureThroughputReport runs the rounds.
 func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResult, error) {
 	o := h.opts
+	if len(o.ReplicaCounts) > 0 {
+		return h.measureReplicaCounts(ctx)
+	}
 	tr := &ThroughputResult{Rounds: o.Rounds}
 	ceil := make([]DrainPoint, len(ThroughputCeilingBatches))
 	for i, b := range ThroughputCeilingBatches {
@@ -347,6 +350,64 @@ func (h *Harness) measureThroughputReport(ctx context.Context) (*ThroughputResul
 	return tr, nil
 }
 
+// measureReplicaCounts is the report narrowed to the replica scan at
+// Options.ReplicaCounts: jobq at its defaults on each count, interleaved in
+// every round, and each count's median ratio to the round's fastest count.
+func (h *Harness) measureReplicaCounts(ctx context.Context) (*ThroughputResult, error) {
+	o := h.opts
+	tr := &ThroughputResult{Rounds: o.Rounds}
+	pts := make([]ScanPoint, len(o.ReplicaCounts))
+	for i, n := range o.ReplicaCounts {
+		spec := h.headline(StrategySkip, h.env.TableRows)
+		spec.Group, spec.Replicas = "throughput", n
+		pts[i] = ScanPoint{DrainPoint: DrainPoint{Name: fmt.Sprintf("jobq defaults, %d replica(s)", n), Flags: "(defaults)", Spec: spec}, Replicas: n}
+	}
+	for range o.Rounds {
+		for i := range pts {
+			dp := &pts[i].DrainPoint
+			h.step("throughput: " + dp.Name)
+			pt, err := h.measureThroughput(ctx, dp.Spec)
+			h.done()
+			if err != nil {
+				return tr, err
+			}
+			o.Logger.Info("bench throughput point", "name", dp.Name, "jobs_per_s", fmt.Sprintf("%.0f", pt.Throughput),
+				"statements_per_job", fmt.Sprintf("%.3f", pt.StatementsPerJob), "rows_written_per_job", fmt.Sprintf("%.3f", pt.RowsWrittenPerJob),
+				"jobs_per_claim", fmt.Sprintf("%.1f", pt.Diagnosis.JobsPerClaim),
+				"bench_cpu_cores", fmt.Sprintf("%.2f", pt.Diagnosis.BenchCPUCores), "server_cpu_cores", fmt.Sprintf("%.2f", pt.Diagnosis.ServerCPUCores),
+				"row_lock_waits_per_1000_jobs", fmt.Sprintf("%.1f", pt.Diagnosis.RowLockWaitsPer1000),
+				"row_lock_ms_per_1000_jobs", fmt.Sprintf("%.0f", pt.Diagnosis.RowLockMsPer1000),
+				"deadlocks", pt.Counters.Deadlocks, "lock_wait_timeouts", pt.Counters.LockWaits, "other_db_errors", pt.Counters.OtherErrors)
+			dp.Rounds = append(dp.Rounds, pt.Throughput)
+			dp.StatementsPerJob, dp.RowsWrittenPerJob, dp.JobsPerClaim = pt.StatementsPerJob, pt.RowsWrittenPerJob, pt.Diagnosis.JobsPerClaim
+		}
+	}
+	for i := range pts {
+		pts[i].Throughput = median(pts[i].Rounds)
+	}
+	tr.ReplicaScan = pts
+	scanRatios(pts)
+	return tr, nil
+}
+
+// scanRatios sets each point's VsBestCount: the median of its per-round
+// ratios to the round's fastest count.
+func scanRatios(pts []ScanPoint) {
+	for i := range pts {
+		var rs []float64
+		for r := range pts[i].Rounds {
+			bestRound := 0.0
+			for _, p := range pts {
+				if r < len(p.Rounds) {
+					bestRound = max(bestRound, p.Rounds[r])
+				}
+			}
+			rs = append(rs, Ratio(pts[i].Rounds[r], bestRound))
+		}
+		pts[i].VsBestCount = median(rs)
+	}
+}
+
 // finishScan fills ReplicaScan from the scan's points and the defaults, in
 // ReplicaScanCounts order, and the per-round ratios to the best flags.
 func (tr *ThroughputResult) finishScan(scan []DrainPoint) {
@@ -367,18 +428,8 @@ func (tr *ThroughputResult) finishScan(scan []DrainPoint) {
 			}
 		}
 	}
+	scanRatios(tr.ReplicaScan)
 	for i := range tr.ReplicaScan {
-		var rs []float64
-		for r := range tr.ReplicaScan[i].Rounds {
-			bestRound := 0.0
-			for _, p := range tr.ReplicaScan {
-				if r < len(p.Rounds) {
-					bestRound = max(bestRound, p.Rounds[r])
-				}
-			}
-			rs = append(rs, Ratio(tr.ReplicaScan[i].Rounds[r], bestRound))
-		}
-		tr.ReplicaScan[i].VsBestCount = median(rs)
 		if tr.ReplicaScan[i].Replicas == 1 {
 			tr.OneReplicaVsBestFlags = roundRatio(tr.ReplicaScan[i].Rounds, bf.Rounds)
 		}
@@ -596,7 +647,7 @@ func (h *Harness) measureEnqueue(ctx context.Context, i int) (er enqueueRound, e
 
 // ThroughputTargets are the done-when ratios of issue #17, from one run.
 func ThroughputTargets(tr *ThroughputResult) []Target {
-	if tr == nil || len(tr.BestFlags) == 0 {
+	if tr == nil || len(tr.BestFlags) == 0 && len(tr.ReplicaScan) == 0 {
 		return nil
 	}
 	var ts []Target
@@ -610,6 +661,11 @@ func ThroughputTargets(tr *ThroughputResult) []Target {
 			t.Shortfall = shortfall(v, want, unit)
 		}
 		ts = append(ts, t)
+	}
+	if len(tr.BestFlags) == 0 { // narrowed to the replica scan (--replica-counts)
+		last := tr.ReplicaScan[len(tr.ReplicaScan)-1]
+		add(fmt.Sprintf("jobq defaults, %d replicas, vs the best replica count", last.Replicas), "≥ 0.90×", last.VsBestCount, 0.9, false, "×")
+		return ts
 	}
 	add("jobq defaults (3 replicas) vs best ceiling", "≥ 0.60×", tr.Defaults.VsCeiling, 0.6, false, "×")
 	bf := tr.BestFlagsPoint()
@@ -638,6 +694,10 @@ func ThroughputTargets(tr *ThroughputResult) []Target {
 
 // WriteThroughput renders the throughput report.
 func WriteThroughput(w io.Writer, tr *ThroughputResult) {
+	if len(tr.BestFlags) == 0 && len(tr.ReplicaScan) > 0 { // narrowed to the replica scan (--replica-counts)
+		writeReplicaScan(w, tr)
+		return
+	}
 	fmt.Fprintf(w, "## Throughput against the raw SQL at its best claim size\n\n")
 	fmt.Fprintf(w, "%d interleaved rounds; each jobq ratio is the median of its per-round ratios to that round's best ceiling.\n\n", tr.Rounds)
 	fmt.Fprintf(w, "| drain | flags | rounds (jobs/s) | median jobs/s | × best ceiling | × River | jobs/claim | stmts/job | rows written/job |\n|---|---|---|--:|--:|--:|--:|--:|--:|\n")

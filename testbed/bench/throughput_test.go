@@ -59,3 +59,28 @@ func TestReplicaScanRatiosAndTargets(t *testing.T) {
 		t.Errorf("report lacks the 8-replica row:\n%s", b.String())
 	}
 }
+
+// Narrowed to the replica scan (--replica-counts): the report is the scan
+// alone and its one target is the last count against the round's best.
+func TestReplicaCountsReport(t *testing.T) {
+	sp := func(replicas int, rounds ...float64) ScanPoint {
+		p := ScanPoint{Replicas: replicas}
+		p.Rounds, p.Throughput = rounds, median(rounds)
+		return p
+	}
+	tr := &ThroughputResult{Rounds: 3, ReplicaScan: []ScanPoint{sp(1, 9000, 10000, 8000), sp(3, 10000, 9000, 9500), sp(8, 9000, 6000, 9500)}}
+	scanRatios(tr.ReplicaScan)
+	// 8 replicas: 9000/10000, 6000/10000, 9500/9500 → median 0.9.
+	if got := tr.ReplicaScan[2].VsBestCount; math.Abs(got-0.9) > 1e-9 {
+		t.Errorf("8 replicas vs best count = %v, want 0.9", got)
+	}
+	ts := ThroughputTargets(tr)
+	if len(ts) != 1 || ts[0].Name != "jobq defaults, 8 replicas, vs the best replica count" || !ts[0].Met {
+		t.Errorf("targets %+v, want the 8-replica one, met", ts)
+	}
+	var b strings.Builder
+	WriteThroughput(&b, tr)
+	if s := b.String(); !strings.Contains(s, "| 8 | 9000 (6000–9500) | 9000 / 6000 / 9500 | 0.90× |") || strings.Contains(s, "ceiling") {
+		t.Errorf("narrowed report:\n%s", s)
+	}
+}

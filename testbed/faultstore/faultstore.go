@@ -261,11 +261,11 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 
 // JobIdleProbe implements scheduler.Store. It is the idle scan: the scan's
 // fault points (ScanBefore, ScanAfter) apply to it.
-func (s *Store) JobIdleProbe(ctx context.Context) (jobq.IdleProbe, error) {
+func (s *Store) JobIdleProbe(ctx context.Context, limit int) (jobq.IdleProbe, error) {
 	if err := s.at(ctx, ScanBefore); err != nil {
 		return jobq.IdleProbe{}, err
 	}
-	r, err := s.inner.JobIdleProbe(ctx)
+	r, err := s.inner.JobIdleProbe(ctx, limit)
 	return r, after(s, ctx, ScanAfter, err)
 }
 

@@ -302,8 +302,8 @@ func (s *Store) JobRescueExpired(ctx context.Context, f jobq.Fence) (bool, error
 }
 
 // JobIdleProbe implements scheduler.Store.
-func (s *Store) JobIdleProbe(ctx context.Context) (jobq.IdleProbe, error) {
-	r, err := s.inner.JobIdleProbe(ctx)
+func (s *Store) JobIdleProbe(ctx context.Context, limit int) (jobq.IdleProbe, error) {
+	r, err := s.inner.JobIdleProbe(ctx, limit)
 	return r, s.out(err)
 }
 
