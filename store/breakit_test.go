@@ -205,6 +205,14 @@ func breakitMigrateDownUpWithData(t *testing.T, st *store.Store) {
 	if n := count("SELECT COUNT(*) FROM job_queue"); n != before {
 		t.Errorf("jobs after down %d, want %d", n, before)
 	}
+	// Schema 016 has no view: every ended attempt is a job_execution row
+	// again, the batched successes' included, as job_attempt showed them.
+	if n := count("SELECT COUNT(*) FROM job_execution"); n != attempts {
+		t.Errorf("job_execution rows after down %d, want %d (job_attempt's)", n, attempts)
+	}
+	if n := count("SELECT COUNT(*) FROM job_queue q JOIN job_execution e ON e.job_id = q.id AND e.attempt = q.attempt AND e.outcome = 'SUCCESS' AND e.owner = q.owner AND e.started_at = q.started_at AND e.finished_at = q.finished_at WHERE q.status = 'SUCCESS'"); n != 2 {
+		t.Errorf("SUCCESS jobs with their attempt's row after down %d, want 2", n)
+	}
 	var idx string
 	if err := st.DB().QueryRow("SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'job_queue' AND INDEX_NAME = 'idx_due'").Scan(&idx); err != nil || idx != "status,run_at" {
 		t.Errorf("idx_due after down %q %v", idx, err)
@@ -290,5 +298,59 @@ func TestBreakitOldJobSuccessCountedInRecentStats(t *testing.T) {
 	}
 	if succ != 1 {
 		t.Errorf("Activity successes %d; want 1", succ)
+	}
+}
+
+// The keyed batch (completeKeyedAdmit, one statement with the admissions):
+// a cancel requested during the run ends it CANCELED with one execution
+// row; the other keyed run succeeds without one; the key's parked job is
+// admitted; the retried batch is applied and writes nothing more.
+func TestBreakitKeyedBatchCancel(t *testing.T) {
+	bothDialects(t, breakitKeyedBatchCancel)
+}
+
+func breakitKeyedBatchCancel(t *testing.T, st *store.Store) {
+	ctx := context.Background()
+	submit := func(key string) jobq.Job {
+		j, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: key, JobType: "t", Params: "{}", RequestHash: key,
+			MaxRetry: 3, ConcurrencyKey: "ck", ConcurrencyLimit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	a, b, c := submit("k1"), submit("k2"), submit("k3")
+	if c.Status != jobq.StateParked {
+		t.Fatalf("third keyed job %s, want PARKED", c.Status)
+	}
+	cs, err := st.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "a", Limit: 2, Lease: time.Minute})
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("claim %d %v", len(cs), err)
+	}
+	if _, err := st.JobCancel(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	batch := []jobq.Completion{}
+	for _, x := range cs {
+		batch = append(batch, jobq.Completion{Fence: x.Fence(), Outcome: jobq.OutcomeSuccess, ConcurrencyKey: x.ConcurrencyKey})
+	}
+	for i := range 2 {
+		ap, err := st.JobCompleteMany(ctx, batch)
+		if err != nil || !ap[0] || !ap[1] {
+			t.Fatalf("complete %d: %v %v", i, ap, err)
+		}
+	}
+	if got := execSummary(t, st, a.ID); got != "1:a:CANCELED " {
+		t.Errorf("canceled keyed job executions %q", got)
+	}
+	if got := execSummary(t, st, b.ID); got != "1:a:SUCCESS " {
+		t.Errorf("keyed success executions %q", got)
+	}
+	if j := jobRow(t, st, c.ID); j.Status != jobq.StateWaiting {
+		t.Errorf("parked job %s, want WAITING", j.Status)
+	}
+	var n int
+	if err := st.DB().QueryRow("SELECT COUNT(*) FROM job_execution").Scan(&n); err != nil || n != 1 {
+		t.Errorf("execution rows %d %v, want 1", n, err)
 	}
 }
