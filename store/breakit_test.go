@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -352,5 +354,65 @@ func breakitKeyedBatchCancel(t *testing.T, st *store.Store) {
 	var n int
 	if err := st.DB().QueryRow("SELECT COUNT(*) FROM job_execution").Scan(&n); err != nil || n != 1 {
 		t.Errorf("execution rows %d %v, want 1", n, err)
+	}
+}
+
+// Workflow parents in one batch: one without an output (batched, no
+// execution row), one with an output (row by row), one whose cancel was
+// requested while it ran. The children see each parent's status and the
+// output of the one that has one; the canceled parent's child is canceled.
+func TestBreakitWorkflowParentsBatched(t *testing.T) {
+	bothDialects(t, breakitWorkflowParentsBatched)
+}
+
+func breakitWorkflowParentsBatched(t *testing.T, st *store.Store) {
+	ctx := context.Background()
+	wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "bk", RequestHash: "h", Jobs: []jobq.WorkflowJobParams{
+		wfJob("p1"), wfJob("p2"), wfJob("p3"), wfJob("c12", "p1", "p2"), wfJob("c3", "p3"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claimAll(t, st)
+	if len(c) != 3 {
+		t.Fatalf("claimed %v", c)
+	}
+	if _, err := st.JobCancel(ctx, c["p3"].ID); err != nil {
+		t.Fatal(err)
+	}
+	withOut := success(c["p2"])
+	withOut.Output = json.RawMessage(`{"v":2}`)
+	batch := []jobq.Completion{success(c["p1"]), withOut, success(c["p3"])}
+	for i := range 2 {
+		ap, err := st.JobCompleteMany(ctx, batch)
+		if err != nil || !ap[0] || !ap[1] || !ap[2] {
+			t.Fatalf("complete %d: %v %v", i, ap, err)
+		}
+	}
+	want := map[string]jobq.JobState{"p1": jobq.StateSuccess, "p2": jobq.StateSuccess, "p3": jobq.StateCanceled,
+		"c12": jobq.StateWaiting, "c3": jobq.StateCanceled}
+	if got := statuses(t, st, wf.ID); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("statuses %v, want %v", got, want)
+	}
+	got := claimAll(t, st)
+	child, ok := got["c12"]
+	if !ok {
+		t.Fatalf("c12 not claimable: %v", got)
+	}
+	ps, err := st.JobParents(ctx, []uint64{child.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, p := range ps[child.ID] {
+		parts = append(parts, fmt.Sprintf("%s:%s:%s", p.JobKey, p.Status, p.Output))
+	}
+	if s := fmt.Sprint(parts); s != "[p1:SUCCESS: p2:SUCCESS:{\"v\":2}]" {
+		t.Errorf("parents %s", s)
+	}
+	for key, want := range map[string]string{"p1": "1:r1:SUCCESS ", "p2": "1:r1:SUCCESS ", "p3": "1:r1:CANCELED "} {
+		if s := execSummary(t, st, c[key].ID); s != want {
+			t.Errorf("%s executions %q, want %q", key, s, want)
+		}
 	}
 }
