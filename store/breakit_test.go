@@ -416,3 +416,31 @@ func breakitWorkflowParentsBatched(t *testing.T, st *store.Store) {
 		}
 	}
 }
+
+// The same success twice in one batch (a resend merged into the flush of
+// the first): both applied, one SUCCESS, one attempt in job_attempt.
+func TestBreakitDuplicateSuccessInOneBatch(t *testing.T) {
+	bothDialects(t, breakitDuplicateSuccessInOneBatch)
+}
+
+func breakitDuplicateSuccessInOneBatch(t *testing.T, st *store.Store) {
+	ctx := context.Background()
+	id := submitJob(t, st, "dup", "t", 3)
+	other := submitJob(t, st, "dup-other", "t", 3)
+	a := claimOne(t, st, "a", time.Minute)
+	b := claimOne(t, st, "a", time.Minute)
+	s := jobq.Completion{Fence: a.Fence(), Outcome: jobq.OutcomeSuccess}
+	ap, err := st.JobCompleteMany(ctx, []jobq.Completion{s, {Fence: b.Fence(), Outcome: jobq.OutcomeSuccess}, s})
+	if err != nil || !ap[0] || !ap[1] || !ap[2] {
+		t.Fatalf("complete: %v %v; want all applied", ap, err)
+	}
+	for _, j := range []uint64{id, other} {
+		if got := execSummary(t, st, j); got != "1:a:SUCCESS " {
+			t.Errorf("job %d executions %q", j, got)
+		}
+	}
+	var n int
+	if err := st.DB().QueryRow("SELECT COUNT(*) FROM job_attempt").Scan(&n); err != nil || n != 2 {
+		t.Errorf("job_attempt rows %d %v, want 2", n, err)
+	}
+}
