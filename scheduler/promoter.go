@@ -102,6 +102,11 @@ func (pr *promoter) observe(sn jobq.ScheduledNext, received time.Time) {
 
 func (pr *promoter) run(ctx context.Context) {
 	next := time.Now()
+	// pending is the earliest hint taken since the last pass: a probe's
+	// answer may have been read before the submit or retry that hinted
+	// committed, so it replaces the plan but never drops a hint; the next
+	// pass (whose own probe reads after the hint's commit) serves it.
+	var pending time.Time
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -110,17 +115,21 @@ func (pr *promoter) run(ctx context.Context) {
 			return
 		case <-pr.poke:
 			h, o := pr.takeHint()
+			if !h.IsZero() && (pending.IsZero() || h.Before(pending)) {
+				pending = h
+			}
 			if !o.IsZero() {
 				// A fresh probe's answer replaces the plan, later or not.
 				next = o
 			}
-			if !h.IsZero() && h.Before(next) {
-				next = h
+			if !pending.IsZero() && pending.Before(next) {
+				next = pending
 			}
 			resetTimer(timer, time.Until(next))
 			continue
 		case <-timer.C:
 		}
+		pending = time.Time{}
 		next, _ = pr.pass(ctx)
 		resetTimer(timer, time.Until(next))
 	}

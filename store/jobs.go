@@ -462,8 +462,6 @@ func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
 	return t.UTC(), Mark(err)
 }
 
-// JobScheduledNext reads the earliest run_at among SCHEDULED jobs and the
-// database clock in one index-only statement (idx_due).
 // JobIdleProbe is the skiplocked scan's idle probe and the promoter's probe
 // in one index-only statement (JobIdleProbe in sql/queries/jobs.sql):
 // how many jobs are due for the scan (up to limit, at least 1), and the
@@ -481,6 +479,8 @@ func (s *Store) JobIdleProbe(ctx context.Context, limit int) (jobq.IdleProbe, er
 	return out, nil
 }
 
+// JobScheduledNext reads the earliest run_at among SCHEDULED jobs and the
+// database clock in one index-only statement (idx_due).
 func (s *Store) JobScheduledNext(ctx context.Context) (jobq.ScheduledNext, error) {
 	r, err := s.q.JobScheduledNext(ctx)
 	if err != nil {

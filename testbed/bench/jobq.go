@@ -136,9 +136,10 @@ func (j *jobqInProc) Stop() error {
 }
 
 // jobqProcs runs Replicas `jobq serve` processes (the --procs mode). Their
-// completions are counted from job_execution (finished SUCCESS rows, which
-// only the current point's jobs have); conflicts, errors and statements are
-// not observable from outside and reported as -1.
+// completions are counted from job_queue (SUCCESS rows, which only the
+// current point's jobs have: a batched success writes no job_execution
+// row); conflicts, errors and statements are not observable from outside
+// and reported as -1.
 type jobqProcs struct {
 	bin, dsn, logDir string
 	rc               ReplicaConfig
