@@ -23,7 +23,7 @@ import (
 // itself (the job_attempt view and the store's readers show it). Successes
 // (fenced ones) are written with one JobCompleteFencedMany per attempt
 // number in the batch (nearly always one), each row still fenced by its
-// attempt, and one ExecutionRecordCanceledMany for those a cancel ended;
+// attempt, and one ExecutionRecordKeptMany for those a cancel ended;
 // other outcomes, and successes with an output, row by row. When the batched statements match fewer rows than
 // successes, some run was stale: the transaction rolls back and the batch is
 // written again in a new one, split by a read of the jobs' fence states
@@ -235,9 +235,11 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, db jobqd
 			return errStaleInBatch
 		}
 	}
-	// Only the runs a cancel request ended CANCELED get an execution row;
-	// a SUCCESS's record is its job row (ExecutionRecordCanceledMany).
-	if _, err := q.ExecutionRecordCanceledMany(ctx, ids); err != nil {
+	// Only the runs a cancel request ended CANCELED and the successes of
+	// jobs older than the newest jobq.StatsRecentRows get an execution row;
+	// a recent SUCCESS's record is its job row (ExecutionRecordKeptMany).
+	if _, err := q.ExecutionRecordKeptMany(ctx, jobqdb.ExecutionRecordKeptManyParams{
+		Ids: ids, RecentRows: jobq.StatsRecentRows}); err != nil {
 		return err
 	}
 	// Keyed jobs ended SUCCESS or CANCELED: both free their slot (those of
@@ -580,7 +582,7 @@ func alreadyApplied(ctx context.Context, q *jobqdb.Queries, c jobq.Completion) (
 
 // attemptOutcome is the recorded outcome of run f's attempt: its execution
 // row's, or SUCCESS when the job row says the attempt succeeded (the batched
-// success writes no execution row: ExecutionRecordCanceledMany); "" when
+// success writes no execution row: ExecutionRecordKeptMany); "" when
 // neither records one yet.
 func attemptOutcome(ctx context.Context, q *jobqdb.Queries, f jobq.Fence) (jobq.Outcome, error) {
 	out, err := q.ExecutionGetOutcome(ctx, jobqdb.ExecutionGetOutcomeParams{JobID: f.ID, Attempt: int32(f.Attempt)})

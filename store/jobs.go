@@ -423,7 +423,7 @@ func (s *Store) JobExecutions(ctx context.Context, id uint64) ([]jobq.Execution,
 		out = append(out, jobq.Execution{JobID: job.ID, Attempt: job.Attempt, Owner: job.Owner, StartedAt: *job.StartedAt})
 	case job.Status == jobq.StateSuccess && job.Attempt > 0 && last:
 		// A batched success writes no execution row: the job row records
-		// its attempt (ExecutionRecordCanceledMany).
+		// its attempt (ExecutionRecordKeptMany).
 		e := jobq.Execution{JobID: job.ID, Attempt: job.Attempt, Owner: job.Owner, Outcome: jobq.OutcomeSuccess,
 			FinishedAt: job.FinishedAt}
 		if job.StartedAt != nil {

@@ -335,7 +335,7 @@ type ActivityStartedSucceededRow struct {
 }
 
 // ActivityStarted for the attempts whose record is their job row (a batched
-// success writes no execution row, see ExecutionRecordCanceledMany), among
+// success writes no execution row, see ExecutionRecordKeptMany), among
 // the newest jobs (id > min_id): same columns, merged by the caller.
 func (q *Queries) ActivityStartedSucceeded(ctx context.Context, arg ActivityStartedSucceededParams) ([]ActivityStartedSucceededRow, error) {
 	rows, err := q.db.QueryContext(ctx, activityStartedSucceeded, arg.MinID, arg.Minutes)

@@ -1,7 +1,7 @@
 -- Batched success completion: the completer's fast path (store.JobCompleteMany):
 -- JobCompleteFencedMany, one statement for the whole batch, then
--- ExecutionRecordCanceledMany for the runs a cancel request ended CANCELED
--- (a SUCCESS's record is the job row itself).
+-- ExecutionRecordKeptMany for the runs a cancel request ended CANCELED and
+-- the successes of old jobs (a recent SUCCESS's record is the job row).
 -- Each row is still fenced by its own attempt: the caller groups the batch
 -- by attempt and sends one JobCompleteFencedMany per attempt number (nearly
 -- always one: a first attempt), so a row matches only when it is still
@@ -37,21 +37,27 @@ WHERE id IN (sqlc.slice(ids)) AND status = 'RUNNING'
   AND (sqlc.arg(has_children) = 0 OR cancel_requested = 0)
   AND (concurrency_key IS NOT NULL) = CAST(sqlc.arg(keyed) AS SIGNED);
 
--- name: ExecutionRecordCanceledMany :execrows
--- Writes the execution rows of the runs JobCompleteFencedMany just ended
--- CANCELED in this transaction (a cancel was requested while they ran), from
--- the claimed job rows: the audit trail says what the job row says. The runs
--- that ended SUCCESS get no row: the job row, which the update just wrote,
--- is their attempt's record (attempt, owner, started_at, run_at as due_at,
+-- name: ExecutionRecordKeptMany :execrows
+-- Writes the execution rows the batch's runs still need, after
+-- JobCompleteFencedMany ended them in this transaction, from the claimed job
+-- rows: the runs a cancel request ended CANCELED (the audit trail says what
+-- the job row says), and the successes of jobs older than the newest
+-- recent_rows job ids (jobq.StatsRecentRows: a long run, or one scheduled or
+-- retried far ahead), so that the recent counts of QueueStats and Activity,
+-- which read only the newest rows of each table, still see them. Every other
+-- success gets no row: the job row, which the update just wrote, is its
+-- attempt's record (attempt, owner, started_at, run_at as due_at,
 -- finished_at; the job_attempt view and the store's readers show it as the
 -- attempt's SUCCESS), which saves one row write and its two index entries
 -- per job. The transaction holds the rows locked at the attempts they were
--- fenced on, so the ids alone pick exactly those rows.
+-- fenced on, so the ids alone pick exactly those rows. MAX(id) is one dive
+-- into the primary key.
 INSERT INTO job_execution (job_id, attempt, owner, started_at, due_at, finished_at, outcome, error)
 SELECT q.id, q.attempt, COALESCE(q.owner, ''), COALESCE(q.started_at, NOW(6)), q.run_at,
-       NOW(6), 'CANCELED', NULL
+       NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL
 FROM job_queue AS q FORCE INDEX (PRIMARY)
-WHERE q.id IN (sqlc.slice(ids)) AND q.cancel_requested = 1;
+WHERE q.id IN (sqlc.slice(ids))
+  AND (q.cancel_requested = 1 OR q.id + sqlc.arg(recent_rows) <= (SELECT MAX(m.id) FROM job_queue AS m));
 
 -- name: JobReleaseFencedMany :execrows
 -- Releases of runs whose handler never started (given back by the run queue,

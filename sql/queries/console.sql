@@ -42,7 +42,7 @@ ORDER BY owner;
 
 -- name: ActivityStartedSucceeded :many
 -- ActivityStarted for the attempts whose record is their job row (a batched
--- success writes no execution row, see ExecutionRecordCanceledMany), among
+-- success writes no execution row, see ExecutionRecordKeptMany), among
 -- the newest jobs (id > min_id): same columns, merged by the caller.
 SELECT CAST(TIMESTAMPDIFF(MINUTE, q.started_at, NOW(6)) AS SIGNED) AS minutes_ago,
        COUNT(*) AS started,

@@ -149,7 +149,7 @@ var mutants = []mutant{
 	{
 		Name: "cancel-outcome-success", Bug: "audit: batched success records SUCCESS for a job that ended CANCELED",
 		Rule:   "but its execution says",
-		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "NOW(6), 'CANCELED', NULL\nFROM job_queue AS q FORCE INDEX (PRIMARY)", "NOW(6), 'SUCCESS', NULL\nFROM job_queue AS q FORCE INDEX (PRIMARY)"}},
+		Edits:  []edit{{"gen/jobqdb/complete_many.sql.go", "NOW(6), IF(q.cancel_requested = 1, 'CANCELED', 'SUCCESS'), NULL\nFROM job_queue AS q FORCE INDEX (PRIMARY)\nWHERE q.id IN (/*SLICE:ids*/?)\n  AND (q.cancel_requested", "NOW(6), 'SUCCESS', NULL\nFROM job_queue AS q FORCE INDEX (PRIMARY)\nWHERE q.id IN (/*SLICE:ids*/?)\n  AND (q.cancel_requested"}},
 		Checks: []check{{"./store/", "^TestCancel(BeforeCompletionRecordsCanceled|RaceJobAndAuditAgree)$"}},
 	},
 	{

@@ -16,7 +16,7 @@ import (
 // 409; a different outcome is a conflict; the stale token of a rescued
 // first attempt is 409 stale; nothing is written by the refused calls, and
 // the executions API lists each attempt once.
-func TestBreakitWorkerBatchedSuccessResendAndStale(t *testing.T) {
+func TestWorkerBatchedSuccessResendAndStale(t *testing.T) {
 	w := startWorkerReplica(t, nil)
 	id := w.submit("bk-1", "resize")
 	first := w.fetch(resizeToken, "w1", []string{"resize"}, 1, 0)

@@ -15,7 +15,7 @@ import (
 // promote interval on a replica whose scan sends no idle probe: the cas
 // strategy, and a skiplocked replica whose scan is busy with a backlog
 // (every worker held, so no empty claim and no probe).
-func TestBreakitPromotedInTimeWithoutIdleProbe(t *testing.T) {
+func TestPromotedInTimeWithoutIdleProbe(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		strategy string

@@ -14,11 +14,11 @@ import (
 
 // A FAILED job retried by hand, then succeeding in a batch: two attempts
 // everywhere (executions, job_attempt, QueueStats, Activity).
-func TestBreakitManualRetryThenBatchedSuccess(t *testing.T) {
-	bothDialects(t, breakitManualRetryThenBatchedSuccess)
+func TestManualRetryThenBatchedSuccess(t *testing.T) {
+	bothDialects(t, manualRetryThenBatchedSuccess)
 }
 
-func breakitManualRetryThenBatchedSuccess(t *testing.T, st *store.Store) {
+func manualRetryThenBatchedSuccess(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	id := submitJob(t, st, "manual", "t", 0)
 	a := claimOne(t, st, "a", 30*time.Second)
@@ -73,11 +73,11 @@ func breakitManualRetryThenBatchedSuccess(t *testing.T, st *store.Store) {
 
 // A cancel requested while the run is in flight, then the run's batched
 // success: CANCELED, exactly one execution row, counted once.
-func TestBreakitCancelDuringBatchedSuccess(t *testing.T) {
-	bothDialects(t, breakitCancelDuringBatchedSuccess)
+func TestCancelDuringBatchedSuccess(t *testing.T) {
+	bothDialects(t, cancelDuringBatchedSuccess)
 }
 
-func breakitCancelDuringBatchedSuccess(t *testing.T, st *store.Store) {
+func cancelDuringBatchedSuccess(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	id := submitJob(t, st, "cancel", "t", 3)
 	other := submitJob(t, st, "other", "t", 3)
@@ -135,9 +135,9 @@ func breakitCancelDuringBatchedSuccess(t *testing.T, st *store.Store) {
 }
 
 // Purge of batched successes: job rows go, no execution rows orphaned.
-func TestBreakitPurgeBatchedSuccess(t *testing.T) { bothDialects(t, breakitPurgeBatchedSuccess) }
+func TestPurgeBatchedSuccess(t *testing.T) { bothDialects(t, purgeBatchedSuccess) }
 
-func breakitPurgeBatchedSuccess(t *testing.T, st *store.Store) {
+func purgeBatchedSuccess(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	var cs []jobq.Completion
 	_, x := reclaimedElsewhere(t, st, "rescued")
@@ -170,9 +170,9 @@ func breakitPurgeBatchedSuccess(t *testing.T, st *store.Store) {
 
 // Migrate down to 016 and up again with data present: jobs survive, the
 // view and the virtual columns come back, and the queue works after.
-func TestBreakitMigrateDownUpWithData(t *testing.T) { bothDialects(t, breakitMigrateDownUpWithData) }
+func TestMigrateDownUpWithData(t *testing.T) { bothDialects(t, migrateDownUpWithData) }
 
-func breakitMigrateDownUpWithData(t *testing.T, st *store.Store) {
+func migrateDownUpWithData(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	_, x := reclaimedElsewhere(t, st, "rescued")
 	submitJob(t, st, "ok", "t", 3)
@@ -242,8 +242,8 @@ func breakitMigrateDownUpWithData(t *testing.T, st *store.Store) {
 	if n := count("SELECT COUNT(*) FROM job_attempt"); n != attempts+1 {
 		t.Errorf("job_attempt after a success %d, want %d", n, attempts+1)
 	}
-	p, err := st.JobIdleProbe(ctx)
-	if err != nil || p.Due {
+	p, err := st.JobIdleProbe(ctx, 10)
+	if err != nil || p.Due != 0 {
 		t.Errorf("idle probe %+v %v", p, err)
 	}
 }
@@ -268,7 +268,7 @@ func bothDialects(t *testing.T, f func(t *testing.T, st *store.Store)) {
 // created: its success finished inside the window, alone, and must be
 // counted by QueueStats and Activity as its execution row was before the
 // batched success stopped writing one (the row's id was the newest).
-func TestBreakitOldJobSuccessCountedInRecentStats(t *testing.T) {
+func TestOldJobSuccessCountedInRecentStats(t *testing.T) {
 	t.Parallel()
 	st := testdb.Store(t)
 	ctx := context.Background()
@@ -307,11 +307,11 @@ func TestBreakitOldJobSuccessCountedInRecentStats(t *testing.T) {
 // a cancel requested during the run ends it CANCELED with one execution
 // row; the other keyed run succeeds without one; the key's parked job is
 // admitted; the retried batch is applied and writes nothing more.
-func TestBreakitKeyedBatchCancel(t *testing.T) {
-	bothDialects(t, breakitKeyedBatchCancel)
+func TestKeyedBatchCancel(t *testing.T) {
+	bothDialects(t, keyedBatchCancel)
 }
 
-func breakitKeyedBatchCancel(t *testing.T, st *store.Store) {
+func keyedBatchCancel(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	submit := func(key string) jobq.Job {
 		j, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: key, JobType: "t", Params: "{}", RequestHash: key,
@@ -361,11 +361,11 @@ func breakitKeyedBatchCancel(t *testing.T, st *store.Store) {
 // execution row), one with an output (row by row), one whose cancel was
 // requested while it ran. The children see each parent's status and the
 // output of the one that has one; the canceled parent's child is canceled.
-func TestBreakitWorkflowParentsBatched(t *testing.T) {
-	bothDialects(t, breakitWorkflowParentsBatched)
+func TestWorkflowParentsBatched(t *testing.T) {
+	bothDialects(t, workflowParentsBatched)
 }
 
-func breakitWorkflowParentsBatched(t *testing.T, st *store.Store) {
+func workflowParentsBatched(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	wf, _, err := st.WorkflowSubmit(ctx, jobq.WorkflowSubmitParams{WorkflowKey: "bk", RequestHash: "h", Jobs: []jobq.WorkflowJobParams{
 		wfJob("p1"), wfJob("p2"), wfJob("p3"), wfJob("c12", "p1", "p2"), wfJob("c3", "p3"),
@@ -419,11 +419,11 @@ func breakitWorkflowParentsBatched(t *testing.T, st *store.Store) {
 
 // The same success twice in one batch (a resend merged into the flush of
 // the first): both applied, one SUCCESS, one attempt in job_attempt.
-func TestBreakitDuplicateSuccessInOneBatch(t *testing.T) {
-	bothDialects(t, breakitDuplicateSuccessInOneBatch)
+func TestDuplicateSuccessInOneBatch(t *testing.T) {
+	bothDialects(t, duplicateSuccessInOneBatch)
 }
 
-func breakitDuplicateSuccessInOneBatch(t *testing.T, st *store.Store) {
+func duplicateSuccessInOneBatch(t *testing.T, st *store.Store) {
 	ctx := context.Background()
 	id := submitJob(t, st, "dup", "t", 3)
 	other := submitJob(t, st, "dup-other", "t", 3)
