@@ -447,3 +447,24 @@ func TestCSVAdapter(t *testing.T) {
 		t.Fatalf("end before start: %v", err)
 	}
 }
+
+// An attempt recorded as finished before it started (a sabotaged build's
+// unfenced write, whose NOW(6) predates the claim it waited behind) is
+// written finishing at its start and reads back: the history stays loadable.
+func TestNDJSONFinishBeforeStartReadsBack(t *testing.T) {
+	fin := at(400)
+	h := History{Start: at(0), End: at(1000),
+		Jobs:       []Job{{ID: 1, Key: "k", Type: "t", Status: "SUCCESS", Attempt: 1, MaxRetry: 3, CreateTime: at(0), FinishedAt: &fin}},
+		Executions: []Execution{{JobID: 1, Attempt: 1, Owner: "r1", StartedAt: at(500), FinishedAt: &fin, Outcome: OutcomeSuccess}}}
+	var buf bytes.Buffer
+	if err := WriteNDJSON(&buf, h); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadNDJSON(&buf)
+	if err != nil {
+		t.Fatalf("read back: %v", err)
+	}
+	if len(got.Executions) != 1 || got.Executions[0].FinishedAt == nil || !got.Executions[0].FinishedAt.Equal(at(500)) {
+		t.Fatalf("executions %+v, want one finishing at its start", got.Executions)
+	}
+}
