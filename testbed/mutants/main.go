@@ -86,19 +86,19 @@ var mutants = []mutant{
 	{
 		Name: "hash-without-run_at", Bug: "3: idempotency hash leaves out run_at",
 		Rule:   "want 409",
-		Edits:  []edit{{"service/service.go", "p.MaxRetry, p.TimeoutMs, runAt})", "p.MaxRetry, p.TimeoutMs, runAt[:0]})"}},
+		Edits:  []edit{{"service/service.go", "p.MaxRetry, p.TimeoutMs, runAt}\n", "p.MaxRetry, p.TimeoutMs, runAt[:0]}\n"}},
 		Checks: []check{{"./httpapi/", "^TestIdempotencyHashCoversEveryField$"}},
 	},
 	{
 		Name: "hash-without-max_retry", Bug: "3: idempotency hash leaves out max_retry",
 		Rule:   "want 409",
-		Edits:  []edit{{"service/service.go", "p.MaxRetry, p.TimeoutMs, runAt})", "p.TimeoutMs, runAt})"}},
+		Edits:  []edit{{"service/service.go", "p.MaxRetry, p.TimeoutMs, runAt}\n", "p.TimeoutMs, runAt}\n"}},
 		Checks: []check{{"./httpapi/", "^TestIdempotencyHashCoversEveryField$"}},
 	},
 	{
 		Name: "hash-without-timeout_ms", Bug: "3: idempotency hash leaves out timeout_ms",
 		Rule:   "want 409",
-		Edits:  []edit{{"service/service.go", "p.MaxRetry, p.TimeoutMs, runAt})", "p.MaxRetry, runAt})"}},
+		Edits:  []edit{{"service/service.go", "p.MaxRetry, p.TimeoutMs, runAt}\n", "p.MaxRetry, runAt}\n"}},
 		Checks: []check{{"./httpapi/", "^TestIdempotencyHashCoversEveryField$"}},
 	},
 	{
@@ -226,7 +226,7 @@ var mutants = []mutant{
 	{
 		Name: "runqueue-ignores-recent", Bug: "the run queue offers every place, whatever finished recently",
 		Rule:   "run queue offered places for finishes outside its window",
-		Edits:  []edit{{"scheduler/pool.go", "allowed := s.workers + min(s.queueMax, s.recent.places(time.Now(), s.workers))", "allowed := s.workers + s.queueMax"}},
+		Edits:  []edit{{"scheduler/pool.go", "places := min(s.queueMax, s.recent.places(time.Now(), s.workers))\n", "places := s.queueMax\n"}},
 		Checks: []check{{"./scheduler/", "^TestRunQueueOffersPlacesOnlyForRecentFinishes$"}},
 	},
 	{
