@@ -154,8 +154,9 @@ func TestKilledReplicaJobRescuedAndCompletedElsewhere(t *testing.T) {
 	}
 }
 
-// Every attempt that started leaves exactly one job_execution row, written
-// when its outcome is known, including the attempts of a replica killed
+// Every attempt that started leaves exactly one job_attempt row (its
+// job_execution row, or for a batched success its job row), written when
+// its outcome is known, including the attempts of a replica killed
 // with SIGKILL mid-run (the rescuer writes those). While a run is in
 // flight, JobExecutions lists it from the job row, with no outcome yet.
 func TestKilledReplicaEveryAttemptOneExecutionRow(t *testing.T) {

@@ -160,7 +160,7 @@ func (c *StatsCmd) Run(g *Globals) error {
 	} else {
 		fmt.Println("oldest waiting  none due")
 	}
-	// Finished counts attempts (job_execution rows) by outcome, not jobs: a
+	// Finished counts attempts (job_attempt rows) by outcome, not jobs: a
 	// job that failed once and then succeeded is one FAILED and one SUCCESS
 	// attempt beside one SUCCESS job in the table above.
 	outcomes := make([]string, 0, len(st.Finished))
