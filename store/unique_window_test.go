@@ -3,12 +3,17 @@ package store_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
+	jobqsql "github.com/jobq/jobq/sql"
 	"github.com/jobq/jobq/store"
 )
 
@@ -188,7 +193,8 @@ func TestUniqueWindowMigrationOnExistingTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := testdb.Store(t)
-	if _, err := st.MigrateDown(ctx, 1); err != nil {
+	steps := stepsFrom(t, 15)
+	if _, err := st.MigrateDown(ctx, steps); err != nil {
 		t.Fatalf("down to before 015: %v", err)
 	}
 	for _, k := range []string{"old-1", "old-2"} {
@@ -207,7 +213,7 @@ func TestUniqueWindowMigrationOnExistingTable(t *testing.T) {
 	if j, created := uniqueSubmit(t, st, params("old-1")); created || j.ID != old.ID {
 		t.Fatalf("resubmit of an existing key: job %d created=%v, want %d", j.ID, created, old.ID)
 	}
-	if _, err := st.MigrateDown(ctx, 1); err != nil {
+	if _, err := st.MigrateDown(ctx, steps); err != nil {
 		t.Fatalf("down with no released key: %v", err)
 	}
 	if _, err := st.MigrateUp(ctx); err != nil {
@@ -237,4 +243,25 @@ func TestUniqueWindowHolderThenKeyedSubmit(t *testing.T) {
 	if old, err := st.JobGet(context.Background(), a.ID); err != nil || !old.KeyReleased {
 		t.Fatalf("the windowed holder %+v, %v: want its key released", old, err)
 	}
+}
+
+// stepsFrom is the number of migrations numbered from version on: the
+// steps MigrateDown takes to the schema before version.
+func stepsFrom(t *testing.T, version int) int {
+	t.Helper()
+	files, err := fs.Glob(jobqsql.Migrations, "migrations/*.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		v, err := strconv.Atoi(strings.SplitN(path.Base(f), "_", 2)[0])
+		if err != nil {
+			t.Fatalf("migration %s: %v", f, err)
+		}
+		if v >= version {
+			n++
+		}
+	}
+	return n
 }
