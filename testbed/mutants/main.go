@@ -165,6 +165,12 @@ var mutants = []mutant{
 		Checks: []check{{"./store/", "^TestBatchedSuccessAcrossAttempts$"}},
 	},
 	{
+		Name: "promoter-drops-hint", Bug: "promoter: an idle probe's answer read before a hinted submit drops the hint",
+		Rule:   "the submit's hint was dropped",
+		Edits:  []edit{{"scheduler/promoter.go", "\t\t\tif !h.IsZero() && (pending.IsZero() || h.Before(pending)) {\n\t\t\t\tpending = h\n\t\t\t}\n", "\t\t\tif !h.IsZero() && o.IsZero() && (pending.IsZero() || h.Before(pending)) {\n\t\t\t\tpending = h\n\t\t\t}\n"}},
+		Checks: []check{{"./scheduler/", "^TestPromoterHintSurvivesAnOlderProbe$"}},
+	},
+	{
 		Name: "sleep-params-unbounded", Bug: "params: built-in types accept any ms",
 		Rule:   "want 400 naming",
 		Edits:  []edit{{"jobtypes/jobtypes.go", "if err != nil || n < 0 || n > b.max {", "if err != nil || n < 0 {"}},
