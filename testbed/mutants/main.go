@@ -167,7 +167,7 @@ var mutants = []mutant{
 	{
 		Name: "promoter-drops-hint", Bug: "promoter: an idle probe's answer read before a hinted submit drops the hint",
 		Rule:   "the submit's hint was dropped",
-		Edits:  []edit{{"scheduler/promoter.go", "\t\t\tif !h.IsZero() && (pending.IsZero() || h.Before(pending)) {\n\t\t\t\tpending = h\n\t\t\t}\n", "\t\t\tif !h.IsZero() && o.IsZero() && (pending.IsZero() || h.Before(pending)) {\n\t\t\t\tpending = h\n\t\t\t}\n"}},
+		Edits:  []edit{{"scheduler/promoter.go", "\t\t\t\tnext = o\n", "\t\t\t\tnext, pending = o, time.Time{}\n"}},
 		Checks: []check{{"./scheduler/", "^TestPromoterHintSurvivesAnOlderProbe$"}},
 	},
 	{
