@@ -7,35 +7,46 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// backlogQuery reads the non-terminal jobs in one statement of three
-// bounded index range reads: at most BacklogCountLimit entries of each
-// status, in due order — SCHEDULED and WAITING rows from idx_due
-// (due_status, run_at: migration 018, so these reads name due_status),
-// RUNNING rows from idx_lease (status, lease_until).
+// backlogQuery reads the non-terminal jobs in one statement of bounded
+// index range reads: at most BacklogCountLimit entries of each status.
+// SCHEDULED rows come from idx_due (due_status, run_at: a virtual column, so
+// the read names due_status) and RUNNING rows from idx_lease (status,
+// lease_until), each in due order. WAITING rows come from idx_scan
+// (scan_status, lane, priority DESC, run_at, …), in due order only within a
+// (lane, priority) group: the WAITING total reads the first entries in index
+// order and the due count the first due ones (a WAITING job is due from the
+// moment it turns WAITING, so the count passes a not-yet-due entry only when
+// a writer's clock runs ahead of this server's), and the age of the oldest
+// due WAITING job is not read here but by store.OldestWaitingAge (one index
+// dive per group), so its column is 0.
 // Terminal rows (SUCCESS, FAILED, CANCELED) are never read: they grow
 // without bound, and the jobq_jobs_completed_total rates already describe
 // them. The bound keeps a replica's idle cost from growing with parked
 // jobs: counting every SCHEDULED row every 15 s on every replica read
 // 1,000,000 index entries per replica per sample at a million parked jobs.
-// Because each read goes in due order, the due (or expired) jobs come
-// first: the due count is exact below the limit, and the age of the oldest
-// due job (or longest-expired lease) is exact always. A count equal to the
-// limit means "at least that many". NOW(6) is the database clock, evaluated
-// once per statement. Each row is (status, total, due-or-expired count, age
-// in microseconds of the oldest due job or of the longest-expired lease).
-// For SCHEDULED the due count is jobs whose run_at has come but that no
-// promoter has made WAITING yet. The three ? are the limit.
+// Because each SCHEDULED and RUNNING read goes in due order, the due (or
+// expired) jobs come first: the due count is exact below the limit, and the
+// age of the oldest due job (or longest-expired lease) is exact always; the
+// WAITING counts are the same numbers, min(total, limit) and min(due,
+// limit). A count equal to the limit means "at least that many". NOW(6) is
+// the database clock, evaluated once per statement. Each row is (status,
+// total, due-or-expired count, age in microseconds of the oldest due job or
+// of the longest-expired lease). For SCHEDULED the due count is jobs whose
+// run_at has come but that no promoter has made WAITING yet. The four ? are
+// the limit.
 const backlogQuery = `
 SELECT 'SCHEDULED', COUNT(*), COALESCE(SUM(run_at <= NOW(6)), 0),
        COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(run_at <= NOW(6), run_at, NULL)), NOW(6)), 0)
   FROM (SELECT run_at FROM job_queue FORCE INDEX (idx_due) WHERE due_status = 'SCHEDULED' ORDER BY run_at LIMIT ?) s
 UNION ALL
-SELECT 'WAITING', COUNT(*), COALESCE(SUM(run_at <= NOW(6)), 0),
-       COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(run_at <= NOW(6), run_at, NULL)), NOW(6)), 0)
-  FROM (SELECT run_at FROM job_queue FORCE INDEX (idx_due) WHERE due_status = 'WAITING' ORDER BY run_at LIMIT ?) w
+SELECT 'WAITING',
+       (SELECT COUNT(*) FROM (SELECT 1 FROM job_queue FORCE INDEX (idx_scan) WHERE scan_status = 'WAITING' LIMIT ?) w),
+       (SELECT COUNT(*) FROM (SELECT 1 FROM job_queue FORCE INDEX (idx_scan) WHERE scan_status = 'WAITING' AND run_at <= NOW(6) LIMIT ?) d),
+       0
 UNION ALL
 SELECT 'RUNNING', COUNT(*), COALESCE(SUM(lease_until < NOW(6)), 0),
        COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(lease_until < NOW(6), lease_until, NULL)), NOW(6)), 0)
@@ -123,7 +134,7 @@ func (m *Metrics) SampleBacklog(ctx context.Context, db *sql.DB) error {
 	start := time.Now()
 	err := func() error {
 		n := m.opts.BacklogCountLimit
-		rows, err := db.QueryContext(ctx, backlogQuery, n, n, n)
+		rows, err := db.QueryContext(ctx, backlogQuery, n, n, n, n)
 		if err != nil {
 			return err
 		}
@@ -138,7 +149,6 @@ func (m *Metrics) SampleBacklog(ctx context.Context, db *sql.DB) error {
 			switch jobq.JobState(status) {
 			case jobq.StateWaiting:
 				b.due.Set(float64(sub))
-				b.oldestDue.Set(float64(ageUS) / 1e6)
 			case jobq.StateRunning:
 				b.leaseExpired.Set(float64(sub))
 				b.leaseOverdue.Set(float64(ageUS) / 1e6)
@@ -147,7 +157,15 @@ func (m *Metrics) SampleBacklog(ctx context.Context, db *sql.DB) error {
 				b.promoteLag.Set(float64(ageUS) / 1e6)
 			}
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		ageUS, err := store.OldestWaitingAge(ctx, db)
+		if err != nil {
+			return err
+		}
+		b.oldestDue.Set(float64(max(ageUS, 0)) / 1e6)
+		return nil
 	}()
 	b.sampleDuration.Set(time.Since(start).Seconds())
 	if err != nil {

@@ -194,6 +194,13 @@ func migrateDownUpWithData(t *testing.T, st *store.Store) {
 	}
 	before := count("SELECT COUNT(*) FROM job_queue")
 	attempts := count("SELECT COUNT(*) FROM job_attempt")
+	// Schema 018: idx_due indexes WAITING jobs too.
+	if down, err := st.MigrateDown(ctx, 1); err != nil || len(down) != 1 || down[0] != 19 {
+		t.Fatalf("down to 018: %v %v", down, err)
+	}
+	if n := count("SELECT COUNT(*) FROM job_queue WHERE due_status IS NOT NULL"); n != 2 {
+		t.Errorf("due_status not null at 018 %d, want 2 (waiting, scheduled)", n)
+	}
 	down, err := st.MigrateDown(ctx, 2)
 	if err != nil || len(down) != 2 || down[0] != 18 || down[1] != 17 {
 		t.Fatalf("down: %v %v", down, err)
@@ -220,7 +227,7 @@ func migrateDownUpWithData(t *testing.T, st *store.Store) {
 		t.Errorf("idx_due after down %q %v", idx, err)
 	}
 	up, err := st.MigrateUp(ctx)
-	if err != nil || len(up) != 2 {
+	if err != nil || len(up) != 3 {
 		t.Fatalf("up: %v %v", up, err)
 	}
 	if n := count("SELECT COUNT(*) FROM job_queue"); n != before {
@@ -232,8 +239,8 @@ func migrateDownUpWithData(t *testing.T, st *store.Store) {
 	if n := count("SELECT COUNT(*) FROM job_queue WHERE scan_status = 'WAITING'"); n != 1 {
 		t.Errorf("scan_status WAITING %d, want 1", n)
 	}
-	if n := count("SELECT COUNT(*) FROM job_queue WHERE due_status IS NOT NULL"); n != 2 {
-		t.Errorf("due_status not null %d, want 2", n)
+	if n := count("SELECT COUNT(*) FROM job_queue WHERE due_status IS NOT NULL"); n != 1 {
+		t.Errorf("due_status not null %d, want 1 (scheduled)", n)
 	}
 	w := claimOne(t, st, "b", 30*time.Second)
 	if ap, err := st.JobCompleteMany(ctx, []jobq.Completion{{Fence: w.Fence(), Outcome: jobq.OutcomeSuccess}}); err != nil || !ap[0] {

@@ -705,6 +705,29 @@ func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64
 	}
 }
 
+// OldestWaitingAge returns how long, in microseconds by the database clock,
+// the longest-due WAITING job on db has been due, or -1 when none is due. It
+// reads idx_scan (scan_status, lane, priority DESC, run_at, …), whose WAITING
+// entries are in due order within each (lane, priority) group: one index dive
+// per group plus one (StatsWaitingGroupNext), however many jobs wait. The
+// metrics' backlog sampler and QueueStats call it.
+func OldestWaitingAge(ctx context.Context, db *sql.DB) (int64, error) {
+	q := jobqdb.New(db)
+	oldest := int64(-1)
+	var p jobqdb.StatsWaitingGroupNextParams
+	for {
+		g, err := q.StatsWaitingGroupNext(ctx, p)
+		if errors.Is(err, sql.ErrNoRows) {
+			return oldest, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		oldest = max(oldest, g.AgeUs)
+		p = jobqdb.StatsWaitingGroupNextParams{Lane: sql.NullInt16{Int16: int16(g.Lane), Valid: true}, Priority: g.Priority}
+	}
+}
+
 // QueueStats counts jobs by status and type (a full pass over
 // idx_type_status), the age of the oldest due WAITING job, and jobs created
 // and attempts finished within window (among the newest StatsRecentRows rows).
@@ -723,7 +746,7 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.Queu
 		st.ByTypeStatus = append(st.ByTypeStatus, jobq.TypeStatusCount{JobType: r.JobType, Status: jobq.JobState(r.Status), Count: r.N})
 		st.ByStatus[r.Status] += r.N
 	}
-	age, err := s.q.StatsOldestWaiting(ctx)
+	age, err := OldestWaitingAge(ctx, s.db)
 	if err != nil {
 		return st, errorf("stats: oldest waiting: %w", err)
 	}

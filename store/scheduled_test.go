@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -119,30 +118,11 @@ func TestScanSkipsScheduledJobs(t *testing.T) {
 			if err := run(); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if got := handlerReads(t, conn); i == 1 && got > 2 {
+			if got := testdb.HandlerReads(t, conn); i == 1 && got > 2 {
 				t.Errorf("%s read %d index entries with 5,000 scheduled jobs, want ≤ 2", name, got)
 			}
 		}
 	}
-}
-
-func handlerReads(t *testing.T, conn *sql.Conn) int64 {
-	t.Helper()
-	rows, err := conn.QueryContext(context.Background(), "SHOW SESSION STATUS LIKE 'Handler_read%'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var sum int64
-	for rows.Next() {
-		var name string
-		var v int64
-		if err := rows.Scan(&name, &v); err != nil {
-			t.Fatal(err)
-		}
-		sum += v
-	}
-	return sum
 }
 
 // Migration 005 moves WAITING jobs that are not yet due to SCHEDULED, and

@@ -1766,8 +1766,8 @@ type JobScheduledNextRow struct {
 // The promoter's probe: the earliest run_at among SCHEDULED jobs (NULL when
 // there is none) and the database clock. MIN over idx_due's prefix is one
 // index dive ("Select tables optimized away"), whatever the number of
-// scheduled jobs. idx_due is on due_status (status while SCHEDULED or
-// WAITING, else NULL: migration 018), which its readers name.
+// scheduled jobs. idx_due is on due_status (status while SCHEDULED, else
+// NULL: migrations 018 and 019), which its readers name.
 func (q *Queries) JobScheduledNext(ctx context.Context) (JobScheduledNextRow, error) {
 	row := q.db.QueryRowContext(ctx, jobScheduledNext)
 	var i JobScheduledNextRow

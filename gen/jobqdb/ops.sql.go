@@ -1137,20 +1137,6 @@ func (q *Queries) StatsMaxIDs(ctx context.Context) (StatsMaxIDsRow, error) {
 	return i, err
 }
 
-const statsOldestWaiting = `-- name: StatsOldestWaiting :one
-SELECT CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(run_at), NOW(6)), -1) AS SIGNED) AS age_us
-FROM job_queue
-WHERE due_status = 'WAITING' AND run_at <= NOW(6)
-`
-
-// Age in microseconds of the longest-due WAITING job; -1 when none is due.
-func (q *Queries) StatsOldestWaiting(ctx context.Context) (int64, error) {
-	row := q.db.QueryRowContext(ctx, statsOldestWaiting)
-	var age_us int64
-	err := row.Scan(&age_us)
-	return age_us, err
-}
-
 const statsRecentCreated = `-- name: StatsRecentCreated :one
 SELECT COUNT(*) FROM job_queue
 WHERE id > ?
@@ -1231,6 +1217,47 @@ func (q *Queries) StatsRecentSucceeded(ctx context.Context, arg StatsRecentSucce
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const statsWaitingGroupNext = `-- name: StatsWaitingGroupNext :one
+SELECT lane, priority, CAST(TIMESTAMPDIFF(MICROSECOND, run_at, NOW(6)) AS SIGNED) AS age_us
+FROM job_queue FORCE INDEX (idx_scan)
+WHERE scan_status = 'WAITING'
+  AND (? IS NULL OR lane > ? OR (lane = ? AND priority < ?))
+ORDER BY lane, priority DESC, run_at
+LIMIT 1
+`
+
+type StatsWaitingGroupNextParams struct {
+	Lane     sql.NullInt16
+	Priority int32
+}
+
+type StatsWaitingGroupNextRow struct {
+	Lane     int8
+	Priority int32
+	AgeUs    int64
+}
+
+// The oldest WAITING job of the (lane, priority) group that follows the given
+// one in idx_scan order (lane ascending, priority descending), or of the first
+// group when lane is NULL: its group and its age in microseconds by the
+// database clock (negative while its run_at is ahead). One index dive: the
+// range starts right after the given group and the first entry of a group is
+// its oldest (run_at follows priority in idx_scan). Walking every group this
+// way (store.OldestWaitingAge) finds the oldest WAITING job in dives per group,
+// not per job: idx_scan has a descending key part, so MariaDB does no loose
+// index scan (GROUP BY lane, priority) on it.
+func (q *Queries) StatsWaitingGroupNext(ctx context.Context, arg StatsWaitingGroupNextParams) (StatsWaitingGroupNextRow, error) {
+	row := q.db.QueryRowContext(ctx, statsWaitingGroupNext,
+		arg.Lane,
+		arg.Lane,
+		arg.Lane,
+		arg.Priority,
+	)
+	var i StatsWaitingGroupNextRow
+	err := row.Scan(&i.Lane, &i.Priority, &i.AgeUs)
+	return i, err
 }
 
 const typeControlGet = `-- name: TypeControlGet :one

@@ -5,6 +5,7 @@ package testdb
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"sync"
@@ -159,4 +160,27 @@ func ServerWide(t testing.TB, st *store.Store, name string) {
 		_, _ = conn.ExecContext(context.Background(), "DO RELEASE_LOCK(?)", name)
 		conn.Close()
 	})
+}
+
+// HandlerReads sums the session's Handler_read_* counters: on a *sql.Conn,
+// or on a *sql.DB whose pool holds one connection.
+func HandlerReads(t testing.TB, conn interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) int64 {
+	t.Helper()
+	rows, err := conn.QueryContext(context.Background(), "SHOW SESSION STATUS LIKE 'Handler_read%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var sum int64
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			t.Fatal(err)
+		}
+		sum += v
+	}
+	return sum
 }

@@ -465,8 +465,8 @@ WHERE id = ? AND status IN ('FAILED', 'CANCELED');
 -- The promoter's probe: the earliest run_at among SCHEDULED jobs (NULL when
 -- there is none) and the database clock. MIN over idx_due's prefix is one
 -- index dive ("Select tables optimized away"), whatever the number of
--- scheduled jobs. idx_due is on due_status (status while SCHEDULED or
--- WAITING, else NULL: migration 018), which its readers name.
+-- scheduled jobs. idx_due is on due_status (status while SCHEDULED, else
+-- NULL: migrations 018 and 019), which its readers name.
 SELECT MIN(run_at) AS next_run_at, CAST(NOW(6) AS DATETIME(6)) AS db_now
 FROM job_queue
 WHERE due_status = 'SCHEDULED';

@@ -329,11 +329,22 @@ SELECT job_type, status, COUNT(*) AS n FROM job_queue
 GROUP BY job_type, status
 ORDER BY job_type, status;
 
--- name: StatsOldestWaiting :one
--- Age in microseconds of the longest-due WAITING job; -1 when none is due.
-SELECT CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(run_at), NOW(6)), -1) AS SIGNED) AS age_us
-FROM job_queue
-WHERE due_status = 'WAITING' AND run_at <= NOW(6);
+-- name: StatsWaitingGroupNext :one
+-- The oldest WAITING job of the (lane, priority) group that follows the given
+-- one in idx_scan order (lane ascending, priority descending), or of the first
+-- group when lane is NULL: its group and its age in microseconds by the
+-- database clock (negative while its run_at is ahead). One index dive: the
+-- range starts right after the given group and the first entry of a group is
+-- its oldest (run_at follows priority in idx_scan). Walking every group this
+-- way (store.OldestWaitingAge) finds the oldest WAITING job in dives per group,
+-- not per job: idx_scan has a descending key part, so MariaDB does no loose
+-- index scan (GROUP BY lane, priority) on it.
+SELECT lane, priority, CAST(TIMESTAMPDIFF(MICROSECOND, run_at, NOW(6)) AS SIGNED) AS age_us
+FROM job_queue FORCE INDEX (idx_scan)
+WHERE scan_status = 'WAITING'
+  AND (sqlc.narg(lane) IS NULL OR lane > sqlc.narg(lane) OR (lane = sqlc.narg(lane) AND priority < sqlc.arg(priority)))
+ORDER BY lane, priority DESC, run_at
+LIMIT 1;
 
 -- name: StatsMaxIDs :one
 SELECT CAST(COALESCE((SELECT MAX(id) FROM job_queue), 0) AS UNSIGNED) AS max_job_id,

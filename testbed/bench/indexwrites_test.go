@@ -20,11 +20,12 @@ import (
 func TestIndexWritesPerJob(t *testing.T) {
 	const n = 100
 	// Indexes each statement changes for every job of a plain success
-	// (no workflow, concurrency key or rate key). idx_scan and idx_due
-	// index scan_status and due_status (migration 018), NULL outside
-	// WAITING and SCHEDULED: the completion (RUNNING → SUCCESS) leaves
-	// both alone.
-	claim := []string{"job_queue.idx_due", "job_queue.idx_lease", "job_queue.idx_scan", "job_queue.idx_type_status"}
+	// (no workflow, concurrency key or rate key). idx_scan indexes
+	// scan_status (migration 018), NULL outside WAITING, and idx_due
+	// due_status (migration 019), NULL outside SCHEDULED: the claim
+	// (WAITING → RUNNING) leaves idx_due alone and the completion
+	// (RUNNING → SUCCESS) both.
+	claim := []string{"job_queue.idx_lease", "job_queue.idx_scan", "job_queue.idx_type_status"}
 	want := map[string][]string{
 		"JobClaimMany":               claim,
 		"JobClaimCAS":                claim,
