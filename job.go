@@ -210,7 +210,18 @@ type ClaimParams struct {
 	Owner string        // replica id written to job_queue.owner
 	Limit int           // at most this many jobs (the free worker slots, ≤ BatchLimit)
 	Lease time.Duration // lease_until = NOW(6) + Lease
+	// Slots, for a skiplocked claim, is the claim gate: the claim first
+	// takes one of the cluster's claim slots 0..Slots-1 (a claim_gate row
+	// lock held to its COMMIT), so at most Slots such claims run at once
+	// across the replicas of one database; it waits up to
+	// store.ClaimSlotWait (1 s) when all are held, then claims without one.
+	// 0: no gate; at most ClaimSlotsMax.
+	Slots int
 }
+
+// ClaimSlotsMax is how many claim slots the claim_gate table holds
+// (migration 020): ClaimParams.Slots above it count as this many.
+const ClaimSlotsMax = 64
 
 // ClaimCASParams configures the write half of a cas claim.
 type ClaimCASParams struct {

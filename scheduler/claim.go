@@ -21,6 +21,7 @@ type claimerParams struct {
 	Strategy string // StrategySkipLocked or StrategyCAS
 	Owner    string
 	Lease    time.Duration
+	Slots    int // the claim gate's slots (Config.ClaimSlots; 0: none)
 	Retry    dbRetrier
 	Events   emitter     // EventClaimed
 	Lost     *lostClaims // failed tries, for the scanner to reconcile
@@ -114,7 +115,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 	var got casClaim
 	var err error
 	probed := 0 // due jobs the probe saw (skiplocked, after an empty claim)
-	claim := jobq.ClaimParams{Owner: p.Owner, Limit: n, Lease: p.Lease}
+	claim := jobq.ClaimParams{Owner: p.Owner, Limit: n, Lease: p.Lease, Slots: p.Slots}
 	switch p.Strategy {
 	case StrategyCAS:
 		var cands []jobq.Fence

@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/storeerr"
 )
 
@@ -72,6 +73,14 @@ const (
 	// (--workers 4000 --batch-limit 2000) two in flight are the best
 	// measured flags since then (docs/bench.md, "Per-job database work").
 	ClaimsInFlightDefault = 1
+	// ClaimSlotsDefault is the default Config.ClaimSlots: at most 4
+	// skiplocked claims at once across the replicas of one database. On the
+	// 2-core bench machine 8 replicas, each claiming whenever its workers
+	// were free, drained 0.67–0.80× of the fastest replica count: their
+	// concurrent 2,000-row claims each took 1.6–2.0 s against 235 ms alone
+	// (docs/bench.md, "Replicas that share a backlog" and "A claim gate").
+	// Up to 4 replicas (or 2 with 2 claims in flight) never wait for a slot.
+	ClaimSlotsDefault = 4
 	// DrainWaitDefault and CompleteLingerDefault trade a few milliseconds
 	// under load for fewer, fuller transactions: on the 2-core bench machine
 	// they cut the statements per no-op job from 0.25 to 0.15 (claims of
@@ -203,6 +212,17 @@ type Config struct {
 	// priority order between them but may answer in either order. 0 means
 	// ClaimsInFlightDefault (1); must be in [1, 16].
 	ClaimsInFlight int
+	// ClaimSlots is the claim gate of the skiplocked strategy: a claim
+	// first takes one of the cluster's claim slots below ClaimSlots (a row
+	// lock on claim_gate, migration 020, held until its transaction ends),
+	// so at most that many claims run at once across every replica of the
+	// database (each Galera node has its own slots); a claim that finds all
+	// taken waits for one, at most store.ClaimSlotWait (1 s), then claims
+	// without one. Replicas of one cluster should use the same value. The
+	// idle probe, the cas strategy, the limited-type claim and remote
+	// fetches take no slot. 0 means ClaimSlotsDefault (4); negative: no
+	// gate; at most jobq.ClaimSlotsMax (64).
+	ClaimSlots int
 	// DrainWait is how long a draining scan (the last claim filled its
 	// batch, so the queue is long) waits for as many free worker slots as
 	// the last claim took (at most min(Workers, BatchLimit)) before it claims
@@ -292,6 +312,7 @@ func (c Config) WithDefaults() Config {
 	c.CompleteFlushers = cmp.Or(c.CompleteFlushers, CompleteFlushersDefault)
 	c.DrainWait = cmp.Or(c.DrainWait, DrainWaitDefault)
 	c.ClaimsInFlight = cmp.Or(c.ClaimsInFlight, ClaimsInFlightDefault)
+	c.ClaimSlots = cmp.Or(c.ClaimSlots, ClaimSlotsDefault)
 	c.CompleteLinger = cmp.Or(c.CompleteLinger, CompleteLingerDefault)
 	c.RetryBackoffBase = cmp.Or(c.RetryBackoffBase, RetryBackoffBaseDefault)
 	c.RetryBackoffMax = cmp.Or(c.RetryBackoffMax, RetryBackoffMaxDefault)
@@ -314,6 +335,9 @@ func (c Config) claimsInFlight() int {
 	}
 	return max(c.ClaimsInFlight, 1)
 }
+
+// claimSlots is the effective ClaimSlots (0 when the gate is off).
+func (c Config) claimSlots() int { return max(c.ClaimSlots, 0) }
 
 // runQueue is the effective RunQueue (0 when disabled).
 func (c Config) runQueue() int { return max(c.RunQueue, 0) }
@@ -356,6 +380,9 @@ func (c Config) Validate() error {
 	}
 	if c.ClaimsInFlight < 1 || c.ClaimsInFlight > 16 {
 		errs = append(errs, fmt.Errorf("claims in flight: must be in [1, 16], got %d", c.ClaimsInFlight))
+	}
+	if c.ClaimSlots > jobq.ClaimSlotsMax {
+		errs = append(errs, fmt.Errorf("claim slots: must be at most %d (negative: no gate), got %d", jobq.ClaimSlotsMax, c.ClaimSlots))
 	}
 	if c.DrainWait > time.Second {
 		errs = append(errs, fmt.Errorf("drain wait: must be at most 1s (negative disables), got %s", c.DrainWait))

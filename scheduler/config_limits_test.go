@@ -50,3 +50,21 @@ func TestCompleteBatchFollowsBatchLimit(t *testing.T) {
 		}
 	}
 }
+
+// The claim gate: 0 is the default (4 slots), negative turns it off, and
+// more slots than claim_gate holds is refused, naming the setting.
+func TestClaimSlots(t *testing.T) {
+	for _, c := range []struct{ set, want int }{{0, ClaimSlotsDefault}, {1, 1}, {64, 64}, {-1, 0}} {
+		cfg := Config{ClaimSlots: c.set}.WithDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("ClaimSlots %d: %v", c.set, err)
+		}
+		if got := cfg.claimSlots(); got != c.want {
+			t.Errorf("ClaimSlots %d: effective %d, want %d", c.set, got, c.want)
+		}
+	}
+	cfg := Config{ClaimSlots: 65}.WithDefaults()
+	if err := cfg.Validate(); err == nil || err.Error() != "claim slots: must be at most 64 (negative: no gate), got 65" {
+		t.Errorf("ClaimSlots 65: Validate() = %v", err)
+	}
+}

@@ -162,7 +162,7 @@ func (s *Scheduler) build() {
 	}
 	claims := claimerParams{
 		Store: s.store, Strategy: cfg.Strategy, Owner: cfg.Owner, Lease: cfg.Lease,
-		Retry:  s.retry,
+		Slots: cfg.claimSlots(), Retry: s.retry,
 		Events: s.emit, Lost: s.lost, BatchLimit: cfg.BatchLimit, MinClaim: min(cfg.Workers, cfg.BatchLimit),
 		ScheduledFunc: s.promoter.observe,
 	}

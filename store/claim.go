@@ -1,9 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -54,8 +58,14 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 	var rows []jobqdb.JobLockAvailableRow
 	var ids []uint64
 	var stampSent time.Time
-	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
+	slots := min(p.Slots, jobq.ClaimSlotsMax)
+	claimTx := func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
+		if slots > 0 {
+			if err := s.takeClaimSlot(ctx, tx, q, slots); err != nil {
+				return err
+			}
+		}
 		var err error
 		rows, err = q.JobLockAvailable(ctx, jobqdb.JobLockAvailableParams{Excluded: excluded, Limit: int32(p.Limit)})
 		if s.afterClaimLock != nil && err == nil {
@@ -79,7 +89,14 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 			return errorf("claimed %d of %d locked rows", n, len(ids))
 		}
 		return nil
-	})
+	}
+	err = s.readCommittedTx(ctx, claimTx)
+	if errors.Is(err, errClaimSlotsBusy) {
+		// Every slot stayed held for ClaimSlotWait (a holder may be
+		// frozen mid-claim): claim without one rather than not at all.
+		slots = 0
+		err = s.readCommittedTx(ctx, claimTx)
+	}
 	if err != nil {
 		return nil, errorf("claim skiplocked: %w", err)
 	}
@@ -237,4 +254,49 @@ func (s *Store) JobHeldBy(ctx context.Context, owner string, within time.Duratio
 		}
 	}
 	return held, nil
+}
+
+// ClaimSlotWait is the longest a skiplocked claim waits for a claim slot
+// when every one below its ClaimParams.Slots is held, in whole seconds (the
+// unit of a lock wait timeout); after it the claim runs without a slot, so a
+// holder frozen mid-claim costs its peers at most this per claim.
+const ClaimSlotWait = time.Second
+
+// errClaimSlotsBusy reports that every claim slot stayed held for
+// ClaimSlotWait.
+var errClaimSlotsBusy = errors.New("claim gate: every claim slot stayed held")
+
+// takeClaimSlot locks one claim_gate row below slots in the claim's
+// transaction tx, which holds it until it ends: the lowest free one
+// (ClaimSlotTake, SKIP LOCKED), else it waits up to ClaimSlotWait for a
+// random one — a lock wait, so the waiting claim costs the server nothing
+// until the holder's COMMIT wakes it. It returns errClaimSlotsBusy when the
+// wait times out (the transaction then holds nothing it took here: a lock
+// wait timeout rolls back the statement, and the caller rolls back the
+// transaction). MariaDB bounds the wait in the statement (FOR UPDATE WAIT
+// n); MySQL has no WAIT n, so there the session's innodb_lock_wait_timeout
+// is set around the statement and put back.
+func (s *Store) takeClaimSlot(ctx context.Context, tx *sql.Tx, q *jobqdb.Queries, slots int) error {
+	free, err := q.ClaimSlotTake(ctx, uint16(slots))
+	if err != nil || len(free) > 0 {
+		return err
+	}
+	wait := int(cmp.Or(s.claimSlotWait, ClaimSlotWait) / time.Second)
+	slot := rand.IntN(slots)
+	const lockSlot = "SELECT slot FROM claim_gate WHERE slot = ? FOR UPDATE"
+	if s.Server.MariaDB {
+		_, err = tx.ExecContext(ctx, lockSlot+" WAIT "+strconv.Itoa(wait), slot)
+	} else {
+		if _, err = tx.ExecContext(ctx, "SET @jobq_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ?", wait); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, lockSlot, slot)
+		if _, rerr := tx.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = @jobq_lock_wait"); err == nil {
+			err = rerr
+		}
+	}
+	if ErrorNumber(err) == ErrNumLockWaitTimeout {
+		return errClaimSlotsBusy
+	}
+	return err
 }

@@ -3,11 +3,16 @@ package store
 import (
 	"context"
 	"database/sql"
+	"time"
 )
 
 // SetAfterClaimLock makes st call f inside each claim's transaction right
 // after its locking read (JobClaimSkipLocked, JobClaimRemote).
 func SetAfterClaimLock(st *Store, f func(ctx context.Context, tx *sql.Tx)) { st.afterClaimLock = f }
+
+// SetClaimSlotWait makes st's claims wait up to d (whole seconds) for a
+// claim slot instead of ClaimSlotWait.
+func SetClaimSlotWait(st *Store, d time.Duration) { st.claimSlotWait = d }
 
 // SetBeforeSplitWrite makes st call f in completeSplit between its
 // fence-state read and its writes (a run can turn stale in that window).

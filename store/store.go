@@ -45,6 +45,9 @@ type Store struct {
 	// claim's transaction (JobClaimSkipLocked, JobClaimRemote) right after
 	// its locking read.
 	afterClaimLock func(ctx context.Context, tx *sql.Tx)
+	// claimSlotWait, when set (tests only: export_test.go), replaces
+	// ClaimSlotWait.
+	claimSlotWait time.Duration
 	// remoteTypes are the job types declared remote (SetRemoteTypes): their
 	// jobs are submitted in lane 1, fetched by workers.
 	remoteTypes atomic.Pointer[map[string]bool]

@@ -34,6 +34,7 @@ type BenchCmd struct {
 	DrainOnly       bool            `help:"With --throughput: only the drain points (no enqueue points and targets)." name:"drain-only"`
 	River           bool            `help:"With --throughput: add the River peer (River on the local PostgreSQL, one client, 2,000 workers, built from --river-dir with go build) to every round and print jobq's ratios to it; skipped with one line when go or PostgreSQL is absent. --no-river leaves it out." default:"true" negatable:""`
 	ReplicaScan     bool            `help:"With --throughput: add jobq at its defaults on 1, 2, 4 and 8 replicas (3 is the defaults point) to every round, and the target that 8 replicas drain within 0.9× of the best count; --no-replica-scan leaves it out." default:"true" negatable:"" name:"replica-scan"`
+	ClaimSlots      int             `help:"Every jobq point's claim gate, as jobq serve --claim-slots (0: the default; negative: no gate), for an A/B of the gate across runs." name:"claim-slots"`
 	ReplicaCounts   []int           `help:"With --throughput: only the replica scan, jobq at its defaults on these replica counts (e.g. 1,3,8) in every round; no ceilings, River, best flags, enqueue, pickup or idle points." name:"replica-counts"`
 	RiverDir        string          `help:"With --throughput: the River peer's module directory." default:"testbed/bench/riverpeer" name:"river-dir"`
 	RiverURL        string          `help:"With --throughput: the River peer's PostgreSQL URL (its database is created when absent)." default:"postgres://postgres@127.0.0.1:5432/jobq_river_bench" name:"river-url"`
@@ -113,7 +114,7 @@ func (c *BenchCmd) Run(g *Globals) error {
 		Out: c.Out, TableSizes: c.TableSizes, Batches: c.Batches, Replicas: c.Replicas, Workers: c.Workers,
 		Jitters: c.Jitters, Polls: c.Polls, Rates: c.Rates, Rounds: c.Rounds, Backlog: c.Backlog, Window: c.Window,
 		LatencyDuration: c.LatencyDuration, IdleWindow: c.IdleWindow, FutureJobs: c.FutureJobs, FutureOnly: c.FutureOnly, Procs: c.Procs, Throughput: c.Throughput, DrainOnly: c.DrainOnly, ProfileDrain: c.ProfileDrain,
-		River: c.River, ReplicaScan: c.ReplicaScan, ReplicaCounts: c.ReplicaCounts, RiverDir: c.RiverDir, RiverURL: c.RiverURL, Tune: c.Tune, SLO: c.SLO,
+		River: c.River, ReplicaScan: c.ReplicaScan, ReplicaCounts: c.ReplicaCounts, ClaimSlots: c.ClaimSlots, RiverDir: c.RiverDir, RiverURL: c.RiverURL, Tune: c.Tune, SLO: c.SLO,
 		TuneRate: c.TuneRate, CI: c.CI, Baseline: c.Baseline, Tolerance: c.Tolerance, WriteBaseline: c.WriteBaseline,
 		Logger: g.Log, DSN: c.DSN,
 	}

@@ -41,6 +41,7 @@ type ServeCmd struct {
 	PollJitter           time.Duration `help:"Uniform ± jitter on each scan interval (0 = poll-interval/5, i.e. ${poll_jitter} for ${poll_interval})." default:"0s" group:"Scheduler"`
 	NoJitter             bool          `help:"Scan exactly every poll-interval (no jitter; for baselines)." group:"Scheduler"`
 	ClaimsInFlight       int           `help:"Claims a replica keeps running at once while a long queue drains (its last claim filled its batch), each into its own reservation of slots; one claim per scan otherwise; the cas strategy always claims one at a time." default:"${claims_in_flight}" group:"Scheduler"`
+	ClaimSlots           int           `help:"The claim gate: at most this many claims run at once across all replicas of the database (a row lock each on claim_gate; each Galera node has its own); a claim that finds every slot taken waits up to 1s for one; give every replica the same value (0 = default ${claim_slots}; negative: no gate; at most 64)." default:"${claim_slots}" group:"Scheduler"`
 	DrainWait            time.Duration `help:"While a long queue drains, how long a scan waits for as many free worker slots as the last claim took before claiming fewer (0 = default ${drain_wait}; negative disables)." default:"${drain_wait}" group:"Scheduler"`
 	CompleteLinger       time.Duration `help:"How long the completer waits for running handlers to join a completion batch (0 = default ${complete_linger}; negative disables; a lone job is never held)." default:"${complete_linger}" group:"Scheduler"`
 	Lease                time.Duration `help:"Lease length on the database clock." default:"${lease}" group:"Scheduler"`
@@ -74,6 +75,7 @@ func (c *ServeCmd) SchedulerConfig() (scheduler.Config, error) {
 		PollInterval: c.PollInterval, PollJitter: c.PollJitter, NoJitter: c.NoJitter, Lease: c.Lease,
 		RescueInterval: c.RescueInterval, PromoteInterval: c.PromoteInterval, ShutdownTimeout: c.ShutdownTimeout, RetryBackoffBase: c.RetryBackoff,
 		DrainWait: c.DrainWait, CompleteLinger: c.CompleteLinger, ClaimsInFlight: c.ClaimsInFlight,
+		ClaimSlots:  c.ClaimSlots,
 		RemoteTypes: remoteTypes(append(slices.Clone(c.RemoteType), c.calloutTypes()...)),
 	}
 	ops, err := c.OpsConfig()
@@ -280,6 +282,7 @@ func defaultVars() kong.Vars {
 		"poll_jitter":       scheduler.PollJitterDefault.String(),
 		"drain_wait":        scheduler.DrainWaitDefault.String(),
 		"claims_in_flight":  strconv.Itoa(scheduler.ClaimsInFlightDefault),
+		"claim_slots":       strconv.Itoa(scheduler.ClaimSlotsDefault),
 		"complete_linger":   scheduler.CompleteLingerDefault.String(),
 		"lease":             scheduler.LeaseDefault.String(),
 		"rescue_interval":   scheduler.RescueIntervalDefault.String(),

@@ -12,6 +12,40 @@ import (
 	"time"
 )
 
+const claimSlotTake = `-- name: ClaimSlotTake :many
+SELECT slot FROM claim_gate
+WHERE slot < ?
+ORDER BY slot
+LIMIT 1
+FOR UPDATE SKIP LOCKED
+`
+
+// The claim gate's first try (store.JobClaimSkipLocked): locks the lowest
+// claim slot below slots that no other claim holds; none when every one is
+// held. The lock is held until the claim's transaction ends.
+func (q *Queries) ClaimSlotTake(ctx context.Context, slots uint16) ([]uint16, error) {
+	rows, err := q.db.QueryContext(ctx, claimSlotTake, slots)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uint16
+	for rows.Next() {
+		var slot uint16
+		if err := rows.Scan(&slot); err != nil {
+			return nil, err
+		}
+		items = append(items, slot)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const dBNow = `-- name: DBNow :one
 SELECT NOW(6)
 `

@@ -48,6 +48,10 @@ type AlertRule struct {
 	CreateTime  time.Time
 }
 
+type ClaimGate struct {
+	Slot uint16
+}
+
 type ConcurrencyKey struct {
 	Ckey       string
 	MaxRunning int32

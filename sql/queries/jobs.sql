@@ -506,3 +506,13 @@ SELECT NOW(6);
 -- The paused, concurrency-limited and rate-limited job types
 -- (JobClaimSkipLocked's first, non-locking read).
 SELECT job_type FROM job_type_control WHERE paused = 1 OR max_running > 0 OR rate_starts > 0;
+
+-- name: ClaimSlotTake :many
+-- The claim gate's first try (store.JobClaimSkipLocked): locks the lowest
+-- claim slot below slots that no other claim holds; none when every one is
+-- held. The lock is held until the claim's transaction ends.
+SELECT slot FROM claim_gate
+WHERE slot < sqlc.arg(slots)
+ORDER BY slot
+LIMIT 1
+FOR UPDATE SKIP LOCKED;

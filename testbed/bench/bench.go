@@ -123,6 +123,10 @@ type Options struct {
 	// each count in every round, no ceilings, River, best flags or enqueue
 	// points (a few minutes, for work on how replicas share a backlog).
 	ReplicaCounts []int
+	// ClaimSlots, when not 0, is every jobq point's claim gate
+	// (scheduler.Config.ClaimSlots; negative: no gate), for an A/B of the
+	// gate across runs.
+	ClaimSlots int
 	// River (with Throughput) adds the River peer point (river.go) to every
 	// round: River on PostgreSQL at RiverURL, built with `go build` from
 	// the module in RiverDir, its jobs/s and jobq's ratios to it. When it
@@ -556,6 +560,7 @@ func (h *Harness) afterSmallest(ctx context.Context, res *Result) error {
 // LIMIT 200, a fixed 1 s poll.
 func (h *Harness) headline(strat string, rows int) PointSpec {
 	rc := defaultReplicaConfig(strat)
+	rc.ClaimSlots = h.opts.ClaimSlots
 	if !isJobq(strat) {
 		rc.Strategy, rc.PollJitter = "", 0
 	}

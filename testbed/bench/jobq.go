@@ -30,6 +30,9 @@ type ReplicaConfig struct {
 	RunQueue     int           `json:"run_queue"`        // scheduler.Config.RunQueue (0: default, < 0: off)
 	// ClaimsInFlight is scheduler.Config.ClaimsInFlight (0: default).
 	ClaimsInFlight int `json:"claims_in_flight,omitempty"`
+	// ClaimSlots is scheduler.Config.ClaimSlots (0: default, < 0: no
+	// claim gate).
+	ClaimSlots int `json:"claim_slots,omitempty"`
 }
 
 // schedulerConfig maps rc onto scheduler.Config, everything else default.
@@ -37,7 +40,7 @@ func (rc ReplicaConfig) schedulerConfig(owner string) scheduler.Config {
 	return scheduler.Config{
 		Owner: owner, Strategy: rc.Strategy, Workers: rc.Workers, BatchLimit: rc.BatchLimit, RunQueue: rc.RunQueue,
 		PollInterval: rc.PollInterval, PollJitter: rc.PollJitter, NoJitter: rc.PollJitter == 0,
-		ClaimsInFlight: rc.ClaimsInFlight, ShutdownTimeout: 10 * time.Second, Logger: quietLogger(),
+		ClaimsInFlight: rc.ClaimsInFlight, ClaimSlots: rc.ClaimSlots, ShutdownTimeout: 10 * time.Second, Logger: quietLogger(),
 	}
 }
 
@@ -46,7 +49,8 @@ func (rc ReplicaConfig) ServeFlags() []string {
 	return []string{"--strategy", rc.Strategy, "--workers", strconv.Itoa(rc.Workers),
 		"--batch-limit", strconv.Itoa(rc.BatchLimit), "--poll-interval", rc.PollInterval.String(),
 		"--poll-jitter", rc.PollJitter.String(), "--run-queue", strconv.Itoa(rc.RunQueue),
-		"--claims-in-flight", strconv.Itoa(cmp.Or(rc.ClaimsInFlight, scheduler.ClaimsInFlightDefault))}
+		"--claims-in-flight", strconv.Itoa(cmp.Or(rc.ClaimsInFlight, scheduler.ClaimsInFlightDefault)),
+		"--claim-slots", strconv.Itoa(cmp.Or(rc.ClaimSlots, scheduler.ClaimSlotsDefault))}
 }
 
 // jobqInProc runs Replicas jobq schedulers in this process, each with its

@@ -1,0 +1,193 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/gen/jobqdb"
+	"github.com/jobq/jobq/internal/testdb"
+	"github.com/jobq/jobq/store"
+)
+
+// gatePair opens two stores on one fresh database with jobs due jobs, and
+// holds a claim of first inside its transaction, after its locking read,
+// until the returned release is called: the held claim keeps its claim
+// slot (and its rows) the whole time. held is closed once it is held.
+func gatePair(t *testing.T, jobs, slots int) (first, second *store.Store, held <-chan []jobq.ClaimedJob, release func()) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := testdb.DSN(t)
+	open := func() *store.Store {
+		st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	first, second = open(), open()
+	for i := range jobs {
+		if _, _, err := first.JobSubmit(ctx, jobq.SubmitParams{JobKey: fmt.Sprintf("g%d", i), JobType: "t", Params: `{}`, RequestHash: "h"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locked := make(chan struct{})
+	unblock := make(chan struct{})
+	store.SetAfterClaimLock(first, func(context.Context, *sql.Tx) {
+		close(locked)
+		<-unblock
+	})
+	out := make(chan []jobq.ClaimedJob, 1)
+	go func() {
+		got, err := first.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "a", Limit: jobs / 2, Lease: time.Minute, Slots: slots})
+		if err != nil {
+			t.Errorf("held claim: %v", err)
+		}
+		out <- got
+	}()
+	<-locked
+	var once bool
+	release = func() {
+		if !once {
+			once = true
+			close(unblock)
+		}
+	}
+	t.Cleanup(release)
+	return first, second, out, release
+}
+
+// takeSlot reports which claim slot below slots a fresh transaction of st
+// gets without waiting (-1: none free).
+func takeSlot(t *testing.T, st *store.Store, slots int) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	got, err := jobqdb.New(tx).ClaimSlotTake(ctx, uint16(slots))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 {
+		return -1
+	}
+	return int(got[0])
+}
+
+// A held claim holds its claim slot: the next free one is the one after
+// it, and with one slot a second claim waits for the first's COMMIT, takes
+// the slot then (not the ungated path after the wait) and claims the jobs
+// the first left.
+func TestClaimGateHoldsASlotPerClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, second, held, release := gatePair(t, 20, 1)
+	if s := takeSlot(t, second, 1); s != -1 {
+		t.Fatalf("slot %d free while a claim holds the only one", s)
+	}
+	if s := takeSlot(t, second, 4); s != 1 {
+		t.Fatalf("next free slot %d while a claim holds slot 0, want 1", s)
+	}
+	// Long enough that the wait cannot end before the release below.
+	store.SetClaimSlotWait(second, time.Minute)
+	secondLocked := make(chan struct{})
+	secondGo := make(chan struct{})
+	store.SetAfterClaimLock(second, func(context.Context, *sql.Tx) {
+		close(secondLocked)
+		<-secondGo
+	})
+	done := make(chan []jobq.ClaimedJob, 1)
+	go func() {
+		got, err := second.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "b", Limit: 20, Lease: time.Minute, Slots: 1})
+		if err != nil {
+			t.Errorf("second claim: %v", err)
+		}
+		done <- got
+	}()
+	waitSlotWaiter(t, second)
+	release()
+	a := <-held
+	<-secondLocked
+	// The second claim holds slot 0 now, inside its transaction.
+	if s := takeSlot(t, second, 1); s != -1 {
+		t.Fatalf("slot %d free while the second claim runs: it did not take the slot it waited for", s)
+	}
+	close(secondGo)
+	b := <-done
+	if len(a) != 10 || len(b) != 10 {
+		t.Fatalf("claimed %d then %d jobs, want 10 and the other 10", len(a), len(b))
+	}
+	ids := map[uint64]bool{}
+	for _, j := range slices.Concat(a, b) {
+		if ids[j.ID] {
+			t.Fatalf("job %d claimed twice", j.ID)
+		}
+		ids[j.ID] = true
+	}
+}
+
+// A claim that finds every slot held waits ClaimSlotWait, then claims
+// without a slot (a holder may be frozen mid-claim), the held claim's rows
+// skipped as always.
+func TestClaimGateWaitEndsAndClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, second, held, release := gatePair(t, 20, 1)
+	start := time.Now()
+	got, err := second.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "b", Limit: 20, Lease: time.Minute, Slots: 1})
+	waited := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 10 {
+		t.Fatalf("claimed %d jobs past a held slot, want the 10 the held claim left", len(got))
+	}
+	if waited < store.ClaimSlotWait {
+		t.Fatalf("claimed after %s, before the slot wait (%s) ended", waited, store.ClaimSlotWait)
+	}
+	release()
+	if a := <-held; len(a) != 10 {
+		t.Fatalf("held claim got %d jobs, want 10", len(a))
+	}
+}
+
+// Slots 0 takes no slot: a claim held mid-transaction leaves slot 0 free.
+func TestClaimGateOff(t *testing.T) {
+	t.Parallel()
+	_, second, held, release := gatePair(t, 4, 0)
+	if s := takeSlot(t, second, 1); s != 0 {
+		t.Fatalf("slot 0 taken (%d) by a claim without a gate", s)
+	}
+	release()
+	if a := <-held; len(a) != 2 {
+		t.Fatalf("claimed %d, want 2", len(a))
+	}
+}
+
+// waitSlotWaiter returns once a connection of st's database is in the
+// claim gate's wait (its statement in information_schema.PROCESSLIST),
+// failing after 30 s.
+func waitSlotWaiter(t *testing.T, st *store.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		var n int
+		err := st.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+WHERE DB = DATABASE() AND INFO LIKE 'SELECT slot FROM claim_gate WHERE slot = % FOR UPDATE%'`).Scan(&n)
+		if err != nil {
+			t.Fatalf("waiting for a claim in the slot wait: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+}
