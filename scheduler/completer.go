@@ -175,7 +175,8 @@ func (c *completer) flush(batch []jobq.Completion) {
 }
 
 // flushGroup writes batch in one transaction and reports each completion's
-// result (FinishFunc) as soon as it committed. With limit, a batch the
+// result (FinishFunc) as soon as it committed, then dispatches the jobs
+// the write handed to this replica (Handoff). With limit, a batch the
 // store refuses as too wide to unblock in one transaction is neither
 // written nor reported: flushGroup returns its parents' widths instead.
 func (c *completer) flushGroup(batch []jobq.Completion, limit bool) (width map[uint64]int) {

@@ -27,7 +27,8 @@ import (
 //     those slots and admits the keys' next parked jobs — except a batched
 //     completion's keyed successes, which lock their keys first and are
 //     ended together with their keys' next jobs' admission in one update
-//     (completeKeyedAdmit);
+//     (completeKeyedAdmit), which may hand those jobs straight to the
+//     completing replica instead (RUNNING under it: jobq.KeyHandoff);
 //   - a manual retry locks the key first and parks the job, then runs the
 //     pass.
 //
