@@ -1,7 +1,6 @@
 package jobq
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"time"
@@ -223,44 +222,6 @@ type ClaimParams struct {
 // ClaimSlotsMax is how many claim slots the claim_gate table holds
 // (migration 020): ClaimParams.Slots above it count as this many.
 const ClaimSlotsMax = 64
-
-// KeyHandoff asks a batched completion (JobCompleteMany, through
-// WithKeyHandoff) to hand the next job of each concurrency key it frees
-// straight to the completing replica: a parked job it admits that can run
-// there now — lane 0, due, its job type neither paused nor concurrency- or
-// rate-limited — becomes RUNNING under Owner in the completion's
-// transaction, exactly as a claim writes it (attempt+1, lease_until =
-// NOW(6)+Lease, started_at = NOW(6)), instead of WAITING for a claim. At
-// most Limit jobs are handed off (the worker slots the caller reserved for
-// them); the others are admitted as usual.
-type KeyHandoff struct {
-	Owner string
-	Lease time.Duration
-	Limit int
-	// Jobs are the jobs handed off, shaped as a claim returns them, and Sent
-	// is when the statement that stamped their leases was sent: set by the
-	// store when the completion committed, reset at each try. When the
-	// completion returns an error they are unknown (its COMMIT may have
-	// gone through): the caller must find them by their owner (JobHeldBy).
-	Jobs []ClaimedJob
-	Sent time.Time
-}
-
-type keyHandoffKey struct{}
-
-// WithKeyHandoff returns ctx carrying h for the JobCompleteMany written
-// with it. Like WithUnblockLimit it travels in the context, so a store
-// decorator that calls the store's JobCompleteMany passes it on, and one
-// that writes completions its own way ignores it (nothing is handed off).
-func WithKeyHandoff(ctx context.Context, h *KeyHandoff) context.Context {
-	return context.WithValue(ctx, keyHandoffKey{}, h)
-}
-
-// KeyHandoffOf returns the request WithKeyHandoff set on ctx (nil: none).
-func KeyHandoffOf(ctx context.Context) *KeyHandoff {
-	h, _ := ctx.Value(keyHandoffKey{}).(*KeyHandoff)
-	return h
-}
 
 // ClaimCASParams configures the write half of a cas claim.
 type ClaimCASParams struct {

@@ -35,10 +35,7 @@ type completerParams struct {
 	// Slots counts the completions queued and not yet written
 	// (slots.unwritten), which bound this replica's claims (nil: none).
 	Slots *slots
-	// Handoff, when not nil, has each batch's keyed successes hand their
-	// keys' next jobs to this replica (keyHandoff).
-	Handoff *keyHandoff
-	Log     *slog.Logger
+	Log   *slog.Logger
 }
 
 // completer writes outcomes in batches: every completion waiting when a
@@ -175,8 +172,7 @@ func (c *completer) flush(batch []jobq.Completion) {
 }
 
 // flushGroup writes batch in one transaction and reports each completion's
-// result (FinishFunc) as soon as it committed, then dispatches the jobs
-// the write handed to this replica (Handoff). With limit, a batch the
+// result (FinishFunc) as soon as it committed. With limit, a batch the
 // store refuses as too wide to unblock in one transaction is neither
 // written nor reported: flushGroup returns its parents' widths instead.
 func (c *completer) flushGroup(batch []jobq.Completion, limit bool) (width map[uint64]int) {
@@ -186,22 +182,13 @@ func (c *completer) flushGroup(batch []jobq.Completion, limit bool) (width map[u
 		fences[i] = comp.Fence
 	}
 	var applied []bool
-	h := p.Handoff.begin(keyedSuccesses(batch))
 	err := p.Writer.write("complete", fences, func(ctx context.Context) error {
 		if limit {
 			ctx = jobq.WithUnblockLimit(ctx, UnblockPerCommit)
 		}
-		if h != nil {
-			h.Jobs = nil
-			ctx = jobq.WithKeyHandoff(ctx, h)
-		}
-		began := time.Now()
 		var e error
 		applied, e = p.Store.JobCompleteMany(ctx, batch)
 		var wide *jobq.UnblockTooWideError
-		if e != nil && !errors.As(e, &wide) {
-			p.Handoff.tried(h, began) // it may have committed a hand-off unheard of
-		}
 		if limit && errors.As(e, &wide) {
 			width = wide.Widths
 			if width == nil {
@@ -212,7 +199,6 @@ func (c *completer) flushGroup(batch []jobq.Completion, limit bool) (width map[u
 		return e
 	})
 	if width != nil {
-		p.Handoff.end(h, false)
 		return width // refused: nothing written (the try that refused it returned nil)
 	}
 	if err != nil {
@@ -224,14 +210,12 @@ func (c *completer) flushGroup(batch []jobq.Completion, limit bool) (width map[u
 		for _, comp := range batch {
 			p.FinishFunc(comp, false, err)
 		}
-		p.Handoff.end(h, false)
 		p.Slots.written(len(batch))
 		return nil
 	}
 	for i, comp := range batch {
 		p.FinishFunc(comp, applied[i], nil)
 	}
-	p.Handoff.end(h, true)
 	p.Slots.written(len(batch))
 	return nil
 }

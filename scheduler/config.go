@@ -201,13 +201,6 @@ type Config struct {
 	// long queue is not held to one commit at a time. Defaults to
 	// CompleteFlushersDefault; 1 writes one batch at a time.
 	CompleteFlushers int
-	// NoKeyHandoff turns off the keyed hand-off: by default a batched
-	// completion that frees a concurrency key's slot hands the key's next
-	// job, when it can run here now and a worker slot is free, straight to
-	// this replica (RUNNING in the completion's transaction, no claim of
-	// its own; docs/operations.md, "Concurrency keys"). With it set, that
-	// job is admitted to WAITING for any replica's claim.
-	NoKeyHandoff bool
 	// ClaimsInFlight is how many claims a draining replica (its last claim
 	// filled its batch: the queue is long) keeps running at once, each on
 	// its own connection and its own reservation of worker and run-queue

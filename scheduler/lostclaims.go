@@ -32,23 +32,14 @@ type lostClaims struct {
 	// was given up) — adopting it would run the same attempt twice.
 	dispatched map[jobq.Fence]time.Time
 	adds       int
-	// gen counts failed tries recorded: reconcile forgets them only when
-	// none was recorded while it read (a completion's hand-off try fails
-	// on the completer's goroutine, not between the scanner's claims).
-	gen uint64
 }
 
 // noteDispatch records that f was dispatched now, forgetting fences older
 // than keep every 1,024 notes.
 func (l *lostClaims) noteDispatch(f jobq.Fence, keep time.Duration) {
+	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.noteLocked(f, keep)
-}
-
-// noteLocked is noteDispatch with l.mu held.
-func (l *lostClaims) noteLocked(f jobq.Fence, keep time.Duration) {
-	now := time.Now()
 	if l.dispatched == nil {
 		l.dispatched = map[jobq.Fence]time.Time{}
 	}
@@ -76,50 +67,41 @@ func (l *lostClaims) try(fn func() ([]jobq.ClaimedJob, error)) ([]jobq.ClaimedJo
 		}
 	}
 	if err != nil && l != nil {
-		l.failed(began)
+		l.mu.Lock()
+		if l.since.IsZero() || began.Before(l.since) {
+			l.since = began
+		}
+		l.mu.Unlock()
 	}
 	return jobs, err
 }
 
-// failed records a try sent at began that failed after it may have
-// committed runs for this replica: a claim, or a completion that hands
-// off keyed jobs (keyHandoff).
-func (l *lostClaims) failed(began time.Time) {
+// wasDispatched reports whether f was dispatched within the last keep.
+func (l *lostClaims) wasDispatched(f jobq.Fence) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.since.IsZero() || began.Before(l.since) {
-		l.since = began
-	}
-	l.gen++
+	_, ok := l.dispatched[f]
+	return ok
 }
 
-// markDispatched notes f as dispatched now and reports whether it was not
-// already (within keep): of the paths that may find one run — a
-// completion's hand-off and the adoption of lost runs — only the one that
-// marks it first dispatches it.
-func (l *lostClaims) markDispatched(f jobq.Fence, keep time.Duration) bool {
+// failedSince returns when the earliest unreconciled failed try was sent
+// (zero: none).
+func (l *lostClaims) failedSince() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, seen := l.dispatched[f]; seen {
-		return false
-	}
-	l.noteLocked(f, keep)
-	return true
+	return l.since
 }
 
 // reconcile runs adopt for the remembered failed tries, if any, and forgets
 // them once adopt succeeded (a failed read is tried again at the next scan).
 // It returns the runs adopt dispatched. The scanner calls it while no claim
-// of its own is in flight (before and after each scan's claims); a try
-// recorded meanwhile by another path (a completion's hand-off) keeps the
-// record for the next reconcile.
+// of its own is in flight (before and after each scan's claims), so no
+// failed try can come in between the read and the forgetting.
 func (l *lostClaims) reconcile(ctx context.Context, adopt func(ctx context.Context, since time.Time) (int, error)) int {
 	if l == nil || adopt == nil || ctx.Err() != nil {
 		return 0
 	}
-	l.mu.Lock()
-	since, gen := l.since, l.gen
-	l.mu.Unlock()
+	since := l.failedSince()
 	if since.IsZero() {
 		return 0
 	}
@@ -128,9 +110,7 @@ func (l *lostClaims) reconcile(ctx context.Context, adopt func(ctx context.Conte
 		return 0
 	}
 	l.mu.Lock()
-	if l.gen == gen {
-		l.since = time.Time{}
-	}
+	l.since = time.Time{}
 	l.mu.Unlock()
 	return n
 }
@@ -154,11 +134,8 @@ func (s *Scheduler) adoptLost(ctx context.Context, since time.Time) (int, error)
 		if _, ok := known[f]; ok || s.runs.holds(f) {
 			continue
 		}
-		if !s.lost.markDispatched(f, 4*s.cfg.Lease) {
-			// Dispatched before and gone from the run table: its outcome
-			// write was given up; the rescuer's. Or a completion's
-			// hand-off is dispatching it now.
-			continue
+		if s.lost.wasDispatched(f) {
+			continue // dispatched before and gone from the run table: its outcome write was given up; the rescuer's
 		}
 		if s.slots.reserve(1) == 0 {
 			// Never started, so handed back like a run released at

@@ -52,7 +52,6 @@ type Scheduler struct {
 	promoter  *promoter
 	heartbeat *heartbeat
 	completer *completer
-	handoff   *keyHandoff // nil: Config.NoKeyHandoff
 	// cleaner is nil without Retention.
 	limited *limitedClaimer
 	planner *periodicPlanner
@@ -133,14 +132,9 @@ func (s *Scheduler) build() {
 	// behind a slow write, the run queue stood still, and after
 	// RunQueueWait it gave its jobs back to be claimed again (3.7 rows
 	// written per job at 2 replicas of 2,000-job claims, against 3).
-	if !cfg.NoKeyHandoff {
-		s.handoff = &keyHandoff{owner: cfg.Owner, lease: cfg.Lease, slots: s.slots, lost: s.lost,
-			handlers: &s.disp.local.handlers, events: s.emit, dispatch: s.disp.dispatch}
-	}
 	s.completer = newCompleter(completerParams{
 		Store: s.store, Batch: cfg.CompleteBatch, Linger: cfg.CompleteLinger,
-		QueueSize: cfg.Workers + cfg.runQueue() + cfg.CompleteBatch, Work: s.work, FinishFunc: s.disp.finishRun, Writer: s.outcomes, Flushers: cfg.CompleteFlushers, Slots: s.slots,
-		Handoff: s.handoff, Log: s.log,
+		QueueSize: cfg.Workers + cfg.runQueue() + cfg.CompleteBatch, Work: s.work, FinishFunc: s.disp.finishRun, Writer: s.outcomes, Flushers: cfg.CompleteFlushers, Slots: s.slots, Log: s.log,
 	})
 	s.rescuer = newRescuer(rescuerParams{
 		Store: s.store, Runs: s.runs, Interval: cfg.RescueInterval, Batch: cfg.RescueBatch, Retry: s.retry, Log: s.log,
@@ -217,7 +211,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return errors.New("scheduler: already started")
 	}
 	s.disp.hardCtx, s.hardCancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	context.AfterFunc(ctx, func() { s.handoff.close(); s.hardCancel(ErrShutdown) })
+	context.AfterFunc(ctx, func() { s.hardCancel(ErrShutdown) })
 	// The completer and heartbeat outlive the soft stop; Stop ends them.
 	if err := errors.Join(s.completer.Start(ctx), s.heartbeat.Start(ctx)); err != nil {
 		return err
@@ -253,7 +247,6 @@ func (s *Scheduler) Stop() error {
 		return nil
 	}
 	s.stopOnce.Do(func() {
-		s.handoff.close() // no completion takes a key's next job any more
 		s.EndFetches()
 		for _, svc := range s.softServices() {
 			svc.Stop()

@@ -174,12 +174,12 @@ func (s *Store) claimRows(ctx context.Context, q *jobqdb.Queries, p jobq.ClaimPa
 	if _, err := q.JobClaimMany(ctx, jobqdb.JobClaimManyParams{Owner: owner, LeaseUs: p.Lease.Microseconds(), Ids: ids}); err != nil {
 		return nil, err
 	}
-	return readClaimed(ctx, q, owner, ids)
+	return s.readClaimed(ctx, q, owner, ids)
 }
 
 // readClaimed reads back the rows a cas or limited claim won (ids, locked
 // by this transaction).
-func readClaimed(ctx context.Context, q *jobqdb.Queries, owner sql.NullString, ids []uint64) ([]jobq.ClaimedJob, error) {
+func (s *Store) readClaimed(ctx context.Context, q *jobqdb.Queries, owner sql.NullString, ids []uint64) ([]jobq.ClaimedJob, error) {
 	rows, err := q.JobGetClaimed(ctx, jobqdb.JobGetClaimedParams{Ids: ids, Owner: owner})
 	if err != nil {
 		return nil, err
@@ -222,7 +222,7 @@ func (s *Store) JobClaimCAS(ctx context.Context, p jobq.ClaimCASParams) (claimed
 			return nil
 		}
 		var err error
-		claimed, err = readClaimed(ctx, q, owner, won)
+		claimed, err = s.readClaimed(ctx, q, owner, won)
 		return err
 	})
 	if err != nil {

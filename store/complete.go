@@ -7,7 +7,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
@@ -61,16 +60,6 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 	// The first try writes a keyed batch's completions and admissions in
 	// one statement (completeKeyedAdmit); the split tries and the row-by-row
 	// one take the general admission pass.
-	//
-	// With a hand-off request in ctx (jobq.WithKeyHandoff), that statement's
-	// admissions may hand their jobs to the requesting replica; h.Jobs is
-	// set only when the first try committed (the split tries hand nothing
-	// off: their keys' next jobs are admitted to WAITING).
-	h := jobq.KeyHandoffOf(ctx)
-	if h != nil {
-		h.Jobs, h.Sent = nil, time.Time{}
-	}
-	var ho handoffOut
 	err = s.readCommittedTx(ctx, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		children, err := batchChildren(ctx, q, cs, jobq.UnblockLimit(ctx))
@@ -78,15 +67,11 @@ func (s *Store) JobCompleteMany(ctx context.Context, cs []jobq.Completion) (appl
 			return err
 		}
 		t := keyTally{}
-		ho = handoffOut{req: h}
-		if err := s.completeBatched(ctx, q, tx, cs, applied, t, children, &ho); err != nil {
+		if err := s.completeBatched(ctx, q, tx, cs, applied, t, children); err != nil {
 			return err
 		}
 		return admitKeys(ctx, tx, t)
 	})
-	if err == nil && h != nil {
-		h.Jobs, h.Sent = ho.jobs, ho.sent
-	}
 	var wide *jobq.UnblockTooWideError
 	if errors.As(err, &wide) {
 		return nil, err
@@ -128,15 +113,6 @@ const splitTries = 3
 // errStaleInBatch rolls back a batched completion that met a stale run.
 var errStaleInBatch = errors.New("stale run in batch: writing it again split by fence state")
 
-// handoffOut carries a hand-off request into completeBatched (req; nil:
-// none) and the jobs its keyed group handed off back out (jobs, with when
-// the statement that stamped their leases was sent).
-type handoffOut struct {
-	req  *jobq.KeyHandoff
-	jobs []jobq.ClaimedJob
-	sent time.Time
-}
-
 // completeBatched writes fenced successes with one update per attempt
 // number in the batch (nearly always one) and one execution insert, and
 // every other completion row by row; errStaleInBatch when a success was
@@ -149,8 +125,7 @@ type handoffOut struct {
 // batchChildren read them in this transaction (edges of a running job never
 // change: a workflow's are written with it, a spawn's by the spawner's own
 // completion, which never takes this path); nil reads them (settleChildren).
-// ho, when not nil, is the hand-off request of completeKeyedAdmit's group.
-func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, db jobqdb.DBTX, cs []jobq.Completion, applied []bool, t keyTally, children map[uint64][]uint64, ho *handoffOut) error {
+func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, db jobqdb.DBTX, cs []jobq.Completion, applied []bool, t keyTally, children map[uint64][]uint64) error {
 	var ids, parents []uint64
 	var keyed []string
 	type group struct {
@@ -246,16 +221,8 @@ func (s *Store) completeBatched(ctx context.Context, q *jobqdb.Queries, db jobqd
 	for _, g := range groups {
 		ids := byAttempt[g]
 		if merged.keyed && g == merged {
-			var h *jobq.KeyHandoff
-			if ho != nil {
-				h = ho.req
-			}
-			handed, sent, err := completeKeyedAdmit(ctx, db, q, ids, g.attempt, keysBy[g], h)
-			if err != nil {
+			if err := completeKeyedAdmit(ctx, db, q, ids, g.attempt, keysBy[g]); err != nil {
 				return err
-			}
-			if ho != nil {
-				ho.jobs, ho.sent = handed, sent
 			}
 			continue
 		}
@@ -507,7 +474,7 @@ func (s *Store) completeSplit(ctx context.Context, q *jobqdb.Queries, cs []jobq.
 		rest = append(rest, i)
 	}
 	batchApplied := make([]bool, len(batch))
-	if err := s.completeBatched(ctx, q, nil, batch, batchApplied, t, nil, nil); err != nil {
+	if err := s.completeBatched(ctx, q, nil, batch, batchApplied, t, nil); err != nil {
 		return err
 	}
 	for k, i := range at {

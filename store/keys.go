@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/gen/jobqdb"
@@ -27,8 +26,7 @@ import (
 //     those slots and admits the keys' next parked jobs — except a batched
 //     completion's keyed successes, which lock their keys first and are
 //     ended together with their keys' next jobs' admission in one update
-//     (completeKeyedAdmit), which may hand those jobs straight to the
-//     completing replica instead (RUNNING under it: jobq.KeyHandoff);
+//     (completeKeyedAdmit);
 //   - a manual retry locks the key first and parks the job, then runs the
 //     pass.
 //
@@ -78,7 +76,7 @@ func admitKeys(ctx context.Context, db jobqdb.DBTX, t keyTally) error {
 	}
 	q := jobqdb.New(db)
 	keys := slices.Sorted(maps.Keys(t))
-	rows, err := keyLockNext(ctx, db, keys, false)
+	rows, err := keyLockNext(ctx, db, keys)
 	if err != nil {
 		return err
 	}
@@ -188,37 +186,24 @@ func writeAdmitted(ctx context.Context, q *jobqdb.Queries, rows []lockedKey, adm
 // fewer rows than it was given, exactly like a stale run, and
 // errStaleInBatch has the batch written again split (completeSplit), whose
 // admission pass is exact.
-//
-// With a hand-off request h (jobq.WithKeyHandoff; nil: none), up to
-// h.Limit of those picks that keyLockNext read as runnable here now are
-// not admitted to WAITING but handed to h.Owner (JobHandoffMany: RUNNING,
-// stamped as a claim stamps it) and read back by primary key in the same
-// transaction into handed (JobGetClaimed), for the caller to set in h.Jobs
-// once the transaction committed. A pick taken meanwhile makes either
-// update match fewer rows: errStaleInBatch, and the split that follows
-// hands nothing off.
-func completeKeyedAdmit(ctx context.Context, db jobqdb.DBTX, q *jobqdb.Queries, ids []uint64, attempt int, keys []string, h *jobq.KeyHandoff) (handed []jobq.ClaimedJob, sent time.Time, err error) {
+func completeKeyedAdmit(ctx context.Context, db jobqdb.DBTX, q *jobqdb.Queries, ids []uint64, attempt int, keys []string) error {
 	freed := keyTally{}
 	for _, k := range keys {
 		freed.free(k)
 	}
-	rows, err := keyLockNext(ctx, db, slices.Sorted(maps.Keys(freed)), h != nil && h.Limit > 0)
+	rows, err := keyLockNext(ctx, db, slices.Sorted(maps.Keys(freed)))
 	if err != nil {
-		return nil, sent, err
+		return err
 	}
 	admitted := make(map[string]int, len(rows))
 	free := map[string]int{}
-	var admit, handoff []uint64
+	var admit []uint64
 	for _, r := range rows {
 		n := max(r.admitted-freed[r.key], 0)
 		admitted[r.key] = n
 		switch f := r.maxRunning - n; {
 		case f == 1 && r.next != 0:
-			if r.runnable && len(handoff) < h.Limit {
-				handoff = append(handoff, r.next)
-			} else {
-				admit = append(admit, r.next)
-			}
+			admit = append(admit, r.next)
 			admitted[r.key]++
 		case f >= 1:
 			free[r.key] = f // none read, or several slots: the exact pick (see admitKeys)
@@ -227,35 +212,15 @@ func completeKeyedAdmit(ctx context.Context, db jobqdb.DBTX, q *jobqdb.Queries, 
 	slices.Sort(admit)
 	n, err := q.JobCompleteAdmitMany(ctx, jobqdb.JobCompleteAdmitManyParams{Ids: ids, Attempt: int32(attempt), Admit: admit})
 	if err != nil {
-		return nil, sent, err
+		return err
 	}
 	if int(n) != len(ids)+len(admit) {
-		return nil, sent, errStaleInBatch
-	}
-	if len(handoff) > 0 {
-		slices.Sort(handoff)
-		owner := sql.NullString{String: h.Owner, Valid: true}
-		sent = time.Now()
-		n, err := q.JobHandoffMany(ctx, jobqdb.JobHandoffManyParams{Owner: owner, LeaseUs: h.Lease.Microseconds(), Ids: handoff})
-		if err != nil {
-			return nil, sent, err
-		}
-		if int(n) != len(handoff) {
-			return nil, sent, errStaleInBatch
-		}
-		// The rows are this transaction's (locked by the update, RUNNING
-		// under owner): their read-back by primary key is exact.
-		if handed, err = readClaimed(ctx, q, owner, handoff); err != nil {
-			return nil, sent, err
-		}
-		if len(handed) != len(handoff) {
-			return nil, sent, errFenceMoved
-		}
+		return errStaleInBatch
 	}
 	if err := admitPicked(ctx, db, q, free, admitted); err != nil {
-		return nil, sent, err
+		return err
 	}
-	return handed, sent, writeAdmitted(ctx, q, rows, admitted)
+	return writeAdmitted(ctx, q, rows, admitted)
 }
 
 // lockedKey is one locked key row with its best parked job (0: none read).
@@ -263,27 +228,14 @@ type lockedKey struct {
 	key                  string
 	maxRunning, admitted int
 	next                 uint64
-	// runnable: next can run on this replica now (lane 0, due, its type
-	// not excluded from claims); read only for a hand-off.
-	runnable bool
 }
 
 // keyLockNext locks the rows of keys in ckey order and reads, for each, the
 // id of its best parked job (one index dive of idx_key_parked per key).
-// With runnable it also reads whether that job could be claimed here now —
-// lane 0, run_at passed, its job type not paused, concurrency- or
-// rate-limited (TypesExcluded's test, on that one row) — encoded in the
-// low bit of the answer (id*2 + 1: runnable), so the pick stays one
-// scalar subquery.
-func keyLockNext(ctx context.Context, db jobqdb.DBTX, keys []string, runnable bool) ([]lockedKey, error) {
+func keyLockNext(ctx context.Context, db jobqdb.DBTX, keys []string) ([]lockedKey, error) {
 	var b strings.Builder
-	pick := "q.id"
-	if runnable {
-		pick = `q.id * 2 + (q.lane = 0 AND q.run_at <= NOW(6) AND q.job_type NOT IN (
-            SELECT c.job_type FROM job_type_control AS c WHERE c.paused = 1 OR c.max_running > 0 OR c.rate_starts > 0))`
-	}
 	b.WriteString(`SELECT k.ckey, k.max_running, k.admitted,
-       (SELECT ` + pick + ` FROM job_queue AS q FORCE INDEX (idx_key_parked) WHERE q.parked_key = k.ckey
+       (SELECT q.id FROM job_queue AS q FORCE INDEX (idx_key_parked) WHERE q.parked_key = k.ckey
         ORDER BY q.priority DESC, q.run_at, q.id LIMIT 1)
 FROM concurrency_key AS k WHERE k.ckey IN (`)
 	args := make([]any, len(keys))
@@ -308,9 +260,6 @@ FROM concurrency_key AS k WHERE k.ckey IN (`)
 			return nil, err
 		}
 		r.next = uint64(next.Int64)
-		if runnable {
-			r.next, r.runnable = r.next>>1, r.next&1 == 1
-		}
 		out = append(out, r)
 	}
 	return out, rs.Err()

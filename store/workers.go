@@ -123,7 +123,7 @@ func (s *Store) claimRemoteLimited(ctx context.Context, jobType string, p jobq.R
 			}); err != nil {
 				return nil, err
 			}
-			return readClaimed(ctx, q, owner, ids)
+			return s.readClaimed(ctx, q, owner, ids)
 		})
 		return err
 	})

@@ -93,55 +93,6 @@ func (q *Queries) JobCompleteAdmitMany(ctx context.Context, arg JobCompleteAdmit
 	return result.RowsAffected()
 }
 
-const jobHandoffMany = `-- name: JobHandoffMany :execrows
-UPDATE job_queue FORCE INDEX (PRIMARY)
-SET status = 'RUNNING',
-    attempt = attempt + 1,
-    owner = ?,
-    lease_until = NOW(6) + INTERVAL ? MICROSECOND,
-    started_at = NOW(6),
-    finished_at = NULL,
-    update_time = NOW(6)
-WHERE id IN (/*SLICE:ids*/?) AND status = 'PARKED' AND lane = 0 AND run_at <= NOW(6)
-`
-
-type JobHandoffManyParams struct {
-	Owner   sql.NullString
-	LeaseUs interface{}
-	Ids     []uint64
-}
-
-// A keyed batch's hand-off (store.completeKeyedAdmit): parked jobs the
-// caller picked under their keys' row locks, read as runnable here now
-// (keyLockNext: lane 0, due, type not excluded), become RUNNING under the
-// completing replica, stamped exactly as JobClaimMany stamps a claim, in
-// the completion's transaction. PARKED → RUNNING leaves idx_due alone and
-// moves no row into or out of idx_scan's WAITING range (both status columns
-// are NULL in both states; idx_scan's entry is rewritten only for the
-// attempt it carries): against admission to WAITING and a claim, 4 index
-// entries per job instead of 9 (testbed/bench TestIndexWritesPerKeyedJob).
-// Fewer rows than
-// ids means a pick was taken meanwhile: the batch is written again split.
-func (q *Queries) JobHandoffMany(ctx context.Context, arg JobHandoffManyParams) (int64, error) {
-	query := jobHandoffMany
-	var queryParams []interface{}
-	queryParams = append(queryParams, arg.Owner)
-	queryParams = append(queryParams, arg.LeaseUs)
-	if len(arg.Ids) > 0 {
-		for _, v := range arg.Ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
-	}
-	result, err := q.db.ExecContext(ctx, query, queryParams...)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
 const jobKeyStates = `-- name: JobKeyStates :many
 SELECT id, status, concurrency_key FROM job_queue FORCE INDEX (PRIMARY)
 WHERE id IN (/*SLICE:ids*/?) AND concurrency_key IS NOT NULL

@@ -59,25 +59,3 @@ SET lease_until = IF(status = 'PARKED', lease_until, NULL),
 WHERE (id IN (sqlc.slice(ids)) AND status = 'RUNNING' AND attempt = sqlc.arg(attempt)
        AND has_children = 0 AND concurrency_key IS NOT NULL)
    OR (id IN (sqlc.slice(admit)) AND status = 'PARKED');
-
--- name: JobHandoffMany :execrows
--- A keyed batch's hand-off (store.completeKeyedAdmit): parked jobs the
--- caller picked under their keys' row locks, read as runnable here now
--- (keyLockNext: lane 0, due, type not excluded), become RUNNING under the
--- completing replica, stamped exactly as JobClaimMany stamps a claim, in
--- the completion's transaction. PARKED → RUNNING leaves idx_due alone and
--- moves no row into or out of idx_scan's WAITING range (both status columns
--- are NULL in both states; idx_scan's entry is rewritten only for the
--- attempt it carries): against admission to WAITING and a claim, 4 index
--- entries per job instead of 9 (testbed/bench TestIndexWritesPerKeyedJob).
--- Fewer rows than
--- ids means a pick was taken meanwhile: the batch is written again split.
-UPDATE job_queue FORCE INDEX (PRIMARY)
-SET status = 'RUNNING',
-    attempt = attempt + 1,
-    owner = sqlc.arg(owner),
-    lease_until = NOW(6) + INTERVAL sqlc.arg(lease_us) MICROSECOND,
-    started_at = NOW(6),
-    finished_at = NULL,
-    update_time = NOW(6)
-WHERE id IN (sqlc.slice(ids)) AND status = 'PARKED' AND lane = 0 AND run_at <= NOW(6);

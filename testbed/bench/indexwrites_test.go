@@ -2,12 +2,10 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/testdb"
@@ -57,7 +55,15 @@ func TestIndexWritesPerJob(t *testing.T) {
 				t.Fatalf("seeded %d jobs, %v; want %d", len(ids), err, n)
 			}
 			var c IndexWriteCounter
-			st := indexCountingStore(t, dsn, &c)
+			db, err := OpenIndexCountingDB(dsn, 4, &c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			st, err := store.OpenDB(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
 			c.SetSample(ids)
 			var jobs []jobq.ClaimedJob
 			switch strategy {
@@ -103,95 +109,4 @@ func TestIndexWritesPerJob(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestIndexWritesPerKeyedJob counts the index entries a keyed job's start
-// changes when its key's slot is freed by the batched completion of the
-// job before it (limit 1): admitted to WAITING there and claimed after
-// (no hand-off), or handed to the completing replica in the completion's
-// transaction (jobq.WithKeyHandoff). It prints both tables (go test -v)
-// and pins that the hand-off writes one entry each of idx_key_parked,
-// idx_lease, idx_type_status and idx_scan (whose key carries the attempt:
-// the entry stays in the NULL scan_status range), fewer entries than
-// admission and claim together (9: idx_due and idx_scan move twice).
-func TestIndexWritesPerKeyedJob(t *testing.T) {
-	const n = 50
-	total := map[bool]float64{}
-	for _, handoff := range []bool{false, true} {
-		ctx := context.Background()
-		dsn := testdb.DSN(t)
-		var c IndexWriteCounter
-		st := indexCountingStore(t, dsn, &c)
-		var next []uint64 // each key's second job: the sample
-		for i := range n {
-			for j := range 2 {
-				k := fmt.Sprintf("h%v-%d-%d", handoff, i, j)
-				job, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: k, JobType: "noop", Params: "{}", RequestHash: k,
-					ConcurrencyKey: fmt.Sprintf("key-%v-%d", handoff, i)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if j == 1 {
-					next = append(next, job.ID)
-				}
-			}
-		}
-		first, err := st.JobClaimSkipLocked(ctx, claimParams(n))
-		if err != nil || len(first) != n {
-			t.Fatalf("claimed %d, %v; want %d", len(first), err, n)
-		}
-		c.SetSample(next)
-		comps := make([]jobq.Completion, n)
-		for i, j := range first {
-			comps[i] = jobq.Completion{Fence: j.Fence(), Outcome: jobq.OutcomeSuccess, ConcurrencyKey: j.ConcurrencyKey}
-		}
-		h := &jobq.KeyHandoff{Owner: "gobench", Lease: 30 * time.Second, Limit: n}
-		cctx := ctx
-		if handoff {
-			cctx = jobq.WithKeyHandoff(ctx, h)
-		}
-		if applied, err := st.JobCompleteMany(cctx, comps); err != nil || slices.Contains(applied, false) {
-			t.Fatalf("complete: %v (applied %v)", err, applied)
-		}
-		if !handoff {
-			if got, err := st.JobClaimSkipLocked(ctx, claimParams(n)); err != nil || len(got) != n {
-				t.Fatalf("claimed %d, %v; want %d", len(got), err, n)
-			}
-		} else if len(h.Jobs) != n {
-			t.Fatalf("handed off %d, want %d", len(h.Jobs), n)
-		}
-		stats := c.Stats()
-		var b strings.Builder
-		WriteIndexWriteTable(&b, stats)
-		t.Logf("index entries changed per keyed job started after its key's previous job, %d keys, hand-off %v:\n%s", n, handoff, b.String())
-		for _, s := range stats {
-			total[handoff] += s.PerJob
-			if s.Stmt == "JobHandoffMany" {
-				want := []string{"job_queue.idx_key_parked", "job_queue.idx_lease", "job_queue.idx_scan", "job_queue.idx_type_status"}
-				if got := slices.Sorted(maps.Keys(s.Indexes)); !slices.Equal(got, want) {
-					t.Errorf("JobHandoffMany changes %v, want %v", got, want)
-				}
-			}
-		}
-	}
-	t.Logf("index entries per keyed job: %.2f admitted and claimed, %.2f handed off", total[false], total[true])
-	if total[true] >= total[false] {
-		t.Errorf("the hand-off changes %.2f index entries per job, not fewer than admission and claim (%.2f)", total[true], total[false])
-	}
-}
-
-// indexCountingStore opens a store on dsn whose statements c counts,
-// closed at t's cleanup.
-func indexCountingStore(t *testing.T, dsn string, c *IndexWriteCounter) *store.Store {
-	t.Helper()
-	db, err := OpenIndexCountingDB(dsn, 4, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st, err := store.OpenDB(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
 }

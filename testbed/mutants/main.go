@@ -442,18 +442,6 @@ var mutants = []mutant{
 		Checks: []check{{"./store/", "^TestRateLimitPerKeyClaim$"}},
 	},
 	{
-		Name: "key-handoff-ignores-type-controls", Bug: "concurrency keys: a completion hands a key's next job off although its type is paused or limited",
-		Rule:   "next job is RUNNING, want WAITING",
-		Edits:  []edit{{"store/keys.go", "WHERE c.paused = 1 OR c.max_running > 0 OR c.rate_starts > 0", "WHERE FALSE"}},
-		Checks: []check{{"./store/", "^TestKeyHandoff$"}},
-	},
-	{
-		Name: "key-handoff-lost-ack-forgotten", Bug: "concurrency keys: a hand-off whose completion answer was lost is not looked for (its job waits, unrenewed, for a rescue)",
-		Rule:   "the handed job adopted, not rescued",
-		Edits:  []edit{{"scheduler/completer.go", "p.Handoff.tried(h, began)", "_ = began"}},
-		Checks: []check{{"./scheduler/", "^TestKeyHandoffLostCompletionAck$"}},
-	},
-	{
 		Name: "unwritten-holds-no-place", Bug: "run queue: completions waiting unwritten hold no place (a replica whose writes fall behind claims on)",
 		Rule:   "want 550",
 		Edits:  []edit{{"scheduler/pool.go", "places -= max(0, int(s.unwritten.Load())-s.unwrittenAllowed)", "places -= 0"}},
