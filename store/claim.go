@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -273,9 +272,10 @@ var errClaimSlotsBusy = errors.New("claim gate: every claim slot stayed held")
 // until the holder's COMMIT wakes it. It returns errClaimSlotsBusy when the
 // wait times out (the transaction then holds nothing it took here: a lock
 // wait timeout rolls back the statement, and the caller rolls back the
-// transaction). MariaDB bounds the wait in the statement (FOR UPDATE WAIT
-// n); MySQL has no WAIT n, so there the session's innodb_lock_wait_timeout
-// is set around the statement and put back.
+// transaction). MariaDB bounds the wait in the statement (SET STATEMENT
+// innodb_lock_wait_timeout = n FOR …); MySQL has no per-statement lock wait
+// timeout, so there the session's innodb_lock_wait_timeout is set around
+// the statement and put back.
 func (s *Store) takeClaimSlot(ctx context.Context, tx *sql.Tx, q *jobqdb.Queries, slots int) error {
 	free, err := q.ClaimSlotTake(ctx, uint16(slots))
 	if err != nil || len(free) > 0 {
@@ -285,7 +285,7 @@ func (s *Store) takeClaimSlot(ctx context.Context, tx *sql.Tx, q *jobqdb.Queries
 	slot := rand.IntN(slots)
 	const lockSlot = "SELECT slot FROM claim_gate WHERE slot = ? FOR UPDATE"
 	if s.Server.MariaDB {
-		_, err = tx.ExecContext(ctx, lockSlot+" WAIT "+strconv.Itoa(wait), slot)
+		_, err = tx.ExecContext(ctx, "SET STATEMENT innodb_lock_wait_timeout = ? FOR "+lockSlot, wait, slot)
 	} else {
 		if _, err = tx.ExecContext(ctx, "SET @jobq_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ?", wait); err != nil {
 			return err

@@ -182,7 +182,7 @@ func waitSlotWaiter(t *testing.T, st *store.Store) {
 	for {
 		var n int
 		err := st.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-WHERE DB = DATABASE() AND INFO LIKE 'SELECT slot FROM claim_gate WHERE slot = % FOR UPDATE%'`).Scan(&n)
+WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%SELECT slot FROM claim_gate WHERE slot = % FOR UPDATE%'`).Scan(&n)
 		if err != nil {
 			t.Fatalf("waiting for a claim in the slot wait: %v", err)
 		}
