@@ -217,6 +217,10 @@ type ClaimParams struct {
 	// store.ClaimSlotWait (1 s) when all are held, then claims without one.
 	// 0: no gate; at most ClaimSlotsMax.
 	Slots int
+	// OnSlotWait, when set, is called after a claim found every slot held
+	// and waited for one: waited is how long, timedOut that none came free
+	// (the claim then ran without a slot).
+	OnSlotWait func(waited time.Duration, timedOut bool)
 }
 
 // ClaimSlotsMax is how many claim slots the claim_gate table holds

@@ -92,14 +92,16 @@ type Metrics struct {
 	opts Options
 	log  *slog.Logger
 
-	submitted      *prometheus.CounterVec   // job_type
-	claimed        *prometheus.CounterVec   // job_type
-	completed      *prometheus.CounterVec   // job_type, outcome
-	stale          *prometheus.CounterVec   // job_type
-	claimConflicts prometheus.Counter       //
-	rescued        prometheus.Counter       //
-	leaseLost      prometheus.Counter       //
-	rateHeld       *prometheus.CounterVec   // job_type
+	submitted      *prometheus.CounterVec // job_type
+	claimed        *prometheus.CounterVec // job_type
+	completed      *prometheus.CounterVec // job_type, outcome
+	stale          *prometheus.CounterVec // job_type
+	claimConflicts prometheus.Counter     //
+	rescued        prometheus.Counter     //
+	leaseLost      prometheus.Counter     //
+	rateHeld       *prometheus.CounterVec // job_type
+	slotWaits      *prometheus.CounterVec // outcome
+	slotWait       prometheus.Histogram
 	writeFailures  prometheus.Counter       //
 	pickup         *prometheus.HistogramVec // job_type
 	runDuration    *prometheus.HistogramVec // job_type, outcome
@@ -178,6 +180,9 @@ func New(opts Options) *Metrics {
 	m.leaseLost = f.counter("jobq_leases_lost_total", "Handlers on this replica cancelled because their run lost its lease.")
 	m.rateHeld = f.counterVec("jobq_rate_limit_held_total",
 		"Probes of this replica's limited claim that found due jobs of the type held back by its full rate window, or by the full windows of all its rate keys with HELD jobs under a per-key limit (the scanner then wakes when the first window opens).", "job_type")
+	m.slotWaits = f.counterVec("jobq_claim_slot_waits_total",
+		"Claims of this replica that found every claim slot held (--claim-slots) and waited: outcome acquired (a slot came free) or timed_out (none within 1 s; the claim ran without one).", "outcome")
+	m.slotWait = f.histogram("jobq_claim_slot_wait_seconds", "How long a claim of this replica waited for a claim slot (claims that took a free slot at once are not counted).", ScanBuckets)
 	m.writeFailures = f.counter("jobq_completion_write_failures_total",
 		"Completions that could not be written after retries; their leases expire and the jobs are rescued.")
 	m.pickup = f.histogramVec("jobq_pickup_latency_seconds",
@@ -257,6 +262,9 @@ func (m *Metrics) Observe(e scheduler.Event) {
 		m.leaseLost.Inc()
 	case scheduler.EventRateHeld:
 		m.rateHeld.WithLabelValues(e.Name).Inc()
+	case scheduler.EventClaimSlotWait:
+		m.slotWaits.WithLabelValues(e.Result).Inc()
+		m.slotWait.Observe(e.Duration.Seconds())
 	case scheduler.EventDBError:
 		if errno := ErrnoLabel(e.Err); errno != "" {
 			m.dbErrors.WithLabelValues(e.Op, errno).Inc()

@@ -99,6 +99,18 @@ func nextClaimLimit(asked, got, prev, probed, minClaim, batchLimit int) int {
 	return min(batchLimit, n)
 }
 
+// slotWaited reports a claim's wait for a claim slot (EventClaimSlotWait).
+func (c *claimer) slotWaited(waited time.Duration, timedOut bool) {
+	if c.p.Events == nil {
+		return
+	}
+	result := "acquired"
+	if timedOut {
+		result = "timed_out"
+	}
+	c.p.Events.emit(Event{Kind: EventClaimSlotWait, Duration: waited, Result: result})
+}
+
 // casClaim is one cas claim's answer.
 type casClaim struct {
 	jobs      []jobq.ClaimedJob
@@ -115,7 +127,7 @@ func (c *claimer) claim(ctx context.Context, n int) ([]jobq.ClaimedJob, error) {
 	var got casClaim
 	var err error
 	probed := 0 // due jobs the probe saw (skiplocked, after an empty claim)
-	claim := jobq.ClaimParams{Owner: p.Owner, Limit: n, Lease: p.Lease, Slots: p.Slots}
+	claim := jobq.ClaimParams{Owner: p.Owner, Limit: n, Lease: p.Lease, Slots: p.Slots, OnSlotWait: c.slotWaited}
 	switch p.Strategy {
 	case StrategyCAS:
 		var cands []jobq.Fence

@@ -336,8 +336,14 @@ func (c Config) claimsInFlight() int {
 	return max(c.ClaimsInFlight, 1)
 }
 
-// claimSlots is the effective ClaimSlots (0 when the gate is off).
-func (c Config) claimSlots() int { return max(c.ClaimSlots, 0) }
+// claimSlots is the effective ClaimSlots (0 when the gate is off, and for
+// the cas strategy, whose claims take no slot).
+func (c Config) claimSlots() int {
+	if c.Strategy == StrategyCAS {
+		return 0
+	}
+	return max(c.ClaimSlots, 0)
+}
 
 // runQueue is the effective RunQueue (0 when disabled).
 func (c Config) runQueue() int { return max(c.RunQueue, 0) }

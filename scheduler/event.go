@@ -84,6 +84,11 @@ const (
 	// (Name) held back by its full rate window, which opens in Duration; the
 	// scanner is woken then.
 	EventRateHeld EventKind = "rate_held"
+	// EventClaimSlotWait: a skiplocked claim found every claim slot held
+	// (Config.ClaimSlots) and waited Duration for one; Result "acquired"
+	// (a slot came free) or "timed_out" (none did within
+	// store.ClaimSlotWait: the claim ran without one).
+	EventClaimSlotWait EventKind = "claim_slot_wait"
 	// EventFetchClaimed: a remote worker's fetch claimed jobs (Jobs).
 	// EventClaimed is not emitted for them: the runs are the worker's, and
 	// may be completed through another replica.
@@ -119,8 +124,9 @@ type Event struct {
 	N int
 	// Duration is a claim's round trip (EventScanned), a heartbeat's
 	// lateness (EventHeartbeatStall), a run's wait in the run queue
-	// (EventStarted, EventGivenBack), a fetch's (EventFetched) or the time
-	// until a rate window opens (EventRateHeld).
+	// (EventStarted, EventGivenBack), a fetch's (EventFetched), the time
+	// until a rate window opens (EventRateHeld) or a claim's wait for a
+	// claim slot (EventClaimSlotWait).
 	Duration time.Duration
 	// Fence names one run (EventStarted, EventGivenBack, EventLeaseLost,
 	// EventAdopted).
@@ -128,7 +134,8 @@ type Event struct {
 	// Job is the handler's job (EventStarted): read it, never change it.
 	Job *Job
 	// Result names a remote worker request's answer (EventFetched,
-	// EventRemoteHeartbeat, EventRemoteCompleted).
+	// EventRemoteHeartbeat, EventRemoteCompleted) or how a claim slot wait
+	// ended (EventClaimSlotWait).
 	Result string
 	// Fences are the runs of a rescue pass (EventRescued).
 	Fences []jobq.Fence

@@ -222,7 +222,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		}
 	}
 	s.log.Info("scheduler started", "strategy", s.cfg.Strategy, "workers", s.cfg.Workers,
-		"batch_limit", s.cfg.BatchLimit, "run_queue", s.cfg.runQueue(), "poll_interval", s.cfg.PollInterval, "poll_jitter", s.cfg.PollJitter,
+		"batch_limit", s.cfg.BatchLimit, "run_queue", s.cfg.runQueue(), "claims_in_flight", s.cfg.claimsInFlight(), "claim_slots", s.cfg.claimSlots(), "poll_interval", s.cfg.PollInterval, "poll_jitter", s.cfg.PollJitter,
 		"lease", s.cfg.Lease, "types", s.reg.Types(), "remote_types", s.cfg.RemoteTypes)
 	return nil
 }

@@ -61,7 +61,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 	claimTx := func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		if slots > 0 {
-			if err := s.takeClaimSlot(ctx, tx, q, slots); err != nil {
+			if err := s.takeClaimSlot(ctx, tx, q, slots, p.OnSlotWait); err != nil {
 				return err
 			}
 		}
@@ -272,15 +272,17 @@ var errClaimSlotsBusy = errors.New("claim gate: every claim slot stayed held")
 // until the holder's COMMIT wakes it. It returns errClaimSlotsBusy when the
 // wait times out (the transaction then holds nothing it took here: a lock
 // wait timeout rolls back the statement, and the caller rolls back the
-// transaction). MariaDB bounds the wait in the statement (SET STATEMENT
+// transaction). A wait, whatever its end, is reported to onWait (nil:
+// not reported) with its length. MariaDB bounds the wait in the statement (SET STATEMENT
 // innodb_lock_wait_timeout = n FOR …); MySQL has no per-statement lock wait
 // timeout, so there the session's innodb_lock_wait_timeout is set around
 // the statement and put back.
-func (s *Store) takeClaimSlot(ctx context.Context, tx *sql.Tx, q *jobqdb.Queries, slots int) error {
+func (s *Store) takeClaimSlot(ctx context.Context, tx *sql.Tx, q *jobqdb.Queries, slots int, onWait func(time.Duration, bool)) error {
 	free, err := q.ClaimSlotTake(ctx, uint16(slots))
 	if err != nil || len(free) > 0 {
 		return err
 	}
+	began := time.Now()
 	wait := int(cmp.Or(s.claimSlotWait, ClaimSlotWait) / time.Second)
 	slot := rand.IntN(slots)
 	const lockSlot = "SELECT slot FROM claim_gate WHERE slot = ? FOR UPDATE"
@@ -295,7 +297,11 @@ func (s *Store) takeClaimSlot(ctx context.Context, tx *sql.Tx, q *jobqdb.Queries
 			err = rerr
 		}
 	}
-	if ErrorNumber(err) == ErrNumLockWaitTimeout {
+	timedOut := ErrorNumber(err) == ErrNumLockWaitTimeout
+	if onWait != nil && (err == nil || timedOut) {
+		onWait(time.Since(began), timedOut)
+	}
+	if timedOut {
 		return errClaimSlotsBusy
 	}
 	return err

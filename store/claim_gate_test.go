@@ -105,8 +105,10 @@ func TestClaimGateHoldsASlotPerClaim(t *testing.T) {
 		<-secondGo
 	})
 	done := make(chan []jobq.ClaimedJob, 1)
+	var waits []bool // timedOut of each reported wait
 	go func() {
-		got, err := second.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "b", Limit: 20, Lease: time.Minute, Slots: 1})
+		got, err := second.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "b", Limit: 20, Lease: time.Minute, Slots: 1,
+			OnSlotWait: func(_ time.Duration, timedOut bool) { waits = append(waits, timedOut) }})
 		if err != nil {
 			t.Errorf("second claim: %v", err)
 		}
@@ -122,6 +124,9 @@ func TestClaimGateHoldsASlotPerClaim(t *testing.T) {
 	}
 	close(secondGo)
 	b := <-done
+	if len(waits) != 1 || waits[0] {
+		t.Errorf("slot waits reported %v, want one that acquired the slot", waits)
+	}
 	if len(a) != 10 || len(b) != 10 {
 		t.Fatalf("claimed %d then %d jobs, want 10 and the other 10", len(a), len(b))
 	}
@@ -142,7 +147,13 @@ func TestClaimGateWaitEndsAndClaims(t *testing.T) {
 	ctx := context.Background()
 	_, second, held, release := gatePair(t, 20, 1)
 	start := time.Now()
-	got, err := second.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "b", Limit: 20, Lease: time.Minute, Slots: 1})
+	var reported []time.Duration
+	got, err := second.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "b", Limit: 20, Lease: time.Minute, Slots: 1,
+		OnSlotWait: func(d time.Duration, timedOut bool) {
+			if timedOut {
+				reported = append(reported, d)
+			}
+		}})
 	waited := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +163,9 @@ func TestClaimGateWaitEndsAndClaims(t *testing.T) {
 	}
 	if waited < store.ClaimSlotWait {
 		t.Fatalf("claimed after %s, before the slot wait (%s) ended", waited, store.ClaimSlotWait)
+	}
+	if len(reported) != 1 || reported[0] < store.ClaimSlotWait {
+		t.Errorf("timed-out waits reported %v, want one of at least %s", reported, store.ClaimSlotWait)
 	}
 	release()
 	if a := <-held; len(a) != 10 {
