@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/internal/testdb"
 	"github.com/jobq/jobq/scheduler"
 	"github.com/jobq/jobq/scheduler/schedulertest"
 	"github.com/jobq/jobq/store"
@@ -53,16 +52,7 @@ func (l *runLog) handler() scheduler.Handler {
 func TestClaimGateFrozenReplicaPeerDrains(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.DSN(t)
-	open := func() *store.Store {
-		st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	frozen, peer := open(), open()
+	frozen, peer := storePair(t, 16)
 	const jobs, frozenBatch = 30, 5
 	for i := range jobs {
 		if _, _, err := frozen.JobSubmit(ctx, jobq.SubmitParams{JobKey: fmt.Sprintf("f%d", i), JobType: "t", Params: `{}`, RequestHash: "h"}); err != nil {

@@ -21,16 +21,7 @@ import (
 func gatePair(t *testing.T, jobs, slots int) (first, second *store.Store, held <-chan []jobq.ClaimedJob, release func()) {
 	t.Helper()
 	ctx := context.Background()
-	dsn := testdb.DSN(t)
-	open := func() *store.Store {
-		st, err := store.Open(ctx, dsn, store.PoolConfig{MaxOpen: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	first, second = open(), open()
+	first, second = storePair(t, 8)
 	for i := range jobs {
 		if _, _, err := first.JobSubmit(ctx, jobq.SubmitParams{JobKey: fmt.Sprintf("g%d", i), JobType: "t", Params: `{}`, RequestHash: "h"}); err != nil {
 			t.Fatal(err)
@@ -60,6 +51,22 @@ func gatePair(t *testing.T, jobs, slots int) (first, second *store.Store, held <
 	}
 	t.Cleanup(release)
 	return first, second, out, release
+}
+
+// storePair opens two stores of maxOpen connections each on one fresh
+// database, as two replicas of it.
+func storePair(t *testing.T, maxOpen int) (a, b *store.Store) {
+	t.Helper()
+	dsn := testdb.DSN(t)
+	open := func() *store.Store {
+		st, err := store.Open(context.Background(), dsn, store.PoolConfig{MaxOpen: maxOpen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	return open(), open()
 }
 
 // takeSlot reports which claim slot below slots a fresh transaction of st
@@ -203,5 +210,68 @@ WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%SELECT slot FROM
 		if n > 0 {
 			return
 		}
+	}
+}
+
+// A claim whose connection dies while it holds a claim slot (KILL of its
+// connection: a crashed replica, a cut link) gives the slot back with its
+// rolled-back transaction: a peer's claim waiting for the only slot takes
+// it then (not after its wait, which here outlasts the claim's context)
+// and claims every job, the dead claim's locked rows included.
+func TestClaimGateKilledClaimFreesItsSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first, second := storePair(t, 8)
+	const jobs = 20
+	for i := range jobs {
+		if _, _, err := first.JobSubmit(ctx, jobq.SubmitParams{JobKey: fmt.Sprintf("k%d", i), JobType: "t", Params: `{}`, RequestHash: "h"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connID := make(chan int64, 1)
+	unblock := make(chan struct{})
+	store.SetAfterClaimLock(first, func(ctx context.Context, tx *sql.Tx) {
+		var id int64
+		if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			t.Errorf("connection id: %v", err)
+		}
+		connID <- id
+		<-unblock
+	})
+	firstDone := make(chan error, 1)
+	go func() {
+		got, err := first.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "a", Limit: jobs / 2, Lease: time.Minute, Slots: 1})
+		if len(got) != 0 {
+			t.Errorf("the killed claim returned %d jobs", len(got))
+		}
+		firstDone <- err
+	}()
+	id := <-connID
+	store.SetClaimSlotWait(second, time.Hour)
+	holding := make(chan int, 1)
+	store.SetAfterClaimLock(second, func(context.Context, *sql.Tx) { holding <- takeSlot(t, second, 1) })
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	done := make(chan []jobq.ClaimedJob, 1)
+	go func() {
+		got, err := second.JobClaimSkipLocked(wctx, jobq.ClaimParams{Owner: "b", Limit: jobs, Lease: time.Minute, Slots: 1})
+		if err != nil {
+			t.Errorf("peer claim after the kill: %v", err)
+		}
+		done <- got
+	}()
+	waitSlotWaiter(t, second)
+	if _, err := second.DB().ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-holding; s != -1 {
+		t.Fatalf("slot %d free while the peer's claim runs: it claimed without the slot the dead claim left", s)
+	}
+	if got := <-done; len(got) != jobs {
+		t.Fatalf("peer claimed %d jobs after the kill, want all %d", len(got), jobs)
+	}
+	close(unblock)
+	if err := <-firstDone; err == nil {
+		t.Fatal("the killed claim reported no error")
 	}
 }
