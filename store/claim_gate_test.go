@@ -20,8 +20,16 @@ import (
 // slot (and its rows) the whole time. held is closed once it is held.
 func gatePair(t *testing.T, jobs, slots int) (first, second *store.Store, held <-chan []jobq.ClaimedJob, release func()) {
 	t.Helper()
+	first, second, _, held, release = gatePairDSN(t, jobs, slots)
+	return first, second, held, release
+}
+
+// gatePairDSN is gatePair that also returns the database's DSN.
+func gatePairDSN(t *testing.T, jobs, slots int) (first, second *store.Store, dsn string, held <-chan []jobq.ClaimedJob, release func()) {
+	t.Helper()
 	ctx := context.Background()
-	first, second = storePair(t, 8)
+	dsn = testdb.DSN(t)
+	first, second = storesOn(t, dsn, 8), storesOn(t, dsn, 8)
 	for i := range jobs {
 		if _, _, err := first.JobSubmit(ctx, jobq.SubmitParams{JobKey: fmt.Sprintf("g%d", i), JobType: "t", Params: `{}`, RequestHash: "h"}); err != nil {
 			t.Fatal(err)
@@ -50,7 +58,7 @@ func gatePair(t *testing.T, jobs, slots int) (first, second *store.Store, held <
 		}
 	}
 	t.Cleanup(release)
-	return first, second, out, release
+	return first, second, dsn, out, release
 }
 
 // storePair opens two stores of maxOpen connections each on one fresh
@@ -58,15 +66,18 @@ func gatePair(t *testing.T, jobs, slots int) (first, second *store.Store, held <
 func storePair(t *testing.T, maxOpen int) (a, b *store.Store) {
 	t.Helper()
 	dsn := testdb.DSN(t)
-	open := func() *store.Store {
-		st, err := store.Open(context.Background(), dsn, store.PoolConfig{MaxOpen: maxOpen})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
+	return storesOn(t, dsn, maxOpen), storesOn(t, dsn, maxOpen)
+}
+
+// storesOn opens a store of maxOpen connections on dsn, closed at cleanup.
+func storesOn(t *testing.T, dsn string, maxOpen int, mysqlDialect ...bool) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), dsn, store.PoolConfig{MaxOpen: maxOpen, ForceMySQLDialect: len(mysqlDialect) > 0 && mysqlDialect[0]})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return open(), open()
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // takeSlot reports which claim slot below slots a fresh transaction of st
