@@ -286,3 +286,44 @@ func TestClaimGateKilledClaimFreesItsSlot(t *testing.T) {
 		t.Fatal("the killed claim reported no error")
 	}
 }
+
+// The limited-type claim, a remote worker's fetch and the cas claim take no
+// claim slot and never wait for one: with the only slot held (and a slot
+// wait that would outlast the claims' context) each claims its jobs.
+func TestClaimGateOtherClaimsTakeNoSlot(t *testing.T) {
+	t.Parallel()
+	_, second, held, release := gatePair(t, 0, 1)
+	store.SetClaimSlotWait(second, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	second.SetRemoteTypes([]string{"r"})
+	for i, typ := range []string{"l", "l", "r", "r", "c", "c"} {
+		if _, _, err := second.JobSubmit(ctx, jobq.SubmitParams{JobKey: fmt.Sprintf("o%d", i), JobType: typ, Params: `{}`, RequestHash: "h"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := second.TypeSetLimit(ctx, "l", 5); err != nil {
+		t.Fatal(err)
+	}
+	limited, err := second.JobClaimLimited(ctx, "l", jobq.ClaimParams{Owner: "b", Limit: 5, Lease: time.Minute, Slots: 1})
+	if err != nil || len(limited) != 2 {
+		t.Fatalf("limited-type claim with the only slot held: %d jobs, %v; want 2", len(limited), err)
+	}
+	remote, err := second.JobClaimRemote(ctx, jobq.RemoteClaimParams{Owner: "worker:w", Types: []string{"r"}, Limit: 5, Lease: time.Minute, Nonce: []byte("n")})
+	if err != nil || len(remote) != 2 {
+		t.Fatalf("remote fetch with the only slot held: %d jobs, %v; want 2", len(remote), err)
+	}
+	cands, err := second.JobScanAvailable(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cas, _, err := second.JobClaimCAS(ctx, jobq.ClaimCASParams{ClaimParams: jobq.ClaimParams{Owner: "b", Limit: 10, Lease: time.Minute, Slots: 1}, Candidates: cands})
+	if err != nil || len(cas) != 2 {
+		t.Fatalf("cas claim with the only slot held: %d jobs, %v; want 2", len(cas), err)
+	}
+	if s := takeSlot(t, second, 1); s != -1 {
+		t.Fatalf("slot %d free: the held claim lost it", s)
+	}
+	release()
+	<-held
+}
