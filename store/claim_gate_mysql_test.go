@@ -82,3 +82,24 @@ func TestClaimGateMySQLPutsLockWaitBack(t *testing.T) {
 		<-held
 	})
 }
+
+// A claim whose context ends between the MySQL slot wait's statement and
+// putting the session's lock wait timeout back (a replica stopping, a
+// claim deadline) must not leave its pooled connection with the wait's 1 s
+// timeout: the next statement on that session sees the value it had.
+func TestClaimGateMySQLCancelledWaitPutsLockWaitBack(t *testing.T) {
+	t.Parallel()
+	_, _, dsn, held, release := gatePairDSN(t, 20, 1)
+	st := mysqlWaiter(t, dsn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store.SetAfterSlotWait(st, cancel)
+	if _, err := st.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "b", Limit: 20, Lease: time.Minute, Slots: 1}); err == nil {
+		t.Fatal("a claim whose context was cancelled reported no error")
+	}
+	if v := sessionLockWait(t, st); v != 37 {
+		t.Fatalf("session innodb_lock_wait_timeout %d after a claim cancelled in its slot wait, want 37", v)
+	}
+	release()
+	<-held
+}
