@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -326,4 +327,36 @@ func TestClaimGateOtherClaimsTakeNoSlot(t *testing.T) {
 	}
 	release()
 	<-held
+}
+
+// A claim whose context ends while it waits for a claim slot (a stopping
+// replica) returns at once with the context's error, not at the end of
+// the wait, and claims nothing; the store's next claim takes the slot once
+// it is free and claims the jobs.
+func TestClaimGateWaitEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	_, second, held, release := gatePair(t, 20, 1)
+	store.SetClaimSlotWait(second, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		got, err := second.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "b", Limit: 20, Lease: time.Minute, Slots: 1})
+		if len(got) != 0 {
+			t.Errorf("a cancelled claim claimed %d jobs", len(got))
+		}
+		done <- err
+	}()
+	waitSlotWaiter(t, second)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("claim cancelled in its slot wait: %v, want context.Canceled", err)
+	}
+	release()
+	if a := <-held; len(a) != 10 {
+		t.Fatalf("held claim got %d jobs, want 10", len(a))
+	}
+	got, err := second.JobClaimSkipLocked(context.Background(), jobq.ClaimParams{Owner: "b", Limit: 20, Lease: time.Minute, Slots: 1})
+	if err != nil || len(got) != 10 {
+		t.Fatalf("claim after the cancelled one: %d jobs, %v; want the 10 left", len(got), err)
+	}
 }
