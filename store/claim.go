@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
@@ -58,10 +59,11 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 	var ids []uint64
 	var stampSent time.Time
 	slots := min(p.Slots, jobq.ClaimSlotsMax)
+	var lockWaitSet bool // MySQL: the session's lock wait timeout is the slot wait's
 	claimTx := func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
 		if slots > 0 {
-			if err := s.takeClaimSlot(ctx, tx, q, slots, p.OnSlotWait); err != nil {
+			if err := s.takeClaimSlot(ctx, tx, q, slots, p.OnSlotWait, &lockWaitSet); err != nil {
 				return err
 			}
 		}
@@ -89,7 +91,7 @@ func (s *Store) JobClaimSkipLocked(ctx context.Context, p jobq.ClaimParams) ([]j
 		}
 		return nil
 	}
-	err = s.readCommittedTx(ctx, claimTx)
+	err = s.claimTx(ctx, &lockWaitSet, claimTx)
 	if errors.Is(err, errClaimSlotsBusy) {
 		// Every slot stayed held for ClaimSlotWait (a holder may be
 		// frozen mid-claim): claim without one rather than not at all.
@@ -155,14 +157,48 @@ var claimReadBack = storeerr.RetryPolicy{MaxAttempts: 5, Max: 200 * time.Millise
 // as at REPEATABLE READ on MariaDB 10.11 (BenchmarkClaimSkipLocked). A server that refuses READ COMMITTED writes (binlog_format=STATEMENT:
 // error 1665) gets the session's level from then on.
 func (s *Store) readCommittedTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.readCommittedTxOn(ctx, s.db, fn)
+}
+
+// readCommittedTxOn is readCommittedTx begun on b.
+func (s *Store) readCommittedTxOn(ctx context.Context, b txBeginner, fn func(tx *sql.Tx) error) error {
 	if !s.claimDefaultIso.Load() {
-		err := s.withTxOptions(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, fn)
+		err := withTxOn(ctx, b, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, fn)
 		if ErrorNumber(err) != ErrNumBinlogStmtMode {
 			return Mark(err)
 		}
 		s.claimDefaultIso.Store(true)
 	}
-	return s.WithTx(ctx, fn)
+	return Mark(withTxOn(ctx, b, nil, fn))
+}
+
+// claimTx runs a skiplocked claim's transaction fn (readCommittedTx). In
+// the MySQL dialect the slot wait sets the session's lock wait timeout and
+// puts it back inside the transaction (takeClaimSlot); when it could not
+// (the claim's context ended between the statements, and the transaction
+// with it), the pooled connection would keep the wait's timeout for
+// whatever runs on it next. So there fn runs on one connection of the pool,
+// set reports whether the timeout is still the wait's afterwards, and if so
+// it is put back on that connection, or the connection is closed.
+func (s *Store) claimTx(ctx context.Context, set *bool, fn func(tx *sql.Tx) error) error {
+	if s.Server.MariaDB {
+		return s.readCommittedTx(ctx, fn)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return Mark(err)
+	}
+	defer conn.Close()
+	*set = false
+	err = s.readCommittedTxOn(ctx, conn, fn)
+	if *set {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if _, rerr := conn.ExecContext(rctx, restoreLockWait); rerr != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}
+	return err
 }
 
 // claimRows claims ids (rows this transaction already locked) for the
@@ -276,8 +312,9 @@ var errClaimSlotsBusy = errors.New("claim gate: every claim slot stayed held")
 // not reported) with its length. MariaDB bounds the wait in the statement (SET STATEMENT
 // innodb_lock_wait_timeout = n FOR …); MySQL has no per-statement lock wait
 // timeout, so there the session's innodb_lock_wait_timeout is set around
-// the statement and put back.
-func (s *Store) takeClaimSlot(ctx context.Context, tx *sql.Tx, q *jobqdb.Queries, slots int, onWait func(time.Duration, bool)) error {
+// the statement and put back; *lockWaitSet is true while it is the wait's
+// (claimTx puts it back when this could not).
+func (s *Store) takeClaimSlot(ctx context.Context, tx *sql.Tx, q *jobqdb.Queries, slots int, onWait func(time.Duration, bool), lockWaitSet *bool) error {
 	free, err := q.ClaimSlotTake(ctx, uint16(slots))
 	if err != nil || len(free) > 0 {
 		return err
@@ -292,8 +329,15 @@ func (s *Store) takeClaimSlot(ctx context.Context, tx *sql.Tx, q *jobqdb.Queries
 		if _, err = tx.ExecContext(ctx, "SET @jobq_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ?", wait); err != nil {
 			return err
 		}
+		*lockWaitSet = true
 		_, err = tx.ExecContext(ctx, lockSlot, slot)
-		if _, rerr := tx.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = @jobq_lock_wait"); err == nil {
+		if s.afterSlotWait != nil {
+			s.afterSlotWait()
+		}
+		_, rerr := tx.ExecContext(ctx, restoreLockWait)
+		if rerr == nil {
+			*lockWaitSet = false
+		} else if err == nil {
 			err = rerr
 		}
 	}
@@ -306,3 +350,7 @@ func (s *Store) takeClaimSlot(ctx context.Context, tx *sql.Tx, q *jobqdb.Queries
 	}
 	return err
 }
+
+// restoreLockWait puts back the session lock wait timeout the MySQL
+// dialect's slot wait saved in @jobq_lock_wait.
+const restoreLockWait = "SET SESSION innodb_lock_wait_timeout = @jobq_lock_wait"

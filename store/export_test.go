@@ -14,6 +14,10 @@ func SetAfterClaimLock(st *Store, f func(ctx context.Context, tx *sql.Tx)) { st.
 // claim slot instead of ClaimSlotWait.
 func SetClaimSlotWait(st *Store, d time.Duration) { st.claimSlotWait = d }
 
+// SetAfterSlotWait makes st call f in the MySQL dialect's slot wait between
+// its wait statement and putting the session's lock wait timeout back.
+func SetAfterSlotWait(st *Store, f func()) { st.afterSlotWait = f }
+
 // SetBeforeSplitWrite makes st call f in completeSplit between its
 // fence-state read and its writes (a run can turn stale in that window).
 func SetBeforeSplitWrite(st *Store, f func()) { st.beforeSplitWrite = f }

@@ -45,6 +45,10 @@ type Store struct {
 	// claim's transaction (JobClaimSkipLocked, JobClaimRemote) right after
 	// its locking read.
 	afterClaimLock func(ctx context.Context, tx *sql.Tx)
+	// afterSlotWait, when set (tests), runs in the MySQL dialect's slot
+	// wait between the wait's statement and putting the session's lock wait
+	// timeout back.
+	afterSlotWait func()
 	// claimSlotWait, when set (tests only: export_test.go), replaces
 	// ClaimSlotWait.
 	claimSlotWait time.Duration
@@ -338,7 +342,19 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 func (s *Store) withTxOptions(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, opts)
+	return withTxOn(ctx, s.db, opts, fn)
+}
+
+// txBeginner is what a transaction is begun on: the pool (*sql.DB) or one
+// of its connections (*sql.Conn).
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// withTxOn runs fn in a transaction begun on b and commits it, rolling
+// back on error.
+func withTxOn(ctx context.Context, b txBeginner, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
+	tx, err := b.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}
