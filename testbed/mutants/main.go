@@ -171,6 +171,18 @@ var mutants = []mutant{
 		Checks: []check{{"./scheduler/", "^TestPromoterHintSurvivesAnOlderProbe$"}},
 	},
 	{
+		Name: "claim-slot-not-held", Bug: "claim gate: the slot is read, not locked, so every claim takes slot 0 at once",
+		Rule:   "free while a claim holds the only one",
+		Edits:  []edit{{gen, "ORDER BY slot\nLIMIT 1\nFOR UPDATE SKIP LOCKED\n`", "ORDER BY slot\nLIMIT 1\n`"}},
+		Checks: []check{{"./store/", "^TestClaimGateHoldsASlotPerClaim$"}},
+	},
+	{
+		Name: "claim-slot-wait-fails-claim", Bug: "claim gate: a slot wait that times out fails the claim instead of claiming without a slot",
+		Rule:   "every claim slot stayed held",
+		Edits:  []edit{{"store/claim.go", "\tif errors.Is(err, errClaimSlotsBusy) {\n", "\tif false && errors.Is(err, errClaimSlotsBusy) {\n"}},
+		Checks: []check{{"./store/", "^TestClaimGateWaitEndsAndClaims$"}},
+	},
+	{
 		Name: "sleep-params-unbounded", Bug: "params: built-in types accept any ms",
 		Rule:   "want 400 naming",
 		Edits:  []edit{{"jobtypes/jobtypes.go", "if err != nil || n < 0 || n > b.max {", "if err != nil || n < 0 {"}},
