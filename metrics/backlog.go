@@ -14,7 +14,7 @@ import (
 // backlogQuery reads the non-terminal jobs in one statement of bounded
 // index range reads: at most BacklogCountLimit entries of each status.
 // SCHEDULED rows come from idx_due (due_status, run_at: a virtual column, so
-// the read names due_status) and RUNNING rows from idx_lease (status,
+// the read names due_status) and RUNNING rows from idx_lease (index_status,
 // lease_until), each in due order. WAITING rows come from idx_scan
 // (scan_status, lane, priority DESC, run_at, …), in due order only within a
 // (lane, priority) group: the WAITING total reads the first entries in index
@@ -50,7 +50,7 @@ SELECT 'WAITING',
 UNION ALL
 SELECT 'RUNNING', COUNT(*), COALESCE(SUM(lease_until < NOW(6)), 0),
        COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(lease_until < NOW(6), lease_until, NULL)), NOW(6)), 0)
-  FROM (SELECT lease_until FROM job_queue FORCE INDEX (idx_lease) WHERE status = 'RUNNING' ORDER BY lease_until LIMIT ?) r`
+  FROM (SELECT lease_until FROM job_queue FORCE INDEX (idx_lease) WHERE index_status = 'RUNNING' AND status = 'RUNNING' ORDER BY lease_until LIMIT ?) r`
 
 // backlogGauges are the sampler's outputs.
 type backlogGauges struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +21,12 @@ func TestClaimGateMigrateDownAndUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	first, second, held, release := gatePair(t, 20, 1)
+	steps := stepsFrom(t, 20)
 	down := make(chan error, 1)
 	go func() {
-		v, err := second.MigrateDown(ctx, 1)
-		if err == nil && !slices.Equal(v, []int{20}) {
-			err = fmt.Errorf("reverted %v, want [20]", v)
+		v, err := second.MigrateDown(ctx, steps)
+		if err == nil && (len(v) != steps || v[steps-1] != 20) {
+			err = fmt.Errorf("reverted %v, want the steps down to and including 20", v)
 		}
 		down <- err
 	}()

@@ -262,9 +262,9 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 		rows, err = s.q.JobListByKeyPrefix(ctx, jobqdb.JobListByKeyPrefixParams{KeyLike: likePrefix(p.KeyPrefix),
 			Status: string(p.Status), JobType: p.JobType, BeforeID: before, Limit: lim})
 	case p.Status != "" && p.JobType != "":
-		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, Status: string(p.Status), BeforeID: before, Limit: lim})
+		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, IndexStatus: indexStatus(p.Status), Status: string(p.Status), BeforeID: before, Limit: lim})
 	case p.Status != "":
-		rows, err = s.q.JobListByStatus(ctx, jobqdb.JobListByStatusParams{Status: string(p.Status), BeforeID: before, Limit: lim})
+		rows, err = s.q.JobListByStatus(ctx, jobqdb.JobListByStatusParams{IndexStatus: indexStatus(p.Status), Status: string(p.Status), BeforeID: before, Limit: lim})
 	case p.JobType != "":
 		rows, err = s.q.JobListByType(ctx, jobqdb.JobListByTypeParams{JobType: p.JobType, BeforeID: before, Limit: lim})
 	default:

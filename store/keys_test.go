@@ -132,3 +132,62 @@ func TestKeyedCompletionAfterAPeerAdmittedItsPick(t *testing.T) {
 		t.Fatalf("key dev: %+v %v, want 2 admitted", k, err)
 	}
 }
+
+// idx_lease and idx_type_status index PARKED jobs as WAITING (index_status,
+// migration 021); every read by status still tells them apart: the counts
+// by type and status, and the listings by status and by type and status.
+func TestParkedAndWaitingToldApart(t *testing.T) { bothDialects(t, parkedAndWaitingToldApart) }
+
+func parkedAndWaitingToldApart(t *testing.T, st *store.Store) {
+	ctx := context.Background()
+	submit := func(key, typ, ckey string) {
+		t.Helper()
+		if _, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: key, JobType: typ, Params: "{}", RequestHash: key, ConcurrencyKey: ckey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Type a: key k1's first job admitted, two parked, one plain job;
+	// type b: key k2's first admitted, one parked.
+	for i := range 3 {
+		submit(fmt.Sprintf("a-k1-%d", i), "a", "k1")
+	}
+	submit("a-plain", "a", "")
+	submit("b-k2-0", "b", "k2")
+	submit("b-k2-1", "b", "k2")
+	qs, err := st.QueueStats(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []jobq.TypeStatusCount{
+		{JobType: "a", Status: jobq.StateParked, Count: 2}, {JobType: "a", Status: jobq.StateWaiting, Count: 2},
+		{JobType: "b", Status: jobq.StateParked, Count: 1}, {JobType: "b", Status: jobq.StateWaiting, Count: 1},
+	}
+	if fmt.Sprint(qs.ByTypeStatus) != fmt.Sprint(want) {
+		t.Errorf("by type and status %v, want %v", qs.ByTypeStatus, want)
+	}
+	if qs.ByStatus["PARKED"] != 3 || qs.ByStatus["WAITING"] != 3 || len(qs.ByStatus) != 2 {
+		t.Errorf("by status %v, want PARKED 3, WAITING 3", qs.ByStatus)
+	}
+	for _, c := range []struct {
+		status  jobq.JobState
+		jobType string
+		want    int
+	}{
+		{jobq.StateParked, "", 3}, {jobq.StateWaiting, "", 3},
+		{jobq.StateParked, "a", 2}, {jobq.StateWaiting, "a", 2}, {jobq.StateParked, "b", 1}, {jobq.StateWaiting, "b", 1},
+		{jobq.StateRunning, "a", 0},
+	} {
+		jobs, _, err := st.JobList(ctx, jobq.ListParams{Status: c.status, JobType: c.jobType, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) != c.want {
+			t.Errorf("list %s of type %q: %d jobs, want %d", c.status, c.jobType, len(jobs), c.want)
+		}
+		for _, j := range jobs {
+			if j.Status != c.status {
+				t.Errorf("list %s of type %q: job %s is %s", c.status, c.jobType, j.JobKey, j.Status)
+			}
+		}
+	}
+}

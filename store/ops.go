@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -663,9 +664,9 @@ func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64
 		var ids []uint64
 		var err error
 		if p.JobType != "" {
-			ids, err = s.q.JobIDsByTypeStatus(ctx, jobqdb.JobIDsByTypeStatusParams{JobType: p.JobType, Status: string(p.Status), AfterID: after, Limit: int32(p.Batch)})
+			ids, err = s.q.JobIDsByTypeStatus(ctx, jobqdb.JobIDsByTypeStatusParams{JobType: p.JobType, IndexStatus: indexStatus(p.Status), Status: string(p.Status), AfterID: after, Limit: int32(p.Batch)})
 		} else {
-			ids, err = s.q.JobIDsByStatus(ctx, jobqdb.JobIDsByStatusParams{Status: string(p.Status), AfterID: after, Limit: int32(p.Batch)})
+			ids, err = s.q.JobIDsByStatus(ctx, jobqdb.JobIDsByStatusParams{IndexStatus: indexStatus(p.Status), Status: string(p.Status), AfterID: after, Limit: int32(p.Batch)})
 		}
 		if err != nil {
 			return total, errorf("retry bulk: %w", err)
@@ -729,7 +730,7 @@ func OldestWaitingAge(ctx context.Context, db *sql.DB) (int64, error) {
 }
 
 // QueueStats counts jobs by status and type (a full pass over
-// idx_type_status), the age of the oldest due WAITING job, and jobs created
+// idx_type_status, and the PARKED jobs' range of idx_key_parked), the age of the oldest due WAITING job, and jobs created
 // and attempts finished within window (among the newest StatsRecentRows rows).
 func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.QueueStats, error) {
 	st := jobq.QueueStats{ByStatus: map[string]int64{}, ByTypeStatus: []jobq.TypeStatusCount{}, Finished: map[string]int64{}, WindowSeconds: window.Seconds()}
@@ -742,9 +743,13 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.Queu
 	if err != nil {
 		return st, errorf("stats: counts: %w", err)
 	}
-	for _, r := range rows {
-		st.ByTypeStatus = append(st.ByTypeStatus, jobq.TypeStatusCount{JobType: r.JobType, Status: jobq.JobState(r.Status), Count: r.N})
-		st.ByStatus[r.Status] += r.N
+	parked, err := s.q.StatsCountParkedByType(ctx)
+	if err != nil {
+		return st, errorf("stats: parked counts: %w", err)
+	}
+	st.ByTypeStatus = typeStatusCounts(rows, parked)
+	for _, c := range st.ByTypeStatus {
+		st.ByStatus[string(c.Status)] += c.Count
 	}
 	age, err := OldestWaitingAge(ctx, s.db)
 	if err != nil {
@@ -909,4 +914,42 @@ func convertStarted(rs []jobqdb.ActivityStartedSucceededRow) []jobqdb.ActivitySt
 		out[i] = jobqdb.ActivityStartedRow(r)
 	}
 	return out
+}
+
+// typeStatusCounts merges the counts by type and index_status (PARKED jobs
+// counted as WAITING) with the PARKED counts by type into counts by type and
+// status, ordered by type then status; a zero count is left out.
+func typeStatusCounts(rows []jobqdb.StatsCountByTypeStatusRow, parked []jobqdb.StatsCountParkedByTypeRow) []jobq.TypeStatusCount {
+	byType := make(map[string]int64, len(parked))
+	for _, p := range parked {
+		byType[p.JobType] = p.N
+	}
+	out := make([]jobq.TypeStatusCount, 0, len(rows)+len(parked))
+	for _, r := range rows {
+		n := r.N
+		if jobq.JobState(r.Status.String) == jobq.StateWaiting {
+			if p := byType[r.JobType]; p > 0 {
+				out = append(out, jobq.TypeStatusCount{JobType: r.JobType, Status: jobq.StateParked, Count: p})
+				n -= p
+			}
+		}
+		if n > 0 {
+			out = append(out, jobq.TypeStatusCount{JobType: r.JobType, Status: jobq.JobState(r.Status.String), Count: n})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b jobq.TypeStatusCount) int {
+		return cmp.Or(cmp.Compare(a.JobType, b.JobType), cmp.Compare(a.Status, b.Status))
+	})
+	return out
+}
+
+// indexStatus is the key idx_lease and idx_type_status hold for a job in
+// status s (migration 021): s, except that PARKED is indexed as WAITING.
+// A read by status names it next to status (MariaDB uses an index on a
+// virtual column only for a query that names it).
+func indexStatus(s jobq.JobState) sql.NullString {
+	if s == jobq.StateParked {
+		s = jobq.StateWaiting
+	}
+	return sql.NullString{String: string(s), Valid: true}
 }

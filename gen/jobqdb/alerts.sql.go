@@ -676,7 +676,8 @@ func (q *Queries) AlertRuleList(ctx context.Context) ([]AlertRule, error) {
 
 const alertRunningSince = `-- name: AlertRunningSince :many
 SELECT id, job_key, attempt, started_at, owner FROM job_queue
-WHERE job_type = ? AND status = 'RUNNING' AND started_at < ?
+WHERE job_type = ? AND index_status = 'RUNNING' AND status = 'RUNNING'
+  AND started_at < ?
 ORDER BY id
 LIMIT 1000
 `

@@ -209,7 +209,7 @@ const activityRunningOwners = `-- name: ActivityRunningOwners :many
 SELECT COALESCE(owner, '') AS owner, COUNT(*) AS running,
        CAST(MAX(lease_until) AS DATETIME(6)) AS lease_until
 FROM job_queue
-WHERE status = 'RUNNING'
+WHERE index_status = 'RUNNING' AND status = 'RUNNING'
 GROUP BY owner
 ORDER BY owner
 `

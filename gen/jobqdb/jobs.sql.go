@@ -564,7 +564,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue WHERE id = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue WHERE id = ?
 `
 
 func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
@@ -605,12 +605,13 @@ func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
 		&i.HeldRateKey,
 		&i.ScanStatus,
 		&i.DueStatus,
+		&i.IndexStatus,
 	)
 	return i, err
 }
 
 const jobGetByKey = `-- name: JobGetByKey :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
 `
 
 // The key's holder, or (every job of the key released its key) the newest:
@@ -653,6 +654,7 @@ func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, err
 		&i.HeldRateKey,
 		&i.ScanStatus,
 		&i.DueStatus,
+		&i.IndexStatus,
 	)
 	return i, err
 }
@@ -747,7 +749,7 @@ const jobHeldBy = `-- name: JobHeldBy :many
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
        run_at, attempt, create_time, started_at, lease_until, has_children, workflow_id, concurrency_key
 FROM job_queue FORCE INDEX (idx_lease)
-WHERE status = 'RUNNING' AND owner = ?
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND owner = ?
   AND started_at >= NOW(6) - INTERVAL ? MICROSECOND
 `
 
@@ -783,7 +785,7 @@ type JobHeldByRow struct {
 // (since the lost claim was sent) are returned: an older run of the owner's
 // that is still RUNNING is one whose outcome write was given up, and belongs
 // to the rescuer. RUNNING rows are few (one per in-flight run on every
-// replica): idx_lease (status, lease_until) bounds the read to them.
+// replica): idx_lease (index_status, lease_until) bounds the read to them.
 func (q *Queries) JobHeldBy(ctx context.Context, arg JobHeldByParams) ([]JobHeldByRow, error) {
 	rows, err := q.db.QueryContext(ctx, jobHeldBy, arg.Owner, arg.WithinUs)
 	if err != nil {
@@ -1094,7 +1096,7 @@ func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKey
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue
 WHERE id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1149,6 +1151,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 			&i.HeldRateKey,
 			&i.ScanStatus,
 			&i.DueStatus,
+			&i.IndexStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1164,7 +1167,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 }
 
 const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue FORCE INDEX (uk_job_key)
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE ?
   AND (? = '' OR status = ?)
   AND (? = '' OR job_type = ?)
@@ -1240,6 +1243,7 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 			&i.HeldRateKey,
 			&i.ScanStatus,
 			&i.DueStatus,
+			&i.IndexStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1255,20 +1259,26 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 }
 
 const jobListByStatus = `-- name: JobListByStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue
-WHERE status = ? AND id < ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue
+WHERE index_status = ? AND status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
 `
 
 type JobListByStatusParams struct {
-	Status   string
-	BeforeID uint64
-	Limit    int32
+	IndexStatus sql.NullString
+	Status      string
+	BeforeID    uint64
+	Limit       int32
 }
 
 func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams) ([]JobQueue, error) {
-	rows, err := q.db.QueryContext(ctx, jobListByStatus, arg.Status, arg.BeforeID, arg.Limit)
+	rows, err := q.db.QueryContext(ctx, jobListByStatus,
+		arg.IndexStatus,
+		arg.Status,
+		arg.BeforeID,
+		arg.Limit,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -1311,6 +1321,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 			&i.HeldRateKey,
 			&i.ScanStatus,
 			&i.DueStatus,
+			&i.IndexStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1326,7 +1337,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 }
 
 const jobListByType = `-- name: JobListByType :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue
 WHERE job_type = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1382,6 +1393,7 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 			&i.HeldRateKey,
 			&i.ScanStatus,
 			&i.DueStatus,
+			&i.IndexStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1397,22 +1409,25 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 }
 
 const jobListByTypeStatus = `-- name: JobListByTypeStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status FROM job_queue
-WHERE job_type = ? AND status = ? AND id < ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue
+WHERE job_type = ? AND index_status = ? AND status = ?
+  AND id < ?
 ORDER BY id DESC
 LIMIT ?
 `
 
 type JobListByTypeStatusParams struct {
-	JobType  string
-	Status   string
-	BeforeID uint64
-	Limit    int32
+	JobType     string
+	IndexStatus sql.NullString
+	Status      string
+	BeforeID    uint64
+	Limit       int32
 }
 
 func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStatusParams) ([]JobQueue, error) {
 	rows, err := q.db.QueryContext(ctx, jobListByTypeStatus,
 		arg.JobType,
+		arg.IndexStatus,
 		arg.Status,
 		arg.BeforeID,
 		arg.Limit,
@@ -1459,6 +1474,7 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 			&i.HeldRateKey,
 			&i.ScanStatus,
 			&i.DueStatus,
+			&i.IndexStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1653,7 +1669,7 @@ func (q *Queries) JobReleaseFenced(ctx context.Context, arg JobReleaseFencedPara
 
 const jobRescueCandidates = `-- name: JobRescueCandidates :many
 SELECT id, attempt FROM job_queue
-WHERE status = 'RUNNING' AND lease_until < NOW(6)
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND lease_until < NOW(6)
 ORDER BY lease_until
 LIMIT ?
 `

@@ -134,6 +134,7 @@ type JobQueue struct {
 	HeldRateKey       sql.NullString
 	ScanStatus        sql.NullString
 	DueStatus         sql.NullString
+	IndexStatus       sql.NullString
 }
 
 type JobRunInfo struct {

@@ -36,7 +36,7 @@ func (q *Queries) ExecutionDeleteByJobs(ctx context.Context, ids []uint64) (int6
 
 const jobCountRunningByType = `-- name: JobCountRunningByType :one
 SELECT COUNT(*) FROM job_queue
-WHERE job_type = ? AND status = 'RUNNING'
+WHERE job_type = ? AND index_status = 'RUNNING' AND status = 'RUNNING'
 `
 
 func (q *Queries) JobCountRunningByType(ctx context.Context, jobType string) (int64, error) {
@@ -136,19 +136,25 @@ func (q *Queries) JobHold(ctx context.Context, ids []uint64) (int64, error) {
 
 const jobIDsByStatus = `-- name: JobIDsByStatus :many
 SELECT id FROM job_queue
-WHERE status = ? AND id > ?
+WHERE index_status = ? AND status = ? AND id > ?
 ORDER BY id
 LIMIT ?
 `
 
 type JobIDsByStatusParams struct {
-	Status  string
-	AfterID uint64
-	Limit   int32
+	IndexStatus sql.NullString
+	Status      string
+	AfterID     uint64
+	Limit       int32
 }
 
 func (q *Queries) JobIDsByStatus(ctx context.Context, arg JobIDsByStatusParams) ([]uint64, error) {
-	rows, err := q.db.QueryContext(ctx, jobIDsByStatus, arg.Status, arg.AfterID, arg.Limit)
+	rows, err := q.db.QueryContext(ctx, jobIDsByStatus,
+		arg.IndexStatus,
+		arg.Status,
+		arg.AfterID,
+		arg.Limit,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -172,21 +178,24 @@ func (q *Queries) JobIDsByStatus(ctx context.Context, arg JobIDsByStatusParams) 
 
 const jobIDsByTypeStatus = `-- name: JobIDsByTypeStatus :many
 SELECT id FROM job_queue
-WHERE job_type = ? AND status = ? AND id > ?
+WHERE job_type = ? AND index_status = ? AND status = ?
+  AND id > ?
 ORDER BY id
 LIMIT ?
 `
 
 type JobIDsByTypeStatusParams struct {
-	JobType string
-	Status  string
-	AfterID uint64
-	Limit   int32
+	JobType     string
+	IndexStatus sql.NullString
+	Status      string
+	AfterID     uint64
+	Limit       int32
 }
 
 func (q *Queries) JobIDsByTypeStatus(ctx context.Context, arg JobIDsByTypeStatusParams) ([]uint64, error) {
 	rows, err := q.db.QueryContext(ctx, jobIDsByTypeStatus,
 		arg.JobType,
+		arg.IndexStatus,
 		arg.Status,
 		arg.AfterID,
 		arg.Limit,
@@ -260,7 +269,7 @@ func (q *Queries) JobInsertPeriodic(ctx context.Context, arg JobInsertPeriodicPa
 
 const jobLockAvailableByType = `-- name: JobLockAvailableByType :many
 SELECT id FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING'
+WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
   AND lane = ? AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -275,11 +284,12 @@ type JobLockAvailableByTypeParams struct {
 
 // The read half of the limited claim, under the type's control row lock, on
 // servers without SKIP LOCKED. It, its three siblings and TypeProbe's
-// has_due name both status and scan_status (migration 018): idx_scan is on
-// scan_status and idx_type_status on status, and MariaDB uses an index on a
-// virtual column only for a query that names it, so the optimizer keeps
-// both choices it had: idx_type_status for a type with few WAITING jobs,
-// idx_scan (no filesort) for a large backlog.
+// has_due name status, scan_status and index_status (migrations 018, 021):
+// idx_scan is on scan_status and idx_type_status on index_status (PARKED
+// read as WAITING), and MariaDB uses an index on a virtual column only for
+// a query that names it, so the optimizer keeps both choices it had:
+// idx_type_status for a type with few WAITING jobs, idx_scan (no filesort)
+// for a large backlog; status tells the type's PARKED jobs apart.
 func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailableByTypeParams) ([]uint64, error) {
 	rows, err := q.db.QueryContext(ctx, jobLockAvailableByType, arg.JobType, arg.Lane, arg.Limit)
 	if err != nil {
@@ -305,7 +315,7 @@ func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailab
 
 const jobLockAvailableByTypeKeyed = `-- name: JobLockAvailableByTypeKeyed :many
 SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING'
+WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
   AND lane = ? AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -350,7 +360,7 @@ func (q *Queries) JobLockAvailableByTypeKeyed(ctx context.Context, arg JobLockAv
 
 const jobLockAvailableByTypeKeyedSkipLocked = `-- name: JobLockAvailableByTypeKeyedSkipLocked :many
 SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING'
+WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
   AND lane = ? AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -395,7 +405,7 @@ func (q *Queries) JobLockAvailableByTypeKeyedSkipLocked(ctx context.Context, arg
 
 const jobLockAvailableByTypeSkipLocked = `-- name: JobLockAvailableByTypeSkipLocked :many
 SELECT id FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING'
+WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
   AND lane = ? AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -463,7 +473,7 @@ func (q *Queries) JobRelease(ctx context.Context, ids []uint64) (int64, error) {
 
 const jobReleaseHeldByType = `-- name: JobReleaseHeldByType :execrows
 UPDATE job_queue SET status = 'WAITING', update_time = NOW(6)
-WHERE job_type = ? AND status = 'HELD'
+WHERE job_type = ? AND index_status = 'HELD' AND status = 'HELD'
 `
 
 // Every HELD job of a type back to WAITING, in the transaction that clears
@@ -1086,17 +1096,20 @@ func (q *Queries) RateWindowCount(ctx context.Context, arg RateWindowCountParams
 }
 
 const statsCountByTypeStatus = `-- name: StatsCountByTypeStatus :many
-SELECT job_type, status, COUNT(*) AS n FROM job_queue
-GROUP BY job_type, status
-ORDER BY job_type, status
+SELECT job_type, index_status AS status, COUNT(*) AS n FROM job_queue
+GROUP BY job_type, index_status
+ORDER BY job_type, index_status
 `
 
 type StatsCountByTypeStatusRow struct {
 	JobType string
-	Status  string
+	Status  sql.NullString
 	N       int64
 }
 
+// Jobs by type and index_status (a full pass over idx_type_status, which
+// covers it): PARKED jobs are counted as WAITING here, and
+// StatsCountParkedByType counts them apart.
 func (q *Queries) StatsCountByTypeStatus(ctx context.Context) ([]StatsCountByTypeStatusRow, error) {
 	rows, err := q.db.QueryContext(ctx, statsCountByTypeStatus)
 	if err != nil {
@@ -1107,6 +1120,44 @@ func (q *Queries) StatsCountByTypeStatus(ctx context.Context) ([]StatsCountByTyp
 	for rows.Next() {
 		var i StatsCountByTypeStatusRow
 		if err := rows.Scan(&i.JobType, &i.Status, &i.N); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const statsCountParkedByType = `-- name: StatsCountParkedByType :many
+SELECT job_type, COUNT(*) AS n FROM job_queue
+WHERE parked_key IS NOT NULL
+GROUP BY job_type
+ORDER BY job_type
+`
+
+type StatsCountParkedByTypeRow struct {
+	JobType string
+	N       int64
+}
+
+// PARKED jobs by type, from idx_key_parked (parked_key is set only while a
+// job is PARKED, and the index carries job_type): a range over the parked
+// jobs only.
+func (q *Queries) StatsCountParkedByType(ctx context.Context) ([]StatsCountParkedByTypeRow, error) {
+	rows, err := q.db.QueryContext(ctx, statsCountParkedByType)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StatsCountParkedByTypeRow
+	for rows.Next() {
+		var i StatsCountParkedByTypeRow
+		if err := rows.Scan(&i.JobType, &i.N); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -1458,7 +1509,7 @@ func (q *Queries) TypeControlSetRate(ctx context.Context, arg TypeControlSetRate
 const typeProbe = `-- name: TypeProbe :many
 SELECT c.paused, c.max_running, c.rate_starts, c.rate_per_key,
        CAST(IF(c.max_running > 0,
-            (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.status = 'RUNNING'), 0) AS SIGNED) AS running,
+            (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.index_status = 'RUNNING' AND r.status = 'RUNNING'), 0) AS SIGNED) AS running,
        CAST(IF(c.rate_starts > 0 AND c.rate_per_key = 0,
             (SELECT COUNT(*) FROM rate_start AS s
              WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND), 0) AS SIGNED) AS window_starts,
@@ -1470,7 +1521,7 @@ SELECT c.paused, c.max_running, c.rate_starts, c.rate_per_key,
        EXISTS (SELECT 1 FROM rate_hold AS h WHERE h.job_type = c.job_type) AS has_held,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6),
             (SELECT MIN(h.opens_at) FROM rate_hold AS h WHERE h.job_type = c.job_type)), 0) AS SIGNED) AS held_opens_in_us,
-       EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.scan_status = 'WAITING' AND w.lane = ? AND w.run_at <= NOW(6)) AS has_due
+       EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.scan_status = 'WAITING' AND w.index_status = 'WAITING' AND w.lane = ? AND w.run_at <= NOW(6)) AS has_due
 FROM job_type_control AS c
 WHERE c.job_type = ?
 `

@@ -94,7 +94,8 @@ func (q *Queries) JobClaimedLease(ctx context.Context, id uint64) (JobClaimedLea
 const jobLaneReconcile = `-- name: JobLaneReconcile :execrows
 UPDATE job_queue
 SET lane = 1
-WHERE job_type IN (/*SLICE:types*/?) AND lane = 0 AND status IN ('WAITING', 'SCHEDULED')
+WHERE job_type IN (/*SLICE:types*/?) AND lane = 0 AND index_status IN ('WAITING', 'SCHEDULED')
+  AND status IN ('WAITING', 'SCHEDULED')
 `
 
 // At start: jobs of a type declared remote that were submitted before it was
@@ -604,7 +605,7 @@ func (q *Queries) TypesHeld(ctx context.Context, types []string) ([]TypesHeldRow
 
 const workerRunsInFlight = `-- name: WorkerRunsInFlight :many
 SELECT owner, COUNT(*) AS runs FROM job_queue FORCE INDEX (idx_lease)
-WHERE status = 'RUNNING' AND owner LIKE 'worker:%'
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND owner LIKE 'worker:%'
 GROUP BY owner
 `
 

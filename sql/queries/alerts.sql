@@ -58,7 +58,8 @@ LIMIT ?;
 -- RUNNING jobs of a type whose attempt started before the cutoff
 -- (idx_type_status).
 SELECT id, job_key, attempt, started_at, owner FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'RUNNING' AND started_at < sqlc.arg(cutoff)
+WHERE job_type = sqlc.arg(job_type) AND index_status = 'RUNNING' AND status = 'RUNNING'
+  AND started_at < sqlc.arg(cutoff)
 ORDER BY id
 LIMIT 1000;
 

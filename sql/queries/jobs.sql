@@ -86,7 +86,7 @@ LIMIT ?;
 
 -- name: JobListByStatus :many
 SELECT * FROM job_queue
-WHERE status = sqlc.arg(status) AND id < sqlc.arg(before_id)
+WHERE index_status = sqlc.arg(index_status) AND status = sqlc.arg(status) AND id < sqlc.arg(before_id)
 ORDER BY id DESC
 LIMIT ?;
 
@@ -98,7 +98,8 @@ LIMIT ?;
 
 -- name: JobListByTypeStatus :many
 SELECT * FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = sqlc.arg(status) AND id < sqlc.arg(before_id)
+WHERE job_type = sqlc.arg(job_type) AND index_status = sqlc.arg(index_status) AND status = sqlc.arg(status)
+  AND id < sqlc.arg(before_id)
 ORDER BY id DESC
 LIMIT ?;
 
@@ -196,11 +197,11 @@ SELECT started_at FROM job_queue WHERE id = ?;
 -- (since the lost claim was sent) are returned: an older run of the owner's
 -- that is still RUNNING is one whose outcome write was given up, and belongs
 -- to the rescuer. RUNNING rows are few (one per in-flight run on every
--- replica): idx_lease (status, lease_until) bounds the read to them.
+-- replica): idx_lease (index_status, lease_until) bounds the read to them.
 SELECT id, job_key, job_type, params, priority, retry_times, max_retry, timeout_ms,
        run_at, attempt, create_time, started_at, lease_until, has_children, workflow_id, concurrency_key
 FROM job_queue FORCE INDEX (idx_lease)
-WHERE status = 'RUNNING' AND owner = sqlc.arg(owner)
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND owner = sqlc.arg(owner)
   AND started_at >= NOW(6) - INTERVAL sqlc.arg(within_us) MICROSECOND;
 
 -- name: JobClaimCAS :execrows
@@ -392,7 +393,7 @@ WHERE id = sqlc.arg(id) AND attempt = sqlc.arg(attempt) AND status = 'SUCCESS';
 
 -- name: JobRescueCandidates :many
 SELECT id, attempt FROM job_queue
-WHERE status = 'RUNNING' AND lease_until < NOW(6)
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND lease_until < NOW(6)
 ORDER BY lease_until
 LIMIT ?;
 

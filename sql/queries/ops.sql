@@ -29,7 +29,7 @@ ON DUPLICATE KEY UPDATE rate_starts = sqlc.arg(rate_starts), rate_period_us = sq
 -- the type's rate limit or makes it per type (idx_type_status): no claim
 -- would release them any more.
 UPDATE job_queue SET status = 'WAITING', update_time = NOW(6)
-WHERE job_type = ? AND status = 'HELD';
+WHERE job_type = ? AND index_status = 'HELD' AND status = 'HELD';
 
 -- name: RateHoldDeleteByType :execrows
 DELETE FROM rate_hold WHERE job_type = ?;
@@ -137,7 +137,7 @@ LIMIT ?;
 
 -- name: JobCountRunningByType :one
 SELECT COUNT(*) FROM job_queue
-WHERE job_type = ? AND status = 'RUNNING';
+WHERE job_type = ? AND index_status = 'RUNNING' AND status = 'RUNNING';
 
 -- name: TypeProbe :many
 -- The non-locking probe before a limited claim, one row (none when the type
@@ -151,7 +151,7 @@ WHERE job_type = ? AND status = 'RUNNING';
 -- read per scan and takes no lock.
 SELECT c.paused, c.max_running, c.rate_starts, c.rate_per_key,
        CAST(IF(c.max_running > 0,
-            (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.status = 'RUNNING'), 0) AS SIGNED) AS running,
+            (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.index_status = 'RUNNING' AND r.status = 'RUNNING'), 0) AS SIGNED) AS running,
        CAST(IF(c.rate_starts > 0 AND c.rate_per_key = 0,
             (SELECT COUNT(*) FROM rate_start AS s
              WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND), 0) AS SIGNED) AS window_starts,
@@ -163,20 +163,21 @@ SELECT c.paused, c.max_running, c.rate_starts, c.rate_per_key,
        EXISTS (SELECT 1 FROM rate_hold AS h WHERE h.job_type = c.job_type) AS has_held,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6),
             (SELECT MIN(h.opens_at) FROM rate_hold AS h WHERE h.job_type = c.job_type)), 0) AS SIGNED) AS held_opens_in_us,
-       EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.scan_status = 'WAITING' AND w.lane = sqlc.arg(lane) AND w.run_at <= NOW(6)) AS has_due
+       EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.scan_status = 'WAITING' AND w.index_status = 'WAITING' AND w.lane = sqlc.arg(lane) AND w.run_at <= NOW(6)) AS has_due
 FROM job_type_control AS c
 WHERE c.job_type = sqlc.arg(job_type);
 
 -- name: JobLockAvailableByType :many
 -- The read half of the limited claim, under the type's control row lock, on
 -- servers without SKIP LOCKED. It, its three siblings and TypeProbe's
--- has_due name both status and scan_status (migration 018): idx_scan is on
--- scan_status and idx_type_status on status, and MariaDB uses an index on a
--- virtual column only for a query that names it, so the optimizer keeps
--- both choices it had: idx_type_status for a type with few WAITING jobs,
--- idx_scan (no filesort) for a large backlog.
+-- has_due name status, scan_status and index_status (migrations 018, 021):
+-- idx_scan is on scan_status and idx_type_status on index_status (PARKED
+-- read as WAITING), and MariaDB uses an index on a virtual column only for
+-- a query that names it, so the optimizer keeps both choices it had:
+-- idx_type_status for a type with few WAITING jobs, idx_scan (no filesort)
+-- for a large backlog; status tells the type's PARKED jobs apart.
 SELECT id FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING'
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
   AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -188,7 +189,7 @@ FOR UPDATE;
 -- (the control row lock already serialises the type's claimers). lane 1 is
 -- a remote worker's fetch of a rate-limited type.
 SELECT id FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING'
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
   AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -198,7 +199,7 @@ FOR UPDATE SKIP LOCKED;
 -- JobLockAvailableByType for a per-key rate limit: with each job's rate key
 -- ('' for none).
 SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING'
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
   AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -208,7 +209,7 @@ FOR UPDATE;
 -- JobLockAvailableByTypeSkipLocked for a per-key rate limit: with each
 -- job's rate key ('' for none).
 SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING'
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
   AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -305,13 +306,14 @@ DELETE FROM job_queue WHERE id IN (sqlc.slice(ids));
 
 -- name: JobIDsByTypeStatus :many
 SELECT id FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = sqlc.arg(status) AND id > sqlc.arg(after_id)
+WHERE job_type = sqlc.arg(job_type) AND index_status = sqlc.arg(index_status) AND status = sqlc.arg(status)
+  AND id > sqlc.arg(after_id)
 ORDER BY id
 LIMIT ?;
 
 -- name: JobIDsByStatus :many
 SELECT id FROM job_queue
-WHERE status = sqlc.arg(status) AND id > sqlc.arg(after_id)
+WHERE index_status = sqlc.arg(index_status) AND status = sqlc.arg(status) AND id > sqlc.arg(after_id)
 ORDER BY id
 LIMIT ?;
 
@@ -325,9 +327,21 @@ SET status = IF(concurrency_key IS NULL, 'WAITING', 'PARKED'), retry_times = 0, 
 WHERE id IN (sqlc.slice(ids)) AND status = sqlc.arg(status);
 
 -- name: StatsCountByTypeStatus :many
-SELECT job_type, status, COUNT(*) AS n FROM job_queue
-GROUP BY job_type, status
-ORDER BY job_type, status;
+-- Jobs by type and index_status (a full pass over idx_type_status, which
+-- covers it): PARKED jobs are counted as WAITING here, and
+-- StatsCountParkedByType counts them apart.
+SELECT job_type, index_status AS status, COUNT(*) AS n FROM job_queue
+GROUP BY job_type, index_status
+ORDER BY job_type, index_status;
+
+-- name: StatsCountParkedByType :many
+-- PARKED jobs by type, from idx_key_parked (parked_key is set only while a
+-- job is PARKED, and the index carries job_type): a range over the parked
+-- jobs only.
+SELECT job_type, COUNT(*) AS n FROM job_queue
+WHERE parked_key IS NOT NULL
+GROUP BY job_type
+ORDER BY job_type;
 
 -- name: StatsWaitingGroupNext :one
 -- The oldest WAITING job of the (lane, priority) group that follows the given

@@ -108,7 +108,7 @@ SELECT output FROM job_execution WHERE job_id = sqlc.arg(job_id) AND attempt = s
 -- Runs in flight per worker, across replicas: RUNNING rows owned by a
 -- worker (idx_lease bounds the read to RUNNING rows).
 SELECT owner, COUNT(*) AS runs FROM job_queue FORCE INDEX (idx_lease)
-WHERE status = 'RUNNING' AND owner LIKE 'worker:%'
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND owner LIKE 'worker:%'
 GROUP BY owner;
 
 -- name: JobLaneReconcile :execrows
@@ -116,7 +116,8 @@ GROUP BY owner;
 -- (lane 0) and have not started move to lane 1, so no replica claims them.
 UPDATE job_queue
 SET lane = 1
-WHERE job_type IN (sqlc.slice(types)) AND lane = 0 AND status IN ('WAITING', 'SCHEDULED');
+WHERE job_type IN (sqlc.slice(types)) AND lane = 0 AND index_status IN ('WAITING', 'SCHEDULED')
+  AND status IN ('WAITING', 'SCHEDULED');
 
 -- name: TypesHeld :many
 -- The paused and the limited (a concurrency or a rate limit) job types among

@@ -183,6 +183,18 @@ var mutants = []mutant{
 		Checks: []check{{"./store/", "^TestClaimGateWaitEndsAndClaims$"}},
 	},
 	{
+		Name: "parked-counted-as-waiting", Bug: "stats: PARKED jobs, indexed as WAITING, are counted as WAITING too",
+		Rule:   "by type and status",
+		Edits:  []edit{{"store/ops.go", "\t\t\t\tn -= p\n", "\t\t\t\tn -= 0\n"}},
+		Checks: []check{{"./store/", "^TestParkedAndWaitingToldApart$"}},
+	},
+	{
+		Name: "parked-listed-as-waiting", Bug: "listing: a read by status names index_status only, so PARKED jobs list as WAITING ones",
+		Rule:   "list WAITING",
+		Edits:  []edit{{gen, "WHERE index_status = ? AND status = ? AND id < ?", "WHERE index_status = ? AND ? <> '' AND id < ?"}},
+		Checks: []check{{"./store/", "^TestParkedAndWaitingToldApart$"}},
+	},
+	{
 		Name: "sleep-params-unbounded", Bug: "params: built-in types accept any ms",
 		Rule:   "want 400 naming",
 		Edits:  []edit{{"jobtypes/jobtypes.go", "if err != nil || n < 0 || n > b.max {", "if err != nil || n < 0 {"}},
