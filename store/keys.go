@@ -64,12 +64,14 @@ const keyPickChunk = 200
 // id — and writes the new counts. Nothing when t is empty.
 //
 // The common case, a key with one free slot, costs no statement of its own:
-// the locking read of the keys also reads each key's best parked job
-// (keyLockNext), and one update admits them all. That read may predate a
-// peer's commit it waited for, so the update runs behind a savepoint: when
-// it matches fewer rows than it was given, it is rolled back and those keys
-// take the exact path — a locking read of their parked jobs (pickParked)
-// after the keys are held.
+// the locking read of the keys also reads and locks each key's best parked
+// job (keyLockNext), after that key's row is locked, so it sees every
+// commit the key's lock waited for: a key with no parked job read has none,
+// and one update admits the picks. The update still runs behind a
+// savepoint: when it matches fewer rows than it was given, it is rolled
+// back and those keys take the exact path — a locking read of their parked
+// jobs (pickParked). A key with more than one free slot takes that path
+// too.
 func admitKeys(ctx context.Context, db jobqdb.DBTX, t keyTally) error {
 	if len(t) == 0 {
 		return nil
@@ -88,16 +90,14 @@ func admitKeys(ctx context.Context, db jobqdb.DBTX, t keyTally) error {
 		n := max(r.admitted-t[r.key], 0)
 		admitted[r.key] = n
 		switch f := r.maxRunning - n; {
-		case f == 1 && r.next != 0:
+		case f < 1 || r.next == 0:
+			// No slot free, or no job parked (keyLockNext's pick is a
+			// locking read made under the key's lock: its "none" is exact).
+		case f == 1:
 			fast = append(fast, r.next)
 			fastKey[r.next] = r.key
-		case f >= 1:
-			// No parked job read, or more than one slot free: the exact,
-			// locking pick. keyLockNext's pick is a consistent read whose
-			// view may predate a submit that parked a job and committed
-			// while this transaction waited for the key's lock; trusting
-			// its "none" would leave that job parked with a slot free.
-			free[r.key] = f
+		default:
+			free[r.key] = f // several slots: the exact pick of as many jobs
 		}
 	}
 	if len(fast) > 0 {
@@ -181,11 +181,11 @@ func writeAdmitted(ctx context.Context, q *jobqdb.Queries, rows []lockedKey, adm
 // another completion) or holds only rows this one does not write (a cancel
 // holds the row it cancels, never a RUNNING one of the batch; a rescue
 // could hold a run of the batch only once that run's lease expired, and
-// then the deadlock it can meet is retried like any 1213). The pick may
-// predate a peer's commit the key lock waited for; then the update matches
-// fewer rows than it was given, exactly like a stale run, and
-// errStaleInBatch has the batch written again split (completeSplit), whose
-// admission pass is exact.
+// then the deadlock it can meet is retried like any 1213). The picks are
+// read and locked under their keys' locks (keyLockNext), so they are exact;
+// should the update still match fewer rows than it was given, it is taken
+// like a stale run: errStaleInBatch has the batch written again split
+// (completeSplit).
 func completeKeyedAdmit(ctx context.Context, db jobqdb.DBTX, q *jobqdb.Queries, ids []uint64, attempt int, keys []string) error {
 	freed := keyTally{}
 	for _, k := range keys {
@@ -202,11 +202,13 @@ func completeKeyedAdmit(ctx context.Context, db jobqdb.DBTX, q *jobqdb.Queries, 
 		n := max(r.admitted-freed[r.key], 0)
 		admitted[r.key] = n
 		switch f := r.maxRunning - n; {
-		case f == 1 && r.next != 0:
+		case f < 1 || r.next == 0:
+			// No slot free, or no job parked (exact: see admitKeys).
+		case f == 1:
 			admit = append(admit, r.next)
 			admitted[r.key]++
-		case f >= 1:
-			free[r.key] = f // none read, or several slots: the exact pick (see admitKeys)
+		default:
+			free[r.key] = f // several slots: the exact pick (see admitKeys)
 		}
 	}
 	slices.Sort(admit)
@@ -231,12 +233,18 @@ type lockedKey struct {
 }
 
 // keyLockNext locks the rows of keys in ckey order and reads, for each, the
-// id of its best parked job (one index dive of idx_key_parked per key).
+// id of its best parked job (one index dive of idx_key_parked per key). The
+// pick is a locking read of its own (FOR UPDATE in the subquery), made for
+// each key after its row is locked: it reads the newest committed rows, not
+// the statement's view, so a job parked by a submit that committed while
+// this read waited for the key's lock is seen (a consistent read would have
+// missed it: a slot left free with a job parked), and the job picked stays
+// PARKED until this transaction admits it.
 func keyLockNext(ctx context.Context, db jobqdb.DBTX, keys []string) ([]lockedKey, error) {
 	var b strings.Builder
 	b.WriteString(`SELECT k.ckey, k.max_running, k.admitted,
        (SELECT q.id FROM job_queue AS q FORCE INDEX (idx_key_parked) WHERE q.parked_key = k.ckey
-        ORDER BY q.priority DESC, q.run_at, q.id LIMIT 1)
+        ORDER BY q.priority DESC, q.run_at, q.id LIMIT 1 FOR UPDATE)
 FROM concurrency_key AS k WHERE k.ckey IN (`)
 	args := make([]any, len(keys))
 	for i, k := range keys {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,20 +71,11 @@ func TestKeyedCompletionAfterAPeerAdmittedItsPick(t *testing.T) {
 	}
 	// The peer: a cancel of x, written as the store writes one (the key row
 	// locked, x ended, p admitted in x's slot), held open.
-	peer, err := st.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Rollback()
-	for _, q := range []string{
+	peer := openPeer(t, st,
 		"SELECT admitted FROM concurrency_key WHERE ckey = 'dev' FOR UPDATE",
 		fmt.Sprintf("UPDATE job_queue SET status = 'CANCELED', finished_at = NOW(6) WHERE id = %d", x),
 		fmt.Sprintf("UPDATE job_queue SET status = 'WAITING' WHERE id = %d AND status = 'PARKED'", p),
-	} {
-		if _, err := peer.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	done := make(chan error, 1)
 	go func() {
 		applied, err := st.JobCompleteMany(ctx, []jobq.Completion{{Fence: claimed[0].Fence(), Outcome: jobq.OutcomeSuccess, ConcurrencyKey: "dev"}})
@@ -92,34 +84,7 @@ func TestKeyedCompletionAfterAPeerAdmittedItsPick(t *testing.T) {
 		}
 		done <- err
 	}()
-	// Commit the peer once the completion's locking read of the keys is in
-	// the server's process list (it waits there for the peer's key row; the
-	// list is read live, unlike information_schema.INNODB_TRX, a cache that
-	// a busy shared server can leave behind). After the bound it commits
-	// anyway, well inside the lock wait timeout: the completion may then
-	// not have waited, and the outcome below must hold all the same.
-	waited := false
-	for deadline := time.Now().Add(20 * time.Second); !waited && time.Now().Before(deadline); {
-		select {
-		case err := <-done:
-			t.Fatalf("the completion returned (%v) while the peer held the key row", err)
-		default:
-		}
-		var n int
-		if err := st.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%FROM concurrency_key AS k%'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if waited = n > 0; !waited {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	if !waited {
-		t.Log("the completion was not seen waiting for the key row; the peer commits anyway")
-	}
-	if err := peer.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	commitWhenKeyWaited(t, st, peer, done)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -190,4 +155,120 @@ func parkedAndWaitingToldApart(t *testing.T, st *store.Store) {
 			}
 		}
 	}
+}
+
+// commitWhenKeyWaited commits peer once a locking read of concurrency_key
+// (the completion whose result done carries) is in the server's process
+// list, waiting there for the peer's key row (the list is read live, unlike
+// information_schema.INNODB_TRX, a cache that a busy shared server can
+// leave behind). After the bound it commits anyway, well inside the lock
+// wait timeout: the completion may then not have waited, and the outcome
+// the caller checks must hold all the same.
+func commitWhenKeyWaited(t *testing.T, st *store.Store, peer *sql.Tx, done <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	waited := false
+	for deadline := time.Now().Add(20 * time.Second); !waited && time.Now().Before(deadline); {
+		select {
+		case err := <-done:
+			t.Fatalf("the completion returned (%v) while the peer held the key row", err)
+		default:
+		}
+		var n int
+		if err := st.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%FROM concurrency_key AS k%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if waited = n > 0; !waited {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if !waited {
+		t.Log("the completion was not seen waiting for the key row; the peer commits anyway")
+	}
+	if err := peer.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A batched keyed completion trusts the locking read of its keys when it
+// finds no parked job for a key: that pick is read under the key's lock,
+// so a job a submit parked and committed while the completion waited for
+// the key's row is seen and admitted in the freed slot, not left PARKED
+// with the key's slot free. The completion ends runs of two keys, so the
+// pick of the first key (read before the wait) would give a consistent
+// read its view before the peer's commit.
+func TestKeyedCompletionSeesAJobParkedWhileItWaited(t *testing.T) {
+	t.Parallel()
+	st := testdb.Store(t)
+	testdb.ServerWide(t, st, "jobq_test_innodb_trx_watch")
+	ctx := context.Background()
+	if _, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: "a", JobType: "noop", Params: "{}", RequestHash: "a", ConcurrencyKey: "aaa"}); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: "r", JobType: "noop", Params: "{}", RequestHash: "r", ConcurrencyKey: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := st.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "a", Limit: 2, Lease: time.Minute})
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("claim: %v %v, want jobs a and r", claimed, err)
+	}
+	// The peer: a submit of q on the same key, written as the store writes
+	// one (the key row locked, q inserted PARKED: r holds the only slot),
+	// held open.
+	peer := openPeer(t, st,
+		"SELECT admitted FROM concurrency_key WHERE ckey = 'dev' FOR UPDATE",
+		`INSERT INTO job_queue (job_key, job_type, params, request_hash, status, priority, max_retry, timeout_ms,
+			run_at, create_time, update_time, concurrency_key)
+		 SELECT 'q', job_type, params, 'q', 'PARKED', priority, max_retry, timeout_ms, NOW(6), NOW(6), NOW(6), 'dev'
+		 FROM job_queue WHERE job_key = 'r'`,
+	)
+	done := make(chan error, 1)
+	go func() {
+		comps := make([]jobq.Completion, len(claimed))
+		for i, c := range claimed {
+			comps[i] = jobq.Completion{Fence: c.Fence(), Outcome: jobq.OutcomeSuccess, ConcurrencyKey: "aaa"}
+			if c.ID == r.ID {
+				comps[i].ConcurrencyKey = "dev"
+			}
+		}
+		applied, err := st.JobCompleteMany(ctx, comps)
+		if err == nil && slices.Contains(applied, false) {
+			err = fmt.Errorf("completions not applied: %v", applied)
+		}
+		done <- err
+	}()
+	commitWhenKeyWaited(t, st, peer, done)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := st.JobGet(ctx, r.ID); j.Status != jobq.StateSuccess {
+		t.Fatalf("job r is %s, want SUCCESS", j.Status)
+	}
+	var q jobq.JobState
+	if err := st.DB().QueryRowContext(ctx, "SELECT status FROM job_queue WHERE job_key = 'q'").Scan(&q); err != nil || q != jobq.StateWaiting {
+		t.Fatalf("job q is %s (%v), want WAITING: admitted in r's slot", q, err)
+	}
+	if k, err := st.ConcurrencyKeyGet(ctx, "dev"); err != nil || k.Admitted != 1 {
+		t.Fatalf("key dev: %+v %v, want 1 admitted", k, err)
+	}
+}
+
+// openPeer begins a READ COMMITTED transaction, runs stmts in it and leaves
+// it open (rolled back at the test's end unless committed).
+func openPeer(t *testing.T, st *store.Store, stmts ...string) *sql.Tx {
+	t.Helper()
+	ctx := context.Background()
+	peer, err := st.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Rollback() })
+	for _, q := range stmts {
+		if _, err := peer.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return peer
 }

@@ -183,6 +183,12 @@ var mutants = []mutant{
 		Checks: []check{{"./store/", "^TestClaimGateWaitEndsAndClaims$"}},
 	},
 	{
+		Name: "key-pick-not-locked", Bug: "keys: the pick of a key's next parked job is a consistent read, whose none is trusted",
+		Rule:   "want WAITING: admitted in r's slot",
+		Edits:  []edit{{"store/keys.go", "q.id LIMIT 1 FOR UPDATE)", "q.id LIMIT 1)"}},
+		Checks: []check{{"./store/", "^TestKeyedCompletionSeesAJobParkedWhileItWaited$"}},
+	},
+	{
 		Name: "parked-counted-as-waiting", Bug: "stats: PARKED jobs, indexed as WAITING, are counted as WAITING too",
 		Rule:   "by type and status",
 		Edits:  []edit{{"store/ops.go", "\t\t\t\tn -= p\n", "\t\t\t\tn -= 0\n"}},
