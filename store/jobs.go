@@ -261,8 +261,10 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 	case p.KeyPrefix != "":
 		rows, err = s.q.JobListByKeyPrefix(ctx, jobqdb.JobListByKeyPrefixParams{KeyLike: likePrefix(p.KeyPrefix),
 			Status: string(p.Status), JobType: p.JobType, BeforeID: before, Limit: lim})
+	case p.Status == jobq.StateRunning && p.JobType != "":
+		rows, err = s.q.JobListRunningByType(ctx, jobqdb.JobListRunningByTypeParams{JobType: p.JobType, BeforeID: before, Limit: lim})
 	case p.Status != "" && p.JobType != "":
-		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, IndexStatus: indexStatus(p.Status), Status: string(p.Status), BeforeID: before, Limit: lim})
+		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, TypeStatus: typeStatus(p.Status), Status: string(p.Status), BeforeID: before, Limit: lim})
 	case p.Status != "":
 		rows, err = s.q.JobListByStatus(ctx, jobqdb.JobListByStatusParams{IndexStatus: indexStatus(p.Status), Status: string(p.Status), BeforeID: before, Limit: lim})
 	case p.JobType != "":

@@ -96,9 +96,17 @@ WHERE job_type = sqlc.arg(job_type) AND id < sqlc.arg(before_id)
 ORDER BY id DESC
 LIMIT ?;
 
+-- name: JobListRunningByType :many
+-- A type's RUNNING jobs, from idx_lease's RUNNING range (in idx_type_status
+-- they sit among the type's WAITING backlog).
+SELECT * FROM job_queue FORCE INDEX (idx_lease)
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND job_type = sqlc.arg(job_type) AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
 -- name: JobListByTypeStatus :many
 SELECT * FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND index_status = sqlc.arg(index_status) AND status = sqlc.arg(status)
+WHERE job_type = sqlc.arg(job_type) AND type_status = sqlc.arg(type_status) AND status = sqlc.arg(status)
   AND id < sqlc.arg(before_id)
 ORDER BY id DESC
 LIMIT ?;
