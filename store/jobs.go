@@ -306,6 +306,19 @@ func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
 		var n int64
 		err := s.WithTx(ctx, func(tx *sql.Tx) error {
 			q := s.q.WithTx(tx)
+			// A PARKED job's key is locked before its row, as every
+			// admission locks them (a completion's pick of the key's next
+			// job locks that job's idx_key_parked entry under the key, then
+			// its row): row first here would deadlock with it. Read without
+			// a lock first; a keyed job parks again only from FAILED or
+			// CANCELED, which this cancel leaves alone.
+			if st, err := q.JobKeyStates(ctx, []uint64{id}); err != nil {
+				return err
+			} else if len(st) == 1 && jobq.JobState(st[0].Status) == jobq.StateParked {
+				if _, err := q.KeyLock(ctx, []string{st[0].ConcurrencyKey.String}); err != nil {
+					return err
+				}
+			}
 			// Whether the job was admitted (its concurrency key's slot is
 			// freed with the cancel) or PARKED (it frees nothing), read
 			// under the row lock the cancel takes anyway.

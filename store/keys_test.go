@@ -98,8 +98,8 @@ func TestKeyedCompletionAfterAPeerAdmittedItsPick(t *testing.T) {
 	}
 }
 
-// idx_lease indexes PARKED jobs as WAITING, idx_type_status PARKED and
-// RUNNING ones (migration 021); every read by status still tells them
+// idx_lease indexes PARKED jobs as WAITING, idx_type_status RUNNING ones
+// (migration 021); every read by status still tells them
 // apart: the counts by type and status, and the listings by status and by
 // type and status.
 func TestParkedAndWaitingToldApart(t *testing.T) { bothDialects(t, parkedAndWaitingToldApart) }

@@ -730,8 +730,7 @@ func OldestWaitingAge(ctx context.Context, db *sql.DB) (int64, error) {
 }
 
 // QueueStats counts jobs by status and type (a full pass over
-// idx_type_status, the RUNNING range of idx_lease and the PARKED jobs'
-// range of idx_key_parked), the age of the oldest due WAITING job, and jobs created
+// idx_type_status and the RUNNING range of idx_lease), the age of the oldest due WAITING job, and jobs created
 // and attempts finished within window (among the newest StatsRecentRows rows).
 func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.QueueStats, error) {
 	st := jobq.QueueStats{ByStatus: map[string]int64{}, ByTypeStatus: []jobq.TypeStatusCount{}, Finished: map[string]int64{}, WindowSeconds: window.Seconds()}
@@ -744,15 +743,11 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.Queu
 	if err != nil {
 		return st, errorf("stats: counts: %w", err)
 	}
-	parked, err := s.q.StatsCountParkedByType(ctx)
-	if err != nil {
-		return st, errorf("stats: parked counts: %w", err)
-	}
 	running, err := s.q.StatsCountRunningByType(ctx)
 	if err != nil {
 		return st, errorf("stats: running counts: %w", err)
 	}
-	st.ByTypeStatus = typeStatusCounts(rows, parked, running)
+	st.ByTypeStatus = typeStatusCounts(rows, running)
 	for _, c := range st.ByTypeStatus {
 		st.ByStatus[string(c.Status)] += c.Count
 	}
@@ -921,30 +916,21 @@ func convertStarted(rs []jobqdb.ActivityStartedSucceededRow) []jobqdb.ActivitySt
 	return out
 }
 
-// typeStatusCounts merges the counts by type and type_status (PARKED and
-// RUNNING jobs counted as WAITING) with the PARKED and the RUNNING counts
-// by type into counts by type and status, ordered by type then status; a
-// zero count is left out.
-func typeStatusCounts(rows []jobqdb.StatsCountByTypeStatusRow, parked []jobqdb.StatsCountParkedByTypeRow, running []jobqdb.StatsCountRunningByTypeRow) []jobq.TypeStatusCount {
-	folded := map[string]map[jobq.JobState]int64{}
-	for _, p := range parked {
-		folded[p.JobType] = map[jobq.JobState]int64{jobq.StateParked: p.N}
-	}
+// typeStatusCounts merges the counts by type and type_status (RUNNING jobs
+// counted as WAITING) with the RUNNING counts by type into counts by type
+// and status, ordered by type then status; a zero count is left out.
+func typeStatusCounts(rows []jobqdb.StatsCountByTypeStatusRow, running []jobqdb.StatsCountRunningByTypeRow) []jobq.TypeStatusCount {
+	byType := make(map[string]int64, len(running))
 	for _, r := range running {
-		if folded[r.JobType] == nil {
-			folded[r.JobType] = map[jobq.JobState]int64{}
-		}
-		folded[r.JobType][jobq.StateRunning] = r.N
+		byType[r.JobType] = r.N
 	}
-	out := make([]jobq.TypeStatusCount, 0, len(rows)+len(parked)+len(running))
+	out := make([]jobq.TypeStatusCount, 0, len(rows)+len(running))
 	for _, r := range rows {
 		n := r.N
 		if jobq.JobState(r.Status.String) == jobq.StateWaiting {
-			for s, c := range folded[r.JobType] {
-				if c > 0 {
-					out = append(out, jobq.TypeStatusCount{JobType: r.JobType, Status: s, Count: c})
-					n -= c
-				}
+			if c := byType[r.JobType]; c > 0 {
+				out = append(out, jobq.TypeStatusCount{JobType: r.JobType, Status: jobq.StateRunning, Count: c})
+				n -= c
 			}
 		}
 		if n > 0 {
@@ -958,10 +944,10 @@ func typeStatusCounts(rows []jobqdb.StatsCountByTypeStatusRow, parked []jobqdb.S
 }
 
 // typeStatus is the key idx_type_status holds for a job in status s
-// (migration 021): s, except that PARKED and RUNNING are indexed as
-// WAITING. A read by type and status names it next to status.
+// (migration 021): s, except that RUNNING is indexed as WAITING. A read by
+// type and status names it next to status.
 func typeStatus(s jobq.JobState) sql.NullString {
-	if s == jobq.StateParked || s == jobq.StateRunning {
+	if s == jobq.StateRunning {
 		s = jobq.StateWaiting
 	}
 	return sql.NullString{String: string(s), Valid: true}

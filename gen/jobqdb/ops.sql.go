@@ -286,11 +286,11 @@ type JobLockAvailableByTypeParams struct {
 // The read half of the limited claim, under the type's control row lock, on
 // servers without SKIP LOCKED. It, its three siblings and TypeProbe's
 // has_due name status, scan_status and type_status (migrations 018, 021):
-// idx_scan is on scan_status and idx_type_status on type_status (PARKED and
-// RUNNING read as WAITING), and MariaDB uses an index on a virtual column only for
+// idx_scan is on scan_status and idx_type_status on type_status (RUNNING
+// read as WAITING), and MariaDB uses an index on a virtual column only for
 // a query that names it, so the optimizer keeps both choices it had:
 // idx_type_status for a type with few WAITING jobs, idx_scan (no filesort)
-// for a large backlog; status tells the type's PARKED and RUNNING jobs apart.
+// for a large backlog; status tells the type's RUNNING jobs apart.
 func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailableByTypeParams) ([]uint64, error) {
 	rows, err := q.db.QueryContext(ctx, jobLockAvailableByType, arg.JobType, arg.Lane, arg.Limit)
 	if err != nil {
@@ -1109,8 +1109,8 @@ type StatsCountByTypeStatusRow struct {
 }
 
 // Jobs by type and type_status (a full pass over idx_type_status, which
-// covers it): PARKED and RUNNING jobs are counted as WAITING here, and
-// StatsCountParkedByType and StatsCountRunningByType count them apart.
+// covers it): RUNNING jobs are counted as WAITING here, and
+// StatsCountRunningByType counts them apart.
 func (q *Queries) StatsCountByTypeStatus(ctx context.Context) ([]StatsCountByTypeStatusRow, error) {
 	rows, err := q.db.QueryContext(ctx, statsCountByTypeStatus)
 	if err != nil {
@@ -1121,44 +1121,6 @@ func (q *Queries) StatsCountByTypeStatus(ctx context.Context) ([]StatsCountByTyp
 	for rows.Next() {
 		var i StatsCountByTypeStatusRow
 		if err := rows.Scan(&i.JobType, &i.Status, &i.N); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const statsCountParkedByType = `-- name: StatsCountParkedByType :many
-SELECT job_type, COUNT(*) AS n FROM job_queue
-WHERE parked_key IS NOT NULL
-GROUP BY job_type
-ORDER BY job_type
-`
-
-type StatsCountParkedByTypeRow struct {
-	JobType string
-	N       int64
-}
-
-// PARKED jobs by type, from idx_key_parked (parked_key is set only while a
-// job is PARKED, and the index carries job_type): a range over the parked
-// jobs only.
-func (q *Queries) StatsCountParkedByType(ctx context.Context) ([]StatsCountParkedByTypeRow, error) {
-	rows, err := q.db.QueryContext(ctx, statsCountParkedByType)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []StatsCountParkedByTypeRow
-	for rows.Next() {
-		var i StatsCountParkedByTypeRow
-		if err := rows.Scan(&i.JobType, &i.N); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -172,11 +172,11 @@ WHERE c.job_type = sqlc.arg(job_type);
 -- The read half of the limited claim, under the type's control row lock, on
 -- servers without SKIP LOCKED. It, its three siblings and TypeProbe's
 -- has_due name status, scan_status and type_status (migrations 018, 021):
--- idx_scan is on scan_status and idx_type_status on type_status (PARKED and
--- RUNNING read as WAITING), and MariaDB uses an index on a virtual column only for
+-- idx_scan is on scan_status and idx_type_status on type_status (RUNNING
+-- read as WAITING), and MariaDB uses an index on a virtual column only for
 -- a query that names it, so the optimizer keeps both choices it had:
 -- idx_type_status for a type with few WAITING jobs, idx_scan (no filesort)
--- for a large backlog; status tells the type's PARKED and RUNNING jobs apart.
+-- for a large backlog; status tells the type's RUNNING jobs apart.
 SELECT id FROM job_queue
 WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND type_status = 'WAITING'
   AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
@@ -329,8 +329,8 @@ WHERE id IN (sqlc.slice(ids)) AND status = sqlc.arg(status);
 
 -- name: StatsCountByTypeStatus :many
 -- Jobs by type and type_status (a full pass over idx_type_status, which
--- covers it): PARKED and RUNNING jobs are counted as WAITING here, and
--- StatsCountParkedByType and StatsCountRunningByType count them apart.
+-- covers it): RUNNING jobs are counted as WAITING here, and
+-- StatsCountRunningByType counts them apart.
 SELECT job_type, type_status AS status, COUNT(*) AS n FROM job_queue
 GROUP BY job_type, type_status
 ORDER BY job_type, type_status;
@@ -339,15 +339,6 @@ ORDER BY job_type, type_status;
 -- RUNNING jobs by type, from idx_lease's RUNNING range (covering).
 SELECT job_type, COUNT(*) AS n FROM job_queue FORCE INDEX (idx_lease)
 WHERE index_status = 'RUNNING'
-GROUP BY job_type
-ORDER BY job_type;
-
--- name: StatsCountParkedByType :many
--- PARKED jobs by type, from idx_key_parked (parked_key is set only while a
--- job is PARKED, and the index carries job_type): a range over the parked
--- jobs only.
-SELECT job_type, COUNT(*) AS n FROM job_queue
-WHERE parked_key IS NOT NULL
 GROUP BY job_type
 ORDER BY job_type;
 

@@ -189,9 +189,9 @@ var mutants = []mutant{
 		Checks: []check{{"./store/", "^TestKeyedCompletionSeesAJobParkedWhileItWaited$"}},
 	},
 	{
-		Name: "parked-counted-as-waiting", Bug: "stats: PARKED and RUNNING jobs, indexed as WAITING by type, are counted as WAITING too",
+		Name: "running-counted-as-waiting", Bug: "stats: RUNNING jobs, indexed as WAITING by type, are counted as WAITING too",
 		Rule:   "by type and status",
-		Edits:  []edit{{"store/ops.go", "\t\t\t\t\tn -= c\n", "\t\t\t\t\tn -= 0\n"}},
+		Edits:  []edit{{"store/ops.go", "\t\t\t\tn -= c\n", "\t\t\t\tn -= 0\n"}},
 		Checks: []check{{"./store/", "^TestParkedAndWaitingToldApart$"}},
 	},
 	{
