@@ -265,6 +265,10 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 		rows, err = s.q.JobListRunningByType(ctx, jobqdb.JobListRunningByTypeParams{JobType: p.JobType, BeforeID: before, Limit: lim})
 	case p.Status != "" && p.JobType != "":
 		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, TypeStatus: typeStatus(p.Status), Status: string(p.Status), BeforeID: before, Limit: lim})
+	case p.Status == jobq.StateWaiting:
+		rows, err = s.q.JobListWaiting(ctx, jobqdb.JobListWaitingParams{BeforeID: before, Limit: lim})
+	case p.Status == jobq.StateParked:
+		rows, err = s.q.JobListParked(ctx, jobqdb.JobListParkedParams{BeforeID: before, Limit: lim})
 	case p.Status != "":
 		rows, err = s.q.JobListByStatus(ctx, jobqdb.JobListByStatusParams{IndexStatus: indexStatus(p.Status), Status: string(p.Status), BeforeID: before, Limit: lim})
 	case p.JobType != "":

@@ -1496,6 +1496,80 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 	return items, nil
 }
 
+const jobListParked = `-- name: JobListParked :many
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue
+WHERE parked_key IS NOT NULL AND status = 'PARKED' AND id < ?
+ORDER BY id DESC
+LIMIT ?
+`
+
+type JobListParkedParams struct {
+	BeforeID uint64
+	Limit    int32
+}
+
+// PARKED jobs, from idx_key_parked (parked_key is set only while a job is
+// PARKED).
+func (q *Queries) JobListParked(ctx context.Context, arg JobListParkedParams) ([]JobQueue, error) {
+	rows, err := q.db.QueryContext(ctx, jobListParked, arg.BeforeID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobQueue
+	for rows.Next() {
+		var i JobQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobKey,
+			&i.JobType,
+			&i.Params,
+			&i.RequestHash,
+			&i.Status,
+			&i.Priority,
+			&i.RetryTimes,
+			&i.MaxRetry,
+			&i.TimeoutMs,
+			&i.RunAt,
+			&i.Attempt,
+			&i.Owner,
+			&i.LeaseUntil,
+			&i.LastError,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.CancelRequested,
+			&i.CreateTime,
+			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
+			&i.WorkflowID,
+			&i.BlockedParents,
+			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
+			&i.KeyRelease,
+			&i.UniqueUntil,
+			&i.UniqueWhileActive,
+			&i.RateKey,
+			&i.HeldRateKey,
+			&i.ScanStatus,
+			&i.DueStatus,
+			&i.IndexStatus,
+			&i.TypeStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobListRunningByType = `-- name: JobListRunningByType :many
 SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue FORCE INDEX (idx_lease)
 WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND job_type = ? AND id < ?
@@ -1513,6 +1587,80 @@ type JobListRunningByTypeParams struct {
 // they sit among the type's WAITING backlog).
 func (q *Queries) JobListRunningByType(ctx context.Context, arg JobListRunningByTypeParams) ([]JobQueue, error) {
 	rows, err := q.db.QueryContext(ctx, jobListRunningByType, arg.JobType, arg.BeforeID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobQueue
+	for rows.Next() {
+		var i JobQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobKey,
+			&i.JobType,
+			&i.Params,
+			&i.RequestHash,
+			&i.Status,
+			&i.Priority,
+			&i.RetryTimes,
+			&i.MaxRetry,
+			&i.TimeoutMs,
+			&i.RunAt,
+			&i.Attempt,
+			&i.Owner,
+			&i.LeaseUntil,
+			&i.LastError,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.CancelRequested,
+			&i.CreateTime,
+			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
+			&i.WorkflowID,
+			&i.BlockedParents,
+			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
+			&i.KeyRelease,
+			&i.UniqueUntil,
+			&i.UniqueWhileActive,
+			&i.RateKey,
+			&i.HeldRateKey,
+			&i.ScanStatus,
+			&i.DueStatus,
+			&i.IndexStatus,
+			&i.TypeStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobListWaiting = `-- name: JobListWaiting :many
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue
+WHERE scan_status = 'WAITING' AND status = 'WAITING' AND id < ?
+ORDER BY id DESC
+LIMIT ?
+`
+
+type JobListWaitingParams struct {
+	BeforeID uint64
+	Limit    int32
+}
+
+// WAITING jobs, from idx_scan's WAITING range (idx_lease keys PARKED jobs
+// as WAITING too).
+func (q *Queries) JobListWaiting(ctx context.Context, arg JobListWaitingParams) ([]JobQueue, error) {
+	rows, err := q.db.QueryContext(ctx, jobListWaiting, arg.BeforeID, arg.Limit)
 	if err != nil {
 		return nil, err
 	}

@@ -84,6 +84,22 @@ WHERE id < sqlc.arg(before_id)
 ORDER BY id DESC
 LIMIT ?;
 
+-- name: JobListWaiting :many
+-- WAITING jobs, from idx_scan's WAITING range (idx_lease keys PARKED jobs
+-- as WAITING too).
+SELECT * FROM job_queue
+WHERE scan_status = 'WAITING' AND status = 'WAITING' AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
+-- name: JobListParked :many
+-- PARKED jobs, from idx_key_parked (parked_key is set only while a job is
+-- PARKED).
+SELECT * FROM job_queue
+WHERE parked_key IS NOT NULL AND status = 'PARKED' AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
 -- name: JobListByStatus :many
 SELECT * FROM job_queue
 WHERE index_status = sqlc.arg(index_status) AND status = sqlc.arg(status) AND id < sqlc.arg(before_id)
