@@ -261,8 +261,14 @@ func (s *Store) JobList(ctx context.Context, p jobq.ListParams) ([]jobq.Job, uin
 	case p.KeyPrefix != "":
 		rows, err = s.q.JobListByKeyPrefix(ctx, jobqdb.JobListByKeyPrefixParams{KeyLike: likePrefix(p.KeyPrefix),
 			Status: string(p.Status), JobType: p.JobType, BeforeID: before, Limit: lim})
+	case p.Status == jobq.StateRunning && p.JobType != "":
+		rows, err = s.q.JobListRunningByType(ctx, jobqdb.JobListRunningByTypeParams{JobType: p.JobType, BeforeID: before, Limit: lim})
 	case p.Status != "" && p.JobType != "":
-		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, IndexStatus: indexStatus(p.Status), Status: string(p.Status), BeforeID: before, Limit: lim})
+		rows, err = s.q.JobListByTypeStatus(ctx, jobqdb.JobListByTypeStatusParams{JobType: p.JobType, TypeStatus: typeStatus(p.Status), Status: string(p.Status), BeforeID: before, Limit: lim})
+	case p.Status == jobq.StateWaiting:
+		rows, err = s.q.JobListWaiting(ctx, jobqdb.JobListWaitingParams{BeforeID: before, Limit: lim})
+	case p.Status == jobq.StateParked:
+		rows, err = s.q.JobListParked(ctx, jobqdb.JobListParkedParams{BeforeID: before, Limit: lim})
 	case p.Status != "":
 		rows, err = s.q.JobListByStatus(ctx, jobqdb.JobListByStatusParams{IndexStatus: indexStatus(p.Status), Status: string(p.Status), BeforeID: before, Limit: lim})
 	case p.JobType != "":
@@ -304,6 +310,19 @@ func (s *Store) JobCancel(ctx context.Context, id uint64) (jobq.Job, error) {
 		var n int64
 		err := s.WithTx(ctx, func(tx *sql.Tx) error {
 			q := s.q.WithTx(tx)
+			// A PARKED job's key is locked before its row, as every
+			// admission locks them (a completion's pick of the key's next
+			// job locks that job's idx_key_parked entry under the key, then
+			// its row): row first here would deadlock with it. Read without
+			// a lock first; a keyed job parks again only from FAILED or
+			// CANCELED, which this cancel leaves alone.
+			if st, err := q.JobKeyStates(ctx, []uint64{id}); err != nil {
+				return err
+			} else if len(st) == 1 && jobq.JobState(st[0].Status) == jobq.StateParked {
+				if _, err := q.KeyLock(ctx, []string{st[0].ConcurrencyKey.String}); err != nil {
+					return err
+				}
+			}
 			// Whether the job was admitted (its concurrency key's slot is
 			// freed with the cancel) or PARKED (it frees nothing), read
 			// under the row lock the cancel takes anyway.

@@ -98,9 +98,10 @@ func TestKeyedCompletionAfterAPeerAdmittedItsPick(t *testing.T) {
 	}
 }
 
-// idx_lease and idx_type_status index PARKED jobs as WAITING (index_status,
-// migration 021); every read by status still tells them apart: the counts
-// by type and status, and the listings by status and by type and status.
+// idx_lease indexes PARKED jobs as WAITING, idx_type_status RUNNING ones
+// (migration 021); every read by status still tells them
+// apart: the counts by type and status, and the listings by status and by
+// type and status.
 func TestParkedAndWaitingToldApart(t *testing.T) { bothDialects(t, parkedAndWaitingToldApart) }
 
 func parkedAndWaitingToldApart(t *testing.T, st *store.Store) {
@@ -119,6 +120,14 @@ func parkedAndWaitingToldApart(t *testing.T, st *store.Store) {
 	submit("a-plain", "a", "")
 	submit("b-k2-0", "b", "k2")
 	submit("b-k2-1", "b", "k2")
+	// One job of type c runs (first in priority), one waits.
+	if _, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: "c-0", JobType: "c", Params: "{}", RequestHash: "c-0", Priority: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "r", Limit: 1, Lease: time.Minute}); err != nil || len(got) != 1 || got[0].JobType != "c" {
+		t.Fatalf("claim of c-0: %v %v", got, err)
+	}
+	submit("c-1", "c", "")
 	qs, err := st.QueueStats(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -126,21 +135,22 @@ func parkedAndWaitingToldApart(t *testing.T, st *store.Store) {
 	want := []jobq.TypeStatusCount{
 		{JobType: "a", Status: jobq.StateParked, Count: 2}, {JobType: "a", Status: jobq.StateWaiting, Count: 2},
 		{JobType: "b", Status: jobq.StateParked, Count: 1}, {JobType: "b", Status: jobq.StateWaiting, Count: 1},
+		{JobType: "c", Status: jobq.StateRunning, Count: 1}, {JobType: "c", Status: jobq.StateWaiting, Count: 1},
 	}
 	if fmt.Sprint(qs.ByTypeStatus) != fmt.Sprint(want) {
 		t.Errorf("by type and status %v, want %v", qs.ByTypeStatus, want)
 	}
-	if qs.ByStatus["PARKED"] != 3 || qs.ByStatus["WAITING"] != 3 || len(qs.ByStatus) != 2 {
-		t.Errorf("by status %v, want PARKED 3, WAITING 3", qs.ByStatus)
+	if qs.ByStatus["PARKED"] != 3 || qs.ByStatus["WAITING"] != 4 || qs.ByStatus["RUNNING"] != 1 || len(qs.ByStatus) != 3 {
+		t.Errorf("by status %v, want PARKED 3, WAITING 4, RUNNING 1", qs.ByStatus)
 	}
 	for _, c := range []struct {
 		status  jobq.JobState
 		jobType string
 		want    int
 	}{
-		{jobq.StateParked, "", 3}, {jobq.StateWaiting, "", 3},
+		{jobq.StateParked, "", 3}, {jobq.StateWaiting, "", 4}, {jobq.StateRunning, "", 1},
 		{jobq.StateParked, "a", 2}, {jobq.StateWaiting, "a", 2}, {jobq.StateParked, "b", 1}, {jobq.StateWaiting, "b", 1},
-		{jobq.StateRunning, "a", 0},
+		{jobq.StateRunning, "a", 0}, {jobq.StateRunning, "c", 1}, {jobq.StateWaiting, "c", 1},
 	} {
 		jobs, _, err := st.JobList(ctx, jobq.ListParams{Status: c.status, JobType: c.jobType, Limit: 100})
 		if err != nil {

@@ -664,7 +664,7 @@ func (s *Store) JobRetryBulk(ctx context.Context, p jobq.RetryBulkParams) (int64
 		var ids []uint64
 		var err error
 		if p.JobType != "" {
-			ids, err = s.q.JobIDsByTypeStatus(ctx, jobqdb.JobIDsByTypeStatusParams{JobType: p.JobType, IndexStatus: indexStatus(p.Status), Status: string(p.Status), AfterID: after, Limit: int32(p.Batch)})
+			ids, err = s.q.JobIDsByTypeStatus(ctx, jobqdb.JobIDsByTypeStatusParams{JobType: p.JobType, TypeStatus: typeStatus(p.Status), Status: string(p.Status), AfterID: after, Limit: int32(p.Batch)})
 		} else {
 			ids, err = s.q.JobIDsByStatus(ctx, jobqdb.JobIDsByStatusParams{IndexStatus: indexStatus(p.Status), Status: string(p.Status), AfterID: after, Limit: int32(p.Batch)})
 		}
@@ -730,7 +730,7 @@ func OldestWaitingAge(ctx context.Context, db *sql.DB) (int64, error) {
 }
 
 // QueueStats counts jobs by status and type (a full pass over
-// idx_type_status, and the PARKED jobs' range of idx_key_parked), the age of the oldest due WAITING job, and jobs created
+// idx_type_status and the RUNNING range of idx_lease), the age of the oldest due WAITING job, and jobs created
 // and attempts finished within window (among the newest StatsRecentRows rows).
 func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.QueueStats, error) {
 	st := jobq.QueueStats{ByStatus: map[string]int64{}, ByTypeStatus: []jobq.TypeStatusCount{}, Finished: map[string]int64{}, WindowSeconds: window.Seconds()}
@@ -743,11 +743,11 @@ func (s *Store) QueueStats(ctx context.Context, window time.Duration) (jobq.Queu
 	if err != nil {
 		return st, errorf("stats: counts: %w", err)
 	}
-	parked, err := s.q.StatsCountParkedByType(ctx)
+	running, err := s.q.StatsCountRunningByType(ctx)
 	if err != nil {
-		return st, errorf("stats: parked counts: %w", err)
+		return st, errorf("stats: running counts: %w", err)
 	}
-	st.ByTypeStatus = typeStatusCounts(rows, parked)
+	st.ByTypeStatus = typeStatusCounts(rows, running)
 	for _, c := range st.ByTypeStatus {
 		st.ByStatus[string(c.Status)] += c.Count
 	}
@@ -916,21 +916,21 @@ func convertStarted(rs []jobqdb.ActivityStartedSucceededRow) []jobqdb.ActivitySt
 	return out
 }
 
-// typeStatusCounts merges the counts by type and index_status (PARKED jobs
-// counted as WAITING) with the PARKED counts by type into counts by type and
-// status, ordered by type then status; a zero count is left out.
-func typeStatusCounts(rows []jobqdb.StatsCountByTypeStatusRow, parked []jobqdb.StatsCountParkedByTypeRow) []jobq.TypeStatusCount {
-	byType := make(map[string]int64, len(parked))
-	for _, p := range parked {
-		byType[p.JobType] = p.N
+// typeStatusCounts merges the counts by type and type_status (RUNNING jobs
+// counted as WAITING) with the RUNNING counts by type into counts by type
+// and status, ordered by type then status; a zero count is left out.
+func typeStatusCounts(rows []jobqdb.StatsCountByTypeStatusRow, running []jobqdb.StatsCountRunningByTypeRow) []jobq.TypeStatusCount {
+	byType := make(map[string]int64, len(running))
+	for _, r := range running {
+		byType[r.JobType] = r.N
 	}
-	out := make([]jobq.TypeStatusCount, 0, len(rows)+len(parked))
+	out := make([]jobq.TypeStatusCount, 0, len(rows)+len(running))
 	for _, r := range rows {
 		n := r.N
 		if jobq.JobState(r.Status.String) == jobq.StateWaiting {
-			if p := byType[r.JobType]; p > 0 {
-				out = append(out, jobq.TypeStatusCount{JobType: r.JobType, Status: jobq.StateParked, Count: p})
-				n -= p
+			if c := byType[r.JobType]; c > 0 {
+				out = append(out, jobq.TypeStatusCount{JobType: r.JobType, Status: jobq.StateRunning, Count: c})
+				n -= c
 			}
 		}
 		if n > 0 {
@@ -943,8 +943,18 @@ func typeStatusCounts(rows []jobqdb.StatsCountByTypeStatusRow, parked []jobqdb.S
 	return out
 }
 
-// indexStatus is the key idx_lease and idx_type_status hold for a job in
-// status s (migration 021): s, except that PARKED is indexed as WAITING.
+// typeStatus is the key idx_type_status holds for a job in status s
+// (migration 021): s, except that RUNNING is indexed as WAITING. A read by
+// type and status names it next to status.
+func typeStatus(s jobq.JobState) sql.NullString {
+	if s == jobq.StateRunning {
+		s = jobq.StateWaiting
+	}
+	return sql.NullString{String: string(s), Valid: true}
+}
+
+// indexStatus is the key idx_lease holds for a job in status s (migration
+// 021): s, except that PARKED is indexed as WAITING.
 // A read by status names it next to status (MariaDB uses an index on a
 // virtual column only for a query that names it).
 func indexStatus(s jobq.JobState) sql.NullString {

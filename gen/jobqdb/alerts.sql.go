@@ -675,8 +675,8 @@ func (q *Queries) AlertRuleList(ctx context.Context) ([]AlertRule, error) {
 }
 
 const alertRunningSince = `-- name: AlertRunningSince :many
-SELECT id, job_key, attempt, started_at, owner FROM job_queue
-WHERE job_type = ? AND index_status = 'RUNNING' AND status = 'RUNNING'
+SELECT id, job_key, attempt, started_at, owner FROM job_queue FORCE INDEX (idx_lease)
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND job_type = ?
   AND started_at < ?
 ORDER BY id
 LIMIT 1000
@@ -695,8 +695,8 @@ type AlertRunningSinceRow struct {
 	Owner     sql.NullString
 }
 
-// RUNNING jobs of a type whose attempt started before the cutoff
-// (idx_type_status).
+// RUNNING jobs of a type whose attempt started before the cutoff (the
+// RUNNING range of idx_lease, which carries job_type).
 func (q *Queries) AlertRunningSince(ctx context.Context, arg AlertRunningSinceParams) ([]AlertRunningSinceRow, error) {
 	rows, err := q.db.QueryContext(ctx, alertRunningSince, arg.JobType, arg.Cutoff)
 	if err != nil {

@@ -564,7 +564,7 @@ func (q *Queries) JobFenceStates(ctx context.Context, ids []uint64) ([]JobFenceS
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue WHERE id = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue WHERE id = ?
 `
 
 func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
@@ -606,12 +606,13 @@ func (q *Queries) JobGetByID(ctx context.Context, id uint64) (JobQueue, error) {
 		&i.ScanStatus,
 		&i.DueStatus,
 		&i.IndexStatus,
+		&i.TypeStatus,
 	)
 	return i, err
 }
 
 const jobGetByKey = `-- name: JobGetByKey :one
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue WHERE job_key = ? ORDER BY id DESC LIMIT 1
 `
 
 // The key's holder, or (every job of the key released its key) the newest:
@@ -655,6 +656,7 @@ func (q *Queries) JobGetByKey(ctx context.Context, jobKey string) (JobQueue, err
 		&i.ScanStatus,
 		&i.DueStatus,
 		&i.IndexStatus,
+		&i.TypeStatus,
 	)
 	return i, err
 }
@@ -1096,7 +1098,7 @@ func (q *Queries) JobKeysLookup(ctx context.Context, jobKeys []string) ([]JobKey
 }
 
 const jobList = `-- name: JobList :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue
 WHERE id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1152,6 +1154,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 			&i.ScanStatus,
 			&i.DueStatus,
 			&i.IndexStatus,
+			&i.TypeStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1167,7 +1170,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]JobQueue, e
 }
 
 const jobListByKeyPrefix = `-- name: JobListByKeyPrefix :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue FORCE INDEX (uk_job_key)
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue FORCE INDEX (uk_job_key)
 WHERE job_key LIKE ?
   AND (? = '' OR status = ?)
   AND (? = '' OR job_type = ?)
@@ -1244,6 +1247,7 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 			&i.ScanStatus,
 			&i.DueStatus,
 			&i.IndexStatus,
+			&i.TypeStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1259,7 +1263,7 @@ func (q *Queries) JobListByKeyPrefix(ctx context.Context, arg JobListByKeyPrefix
 }
 
 const jobListByStatus = `-- name: JobListByStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue
 WHERE index_status = ? AND status = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1322,6 +1326,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 			&i.ScanStatus,
 			&i.DueStatus,
 			&i.IndexStatus,
+			&i.TypeStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1337,7 +1342,7 @@ func (q *Queries) JobListByStatus(ctx context.Context, arg JobListByStatusParams
 }
 
 const jobListByType = `-- name: JobListByType :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue
 WHERE job_type = ? AND id < ?
 ORDER BY id DESC
 LIMIT ?
@@ -1394,6 +1399,7 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 			&i.ScanStatus,
 			&i.DueStatus,
 			&i.IndexStatus,
+			&i.TypeStatus,
 		); err != nil {
 			return nil, err
 		}
@@ -1409,25 +1415,25 @@ func (q *Queries) JobListByType(ctx context.Context, arg JobListByTypeParams) ([
 }
 
 const jobListByTypeStatus = `-- name: JobListByTypeStatus :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue
-WHERE job_type = ? AND index_status = ? AND status = ?
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue
+WHERE job_type = ? AND type_status = ? AND status = ?
   AND id < ?
 ORDER BY id DESC
 LIMIT ?
 `
 
 type JobListByTypeStatusParams struct {
-	JobType     string
-	IndexStatus sql.NullString
-	Status      string
-	BeforeID    uint64
-	Limit       int32
+	JobType    string
+	TypeStatus sql.NullString
+	Status     string
+	BeforeID   uint64
+	Limit      int32
 }
 
 func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStatusParams) ([]JobQueue, error) {
 	rows, err := q.db.QueryContext(ctx, jobListByTypeStatus,
 		arg.JobType,
-		arg.IndexStatus,
+		arg.TypeStatus,
 		arg.Status,
 		arg.BeforeID,
 		arg.Limit,
@@ -1475,6 +1481,230 @@ func (q *Queries) JobListByTypeStatus(ctx context.Context, arg JobListByTypeStat
 			&i.ScanStatus,
 			&i.DueStatus,
 			&i.IndexStatus,
+			&i.TypeStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobListParked = `-- name: JobListParked :many
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue
+WHERE parked_key IS NOT NULL AND status = 'PARKED' AND id < ?
+ORDER BY id DESC
+LIMIT ?
+`
+
+type JobListParkedParams struct {
+	BeforeID uint64
+	Limit    int32
+}
+
+// PARKED jobs, from idx_key_parked (parked_key is set only while a job is
+// PARKED).
+func (q *Queries) JobListParked(ctx context.Context, arg JobListParkedParams) ([]JobQueue, error) {
+	rows, err := q.db.QueryContext(ctx, jobListParked, arg.BeforeID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobQueue
+	for rows.Next() {
+		var i JobQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobKey,
+			&i.JobType,
+			&i.Params,
+			&i.RequestHash,
+			&i.Status,
+			&i.Priority,
+			&i.RetryTimes,
+			&i.MaxRetry,
+			&i.TimeoutMs,
+			&i.RunAt,
+			&i.Attempt,
+			&i.Owner,
+			&i.LeaseUntil,
+			&i.LastError,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.CancelRequested,
+			&i.CreateTime,
+			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
+			&i.WorkflowID,
+			&i.BlockedParents,
+			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
+			&i.KeyRelease,
+			&i.UniqueUntil,
+			&i.UniqueWhileActive,
+			&i.RateKey,
+			&i.HeldRateKey,
+			&i.ScanStatus,
+			&i.DueStatus,
+			&i.IndexStatus,
+			&i.TypeStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobListRunningByType = `-- name: JobListRunningByType :many
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue FORCE INDEX (idx_lease)
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND job_type = ? AND id < ?
+ORDER BY id DESC
+LIMIT ?
+`
+
+type JobListRunningByTypeParams struct {
+	JobType  string
+	BeforeID uint64
+	Limit    int32
+}
+
+// A type's RUNNING jobs, from idx_lease's RUNNING range (in idx_type_status
+// they sit among the type's WAITING backlog).
+func (q *Queries) JobListRunningByType(ctx context.Context, arg JobListRunningByTypeParams) ([]JobQueue, error) {
+	rows, err := q.db.QueryContext(ctx, jobListRunningByType, arg.JobType, arg.BeforeID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobQueue
+	for rows.Next() {
+		var i JobQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobKey,
+			&i.JobType,
+			&i.Params,
+			&i.RequestHash,
+			&i.Status,
+			&i.Priority,
+			&i.RetryTimes,
+			&i.MaxRetry,
+			&i.TimeoutMs,
+			&i.RunAt,
+			&i.Attempt,
+			&i.Owner,
+			&i.LeaseUntil,
+			&i.LastError,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.CancelRequested,
+			&i.CreateTime,
+			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
+			&i.WorkflowID,
+			&i.BlockedParents,
+			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
+			&i.KeyRelease,
+			&i.UniqueUntil,
+			&i.UniqueWhileActive,
+			&i.RateKey,
+			&i.HeldRateKey,
+			&i.ScanStatus,
+			&i.DueStatus,
+			&i.IndexStatus,
+			&i.TypeStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobListWaiting = `-- name: JobListWaiting :many
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue
+WHERE scan_status = 'WAITING' AND status = 'WAITING' AND id < ?
+ORDER BY id DESC
+LIMIT ?
+`
+
+type JobListWaitingParams struct {
+	BeforeID uint64
+	Limit    int32
+}
+
+// WAITING jobs, from idx_scan's WAITING range (idx_lease keys PARKED jobs
+// as WAITING too).
+func (q *Queries) JobListWaiting(ctx context.Context, arg JobListWaitingParams) ([]JobQueue, error) {
+	rows, err := q.db.QueryContext(ctx, jobListWaiting, arg.BeforeID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobQueue
+	for rows.Next() {
+		var i JobQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobKey,
+			&i.JobType,
+			&i.Params,
+			&i.RequestHash,
+			&i.Status,
+			&i.Priority,
+			&i.RetryTimes,
+			&i.MaxRetry,
+			&i.TimeoutMs,
+			&i.RunAt,
+			&i.Attempt,
+			&i.Owner,
+			&i.LeaseUntil,
+			&i.LastError,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.CancelRequested,
+			&i.CreateTime,
+			&i.UpdateTime,
+			&i.Lane,
+			&i.LeaseNonce,
+			&i.WorkflowID,
+			&i.BlockedParents,
+			&i.HasChildren,
+			&i.ConcurrencyKey,
+			&i.ParkedKey,
+			&i.KeyRelease,
+			&i.UniqueUntil,
+			&i.UniqueWhileActive,
+			&i.RateKey,
+			&i.HeldRateKey,
+			&i.ScanStatus,
+			&i.DueStatus,
+			&i.IndexStatus,
+			&i.TypeStatus,
 		); err != nil {
 			return nil, err
 		}

@@ -135,6 +135,7 @@ type JobQueue struct {
 	ScanStatus        sql.NullString
 	DueStatus         sql.NullString
 	IndexStatus       sql.NullString
+	TypeStatus        sql.NullString
 }
 
 type JobRunInfo struct {

@@ -35,10 +35,11 @@ func (q *Queries) ExecutionDeleteByJobs(ctx context.Context, ids []uint64) (int6
 }
 
 const jobCountRunningByType = `-- name: JobCountRunningByType :one
-SELECT COUNT(*) FROM job_queue
-WHERE job_type = ? AND index_status = 'RUNNING' AND status = 'RUNNING'
+SELECT COUNT(*) FROM job_queue FORCE INDEX (idx_lease)
+WHERE index_status = 'RUNNING' AND job_type = ?
 `
 
+// From idx_lease's RUNNING range, covering (it carries job_type).
 func (q *Queries) JobCountRunningByType(ctx context.Context, jobType string) (int64, error) {
 	row := q.db.QueryRowContext(ctx, jobCountRunningByType, jobType)
 	var count int64
@@ -178,24 +179,24 @@ func (q *Queries) JobIDsByStatus(ctx context.Context, arg JobIDsByStatusParams) 
 
 const jobIDsByTypeStatus = `-- name: JobIDsByTypeStatus :many
 SELECT id FROM job_queue
-WHERE job_type = ? AND index_status = ? AND status = ?
+WHERE job_type = ? AND type_status = ? AND status = ?
   AND id > ?
 ORDER BY id
 LIMIT ?
 `
 
 type JobIDsByTypeStatusParams struct {
-	JobType     string
-	IndexStatus sql.NullString
-	Status      string
-	AfterID     uint64
-	Limit       int32
+	JobType    string
+	TypeStatus sql.NullString
+	Status     string
+	AfterID    uint64
+	Limit      int32
 }
 
 func (q *Queries) JobIDsByTypeStatus(ctx context.Context, arg JobIDsByTypeStatusParams) ([]uint64, error) {
 	rows, err := q.db.QueryContext(ctx, jobIDsByTypeStatus,
 		arg.JobType,
-		arg.IndexStatus,
+		arg.TypeStatus,
 		arg.Status,
 		arg.AfterID,
 		arg.Limit,
@@ -269,7 +270,7 @@ func (q *Queries) JobInsertPeriodic(ctx context.Context, arg JobInsertPeriodicPa
 
 const jobLockAvailableByType = `-- name: JobLockAvailableByType :many
 SELECT id FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
+WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND type_status = 'WAITING'
   AND lane = ? AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -284,12 +285,12 @@ type JobLockAvailableByTypeParams struct {
 
 // The read half of the limited claim, under the type's control row lock, on
 // servers without SKIP LOCKED. It, its three siblings and TypeProbe's
-// has_due name status, scan_status and index_status (migrations 018, 021):
-// idx_scan is on scan_status and idx_type_status on index_status (PARKED
+// has_due name status, scan_status and type_status (migrations 018, 021):
+// idx_scan is on scan_status and idx_type_status on type_status (RUNNING
 // read as WAITING), and MariaDB uses an index on a virtual column only for
 // a query that names it, so the optimizer keeps both choices it had:
 // idx_type_status for a type with few WAITING jobs, idx_scan (no filesort)
-// for a large backlog; status tells the type's PARKED jobs apart.
+// for a large backlog; status tells the type's RUNNING jobs apart.
 func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailableByTypeParams) ([]uint64, error) {
 	rows, err := q.db.QueryContext(ctx, jobLockAvailableByType, arg.JobType, arg.Lane, arg.Limit)
 	if err != nil {
@@ -315,7 +316,7 @@ func (q *Queries) JobLockAvailableByType(ctx context.Context, arg JobLockAvailab
 
 const jobLockAvailableByTypeKeyed = `-- name: JobLockAvailableByTypeKeyed :many
 SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
+WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND type_status = 'WAITING'
   AND lane = ? AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -360,7 +361,7 @@ func (q *Queries) JobLockAvailableByTypeKeyed(ctx context.Context, arg JobLockAv
 
 const jobLockAvailableByTypeKeyedSkipLocked = `-- name: JobLockAvailableByTypeKeyedSkipLocked :many
 SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
+WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND type_status = 'WAITING'
   AND lane = ? AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -405,7 +406,7 @@ func (q *Queries) JobLockAvailableByTypeKeyedSkipLocked(ctx context.Context, arg
 
 const jobLockAvailableByTypeSkipLocked = `-- name: JobLockAvailableByTypeSkipLocked :many
 SELECT id FROM job_queue
-WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
+WHERE job_type = ? AND status = 'WAITING' AND scan_status = 'WAITING' AND type_status = 'WAITING'
   AND lane = ? AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -473,7 +474,7 @@ func (q *Queries) JobRelease(ctx context.Context, ids []uint64) (int64, error) {
 
 const jobReleaseHeldByType = `-- name: JobReleaseHeldByType :execrows
 UPDATE job_queue SET status = 'WAITING', update_time = NOW(6)
-WHERE job_type = ? AND index_status = 'HELD' AND status = 'HELD'
+WHERE job_type = ? AND type_status = 'HELD' AND status = 'HELD'
 `
 
 // Every HELD job of a type back to WAITING, in the transaction that clears
@@ -1096,9 +1097,9 @@ func (q *Queries) RateWindowCount(ctx context.Context, arg RateWindowCountParams
 }
 
 const statsCountByTypeStatus = `-- name: StatsCountByTypeStatus :many
-SELECT job_type, index_status AS status, COUNT(*) AS n FROM job_queue
-GROUP BY job_type, index_status
-ORDER BY job_type, index_status
+SELECT job_type, type_status AS status, COUNT(*) AS n FROM job_queue
+GROUP BY job_type, type_status
+ORDER BY job_type, type_status
 `
 
 type StatsCountByTypeStatusRow struct {
@@ -1107,9 +1108,9 @@ type StatsCountByTypeStatusRow struct {
 	N       int64
 }
 
-// Jobs by type and index_status (a full pass over idx_type_status, which
-// covers it): PARKED jobs are counted as WAITING here, and
-// StatsCountParkedByType counts them apart.
+// Jobs by type and type_status (a full pass over idx_type_status, which
+// covers it): RUNNING jobs are counted as WAITING here, and
+// StatsCountRunningByType counts them apart.
 func (q *Queries) StatsCountByTypeStatus(ctx context.Context) ([]StatsCountByTypeStatusRow, error) {
 	rows, err := q.db.QueryContext(ctx, statsCountByTypeStatus)
 	if err != nil {
@@ -1133,30 +1134,28 @@ func (q *Queries) StatsCountByTypeStatus(ctx context.Context) ([]StatsCountByTyp
 	return items, nil
 }
 
-const statsCountParkedByType = `-- name: StatsCountParkedByType :many
-SELECT job_type, COUNT(*) AS n FROM job_queue
-WHERE parked_key IS NOT NULL
+const statsCountRunningByType = `-- name: StatsCountRunningByType :many
+SELECT job_type, COUNT(*) AS n FROM job_queue FORCE INDEX (idx_lease)
+WHERE index_status = 'RUNNING'
 GROUP BY job_type
 ORDER BY job_type
 `
 
-type StatsCountParkedByTypeRow struct {
+type StatsCountRunningByTypeRow struct {
 	JobType string
 	N       int64
 }
 
-// PARKED jobs by type, from idx_key_parked (parked_key is set only while a
-// job is PARKED, and the index carries job_type): a range over the parked
-// jobs only.
-func (q *Queries) StatsCountParkedByType(ctx context.Context) ([]StatsCountParkedByTypeRow, error) {
-	rows, err := q.db.QueryContext(ctx, statsCountParkedByType)
+// RUNNING jobs by type, from idx_lease's RUNNING range (covering).
+func (q *Queries) StatsCountRunningByType(ctx context.Context) ([]StatsCountRunningByTypeRow, error) {
+	rows, err := q.db.QueryContext(ctx, statsCountRunningByType)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []StatsCountParkedByTypeRow
+	var items []StatsCountRunningByTypeRow
 	for rows.Next() {
-		var i StatsCountParkedByTypeRow
+		var i StatsCountRunningByTypeRow
 		if err := rows.Scan(&i.JobType, &i.N); err != nil {
 			return nil, err
 		}
@@ -1509,7 +1508,7 @@ func (q *Queries) TypeControlSetRate(ctx context.Context, arg TypeControlSetRate
 const typeProbe = `-- name: TypeProbe :many
 SELECT c.paused, c.max_running, c.rate_starts, c.rate_per_key,
        CAST(IF(c.max_running > 0,
-            (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.index_status = 'RUNNING' AND r.status = 'RUNNING'), 0) AS SIGNED) AS running,
+            (SELECT COUNT(*) FROM job_queue AS r FORCE INDEX (idx_lease) WHERE r.index_status = 'RUNNING' AND r.job_type = c.job_type), 0) AS SIGNED) AS running,
        CAST(IF(c.rate_starts > 0 AND c.rate_per_key = 0,
             (SELECT COUNT(*) FROM rate_start AS s
              WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND), 0) AS SIGNED) AS window_starts,
@@ -1521,7 +1520,7 @@ SELECT c.paused, c.max_running, c.rate_starts, c.rate_per_key,
        EXISTS (SELECT 1 FROM rate_hold AS h WHERE h.job_type = c.job_type) AS has_held,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6),
             (SELECT MIN(h.opens_at) FROM rate_hold AS h WHERE h.job_type = c.job_type)), 0) AS SIGNED) AS held_opens_in_us,
-       EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.scan_status = 'WAITING' AND w.index_status = 'WAITING' AND w.lane = ? AND w.run_at <= NOW(6)) AS has_due
+       EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.scan_status = 'WAITING' AND w.type_status = 'WAITING' AND w.lane = ? AND w.run_at <= NOW(6)) AS has_due
 FROM job_type_control AS c
 WHERE c.job_type = ?
 `
@@ -1546,7 +1545,7 @@ type TypeProbeRow struct {
 
 // The non-locking probe before a limited claim, one row (none when the type
 // has no control row): whether it is paused, its RUNNING jobs (counted on
-// idx_type_status only when it has a concurrency limit), its starts in the
+// idx_lease's RUNNING range only when it has a concurrency limit), its starts in the
 // rate window and when that window next opens — the oldest start in it
 // plus the period, in microseconds from NOW(6) (idx_rate_window, only when
 // it has a per-type rate limit) — whether it has keys with HELD jobs and

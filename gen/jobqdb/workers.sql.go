@@ -94,7 +94,7 @@ func (q *Queries) JobClaimedLease(ctx context.Context, id uint64) (JobClaimedLea
 const jobLaneReconcile = `-- name: JobLaneReconcile :execrows
 UPDATE job_queue
 SET lane = 1
-WHERE job_type IN (/*SLICE:types*/?) AND lane = 0 AND index_status IN ('WAITING', 'SCHEDULED')
+WHERE job_type IN (/*SLICE:types*/?) AND lane = 0 AND type_status IN ('WAITING', 'SCHEDULED')
   AND status IN ('WAITING', 'SCHEDULED')
 `
 

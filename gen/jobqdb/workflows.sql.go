@@ -521,7 +521,7 @@ func (q *Queries) WorkflowJobKeys(ctx context.Context, workflowID sql.NullInt64)
 }
 
 const workflowJobs = `-- name: WorkflowJobs :many
-SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status FROM job_queue WHERE workflow_id = ? ORDER BY id
+SELECT id, job_key, job_type, params, request_hash, status, priority, retry_times, max_retry, timeout_ms, run_at, attempt, owner, lease_until, last_error, started_at, finished_at, cancel_requested, create_time, update_time, lane, lease_nonce, workflow_id, blocked_parents, has_children, concurrency_key, parked_key, key_release, unique_until, unique_while_active, rate_key, held_rate_key, scan_status, due_status, index_status, type_status FROM job_queue WHERE workflow_id = ? ORDER BY id
 `
 
 func (q *Queries) WorkflowJobs(ctx context.Context, workflowID sql.NullInt64) ([]JobQueue, error) {
@@ -569,6 +569,7 @@ func (q *Queries) WorkflowJobs(ctx context.Context, workflowID sql.NullInt64) ([
 			&i.ScanStatus,
 			&i.DueStatus,
 			&i.IndexStatus,
+			&i.TypeStatus,
 		); err != nil {
 			return nil, err
 		}

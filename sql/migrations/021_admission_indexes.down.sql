@@ -3,6 +3,5 @@ ALTER TABLE job_queue
     ADD KEY idx_lease (status, lease_until),
     DROP KEY idx_type_status,
     ADD KEY idx_type_status (job_type, status, id),
-    DROP KEY idx_key_parked,
-    ADD KEY idx_key_parked (parked_key, priority DESC, run_at, id),
-    DROP COLUMN index_status;
+    DROP COLUMN index_status,
+    DROP COLUMN type_status;

@@ -55,10 +55,10 @@ ORDER BY e.id
 LIMIT ?;
 
 -- name: AlertRunningSince :many
--- RUNNING jobs of a type whose attempt started before the cutoff
--- (idx_type_status).
-SELECT id, job_key, attempt, started_at, owner FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND index_status = 'RUNNING' AND status = 'RUNNING'
+-- RUNNING jobs of a type whose attempt started before the cutoff (the
+-- RUNNING range of idx_lease, which carries job_type).
+SELECT id, job_key, attempt, started_at, owner FROM job_queue FORCE INDEX (idx_lease)
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND job_type = sqlc.arg(job_type)
   AND started_at < sqlc.arg(cutoff)
 ORDER BY id
 LIMIT 1000;

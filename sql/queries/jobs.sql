@@ -84,6 +84,22 @@ WHERE id < sqlc.arg(before_id)
 ORDER BY id DESC
 LIMIT ?;
 
+-- name: JobListWaiting :many
+-- WAITING jobs, from idx_scan's WAITING range (idx_lease keys PARKED jobs
+-- as WAITING too).
+SELECT * FROM job_queue
+WHERE scan_status = 'WAITING' AND status = 'WAITING' AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
+-- name: JobListParked :many
+-- PARKED jobs, from idx_key_parked (parked_key is set only while a job is
+-- PARKED).
+SELECT * FROM job_queue
+WHERE parked_key IS NOT NULL AND status = 'PARKED' AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
 -- name: JobListByStatus :many
 SELECT * FROM job_queue
 WHERE index_status = sqlc.arg(index_status) AND status = sqlc.arg(status) AND id < sqlc.arg(before_id)
@@ -96,9 +112,17 @@ WHERE job_type = sqlc.arg(job_type) AND id < sqlc.arg(before_id)
 ORDER BY id DESC
 LIMIT ?;
 
+-- name: JobListRunningByType :many
+-- A type's RUNNING jobs, from idx_lease's RUNNING range (in idx_type_status
+-- they sit among the type's WAITING backlog).
+SELECT * FROM job_queue FORCE INDEX (idx_lease)
+WHERE index_status = 'RUNNING' AND status = 'RUNNING' AND job_type = sqlc.arg(job_type) AND id < sqlc.arg(before_id)
+ORDER BY id DESC
+LIMIT ?;
+
 -- name: JobListByTypeStatus :many
 SELECT * FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND index_status = sqlc.arg(index_status) AND status = sqlc.arg(status)
+WHERE job_type = sqlc.arg(job_type) AND type_status = sqlc.arg(type_status) AND status = sqlc.arg(status)
   AND id < sqlc.arg(before_id)
 ORDER BY id DESC
 LIMIT ?;

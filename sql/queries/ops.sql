@@ -29,7 +29,7 @@ ON DUPLICATE KEY UPDATE rate_starts = sqlc.arg(rate_starts), rate_period_us = sq
 -- the type's rate limit or makes it per type (idx_type_status): no claim
 -- would release them any more.
 UPDATE job_queue SET status = 'WAITING', update_time = NOW(6)
-WHERE job_type = ? AND index_status = 'HELD' AND status = 'HELD';
+WHERE job_type = ? AND type_status = 'HELD' AND status = 'HELD';
 
 -- name: RateHoldDeleteByType :execrows
 DELETE FROM rate_hold WHERE job_type = ?;
@@ -136,13 +136,14 @@ ORDER BY started_at
 LIMIT ?;
 
 -- name: JobCountRunningByType :one
-SELECT COUNT(*) FROM job_queue
-WHERE job_type = ? AND index_status = 'RUNNING' AND status = 'RUNNING';
+-- From idx_lease's RUNNING range, covering (it carries job_type).
+SELECT COUNT(*) FROM job_queue FORCE INDEX (idx_lease)
+WHERE index_status = 'RUNNING' AND job_type = ?;
 
 -- name: TypeProbe :many
 -- The non-locking probe before a limited claim, one row (none when the type
 -- has no control row): whether it is paused, its RUNNING jobs (counted on
--- idx_type_status only when it has a concurrency limit), its starts in the
+-- idx_lease's RUNNING range only when it has a concurrency limit), its starts in the
 -- rate window and when that window next opens — the oldest start in it
 -- plus the period, in microseconds from NOW(6) (idx_rate_window, only when
 -- it has a per-type rate limit) — whether it has keys with HELD jobs and
@@ -151,7 +152,7 @@ WHERE job_type = ? AND index_status = 'RUNNING' AND status = 'RUNNING';
 -- read per scan and takes no lock.
 SELECT c.paused, c.max_running, c.rate_starts, c.rate_per_key,
        CAST(IF(c.max_running > 0,
-            (SELECT COUNT(*) FROM job_queue AS r WHERE r.job_type = c.job_type AND r.index_status = 'RUNNING' AND r.status = 'RUNNING'), 0) AS SIGNED) AS running,
+            (SELECT COUNT(*) FROM job_queue AS r FORCE INDEX (idx_lease) WHERE r.index_status = 'RUNNING' AND r.job_type = c.job_type), 0) AS SIGNED) AS running,
        CAST(IF(c.rate_starts > 0 AND c.rate_per_key = 0,
             (SELECT COUNT(*) FROM rate_start AS s
              WHERE s.job_type = c.job_type AND s.started_at > NOW(6) - INTERVAL c.rate_period_us MICROSECOND), 0) AS SIGNED) AS window_starts,
@@ -163,21 +164,21 @@ SELECT c.paused, c.max_running, c.rate_starts, c.rate_per_key,
        EXISTS (SELECT 1 FROM rate_hold AS h WHERE h.job_type = c.job_type) AS has_held,
        CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6),
             (SELECT MIN(h.opens_at) FROM rate_hold AS h WHERE h.job_type = c.job_type)), 0) AS SIGNED) AS held_opens_in_us,
-       EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.scan_status = 'WAITING' AND w.index_status = 'WAITING' AND w.lane = sqlc.arg(lane) AND w.run_at <= NOW(6)) AS has_due
+       EXISTS (SELECT 1 FROM job_queue AS w WHERE w.job_type = c.job_type AND w.status = 'WAITING' AND w.scan_status = 'WAITING' AND w.type_status = 'WAITING' AND w.lane = sqlc.arg(lane) AND w.run_at <= NOW(6)) AS has_due
 FROM job_type_control AS c
 WHERE c.job_type = sqlc.arg(job_type);
 
 -- name: JobLockAvailableByType :many
 -- The read half of the limited claim, under the type's control row lock, on
 -- servers without SKIP LOCKED. It, its three siblings and TypeProbe's
--- has_due name status, scan_status and index_status (migrations 018, 021):
--- idx_scan is on scan_status and idx_type_status on index_status (PARKED
+-- has_due name status, scan_status and type_status (migrations 018, 021):
+-- idx_scan is on scan_status and idx_type_status on type_status (RUNNING
 -- read as WAITING), and MariaDB uses an index on a virtual column only for
 -- a query that names it, so the optimizer keeps both choices it had:
 -- idx_type_status for a type with few WAITING jobs, idx_scan (no filesort)
--- for a large backlog; status tells the type's PARKED jobs apart.
+-- for a large backlog; status tells the type's RUNNING jobs apart.
 SELECT id FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND type_status = 'WAITING'
   AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -189,7 +190,7 @@ FOR UPDATE;
 -- (the control row lock already serialises the type's claimers). lane 1 is
 -- a remote worker's fetch of a rate-limited type.
 SELECT id FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND type_status = 'WAITING'
   AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -199,7 +200,7 @@ FOR UPDATE SKIP LOCKED;
 -- JobLockAvailableByType for a per-key rate limit: with each job's rate key
 -- ('' for none).
 SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND type_status = 'WAITING'
   AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -209,7 +210,7 @@ FOR UPDATE;
 -- JobLockAvailableByTypeSkipLocked for a per-key rate limit: with each
 -- job's rate key ('' for none).
 SELECT id, COALESCE(rate_key, '') AS rate_key FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND index_status = 'WAITING'
+WHERE job_type = sqlc.arg(job_type) AND status = 'WAITING' AND scan_status = 'WAITING' AND type_status = 'WAITING'
   AND lane = sqlc.arg(lane) AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -306,7 +307,7 @@ DELETE FROM job_queue WHERE id IN (sqlc.slice(ids));
 
 -- name: JobIDsByTypeStatus :many
 SELECT id FROM job_queue
-WHERE job_type = sqlc.arg(job_type) AND index_status = sqlc.arg(index_status) AND status = sqlc.arg(status)
+WHERE job_type = sqlc.arg(job_type) AND type_status = sqlc.arg(type_status) AND status = sqlc.arg(status)
   AND id > sqlc.arg(after_id)
 ORDER BY id
 LIMIT ?;
@@ -327,19 +328,17 @@ SET status = IF(concurrency_key IS NULL, 'WAITING', 'PARKED'), retry_times = 0, 
 WHERE id IN (sqlc.slice(ids)) AND status = sqlc.arg(status);
 
 -- name: StatsCountByTypeStatus :many
--- Jobs by type and index_status (a full pass over idx_type_status, which
--- covers it): PARKED jobs are counted as WAITING here, and
--- StatsCountParkedByType counts them apart.
-SELECT job_type, index_status AS status, COUNT(*) AS n FROM job_queue
-GROUP BY job_type, index_status
-ORDER BY job_type, index_status;
+-- Jobs by type and type_status (a full pass over idx_type_status, which
+-- covers it): RUNNING jobs are counted as WAITING here, and
+-- StatsCountRunningByType counts them apart.
+SELECT job_type, type_status AS status, COUNT(*) AS n FROM job_queue
+GROUP BY job_type, type_status
+ORDER BY job_type, type_status;
 
--- name: StatsCountParkedByType :many
--- PARKED jobs by type, from idx_key_parked (parked_key is set only while a
--- job is PARKED, and the index carries job_type): a range over the parked
--- jobs only.
-SELECT job_type, COUNT(*) AS n FROM job_queue
-WHERE parked_key IS NOT NULL
+-- name: StatsCountRunningByType :many
+-- RUNNING jobs by type, from idx_lease's RUNNING range (covering).
+SELECT job_type, COUNT(*) AS n FROM job_queue FORCE INDEX (idx_lease)
+WHERE index_status = 'RUNNING'
 GROUP BY job_type
 ORDER BY job_type;
 

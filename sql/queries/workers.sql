@@ -116,7 +116,7 @@ GROUP BY owner;
 -- (lane 0) and have not started move to lane 1, so no replica claims them.
 UPDATE job_queue
 SET lane = 1
-WHERE job_type IN (sqlc.slice(types)) AND lane = 0 AND index_status IN ('WAITING', 'SCHEDULED')
+WHERE job_type IN (sqlc.slice(types)) AND lane = 0 AND type_status IN ('WAITING', 'SCHEDULED')
   AND status IN ('WAITING', 'SCHEDULED');
 
 -- name: TypesHeld :many

@@ -189,9 +189,15 @@ var mutants = []mutant{
 		Checks: []check{{"./store/", "^TestKeyedCompletionSeesAJobParkedWhileItWaited$"}},
 	},
 	{
-		Name: "parked-counted-as-waiting", Bug: "stats: PARKED jobs, indexed as WAITING, are counted as WAITING too",
+		Name: "parked-cancel-row-first", Bug: "keys: a cancel of a PARKED job locks its row without its key, deadlocking with the key's locking pick",
+		Rule:   "cancel ",
+		Edits:  []edit{{"store/jobs.go", "} else if len(st) == 1 && jobq.JobState(st[0].Status) == jobq.StateParked {", "} else if false && len(st) == 1 {"}},
+		Checks: []check{{"./store/", "^TestKeyedCancelsRaceCompletions$"}},
+	},
+	{
+		Name: "running-counted-as-waiting", Bug: "stats: RUNNING jobs, indexed as WAITING by type, are counted as WAITING too",
 		Rule:   "by type and status",
-		Edits:  []edit{{"store/ops.go", "\t\t\t\tn -= p\n", "\t\t\t\tn -= 0\n"}},
+		Edits:  []edit{{"store/ops.go", "\t\t\t\tn -= c\n", "\t\t\t\tn -= 0\n"}},
 		Checks: []check{{"./store/", "^TestParkedAndWaitingToldApart$"}},
 	},
 	{
