@@ -265,7 +265,7 @@ func TestKeyedCancelsRaceCompletions(t *testing.T) {
 	ctx := context.Background()
 	keys := []string{"k1", "k2", "k3"}
 	var all []uint64
-	for i := range 8 {
+	for i := range 24 {
 		for _, k := range keys {
 			key := fmt.Sprintf("%s-%d", k, i)
 			j, _, err := st.JobSubmit(ctx, jobq.SubmitParams{JobKey: key, JobType: "noop", Params: "{}", RequestHash: key, ConcurrencyKey: k, ConcurrencyLimit: 2})
@@ -275,7 +275,7 @@ func TestKeyedCancelsRaceCompletions(t *testing.T) {
 			all = append(all, j.ID)
 		}
 	}
-	for round := 0; round < 6; round++ {
+	for round := 0; round < 16; round++ {
 		claimed, err := st.JobClaimSkipLocked(ctx, jobq.ClaimParams{Owner: "o", Limit: 100, Lease: time.Minute})
 		if err != nil {
 			t.Fatal(err)

@@ -201,9 +201,9 @@ var mutants = []mutant{
 		Checks: []check{{"./store/", "^TestParkedAndWaitingToldApart$"}},
 	},
 	{
-		Name: "parked-listed-as-waiting", Bug: "listing: a read by status names index_status only, so PARKED jobs list as WAITING ones",
+		Name: "running-listed-as-waiting", Bug: "listing: a read by type and status names type_status only, so a type's RUNNING jobs list as WAITING ones",
 		Rule:   "list WAITING",
-		Edits:  []edit{{gen, "WHERE index_status = ? AND status = ? AND id < ?", "WHERE index_status = ? AND ? <> '' AND id < ?"}},
+		Edits:  []edit{{gen, "AND type_status = ? AND status = ?\n  AND id < ?", "AND type_status = ? AND ? <> ''\n  AND id < ?"}},
 		Checks: []check{{"./store/", "^TestParkedAndWaitingToldApart$"}},
 	},
 	{
